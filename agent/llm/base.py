@@ -1,0 +1,209 @@
+"""The one call shape every backend shares.
+
+A backend implements :meth:`LLM._complete` (one request in, one raw reply out). Everything
+that must hold for every backend lives here, once: argument checks, refusing to parse a
+truncated structured reply, validating every parsed object again, separating reasoning
+text from the answer, timing, and the recording hook.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.llm.constraints import Constraint, OutputType, to_constraint
+from agent.llm.types import (
+    CallRecord,
+    Completion,
+    LLMError,
+    Message,
+    RawReply,
+    ThinkingMode,
+    TruncatedOutputError,
+)
+
+Recorder = Callable[[CallRecord], None]
+
+_THINK_BLOCK = re.compile(r"^\s*<think>(.*?)</think>\s*", re.DOTALL)
+
+
+@dataclass
+class Request:
+    """One independent request, for :meth:`LLM.generate_many`."""
+
+    messages: list[Message]
+    output_type: OutputType = None
+    temperature: float = 0.7
+    max_tokens: int = 256
+    min_tokens: int | None = None
+    stop: list[str] | None = None
+    seed: int | None = None
+    role: str | None = None
+    constraint: Constraint | None = field(default=None, repr=False)
+
+
+class LLM(ABC):
+    """A chat model behind one call shape: ``generate(messages, output_type, ...)``."""
+
+    backend: str = "abstract"
+
+    def __init__(self, model: str, *, thinking: ThinkingMode = "auto") -> None:
+        if thinking not in ("off", "on", "auto"):
+            raise ValueError(f"thinking must be off, on or auto, not {thinking!r}")
+        self.model = model
+        self.thinking: ThinkingMode = thinking
+        self.recorders: list[Recorder] = []
+
+    # -- the public call shape -------------------------------------------------------
+    def generate(
+        self,
+        messages: Sequence[Message],
+        output_type: OutputType = None,
+        *,
+        temperature: float,
+        max_tokens: int,
+        min_tokens: int | None = None,
+        stop: list[str] | None = None,
+        seed: int | None = None,
+        role: str | None = None,
+    ) -> Completion:
+        """Generate one reply; with ``output_type`` the reply is constrained and ``parsed`` is set."""
+        request = Request(list(messages), output_type, temperature, max_tokens, min_tokens, stop, seed, role)
+        return self._run(self._prepare(request))
+
+    def generate_many(
+        self, requests: Sequence[Request], *, return_exceptions: bool = False
+    ) -> list[Completion | LLMError]:
+        """Run independent requests; backends that can batch (a server) run them concurrently.
+
+        Results keep the order of ``requests``. With ``return_exceptions`` a failed request
+        yields its :class:`LLMError` in place; otherwise the first failure is raised after
+        every request has finished (so no reply that was paid for is silently dropped).
+        """
+        prepared = [self._prepare(r) for r in requests]
+        results = self._run_many(prepared)
+        if not return_exceptions:
+            for result in results:
+                if isinstance(result, LLMError):
+                    raise result
+        return results
+
+    def close(self) -> None:
+        """Release backend resources (HTTP connections, model memory)."""
+        return None
+
+    def __enter__(self) -> LLM:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- what a backend provides ---------------------------------------------------------
+    @abstractmethod
+    def _complete(self, request: Request) -> RawReply:
+        """Send one prepared request and return the raw reply (no parsing)."""
+
+    def _run_many(self, requests: list[Request]) -> list[Completion | LLMError]:
+        """Default: one after another. Servers override this to send them concurrently."""
+        results: list[Completion | LLMError] = []
+        for request in requests:
+            try:
+                results.append(self._run(request))
+            except LLMError as exc:
+                results.append(exc)
+        return results
+
+    # -- shared machinery ----------------------------------------------------------------
+    def _prepare(self, request: Request) -> Request:
+        _check_arguments(request)
+        request.constraint = to_constraint(request.output_type)
+        return request
+
+    def _run(self, request: Request) -> Completion:
+        started = time.perf_counter()
+        raw: RawReply | None = None
+        try:
+            raw = self._complete(request)
+            completion = self._finish(request, raw, time.perf_counter() - started)
+        except LLMError as exc:
+            self._record(request, raw, time.perf_counter() - started, error=str(exc))
+            raise
+        self._record(request, raw, completion.latency_s, error=None)
+        return completion
+
+    def _finish(self, request: Request, raw: RawReply, latency_s: float) -> Completion:
+        text, reasoning = split_reasoning(raw.text, raw.reasoning)
+        parsed: Any = None
+        constraint = request.constraint
+        if constraint is not None:
+            if raw.finish_reason == "length":
+                raise TruncatedOutputError(
+                    f"{constraint.name} reply was cut at max_tokens={request.max_tokens} "
+                    f"after {raw.usage.completion_tokens} tokens; raise max_tokens or shorten the output"
+                )
+            parsed = constraint.parse(text.strip() if constraint.kind == "json" else text)
+        return Completion(
+            text=text,
+            finish_reason=raw.finish_reason,
+            usage=raw.usage,
+            latency_s=latency_s,
+            model=raw.model,
+            parsed=parsed,
+            reasoning=reasoning,
+        )
+
+    def _record(self, request: Request, raw: RawReply | None, latency_s: float, error: str | None) -> None:
+        if not self.recorders:
+            return
+        usage = raw.usage if raw is not None else None
+        record = CallRecord(
+            role=request.role,
+            backend=self.backend,
+            model=raw.model if raw is not None else self.model,
+            temperature=request.temperature,
+            max_tokens=request.max_tokens,
+            schema_name=request.constraint.name if request.constraint else None,
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            cached_prompt_tokens=usage.cached_prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+            latency_s=latency_s,
+            finish_reason=raw.finish_reason if raw is not None else None,
+            error=error,
+            messages=request.messages,
+            text=raw.text if raw is not None else None,
+        )
+        for recorder in self.recorders:
+            recorder(record)
+
+
+def split_reasoning(text: str, reasoning: str | None) -> tuple[str, str | None]:
+    """Separate a leading ``<think>...</think>`` block from the answer.
+
+    Servers with a reasoning parser already return reasoning apart; without one a
+    Qwen3-class model writes it inline, and it must never be parsed as the answer.
+    """
+    match = _THINK_BLOCK.match(text)
+    if match is None:
+        return text, reasoning
+    inline = match.group(1).strip()
+    return text[match.end() :], (reasoning + "\n" + inline) if reasoning else inline
+
+
+def _check_arguments(request: Request) -> None:
+    if not request.messages:
+        raise ValueError("messages must not be empty")
+    for message in request.messages:
+        if message.get("role") not in ("system", "user", "assistant") or not isinstance(
+            message.get("content"), str
+        ):
+            raise ValueError(f"bad message (need role system/user/assistant and string content): {message!r}")
+    if request.temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {request.temperature}")
+    if request.max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1, got {request.max_tokens}")
+    if request.min_tokens is not None and not 0 <= request.min_tokens <= request.max_tokens:
+        raise ValueError(f"min_tokens must be between 0 and max_tokens, got {request.min_tokens}")

@@ -1,0 +1,163 @@
+"""The ``embedded`` backend: transformers + Outlines in this process, on the CPU, no server.
+
+We drive ``model.generate`` ourselves with an Outlines logits processor rather than going
+through ``outlines.Generator``: that way every sampling setting (``min_new_tokens``, stop
+strings, seed) is honoured, and token counts and the finish reason are exact. The costly
+part of constrained decoding, compiling a schema into an index over the vocabulary, is
+cached per schema for the life of the process.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from agent.llm.base import LLM, Request
+from agent.llm.constraints import Constraint
+from agent.llm.types import LLMError, RawReply, ThinkingMode, UnsupportedSettingError, Usage
+
+# Compact JSON: no free whitespace between tokens, so a small model cannot loop on spaces.
+_JSON_WHITESPACE = r"[ ]?"
+
+
+def _import_stack() -> tuple[Any, Any, Any]:
+    try:
+        import torch
+        import transformers
+        from outlines_core import Index
+    except ImportError as exc:
+        raise LLMError(
+            f"the embedded backend needs '{exc.name}': pip install 'fabula[cpu]'"
+        ) from exc
+    return torch, transformers, Index
+
+
+class EmbeddedLLM(LLM):
+    """A local HF model folder (default: the embedded SmolLM2) with Outlines constraints."""
+
+    backend = "embedded"
+
+    def __init__(self, model: str | None = None, *, thinking: ThinkingMode = "auto") -> None:
+        torch, transformers, _ = _import_stack()
+        if model is None:
+            from serve.models import ensure_embedded_model
+
+            path = ensure_embedded_model().path
+        else:
+            path = Path(model).expanduser()
+            if not (path / "config.json").is_file():
+                raise LLMError(f"embedded backend: {path} is not a local HF model folder (no config.json)")
+        self.path = path
+        super().__init__(path.name, thinking=thinking)
+        self._torch = torch
+        self.tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+        self.hf_model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        self.hf_model.eval()
+        self._lock = threading.Lock()
+        self._vocabulary = None
+        self._indexes: dict[str, Any] = {}
+
+    # -- constraints -----------------------------------------------------------------------
+    def _vocab(self):
+        """The Outlines vocabulary of this tokenizer (built once per process)."""
+        if self._vocabulary is None:
+            from outlines.backends.outlines_core import OutlinesCoreBackend
+            from outlines.models.transformers import TransformerTokenizer
+
+            tok = TransformerTokenizer(self.tokenizer)
+            self._vocabulary = OutlinesCoreBackend.create_outlines_core_vocabulary(
+                tok.vocabulary, tok.eos_token_id, tok.eos_token, tok.convert_token_to_string
+            )
+        return self._vocabulary
+
+    def _index(self, constraint: Constraint):
+        """Compile a constraint once per process; later calls with the same schema reuse it."""
+        index = self._indexes.get(constraint.cache_key)
+        if index is None:
+            from outlines_core import Index
+            from outlines_core.json_schema import build_regex_from_schema
+
+            regex = _constraint_regex(constraint, build_regex_from_schema)
+            index = Index(regex, self._vocab())
+            self._indexes[constraint.cache_key] = index
+        return index
+
+    def warm_up(self, constraint: Constraint) -> None:
+        """Pay the one-time compile cost of a constraint now (benchmarks and servers)."""
+        self._index(constraint)
+
+    # -- generation --------------------------------------------------------------------------
+    def _complete(self, request: Request) -> RawReply:
+        torch = self._torch
+        if request.min_tokens and request.constraint is not None:
+            raise UnsupportedSettingError(
+                "embedded backend: min_tokens cannot be combined with a structured output type"
+            )
+        template_kwargs = {} if self.thinking == "auto" else {"enable_thinking": self.thinking == "on"}
+        prompt_ids = self.tokenizer.apply_chat_template(
+            request.messages, add_generation_prompt=True, return_tensors="pt", return_dict=True,
+            **template_kwargs,
+        )["input_ids"]
+        kwargs: dict[str, Any] = {"max_new_tokens": request.max_tokens, "pad_token_id": self._pad_id()}
+        if request.temperature > 0:
+            kwargs.update(do_sample=True, temperature=request.temperature, top_k=0, top_p=1.0)
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_k=None, top_p=None)
+        if request.min_tokens:
+            kwargs["min_new_tokens"] = request.min_tokens
+        if request.stop:
+            kwargs.update(stop_strings=request.stop, tokenizer=self.tokenizer)
+        with self._lock:
+            if request.constraint is not None:
+                from outlines.backends.outlines_core import OutlinesCoreLogitsProcessor
+                from transformers import LogitsProcessorList
+
+                processor = OutlinesCoreLogitsProcessor(self._index(request.constraint), "torch")
+                kwargs["logits_processor"] = LogitsProcessorList([processor])
+            if request.seed is not None:
+                torch.manual_seed(request.seed)
+            with torch.inference_mode():
+                output = self.hf_model.generate(
+                    input_ids=prompt_ids, attention_mask=torch.ones_like(prompt_ids), **kwargs
+                )
+        new_ids = output[0, prompt_ids.shape[1] :].tolist()
+        eos_ids = self._eos_ids()
+        finished = bool(new_ids) and new_ids[-1] in eos_ids
+        content_ids = new_ids[:-1] if finished else new_ids
+        text = self.tokenizer.decode(content_ids, skip_special_tokens=True)
+        finish_reason = "stop" if finished else "length"
+        if request.stop:
+            cut = min((text.find(s) for s in request.stop if s in text), default=-1)
+            if cut >= 0:
+                text, finish_reason = text[:cut], "stop"
+        if not finished and len(new_ids) < request.max_tokens:
+            finish_reason = "stop"
+        return RawReply(
+            text=text,
+            finish_reason=finish_reason,
+            usage=Usage(prompt_tokens=int(prompt_ids.shape[1]), completion_tokens=len(new_ids)),
+            model=self.model,
+        )
+
+    def _eos_ids(self) -> set[int]:
+        ids = self.hf_model.generation_config.eos_token_id
+        ids = set(ids if isinstance(ids, list) else [ids]) if ids is not None else set()
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(self.tokenizer.eos_token_id)
+        return ids
+
+    def _pad_id(self) -> int:
+        pad = self.tokenizer.pad_token_id
+        return pad if pad is not None else self.tokenizer.eos_token_id
+
+
+def _constraint_regex(constraint: Constraint, build_regex_from_schema) -> str:
+    import json
+    import re
+
+    if constraint.kind == "json":
+        return build_regex_from_schema(json.dumps(constraint.json_schema), _JSON_WHITESPACE)
+    if constraint.kind == "regex":
+        return constraint.pattern or ""
+    return "|".join(re.escape(option) for option in constraint.options or ())

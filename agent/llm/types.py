@@ -1,0 +1,96 @@
+"""The plain data that crosses the LLM layer: messages, usage, completions, call records.
+
+Kept free of any backend import so that the store, the pipelines and the tests can use
+these types without pulling in torch or an HTTP client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant"]
+Message = dict[str, str]
+"""An OpenAI-style chat message: ``{"role": ..., "content": ...}``."""
+
+ThinkingMode = Literal["off", "on", "auto"]
+"""For models with a thinking mode (Qwen3-class): ``off`` asks the chat template to skip
+it, ``on`` asks for it, ``auto`` leaves the template's default. Reasoning text is never
+parsed as the answer in any mode."""
+
+
+class LLMError(RuntimeError):
+    """Any failure of a model call that a caller may want to report in one line."""
+
+
+class TruncatedOutputError(LLMError):
+    """A structured reply hit ``max_tokens``: a partial JSON object is never parsed."""
+
+
+class OutputValidationError(LLMError):
+    """A reply did not satisfy its output type even though decoding was constrained."""
+
+
+class EndpointUnavailableError(LLMError):
+    """The server could not be reached (or kept failing) within the retry budget."""
+
+
+class UnsupportedSettingError(LLMError):
+    """A sampling setting the chosen backend cannot honour; refused rather than ignored."""
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token accounting for one call, as the backend reported it."""
+
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One model reply. ``parsed`` holds the validated object when an output type was given."""
+
+    text: str
+    finish_reason: str
+    usage: Usage
+    latency_s: float
+    model: str
+    parsed: Any = None
+    reasoning: str | None = None
+
+
+@dataclass(frozen=True)
+class RawReply:
+    """What a backend hands back before the shared layer checks and parses it."""
+
+    text: str
+    finish_reason: str
+    usage: Usage
+    model: str
+    reasoning: str | None = None
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """Everything the run store keeps about one call (the recording hook's payload)."""
+
+    role: str | None
+    backend: str
+    model: str
+    temperature: float
+    max_tokens: int
+    schema_name: str | None
+    prompt_tokens: int
+    cached_prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    finish_reason: str | None
+    error: str | None = None
+    messages: list[Message] = field(default_factory=list)
+    text: str | None = None

