@@ -22,7 +22,7 @@ class Temperament(StrEnum):
 
 
 class Possession(Grammar):
-    item: str = Field(min_length=1, max_length=40, description="a thing the character carries")
+    item: str = Field(min_length=1, description="a thing the character carries")
     treasured: bool
 
 
@@ -30,8 +30,8 @@ class Possession(Grammar):
 class CharacterSheet(Grammar):
     """A small persona card: the shape of Magnet's character profiles, in miniature."""
 
-    name: str = Field(min_length=1, max_length=40)
+    name: str = Field(pattern=r"^[A-Z][a-z]+( [A-Z][a-z]+)?$", description="given name, optional surname")
     temperament: Temperament
     is_villain: bool
     possessions: list[Possession] = Field(min_length=1, max_length=3)
-    secret: str | None = Field(default=None, max_length=80)
+    secret: str | None = None

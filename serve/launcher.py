@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -48,6 +49,7 @@ class ServeConfig:
     structured_backend: str = "outlines"
     cpu_kv_cache_gib: int = 2
     cpu_threads: str | None = None
+    grammar_compile_timeout_s: int = 30
     extra_args: list[str] = field(default_factory=list)
 
     @property
@@ -119,6 +121,10 @@ def server_command(config: ServeConfig) -> tuple[list[str], dict[str, str]]:
     env.setdefault("HF_HUB_OFFLINE", "1")  # fabula never downloads weights
     env.setdefault("VLLM_NO_USAGE_STATS", "1")
     env.setdefault("DO_NOT_TRACK", "1")
+    # vLLM's default 5 s limit on compiling a grammar guards public servers against hostile
+    # regexes; fabula's server runs its own grammars, and on a small CPU a legitimate schema
+    # can take longer than 5 s to compile once.
+    env.setdefault("VLLM_REGEX_COMPILATION_TIMEOUT_S", str(config.grammar_compile_timeout_s))
     if config.device == "cpu":
         # Measured on a 2-core AVX2 machine: eager start ~60 s vs 190-280 s compiled;
         # float32 prefill ~7x faster than bf16's fallback kernels.
@@ -153,7 +159,8 @@ class Server:
         log = self.log_path.open("wb")
         # A new session: Ctrl-C reaches us, and we decide how the server stops.
         self.process = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         log.close()
 
@@ -198,7 +205,8 @@ class Server:
 
     def log_last_line(self) -> str:
         tail = self.log_tail(1).strip()
-        return tail.removeprefix("| ").strip()[:120] or "no log yet"
+        tail = re.sub(r"^\|\s*(\(\w+ pid=\d+\)\s*)?", "", tail)
+        return tail.strip()[:120] or "no log yet"
 
     def _get(self, path: str) -> bytes | None:
         base = self.config.endpoint.removesuffix("/v1")
@@ -210,6 +218,21 @@ class Server:
                 return response.read() if response.status == 200 else None
         except (URLError, OSError, ValueError):
             return None
+
+
+def _die_with_parent() -> None:
+    """In the child: ask Linux to SIGTERM the server if ``fabula serve`` dies (even by kill -9).
+
+    The server runs in its own session so that Ctrl-C reaches only us; without this an
+    abruptly killed ``fabula serve`` would leave an orphaned server holding the port.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: fall back to the stop() on our own exit
 
 
 def vllm_importable() -> bool:

@@ -100,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
     print(f"fabula: starting vLLM ({config.device}) for {config.served_name}; log: {log_path}", flush=True)
     started = time.monotonic()
     server.start()

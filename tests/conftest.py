@@ -1,0 +1,106 @@
+"""Shared fixtures: the real embedded model and a real vLLM server started by ``fabula serve``.
+
+Both are session-scoped: the model is converted once (cached under $FABULA_HOME) and the
+server is started once for every test that needs it. Tests that need them skip only when
+the packages are not installed, and say so.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVER_READY_TIMEOUT_S = 900
+
+
+def _missing(*modules: str) -> list[str]:
+    return [m for m in modules if importlib.util.find_spec(m) is None]
+
+
+@pytest.fixture(scope="session")
+def embedded_llm():
+    missing = _missing("torch", "transformers", "outlines", "outlines_core")
+    if missing:
+        pytest.skip(f"embedded backend not installed (missing {', '.join(missing)}): pip install 'fabula[cpu]'")
+    from agent.llm.embedded import EmbeddedLLM
+
+    llm = EmbeddedLLM()
+    yield llm
+    llm.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RunningServer:
+    def __init__(self, process: subprocess.Popen, endpoint: str, model: str, output: list[str]) -> None:
+        self.process = process
+        self.endpoint = endpoint
+        self.model = model
+        self.output = output
+
+
+@pytest.fixture(scope="session")
+def vllm_server() -> Iterator[RunningServer]:
+    """``fabula serve --preset tiny-cpu`` on a free port, exactly as a user starts it."""
+    if _missing("vllm"):
+        pytest.skip("vLLM is not importable here: pip install 'fabula[cpu]' to run the server tests")
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agent.cli", "serve", "--preset", "tiny-cpu", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ),
+    )
+    output: list[str] = []
+    ready = threading.Event()
+
+    def pump() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            output.append(line.rstrip())
+            if "ready in" in line:
+                ready.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    deadline = time.monotonic() + SERVER_READY_TIMEOUT_S
+    while not ready.is_set():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail("fabula serve did not become ready:\n" + "\n".join(output[-40:]))
+        time.sleep(1)
+    line = next(line for line in output if "ready in" in line)
+    endpoint = line.split("endpoint=")[1].split()[0]
+    model = line.split("model=")[1].split()[0]
+    server = RunningServer(process, endpoint, model, output)
+    yield server
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+@pytest.fixture(scope="session")
+def endpoint_llm(vllm_server: RunningServer):
+    from agent.llm.endpoint import EndpointLLM
+
+    llm = EndpointLLM(vllm_server.endpoint)
+    yield llm
+    llm.close()

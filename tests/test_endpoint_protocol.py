@@ -1,0 +1,166 @@
+"""The endpoint backend's wire format, retries and failure modes, against a local fake server."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from agent.llm import Choice, EndpointUnavailableError, LLMError, Regex, TruncatedOutputError
+from agent.llm.endpoint import EndpointLLM, normalize_base_url
+from grammars.demo import CharacterSheet
+from tests.conftest import free_port
+
+USER = [{"role": "user", "content": "hi"}]
+
+
+def chat_reply(content: str, finish: str = "stop", cached: int | None = 7) -> dict:
+    usage = {"prompt_tokens": 20, "completion_tokens": 5}
+    if cached is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
+    return {"model": "fake", "choices": [{"message": {"content": content}, "finish_reason": finish}],
+            "usage": usage}
+
+
+class FakeServer:
+    """Answers from a queue of (status, body) pairs; records every request body."""
+
+    def __init__(self) -> None:
+        self.queue: list[tuple[int, dict | str]] = []
+        self.bodies: list[dict] = []
+        self.auth: list[str | None] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+            def _answer(self, status: int, body: dict | str) -> None:
+                data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                self._answer(200, {"data": [{"id": "fake-model"}]})
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                owner.bodies.append(json.loads(self.rfile.read(length)))
+                owner.auth.append(self.headers.get("Authorization"))
+                self._answer(*owner.queue.pop(0))
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+
+
+@pytest.fixture
+def fake():
+    server = FakeServer()
+    yield server
+    server.close()
+
+
+def test_base_url_forms():
+    assert normalize_base_url("http://h:1") == "http://h:1/v1"
+    assert normalize_base_url("http://h:1/v1/") == "http://h:1/v1"
+    with pytest.raises(ValueError):
+        normalize_base_url("h:1")
+
+
+def test_model_defaults_to_the_first_served_one(fake):
+    llm = EndpointLLM(fake.url)
+    assert llm.model == "fake-model"
+
+
+def test_wire_format_uses_current_structured_output_fields(fake):
+    fake.queue += [
+        (200, chat_reply(json.dumps({"name": "Ada", "temperament": "sly", "is_villain": True,
+                                      "possessions": [{"item": "knife", "treasured": False}]}))),
+        (200, chat_reply("1999")),
+        (200, chat_reply("red")),
+        (200, chat_reply("free", cached=None)),
+    ]
+    llm = EndpointLLM(fake.url, "m", api_key="sekret", thinking="off")
+    sheet = llm.generate(USER, CharacterSheet, temperature=0.8, max_tokens=99, seed=3, stop=["END"])
+    assert sheet.parsed.is_villain and sheet.usage.cached_prompt_tokens == 7
+    llm.generate(USER, Regex(r"\d{4}"), temperature=0, max_tokens=5)
+    llm.generate(USER, Choice(["red", "blue"]), temperature=0, max_tokens=5)
+    free = llm.generate(USER, temperature=0.5, max_tokens=5, min_tokens=2)
+    assert free.usage.cached_prompt_tokens == 0
+    body = fake.bodies[0]
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["strict"] is True
+    assert body["response_format"]["json_schema"]["schema"]["additionalProperties"] is False
+    assert body["seed"] == 3 and body["stop"] == ["END"] and body["max_tokens"] == 99
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+    assert fake.bodies[1]["structured_outputs"] == {"regex": r"\d{4}"}
+    assert fake.bodies[2]["structured_outputs"] == {"choice": ["red", "blue"]}
+    assert fake.bodies[3]["min_tokens"] == 2 and "response_format" not in fake.bodies[3]
+    for sent in fake.bodies:
+        assert not any(key.startswith("guided_") for key in sent)  # removed in vLLM 0.12
+    assert fake.auth[0] == "Bearer sekret"
+
+
+def test_structured_reply_cut_at_length_raises(fake):
+    fake.queue.append((200, chat_reply('{"name": "A', finish="length")))
+    with pytest.raises(TruncatedOutputError):
+        EndpointLLM(fake.url, "m").generate(USER, CharacterSheet, temperature=0, max_tokens=4)
+
+
+def test_server_reasoning_field_is_kept_apart(fake):
+    reply = chat_reply('{"n": 1}')
+    reply["choices"][0]["message"]["reasoning_content"] = "let me think"
+    fake.queue.append((200, reply))
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    completion = EndpointLLM(fake.url, "m").generate(USER, schema, temperature=0, max_tokens=9)
+    assert completion.parsed == {"n": 1} and completion.reasoning == "let me think"
+
+
+def test_5xx_is_retried_with_backoff_then_succeeds(fake):
+    fake.queue += [(503, {"error": {"message": "busy"}}), (500, "oops"), (200, chat_reply("ok"))]
+    llm = EndpointLLM(fake.url, "m", backoff_s=0.01)
+    assert llm.generate(USER, temperature=0, max_tokens=5).text == "ok"
+    assert len(fake.bodies) == 3
+
+
+def test_persistent_5xx_gives_up_naming_the_endpoint(fake):
+    fake.queue += [(502, {"error": {"message": "bad gateway"}})] * 3
+    llm = EndpointLLM(fake.url, "m", backoff_s=0.01, max_retries=2)
+    with pytest.raises(EndpointUnavailableError, match=r"unavailable after 3 attempts .*bad gateway") as info:
+        llm.generate(USER, temperature=0, max_tokens=5)
+    assert fake.url in str(info.value)
+
+
+def test_4xx_is_not_retried_and_shows_the_server_message(fake):
+    fake.queue.append((400, {"error": {"message": "max_tokens is too large"}}))
+    with pytest.raises(LLMError, match="HTTP 400: max_tokens is too large"):
+        EndpointLLM(fake.url, "m").generate(USER, temperature=0, max_tokens=5)
+    assert len(fake.bodies) == 1
+
+
+def test_unreachable_endpoint_fails_in_bounded_time():
+    port = free_port()  # nothing listens there
+    started = time.monotonic()
+    with pytest.raises(EndpointUnavailableError, match=f"127.0.0.1:{port}"):
+        EndpointLLM(f"http://127.0.0.1:{port}", "m", backoff_s=0.05).generate(USER, temperature=0, max_tokens=5)
+    assert time.monotonic() - started < 10
+
+
+def test_generate_many_runs_requests_concurrently(fake):
+    from agent.llm import Request
+
+    fake.queue += [(200, chat_reply(str(i))) for i in range(6)]
+    llm = EndpointLLM(fake.url, "m", concurrency=3)
+    results = llm.generate_many([Request(USER, Choice([str(i) for i in range(6)]), max_tokens=3)
+                                 for _ in range(6)])
+    assert sorted(r.text for r in results) == [str(i) for i in range(6)]
