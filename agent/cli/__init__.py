@@ -11,10 +11,22 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from agent.cli import grammars_cmd, models_cmd, prompt_cmd, serve_cmd
+from agent.cli import (
+    export_cmd,
+    grammars_cmd,
+    models_cmd,
+    prompt_cmd,
+    resume_cmd,
+    runs_cmd,
+    search_cmd,
+    serve_cmd,
+    show_cmd,
+    write_cmd,
+)
 from agent.cli.errors import CLIError, describe
 
-COMMAND_MODULES = [prompt_cmd, models_cmd, serve_cmd, grammars_cmd]
+COMMAND_MODULES = [prompt_cmd, models_cmd, serve_cmd, grammars_cmd, runs_cmd, show_cmd, search_cmd, export_cmd,
+                   resume_cmd, write_cmd]
 
 
 def build_parser() -> argparse.ArgumentParser:

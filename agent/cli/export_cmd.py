@@ -1,0 +1,38 @@
+"""``fabula export RUN_DIR --format md|txt|json [-o FILE]``: the story, verbatim."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from agent.cli.errors import CLIError
+from agent.cli.rundir import open_run, store_errors
+from agent.store.export import FORMATS, export
+from agent.store.paths import check_output_file, write_atomic
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser("export", help="write a run's story as Markdown, text or JSON",
+                            description="Export the story (EPUB: convert the Markdown, e.g. with pandoc).")
+    parser.add_argument("run_dir", metavar="RUN_DIR")
+    parser.add_argument("--format", choices=FORMATS, default="md")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: standard output)")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    with store_errors():
+        target = check_output_file(args.output) if args.output else None
+    with open_run(args.run_dir) as store:
+        if not store.chapters() and not store.paragraphs():
+            raise CLIError(f"{args.run_dir} has no committed text yet")
+        text = export(store, args.format)
+    if target is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        write_atomic(target, text.encode("utf-8"))
+    except OSError as exc:
+        raise CLIError(f"cannot write {args.output}: {exc.strerror or exc}", exit_code=1) from exc
+    print(f"wrote {target}", file=sys.stderr)
+    return 0

@@ -1,0 +1,62 @@
+"""``fabula runs [DIR]``: the runs under a folder, one line each."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from agent.cli.errors import CLIError
+from agent.store import RunStore, StoreError
+from agent.store.paths import DB_NAME
+from agent.store.stats import summarize
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser("runs", help="list the runs in a folder (pipeline, status, words, chapters)",
+                            description="List every run directory directly inside DIR (and DIR itself if it is one).")
+    parser.add_argument("dir", nargs="?", default=".", help="folder holding run directories (default: .)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per run")
+    parser.set_defaults(handler=run)
+
+
+def find_runs(folder: Path) -> list[Path]:
+    candidates = [folder, *sorted(p for p in folder.iterdir() if p.is_dir())]
+    return [p for p in candidates if (p / DB_NAME).is_file()]
+
+
+def run(args: argparse.Namespace) -> int:
+    folder = Path(args.dir).expanduser()
+    if not folder.is_dir():
+        raise CLIError(f"no such folder: {args.dir}")
+    rows = []
+    for path in find_runs(folder.resolve()):
+        name = str(path.relative_to(folder.resolve())) if path != folder.resolve() else "."
+        try:
+            with RunStore.open(path, readonly=True) as store:
+                s = summarize(store)
+            rows.append({"run": name, "pipeline": s.pipeline, "status": s.status, "units": s.units_done,
+                         "unit": s.unit_kind, "target": s.target_units, "words": s.words,
+                         "chapters": s.chapters, "steps": s.steps, "degraded": len(s.degraded)})
+        except (StoreError, OSError) as exc:
+            rows.append({"run": name, "error": str(exc)})
+        except Exception as exc:  # sqlite3.DatabaseError and friends: one bad run must not hide the rest
+            rows.append({"run": name, "error": f"unreadable: {exc}"})
+    if args.json:
+        for row in rows:
+            print(json.dumps(row, ensure_ascii=False))
+        return 0
+    if not rows:
+        print(f"no runs in {args.dir}")
+        return 0
+    width = max(len(r["run"]) for r in rows)
+    print(f"{'RUN':{width}}  {'PIPELINE':10} {'STATUS':11} {'PROGRESS':>11} {'WORDS':>8}  DEGRADED")
+    for r in rows:
+        if "error" in r:
+            print(f"{r['run']:{width}}  error: {r['error']}")
+            continue
+        done = f"{r['units']}/{r['target']}" if r["target"] is not None else str(r["units"])
+        progress = f"{done} {'ch' if r['unit'] == 'chapter' else 'st'}"
+        print(f"{r['run']:{width}}  {r['pipeline']:10} {r['status']:11} {progress:>11} {r['words']:>8}  "
+              f"{r['degraded'] or '-'}")
+    return 0

@@ -1,0 +1,40 @@
+"""``fabula search RUN_DIR QUERY``: the writer's chapter search, from the shell."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from agent.cli.errors import CLIError
+from agent.cli.rundir import open_run
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser("search", help="BM25 search over a run's chapters (the writer's search tool)",
+                            description="Rank sentence windows of the run's chapters by BM25; the query is "
+                            "split into terms and matched as an OR of them.")
+    parser.add_argument("run_dir", metavar="RUN_DIR")
+    parser.add_argument("query", metavar="QUERY")
+    parser.add_argument("-k", type=int, default=8, help="how many windows to return (default: 8)")
+    parser.add_argument("--before", type=int, metavar="N",
+                        help="only chapters before N (what the writer of chapter N sees)")
+    parser.add_argument("--json", action="store_true", help="JSON lines: chapter, position, score, text")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.k < 1:
+        raise CLIError("-k must be at least 1")
+    with open_run(args.run_dir) as store:
+        if store.info().unit_kind != "chapter":
+            raise CLIError(f"{args.run_dir} is a {store.info().pipeline} run; it has no chapters to search")
+        hits = store.search(args.query, k=args.k, before=args.before)
+    for hit in hits:
+        if args.json:
+            print(json.dumps(hit.as_dict(), ensure_ascii=False))
+        else:
+            print(f"[chapter {hit.chapter}, sentence {hit.position + 1}, score {hit.score:.3f}]")
+            print(f"  {' '.join(hit.text.split())}")
+    if not hits and not args.json:
+        print("no matches")
+    return 0

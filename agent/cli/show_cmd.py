@@ -1,0 +1,70 @@
+"""``fabula show RUN_DIR``: progress, size, calls, tokens and health of one run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from agent.cli.rundir import open_run
+from agent.store.stats import RunSummary, summarize
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser("show", help="progress, words, calls, tokens and degraded chapters of a run")
+    parser.add_argument("run_dir", metavar="RUN_DIR")
+    parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    with open_run(args.run_dir) as store:
+        summary = summarize(store)
+        path = store.run_dir
+    if args.json:
+        print(json.dumps({"run_dir": str(path), **summary.as_dict()}, ensure_ascii=False))
+        return 0
+    for line in render(summary, str(path)):
+        print(line)
+    return 0
+
+
+def render(s: RunSummary, path: str) -> list[str]:
+    unit = "chapters" if s.unit_kind == "chapter" else "steps"
+    progress = f"{s.units_done}/{s.target_units}" if s.target_units is not None else f"{s.units_done}"
+    state_counts = ", ".join(f"{k} {v}" for k, v in s.state_counts.items())
+    share = f"{s.cached_share:.0%}" if s.cached_share is not None else "-"
+    tools = ", ".join(f"{k} {v}" for k, v in s.tool_calls.items()) or "none"
+    lines = [
+        f"run       {path}",
+        f"pipeline  {s.pipeline}  model {s.model or '-'} ({s.backend or '-'})",
+        f"status    {s.status}" + (f"  ({s.error})" if s.error else ""),
+        f"progress  {progress} {unit}",
+        f"words     {s.words}",
+        f"chapters  {s.chapters}" + (f"  ({s.revised_chapters} revised)" if s.revised_chapters else "")
+        + (f"   steps {s.steps}  paragraphs {s.paragraphs}" if s.unit_kind == "step" else ""),
+        f"state     {_size(s.state_bytes)}" + (f"  ({state_counts})" if state_counts else ""),
+        f"calls     {s.llm_calls}" + (f"  ({s.llm_errors} failed)" if s.llm_errors else ""),
+        f"tokens    prompt {s.prompt_tokens}  cached {s.cached_prompt_tokens}  completion {s.completion_tokens}"
+        f"  cached share {share}",
+        f"tools     {tools}" + (f"  ({s.tool_errors} errors)" if s.tool_errors else ""),
+        f"wall time {_duration(s.wall_s)} over {s.sessions} session(s)",
+        f"updated   {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(s.updated_at))}",
+    ]
+    if s.degraded:
+        lines.append("degraded  " + "; ".join(f"chapter {d['chapter']}: {d['reason'] or 'no reason given'}"
+                                              for d in s.degraded))
+    else:
+        lines.append("degraded  none")
+    return lines
+
+
+def _size(n: int) -> str:
+    return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB"
+
+
+def _duration(seconds: float) -> str:
+    seconds = round(seconds)
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"

@@ -1,0 +1,87 @@
+"""Export a run's story as Markdown, plain text or JSON.
+
+Chapter and paragraph texts are written verbatim (no reflow, no stripping, no newline
+translation), so the story read back from an export is byte-identical to what was stored.
+JSON carries everything needed to rebuild the story and check it: the run, the plan, every
+chapter with its metadata, Magnet paragraphs, and the final state.
+
+EPUB is not offered: the maintained Python EPUB writer (EbookLib) pulls in lxml for what a
+reader gets from the Markdown export and any converter (e.g. pandoc story.md -o story.epub).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agent.store.runstore import RunStore
+
+FORMATS = ("md", "txt", "json")
+JSON_FORMAT_VERSION = 1
+
+
+def story_title(store: RunStore) -> str:
+    """The plan's title if it has one, else the run directory's name."""
+    for key in ("title", "premise_title"):
+        value = store.get_plan(key)
+        if isinstance(value, str) and value.strip():
+            return _one_line(value)
+    return store.run_dir.name
+
+
+def export(store: RunStore, fmt: str) -> str:
+    if fmt == "md":
+        return _markdown(store)
+    if fmt == "txt":
+        return _text(store)
+    if fmt == "json":
+        return json.dumps(to_json(store), ensure_ascii=False, indent=2) + "\n"
+    raise ValueError(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
+
+
+def _sections(store: RunStore) -> list[tuple[str | None, str]]:
+    """``(heading, body)`` per chapter; a Magnet story is one body of paragraphs."""
+    chapters = store.chapters()
+    if chapters:
+        return [(f"Chapter {c.index}: {_one_line(c.title)}" if c.title.strip() else f"Chapter {c.index}", c.text)
+                for c in chapters]
+    paragraphs = store.paragraphs()
+    return [(None, "\n\n".join(p.text for p in paragraphs))] if paragraphs else []
+
+
+def _markdown(store: RunStore) -> str:
+    parts = [f"# {story_title(store)}"]
+    for heading, body in _sections(store):
+        parts.append(f"## {heading}\n\n{body}" if heading else body)
+    return "\n\n".join(parts) + "\n"
+
+
+def _text(store: RunStore) -> str:
+    title = story_title(store)
+    parts = [f"{title}\n{'=' * len(title)}"]
+    for heading, body in _sections(store):
+        parts.append(f"{heading}\n\n{body}" if heading else body)
+    return "\n\n\n".join(parts) + "\n"
+
+
+def to_json(store: RunStore) -> dict[str, Any]:
+    info = store.info()
+    return {
+        "format": "fabula-run-export",
+        "format_version": JSON_FORMAT_VERSION,
+        "title": story_title(store),
+        "run": {
+            "pipeline": info.pipeline, "unit_kind": info.unit_kind, "status": info.status, "model": info.model,
+            "backend": info.backend, "config": info.config, "fingerprint": info.fingerprint,
+            "units_done": info.last_unit, "target_units": info.target_units, "created_at": info.created_at,
+            "finished_at": info.finished_at, "schema_version": store.schema_version(),
+        },
+        "plan": store.plan(),
+        "chapters": [c.as_dict() for c in store.chapters()],
+        "paragraphs": [p.as_dict() for p in store.paragraphs()],
+        "final_state": store.state(),
+    }
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

@@ -1,0 +1,77 @@
+"""Run-directory paths: resolved once, and nothing written outside the run directory."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from agent.store.errors import NotARunError, RunNotFoundError, StoreError
+
+DB_NAME = "run.db"
+LOCK_NAME = "run.lock"
+_DB_COMPANIONS = ("run.db", "run.db-wal", "run.db-shm", "run.db-journal", LOCK_NAME)
+
+
+def resolve_run_dir(path: str | os.PathLike[str]) -> Path:
+    """The existing run directory at ``path``, resolved; raises if it holds no run."""
+    given = Path(path).expanduser()
+    if not given.exists():
+        raise RunNotFoundError(f"no such run directory: {given}")
+    run_dir = given.resolve()
+    if not run_dir.is_dir():
+        raise RunNotFoundError(f"not a directory: {given}")
+    db = run_dir / DB_NAME
+    if not db.exists():
+        raise RunNotFoundError(f"{given} is not a fabula run (no {DB_NAME} in it)")
+    if not db.resolve().is_relative_to(run_dir) or not db.resolve().is_file():
+        raise NotARunError(f"{db} is not a regular file inside the run directory")
+    return run_dir
+
+
+def new_run_dir(path: str | os.PathLike[str]) -> Path:
+    """Create (or accept an empty-of-runs) directory for a new run; refuse an existing run."""
+    run_dir = Path(path).expanduser().resolve()
+    if run_dir.exists() and not run_dir.is_dir():
+        raise StoreError(f"not a directory: {path}")
+    if (run_dir / DB_NAME).exists():
+        raise StoreError(f"{path} already holds a run; use `fabula resume {path}`")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return run_dir
+
+
+def inside(run_dir: Path, relative: str | os.PathLike[str]) -> Path:
+    """``run_dir / relative``, refused if it would land outside ``run_dir`` (``..``, links)."""
+    rel = Path(relative)
+    if rel.is_absolute():
+        raise StoreError(f"path must be relative to the run directory: {relative}")
+    target = (run_dir / rel).resolve()
+    if not target.is_relative_to(run_dir.resolve()):
+        raise StoreError(f"path escapes the run directory: {relative}")
+    return target
+
+
+def check_output_file(path: str | os.PathLike[str]) -> Path:
+    """A user-given output file, resolved: its folder must exist and it must not be a run database."""
+    target = Path(path).expanduser().resolve()
+    if target.is_dir():
+        raise StoreError(f"output path is a directory: {path}")
+    if not target.parent.is_dir():
+        raise StoreError(f"output folder does not exist: {target.parent}")
+    if target.name in _DB_COMPANIONS and (target.parent / DB_NAME).exists():
+        raise StoreError(f"refusing to overwrite the run database: {path}")
+    return target
+
+
+def write_atomic(target: Path, data: bytes) -> None:
+    """Write via a temporary file in the same folder and rename: never a half-written file."""
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,168 @@
+"""The writer's ``search`` tool: BM25 over sentence windows in SQLite FTS5 (NstAgent A.1).
+
+Every chapter is indexed as one window per sentence: the sentence before, the sentence, the
+sentence after. The three parts are separate FTS5 columns and ranking is FTS5's built-in
+``bm25()`` with column weights 1, 3, 1, so a hit in the centre sentence counts three times
+(FTS5's k1 = 1.2 and b = 0.75 are left at their defaults, as the paper does). A window's
+text is quoted from the chapter by offsets, never re-joined, so it is exact.
+
+A query is split into terms and matched as an OR of quoted terms, so no user string can
+reach FTS5's query syntax: quotes, ``*``, ``AND``/``OR``/``NOT``, parentheses and colons are
+only separators, and a query without terms returns nothing.
+
+CJK text has no spaces, and FTS5's unicode61 tokenizer would make a whole CJK clause one
+token. The indexed form therefore spells every CJK run as its unigrams and bigrams
+(``长安城`` -> ``长 安 城 长安 安城``) and a query run of two or more characters is matched by its
+bigrams (one character by its unigram). Measured on a small Chinese sample written for this
+(``scripts/cjk_sample.py``: 4 chapters, 45 sentences, 30 queries, 10 of them built on
+characters shared between words) with ``.venv/bin/python scripts/measure_cjk_search.py``;
+a query scores when the window centred on its answer sentence is returned:
+
+    variant                          MRR    hit@1  hit@8
+    unigram+bigram index, bigrams    0.983  0.97   1.00    <- used here
+    unigram+bigram, both in query    0.983  0.97   1.00
+    unigram index and query          0.961  0.93   1.00
+    trigram tokenizer, run = term    0.433  0.43   0.43
+    trigram tokenizer, 3-grams       0.433  0.43   0.43
+
+The trigram tokenizer cannot match a term shorter than three characters, and most Chinese
+words are two (暗礁, 船长, 码头), so it misses over half the queries. Unigrams alone rank a
+little worse where characters are shared between words (船 in 渔船, 商船, 沉船, 小木船).
+Bigrams also keep English on word-level BM25 (with Porter stemming), where trigrams would
+match "the" inside "other" and "then".
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass
+
+from agent.text import CJK_CLASS, sentence_spans
+
+MAX_TERMS = 64
+"""Bound on query terms, so a pasted chapter costs milliseconds, not seconds."""
+
+DEFAULT_K = 8
+CENTRE_WEIGHT = 3.0
+WINDOW_STRIDE = 1_000_000
+"""A window's id is ``chapter * WINDOW_STRIDE + position``: "chapters before N" is then a rowid
+range that FTS5 applies while it scans, with no join."""
+
+_CJK_RUN = re.compile(f"[{CJK_CLASS}]+")
+_TERM = re.compile(rf"[{CJK_CLASS}]+|(?:(?![{CJK_CLASS}])[^\W_])+")
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: a window of chapter ``chapter`` centred on sentence ``position``."""
+
+    chapter: int
+    position: int
+    score: float
+    text: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {"chapter": self.chapter, "position": self.position, "score": self.score, "text": self.text}
+
+
+def _grams(run: str, *, unigrams: bool, bigrams: bool) -> list[str]:
+    out = list(run) if unigrams or len(run) == 1 else []
+    if bigrams:
+        out += [run[i : i + 2] for i in range(len(run) - 1)]
+    return out
+
+
+def index_form(text: str) -> str:
+    """The text FTS5 indexes: Latin as it is, each CJK run as its unigrams and bigrams."""
+    return _CJK_RUN.sub(lambda m: " " + " ".join(_grams(m.group(), unigrams=True, bigrams=True)) + " ", text)
+
+
+def query_terms(query: str, *, limit: int = MAX_TERMS) -> list[str]:
+    """Split a query into terms (duplicates dropped, order kept, at most ``limit``)."""
+    terms: list[str] = []
+    seen: set[str] = set()
+    for match in _TERM.finditer(query):
+        token = match.group()
+        pieces = _grams(token, unigrams=False, bigrams=True) if _CJK_RUN.fullmatch(token) else [token]
+        for piece in pieces:
+            key = piece.lower()
+            if key not in seen:
+                seen.add(key)
+                terms.append(piece)
+                if len(terms) >= limit:
+                    return terms
+    return terms
+
+
+def match_expression(terms: list[str]) -> str:
+    """An FTS5 query: the OR of the quoted terms (quotes inside a term are doubled)."""
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def windows(text: str) -> list[tuple[int, int, int, str, str, str]]:
+    """``(position, start, end, prev, centre, next)`` for each sentence; position counts from 0."""
+    spans = sentence_spans(text)
+    forms = [index_form(text[a:b]) for a, b in spans]
+    out = []
+    for i, (a, b) in enumerate(spans):
+        start = spans[i - 1][0] if i > 0 else a
+        end = spans[i + 1][1] if i + 1 < len(spans) else b
+        out.append((i, start, end, forms[i - 1] if i > 0 else "", forms[i], forms[i + 1] if i + 1 < len(spans) else ""))
+    return out
+
+
+def index_chapter(conn: sqlite3.Connection, chapter: int, text: str) -> int:
+    """(Re)index one chapter's windows; call inside the transaction that writes its text."""
+    conn.execute("DELETE FROM chapter_windows WHERE id >= ? AND id < ?",
+                 (chapter * WINDOW_STRIDE, (chapter + 1) * WINDOW_STRIDE))
+    rows = [(chapter * WINDOW_STRIDE + w[0], chapter, *w) for w in windows(text)]
+    if len(rows) >= WINDOW_STRIDE:
+        raise ValueError(f"chapter {chapter} has {len(rows)} sentences; at most {WINDOW_STRIDE - 1} are indexed")
+    conn.executemany(
+        "INSERT INTO chapter_windows (id, chapter, position, start, end, prev, centre, next) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+    return len(rows)
+
+
+def search(conn: sqlite3.Connection, query: str, *, k: int = DEFAULT_K, before: int | None = None) -> list[Hit]:
+    """The ``k`` best windows for ``query``; with ``before``, only chapters numbered below it.
+
+    Speed: FTS5's bm25 gives a term found in half the windows or more an IDF of 1e-6, so such
+    a term ("the", "was") cannot move a window by more than about 1e-5 yet costs a score for
+    nearly every window. When the other terms still fill all ``k`` places, the ranking is
+    computed without those terms; otherwise with every term. Ranks are the same either way.
+    """
+    terms = query_terms(query)
+    if not terms or k <= 0:
+        return []
+    limit = (before if before is not None else (1 << 62) // WINDOW_STRIDE) * WINDOW_STRIDE
+    if len(terms) > 1:
+        total = conn.execute("SELECT count(*) FROM chapter_windows").fetchone()[0]
+        informative = [t for t in terms if 2 * _rows_with(conn, t) < total]
+        if informative and len(informative) < len(terms):
+            hits = _ranked(conn, match_expression(informative), k, limit)
+            if len(hits) == k:
+                return hits
+    return _ranked(conn, match_expression(terms), k, limit)
+
+
+def _rows_with(conn: sqlite3.Connection, term: str) -> int:
+    return int(conn.execute("SELECT count(*) FROM chapter_fts WHERE chapter_fts MATCH ?",
+                            (match_expression([term]),)).fetchone()[0])
+
+
+def _ranked(conn: sqlite3.Connection, expression: str, k: int, limit: int) -> list[Hit]:
+    # Rank and cut to k inside FTS5 first; only the k winners pay for quoting the chapter.
+    rank = f"bm25(chapter_fts, 1.0, {CENTRE_WEIGHT}, 1.0)"
+    sql = (
+        "SELECT w.chapter, w.position, -top.rank, substr(c.text, w.start + 1, w.end - w.start) FROM ("
+        f"  SELECT rowid AS id, {rank} AS rank FROM chapter_fts WHERE chapter_fts MATCH ? AND rowid < ?"
+        "   ORDER BY rank, rowid LIMIT ?"
+        ") AS top JOIN chapter_windows w ON w.id = top.id JOIN chapters c ON c.idx = w.chapter "
+        "ORDER BY top.rank, w.id"
+    )
+    rows = conn.execute(sql, (expression, limit, k)).fetchall()
+    return [Hit(int(r[0]), int(r[1]), float(r[2]), str(r[3])) for r in rows]
