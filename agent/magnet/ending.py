@@ -1,0 +1,55 @@
+"""Ending control: steer to a concluding goal as the target length nears, stop at the target.
+
+The story must end as a story, not mid-scene. When about ``settings.ending_paragraphs``
+paragraphs' worth of words remain, the goal generator is asked for a concluding goal (with
+goal sequencing ablated, only the narrator is told). Once that goal is reached, or when
+the next paragraph is likely to reach the target, the narrator is told to write the final
+paragraph; the run stops when the target is reached or right after that final paragraph.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.magnet.definition import StoryDefinition
+from agent.magnet.settings import MagnetSettings
+
+DEFAULT_PARAGRAPH_WORDS = 120
+
+
+def paragraph_words(state: dict[str, Any]) -> float:
+    """Average words per narrated paragraph so far (a default before the first)."""
+    steps = state.get("narrations", 0)
+    return state.get("narration_words", 0) / steps if steps else DEFAULT_PARAGRAPH_WORDS
+
+
+def should_conclude(story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any]) -> bool:
+    """True once, when the remaining words fit in the ending window."""
+    if state.get("ending"):
+        return False
+    remaining = story.target_words - state["words"]
+    return remaining <= settings.ending_paragraphs * paragraph_words(state)
+
+
+def is_final_paragraph(story: StoryDefinition, state: dict[str, Any]) -> bool:
+    """The next narration should close the story."""
+    if state.get("final_next"):
+        return True
+    return story.target_words - state["words"] <= paragraph_words(state)
+
+
+def cue(story: StoryDefinition, state: dict[str, Any]) -> str:
+    """What the prompts say about the ending ("" far from it)."""
+    remaining = max(0, story.target_words - state["words"])
+    if is_final_paragraph(story, state):
+        return ("This is the final paragraph of the story: resolve the current goal and bring the whole story to a "
+                "satisfying close. Do not open new threads.")
+    if state.get("ending"):
+        return (f"The story is nearing its end (about {remaining} words remain): move toward resolving the "
+                "main conflict; do not open new threads.")
+    return ""
+
+
+def max_steps(story: StoryDefinition, settings: MagnetSettings) -> int:
+    """The hard bound on timesteps (a run that hits it stops and says so)."""
+    return max(4, int(settings.max_steps_factor * story.target_words / max(1, settings.paragraph_min_tokens)))

@@ -1,0 +1,141 @@
+"""One Magnet timestep (the paper's algorithm, Section 3) and the state it carries forward.
+
+Actions + critic revision -> narrator selection, order and paragraph -> world-state commit
+of the selected actions only, in the narrator's order -> goal sequencing (a domain shift
+every ``shift_every`` steps, else a replacement after ``stall_steps`` steps without
+completion, else the next goal when a selected action completed the current one) -> ending
+control. The whole carried state is one JSON value, committed with the step, so a resumed
+run continues exactly where the last committed step left it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agent.llm import LLM, LLMError
+from agent.magnet import ending
+from agent.magnet.definition import StoryDefinition
+from agent.magnet.roles import Scene, narrate, next_goal, propose_actions
+from agent.magnet.settings import MagnetSettings
+from agent.magnet.world import WorldGraph
+from agent.text import count_words
+
+
+def initial_state(story: StoryDefinition, settings: MagnetSettings) -> dict[str, Any]:
+    """The state before step 1: the initial world graph and the user's high-level goal."""
+    world = WorldGraph.from_definition(story).to_json() if settings.structured_state else None
+    return {"world": world, "goal": story.goal, "goals": [{"goal": story.goal, "step": 0, "reason": "initial"}],
+            "stall": 0, "words": 0, "narrations": 0, "narration_words": 0, "ending": False, "final_next": False,
+            "finished": False, "finish_reason": None}
+
+
+@dataclass
+class StepOutcome:
+    paragraphs: list[str | tuple[str, str]]
+    state: dict[str, Any]
+    record: dict[str, Any]
+
+
+def run_step(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any], step: int,
+             recent: list[str]) -> StepOutcome:
+    """Run timestep ``step`` from ``state`` (not modified); returns what to commit."""
+    state = _copy(state)
+    world = WorldGraph.from_json(state["world"]) if state["world"] is not None else None
+    final_paragraph = ending.is_final_paragraph(story, state)
+    scene = Scene(story, world, state["goal"], list(recent), ending.cue(story, state))
+
+    actions = propose_actions(llm, scene, settings)
+    if not actions:
+        raise LLMError(f"step {step}: no character produced an action")
+    narration = narrate(llm, scene, settings, actions)
+
+    # World-state commit: selected actions only, in the narrator's order (Section 3.3).
+    by_name = {a.character: a for a in actions}
+    commits = []
+    goal_reached = False
+    for order, name in enumerate(narration.order):
+        chosen = by_name[name]
+        if world is not None:
+            commits.extend(world.apply(step, order, name, chosen.action, chosen.updates))
+        goal_reached = goal_reached or chosen.goal_reached
+    state["world"] = world.to_json() if world is not None else None
+
+    paragraphs: list[str | tuple[str, str]] = [narration.paragraph]
+    words = count_words(narration.paragraph)
+    state["narrations"] += 1
+    state["narration_words"] += words
+    state["words"] += words
+
+    goal_before = state["goal"]
+    event = sequence_goal(llm, story, settings, state, step, goal_reached, scene, [*recent, narration.paragraph])
+    if event and event.get("transition"):
+        paragraphs.append(("transition", event["transition"]))
+        state["words"] += count_words(event["transition"])
+
+    if final_paragraph:
+        state["finished"], state["finish_reason"] = True, "final paragraph written"
+    elif state["words"] >= story.target_words:
+        state["finished"], state["finish_reason"] = True, "target length reached"
+
+    record = {
+        "step": step,
+        "goal": goal_before,
+        "actions": [a.as_dict() for a in actions],
+        "selected": narration.order,
+        "unselected": [a.character for a in actions if a.character not in narration.order],
+        "commits": [c.as_dict() for c in commits],
+        "goal_reached": goal_reached,
+        "goal_event": {k: v for k, v in event.items() if k != "transition"} if event else None,
+        "selection_fallback": narration.selection_fallback,
+        "paragraph_trimmed": narration.trimmed,
+        "final_paragraph": final_paragraph,
+        "stall": state["stall"],
+        "words_total": state["words"],
+        "ablations": settings.ablations(),
+    }
+    return StepOutcome(paragraphs, state, record)
+
+
+def sequence_goal(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any], step: int,
+                  goal_reached: bool, scene: Scene, recent: list[str]) -> dict[str, Any] | None:
+    """Goal sequencing and the ending's concluding goal; updates ``state``, returns the event."""
+    if ending.should_conclude(story, settings, state):
+        state["ending"] = True
+        if not settings.goal_shift:
+            return {"kind": "conclude", "goal": state["goal"], "note": "goal sequencing ablated: narrator cue only"}
+        return _new_goal(llm, story, settings, state, step, scene, recent, "conclude")
+    if not settings.goal_shift:
+        return None
+    if state["ending"]:
+        # The concluding goal stands until the end; once reached, the next paragraph closes the story.
+        if goal_reached:
+            state["final_next"] = True
+            return {"kind": "concluded", "goal": state["goal"]}
+        return None
+    if step % settings.shift_every == 0:
+        return _new_goal(llm, story, settings, state, step, scene, recent, "shift")
+    if state["stall"] >= settings.stall_steps:
+        return _new_goal(llm, story, settings, state, step, scene, recent, "stalled")
+    if goal_reached:
+        return _new_goal(llm, story, settings, state, step, scene, recent, "complete")
+    state["stall"] += 1
+    return None
+
+
+def _new_goal(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any], step: int,
+              scene: Scene, recent: list[str], status: str) -> dict[str, Any]:
+    world = WorldGraph.from_json(state["world"]) if state["world"] is not None else None
+    now = Scene(story, world, state["goal"], recent[-settings.history_window:], scene.ending)
+    prior = [g["goal"] for g in state["goals"]]
+    goal, transition = next_goal(llm, now, settings, prior, status)
+    state["goal"] = goal
+    state["goals"].append({"goal": goal, "step": step, "reason": status})
+    state["stall"] = 0
+    return {"kind": status, "goal": goal, "previous": scene.goal, "transition": transition}
+
+
+def _copy(state: dict[str, Any]) -> dict[str, Any]:
+    import json
+
+    return json.loads(json.dumps(state))

@@ -1,0 +1,103 @@
+"""Magnet's structured replies: action, critic verdict, narrator selection, next goal.
+
+The registered models are the general shapes (exported as JSON Schemas). At run time the
+pipeline narrows some of them to the story at hand (character names become an enum, the
+critic's last word on a capped action offers no "revise"), so the grammar itself carries
+the rules a small model would otherwise break. Prose (paragraphs, transitions) is not JSON:
+it is generated as plain text.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from grammars.base import Grammar
+from grammars.registry import register
+
+KEY_PATTERN = r"^[a-z][a-z0-9_]*$"
+"""World-variable keys: snake_case, so the flattened view reads like the paper's examples."""
+
+
+class WorldUpdate(Grammar):
+    """One world-state write: ``key`` = ``value``, concerning a character or the world."""
+
+    concerns: str = Field(min_length=1, description="the character this variable is about, or 'world'")
+    key: str = Field(pattern=KEY_PATTERN, description="snake_case variable name, e.g. holding_back_evidence")
+    value: str = Field(description="new value: true, false, a number or a short phrase")
+
+
+@register("magnet_action")
+class CharacterAction(Grammar):
+    """What one character intends to do next, in one or two concrete sentences."""
+
+    action: str = Field(min_length=1, description="a concrete, specific action in the scene, third person")
+
+
+@register("magnet_action_with_updates")
+class CharacterActionWithUpdates(Grammar):
+    """Without a critic (``--no-critic``) the character states its action's effects itself."""
+
+    action: str = Field(min_length=1)
+    world_updates: list[WorldUpdate] = Field(max_length=4)
+    goal_reached: bool
+
+
+@register("magnet_critic_review")
+class CriticReview(Grammar):
+    """The critic's verdict on an action while revisions remain.
+
+    ``world_updates`` and ``goal_reached`` are used only when the verdict is ``accept``.
+    """
+
+    verdict: Literal["accept", "revise"]
+    feedback: str = Field(description="what to change (revise) or why it works (accept), one sentence")
+    world_updates: list[WorldUpdate] = Field(max_length=4)
+    goal_reached: bool
+
+
+@register("magnet_critic_final")
+class CriticFinal(Grammar):
+    """The critic's word on an action that reached the revision maximum: effects only."""
+
+    world_updates: list[WorldUpdate] = Field(max_length=4)
+    goal_reached: bool
+
+
+@register("magnet_critic_review_stateless")
+class CriticReviewStateless(Grammar):
+    """``--no-structured-state``: the critic still judges and spots goal completion, no updates."""
+
+    verdict: Literal["accept", "revise"]
+    feedback: str
+    goal_reached: bool
+
+
+@register("magnet_narrator_selection")
+class NarratorSelection(Grammar):
+    """The characters whose actions fit the scene, in the order they happen."""
+
+    selected: list[str] = Field(min_length=1, description="character names, in story order, no repeats")
+
+
+@register("magnet_goal")
+class NextGoal(Grammar):
+    """The next story goal: one concrete objective the characters can reach in a few scenes."""
+
+    goal: str = Field(min_length=1)
+
+
+@register("magnet_action_goal")
+class CharacterActionGoal(Grammar):
+    """``--no-critic --no-structured-state``: the action and whether it completes the goal."""
+
+    action: str = Field(min_length=1)
+    goal_reached: bool
+
+
+@register("magnet_critic_final_stateless")
+class CriticFinalStateless(Grammar):
+    """``--no-structured-state``, revision maximum reached: only whether the goal is complete."""
+
+    goal_reached: bool

@@ -1,0 +1,129 @@
+"""A scripted model for Magnet's control-flow tests: each reply is a function of the request's role.
+
+Policies are plain functions of the request (and a per-role call counter), so a test states
+exactly what the critic says, which actions the narrator picks, and so on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from agent.llm.base import LLM, Request
+from agent.llm.types import LLMError, RawReply, Usage
+from agent.magnet.definition import parse_definition
+
+Policy = Callable[[Request, int], Any]
+
+
+def character_of(request: Request) -> str:
+    """The character a character-agent or critic request is about."""
+    text = request.messages[1]["content"]
+    match = re.search(r"Your character is (.+?)\. What does", text) or re.search(r"Proposed action of (.+?): ", text)
+    assert match, text[-300:]
+    return match.group(1)
+
+
+def enum_names(request: Request) -> list[str]:
+    schema = request.constraint.json_schema
+    return schema["properties"]["selected"]["items"]["enum"]
+
+
+def default_action(request: Request, n: int) -> dict[str, Any]:
+    return {"action": f"{character_of(request)} acts (call {n})."}
+
+
+def default_critic(request: Request, n: int) -> dict[str, Any]:
+    reply: dict[str, Any] = {"goal_reached": False}
+    props = request.constraint.json_schema["properties"]
+    if "verdict" in props:
+        reply.update(verdict="accept", feedback="Concrete and in character.")
+    if "world_updates" in props:
+        name = character_of(request)
+        key = re.sub(r"[^a-z]+", "_", name.lower()).strip("_")
+        reply["world_updates"] = [{"concerns": name, "key": f"{key}_acted", "value": str(n)}]
+    return reply
+
+
+def default_select(request: Request, n: int) -> dict[str, Any]:
+    return {"selected": enum_names(request)}
+
+
+def default_paragraph(request: Request, n: int) -> str:
+    return " ".join(["The rain kept falling on the house."] * 5) + f" Paragraph {n}."
+
+
+def default_goal(request: Request, n: int) -> dict[str, Any]:
+    return {"goal": f"New goal number {n}."}
+
+
+def default_transition(request: Request, n: int) -> str:
+    return f"Then, at last, the story turned (transition {n})."
+
+
+class StoryLLM(LLM):
+    """Replies by role; every request is kept (with its role) for assertions."""
+
+    backend = "scripted"
+
+    def __init__(self, *, delay: float = 0.0, fail: Callable[[Request, int], LLMError | None] | None = None,
+                 **policies: Policy) -> None:
+        super().__init__("story-model")
+        self.policies: dict[str, Policy] = {
+            "character": default_action, "critic": default_critic, "narrator-select": default_select,
+            "narrator": default_paragraph, "goal": default_goal, "transition": default_transition,
+            "baseline": default_paragraph,
+        }
+        self.policies.update({k.replace("_", "-"): v for k, v in policies.items()})
+        self.requests: list[Request] = []
+        self.counts: dict[str, int] = defaultdict(int)
+        self.delay = delay
+        self.fail = fail
+
+    def by_role(self, role: str) -> list[Request]:
+        return [r for r in self.requests if r.role == role]
+
+    def _complete(self, request: Request) -> RawReply:
+        role = request.role or ""
+        self.counts[role] += 1
+        n = self.counts[role]
+        self.requests.append(request)
+        if self.delay:
+            time.sleep(self.delay)
+        if self.fail is not None:
+            error = self.fail(request, n)
+            if error is not None:
+                raise error
+        reply = self.policies[role](request, n)
+        text = reply if isinstance(reply, str) else json.dumps(reply)
+        return RawReply(text=text, finish_reason="stop", usage=Usage(100, 40, len(text.split())), model=self.model)
+
+
+def story_dict(**over: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "title": "Test Story", "genre": "mystery", "goal": "Find the codicil.", "words": 400,
+        "world": {"codicil_missing": True},
+        "characters": [
+            {"name": "Ann", "role": "niece", "description": "d", "personality": "p", "goals": ["g"],
+             "location": "library", "abilities": ["reads"], "relationships": {"Bob": "cousin"},
+             "state": {"holding_back_evidence": True}},
+            {"name": "Bob", "role": "son", "description": "d", "personality": "p", "goals": ["g"],
+             "location": "hall", "relationships": {}},
+            {"name": "Cy", "role": "lawyer", "description": "d", "personality": "p", "goals": ["g"],
+             "location": "study", "relationships": {"Ann": "client"}},
+        ],
+    }
+    data.update(over)
+    return data
+
+
+def story(**over: Any):
+    return parse_definition(story_dict(**over), "test.toml")
