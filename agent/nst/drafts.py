@@ -1,0 +1,56 @@
+"""Rejected drafts in the conversation: at most one stays in full (NstAgent A.1).
+
+The first rejected draft stays as feedback; a later one replaces it only if it is at least
+10% closer to the accepted range, otherwise its text is dropped and only its word count is
+kept. A chapter with many retries therefore never fills its context with near-duplicates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.llm.types import Message
+
+CLOSER = 0.9
+
+
+@dataclass
+class Draft:
+    title: str
+    text: str
+    words: int
+    truncated: bool
+    distance: int
+    message: int
+    """Index of the assistant message that holds the draft's text."""
+
+    def rank(self) -> tuple[bool, int]:
+        """Closest first; a complete draft before a cut one."""
+        return (self.truncated, self.distance)
+
+
+def placeholder(draft: Draft) -> str:
+    cut = ", cut off at the token limit" if draft.truncated else ""
+    return f"[rejected draft: {draft.words} words{cut}; text removed]"
+
+
+class DraftKeeper:
+    def __init__(self) -> None:
+        self.rejected: list[Draft] = []
+        self.kept: Draft | None = None
+
+    def reject(self, draft: Draft, messages: list[Message]) -> bool:
+        """File a rejected draft, editing ``messages`` in place; True if its text stays."""
+        self.rejected.append(draft)
+        if self.kept is None:
+            self.kept = draft
+            return True
+        if draft.distance <= CLOSER * self.kept.distance:
+            messages[self.kept.message] = {"role": "assistant", "content": placeholder(self.kept)}
+            self.kept = draft
+            return True
+        messages[draft.message] = {"role": "assistant", "content": placeholder(draft)}
+        return False
+
+    def best(self) -> Draft | None:
+        return min(self.rejected, key=Draft.rank) if self.rejected else None

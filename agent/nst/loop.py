@@ -1,0 +1,255 @@
+"""The chapter loop: one chapter's tool conversation, from the prompt to ``finish``.
+
+Each turn the model emits one tool call under the turn's grammar; the conversation only
+grows by appending (except for the draft-retention rule), so every turn reuses the previous
+turn's prefix in the server's cache. The loop is bounded by ``max_turns``: if no draft passed
+the gate by then, the closest rejected draft is kept and the chapter is marked degraded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.llm import LLM, OutputValidationError, TruncatedOutputError
+from agent.llm.types import Completion, Message
+from agent.nst.drafts import Draft, DraftKeeper
+from agent.nst.length import Gate, size_tokens, update_ratio
+from agent.nst.prompts import chapter_prompt, prose_request, system_prompt
+from agent.nst.state import NarrativeState, UpdateError, describe_update
+from agent.nst.tools import (
+    ChapterSession,
+    ToolError,
+    check_allowed,
+    do_correct,
+    do_read,
+    do_search,
+    legal_tools,
+    turn_grammar,
+    unwrap,
+)
+from agent.store import RunStore
+from agent.text import count_words
+from grammars.nst import UpdateCall
+
+Progress = Callable[[dict[str, Any]], None]
+LEDGER_RESULT_CHARS = 4000
+_HEADING = re.compile(r"^\s*(#+\s.*|\**\s*chapter\s+\d+\b.*)$", re.IGNORECASE)
+
+
+class ChapterError(RuntimeError):
+    """The chapter produced no text at all within its bounds."""
+
+
+@dataclass
+class ChapterResult:
+    title: str
+    text: str
+    state: NarrativeState | None
+    degraded: bool
+    reason: str | None
+    ratio: float
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def clean_prose(text: str) -> str:
+    """The prose of a reply: a leading heading line ("Chapter 3: ...", "# ...") removed."""
+    lines = text.strip().splitlines()
+    if lines and _HEADING.match(lines[0]) and count_words(lines[0]) <= 15:
+        lines = lines[1:]
+    return "\n".join(lines).strip()
+
+
+class ChapterLoop:
+    """Runs one chapter. Construct, then :meth:`run`."""
+
+    def __init__(self, llm: LLM, store: RunStore, *, plan: dict[str, Any], story_prompt: str,
+                 state: NarrativeState, index: int, config: dict[str, Any], ratio: float,
+                 progress: Progress | None = None) -> None:
+        self.llm, self.store, self.config, self.ratio = llm, store, config, ratio
+        self.outline = plan["outline"]
+        self.item = self.outline[index - 1]
+        self.gate = Gate.for_target(int(self.item["target_words"]), config["gate_low"], config["gate_high"])
+        self.state = state
+        self.new_state: NarrativeState | None = None
+        self.progress = progress
+        with_state = bool(config["state"])
+        self.s = ChapterSession(index=index, gate=self.gate, with_state=with_state, lookback=bool(config["lookback"]),
+                                max_turns=int(config["max_turns"]), read_budget=int(config["read_budget"]),
+                                search_budget=int(config["search_budget"]),
+                                correct_budget=int(config["correct_budget"]))
+        self.messages: list[Message] = [
+            {"role": "system", "content": system_prompt(with_state=with_state)},
+            {"role": "user", "content": chapter_prompt(
+                story_prompt=story_prompt, outline=self.outline, state=state if with_state else None,
+                completed=index - 1, chapter=self.item, gate=self.gate, lookback=self.s.lookback)},
+        ]
+        self.drafts = DraftKeeper()
+        self.stats: dict[str, Any] = {"turns": 0, "attempts": 0, "first_attempt_pass": None, "invalid_turns": 0,
+                                      "tools": {}, "prompt_tokens": 0, "cached_prompt_tokens": 0,
+                                      "completion_tokens": 0, "calls": 0}
+
+    # -- the loop ------------------------------------------------------------------------
+    def run(self) -> ChapterResult:
+        s = self.s
+        while s.turn < s.max_turns and not s.finished:
+            tools = legal_tools(s)
+            if tools == ["finish"]:
+                self._record("finish", {"tool": "finish", "automatic": True}, "chapter finished", True)
+                s.finished = True
+                break
+            s.turn += 1
+            self._turn(tools)
+        self.stats["turns"] = s.turn
+        if s.written:
+            degraded, reason = False, None
+            if s.with_state and not s.updated:
+                self._fallback_update()
+                if not s.updated:
+                    degraded, reason = True, f"state not updated within {s.max_turns} turns"
+            return self._result(s.accepted_title or self.item["title"], s.accepted_text or "", degraded, reason)
+        best = self.drafts.best()
+        if best is None:
+            raise ChapterError(f"chapter {s.index}: no draft was written in {s.max_turns} turns")
+        s.accepted_title, s.accepted_text = best.title, best.text
+        reason = (f"no draft passed the length gate in {s.max_turns} turns ({s.attempts} attempts); kept the "
+                  f"closest: {best.words} words for {self.gate.low}-{self.gate.high}"
+                  + (", cut off at the token limit" if best.truncated else ""))
+        if s.with_state:
+            self._fallback_update()
+        return self._result(best.title, best.text, True, reason)
+
+    def _result(self, title: str, text: str, degraded: bool, reason: str | None) -> ChapterResult:
+        self.stats.update(attempts=self.s.attempts, reads=self.s.reads, searches=self.s.searches,
+                          corrects=self.s.corrects, words=count_words(text), target=self.gate.target,
+                          degraded=degraded)
+        state = self.new_state if self.new_state is not None else (self.state if self.s.with_state else None)
+        return ChapterResult(title.strip(), text, state, degraded, reason, self.ratio, self.stats)
+
+    def _turn(self, tools: list[str]) -> None:
+        s = self.s
+        max_tokens = int(self.config["update_max_tokens" if "update" in tools else "tool_max_tokens"])
+        try:
+            reply = self._generate(self.messages, turn_grammar(tuple(tools)), max_tokens, "nst_turn")
+        except (TruncatedOutputError, OutputValidationError) as exc:
+            self.stats["invalid_turns"] += 1
+            self._record("invalid", {"offered": tools}, None, False, str(exc))
+            return
+        call = unwrap(reply.parsed)
+        self.messages.append({"role": "assistant", "content": reply.text.strip()})
+        self.stats["tools"][call.tool] = self.stats["tools"].get(call.tool, 0) + 1
+        arguments = call.model_dump()
+        try:
+            check_allowed(s, call.tool)
+            result = self._dispatch(call, arguments)
+            ok, error = True, None
+        except ToolError as exc:
+            result, ok, error = f"ERROR: {exc}", False, str(exc)
+        self._record(call.tool, arguments, result, ok, error)
+        if not s.finished:
+            self.messages.append({"role": "user", "content": f"{result}\n\n{self._next_hint()}"})
+
+    def _dispatch(self, call: Any, arguments: dict[str, Any]) -> str:
+        s, cfg = self.s, self.config
+        if call.tool == "read":
+            return do_read(s, self.store, call.chapter)
+        if call.tool == "search":
+            return do_search(s, self.store, call.query, int(cfg["search_hits"]))
+        if call.tool == "correct":
+            return do_correct(s, self.store, call)
+        if call.tool == "write":
+            return self._write(call.title, arguments)
+        if call.tool == "update":
+            return self._update(call)
+        s.finished = True
+        return "chapter finished"
+
+    # -- write and the gate ----------------------------------------------------------------
+    def _write(self, title: str, arguments: dict[str, Any]) -> str:
+        s, cfg = self.s, self.config
+        self.messages.append({"role": "user", "content": prose_request(s.index, title, self.gate)})
+        max_tokens, min_tokens = size_tokens(self.gate, self.ratio, cap=int(cfg["prose_max_tokens_cap"]),
+                                             use_min=bool(cfg["min_tokens"]))
+        reply = self._generate(self.messages, None, max_tokens, "nst_prose", min_tokens=min_tokens)
+        text = clean_prose(reply.text)
+        words = count_words(text)
+        truncated = reply.finish_reason == "length"
+        if not truncated:
+            self.ratio = update_ratio(self.ratio, reply.usage.completion_tokens, words)
+        self.messages.append({"role": "assistant", "content": text})
+        s.attempts += 1
+        accepted = self.gate.accepts(words, truncated)
+        if self.stats["first_attempt_pass"] is None:
+            self.stats["first_attempt_pass"] = accepted
+        arguments.update(words=words, truncated=truncated, accepted=accepted, max_tokens=max_tokens,
+                         min_tokens=min_tokens)
+        self._emit(event="draft", words=words, accepted=accepted)
+        if accepted:
+            s.accepted_title, s.accepted_text = title, text
+            return f"ACCEPTED: {words} words ({self.gate.describe()})."
+        draft = Draft(title, text, words, truncated, self.gate.distance(words), len(self.messages) - 1)
+        kept = self.drafts.reject(draft, self.messages)
+        arguments["kept_in_context"] = kept
+        return self.gate.feedback(words, truncated)
+
+    # -- update --------------------------------------------------------------------------
+    def _update(self, call: UpdateCall) -> str:
+        try:
+            self.new_state = self.state.apply(call)
+        except UpdateError as exc:
+            raise ToolError(f"update rejected, nothing was applied: {exc}. Call update again with the "
+                            "problems fixed.") from exc
+        self.s.updated = True
+        counts = self.new_state.counts()
+        return (f"State updated: {describe_update(call)}. The state now holds {counts['characters']} characters, "
+                f"{counts['past_events']} past events, {counts['open_requirements']} open requirements.")
+
+    def _fallback_update(self) -> None:
+        """One update call past the cap, so the chapter kept still reaches the state."""
+        self.messages.append({"role": "user", "content": "The turn limit is reached. The chapter above is kept. "
+                              "Call update now with what it changed."})
+        try:
+            reply = self._generate(self.messages, UpdateCall, int(self.config["update_max_tokens"]), "nst_turn")
+        except (TruncatedOutputError, OutputValidationError) as exc:
+            self._record("invalid", {"offered": ["update"], "fallback": True}, None, False, str(exc))
+            return
+        call = reply.parsed
+        try:
+            result, ok, error = self._update(call), True, None
+        except ToolError as exc:
+            result, ok, error = f"ERROR: {exc}", False, str(exc)
+        self._record("update", {**call.model_dump(), "fallback": True}, result, ok, error)
+
+    # -- plumbing --------------------------------------------------------------------------
+    def _next_hint(self) -> str:
+        tools = legal_tools(self.s)
+        left = self.s.turns_left()
+        return f"Available now: {', '.join(tools)}. Turns left in this chapter: {left}."
+
+    def _generate(self, messages: list[Message], output_type: Any, max_tokens: int, role: str, *,
+                  min_tokens: int | None = None) -> Completion:
+        reply = self.llm.generate(list(messages), output_type, temperature=float(self.config["temperature"]),
+                                  max_tokens=max_tokens, min_tokens=min_tokens, role=role)
+        usage = reply.usage
+        self.stats["calls"] += 1
+        self.stats["prompt_tokens"] += usage.prompt_tokens
+        self.stats["cached_prompt_tokens"] += usage.cached_prompt_tokens
+        self.stats["completion_tokens"] += usage.completion_tokens
+        return reply
+
+    def _record(self, tool: str, arguments: dict[str, Any], result: str | None, ok: bool,
+                error: str | None = None) -> None:
+        if result is not None and len(result) > LEDGER_RESULT_CHARS:
+            result = result[:LEDGER_RESULT_CHARS] + f"... [{len(result)} characters]"
+        self.store.record_tool_call(turn=self.s.turn, tool=tool, arguments=arguments, result=result, ok=ok,
+                                    error=error)
+        self._emit(event="tool", tool=tool, ok=ok)
+
+    def _emit(self, **event: Any) -> None:
+        if self.progress is None:
+            return
+        self.progress({"chapter": self.s.index, "chapters": len(self.outline), "turn": self.s.turn,
+                       "attempts": self.s.attempts, "prompt_tokens": self.stats["prompt_tokens"],
+                       "cached_prompt_tokens": self.stats["cached_prompt_tokens"], **event})

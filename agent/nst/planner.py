@@ -1,0 +1,147 @@
+"""The planner: premise, synopsis and act outline by target length, then the JSON chapter outline.
+
+Each stage is fed the story prompt and the previous stage. The chapter outline is validated
+(non-empty, chapters numbered 1..n, positive targets summing to within ±20% of the total)
+and re-asked with the error a bounded number of times; the plan is then frozen and cached.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from itertools import pairwise
+from typing import Any
+
+from agent.llm import LLM, OutputValidationError, TruncatedOutputError
+from agent.llm.types import Message
+from grammars.nst import Outline
+
+ANCHORS = ((10_000, 10), (20_000, 15), (50_000, 25), (100_000, 40))
+PREMISE_FROM = 3_000
+"""Below this, the chapter outline alone (a two-chapter story needs no premise)."""
+SYNOPSIS_ABOVE = 10_000
+ACTS_FROM = 40_000
+
+SYSTEM = ("You are a novelist planning a long story. Follow the instructions exactly and write in the "
+          "language of the story prompt.")
+
+
+class PlanError(RuntimeError):
+    """The planner could not produce a valid outline within its bounded attempts."""
+
+
+def chapter_count(words: int) -> int:
+    """Chapters for a target length: the paper's anchors, linear between them; one per 1K words
+    below 10K (at least 2), and the last slope beyond 100K."""
+    if words <= ANCHORS[0][0]:
+        return max(2, round(words / 1000))
+    for (w0, c0), (w1, c1) in pairwise(ANCHORS):
+        if words <= w1:
+            return round(c0 + (c1 - c0) * (words - w0) / (w1 - w0))
+    (w0, c0), (w1, c1) = ANCHORS[-2], ANCHORS[-1]
+    return round(c1 + (c1 - c0) * (words - w1) / (w1 - w0))
+
+
+def stages_for(words: int) -> list[str]:
+    stages = []
+    if words >= PREMISE_FROM:
+        stages.append("premise")
+    if words > SYNOPSIS_ABOVE:
+        stages.append("synopsis")
+    if words >= ACTS_FROM:
+        stages.append("acts")
+    return [*stages, "outline"]
+
+
+def validate_outline(outline: Outline, words: int, chapters: int) -> list[dict[str, Any]]:
+    """The outline as plain dicts, or ``ValueError`` naming the first broken rule."""
+    items = outline.chapters
+    if not items:
+        raise ValueError("the outline has no chapters")
+    ids = [c.id for c in items]
+    if ids != list(range(1, len(items) + 1)):
+        raise ValueError(f"chapter ids must be 1, 2, ..., {len(items)} in order; got {ids}")
+    slack = max(1, round(0.25 * chapters))
+    if abs(len(items) - chapters) > slack:
+        raise ValueError(f"the outline has {len(items)} chapters; write {chapters}")
+    for c in items:
+        if not c.title.strip() or not c.description.strip():
+            raise ValueError(f"chapter {c.id} has an empty title or description")
+        if c.target_words <= 0:
+            raise ValueError(f"chapter {c.id} has a non-positive target ({c.target_words})")
+    total = sum(c.target_words for c in items)
+    low, high = math.ceil(0.8 * words), math.floor(1.2 * words)
+    if not low <= total <= high:
+        raise ValueError(f"the chapter targets sum to {total} words; they must sum to between {low} and {high} "
+                         f"(the story is {words} words)")
+    return [c.model_dump() for c in items]
+
+
+def _stage_prompt(stage: str, prompt: str, previous: str | None, words: int, chapters: int) -> str:
+    context = f"Story prompt:\n{prompt}\n"
+    if previous:
+        context += f"\nPlan so far:\n{previous}\n"
+    if stage == "premise":
+        task = ("Write the premise of this story in about 300 words: the protagonist and main cast, the setting, "
+                "the central conflict, what is at stake, and how it ends. Plain prose, no headings.")
+    elif stage == "synopsis":
+        task = (f"Expand the premise into a detailed synopsis of the whole {words}-word story, beginning to end, "
+                "naming characters and places and keeping every plot thread. Plain prose.")
+    elif stage == "acts":
+        task = (f"Divide the synopsis into 3 to 5 acts. For each act give a heading line 'Act N: title' and a "
+                f"paragraph of what happens; the acts together will span {chapters} chapters.")
+    else:
+        per = max(1, round(words / chapters))
+        task = (f"Write the chapter outline of the story as JSON: exactly {chapters} chapters with ids 1 to "
+                f"{chapters}, each with a title, a description of 2-4 sentences of what happens, and target_words. "
+                f"The targets must sum to {words} words (about {per} each; vary them if the story needs it).")
+    return f"{context}\n{task}"
+
+
+def make_plan(llm: LLM, prompt: str, words: int, *, temperature: float, max_tokens: int, attempts: int,
+              on_stage: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run every stage for ``words`` and return the plan (premise..outline)."""
+    chapters = chapter_count(words)
+    plan: dict[str, Any] = {"words": words, "chapters": chapters, "notes": []}
+    previous: str | None = None
+    for stage in stages_for(words):
+        if on_stage:
+            on_stage(stage)
+        messages: list[Message] = [{"role": "system", "content": SYSTEM},
+                                   {"role": "user", "content": _stage_prompt(stage, prompt, previous, words, chapters)}]
+        if stage != "outline":
+            reply = llm.generate(messages, temperature=temperature, max_tokens=max_tokens, role=f"plan_{stage}")
+            text = reply.text.strip()
+            if reply.finish_reason == "length":
+                plan["notes"].append(f"{stage} stopped at max_tokens={max_tokens}")
+            plan[stage] = text
+            previous = f"{previous}\n\n{text}" if previous and stage == "acts" else text
+            continue
+        plan["outline"] = _outline(llm, messages, words, chapters, temperature, attempts)
+    return plan
+
+
+def _outline(llm: LLM, messages: list[Message], words: int, chapters: int, temperature: float,
+             attempts: int) -> list[dict[str, Any]]:
+    budget = 160 * chapters + 256
+    errors: list[str] = []
+    for _ in range(max(1, attempts)):
+        try:
+            reply = llm.generate(messages, Outline, temperature=temperature, max_tokens=budget, role="plan_outline")
+        except TruncatedOutputError:
+            errors.append(f"cut at {budget} tokens")
+            messages = [*messages[:2], {"role": "user", "content": messages[1]["content"]
+                                        + "\nKeep each description to two short sentences."}]
+            budget = int(budget * 1.5)
+            continue
+        except OutputValidationError as exc:
+            errors.append(str(exc))
+            continue
+        try:
+            return validate_outline(reply.parsed, words, chapters)
+        except ValueError as exc:
+            errors.append(str(exc))
+            messages = [*messages, {"role": "assistant", "content": reply.text},
+                        {"role": "user", "content": f"This outline is invalid: {exc}. Reply with the corrected "
+                                                    "outline as JSON."}]
+    raise PlanError(f"no valid outline after {attempts} attempt(s): " + " | ".join(errors))

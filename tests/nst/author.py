@@ -1,0 +1,171 @@
+"""A deterministic scripted author for NstAgent control-flow tests (and the cost benchmark).
+
+It answers each request from the request itself: the planner stages, the outline (sized from
+the prompt), one tool call per turn chosen by a policy from the tools the turn's grammar
+offers, chapter prose of a chosen length, and state updates of realistic size.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from agent.llm.base import LLM, Request
+from agent.llm.types import RawReply, Usage
+from agent.text import count_words
+
+_LINE = ("the lantern keeper walked along the harbour wall while gulls circled over grey water and "
+         "somewhere below a bell rang for the drowned ships of the old town")
+WORDS = tuple(re.findall(r"\S+", _LINE))
+
+
+def offered(request: Request) -> list[str]:
+    """Tool names the request's grammar allows (scans for the ``tool`` const)."""
+    schema = request.constraint.json_schema if request.constraint else None
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            tool = node.get("properties", {}).get("tool") if isinstance(node.get("properties"), dict) else None
+            if isinstance(tool, dict) and "const" in tool:
+                found.append(tool["const"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(schema)
+    return found
+
+
+def last_user(request: Request) -> str:
+    return next(m["content"] for m in reversed(request.messages) if m["role"] == "user")
+
+
+def gate_of(request: Request) -> tuple[int, int, int]:
+    """(target, low, high) from the prose request or the chapter prompt."""
+    for message in reversed(request.messages):
+        match = re.search(r"target (\d+) words, accepted range (\d+)-(\d+)", message["content"])
+        if match:
+            return int(match.group(1)), int(match.group(2)), int(match.group(3))
+    raise AssertionError("no gate in the conversation")
+
+
+def chapter_of(request: Request) -> int:
+    match = re.search(r"# Current task\nWrite chapter (\d+)", request.messages[1]["content"])
+    return int(match.group(1)) if match else 0
+
+
+def prose(words: int, seed: int = 0) -> str:
+    """``words`` words of sentences (a blank line every ~60 words)."""
+    out: list[str] = []
+    sentence: list[str] = []
+    for i in range(words):
+        sentence.append(f"Mark{len(out)}" if not sentence else WORDS[(i + seed) % len(WORDS)])
+        if len(sentence) == 12 or i == words - 1:
+            out.append(" ".join(sentence).capitalize() + ".")
+            sentence = []
+            if len(out) % 5 == 0:
+                out.append("\n\n")
+    return " ".join(out).replace(" \n\n ", "\n\n").strip()
+
+
+def open_requirements(request: Request) -> list[str]:
+    """Keys of the open requirements listed in the chapter prompt."""
+    text = request.messages[1]["content"]
+    if "Open future requirements" not in text:
+        return []
+    block = text.split("Open future requirements", 1)[1].split("\n\n", 1)[0]
+    return [next(iter(json.loads(line))) for line in block.splitlines()[1:] if line.startswith("{")]
+
+
+def update_json(chapter: int, *, events: int = 4, characters: int = 3, cast: int = 8,
+                requirement: bool = True, resolve: list[str] | None = None) -> str:
+    snaps = []
+    for j in range(characters):
+        who = (chapter * characters + j) % cast
+        snaps.append({"name": f"Character {who}", "location": f"the harbour district, pier {chapter}",
+                      "goal": "find the missing lantern before the storm", "relationships": "sister of the keeper",
+                      "knowledge": f"knows what happened in chapter {chapter}", "possessions": "a brass key",
+                      "condition": "tired but determined"})
+    resolve = resolve or []
+    return json.dumps({
+        "tool": "update", "upsert_character_state": snaps,
+        "add_past_event": [{"key": f"ch{chapter}_event_{k}", "description": f"In chapter {chapter} event {k} "
+                            "happened at the pier, witnessed by the keeper and two sailors."} for k in range(events)],
+        "add_future_requirement": [{"key": f"promise_{chapter}", "description": "The bell must ring again."}]
+        if requirement else [],
+        "resolve_future_requirement": resolve,
+    })
+
+
+def outline_json(request: Request) -> str:
+    text = last_user(request)
+    chapters = int(re.search(r"exactly (\d+) chapters", text).group(1))
+    words = int(re.search(r"must sum to (\d+) words", text).group(1))
+    per = words // chapters
+    return json.dumps({"chapters": [{"id": i, "title": f"Part {i}", "description": f"Things happen in part {i}.",
+                                     "target_words": per + (words - per * chapters if i == chapters else 0)}
+                                    for i in range(1, chapters + 1)]})
+
+
+Policy = Callable[[Request, list[str]], str]
+
+
+def default_policy(request: Request, tools: list[str]) -> str:
+    """Write, then update, then finish: the shortest legal path."""
+    for tool in ("write", "update", "finish"):
+        if tool in tools:
+            if tool == "write":
+                return json.dumps({"tool": "write", "title": f"Chapter {chapter_of(request)}"})
+            if tool == "update":
+                keys = open_requirements(request)
+                return update_json(chapter_of(request), resolve=keys[:1] if len(keys) >= 3 else [])
+            return json.dumps({"tool": "finish"})
+    raise AssertionError(f"nothing to do with {tools}")
+
+
+class Author(LLM):
+    """The scripted model. ``policy`` picks tool calls, ``length`` sizes each prose reply."""
+
+    backend = "scripted"
+
+    def __init__(self, policy: Policy = default_policy,
+                 length: Callable[[Request, int], int | tuple[int, str]] | None = None,
+                 tokens_per_word: float = 1.3) -> None:
+        super().__init__("scripted-author")
+        self.policy = policy
+        self.length = length or (lambda request, attempt: gate_of(request)[0])
+        self.tokens_per_word = tokens_per_word
+        self.requests: list[Request] = []
+        self.prose_attempts: dict[int, int] = {}
+
+    def _complete(self, request: Request) -> RawReply:
+        self.requests.append(request)
+        text, finish = self.reply(request)
+        prompt = sum(len(m["content"]) for m in request.messages) // 4
+        completion = max(1, round(count_words(text) * self.tokens_per_word)) if request.role == "nst_prose" \
+            else max(1, len(text) // 4)
+        return RawReply(text=text, finish_reason=finish, usage=Usage(prompt, 0, completion), model=self.model)
+
+    def reply(self, request: Request) -> tuple[str, str]:
+        role = request.role or ""
+        if role == "plan_outline":
+            return outline_json(request), "stop"
+        if role.startswith("plan_"):
+            return f"A {role[5:]} of the story. " + prose(40), "stop"
+        if role in ("nst_prose", "rollsum_chapter", "direct_story"):
+            key = chapter_of(request) if role == "nst_prose" else len(self.requests)
+            attempt = self.prose_attempts.get(key, 0)
+            self.prose_attempts[key] = attempt + 1
+            size = self.length(request, attempt)
+            finish = "stop"
+            if isinstance(size, tuple):
+                size, finish = size
+            return prose(size, seed=key), finish
+        if role == "rollsum_summary":
+            return "Summary so far: " + prose(50), "stop"
+        return self.policy(request, offered(request)), "stop"

@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent.nst.plan_cache import PlanCache, cache_key
+from agent.nst.planner import PlanError, chapter_count, make_plan, stages_for, validate_outline
+from grammars.nst import Outline
+from tests.nst.author import Author, outline_json
+from tests.scripted import ScriptedLLM
+
+
+def test_chapter_count_follows_the_anchors():
+    assert [chapter_count(w) for w in (10_000, 20_000, 50_000, 100_000)] == [10, 15, 25, 40]
+    assert chapter_count(15_000) in (12, 13)
+    assert chapter_count(75_000) in (32, 33)
+    assert chapter_count(600) == 2 and chapter_count(500) == 2 and chapter_count(5_000) == 5
+    assert chapter_count(300_000) == 100
+
+
+def test_stages_grow_with_length():
+    assert stages_for(600) == ["outline"]
+    assert stages_for(5_000) == ["premise", "outline"]
+    assert stages_for(20_000) == ["premise", "synopsis", "outline"]
+    assert stages_for(100_000) == ["premise", "synopsis", "acts", "outline"]
+
+
+def outline(*targets: int, ids: list[int] | None = None) -> Outline:
+    ids = ids or list(range(1, len(targets) + 1))
+    return Outline.model_validate({"chapters": [{"id": i, "title": f"T{i}", "description": "d", "target_words": t}
+                                                for i, t in zip(ids, targets, strict=True)]})
+
+
+def test_outline_validation_rules():
+    assert len(validate_outline(outline(500, 500), 1000, 2)) == 2
+    with pytest.raises(ValueError, match="sum to 700"):
+        validate_outline(outline(350, 350), 1000, 2)
+    with pytest.raises(ValueError, match="ids must be"):
+        validate_outline(outline(500, 500, ids=[1, 3]), 1000, 2)
+    with pytest.raises(ValueError, match="write 10"):
+        validate_outline(outline(*[200] * 5), 1000, 10)
+    assert len(validate_outline(outline(*[120] * 9), 1000, 10)) == 9  # within the slack of the count
+
+
+def test_invalid_outline_is_reasked_with_the_error():
+    bad = json.dumps({"chapters": [{"id": 1, "title": "A", "description": "d", "target_words": 100},
+                                   {"id": 2, "title": "B", "description": "d", "target_words": 100}]})
+    good = json.dumps({"chapters": [{"id": 1, "title": "A", "description": "d", "target_words": 300},
+                                    {"id": 2, "title": "B", "description": "d", "target_words": 300}]})
+    llm = ScriptedLLM([bad, good])
+    plan = make_plan(llm, "p", 600, temperature=0.7, max_tokens=100, attempts=3)
+    assert [c["target_words"] for c in plan["outline"]] == [300, 300]
+    second = llm.requests[1].messages
+    assert second[-2]["content"] == bad and "sum to 200" in second[-1]["content"]
+
+
+def test_outline_attempts_are_bounded():
+    bad = json.dumps({"chapters": [{"id": 1, "title": "A", "description": "d", "target_words": 1}]})
+    llm = ScriptedLLM([bad] * 3)
+    with pytest.raises(PlanError, match="after 3 attempt"):
+        make_plan(llm, "p", 600, temperature=0.7, max_tokens=100, attempts=3)
+    assert len(llm.requests) == 3
+
+
+def test_stages_feed_the_next_stage():
+    llm = Author()
+    plan = make_plan(llm, "a storm prompt", 20_000, temperature=0.7, max_tokens=500, attempts=2)
+    assert set(plan) >= {"premise", "synopsis", "outline"} and len(plan["outline"]) == 15
+    roles = [r.role for r in llm.requests]
+    assert roles == ["plan_premise", "plan_synopsis", "plan_outline"]
+    assert plan["premise"] in llm.requests[1].messages[1]["content"]
+    assert plan["synopsis"] in llm.requests[2].messages[1]["content"]
+    assert outline_json(llm.requests[2])  # the outline request names count and total
+
+
+def test_plan_cache_round_trip_and_digest(tmp_path):
+    cache = PlanCache(tmp_path)
+    key = cache_key("m", "prompt", None, 1000)
+    assert cache.get(key) is None
+    plan = {"outline": [{"id": 1, "title": "A", "description": "d", "target_words": 1000}]}
+    cache.put(key, plan)
+    assert cache.get(key) == plan
+    assert cache.get(cache_key("m", "prompt", None, 2000)) is None
+    assert cache.get(cache_key("other", "prompt", None, 1000)) is None
+    path = cache.path(key)
+    entry = json.loads(path.read_text())
+    entry["plan"]["outline"][0]["target_words"] = 5
+    path.write_text(json.dumps(entry))
+    assert cache.get(key) is None  # digest mismatch: ignored
+    assert cache_key("m", "p", "7", 10)["prompt"].startswith("id:7:")
