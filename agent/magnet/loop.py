@@ -48,7 +48,8 @@ def run_step(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state: 
     actions = propose_actions(llm, scene, settings)
     if not actions:
         raise LLMError(f"step {step}: no character produced an action")
-    narration = narrate(llm, scene, settings, actions)
+    narration = narrate(llm, scene, settings, actions,
+                        budget=ending.final_budget(story, settings, state) if final_paragraph else None)
 
     # World-state commit: selected actions only, in the narrator's order (Section 3.3).
     by_name = {a.character: a for a in actions}

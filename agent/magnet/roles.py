@@ -181,16 +181,18 @@ class Narration:
     trimmed: bool = False
 
 
-def narrate(llm: LLM, scene: Scene, settings: MagnetSettings, actions: Sequence[ActionResult]) -> Narration:
-    """The narrator selects and orders the fitting actions, then writes the paragraph."""
+def narrate(llm: LLM, scene: Scene, settings: MagnetSettings, actions: Sequence[ActionResult], *,
+            budget: tuple[int, int] | None = None) -> Narration:
+    """The narrator selects and orders the fitting actions, then writes the paragraph
+    (``budget``: ``(min_tokens, max_tokens)`` instead of the settings', for the last one)."""
+    min_tokens, max_tokens = budget or (settings.paragraph_min_tokens, settings.paragraph_tokens)
     by_name = {a.character: a.action for a in actions}
     order, fallback = select(llm, scene, settings, by_name)
     ordered = [(name, by_name[name]) for name in order]
     text, trimmed = write_prose(llm, prompts.paragraph(scene.story, ordered, scene.goal, scene.recent,
                                                       scene.flat(), scene.ending),
                                 settings, temperature=settings.narrator_temperature,
-                                max_tokens=settings.paragraph_tokens, min_tokens=settings.paragraph_min_tokens,
-                                role="narrator")
+                                max_tokens=max_tokens, min_tokens=min_tokens, role="narrator")
     return Narration(order, text, fallback, trimmed)
 
 

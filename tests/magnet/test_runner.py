@@ -1,0 +1,183 @@
+"""Whole runs through the store with scripted replies: commits, ending, ablations, resume."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent import pipelines
+from agent.cli import main
+from agent.llm.types import LLMError
+from agent.magnet import history
+from agent.magnet.runner import write_story
+from agent.magnet.settings import MagnetSettings
+from agent.store import RunStore
+from tests.magnet.story_llm import StoryLLM, character_of, default_critic, story
+
+
+def _config(words=400, **settings):
+    return {**MagnetSettings().as_config(), **settings, "story": story(words=words).to_dict()}
+
+
+def _run(tmp_path, llm, config, name="run"):
+    store = RunStore.create(tmp_path / name, pipeline="magnet", config=config, unit_kind="step")
+    with store.session("start"):
+        write_story(store, llm, config)
+    return store
+
+
+def test_run_commits_every_step_and_ends_as_a_story(tmp_path):
+    llm = StoryLLM()
+    store = _run(tmp_path, llm, _config(words=400))
+    info = store.info()
+    steps = store.steps()
+    assert info.status == "completed"
+    assert [s["step"] for s in steps] == list(range(1, info.last_unit + 1))
+    words = sum(p.words for p in store.paragraphs())
+    assert words == store.state()["words"]
+    # the ending: a concluding goal with its transition in the story, then a final paragraph that stops the run
+    events = [s["record"]["goal_event"] for s in steps if s["record"]["goal_event"]]
+    assert [e["kind"] for e in events][:1] == ["conclude"]
+    assert any(p.kind == "transition" for p in store.paragraphs())
+    assert steps[-1]["record"]["final_paragraph"] is True
+    assert "final paragraph of the story" in llm.by_role("narrator")[-1].messages[1]["content"]
+    assert words >= 400 * 0.75
+    # ledger rows for every role, filed under their steps
+    roles = {c.role for c in store.llm_calls()}
+    assert {"character", "critic", "narrator-select", "narrator", "goal", "transition"} <= roles
+    units = {row[0] for row in store.query("SELECT DISTINCT unit FROM llm_calls")}
+    assert units == set(range(1, info.last_unit + 1))
+    assert info.target_units == info.last_unit
+
+
+def test_stops_at_the_target_without_a_goal_generator_ending(tmp_path):
+    # target 100 words, under one estimated paragraph: the first paragraph is the last, and it is
+    # asked for enough tokens to reach the target
+    llm = StoryLLM()
+    store = _run(tmp_path, llm, _config(words=100, goal_shift=False))
+    assert store.info().status == "completed" and store.info().last_unit == 1
+    assert llm.by_role("narrator")[0].min_tokens >= 130
+    # a longer story stops once the target is reached
+    store = _run(tmp_path, StoryLLM(), _config(words=500, goal_shift=False), name="long")
+    steps = store.steps()
+    assert store.state()["words"] >= 500 or steps[-1]["record"]["final_paragraph"]
+    assert steps[-2]["record"]["words_total"] < 500
+
+
+def test_commit_history_and_graph_export(tmp_path):
+    store = _run(tmp_path, StoryLLM(), _config(words=200))
+    lines = history.render_text(store)
+    assert lines[0].startswith("step 1  selected Ann, Bob, Cy")
+    assert any("ann_acted: (new) -> 1" in ln and "[Ann: Ann acts" in ln for ln in lines)
+    graph = history.graph_json(store)
+    assert {n["id"] for n in graph["nodes"]} >= {"world", "character:Ann", "variable:ann_acted"}
+    assert graph["history"][0]["step"] == 1
+    assert "digraph world" in history.graph_dot(graph)
+    assert history.graph_svg(graph).startswith("<svg")
+    out = tmp_path / "g.svg"
+    assert history.main([str(store.run_dir), "--format", "svg", "-o", str(out)]) == 0
+    assert out.read_text().count("<circle") == 4  # the world and three characters
+
+
+def test_no_critic_moves_effects_to_the_character(tmp_path):
+    def action(request, n):
+        name = character_of(request)
+        return {"action": f"{name} moves.", "world_updates": [{"concerns": name, "key": "moved", "value": "true"}],
+                "goal_reached": False}
+
+    llm = StoryLLM(character=action)
+    store = _run(tmp_path, llm, _config(words=150, critic=False))
+    assert not llm.by_role("critic")
+    assert "world_updates" in llm.by_role("character")[0].constraint.json_schema["properties"]
+    assert store.steps()[0]["record"]["commits"]
+    assert store.steps()[0]["record"]["actions"][0]["attempts"][0]["verdict"] == "unreviewed"
+
+
+def test_no_structured_state_has_no_world_anywhere(tmp_path):
+    llm = StoryLLM()
+    store = _run(tmp_path, llm, _config(words=150, structured_state=False))
+    assert store.state()["world"] is None
+    assert all(not s["record"]["commits"] for s in store.steps())
+    assert all("World state" not in r.messages[1]["content"] for r in llm.requests)
+    assert "world_updates" not in llm.by_role("critic")[0].constraint.json_schema["properties"]
+    assert "goal_reached" in llm.by_role("critic")[0].constraint.json_schema["properties"]
+
+
+def test_no_goal_shift_keeps_the_goal(tmp_path):
+    def critic(request, n):
+        return {**default_critic(request, n), "goal_reached": True}
+
+    llm = StoryLLM(critic=critic)
+    store = _run(tmp_path, llm, _config(words=400, goal_shift=False, stall_steps=1, shift_every=2))
+    assert not llm.by_role("goal") and not llm.by_role("transition")
+    assert {s["goal"] for s in store.steps()} == {"Find the codicil."}
+    assert store.info().status == "completed"
+
+
+def test_resume_after_a_failure_continues_without_loss_or_duplicates(tmp_path):
+    def fail(request, n):
+        return LLMError("server went away") if request.role == "narrator" and n >= 3 else None
+
+    config = _config(words=400)
+    store = RunStore.create(tmp_path / "r", pipeline="magnet", config=config, unit_kind="step")
+    with pytest.raises(LLMError), store.session("start"):
+        write_story(store, StoryLLM(fail=fail), config)
+    assert store.info().last_unit == 2 and store.info().status == "failed"
+    state_2 = store.state(2)
+    with store.session("resume"):
+        write_story(store, StoryLLM(), config)
+    steps = [s["step"] for s in store.steps()]
+    assert steps == list(range(1, store.info().last_unit + 1)) and len(steps) > 3
+    assert store.state(2) == state_2
+    assert store.info().status == "completed"
+    # the paid calls of the failed step 3 are kept in the ledger, under step 3
+    assert store.query("SELECT count(*) FROM llm_calls WHERE unit = 3 AND error IS NOT NULL")[0][0] >= 2
+
+
+def test_cli_write_and_resume(tmp_path, monkeypatch, capsys):
+    scripted = {"llm": StoryLLM(fail=lambda r, n: LLMError("boom") if r.role == "narrator" and n in (4, 5) else None)}
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: scripted["llm"])
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'title = "T"\ngenre = "mystery"\ngoal = "Find it."\nwords = 300\n'
+        '[[characters]]\nname = "Ann"\nrole = "r"\ndescription = "d"\npersonality = "p"\ngoals = "g"\n'
+        'location = "hall"\nrelationships = { Bob = "brother" }\n'
+        '[[characters]]\nname = "Bob"\nrole = "r"\ndescription = "d"\npersonality = "p"\ngoals = "g"\n'
+        'location = "yard"\n')
+    run_dir = tmp_path / "run"
+    assert main(["write", "magnet", str(path), "--out", str(run_dir), "--max-revisions", "1",
+                 "--setting", "narrator_temperature=0.5"]) == 1
+    err = capsys.readouterr().err
+    assert "boom" in err and "step   1" in err
+    scripted["llm"] = StoryLLM()
+    assert main(["resume", str(run_dir)]) == 0
+    with RunStore.open(run_dir, readonly=True) as store:
+        info = store.info()
+        assert info.status == "completed" and info.config["max_revisions"] == 1
+        assert info.config["narrator_temperature"] == 0.5
+        assert [s["step"] for s in store.steps()] == list(range(1, info.last_unit + 1))
+    assert main(["show", str(run_dir)]) == 0
+    assert main(["export", str(run_dir), "--format", "md"]) == 0
+    assert capsys.readouterr().out.count("# T") == 1
+
+
+def test_cli_refuses_a_bad_definition_in_one_line(tmp_path, capsys):
+    path = tmp_path / "bad.toml"
+    path.write_text('title = "T"\ngenre = "g"\ngoal = "x"\nwords = -3\n')
+    assert main(["write", "magnet", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"fabula: error: {path}: words: must be positive, not -3"
+    assert main(["write", "magnet", str(path), "--setting", "bogus=1"]) == 2
+
+
+def test_single_baseline(tmp_path, monkeypatch):
+    llm = StoryLLM()
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: llm)
+    path = tmp_path / "s.toml"
+    path.write_text('title = "T"\ngenre = "g"\ngoal = "x"\nwords = 300\n[[characters]]\nname = "A"\nrole = "r"\n'
+                    'description = "d"\npersonality = "p"\ngoals = "g"\nlocation = "l"\n')
+    assert main(["write", "single", "--story", str(path), "--out", str(tmp_path / "b")]) == 0
+    with RunStore.open(tmp_path / "b", readonly=True) as store:
+        assert store.info().pipeline == "single" and store.info().status == "completed"
+        assert store.state()["words"] >= 200
+    assert {r.role for r in llm.requests} == {"baseline"}
+    assert "final paragraph" in llm.requests[-1].messages[1]["content"]
