@@ -53,8 +53,10 @@ def run(store: RunStore, llm_options: pipelines.LLMOptions, config: dict[str, An
         llm.close()
 
 
-def write_story(store: RunStore, llm: LLM, config: dict[str, Any], *, report: Reporter | None = None) -> None:
-    """Continue the story from the last committed step until the ending rules stop it."""
+def write_story(store: RunStore, llm: LLM, config: dict[str, Any], *, report: Reporter | None = None,
+                max_new_steps: int | None = None) -> None:
+    """Continue the story from the last committed step until the ending rules stop it
+    (or, with ``max_new_steps``, after that many steps: the run is then left resumable)."""
     story = StoryDefinition.from_dict(config["story"])
     settings = MagnetSettings.from_config(config)
     report = report or (lambda line: None)
@@ -68,9 +70,13 @@ def write_story(store: RunStore, llm: LLM, config: dict[str, Any], *, report: Re
         state = store.state() or initial_state(story, settings)
         bound = ending.max_steps(story, settings)
         step = store.next_unit()
+        last_allowed = step + max_new_steps - 1 if max_new_steps is not None else None
         if step > 1:
             report(f"resuming at step {step} ({state['words']}/{story.target_words} words)")
         while not state["finished"]:
+            if last_allowed is not None and step > last_allowed:
+                report(f"paused after step {step - 1} (fabula resume continues)")
+                return
             if step > bound:
                 store.put_plan("bound_hit", {"max_steps": bound, "words": state["words"]})
                 report(f"stopped: the step bound ({bound}) was reached at {state['words']} words")

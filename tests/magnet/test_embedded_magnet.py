@@ -1,0 +1,48 @@
+"""Magnet end to end on the real tiny model, in-process: two characters, two timesteps."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.magnet.definition import parse_definition
+from agent.magnet.runner import write_story
+from agent.magnet.settings import MagnetSettings
+from agent.store import RunStore
+
+STORY = {
+    "title": "The Lighthouse Key", "genre": "mystery", "goal": "Find out who took the lighthouse key.",
+    "words": 5000, "world": {"key_missing": True},
+    "characters": [
+        {"name": "Mara", "role": "keeper", "description": "An old lighthouse keeper.", "personality": "Stern.",
+         "goals": ["find the key"], "location": "the lamp room", "relationships": {"Tom": "her nephew"}},
+        {"name": "Tom", "role": "nephew", "description": "A young fisherman.", "personality": "Nervous.",
+         "goals": ["hide his debt"], "location": "the pier", "relationships": {"Mara": "his aunt"}},
+    ],
+}
+
+
+@pytest.mark.embedded
+def test_two_characters_two_timesteps(embedded_llm, tmp_path):
+    settings = MagnetSettings(max_revisions=1, action_tokens=96, critic_tokens=200, selection_tokens=40,
+                              paragraph_tokens=90, paragraph_min_tokens=20, goal_tokens=60, transition_tokens=60)
+    config = {**settings.as_config(), "story": parse_definition(STORY, "lighthouse.toml").to_dict()}
+    store = RunStore.create(tmp_path / "run", pipeline="magnet", config=config, unit_kind="step")
+    with store.session("start"):
+        write_story(store, embedded_llm, config, max_new_steps=2)
+    steps = store.steps()
+    assert [s["step"] for s in steps] == [1, 2]
+    paragraphs = store.paragraphs()
+    assert paragraphs and all(p.text.strip() for p in paragraphs)
+    for row in steps:
+        record = row["record"]
+        assert record["selected"] and set(record["selected"]) <= {"Mara", "Tom"}
+        # exactly the selected actions' updates landed, in the narrator's order
+        expected = [(name, u["key"]) for name in record["selected"]
+                    for a in record["actions"] if a["character"] == name for u in a["updates"]]
+        assert [(c["character"], c["key"]) for c in record["commits"]] == expected
+        for commit in record["commits"]:
+            assert store.state(row["step"])["world"]["variables"][commit["key"]]["step"] <= row["step"]
+    roles = [c.role for c in store.llm_calls()]
+    assert roles.count("character") >= 4 and roles.count("critic") >= 2 and "narrator" in roles
+    assert all(c.backend == "embedded" for c in store.llm_calls())
+    assert store.info().status == "stopped"  # paused after two steps, resumable
