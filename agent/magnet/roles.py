@@ -213,20 +213,23 @@ def select(llm: LLM, scene: Scene, settings: MagnetSettings,
 
 def write_prose(llm: LLM, messages: list, settings: MagnetSettings, *, temperature: float, max_tokens: int,
                 min_tokens: int | None, role: str) -> tuple[str, bool]:
-    """A plain-text paragraph; one cut at ``max_tokens`` is trimmed to its last whole sentence."""
-    reply = ask_many(llm, [Request(messages, None, temperature=temperature, max_tokens=max_tokens,
-                                   min_tokens=min_tokens, role=role)], settings.retries)[0]
-    if isinstance(reply, LLMError):
-        raise reply
-    text = clean_paragraph(reply.text)
-    trimmed = False
-    if reply.finish_reason == "length":
-        sentences = split_sentences(text)
-        if len(sentences) > 1:
-            text, trimmed = " ".join(sentences[:-1]), True
-    if not text:
-        raise LLMError(f"the {role} wrote an empty paragraph")
-    return text, trimmed
+    """A plain-text paragraph; one cut at ``max_tokens`` is trimmed to its last whole sentence.
+    An empty reply counts as a failed call (re-asked within ``settings.retries``)."""
+    request = Request(messages, None, temperature=temperature, max_tokens=max_tokens, min_tokens=min_tokens,
+                      role=role)
+    for _ in range(settings.retries + 1):
+        reply = ask_many(llm, [_fresh(request)], settings.retries)[0]
+        if isinstance(reply, LLMError):
+            raise reply
+        text = clean_paragraph(reply.text)
+        trimmed = False
+        if reply.finish_reason == "length":
+            sentences = split_sentences(text)
+            if len(sentences) > 1:
+                text, trimmed = " ".join(sentences[:-1]), True
+        if text:
+            return text, trimmed
+    raise LLMError(f"the {role} wrote an empty paragraph {settings.retries + 1} times")
 
 
 def clean_paragraph(text: str) -> str:

@@ -154,3 +154,13 @@ def test_thresholds_are_settings():
     assert event["kind"] == "shift"
     event, _ = _sequence(11, 2, False, MagnetSettings(stall_steps=2))
     assert event["kind"] == "stalled"
+
+
+def test_an_empty_paragraph_is_asked_again_then_fails_the_step():
+    from agent.llm.types import LLMError
+
+    llm = StoryLLM(narrator=lambda r, n: "" if n == 1 else "The door opened.")
+    out = _run(llm)
+    assert out.paragraphs[0] == "The door opened."
+    with pytest.raises(LLMError, match="empty paragraph 2 times"):
+        _run(StoryLLM(narrator=lambda r, n: "  \n"))
