@@ -14,6 +14,9 @@ def add_parser(sub) -> None:
     parser = sub.add_parser("show", help="progress, words, calls, tokens and degraded chapters of a run")
     parser.add_argument("run_dir", metavar="RUN_DIR")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    parser.add_argument("--history", action="store_true",
+                        help="Magnet runs: also list every world-state commit per timestep (when, by whom, why); "
+                        "the graph itself: python -m agent.magnet.history RUN_DIR --format json|dot|svg")
     parser.set_defaults(handler=run)
 
 
@@ -21,12 +24,25 @@ def run(args: argparse.Namespace) -> int:
     with open_run(args.run_dir) as store:
         summary = summarize(store)
         path = store.run_dir
+        history = _magnet_history(store) if args.history else None
     if args.json:
-        print(json.dumps({"run_dir": str(path), **summary.as_dict()}, ensure_ascii=False))
+        extra = {"history": history} if history is not None else {}
+        print(json.dumps({"run_dir": str(path), **summary.as_dict(), **extra}, ensure_ascii=False))
         return 0
     for line in render(summary, str(path)):
         print(line)
+    for i, line in enumerate(history or []):
+        print(("history   " if i == 0 else "          ") + line)
     return 0
+
+
+def _magnet_history(store) -> list[str]:
+    from agent.cli.errors import CLIError
+    from agent.magnet.history import render_text
+
+    if store.info().pipeline != "magnet":
+        raise CLIError(f"--history is for Magnet runs; this is a {store.info().pipeline} run")
+    return render_text(store)
 
 
 def render(s: RunSummary, path: str) -> list[str]:

@@ -181,3 +181,11 @@ def test_single_baseline(tmp_path, monkeypatch):
         assert store.state()["words"] >= 200
     assert {r.role for r in llm.requests} == {"baseline"}
     assert "final paragraph" in llm.requests[-1].messages[1]["content"]
+
+
+def test_fabula_show_history(tmp_path, capsys):
+    store = _run(tmp_path, StoryLLM(), _config(words=200))
+    store.close()
+    assert main(["show", str(tmp_path / "run"), "--history"]) == 0
+    out = capsys.readouterr().out
+    assert "history   step 1  selected Ann, Bob, Cy" in out and "ann_acted: (new) -> 1" in out
