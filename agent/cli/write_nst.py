@@ -1,0 +1,259 @@
+"""``fabula write nst|rollsum|direct``: start a NstAgent run or one of its baselines.
+
+Input is checked before anything is created (prompt, length, prompt file, the server), so a
+bad invocation leaves no run directory behind; a run that fails later is stored as failed,
+never as completed, and ``fabula resume`` continues it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from agent import pipelines
+from agent.cli.errors import CLIError
+from agent.cli.options import add_model_options
+from agent.cli.resume_cmd import parse_overrides
+from agent.cli.rundir import store_errors
+
+for _name in ("nst", "rollsum", "direct"):
+    pipelines.BUILTIN.setdefault(_name, f"agent.nst.{'runner' if _name == 'nst' else _name}:PIPELINE")
+
+MIN_WORDS, MAX_WORDS = 500, 300_000
+HELP = {"nst": "NstAgent: chapters written with tools against a tracked narrative state",
+        "rollsum": "baseline: chapters from the same outline with a rolling story-so-far summary",
+        "direct": "baseline: the whole story in one call"}
+
+
+def add_parser(sub) -> None:
+    for name in ("nst", "rollsum", "direct"):
+        parser = sub.add_parser(name, help=HELP[name], description=HELP[name] + ".")
+        source = parser.add_mutually_exclusive_group(required=True)
+        source.add_argument("--prompt", metavar="TEXT", help="the story prompt")
+        source.add_argument("--prompt-file", metavar="FILE", help="a text file holding the story prompt")
+        source.add_argument("--prompts", metavar="FILE.jsonl", help="a prompt set (one JSON object a line, "
+                            "with id and prompt); pick one with --id")
+        parser.add_argument("--id", dest="prompt_id", metavar="N", help="the prompt's id in --prompts")
+        parser.add_argument("--words", type=int, required=True, metavar="N",
+                            help=f"target length in words ({MIN_WORDS}-{MAX_WORDS})")
+        parser.add_argument("--out", metavar="RUN_DIR", help="run directory (default: runs/<pipeline>-<time>)")
+        parser.add_argument("--temperature", type=float, help="sampling temperature (default 0.7)")
+        if name == "nst":
+            parser.add_argument("--no-state", action="store_true", help="ablation: no narrative state or update")
+            parser.add_argument("--no-lookback", action="store_true", help="ablation: no read, search or correct")
+            parser.add_argument("--max-turns", type=int, help="turn cap per chapter (default 50)")
+        if name != "direct":
+            parser.add_argument("--plan-cache", metavar="DIR", help="plan cache folder (default $FABULA_HOME/plans)")
+        parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                            help="any other setting (VALUE is JSON, else a string), e.g. --set read_budget=5")
+        parser.add_argument("--quiet", action="store_true", help="no live progress line")
+        add_model_options(parser)
+        parser.set_defaults(handler=run, writer=name)
+
+
+def load_prompt(args: argparse.Namespace) -> tuple[str, str | None]:
+    """The prompt text and its id in a prompt set (``None`` for a free prompt)."""
+    if args.prompt is not None:
+        text, prompt_id = args.prompt, None
+    elif args.prompt_file is not None:
+        try:
+            text = Path(args.prompt_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CLIError(f"cannot read --prompt-file {args.prompt_file}: {exc}") from exc
+        prompt_id = None
+    else:
+        if args.prompt_id is None:
+            raise CLIError("--prompts needs --id N")
+        text, prompt_id = prompt_from_set(args.prompts, args.prompt_id), str(args.prompt_id)
+    if args.prompt_id is not None and args.prompts is None:
+        raise CLIError("--id only goes with --prompts")
+    if not text.strip():
+        raise CLIError("the story prompt is empty")
+    return text.strip(), prompt_id
+
+
+def prompt_from_set(path: str, prompt_id: str) -> str:
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CLIError(f"cannot read --prompts {path}: {exc}") from exc
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CLIError(f"{path}:{number}: not a JSON object ({exc.msg})") from exc
+        if isinstance(item, dict) and str(item.get("id")) == str(prompt_id):
+            if not isinstance(item.get("prompt"), str):
+                raise CLIError(f"{path}:{number}: id {prompt_id} has no prompt text")
+            return item["prompt"]
+    raise CLIError(f"no prompt with id {prompt_id} in {path}")
+
+
+def build_config(args: argparse.Namespace, prompt: str, prompt_id: str | None) -> dict[str, Any]:
+    if not MIN_WORDS <= args.words <= MAX_WORDS:
+        raise CLIError(f"--words must be between {MIN_WORDS} and {MAX_WORDS}, got {args.words}")
+    config: dict[str, Any] = {"prompt": prompt, "prompt_id": prompt_id, "words": args.words}
+    if args.temperature is not None:
+        if args.temperature < 0:
+            raise CLIError("--temperature must be >= 0")
+        config["temperature"] = args.temperature
+    if getattr(args, "no_state", False):
+        config["state"] = False
+    if getattr(args, "no_lookback", False):
+        config["lookback"] = False
+    if getattr(args, "max_turns", None) is not None:
+        if args.max_turns < 3:
+            raise CLIError("--max-turns must be at least 3 (write, update, finish)")
+        config["max_turns"] = args.max_turns
+    if getattr(args, "plan_cache", None):
+        config["plan_cache"] = str(Path(args.plan_cache).expanduser().resolve())
+    defaults = pipelines.get(args.writer).defaults
+    for key, value in parse_overrides(args.overrides).items():
+        if key not in defaults:
+            raise CLIError(f"unknown setting {key!r} for {args.writer}; known: {', '.join(sorted(defaults))}")
+        config[key] = value
+    return config
+
+
+def backend_of(args: argparse.Namespace) -> str:
+    """As ``open_llm`` decides it: --backend, else endpoint if one is given (flag or env)."""
+    return args.backend or ("endpoint" if args.endpoint or os.environ.get("FABULA_ENDPOINT") else "embedded")
+
+
+def check_server(args: argparse.Namespace) -> None:
+    """An unreachable server is a one-line error before any run is created."""
+    from agent.llm import EndpointUnavailableError, LLMError, open_llm
+
+    try:
+        llm = open_llm(args.backend, model=args.model, endpoint=args.endpoint, api_key=args.api_key,
+                       thinking=args.thinking) if backend_of(args) == "endpoint" else None
+    except EndpointUnavailableError as exc:
+        raise CLIError(f"cannot reach the server: {str(exc).splitlines()[0]}", exit_code=1) from exc
+    except (LLMError, ValueError) as exc:
+        raise CLIError(str(exc).splitlines()[0]) from exc
+    if llm is None:
+        return
+    try:
+        llm.served_models()  # type: ignore[attr-defined]
+    except LLMError as exc:
+        raise CLIError(f"cannot reach the server: {str(exc).splitlines()[0]}", exit_code=1) from exc
+    finally:
+        llm.close()
+
+
+class Display:
+    """One live progress line on stderr; a line per committed chapter when not a terminal."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.tty = sys.stderr.isatty()
+        self.started = time.monotonic()
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if self.quiet:
+            return
+        kind = event.get("event")
+        if kind == "plan":
+            self._show(f"planning: {event['stage']}", final=not self.tty)
+            return
+        chapter = f"chapter {event.get('chapter')}/{event.get('chapters')}"
+        if kind == "committed":
+            flag = " DEGRADED" if event.get("degraded") else ""
+            self._show(f"{chapter} committed: {event.get('words')} words{flag}", final=True)
+            return
+        if not self.tty:
+            return
+        prompt, cached = event.get("prompt_tokens", 0), event.get("cached_prompt_tokens", 0)
+        share = f"{100 * cached / prompt:.0f}%" if prompt else "-"
+        words = f" last draft {event['words']} words" if "words" in event else ""
+        self._show(f"{chapter} turn {event.get('turn', 0)} gate attempts {event.get('attempts', 0)}{words} "
+                   f"prompt tokens {prompt} cached {share}")
+
+    def _show(self, text: str, final: bool = False) -> None:
+        elapsed = time.monotonic() - self.started
+        line = f"[{elapsed:6.0f}s] {text}"
+        if self.tty:
+            sys.stderr.write("\r\033[K" + line + ("\n" if final else ""))
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
+def summary_lines(store, writer: str) -> list[str]:
+    info = store.info()
+    chapters = store.chapters()
+    words = sum(c.words for c in chapters)
+    degraded = [c.index for c in chapters if c.degraded]
+    firsts = [(store.state(c.index) or {}).get("chapter", {}).get("first_attempt_pass") for c in chapters]
+    firsts = [f for f in firsts if f is not None]
+    calls = store.llm_calls()
+    prompt = sum(c.prompt_tokens for c in calls)
+    cached = sum(c.cached_prompt_tokens for c in calls)
+    lines = [f"{writer}: {info.status}, {len(chapters)} of {info.target_units} chapter(s), {words} words "
+             f"(target {info.config.get('words')})",
+             f"degraded chapters: {', '.join(map(str, degraded)) if degraded else 'none'}"]
+    if firsts:
+        lines.append(f"first-attempt gate pass: {sum(firsts)}/{len(firsts)} ({100 * sum(firsts) / len(firsts):.0f}%)")
+    lines.append(f"LLM calls: {len(calls)}, prompt tokens {prompt} ({100 * cached / prompt if prompt else 0:.0f}% "
+                 f"cached), completion tokens {sum(c.completion_tokens for c in calls)}")
+    state = store.state()
+    if isinstance(state, dict) and isinstance(state.get("narrative"), dict):
+        n = state["narrative"]
+        lines.append(f"state: {len(n['characters'])} characters, {len(n['past_events'])} past events, "
+                     f"{len(n['future_requirements'])} open requirements")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent.nst import progress
+
+    prompt, prompt_id = load_prompt(args)
+    config = build_config(args, prompt, prompt_id)
+    check_server(args)
+    out = Path(args.out or f"runs/{args.writer}-{time.strftime('%Y%m%d-%H%M%S')}")
+    existed = out.exists()
+    llm = pipelines.LLMOptions(backend=backend_of(args),
+                               model=args.model, thinking=args.thinking, endpoint=args.endpoint,
+                               api_key=args.api_key)
+    display = Display(args.quiet)
+    progress.LISTENERS.append(display)
+    store = None
+    try:
+        with store_errors():
+            store = pipelines.start(out, args.writer, config, llm)
+    except BaseException:
+        _discard_if_empty(out, existed)
+        raise
+    finally:
+        progress.LISTENERS.remove(display)
+    try:
+        for line in summary_lines(store, args.writer):
+            print(line)
+        print(f"run directory: {store.run_dir}")
+        return 0 if store.info().status == "completed" else 1
+    finally:
+        store.close()
+
+
+def _discard_if_empty(out: Path, existed: bool) -> None:
+    """A run that failed before its first chapter leaves nothing behind (its ledger is lost
+    with it; a run with a committed chapter stays, marked failed, for ``fabula resume``)."""
+    from agent.store import RunStore, StoreError
+
+    if existed or not out.exists():
+        return
+    try:
+        with RunStore.open(out, readonly=True) as store:
+            if store.info().last_unit > 0:
+                return
+    except (StoreError, OSError):
+        pass
+    shutil.rmtree(out, ignore_errors=True)

@@ -1,0 +1,78 @@
+"""The scripted author behind a tiny OpenAI-compatible HTTP server, for real ``fabula`` subprocesses.
+
+The role of each request is inferred from what a real server sees: the response schema (an
+outline or a tool call) or, for plain text, the last user message.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from agent.llm.base import Request
+from agent.llm.constraints import JsonSchema, to_constraint
+from tests.nst.author import Author
+
+
+def infer_role(body: dict) -> str:
+    schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
+    if schema is not None:
+        return "plan_outline" if "chapters" in schema.get("properties", {}) else "nst_turn"
+    last = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+    if last.startswith("Now write the complete text of chapter"):
+        return "nst_prose"
+    if "Rewrite the summary" in last:
+        return "rollsum_summary"
+    if "Write the complete story" in last:
+        return "direct_story"
+    if "# Current task" in last or last.startswith("REJECTED"):
+        return "rollsum_chapter"
+    return "plan_stage"
+
+
+class AuthorServer:
+    def __init__(self, author: Author | None = None, delay_s: float = 0.0) -> None:
+        self.author = author or Author()
+        self.delay_s = delay_s
+        self.count = 0
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _send(self, body: dict) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                self._send({"data": [{"id": "scripted-author"}]})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                time.sleep(outer.delay_s)
+                outer.count += 1
+                schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
+                request = Request(body["messages"], JsonSchema(schema) if schema else None,
+                                  max_tokens=body["max_tokens"], role=infer_role(body))
+                request.constraint = to_constraint(request.output_type)
+                text, finish = outer.author.reply(request)
+                self._send({"model": "scripted-author", "choices": [{"message": {"content": text},
+                                                                     "finish_reason": finish}],
+                            "usage": {"prompt_tokens": 100, "completion_tokens": len(text) // 4,
+                                      "prompt_tokens_details": {"cached_tokens": 60}}})
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
