@@ -1,0 +1,180 @@
+"""Does NstAgent's prompt cost stay linear in the story length? (issue 4, "Benchmark: cost stays linear")
+
+Runs the real chapter loop (planner cache, state, tools, gate, store) at 10K, 20K, 50K and 100K
+words with a deterministic scripted model (``tests/nst/author.py``) that writes chapters of the
+target length and state updates of realistic size: 4 past events per chapter, 3 snapshots per
+update out of a cast that grows from 6 to 12, and about three open requirements. Every prompt
+is rendered with the tiny model's chat template and counted with its real tokenizer.
+
+For each prompt, the cache-eligible tokens are the longest prefix, in whole 16-token blocks,
+shared with any earlier prompt of the run (what vLLM's prefix cache can reuse); the rest is
+recomputed. Prints per-length totals and per-chapter curves, and writes a PNG plot.
+
+    .venv/bin/python scripts/bench_cost.py [--lengths 10000,20000,50000,100000] [--png bench_cost.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import struct
+import sys
+import tempfile
+import zlib
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agent.nst import runner
+from agent.nst.config import NST_DEFAULTS
+from agent.store import RunStore
+from tests.nst.author import Author, chapter_of, open_requirements, update_json
+
+BLOCK = 16
+PROMPT = ("Write a novel about a lighthouse keeper on a remote northern island who discovers that the bell in the "
+          "tower rings only for ships that sank a century ago, and must decide whether to answer it.")
+
+
+class BenchAuthor(Author):
+    """Outlines with realistic descriptions; updates of realistic size; writes then updates then finishes."""
+
+    def __init__(self) -> None:
+        super().__init__(policy=self.policy_fn, tokens_per_word=1.3)
+
+    @staticmethod
+    def policy_fn(request, tools):
+        chapter = chapter_of(request)
+        if "write" in tools:
+            return json.dumps({"tool": "write", "title": f"The bell, part {chapter}"})
+        if "update" in tools:
+            keys = open_requirements(request)
+            return update_json(chapter, events=4, characters=3, cast=min(12, 6 + chapter // 4),
+                               resolve=keys[:1] if len(keys) >= 3 else [])
+        return json.dumps({"tool": "finish"})
+
+    def reply(self, request):
+        if request.role == "plan_outline":
+            data = json.loads(super().reply(request)[0])
+            for c in data["chapters"]:
+                c["description"] = (f"In part {c['id']} the keeper follows the bell's call to another wreck, meets "
+                                    "the families of the drowned, and learns one more piece of the island's secret "
+                                    "while the storm season closes in and the harbour master grows suspicious.")
+            return json.dumps(data), "stop"
+        return super().reply(request)
+
+
+def run_length(words: int, tokenizer, workdir: Path) -> dict:
+    config = {**NST_DEFAULTS, "prompt": PROMPT, "prompt_id": "bench", "words": words,
+              "plan_cache": str(workdir / "plans"), "llm": {"backend": "scripted", "model": "bench"}}
+    store = RunStore.create(workdir / f"run-{words}", pipeline="nst", config=config)
+    author = BenchAuthor()
+    with store.session("start"):
+        runner.write_story(store, author, config)
+    seen: set[bytes] = set()
+    per_chapter: dict[int, dict[str, int]] = {}
+    for request in author.requests:
+        text = tokenizer.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True)
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        eligible, chain, still = 0, hashlib.sha256(), True
+        for start in range(0, len(ids) - len(ids) % BLOCK, BLOCK):
+            chain.update(struct.pack(f"{BLOCK}i", *ids[start:start + BLOCK]))
+            digest = chain.copy().digest()
+            if still and digest in seen:
+                eligible += BLOCK
+            else:
+                still = False
+            seen.add(digest)
+        unit = chapter_of(request) if request.role and request.role.startswith("nst") else 0
+        row = per_chapter.setdefault(unit, {"prompt": 0, "eligible": 0, "calls": 0})
+        row["prompt"] += len(ids)
+        row["eligible"] += eligible
+        row["calls"] += 1
+    chapters = store.chapters()
+    written = sum(c.words for c in chapters)
+    final = store.state()["narrative"]
+    store.close()
+    total = sum(r["prompt"] for r in per_chapter.values())
+    eligible = sum(r["eligible"] for r in per_chapter.values())
+    return {"words": words, "chapters": len(chapters), "written": written, "prompt_tokens": total,
+            "eligible": eligible, "recomputed": total - eligible,
+            "recomputed_per_1k": (total - eligible) / (written / 1000), "eligible_share": eligible / total,
+            "state": {k: len(v) for k, v in final.items()},
+            "per_chapter": {u: r for u, r in sorted(per_chapter.items()) if u}}
+
+
+def write_png(path: Path, results: list[dict]) -> None:
+    """Recomputed prompt tokens per chapter, one line per length (no plotting library needed)."""
+    width, height, pad = 720, 420, 30
+    colours = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40)]
+    pixels = [[(255, 255, 255)] * width for _ in range(height)]
+    top = max(r["recomputed"] for res in results for r in [
+        {"recomputed": c["prompt"] - c["eligible"]} for c in res["per_chapter"].values()])
+    most = max(len(res["per_chapter"]) for res in results)
+
+    def point(i: int, value: float) -> tuple[int, int]:
+        return (pad + int((width - 2 * pad) * (i - 1) / max(1, most - 1)),
+                height - pad - int((height - 2 * pad) * value / top))
+
+    for x in range(pad, width - pad):
+        pixels[height - pad][x] = (0, 0, 0)
+    for y in range(pad, height - pad):
+        pixels[y][pad] = (0, 0, 0)
+    for res, colour in zip(results, colours, strict=False):
+        rows = list(res["per_chapter"].values())
+        for i in range(1, len(rows)):
+            (x0, y0), (x1, y1) = (point(i, rows[i - 1]["prompt"] - rows[i - 1]["eligible"]),
+                                  point(i + 1, rows[i]["prompt"] - rows[i]["eligible"]))
+            steps = max(abs(x1 - x0), abs(y1 - y0), 1)
+            for s in range(steps + 1):
+                x, y = x0 + (x1 - x0) * s // steps, y0 + (y1 - y0) * s // steps
+                for dy in (-1, 0, 1):
+                    if 0 <= y + dy < height:
+                        pixels[y + dy][x] = colour
+    raw = b"".join(b"\x00" + bytes(v for px in row for v in px) for row in pixels)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+           + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+    path.write_bytes(png)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lengths", default="10000,20000,50000,100000")
+    parser.add_argument("--png", default="bench_cost.png")
+    parser.add_argument("--json", help="also write every figure to this JSON file")
+    args = parser.parse_args()
+    from transformers import AutoTokenizer
+
+    from serve.models import ensure_embedded_model
+
+    tokenizer = AutoTokenizer.from_pretrained(ensure_embedded_model().path)
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for words in (int(w) for w in args.lengths.split(",")):
+            results.append(run_length(words, tokenizer, Path(tmp)))
+    print(f"{'words':>7} {'chap':>4} {'written':>8} {'prompt tok':>11} {'eligible':>10} {'recomputed':>10} "
+          f"{'recomp/1K w':>11} {'elig %':>6}  final state")
+    for r in results:
+        print(f"{r['words']:>7} {r['chapters']:>4} {r['written']:>8} {r['prompt_tokens']:>11} {r['eligible']:>10} "
+              f"{r['recomputed']:>10} {r['recomputed_per_1k']:>11.0f} {100 * r['eligible_share']:>5.1f}%  {r['state']}")
+    base = results[0]["recomputed_per_1k"]
+    print("recomputed per 1K words relative to the first length: "
+          + ", ".join(f"{r['words']}: {r['recomputed_per_1k'] / base:.2f}" for r in results))
+    for r in results:
+        curve = [c["prompt"] - c["eligible"] for c in r["per_chapter"].values()]
+        print(f"per-chapter recomputed tokens at {r['words']}: {curve}")
+        share = [round(100 * c["eligible"] / c["prompt"]) for c in r["per_chapter"].values()]
+        print(f"per-chapter cache-eligible % at {r['words']}: {share}")
+    write_png(Path(args.png), results)
+    print(f"plot: {args.png} (recomputed prompt tokens per chapter; blue 10K, orange 20K, green 50K, red 100K)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

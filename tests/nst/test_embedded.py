@@ -1,0 +1,37 @@
+"""End to end on the real tiny model in-process: a two-chapter story through the store."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.nst import runner
+from agent.nst.config import NST_DEFAULTS
+from agent.store import RunStore
+
+
+@pytest.mark.embedded
+def test_two_chapter_story_on_the_embedded_model(tmp_path, embedded_llm):
+    config = {**NST_DEFAULTS, "prompt": "A fisherman finds a talking fish that grants one wish.", "prompt_id": None,
+              "words": 300, "plan_cache": str(tmp_path / "plans"), "max_turns": 5, "tool_max_tokens": 96,
+              "update_max_tokens": 320, "llm": {"backend": "embedded", "model": None}}
+    store = RunStore.create(tmp_path / "run", pipeline="nst", config=config)
+    seen: list = []
+    embedded_llm.recorders += [store.recorder, seen.append]
+    try:
+        with store.session("start"):
+            runner.write_story(store, embedded_llm, config)
+    finally:
+        embedded_llm.recorders.remove(store.recorder)
+        embedded_llm.recorders.remove(seen.append)
+    chapters = store.chapters()
+    assert len(chapters) >= 2 and store.info().status == "completed"
+    assert store.plan()["outline"]
+    for chapter in chapters:
+        target = store.plan()["outline"][chapter.index - 1]["target_words"]
+        assert chapter.degraded or 0.8 * target <= chapter.words <= 1.2 * target
+    state = store.state()["narrative"]
+    assert state["characters"] or state["past_events"] or state["future_requirements"]
+    calls = store.llm_calls()
+    assert len(calls) == len(seen) and {c.role for c in calls} >= {"plan_outline", "nst_turn", "nst_prose"}
+    print({c.index: (c.words, c.degraded, c.degraded_reason) for c in chapters}, len(calls))
+    store.close()
