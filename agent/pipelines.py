@@ -70,10 +70,15 @@ class Pipeline:
 
 
 _REGISTRY: dict[str, Pipeline] = {}
-BUILTIN: dict[str, str] = {}
+BUILTIN: dict[str, str] = {
+    "nst": "agent.nst.runner:PIPELINE",
+    "rollsum": "agent.nst.rollsum:PIPELINE",
+    "direct": "agent.nst.direct:PIPELINE",
+    "magnet": "agent.magnet.runner:PIPELINE",
+    "single": "agent.magnet.baseline:PIPELINE",
+}
 """Pipelines shipped with fabula, as ``name -> "module:attribute"`` of a :class:`Pipeline`,
-imported only when a run of that pipeline is started or resumed. Empty until the
-pipelines land (``"nst": "agent.nst.runner:PIPELINE"`` and so on)."""
+imported only when a run of that pipeline is started or resumed."""
 
 
 class NoRunnerError(StoreError):

@@ -87,7 +87,7 @@ def test_export_to_file_and_stdout(run_dir, tmp_path, capsys):
     (["search", "{empty}", "x"], "not a fabula run"),
     (["export", "{corrupt}"], "not an SQLite database"),
     (["show", "{foreign}"], "some other program"),
-    (["resume", "{norunner}"], "no runner is registered for the nst pipeline"),
+    (["resume", "{norunner}"], "no runner is registered for the retired-pipeline pipeline"),
     (["export", "{run}", "-o", "{run}/run.db"], "refusing to overwrite the run database"),
     (["export", "{run}", "-o", "{tmp}/nodir/x.md"], "output folder does not exist"),
     (["search", "{run}", "x", "-k", "0"], "-k must be at least 1"),
@@ -101,7 +101,7 @@ def test_failures_are_one_line(tmp_path, run_dir, capsys, argv, message):
     (tmp_path / "foreign").mkdir()
     sqlite3.connect(tmp_path / "foreign" / "run.db").execute("CREATE TABLE t (x)").connection.close()
     (tmp_path / "norunner").mkdir()
-    RunStore.create(tmp_path / "norunner", pipeline="nst", config={}).close()
+    RunStore.create(tmp_path / "norunner", pipeline="retired-pipeline", config={}).close()
     RunStore.create(tmp_path / "magnet", pipeline="magnet", unit_kind="step", config={}).close()
     paths = {"missing": tmp_path / "missing", "empty": tmp_path / "empty", "corrupt": tmp_path / "corrupt",
              "foreign": tmp_path / "foreign", "norunner": tmp_path / "norunner", "run": run_dir, "tmp": tmp_path,
