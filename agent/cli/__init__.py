@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from agent.cli import (
+    eval_cmd,
     export_cmd,
     grammars_cmd,
     models_cmd,
@@ -26,7 +27,7 @@ from agent.cli import (
 from agent.cli.errors import CLIError, describe
 
 COMMAND_MODULES = [prompt_cmd, models_cmd, serve_cmd, grammars_cmd, runs_cmd, show_cmd, search_cmd, export_cmd,
-                   resume_cmd, write_cmd]
+                   resume_cmd, write_cmd, eval_cmd]
 
 
 def build_parser() -> argparse.ArgumentParser:

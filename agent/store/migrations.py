@@ -175,7 +175,39 @@ def m004_magnet(conn: sqlite3.Connection) -> None:
     ])
 
 
-MIGRATIONS: list[Migration] = [m001_core, m002_chapter_search, m003_ledgers, m004_magnet]
+def m005_judgments(conn: sqlite3.Connection) -> None:
+    """Evaluation judgments (``fabula eval``): one row per (kind, item, judge, protocol).
+
+    A row is ``ok`` (its parsed reply kept as JSON) or ``failed`` (the error kept, never read
+    as zero errors); a rerun fills only the missing and failed rows. ``meta`` holds what the
+    judgment was computed against (window, sampled sections, criteria), so every metric can
+    be recomputed from the store without calling a model again. Judge usage is kept here,
+    apart from ``llm_calls``, so that evaluation never counts toward a story's cost.
+    """
+    _run(conn, [
+        """CREATE TABLE judgments (
+            id INTEGER PRIMARY KEY,
+            kind TEXT NOT NULL,
+            item TEXT NOT NULL,
+            judge TEXT NOT NULL,
+            protocol TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('ok', 'failed')),
+            reply TEXT,
+            error TEXT,
+            meta TEXT NOT NULL DEFAULT '{}',
+            prompt_tokens INTEGER NOT NULL DEFAULT 0,
+            completion_tokens INTEGER NOT NULL DEFAULT 0,
+            latency_s REAL NOT NULL DEFAULT 0,
+            attempts INTEGER NOT NULL DEFAULT 1 CHECK (attempts >= 1),
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            CHECK ((status = 'ok') = (reply IS NOT NULL)),
+            UNIQUE (kind, item, judge, protocol))""",
+        """CREATE INDEX judgments_kind ON judgments (kind, judge, protocol)""",
+    ])
+
+
+MIGRATIONS: list[Migration] = [m001_core, m002_chapter_search, m003_ledgers, m004_magnet, m005_judgments]
 LATEST = len(MIGRATIONS)
 
 

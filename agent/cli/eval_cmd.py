@@ -1,0 +1,263 @@
+"""``fabula eval``: judge stored runs, compute metrics and statistics, write reports.
+
+Judges are any OpenAI-compatible endpoint (``--judge-endpoint URL --judge-model NAME``) or
+the embedded model. Judgments are stored in each judged run; a failed one is recorded and
+excluded (the command exits 1 so scripts notice), and rerunning fills in only what is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from agent.cli.errors import CLIError
+from agent.cli.rundir import open_run, store_errors
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser("eval", help="judge runs, model-free metrics, paired statistics and reports")
+    ev = parser.add_subparsers(dest="eval_command", required=True, metavar="WHAT")
+
+    p = ev.add_parser("consistency", help="extended ConStory-Bench: five category judgments per story, CED")
+    _runs(p)
+    p.add_argument("--window-chapters", type=int, metavar="K", help="judge the last K chapters (default: by length)")
+    p.add_argument("--window-words", type=int, metavar="W",
+                   help="judge the fewest last chapters spanning at least W words")
+    _judge_options(p)
+    p.set_defaults(handler=run_consistency)
+
+    p = ev.add_parser("quality", help="writing quality: five cached query-specific criteria, each scored 1-10")
+    _runs(p)
+    p.add_argument("--criteria-cache", metavar="DIR", help="criteria cache (default: $FABULA_HOME/eval/criteria)")
+    _judge_options(p)
+    p.set_defaults(handler=run_quality)
+
+    p = ev.add_parser("editorial", help="Magnet's editorial annotations and rubric (repeat --judge-model to average)")
+    _runs(p)
+    p.add_argument("--seed", type=int, default=0, help="seed of the section and sentence sampler (default 0)")
+    _judge_options(p)
+    p.set_defaults(handler=run_editorial)
+
+    p = ev.add_parser("inject", help="judge recall check: plant contradictions in copies of a story and judge them")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--out", required=True, metavar="DIR", help="folder for the injected copies (made if missing)")
+    p.add_argument("--depths", default="adjacent,midpoint,opening",
+                   help="where the earlier half goes: adjacent (just before the window), midpoint (of the prefix), "
+                   "opening (first chapter); comma-separated (default: all three)")
+    p.add_argument("--controls", type=int, default=2, help="control pairs that do not contradict (default 2)")
+    p.add_argument("--no-judge", action="store_true", help="only make the injected copies")
+    p.add_argument("--window-chapters", type=int, metavar="K")
+    _judge_options(p)
+    p.set_defaults(handler=run_inject)
+
+    p = ev.add_parser("metrics", help="model-free metrics of runs (no judge)")
+    _runs(p)
+    p.add_argument("--json", action="store_true", help="one JSON object per run")
+    p.set_defaults(handler=run_metrics)
+
+    p = ev.add_parser("report", help="Markdown report with tables and plots, from stored judgments only")
+    _runs(p)
+    p.add_argument("--out", required=True, metavar="DIR", help="folder for report.md, metrics.json and plots")
+    p.set_defaults(handler=run_report)
+
+    p = ev.add_parser("compare", help="paired comparison A vs B: t-test, bootstrap CI, Holm")
+    p.add_argument("a", nargs="+", metavar="A_RUN")
+    p.add_argument("--vs", nargs="+", required=True, metavar="B_RUN")
+    p.add_argument("--metric", action="append", help="metric to compare (repeatable; default: all)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=run_compare)
+
+
+def _runs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+
+
+def _judge_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("judge")
+    g.add_argument("--judge-endpoint", metavar="URL", help="OpenAI-compatible server (default: the embedded model)")
+    g.add_argument("--judge-model", action="append", metavar="NAME",
+                   help="judge model name (repeat for several judges: averaged where the protocol says so)")
+    g.add_argument("--judge-api-key", metavar="KEY")
+    g.add_argument("--judge-temperature", type=float, default=0.1)
+    g.add_argument("--judge-max-tokens", type=int, default=8192)
+    g.add_argument("--judge-seed", type=int, default=0)
+
+
+def open_judges(args: argparse.Namespace) -> list[Any]:
+    """The judges named on the command line (one per --judge-model)."""
+    from agent.eval.judge import Judge
+    from agent.llm import open_llm
+
+    names = args.judge_model or [None]
+    judges = []
+    for name in names:
+        backend = "endpoint" if args.judge_endpoint else "embedded"
+        llm = open_llm(backend, model=name, endpoint=args.judge_endpoint, api_key=args.judge_api_key, thinking="off")
+        judges.append(Judge(llm, name or llm.model, temperature=args.judge_temperature,
+                            max_tokens=args.judge_max_tokens, seed=args.judge_seed))
+    return judges
+
+
+def _close(judges: list[Any]) -> None:
+    for judge in judges:
+        judge.llm.close()
+
+
+def _line(run: str, counts: dict[str, int]) -> str:
+    return f"{run}: {counts['ok']} judged, {counts['failed']} failed, {counts['skipped']} already stored"
+
+
+def run_consistency(args: argparse.Namespace) -> int:
+    from agent.eval.ced import best_scores
+    from agent.eval.consistency import judge_consistency
+    from agent.eval.story import load_story
+
+    judges = open_judges(args)
+    failed = 0
+    try:
+        for run_dir in args.run_dirs:
+            with open_run(run_dir, readonly=False) as store:
+                story = load_story(store)
+                for judge in judges:
+                    window, counts = judge_consistency(store, story, judge, window_chapters=args.window_chapters,
+                                                       window_words=args.window_words)
+                    failed += counts["failed"]
+                    print(_line(run_dir, counts) + f" [{judge.label}; window: chapters {window.first}-"
+                          f"{len(story.sections)}, {window.checked_words} words; {window.rule}]")
+                for score in best_scores(store, story):
+                    m = score.metrics()
+                    print(f"  {score.judge}: subtype CED {m['subtype_ced']:.2f}, instance CED {m['instance_ced']:.2f}"
+                          f", verified {m['verified_instance_ced']:.2f} ({m['dropped_unverified']} dropped)")
+    finally:
+        _close(judges)
+    return 1 if failed else 0
+
+
+def run_quality(args: argparse.Namespace) -> int:
+    from agent.eval.quality import default_cache_dir, judge_quality, quality_scores
+    from agent.eval.story import load_story
+
+    cache = Path(args.criteria_cache).expanduser() if args.criteria_cache else default_cache_dir()
+    judges = open_judges(args)
+    failed = 0
+    try:
+        for run_dir in args.run_dirs:
+            with open_run(run_dir, readonly=False) as store:
+                story = load_story(store)
+                for judge in judges:
+                    counts = judge_quality(store, story, judge, cache)
+                    failed += counts["failed"]
+                    print(_line(run_dir, counts) + f" [{judge.label}]")
+                for label, score in quality_scores(store, story).items():
+                    print(f"  {label}: writing quality {score:.2f}")
+    finally:
+        _close(judges)
+    return 1 if failed else 0
+
+
+def run_editorial(args: argparse.Namespace) -> int:
+    from agent.eval.editorial import editorial_scores, judge_editorial
+    from agent.eval.story import load_story
+
+    judges = open_judges(args)
+    failed = 0
+    try:
+        for run_dir in args.run_dirs:
+            with open_run(run_dir, readonly=False) as store:
+                story = load_story(store)
+                counts = judge_editorial(store, story, judges, seed=args.seed)
+                failed += counts["failed"]
+                print(_line(run_dir, counts))
+                result = editorial_scores(store, story)
+                if result:
+                    print(f"  annotations {result['annotations']:.1f}, rubric {result['rubric']:.1f} "
+                          f"(judges: {', '.join(result['judges'])})")
+    finally:
+        _close(judges)
+    return 1 if failed else 0
+
+
+def run_inject(args: argparse.Namespace) -> int:
+    from agent.eval.inject import DEPTHS, make_injected_copies, recall_table, render_recall
+
+    depths = [d.strip() for d in args.depths.split(",") if d.strip()]
+    bad = [d for d in depths if d not in DEPTHS]
+    if bad:
+        raise CLIError(f"unknown depth(s) {', '.join(bad)}; use {', '.join(DEPTHS)}")
+    with store_errors():
+        copies = make_injected_copies(args.run_dir, Path(args.out), depths=depths, controls=args.controls,
+                                      window_chapters=args.window_chapters)
+    print(f"{len(copies)} injected copies in {args.out}")
+    if args.no_judge:
+        return 0
+    from agent.eval.consistency import judge_consistency
+    from agent.eval.story import load_story
+
+    judges = open_judges(args)
+    failed = 0
+    try:
+        for copy in copies:
+            with open_run(str(copy), readonly=False) as store:
+                for judge in judges:
+                    _, counts = judge_consistency(store, load_story(store), judge, window_chapters=args.window_chapters)
+                    failed += counts["failed"]
+    finally:
+        _close(judges)
+    with store_errors():
+        print("\n".join(render_recall(recall_table(copies))))
+    return 1 if failed else 0
+
+
+def _rows(run_dirs: list[str]) -> list[dict[str, Any]]:
+    from agent.eval.collect import run_row
+
+    rows = []
+    for run_dir in run_dirs:
+        with open_run(run_dir) as store:
+            rows.append(run_row(store))
+    return rows
+
+
+def run_metrics(args: argparse.Namespace) -> int:
+    from agent.eval.textmetrics import model_free_metrics
+
+    for run_dir in args.run_dirs:
+        with open_run(run_dir) as store:
+            metrics = model_free_metrics(store)
+        if args.json:
+            print(json.dumps({"run": run_dir, **metrics}, ensure_ascii=False, default=str))
+            continue
+        print(run_dir)
+        for key, value in metrics.items():
+            if key != "state_sizes":
+                print(f"  {key:32} {value:.4g}" if isinstance(value, float) else f"  {key:32} {value}")
+    return 0
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from agent.eval.report import write_report
+
+    path = write_report(_rows(args.run_dirs), Path(args.out).expanduser())
+    print(f"wrote {path}")
+    return 0
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from agent.eval.compare import METRICS, compare, render
+
+    metrics = tuple(args.metric) if args.metric else METRICS
+    if args.resamples < 1:
+        raise CLIError("--resamples must be at least 1")
+    comparisons, notes = compare(_rows(args.a), _rows(args.vs), metrics=metrics, resamples=args.resamples,
+                                 seed=args.seed)
+    if args.json:
+        print(json.dumps({"comparisons": [{"metric": c.metric, "length": c.length, **c.result.__dict__,
+                                           "pairs": c.pairs} for c in comparisons], "notes": notes}))
+    else:
+        print("\n".join(render(comparisons, notes)))
+    return 0 if comparisons else (print("fabula: no paired, scored runs to compare", file=sys.stderr) or 1)

@@ -1,0 +1,112 @@
+"""The extended ConStory-Bench judge (NstAgent 3.3, A.1, A.2): five calls per story.
+
+Each call covers one category and returns contradiction instances with two verbatim quotes,
+their chapters and a subtype from that category's closed enum. A scope marker stands before
+the terminal window; the judge reports only contradictions whose later half lies after it,
+using everything before it as evidence, except ``abandoned_plot_elements``, which is checked
+over the whole story. The story is delimited as untrusted data in every prompt.
+"""
+
+from __future__ import annotations
+
+from agent.eval.judge import DATA_RULE, Call, Judge, as_data, run_calls
+from agent.eval.story import Story
+from agent.eval.windows import Window, choose_window
+from agent.store import RunStore
+from grammars.judges import CATEGORIES, CONSISTENCY_GRAMMARS
+
+KIND = "consistency"
+PROTOCOL_VERSION = "consistency-v1"
+MARKER = "=== SCOPE MARKER: THE EVALUATION WINDOW BEGINS HERE ==="
+
+CATEGORY_NAMES = {
+    "characterization": "Characterization",
+    "factual_detail": "Factual detail",
+    "narrative_style": "Narrative style",
+    "timeline_plot": "Timeline and plot",
+    "world_building": "World building",
+}
+
+SUBTYPE_DEFINITIONS = {
+    "memory_contradictions": "a character remembers, or forgets, past events in a way that contradicts what happened",
+    "knowledge_contradictions": "a character knows something they could not know, or does not know something "
+                                "they were shown to know",
+    "skill_power_fluctuations": "a character's skill, strength or power changes without any cause in the story",
+    "forgotten_abilities": "an ability a character was shown to have is ignored when it would obviously be used",
+    "appearance_mismatches": "a person's, object's or place's physical description changes without cause",
+    "nomenclature_confusions": "a name, title or term is given inconsistently, or two entities are confused",
+    "quantitative_mismatches": "numbers, counts, ages, distances or amounts disagree",
+    "perspective_confusions": "the narrative point of view or narrator shifts inconsistently",
+    "tone_inconsistencies": "the tone changes abruptly without narrative motivation",
+    "style_shifts": "the prose style or register changes abruptly without narrative motivation",
+    "absolute_time_contradictions": "dates, times of day, seasons or years disagree",
+    "duration_contradictions": "how long something took or lasted disagrees",
+    "simultaneity_contradictions": "a character or object is in two places at once, or events overlap impossibly",
+    "causeless_effects": "an outcome happens without the cause the story requires",
+    "causal_logic_violations": "events follow from causes in a way that contradicts the story's own logic",
+    "abandoned_plot_elements": "a plot thread, promise, mystery or setup is introduced and then never resolved "
+                               "or acknowledged",
+    "core_rules_violations": "the story breaks a rule of its own world (magic, technology, physics) it established",
+    "social_norms_violations": "established customs, hierarchies or laws of the story's society are broken "
+                               "without acknowledgement",
+    "geographical_contradictions": "locations, distances or the layout of places disagree",
+}
+
+
+def protocol_key(story: Story, window: Window) -> str:
+    """Everything a reply depends on: protocol version, window start and the story text."""
+    return f"{PROTOCOL_VERSION}|first={window.first}|{story.digest[:16]}"
+
+
+def render_story(story: Story, window: Window) -> str:
+    """The story with chapter headers and the scope marker before the window's first chapter."""
+    parts = []
+    for position, section in enumerate(story.sections, start=1):
+        if position == window.first:
+            parts.append(MARKER)
+        text = section.text.replace(MARKER, "=== (marker-like text removed) ===")
+        parts.append(f"[Chapter {position}: {section.title}]\n{text}")
+    return "\n\n".join(parts)
+
+
+def system_prompt(category: str) -> str:
+    subtypes = "\n".join(f"- {name}: {SUBTYPE_DEFINITIONS[name]}" for name in CATEGORIES[category])
+    global_rule = ""
+    if category == "timeline_plot":
+        global_rule = ("\nException: abandoned_plot_elements remains a check over the full narrative. Report an "
+                       "abandoned plot element wherever it occurs; its exact_quote may be anywhere in the story, "
+                       "and its contradicting_quote is the last passage where the thread could or should have been "
+                       "taken up.")
+    return (
+        "You are a meticulous continuity editor. You find internal contradictions in a story, in one category "
+        f"only: {CATEGORY_NAMES[category]}.\n\nSubtypes of this category:\n{subtypes}\n\n"
+        f"{DATA_RULE}\n\n"
+        f"Scope: the story contains the line \"{MARKER}\". Report a contradiction only if its later manifestation "
+        "(contradicting_quote) lies after that line. Use the entire text before the line as evidence: the earlier "
+        f"statement (exact_quote) may be anywhere before the contradicting passage.{global_rule}\n\n"
+        "For each contradiction: copy exact_quote and contradicting_quote verbatim from the story (a sentence or "
+        "clause, exactly as written, without ellipses or paraphrase); give the chapter number from the "
+        "\"[Chapter N: ...]\" header of each; choose the one subtype that fits; explain briefly why both cannot be "
+        "true. Report each distinct contradiction once. Report only real contradictions within the story itself, "
+        "not matters of taste. If there are none, return an empty list. Reply with the JSON object only."
+    )
+
+
+def build_calls(story: Story, window: Window) -> list[Call]:
+    rendered = as_data(render_story(story, window))
+    meta = {"window": window.as_dict(), "digest": story.digest, "words": story.words}
+    calls = []
+    for category in CATEGORIES:
+        user = (f"Story (chapters {window.first}-{len(story.sections)} are after the scope marker):\n\n"
+                f"{rendered}\n\nList every {CATEGORY_NAMES[category].lower()} contradiction in scope.")
+        messages = [{"role": "system", "content": system_prompt(category)}, {"role": "user", "content": user}]
+        calls.append(Call(category, messages, CONSISTENCY_GRAMMARS[category], meta))
+    return calls
+
+
+def judge_consistency(store: RunStore, story: Story, judge: Judge, *, window_chapters: int | None = None,
+                      window_words: int | None = None) -> tuple[Window, dict[str, int]]:
+    """Run the missing category judgments of one story; returns the window and call counts."""
+    window = choose_window(story, chapters=window_chapters, min_words=window_words)
+    counts = run_calls(store, judge, KIND, protocol_key(story, window), build_calls(story, window))
+    return window, counts

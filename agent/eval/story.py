@@ -1,0 +1,104 @@
+"""A judged story as the evaluation sees it: numbered sections read from a stored run.
+
+Chapter-based runs (NstAgent, RollSum, Direct) give one section per chapter. Magnet runs
+have timesteps, not chapters: consecutive steps that pursue the same goal form one section
+(goal sequencing is Magnet's chapter-like structure), so windows and sampled sections mean
+the same thing for every method. Nothing here imports a pipeline: only what the store holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from agent.store import RunStore
+from agent.text import count_words
+
+MAGNET_PAGE_WORDS = 500
+"""Magnet's default words per page, used only when a story definition gives pages alone."""
+
+
+@dataclass(frozen=True)
+class Section:
+    index: int
+    title: str
+    text: str
+    words: int
+
+
+@dataclass(frozen=True)
+class Story:
+    """The text to judge and what identifies it for pairing and caching."""
+
+    run_dir: str
+    pipeline: str
+    sections: list[Section]
+    prompt: str
+    prompt_key: str
+    target_words: int | None
+
+    @property
+    def words(self) -> int:
+        return sum(s.words for s in self.sections)
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(s.text for s in self.sections)
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the sections' titles and texts: a judgment is tied to exactly this text."""
+        h = hashlib.sha256()
+        for s in self.sections:
+            h.update(f"{s.index}\x00{s.title}\x00{s.text}\x01".encode())
+        return h.hexdigest()
+
+
+def load_story(store: RunStore) -> Story:
+    info = store.info()
+    config = info.config
+    if info.unit_kind == "chapter":
+        sections = [Section(c.index, c.title, c.text, c.words) for c in store.chapters()]
+    else:
+        sections = _magnet_sections(store)
+    prompt, target = _prompt_and_target(config)
+    return Story(str(store.run_dir), info.pipeline, sections, prompt, prompt_key(config, prompt), target)
+
+
+def prompt_key(config: dict[str, Any], prompt: str) -> str:
+    """What pairs two runs: the prompt-set id if any, else a hash of the prompt text."""
+    if config.get("prompt_id") is not None:
+        return f"id:{config['prompt_id']}"
+    return "sha256:" + hashlib.sha256(prompt.encode("utf-8")).hexdigest()[:16]
+
+
+def _prompt_and_target(config: dict[str, Any]) -> tuple[str, int | None]:
+    story = config.get("story")
+    if isinstance(story, dict):  # a Magnet story definition
+        parts = [story.get("title", ""), story.get("genre", ""), story.get("goal", ""), story.get("premise", "")]
+        prompt = "\n".join(str(p) for p in parts if p)
+        if story.get("words"):
+            target = int(story["words"])
+        elif story.get("pages"):
+            target = round(float(story["pages"]) * int(story.get("page_words", MAGNET_PAGE_WORDS)))
+        else:
+            target = None
+        return prompt, target
+    words = config.get("words")
+    return str(config.get("prompt", "")), int(words) if words else None
+
+
+def _magnet_sections(store: RunStore) -> list[Section]:
+    goals = {s["step"]: s["goal"] for s in store.steps()}
+    groups: list[tuple[str | None, list[str]]] = []
+    for p in store.paragraphs():
+        goal = goals.get(p.step)
+        if not groups or groups[-1][0] != goal:
+            groups.append((goal, []))
+        groups[-1][1].append(p.text)
+    sections = []
+    for i, (goal, texts) in enumerate(groups, start=1):
+        text = "\n\n".join(texts)
+        sections.append(Section(i, goal or f"Section {i}", text, count_words(text)))
+    return sections

@@ -1,0 +1,59 @@
+"""Stored runs written with the store API and judges scripted as a function of the request."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agent.llm.base import LLM, Request
+from agent.llm.types import LLMError, RawReply, Usage
+from agent.store import RunStore
+
+
+class FnLLM(LLM):
+    """A judge whose reply is ``fn(request)``: a JSON-able object, a string, or an LLMError."""
+
+    backend = "scripted"
+
+    def __init__(self, fn: Callable[[Request], Any], model: str = "judge-a") -> None:
+        super().__init__(model)
+        self.fn = fn
+        self.requests: list[Request] = []
+
+    def _complete(self, request: Request) -> RawReply:
+        self.requests.append(request)
+        reply = self.fn(request)
+        if isinstance(reply, LLMError):
+            raise reply
+        text = reply if isinstance(reply, str) else json.dumps(reply)
+        return RawReply(text=text, finish_reason="stop", usage=Usage(100, 0, 20), model=self.model)
+
+
+def schema_name(request: Request) -> str:
+    return request.constraint.name if request.constraint else ""
+
+
+def words(n: int, word: str = "word") -> str:
+    """A paragraph of exactly ``n`` words."""
+    return " ".join([word] * n) + "."
+
+
+def make_run(root: Path, name: str, chapters: list[str], *, target: int = 10_000, prompt: str = "Write a story.",
+             prompt_id: str | None = "1", pipeline: str = "nst", states: list[dict] | None = None,
+             targets: list[int] | None = None, config: dict[str, Any] | None = None) -> Path:
+    run_dir = root / name
+    cfg = {"prompt": prompt, "prompt_id": prompt_id, "words": target, **(config or {})}
+    store = RunStore.create(run_dir, pipeline=pipeline, config=cfg, model="writer")
+    try:
+        if targets is not None:
+            store.put_plan("outline", [{"id": i, "title": f"T{i}", "description": "d", "target_words": t}
+                                       for i, t in enumerate(targets, start=1)])
+        for i, text in enumerate(chapters, start=1):
+            state = states[i - 1] if states else {"n": i}
+            store.commit_chapter(i, f"Chapter {i}", text, state=state)
+        store.finish()
+    finally:
+        store.close()
+    return run_dir
