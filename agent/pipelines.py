@@ -52,6 +52,19 @@ class LLMOptions:
 
 
 Runner = Callable[[RunStore, LLMOptions, dict[str, Any]], None]
+Writer = Callable[["RunStore", "LLM", dict[str, Any]], None]
+
+
+def writer_runner(write: Writer) -> Runner:
+    """A runner from a writer: open the run's model (recording into its ledger), continue the
+    story from the store's next unit, and close the model however the writer ends."""
+
+    def run(store: RunStore, llm_options: LLMOptions, config: dict[str, Any]) -> None:
+        with llm_options.open(store) as llm:
+            write(store, llm, config)
+
+    run.__doc__ = f"Runner for {getattr(write, '__qualname__', 'a writer')}."
+    return run
 
 
 @dataclass(frozen=True)

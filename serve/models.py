@@ -135,6 +135,9 @@ def _convert(gguf: Path, out: Path) -> None:
         raise ModelUnavailableError(
             f"loading a GGUF file needs the '{exc.name}' package: pip install 'fabula[cpu]'"
         ) from exc
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     quantized = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     config = quantized.config

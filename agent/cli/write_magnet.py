@@ -22,10 +22,6 @@ from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options
 from agent.cli.rundir import store_errors
 
-# Until the store's registry lists them, make the two pipelines resumable by name.
-pipelines.BUILTIN.setdefault("magnet", "agent.magnet.runner:PIPELINE")
-pipelines.BUILTIN.setdefault("single", "agent.magnet.baseline:PIPELINE")
-
 
 def add_parser(sub) -> None:
     magnet = sub.add_parser("magnet", help="Magnet: persona agents, critic, narrator, goal sequencing",

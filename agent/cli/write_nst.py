@@ -22,9 +22,6 @@ from agent.cli.options import add_model_options
 from agent.cli.resume_cmd import parse_overrides
 from agent.cli.rundir import store_errors
 
-for _name in ("nst", "rollsum", "direct"):
-    pipelines.BUILTIN.setdefault(_name, f"agent.nst.{'runner' if _name == 'nst' else _name}:PIPELINE")
-
 MIN_WORDS, MAX_WORDS = 500, 300_000
 HELP = {"nst": "NstAgent: chapters written with tools against a tracked narrative state",
         "rollsum": "baseline: chapters from the same outline with a rolling story-so-far summary",

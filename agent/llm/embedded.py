@@ -51,6 +51,7 @@ class EmbeddedLLM(LLM):
         self.path = path
         super().__init__(path.name, thinking=thinking)
         self._torch = torch
+        transformers.utils.logging.disable_progress_bar()
         self.tokenizer = transformers.AutoTokenizer.from_pretrained(path)
         self.hf_model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
         self.hf_model.eval()

@@ -10,6 +10,7 @@ the same length rule: a closing cue for the last paragraph, a stop at the target
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 from agent import pipelines
@@ -23,14 +24,6 @@ from agent.store import RunStore
 from agent.text import count_words
 
 NAME = "single"
-
-
-def run(store: RunStore, llm_options: pipelines.LLMOptions, config: dict[str, Any]) -> None:
-    llm = llm_options.open(store)
-    try:
-        write_baseline(store, llm, config, report=stderr_reporter)
-    finally:
-        llm.close()
 
 
 def write_baseline(store: RunStore, llm: LLM, config: dict[str, Any], *, report=None) -> None:
@@ -79,5 +72,5 @@ def write_baseline(store: RunStore, llm: LLM, config: dict[str, Any], *, report=
 BASELINE_SETTINGS = ("baseline_temperature", "paragraph_tokens", "paragraph_min_tokens", "history_window",
                      "ending_paragraphs", "max_steps_factor", "retries")
 PIPELINE = pipelines.register(pipelines.Pipeline(
-    NAME, "step", run, version="1",
+    NAME, "step", pipelines.writer_runner(partial(write_baseline, report=stderr_reporter)), version="1",
     defaults={k: v for k, v in MagnetSettings().as_config().items() if k in BASELINE_SETTINGS}))

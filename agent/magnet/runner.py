@@ -11,6 +11,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from agent import pipelines
@@ -42,15 +43,6 @@ class TokenMeter:
         self.prompt += record.prompt_tokens
         self.cached += record.cached_prompt_tokens
         self.completion += record.completion_tokens
-
-
-def run(store: RunStore, llm_options: pipelines.LLMOptions, config: dict[str, Any]) -> None:
-    """The registry's runner: open the model with the store's recorder and write the story."""
-    llm = llm_options.open(store)
-    try:
-        write_story(store, llm, config, report=stderr_reporter)
-    finally:
-        llm.close()
 
 
 def write_story(store: RunStore, llm: LLM, config: dict[str, Any], *, report: Reporter | None = None,
@@ -129,4 +121,6 @@ def _estimate(story: StoryDefinition, state: dict[str, Any], step: int) -> int:
 
 
 DEFAULTS = MagnetSettings().as_config()
-PIPELINE = pipelines.register(pipelines.Pipeline(NAME, "step", run, version=VERSION, defaults=DEFAULTS))
+PIPELINE = pipelines.register(pipelines.Pipeline(
+    NAME, "step", pipelines.writer_runner(partial(write_story, report=stderr_reporter)), version=VERSION,
+    defaults=DEFAULTS))

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
 
-from agent.llm import LLM, OutputValidationError, TruncatedOutputError
+from agent.llm import LLM, JsonSchema, OutputValidationError, TruncatedOutputError
 from agent.llm.types import Message
 from grammars.nst import Outline
 
@@ -121,13 +121,42 @@ def make_plan(llm: LLM, prompt: str, words: int, *, temperature: float, max_toke
     return plan
 
 
+def target_choices(words: int, chapters: int) -> list[int]:
+    """The chapter targets the outline grammar allows: round numbers within ±20% of an even share.
+
+    Any n of them sum to within ±20% of ``words``, so the length rule holds by construction
+    (a small model cannot add up); the validator still checks it. JSON Schema's integer
+    bounds are not enforced by every decoder, a closed enum is.
+    """
+    per = words / chapters
+    low, high = math.ceil(0.8 * per), math.floor(1.2 * per)
+    step = next(s for s in (500, 250, 100, 50, 25, 10, 5, 1) if high - low >= 4 * s)
+    values = list(range(math.ceil(low / step) * step, high + 1, step))
+    return values or [round(per)]
+
+
+def outline_schema(words: int, chapters: int) -> JsonSchema:
+    """The ``nst_outline`` grammar narrowed for this story: exactly ``chapters`` chapters,
+    ids 1..n and targets from :func:`target_choices`."""
+    schema = Outline.model_json_schema()
+    array = schema["properties"]["chapters"]
+    array["minItems"] = array["maxItems"] = chapters
+    chapter = schema["$defs"]["OutlineChapter"]["properties"]
+    chapter["id"] = {"type": "integer", "enum": list(range(1, chapters + 1)),
+                     "description": chapter["id"]["description"]}
+    chapter["target_words"] = {"type": "integer", "enum": target_choices(words, chapters),
+                               "description": chapter["target_words"]["description"]}
+    return JsonSchema(schema, "nst_outline")
+
+
 def _outline(llm: LLM, messages: list[Message], words: int, chapters: int, temperature: float,
              attempts: int) -> list[dict[str, Any]]:
     budget = 160 * chapters + 256
     errors: list[str] = []
+    grammar = outline_schema(words, chapters)
     for _ in range(max(1, attempts)):
         try:
-            reply = llm.generate(messages, Outline, temperature=temperature, max_tokens=budget, role="plan_outline")
+            reply = llm.generate(messages, grammar, temperature=temperature, max_tokens=budget, role="plan_outline")
         except TruncatedOutputError:
             errors.append(f"cut at {budget} tokens")
             messages = [*messages[:2], {"role": "user", "content": messages[1]["content"]
@@ -138,7 +167,7 @@ def _outline(llm: LLM, messages: list[Message], words: int, chapters: int, tempe
             errors.append(str(exc))
             continue
         try:
-            return validate_outline(reply.parsed, words, chapters)
+            return validate_outline(Outline.model_validate(reply.parsed), words, chapters)
         except ValueError as exc:
             errors.append(str(exc))
             messages = [*messages, {"role": "assistant", "content": reply.text},

@@ -47,12 +47,6 @@ def write_story(store: RunStore, llm: LLM, config: dict[str, Any]) -> None:
     store.finish()
 
 
-def run(store: RunStore, llm_options: pipelines.LLMOptions, config: dict[str, Any]) -> None:
-    llm = llm_options.open(store)
-    try:
-        write_story(store, llm, config)
-    finally:
-        llm.close()
-
-
-PIPELINE = pipelines.register(pipelines.Pipeline("nst", "chapter", run, version="1", defaults=NST_DEFAULTS))
+PIPELINE = pipelines.register(
+    pipelines.Pipeline("nst", "chapter", pipelines.writer_runner(write_story), version="1", defaults=NST_DEFAULTS)
+)

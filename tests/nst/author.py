@@ -103,13 +103,24 @@ def update_json(chapter: int, *, events: int = 4, characters: int = 3, cast: int
 
 
 def outline_json(request: Request) -> str:
+    """An outline as the planner asks for it, with targets from the grammar's closed choices
+    (closest to an even share), as a constrained decoder would have to pick them."""
     text = last_user(request)
     chapters = int(re.search(r"exactly (\d+) chapters", text).group(1))
     words = int(re.search(r"must sum to (\d+) words", text).group(1))
-    per = words // chapters
+    per = words / chapters
+    choices = per_chapter_choices(request) or [round(per)]
+    target = min(choices, key=lambda c: abs(c - per))
     return json.dumps({"chapters": [{"id": i, "title": f"Part {i}", "description": f"Things happen in part {i}.",
-                                     "target_words": per + (words - per * chapters if i == chapters else 0)}
-                                    for i in range(1, chapters + 1)]})
+                                     "target_words": target} for i in range(1, chapters + 1)]})
+
+
+def per_chapter_choices(request: Request) -> list[int] | None:
+    schema = request.constraint.json_schema if request.constraint is not None else None
+    try:
+        return schema["$defs"]["OutlineChapter"]["properties"]["target_words"]["enum"]
+    except (KeyError, TypeError):
+        return None
 
 
 Policy = Callable[[Request, list[str]], str]

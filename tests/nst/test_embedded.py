@@ -12,7 +12,7 @@ from agent.store import RunStore
 @pytest.mark.embedded
 def test_two_chapter_story_on_the_embedded_model(tmp_path, embedded_llm):
     config = {**NST_DEFAULTS, "prompt": "A fisherman finds a talking fish that grants one wish.", "prompt_id": None,
-              "words": 300, "plan_cache": str(tmp_path / "plans"), "max_turns": 5, "tool_max_tokens": 96,
+              "words": 600, "plan_cache": str(tmp_path / "plans"), "max_turns": 5, "tool_max_tokens": 96,
               "update_max_tokens": 320, "llm": {"backend": "embedded", "model": None}}
     store = RunStore.create(tmp_path / "run", pipeline="nst", config=config)
     seen: list = []

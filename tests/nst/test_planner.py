@@ -5,7 +5,15 @@ import json
 import pytest
 
 from agent.nst.plan_cache import PlanCache, cache_key
-from agent.nst.planner import PlanError, chapter_count, make_plan, stages_for, validate_outline
+from agent.nst.planner import (
+    PlanError,
+    chapter_count,
+    make_plan,
+    outline_schema,
+    stages_for,
+    target_choices,
+    validate_outline,
+)
 from grammars.nst import Outline
 from tests.nst.author import Author, outline_json
 from tests.scripted import ScriptedLLM
@@ -44,15 +52,33 @@ def test_outline_validation_rules():
 
 
 def test_invalid_outline_is_reasked_with_the_error():
-    bad = json.dumps({"chapters": [{"id": 1, "title": "A", "description": "d", "target_words": 100},
-                                   {"id": 2, "title": "B", "description": "d", "target_words": 100}]})
+    bad = json.dumps({"chapters": [{"id": 1, "title": "A", "description": " ", "target_words": 300},
+                                   {"id": 2, "title": "B", "description": "d", "target_words": 300}]})
     good = json.dumps({"chapters": [{"id": 1, "title": "A", "description": "d", "target_words": 300},
                                     {"id": 2, "title": "B", "description": "d", "target_words": 300}]})
     llm = ScriptedLLM([bad, good])
     plan = make_plan(llm, "p", 600, temperature=0.7, max_tokens=100, attempts=3)
     assert [c["target_words"] for c in plan["outline"]] == [300, 300]
     second = llm.requests[1].messages
-    assert second[-2]["content"] == bad and "sum to 200" in second[-1]["content"]
+    assert second[-2]["content"] == bad and "empty title or description" in second[-1]["content"]
+
+
+def test_the_outline_grammar_carries_count_ids_and_length():
+    """Count, ids and targets are closed enums, so any outline the decoder can emit sums to ±20%."""
+    for words in (600, 2_000, 10_000, 100_000):
+        chapters = chapter_count(words)
+        schema = outline_schema(words, chapters).schema
+        items = schema["properties"]["chapters"]
+        assert items["minItems"] == items["maxItems"] == chapters
+        props = schema["$defs"]["OutlineChapter"]["properties"]
+        assert props["id"]["enum"] == list(range(1, chapters + 1))
+        choices = target_choices(words, chapters)
+        assert props["target_words"]["enum"] == choices and len(choices) >= 2
+        assert 0.8 * words <= chapters * min(choices) and chapters * max(choices) <= 1.2 * words
+    llm = ScriptedLLM([json.dumps({"chapters": [{"id": 1, "title": "A", "description": "d", "target_words": 100},
+                                                {"id": 2, "title": "B", "description": "d", "target_words": 100}]})])
+    with pytest.raises(PlanError, match="not one of"):
+        make_plan(llm, "p", 600, temperature=0.7, max_tokens=100, attempts=1)
 
 
 def test_outline_attempts_are_bounded():

@@ -59,7 +59,10 @@ def test_a_new_pipeline_version_is_a_change(tmp_path, fake, monkeypatch):
 
 def test_no_runner_registered(tmp_path):
     RunStore.create(tmp_path / "r", pipeline="retired-pipeline", config={}).close()
-    with RunStore.open(tmp_path / "r") as store, pytest.raises(pipelines.NoRunnerError, match="retired-pipeline pipeline"):
+    with (
+        RunStore.open(tmp_path / "r") as store,
+        pytest.raises(pipelines.NoRunnerError, match="retired-pipeline pipeline"),
+    ):
         pipelines.resume(store)
 
 
