@@ -90,11 +90,13 @@ class KeyedEntry(Grammar):
 
 @register("nst_update")
 class UpdateCall(Grammar):
-    """The chapter's state transition (Eq. 6): four arrays, empty when nothing changes."""
+    """The chapter's state transition (Eq. 6): four arrays, empty when nothing changes, except
+    that a written chapter always adds at least one past event (else a small model's cheapest
+    legal update is an empty one, and the state never grows)."""
 
     tool: Literal["update"]
     upsert_character_state: list[CharacterState]
-    add_past_event: list[KeyedEntry]
+    add_past_event: list[KeyedEntry] = Field(min_length=1)
     add_future_requirement: list[KeyedEntry]
     resolve_future_requirement: list[str]
 

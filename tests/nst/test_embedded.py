@@ -10,6 +10,7 @@ from agent.store import RunStore
 
 
 @pytest.mark.embedded
+@pytest.mark.slow
 def test_two_chapter_story_on_the_embedded_model(tmp_path, embedded_llm):
     config = {**NST_DEFAULTS, "prompt": "A fisherman finds a talking fish that grants one wish.", "prompt_id": None,
               "words": 600, "plan_cache": str(tmp_path / "plans"), "max_turns": 5, "tool_max_tokens": 96,

@@ -122,7 +122,8 @@ def test_last_turns_offer_only_the_required_steps(store, config):
 
 def test_update_errors_are_returned_and_update_stays_available(store, config):
     replies = iter([json.dumps({"tool": "write", "title": "T"}),
-                    json.dumps({"tool": "update", "upsert_character_state": [], "add_past_event": [],
+                    json.dumps({"tool": "update", "upsert_character_state": [],
+                                "add_past_event": [{"key": "storm", "description": "A storm came."}],
                                 "add_future_requirement": [], "resolve_future_requirement": ["nope"]}),
                     update_json(1), json.dumps({"tool": "finish"})])
     author = Author(policy=lambda request, tools: next(replies))

@@ -9,12 +9,17 @@ from grammars.nst import UpdateCall
 def upd(chars=(), events=(), adds=(), resolves=()) -> UpdateCall:
     snap = {"location": "l", "goal": "g", "relationships": "r", "knowledge": "k", "possessions": "p",
             "condition": "c"}
-    return UpdateCall.model_validate({
+    data = {
         "tool": "update",
         "upsert_character_state": [{"name": n, **snap, **extra} for n, extra in chars],
         "add_past_event": [{"key": k, "description": d} for k, d in events],
         "add_future_requirement": [{"key": k, "description": d} for k, d in adds],
-        "resolve_future_requirement": list(resolves)})
+        "resolve_future_requirement": list(resolves)}
+    if events:
+        return UpdateCall.model_validate(data)
+    # The grammar requires a past event per update; the state logic must still cope with none.
+    valid = UpdateCall.model_validate({**data, "add_past_event": [{"key": "placeholder", "description": "x"}]})
+    return valid.model_copy(update={"add_past_event": []})
 
 
 def test_equation_6():
