@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -112,9 +113,9 @@ def _line(run: str, counts: dict[str, int]) -> str:
     return f"{run}: {counts['ok']} judged, {counts['failed']} failed, {counts['skipped']} already stored"
 
 
-def run_consistency(args: argparse.Namespace) -> int:
-    from agent.eval.ced import best_scores
-    from agent.eval.consistency import judge_consistency
+def _judge_each_run(args: argparse.Namespace, judge_run: Callable[[Any, Any, list[Any], str], int]) -> int:
+    """Open the judges once, apply ``judge_run(store, story, judges, run_dir)`` to every run (it
+    returns its number of failed judgments), close the judges; exit 1 if any judgment failed."""
     from agent.eval.story import load_story
 
     judges = open_judges(args)
@@ -122,64 +123,64 @@ def run_consistency(args: argparse.Namespace) -> int:
     try:
         for run_dir in args.run_dirs:
             with open_run(run_dir, readonly=False) as store:
-                story = load_story(store)
-                for judge in judges:
-                    window, counts = judge_consistency(store, story, judge, window_chapters=args.window_chapters,
-                                                       window_words=args.window_words)
-                    failed += counts["failed"]
-                    print(_line(run_dir, counts) + f" [{judge.label}; window: chapters {window.first}-"
-                          f"{len(story.sections)}, {window.checked_words} words; {window.rule}]")
-                for score in best_scores(store, story):
-                    m = score.metrics()
-                    print(f"  {score.judge}: subtype CED {m['subtype_ced']:.2f}, instance CED {m['instance_ced']:.2f}"
-                          f", verified {m['verified_instance_ced']:.2f} ({m['dropped_unverified']} dropped)")
+                failed += judge_run(store, load_story(store), judges, run_dir)
     finally:
         _close(judges)
     return 1 if failed else 0
+
+
+def run_consistency(args: argparse.Namespace) -> int:
+    from agent.eval.ced import best_scores
+    from agent.eval.consistency import judge_consistency
+
+    def judge_run(store, story, judges, run_dir) -> int:
+        failed = 0
+        for judge in judges:
+            window, counts = judge_consistency(store, story, judge, window_chapters=args.window_chapters,
+                                               window_words=args.window_words)
+            failed += counts["failed"]
+            print(_line(run_dir, counts) + f" [{judge.label}; window: chapters {window.first}-"
+                  f"{len(story.sections)}, {window.checked_words} words; {window.rule}]")
+        for score in best_scores(store, story):
+            m = score.metrics()
+            print(f"  {score.judge}: subtype CED {m['subtype_ced']:.2f}, instance CED {m['instance_ced']:.2f}"
+                  f", verified {m['verified_instance_ced']:.2f} ({m['dropped_unverified']} dropped)")
+        return failed
+
+    return _judge_each_run(args, judge_run)
 
 
 def run_quality(args: argparse.Namespace) -> int:
     from agent.eval.quality import default_cache_dir, judge_quality, quality_scores
-    from agent.eval.story import load_story
 
     cache = Path(args.criteria_cache).expanduser() if args.criteria_cache else default_cache_dir()
-    judges = open_judges(args)
-    failed = 0
-    try:
-        for run_dir in args.run_dirs:
-            with open_run(run_dir, readonly=False) as store:
-                story = load_story(store)
-                for judge in judges:
-                    counts = judge_quality(store, story, judge, cache)
-                    failed += counts["failed"]
-                    print(_line(run_dir, counts) + f" [{judge.label}]")
-                for label, score in quality_scores(store, story).items():
-                    print(f"  {label}: writing quality {score:.2f}")
-    finally:
-        _close(judges)
-    return 1 if failed else 0
+
+    def judge_run(store, story, judges, run_dir) -> int:
+        failed = 0
+        for judge in judges:
+            counts = judge_quality(store, story, judge, cache)
+            failed += counts["failed"]
+            print(_line(run_dir, counts) + f" [{judge.label}]")
+        for label, score in quality_scores(store, story).items():
+            print(f"  {label}: writing quality {score:.2f}")
+        return failed
+
+    return _judge_each_run(args, judge_run)
 
 
 def run_editorial(args: argparse.Namespace) -> int:
     from agent.eval.editorial import editorial_scores, judge_editorial
-    from agent.eval.story import load_story
 
-    judges = open_judges(args)
-    failed = 0
-    try:
-        for run_dir in args.run_dirs:
-            with open_run(run_dir, readonly=False) as store:
-                story = load_story(store)
-                counts = judge_editorial(store, story, judges, seed=args.seed)
-                failed += counts["failed"]
-                print(_line(run_dir, counts))
-                result = editorial_scores(store, story)
-                if result:
-                    print(f"  annotations {result['annotations']:.1f}, rubric {result['rubric']:.1f} "
-                          f"(judges: {', '.join(result['judges'])})")
-    finally:
-        _close(judges)
-    return 1 if failed else 0
+    def judge_run(store, story, judges, run_dir) -> int:
+        counts = judge_editorial(store, story, judges, seed=args.seed)
+        print(_line(run_dir, counts))
+        result = editorial_scores(store, story)
+        if result:
+            print(f"  annotations {result['annotations']:.1f}, rubric {result['rubric']:.1f} "
+                  f"(judges: {', '.join(result['judges'])})")
+        return counts["failed"]
+
+    return _judge_each_run(args, judge_run)
 
 
 def run_inject(args: argparse.Namespace) -> int:
