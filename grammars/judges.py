@@ -96,22 +96,31 @@ CONSISTENCY_GRAMMARS: dict[str, type[Grammar]] = {
 
 
 # -- writing quality (WritingBench-style) ------------------------------------------------------
-class Band(Grammar):
-    scores: Literal["1-2", "3-4", "5-6", "7-8", "9-10"]
-    description: str = Field(min_length=1)
+BAND_SCORES: tuple[str, ...] = ("1-2", "3-4", "5-6", "7-8", "9-10")
 
 
-class Criterion(Grammar):
+@register("judge_criterion")
+class CriterionDesign(Grammar):
+    """One query-specific criterion with its five scoring bands, in fixed score order.
+
+    The judge designs the five criteria one call at a time (seeing the earlier ones): a single
+    grammar for all five (35 strings) took 5.8 s to compile against SmolLM2's 49K vocabulary,
+    over vLLM's default 5 s budget, and compile time grows with the vocabulary (Gemma: 262K).
+    """
+
     name: str = Field(min_length=1)
     description: str = Field(min_length=1)
-    bands: list[Band] = Field(min_length=5, max_length=5)
+    band_1_2: str = Field(min_length=1, description="what a response scoring 1-2 looks like")
+    band_3_4: str = Field(min_length=1, description="what a response scoring 3-4 looks like")
+    band_5_6: str = Field(min_length=1, description="what a response scoring 5-6 looks like")
+    band_7_8: str = Field(min_length=1, description="what a response scoring 7-8 looks like")
+    band_9_10: str = Field(min_length=1, description="what a response scoring 9-10 looks like")
 
-
-@register("judge_criteria")
-class Criteria(Grammar):
-    """Five query-specific criteria for one prompt, each with five scoring bands."""
-
-    criteria: list[Criterion] = Field(min_length=5, max_length=5)
+    def as_criterion(self) -> dict[str, object]:
+        """The stored shape: name, description and a list of {scores, description} bands."""
+        texts = (self.band_1_2, self.band_3_4, self.band_5_6, self.band_7_8, self.band_9_10)
+        return {"name": self.name, "description": self.description,
+                "bands": [{"scores": s, "description": t} for s, t in zip(BAND_SCORES, texts, strict=True)]}
 
 
 @register("judge_criterion_score")

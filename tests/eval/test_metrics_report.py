@@ -56,15 +56,17 @@ def test_model_free_row(tmp_path):
     assert row["instance_ced"] is None and row["writing_quality"] is None  # never judged: not zero
 
 
-def criteria_reply():
-    bands = [{"scores": s, "description": "d"} for s in ("1-2", "3-4", "5-6", "7-8", "9-10")]
-    return {"criteria": [{"name": f"c{i}", "description": "d", "bands": bands} for i in range(5)]}
+def criterion_reply(request):
+    """Criterion k of five is named c(k-1), so the scores below can tell them apart."""
+    k = int(request.messages[1]["content"].split("Design criterion ")[1].split(" ")[0])
+    bands = {f"band_{b}": f"band {b}" for b in ("1_2", "3_4", "5_6", "7_8", "9_10")}
+    return {"name": f"c{k - 1}", "description": "d", **bands}
 
 
 def test_quality_criteria_cached_and_mean(tmp_path):
     def reply(request):
-        if schema_name(request) == "Criteria":
-            return criteria_reply()
+        if schema_name(request) == "CriterionDesign":
+            return criterion_reply(request)
         name = request.messages[1]["content"].split("Criterion: ")[1].split("\n")[0]
         return {"reason": "r", "score": int(name[1]) + 4}  # 4, 5, 6, 7, 8 -> mean 6
     llm = FnLLM(reply)
@@ -75,8 +77,28 @@ def test_quality_criteria_cached_and_mean(tmp_path):
             story = load_story(store)
             assert judge_quality(store, story, Judge(llm, "j"), cache)["ok"] == 5
             assert quality_scores(store, story) == {"j": pytest.approx(6.0)}
-    assert [schema_name(r) for r in llm.requests].count("Criteria") == 1  # generated once, reused
+    assert [schema_name(r) for r in llm.requests].count("CriterionDesign") == 5  # designed once, reused
     assert len(list(cache.iterdir())) == 1
+    designs = [r.messages[1]["content"] for r in llm.requests if schema_name(r) == "CriterionDesign"]
+    assert "so far" not in designs[0] and "1. c0: d" in designs[4] and "4. c3: d" in designs[4]
+    (criteria,) = [json.loads(p.read_text())["criteria"] for p in cache.iterdir()]
+    assert [b["scores"] for b in criteria[0]["bands"]] == ["1-2", "3-4", "5-6", "7-8", "9-10"]
+
+
+def test_interrupted_criteria_design_resumes_from_the_cached_ones(tmp_path):
+    designs = {"n": 0}
+
+    def reply(request):
+        if schema_name(request) == "CriterionDesign":
+            designs["n"] += 1
+            return EndpointUnavailableError("down") if designs["n"] == 3 else criterion_reply(request)
+        return {"reason": "r", "score": 7}
+    run = make_run(tmp_path, "a", [words(50)])
+    with RunStore.open(run) as store:
+        story = load_story(store)
+        assert judge_quality(store, story, Judge(FnLLM(reply), "j"), tmp_path / "c")["failed"] == 5
+        assert judge_quality(store, story, Judge(FnLLM(reply), "j"), tmp_path / "c")["ok"] == 5
+    assert designs["n"] == 6  # two kept, the third failed, then third to fifth: none designed twice
 
 
 def test_quality_failure_leaves_story_unscored(tmp_path):
@@ -84,8 +106,8 @@ def test_quality_failure_leaves_story_unscored(tmp_path):
     calls = {"n": 0}
 
     def reply(request):
-        if schema_name(request) == "Criteria":
-            return criteria_reply()
+        if schema_name(request) == "CriterionDesign":
+            return criterion_reply(request)
         calls["n"] += 1
         return EndpointUnavailableError("down") if calls["n"] == 3 else {"reason": "r", "score": 7}
     with RunStore.open(run) as store:
