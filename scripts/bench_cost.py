@@ -21,7 +21,6 @@ import json
 import struct
 import sys
 import tempfile
-import zlib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -103,42 +102,18 @@ def run_length(words: int, tokenizer, workdir: Path) -> dict:
             "per_chapter": {u: r for u, r in sorted(per_chapter.items()) if u}}
 
 
-def write_png(path: Path, results: list[dict]) -> None:
-    """Recomputed prompt tokens per chapter, one line per length (no plotting library needed)."""
-    width, height, pad = 720, 420, 30
-    colours = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40)]
-    pixels = [[(255, 255, 255)] * width for _ in range(height)]
-    top = max(r["recomputed"] for res in results for r in [
-        {"recomputed": c["prompt"] - c["eligible"]} for c in res["per_chapter"].values()])
-    most = max(len(res["per_chapter"]) for res in results)
+def write_png(path: Path, results: list[dict]) -> bool:
+    """Recomputed prompt tokens per chapter, one line per length; False without matplotlib."""
+    from agent.eval.plots import plots_available, png_plot
 
-    def point(i: int, value: float) -> tuple[int, int]:
-        return (pad + int((width - 2 * pad) * (i - 1) / max(1, most - 1)),
-                height - pad - int((height - 2 * pad) * value / top))
-
-    for x in range(pad, width - pad):
-        pixels[height - pad][x] = (0, 0, 0)
-    for y in range(pad, height - pad):
-        pixels[y][pad] = (0, 0, 0)
-    for res, colour in zip(results, colours, strict=False):
-        rows = list(res["per_chapter"].values())
-        for i in range(1, len(rows)):
-            (x0, y0), (x1, y1) = (point(i, rows[i - 1]["prompt"] - rows[i - 1]["eligible"]),
-                                  point(i + 1, rows[i]["prompt"] - rows[i]["eligible"]))
-            steps = max(abs(x1 - x0), abs(y1 - y0), 1)
-            for s in range(steps + 1):
-                x, y = x0 + (x1 - x0) * s // steps, y0 + (y1 - y0) * s // steps
-                for dy in (-1, 0, 1):
-                    if 0 <= y + dy < height:
-                        pixels[y + dy][x] = colour
-    raw = b"".join(b"\x00" + bytes(v for px in row for v in px) for row in pixels)
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-    png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-           + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
-    path.write_bytes(png)
+    if not plots_available():
+        return False
+    series = {f"{r['words'] // 1000}K words": [(i, c["prompt"] - c["eligible"])
+                                             for i, c in enumerate(r["per_chapter"].values(), start=1)]
+              for r in results}
+    path.write_bytes(png_plot(series, title="Recomputed (not cache-eligible) prompt tokens per chapter",
+                              xlabel="chapter", ylabel="prompt tokens", lines=True))
+    return True
 
 
 def main() -> int:
@@ -169,8 +144,12 @@ def main() -> int:
         print(f"per-chapter recomputed tokens at {r['words']}: {curve}")
         share = [round(100 * c["eligible"] / c["prompt"]) for c in r["per_chapter"].values()]
         print(f"per-chapter cache-eligible % at {r['words']}: {share}")
-    write_png(Path(args.png), results)
-    print(f"plot: {args.png} (recomputed prompt tokens per chapter; blue 10K, orange 20K, green 50K, red 100K)")
+    if write_png(Path(args.png), results):
+        print(f"plot: {args.png} (recomputed prompt tokens per chapter, one line per length)")
+    else:
+        from agent.eval.plots import MISSING
+
+        print(f"no plot: {MISSING}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return 0

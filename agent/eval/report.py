@@ -1,9 +1,10 @@
 """``fabula eval report RUNS... --out DIR``: a Markdown report recomputed from the store.
 
 Every number comes from stored chapters, states, ledgers and judgments (no model is called),
-so a report can be regenerated at any time and always agrees with what is stored. Plots
-(SVG, see ``agent.eval.plots``): CED and writing quality against length, generation tokens
-against length, and state size per chapter.
+so a report can be regenerated at any time and always agrees with what is stored. PNG plots
+(see ``agent.eval.plots``): CED and writing quality against length, generation tokens
+against length, and state size per chapter. Without matplotlib the tables are still written
+and the report says how to get the plots.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agent.eval.plots import svg_plot
+from agent.eval.plots import MISSING, plots_available, png_plot
 from agent.eval.stats import mean_sem
 from agent.store.paths import write_atomic
 
@@ -72,6 +73,8 @@ def render(rows: list[dict[str, Any]], plots: list[str]) -> str:
                   + ", ".join(f"{name} {n}" for name, n in failed)]
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
+    elif not plots_available():
+        lines += ["", "## Plots", "", f"No plots: {MISSING}."]
     return "\n".join(lines) + "\n"
 
 
@@ -86,24 +89,22 @@ def _by_method(rows: list[dict[str, Any]], key: str, x: str = "words") -> dict[s
 def write_report(rows: list[dict[str, Any]], out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     plots: list[str] = []
-    specs = [("ced_vs_length.svg", _by_method(rows, "instance_ced"), "Instance CED against length", "errors / 10K"),
-             ("subtype_ced_vs_length.svg", _by_method(rows, "subtype_ced"), "Subtype CED against length",
-              "subtypes / 10K"),
-             ("quality_vs_length.svg", _by_method(rows, "writing_quality"), "Writing quality against length",
-              "score (1-10)"),
-             ("cost_vs_length.svg", _by_method(rows, "total_tokens_per_1k_words"), "Generation tokens per 1K words",
-              "tokens / 1K words")]
-    for name, series, title, ylabel in specs:
-        svg = svg_plot(series, title=title, xlabel="story words", ylabel=ylabel)
-        if svg:
-            write_atomic(out_dir / name, svg.encode("utf-8"))
-            plots.append(name)
     state = {Path(r["run"]).name: [(s["unit"], s["bytes"]) for s in r.get("state_sizes", [])] for r in rows}
-    svg = svg_plot({k: v for k, v in state.items() if v}, title="State size per chapter", xlabel="chapter (unit)",
-                   ylabel="bytes", lines=True)
-    if svg:
-        write_atomic(out_dir / "state_size.svg", svg.encode("utf-8"))
-        plots.append("state_size.svg")
+    specs = [("ced_vs_length.png", _by_method(rows, "instance_ced"), "Instance CED against length", "errors / 10K"),
+             ("subtype_ced_vs_length.png", _by_method(rows, "subtype_ced"), "Subtype CED against length",
+              "subtypes / 10K"),
+             ("quality_vs_length.png", _by_method(rows, "writing_quality"), "Writing quality against length",
+              "score (1-10)"),
+             ("cost_vs_length.png", _by_method(rows, "total_tokens_per_1k_words"), "Generation tokens per 1K words",
+              "tokens / 1K words"),
+             ("state_size.png", state, "State size per chapter", "bytes")]
+    for name, series, title, ylabel in specs if plots_available() else ():
+        per_chapter = name == "state_size.png"
+        png = png_plot(series, title=title, xlabel="chapter (unit)" if per_chapter else "story words",
+                       ylabel=ylabel, lines=per_chapter)
+        if png:
+            write_atomic(out_dir / name, png)
+            plots.append(name)
     path = out_dir / "report.md"
     write_atomic(path, render(rows, plots).encode("utf-8"))
     slim = [{k: v for k, v in r.items() if k != "state_sizes"} for r in rows]

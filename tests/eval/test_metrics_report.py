@@ -201,7 +201,8 @@ def test_compare_and_report_from_stored_judgments_only(tmp_path, scripted_cli, m
     assert main(["eval", "report", *a_runs, *b_runs, "--out", str(tmp_path / "rep")]) == 0
     report = (tmp_path / "rep" / "report.md").read_text()
     assert "| a0-10000 |" in report and "10.00" in report
-    assert (tmp_path / "rep" / "ced_vs_length.svg").read_text().startswith("<svg")
+    png = (tmp_path / "rep" / "ced_vs_length.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and "![ced_vs_length.png](ced_vs_length.png)" in report
     metrics = json.loads((tmp_path / "rep" / "metrics.json").read_text())
     assert sorted(round(m["instance_ced"]) for m in metrics if "/a" in m["run"] and "-10000" in m["run"]) == \
         [0, 10, 10, 20]
@@ -209,6 +210,19 @@ def test_compare_and_report_from_stored_judgments_only(tmp_path, scripted_cli, m
     before = report
     assert main(["eval", "report", *a_runs, *b_runs, "--out", str(tmp_path / "rep")]) == 0
     assert (tmp_path / "rep" / "report.md").read_text() == before
+    assert (tmp_path / "rep" / "ced_vs_length.png").read_bytes() == png  # no timestamp in the PNG
+
+
+def test_report_without_matplotlib_keeps_tables_and_says_how_to_get_plots(tmp_path, monkeypatch):
+    import agent.eval.report as report
+
+    run = make_run(tmp_path, "a", [words(50)])
+    with RunStore.open(run) as store:
+        row = run_row(store)
+    monkeypatch.setattr(report, "plots_available", lambda: False)
+    text = report.write_report([row], tmp_path / "rep").read_text()
+    assert "| a |" in text and "No plots: matplotlib is not installed: pip install 'fabula[eval]'" in text
+    assert not list((tmp_path / "rep").glob("*.png"))
 
 
 def test_cli_failed_judgment_exits_1_and_rerun_fills_it(tmp_path, scripted_cli, capsys):
