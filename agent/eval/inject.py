@@ -4,7 +4,9 @@ Each copy of a story gets one planted pair of explicit statements: the later hal
 terminal window (at the paragraph boundary nearest the window's word midpoint), the earlier
 half at a chosen depth of the text before it: ``adjacent`` (just before the window, or just
 before the later half when every chapter is in scope), ``midpoint`` (of that prefix) or
-``opening`` (after the first paragraph of chapter 1). Contradicting pairs cover the five
+``opening`` (after the first paragraph of chapter 1). Magnet stories are edited the same way
+on their goal sections (``agent.eval.story``): the paragraph holding the spot is revised,
+its earlier text kept as a version. Contradicting pairs cover the five
 categories; control pairs agree with each other. Each pair carries a unique marker that
 occurs exactly twice in its copy, so detection is an exact string match in the judge's
 reported instances, not a semantic judgment.
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.eval.ced import best_scores
-from agent.eval.story import Story, load_story
+from agent.eval.story import Story, load_story, magnet_groups
 from agent.eval.windows import choose_window
 from agent.store import RunStore, StoreError
 from agent.store.paths import DB_NAME, resolve_run_dir
@@ -113,6 +115,21 @@ def _insert(text: str, offset: int, statement: str) -> str:
     return f"{text[:offset]}{statement}\n\n{text[offset:]}"
 
 
+def _insert_in_paragraphs(store: RunStore, spot: Spot, statement: str) -> None:
+    """Plant ``statement`` at ``spot`` of a Magnet story by revising the one paragraph that holds
+    that offset of its section (sections join paragraphs with a blank line), so the story
+    reads exactly as a chapter insertion at the same spot would."""
+    paragraphs = magnet_groups(store)[spot.section][1]
+    start = 0
+    for p in paragraphs:
+        if spot.offset <= start + len(p.text):
+            store.revise_paragraph(p.step, p.seq, _insert(p.text, spot.offset - start, statement),
+                                   reason="eval-inject")
+            return
+        start += len(p.text) + 2
+    raise StoreError(f"no paragraph at offset {spot.offset} of section {spot.section + 1}")
+
+
 def _marker(rng: random.Random, text: str) -> str:
     while True:
         marker = f"{rng.choice(_NAMES)}{rng.randint(100, 999)}"
@@ -137,18 +154,20 @@ def inject(store: RunStore, *, category: str, subtype: str, earlier: str, later:
            marker: str, window_chapters: int | None = None) -> dict[str, Any]:
     """Plant one pair in ``store`` (a copy) and record it in the plan; returns the record."""
     story = load_story(store)
-    if store.info().unit_kind != "chapter":
-        raise StoreError("injection needs a chapter-based run (Magnet runs have no chapters to edit)")
     window = choose_window(story, chapters=window_chapters)
     first_spot, later_spot = placements(story, window.first, depth)
-    texts = [s.text for s in story.sections]
     a, b = earlier.format(m=marker), later.format(m=marker)
     # insert the later half first, so the earlier offset stays valid when both share a section
-    texts[later_spot.section] = _insert(texts[later_spot.section], later_spot.offset, b)
-    texts[first_spot.section] = _insert(texts[first_spot.section], first_spot.offset, a)
-    for pos in {first_spot.section, later_spot.section}:
-        store.revise_chapter(story.sections[pos].index, texts[pos], reason="eval-inject")
-    full = "\n\n".join(texts)
+    if store.info().unit_kind == "chapter":
+        texts = [s.text for s in story.sections]
+        texts[later_spot.section] = _insert(texts[later_spot.section], later_spot.offset, b)
+        texts[first_spot.section] = _insert(texts[first_spot.section], first_spot.offset, a)
+        for pos in {first_spot.section, later_spot.section}:
+            store.revise_chapter(story.sections[pos].index, texts[pos], reason="eval-inject")
+    else:
+        _insert_in_paragraphs(store, later_spot, b)
+        _insert_in_paragraphs(store, first_spot, a)
+    full = load_story(store).text
     if full.count(marker) != 2:
         raise StoreError(f"marker {marker} occurs {full.count(marker)} times, not twice")
     record = {"category": category, "subtype": subtype, "depth": depth, "control": control, "marker": marker,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.store import RunStore
+from agent.store.records import Paragraph
 from agent.text import count_words
 
 MAGNET_PAGE_WORDS = 500
@@ -89,16 +90,21 @@ def _prompt_and_target(config: dict[str, Any]) -> tuple[str, int | None]:
     return str(config.get("prompt", "")), int(words) if words else None
 
 
-def _magnet_sections(store: RunStore) -> list[Section]:
+def magnet_groups(store: RunStore) -> list[tuple[str | None, list[Paragraph]]]:
+    """Consecutive paragraphs grouped by the goal of their step: one group per section."""
     goals = {s["step"]: s["goal"] for s in store.steps()}
-    groups: list[tuple[str | None, list[str]]] = []
+    groups: list[tuple[str | None, list[Paragraph]]] = []
     for p in store.paragraphs():
         goal = goals.get(p.step)
         if not groups or groups[-1][0] != goal:
             groups.append((goal, []))
-        groups[-1][1].append(p.text)
+        groups[-1][1].append(p)
+    return groups
+
+
+def _magnet_sections(store: RunStore) -> list[Section]:
     sections = []
-    for i, (goal, texts) in enumerate(groups, start=1):
-        text = "\n\n".join(texts)
+    for i, (goal, paragraphs) in enumerate(magnet_groups(store), start=1):
+        text = "\n\n".join(p.text for p in paragraphs)
         sections.append(Section(i, goal or f"Section {i}", text, count_words(text)))
     return sections

@@ -33,6 +33,27 @@ def insert_step(conn: sqlite3.Connection, step: int, paragraphs: Sequence[Paragr
     return out
 
 
+def revise_paragraph(conn: sqlite3.Connection, step: int, seq: int, text: str, *, reason: str) -> Paragraph:
+    """Replace one paragraph's text, keeping the replaced text as its next numbered version."""
+    row = conn.execute("SELECT kind, text, words FROM paragraphs WHERE step = ? AND seq = ?", (step, seq)).fetchone()
+    if row is None:
+        raise CommitError(f"paragraph {seq} of step {step} does not exist")
+    version = conn.execute("SELECT COALESCE(MAX(version), 0) + 1 FROM paragraph_versions WHERE step = ? AND seq = ?",
+                           (step, seq)).fetchone()[0]
+    conn.execute("INSERT INTO paragraph_versions (step, seq, version, text, words, replaced_by, replaced_at) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?)", (step, seq, version, row[1], row[2], reason, time.time()))
+    paragraph = Paragraph(step, seq, row[0], text, count_words(text))
+    conn.execute("UPDATE paragraphs SET text = ?, words = ? WHERE step = ? AND seq = ?",
+                 (text, paragraph.words, step, seq))
+    return paragraph
+
+
+def paragraph_versions(conn: sqlite3.Connection, step: int, seq: int) -> list[dict[str, Any]]:
+    rows = conn.execute("SELECT version, text, words, replaced_by, replaced_at FROM paragraph_versions "
+                        "WHERE step = ? AND seq = ? ORDER BY version", (step, seq))
+    return [{"version": r[0], "text": r[1], "words": r[2], "replaced_by": r[3], "replaced_at": r[4]} for r in rows]
+
+
 def all_paragraphs(conn: sqlite3.Connection) -> list[Paragraph]:
     rows = conn.execute("SELECT step, seq, kind, text, words FROM paragraphs ORDER BY step, seq")
     return [Paragraph(*r) for r in rows]

@@ -207,7 +207,24 @@ def m005_judgments(conn: sqlite3.Connection) -> None:
     ])
 
 
-MIGRATIONS: list[Migration] = [m001_core, m002_chapter_search, m003_ledgers, m004_magnet, m005_judgments]
+def m006_paragraph_versions(conn: sqlite3.Connection) -> None:
+    """Earlier texts of revised Magnet paragraphs (a revision keeps what it replaced)."""
+    _run(conn, [
+        """CREATE TABLE paragraph_versions (
+            step INTEGER NOT NULL,
+            seq INTEGER NOT NULL,
+            version INTEGER NOT NULL CHECK (version >= 1),
+            text TEXT NOT NULL,
+            words INTEGER NOT NULL,
+            replaced_by TEXT NOT NULL,
+            replaced_at REAL NOT NULL,
+            PRIMARY KEY (step, seq, version),
+            FOREIGN KEY (step, seq) REFERENCES paragraphs (step, seq) ON DELETE CASCADE)""",
+    ])
+
+
+MIGRATIONS: list[Migration] = [m001_core, m002_chapter_search, m003_ledgers, m004_magnet, m005_judgments,
+                               m006_paragraph_versions]
 LATEST = len(MIGRATIONS)
 
 

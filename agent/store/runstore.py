@@ -312,6 +312,15 @@ class RunStore:
         with self._lock:
             return magnet.all_paragraphs(self._conn)
 
+    def revise_paragraph(self, step: int, seq: int, text: str, *, reason: str) -> Paragraph:
+        """Replace a committed Magnet paragraph's text (the old text is kept as a version)."""
+        with self._write() as conn:
+            return magnet.revise_paragraph(conn, step, seq, text, reason=reason)
+
+    def paragraph_versions(self, step: int, seq: int) -> list[dict[str, Any]]:
+        with self._lock:
+            return magnet.paragraph_versions(self._conn, step, seq)
+
     def steps(self) -> list[dict[str, Any]]:
         with self._lock:
             return magnet.steps(self._conn)

@@ -87,3 +87,35 @@ def test_recall_counts_exact_marker_matches(source, tmp_path):
     assert sum(sum(v) for v in hits.values()) == 8  # 4 categories x 2 depths
     text = "\n".join(render_recall(table))
     assert "| world_building | adjacent | 1 |" in text and "0 under any" in text
+
+
+def test_magnet_story_is_injected_in_its_paragraphs_and_keeps_the_originals(tmp_path):
+    """Magnet runs have goal sections of paragraphs, not chapters: a pair lands in the paragraph
+    that holds the spot, and the revised paragraph's earlier text is kept as a version."""
+    story = {"title": "T", "premise": "P", "words": 5_000}
+    with RunStore.create(tmp_path / "m", pipeline="magnet", unit_kind="step", config={"story": story}) as store:
+        step = 0
+        for goal in range(1, 7):  # six goals, two steps each, three paragraphs per goal
+            for paragraphs in ([words(100, f"g{goal}a")], [words(100, f"g{goal}b"), words(100, f"g{goal}c")]):
+                step += 1
+                store.commit_step(step, paragraphs, state={}, record={}, goal=f"goal {goal}")
+        store.finish()
+    copies = make_injected_copies(tmp_path / "m", tmp_path / "inj", depths=["adjacent", "opening"], controls=1,
+                                  window_chapters=2)
+    assert len(copies) == 5 * 2 + 1
+    for copy in copies:
+        with RunStore.open(copy, readonly=True) as store:
+            record = store.get_plan(PLAN_KEY)
+            injected = load_story(store)
+            revised = [(p.step, p.seq) for p in store.paragraphs() if record["marker"] in p.text]
+            versions = {key: store.paragraph_versions(*key) for key in revised}
+        assert len(injected.sections) == 6 and injected.text.count(record["marker"]) == 2
+        sections = {s.index: s.text for s in injected.sections}
+        assert record["earlier"] in sections[record["earlier_chapter"]]
+        assert record["later"] in sections[record["later_chapter"]] and record["later_chapter"] >= 5
+        if record["depth"] == "adjacent":
+            assert sections[4].endswith(record["earlier"])
+        else:  # after the first paragraph of the first section
+            assert sections[1].split("\n\n")[1] == record["earlier"]
+        assert revised and all(len(v) == 1 and record["marker"] not in v[0]["text"] for v in versions.values())
+        assert all(v[0]["replaced_by"] == "eval-inject" for v in versions.values())
