@@ -11,6 +11,7 @@ shared with any earlier prompt of the run (what vLLM's prefix cache can reuse); 
 recomputed. Prints per-length totals and per-chapter curves, and writes a PNG plot.
 
     .venv/bin/python scripts/bench_cost.py [--lengths 10000,20000,50000,100000] [--png bench_cost.png]
+        [--chapter-words 1000]   # also hold chapter length fixed, to separate its effect from story length
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.nst import runner
+from agent.nst import planner, runner
 from agent.nst.config import NST_DEFAULTS
 from agent.store import RunStore
 from tests.nst.author import Author, chapter_of, open_requirements, update_json
@@ -63,13 +64,20 @@ class BenchAuthor(Author):
         return super().reply(request)
 
 
-def run_length(words: int, tokenizer, workdir: Path) -> dict:
-    config = {**NST_DEFAULTS, "prompt": PROMPT, "prompt_id": "bench", "words": words,
+def run_length(words: int, tokenizer, workdir: Path, chapter_words: int | None = None) -> dict:
+    """One story of ``words``; chapters as the planner sizes them, or of ``chapter_words`` each."""
+    config = {**NST_DEFAULTS, "prompt": PROMPT, "prompt_id": f"bench-{chapter_words or 'anchors'}", "words": words,
               "plan_cache": str(workdir / "plans"), "llm": {"backend": "scripted", "model": "bench"}}
-    store = RunStore.create(workdir / f"run-{words}", pipeline="nst", config=config)
+    store = RunStore.create(workdir / f"run-{words}-{chapter_words or 'anchors'}", pipeline="nst", config=config)
     author = BenchAuthor()
-    with store.session("start"):
-        runner.write_story(store, author, config)
+    paper_count = planner.chapter_count
+    if chapter_words:  # the experiment holds chapter length fixed; the pipeline itself is unchanged
+        planner.chapter_count = lambda total: max(2, round(total / chapter_words))
+    try:
+        with store.session("start"):
+            runner.write_story(store, author, config)
+    finally:
+        planner.chapter_count = paper_count
     seen: set[bytes] = set()
     per_chapter: dict[int, dict[str, int]] = {}
     for request in author.requests:
@@ -98,6 +106,7 @@ def run_length(words: int, tokenizer, workdir: Path) -> dict:
     return {"words": words, "chapters": len(chapters), "written": written, "prompt_tokens": total,
             "eligible": eligible, "recomputed": total - eligible,
             "recomputed_per_1k": (total - eligible) / (written / 1000), "eligible_share": eligible / total,
+            "recomputed_per_chapter": (total - eligible) / len(chapters),
             "state": {k: len(v) for k, v in final.items()},
             "per_chapter": {u: r for u, r in sorted(per_chapter.items()) if u}}
 
@@ -116,29 +125,48 @@ def write_png(path: Path, results: list[dict]) -> bool:
     return True
 
 
+def print_table(title: str, results: list[dict]) -> None:
+    print(title)
+    print(f"{'words':>7} {'chap':>4} {'written':>8} {'prompt tok':>11} {'eligible':>10} {'recomputed':>10} "
+          f"{'recomp/1K w':>11} {'recomp/chap':>11} {'elig %':>6}  final state")
+    for r in results:
+        print(f"{r['words']:>7} {r['chapters']:>4} {r['written']:>8} {r['prompt_tokens']:>11} {r['eligible']:>10} "
+              f"{r['recomputed']:>10} {r['recomputed_per_1k']:>11.0f} {r['recomputed_per_chapter']:>11.0f} "
+              f"{100 * r['eligible_share']:>5.1f}%  {r['state']}")
+    base = results[0]
+    print("relative to the first length: recomputed per 1K words "
+          + ", ".join(f"{r['words']}: {r['recomputed_per_1k'] / base['recomputed_per_1k']:.2f}" for r in results)
+          + "; recomputed per chapter "
+          + ", ".join(f"{r['words']}: {r['recomputed_per_chapter'] / base['recomputed_per_chapter']:.2f}"
+                      for r in results))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", default="10000,20000,50000,100000")
     parser.add_argument("--png", default="bench_cost.png")
     parser.add_argument("--json", help="also write every figure to this JSON file")
+    parser.add_argument("--chapter-words", type=int, metavar="N",
+                        help="also run every length with chapters of N words each, to separate the effect of "
+                             "story length from that of chapter length")
     args = parser.parse_args()
     from transformers import AutoTokenizer
 
     from serve.models import ensure_embedded_model
 
     tokenizer = AutoTokenizer.from_pretrained(ensure_embedded_model().path)
-    results = []
+    lengths = [int(w) for w in args.lengths.split(",")]
+    results, fixed = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        for words in (int(w) for w in args.lengths.split(",")):
+        for words in lengths:
             results.append(run_length(words, tokenizer, Path(tmp)))
-    print(f"{'words':>7} {'chap':>4} {'written':>8} {'prompt tok':>11} {'eligible':>10} {'recomputed':>10} "
-          f"{'recomp/1K w':>11} {'elig %':>6}  final state")
-    for r in results:
-        print(f"{r['words']:>7} {r['chapters']:>4} {r['written']:>8} {r['prompt_tokens']:>11} {r['eligible']:>10} "
-              f"{r['recomputed']:>10} {r['recomputed_per_1k']:>11.0f} {100 * r['eligible_share']:>5.1f}%  {r['state']}")
-    base = results[0]["recomputed_per_1k"]
-    print("recomputed per 1K words relative to the first length: "
-          + ", ".join(f"{r['words']}: {r['recomputed_per_1k'] / base:.2f}" for r in results))
+            if args.chapter_words:
+                fixed.append(run_length(words, tokenizer, Path(tmp), chapter_words=args.chapter_words))
+    print_table("chapter counts from the paper's anchors (10/15/25/40 at 10K/20K/50K/100K)", results)
+    if fixed:
+        print()
+        print_table(f"every chapter {args.chapter_words} words (story length varies, chapter length does not)", fixed)
+    print()
     for r in results:
         curve = [c["prompt"] - c["eligible"] for c in r["per_chapter"].values()]
         print(f"per-chapter recomputed tokens at {r['words']}: {curve}")
@@ -151,7 +179,7 @@ def main() -> int:
 
         print(f"no plot: {MISSING}")
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
+        Path(args.json).write_text(json.dumps({"anchors": results, "fixed_chapter_words": fixed}, indent=1))
     return 0
 
 
