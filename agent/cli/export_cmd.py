@@ -1,4 +1,5 @@
-"""``fabula export RUN_DIR --format md|txt|json [-o FILE]``: the story, verbatim."""
+"""``fabula export RUN_DIR --format md|txt|json [-o FILE]``: the story, verbatim; or, for a
+Magnet run, ``--graph json|dot|svg``: its world graph."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 
 from agent.cli.errors import CLIError
 from agent.cli.rundir import open_run, store_errors
+from agent.magnet.history import GRAPH_FORMATS, render_graph
 from agent.store.export import FORMATS, export
 from agent.store.paths import check_output_file, write_atomic
 
@@ -16,6 +18,8 @@ def add_parser(sub) -> None:
                             description="Export the story (EPUB: convert the Markdown, e.g. with pandoc).")
     parser.add_argument("run_dir", metavar="RUN_DIR")
     parser.add_argument("--format", choices=FORMATS, default="md")
+    parser.add_argument("--graph", choices=GRAPH_FORMATS, metavar="{json,dot,svg}",
+                        help="Magnet runs: export the world graph (entities and relations now) instead of the story")
     parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: standard output)")
     parser.set_defaults(handler=run)
 
@@ -24,9 +28,14 @@ def run(args: argparse.Namespace) -> int:
     with store_errors():
         target = check_output_file(args.output) if args.output else None
     with open_run(args.run_dir) as store:
-        if not store.chapters() and not store.paragraphs():
+        if args.graph:
+            if store.info().unit_kind != "step":
+                raise CLIError(f"--graph is for Magnet runs; this is a {store.info().pipeline} run")
+            text = render_graph(store, args.graph)
+        elif not store.chapters() and not store.paragraphs():
             raise CLIError(f"{args.run_dir} has no committed text yet")
-        text = export(store, args.format)
+        else:
+            text = export(store, args.format)
     if target is None:
         sys.stdout.write(text)
         return 0

@@ -134,21 +134,27 @@ def _dot(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
+GRAPH_FORMATS = ("json", "dot", "svg")
+
+
+def render_graph(store: RunStore, fmt: str) -> str:
+    """The run's current world graph as JSON, Graphviz DOT or SVG (``fabula export --graph``)."""
+    graph = graph_json(store)
+    if fmt == "json":
+        return json.dumps(graph, ensure_ascii=False, indent=2) + "\n"
+    return graph_dot(graph) if fmt == "dot" else graph_svg(graph)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agent.magnet.history",
                                      description="A Magnet run's world-state commit history and graph.")
     parser.add_argument("run_dir", metavar="RUN_DIR")
-    parser.add_argument("--format", choices=["text", "json", "dot", "svg"], default="text")
+    parser.add_argument("--format", choices=["text", *GRAPH_FORMATS], default="text")
     parser.add_argument("-o", "--output", metavar="FILE")
     args = parser.parse_args(argv)
     try:
         with RunStore.open(args.run_dir, readonly=True) as store:
-            if args.format == "text":
-                body = "\n".join(render_text(store)) + "\n"
-            else:
-                graph = graph_json(store)
-                body = {"json": lambda: json.dumps(graph, ensure_ascii=False, indent=2) + "\n",
-                        "dot": lambda: graph_dot(graph), "svg": lambda: graph_svg(graph)}[args.format]()
+            body = "\n".join(render_text(store)) + "\n" if args.format == "text" else render_graph(store, args.format)
     except StoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from agent import pipelines
@@ -189,3 +191,18 @@ def test_fabula_show_history(tmp_path, capsys):
     assert main(["show", str(tmp_path / "run"), "--history"]) == 0
     out = capsys.readouterr().out
     assert "history   step 1  selected Ann, Bob, Cy" in out and "ann_acted: (new) -> 1" in out
+
+
+def test_fabula_export_graph(tmp_path, capsys):
+    store = _run(tmp_path, StoryLLM(), _config(words=200))
+    store.close()
+    out = tmp_path / "world.svg"
+    assert main(["export", str(tmp_path / "run"), "--graph", "svg", "-o", str(out)]) == 0
+    assert out.read_text().startswith("<svg") and out.read_text().count("<circle") == 4
+    assert main(["export", str(tmp_path / "run"), "--graph", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["format"] == "fabula-magnet-graph"
+    flat = _run(tmp_path, StoryLLM(), _config(words=150, structured_state=False), name="flat")
+    flat.close()
+    assert main(["export", str(tmp_path / "flat"), "--graph", "dot"]) != 0
+    err = capsys.readouterr().err
+    assert "has no world graph" in err and len(err.strip().splitlines()) == 1
