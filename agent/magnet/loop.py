@@ -69,7 +69,10 @@ def run_step(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state: 
     state["words"] += words
 
     goal_before = state["goal"]
-    event = sequence_goal(llm, story, settings, state, step, goal_reached, scene, [*recent, narration.paragraph])
+    # A story that has just ended needs no next goal and no transition into it.
+    ended = final_paragraph or state["words"] >= story.target_words
+    event = None if ended else sequence_goal(llm, story, settings, state, step, goal_reached, scene,
+                                             [*recent, narration.paragraph])
     if event and event.get("transition"):
         paragraphs.append(("transition", event["transition"]))
         state["words"] += count_words(event["transition"])

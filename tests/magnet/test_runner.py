@@ -206,3 +206,14 @@ def test_fabula_export_graph(tmp_path, capsys):
     assert main(["export", str(tmp_path / "flat"), "--graph", "dot"]) != 0
     err = capsys.readouterr().err
     assert "has no world graph" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_step_that_reaches_the_target_ends_without_a_goal_or_transition(tmp_path):
+    # 150 words is over one estimated paragraph (120), so step 1 is an ordinary paragraph; it
+    # writes 200 words and the story is done: no concluding goal, no transition after the end
+    llm = StoryLLM(narrator=lambda request, n: " ".join(["word"] * 200) + ".")
+    store = _run(tmp_path, llm, _config(words=150))
+    assert store.info().status == "completed" and store.info().last_unit == 1
+    assert [p.kind for p in store.paragraphs()] == ["narration"] and store.state()["words"] == 200
+    assert not llm.by_role("goal") and not llm.by_role("transition")
+    assert store.steps()[0]["record"]["goal_event"] is None
