@@ -14,7 +14,7 @@ from agent.llm import LLM
 from agent.llm.types import Message
 from agent.nst import progress
 from agent.nst.config import DIRECT_DEFAULTS
-from agent.nst.length import Gate, initial_ratio, size_tokens
+from agent.nst.length import Gate, initial_ratio, size_tokens, update_ratio
 from agent.nst.loop import clean_prose
 from agent.store import RunStore
 from agent.text import count_words
@@ -43,6 +43,7 @@ def write_story(store: RunStore, llm: LLM, config: dict[str, Any]) -> None:
                              min_tokens=min_tokens, role="direct_story")
         text = clean_prose(reply.text)
         words, truncated = count_words(text), reply.finish_reason == "length"
+        ratio = update_ratio(ratio, reply.usage.completion_tokens, count_words(reply.text))  # as the NST loop
         ok = gate.accepts(words, truncated)
         store.record_tool_call(turn=attempt, tool="write", arguments={"words": words, "truncated": truncated,
                                                                       "accepted": ok}, ok=ok,

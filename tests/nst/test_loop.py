@@ -270,3 +270,16 @@ def test_length_sizing_uses_measured_ratio(store, config):
     prose_requests = [r for r in author.requests if r.role == "nst_prose"]
     assert prose_requests[0].max_tokens >= round(gate_of(prose_requests[0])[2] * 1.3)
     assert result.ratio == pytest.approx((1.3 + 2.0) / 2)
+
+
+def test_a_draft_cut_short_raises_the_ratio_so_the_next_one_fits(store, config):
+    # the model really spends 4 tokens a word; sized at 1.4 the first draft is cut well short
+    # of the range; the ratio learnt from the cut draft gives the next one room to land in it
+    author = Author(tokens_per_word=4.0, length=lambda request, attempt: (request.max_tokens // 4, "length")
+                    if request.max_tokens // 4 < gate_of(request)[1] else gate_of(request)[0])
+    _, result = run_chapter(store, config, author)
+    writes = [c for c in store.tool_calls() if c.tool == "write"]
+    assert writes[0].arguments["truncated"] and not writes[0].arguments["accepted"]
+    assert writes[1].arguments["accepted"] and not result.degraded
+    assert writes[1].arguments["max_tokens"] > writes[0].arguments["max_tokens"]
+    assert result.ratio > 2.0
