@@ -101,6 +101,18 @@ class UpdateCall(Grammar):
     resolve_future_requirement: list[str]
 
 
+@register("nst_update_event")
+class EventUpdate(Grammar):
+    """The last resort past the turn cap, when a full update failed (cut off or invalid): the
+    chapter's one most important event, so the kept chapter still reaches the state's chronology."""
+
+    add_past_event: list[KeyedEntry] = Field(min_length=1, max_length=1)
+
+    def as_update(self) -> UpdateCall:
+        return UpdateCall(tool="update", upsert_character_state=[], add_past_event=self.add_past_event,
+                          add_future_requirement=[], resolve_future_requirement=[])
+
+
 @register("nst_finish")
 class FinishCall(Grammar):
     """End the chapter (legal only after the accepted write and the update)."""

@@ -32,7 +32,7 @@ from agent.nst.tools import (
 )
 from agent.store import RunStore
 from agent.text import count_words
-from grammars.nst import UpdateCall
+from grammars.nst import EventUpdate, UpdateCall
 
 Progress = Callable[[dict[str, Any]], None]
 LEDGER_RESULT_CHARS = 4000
@@ -208,20 +208,33 @@ class ChapterLoop:
                 f"{counts['past_events']} past events, {counts['open_requirements']} open requirements.")
 
     def _fallback_update(self) -> None:
-        """One update call past the cap, so the chapter kept still reaches the state."""
+        """Update calls past the cap, so the chapter kept still reaches the state: the full update
+        first; if that is cut off or invalid, the one most important event alone (a bounded reply)."""
         self.messages.append({"role": "user", "content": "The turn limit is reached. The chapter above is kept. "
                               "Call update now with what it changed."})
+        if self._fallback_call(UpdateCall, int(self.config["update_max_tokens"])):
+            return
+        self.messages.append({"role": "user", "content": "That update could not be applied. Record only the one "
+                              "most important event of this chapter, as a single past event."})
+        self._fallback_call(EventUpdate, int(self.config["update_max_tokens"]))
+
+    def _fallback_call(self, grammar: type[UpdateCall] | type[EventUpdate], max_tokens: int) -> bool:
+        """One fallback update; True when it was applied."""
         try:
-            reply = self._generate(self.messages, UpdateCall, int(self.config["update_max_tokens"]), "nst_turn")
+            reply = self._generate(self.messages, grammar, max_tokens, "nst_turn")
         except (TruncatedOutputError, OutputValidationError) as exc:
             self._record("invalid", {"offered": ["update"], "fallback": True}, None, False, str(exc))
-            return
-        call = reply.parsed
+            return False
+        self.messages.append({"role": "assistant", "content": reply.text})
+        call = reply.parsed if isinstance(reply.parsed, UpdateCall) else reply.parsed.as_update()
         try:
             result, ok, error = self._update(call), True, None
         except ToolError as exc:
             result, ok, error = f"ERROR: {exc}", False, str(exc)
         self._record("update", {**call.model_dump(), "fallback": True}, result, ok, error)
+        if not ok:
+            self.messages.append({"role": "user", "content": result})
+        return ok
 
     # -- plumbing --------------------------------------------------------------------------
     def _next_hint(self) -> str:

@@ -283,3 +283,19 @@ def test_a_draft_cut_short_raises_the_ratio_so_the_next_one_fits(store, config):
     assert writes[1].arguments["accepted"] and not result.degraded
     assert writes[1].arguments["max_tokens"] > writes[0].arguments["max_tokens"]
     assert result.ratio > 2.0
+
+
+def test_a_failed_fallback_update_falls_back_to_one_event(store, config):
+    # no draft passes, the full fallback update is invalid (a bad key), then the one-event
+    # fallback reaches the state: the kept chapter still has its place in the chronology
+    author = Author(length=lambda request, attempt: 20, policy=lambda request, tools: (
+        json.dumps({"add_past_event": [{"key": "the_storm", "description": "A storm broke the pier."}]})
+        if not tools else json.dumps({"tool": "update", "upsert_character_state": [], "add_future_requirement": [],
+                                      "add_past_event": [{"key": "Bad Key", "description": "x"}],
+                                      "resolve_future_requirement": []})
+        if tools == ["update"] else json.dumps({"tool": "write", "title": "T"})))
+    _loop, result = run_chapter(store, config, author, max_turns=3)
+    assert result.degraded and "no draft passed" in result.reason
+    assert list(result.state.past_events) == ["the_storm"] and not result.state.characters
+    fallbacks = [c for c in store.tool_calls() if c.arguments.get("fallback")]
+    assert [c.tool for c in fallbacks] == ["invalid", "update"] and fallbacks[-1].ok
