@@ -142,7 +142,8 @@ class ChapterLoop:
         self.stats["tools"][call.tool] = self.stats["tools"].get(call.tool, 0) + 1
         arguments = call.model_dump()
         try:
-            check_allowed(s, call.tool)
+            if call.tool not in tools:  # offered this turn = allowed (s.turn already counts this turn)
+                check_allowed(s, call.tool)
             result = self._dispatch(call, arguments)
             ok, error = True, None
         except ToolError as exc:

@@ -299,3 +299,15 @@ def test_a_failed_fallback_update_falls_back_to_one_event(store, config):
     assert list(result.state.past_events) == ["the_storm"] and not result.state.characters
     fallbacks = [c for c in store.tool_calls() if c.arguments.get("fallback")]
     assert [c.tool for c in fallbacks] == ["invalid", "update"] and fallbacks[-1].ok
+
+
+def test_a_tool_offered_at_the_turn_is_honoured_on_the_last_spare_turn(store, config):
+    # four turns: write, then one spare turn before update and finish: read is offered then,
+    # and must be carried out, not refused by a check that counts the turn already taken
+    replies = iter([json.dumps({"tool": "write", "title": "T"}), json.dumps({"tool": "read", "chapter": 1}),
+                    update_json(1)])
+    author = Author(policy=lambda request, tools: next(replies))
+    _, result = run_chapter(store, config, author, max_turns=4)
+    assert "read" in offered(turns(author)[1])
+    assert [(c.tool, c.ok) for c in store.tool_calls()][:3] == [("write", True), ("read", True), ("update", True)]
+    assert not result.degraded
