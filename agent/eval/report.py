@@ -98,13 +98,14 @@ def write_report(rows: list[dict[str, Any]], out_dir: Path) -> Path:
              ("cost_vs_length.png", _by_method(rows, "total_tokens_per_1k_words"), "Generation tokens per 1K words",
               "tokens / 1K words"),
              ("state_size.png", state, "State size per chapter", "bytes")]
-    for name, series, title, ylabel in specs if plots_available() else ():
-        per_chapter = name == "state_size.png"
-        png = png_plot(series, title=title, xlabel="chapter (unit)" if per_chapter else "story words",
-                       ylabel=ylabel, lines=per_chapter)
-        if png:
-            write_atomic(out_dir / name, png)
-            plots.append(name)
+    if plots_available():
+        for name, series, title, ylabel in specs:
+            per_chapter = name == "state_size.png"
+            png = png_plot(series, title=title, xlabel="chapter (unit)" if per_chapter else "story words",
+                           ylabel=ylabel, lines=per_chapter)
+            if png:
+                write_atomic(out_dir / name, png)
+                plots.append(name)
     path = out_dir / "report.md"
     write_atomic(path, render(rows, plots).encode("utf-8"))
     slim = [{k: v for k, v in r.items() if k != "state_sizes"} for r in rows]

@@ -43,7 +43,7 @@ def write_story(store: RunStore, llm: LLM, config: dict[str, Any]) -> None:
                              min_tokens=min_tokens, role="direct_story")
         text = clean_prose(reply.text)
         words, truncated = count_words(text), reply.finish_reason == "length"
-        ratio = update_ratio(ratio, reply.usage.completion_tokens, count_words(reply.text))  # as the NST loop
+        ratio = update_ratio(ratio, reply)
         ok = gate.accepts(words, truncated)
         store.record_tool_call(turn=attempt, tool="write", arguments={"words": words, "truncated": truncated,
                                                                       "accepted": ok}, ok=ok,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from agent.llm.types import Completion
 from agent.text import CJK_CHAR, count_words
 
 LATIN_TOKENS_PER_WORD = 1.4
@@ -62,8 +63,13 @@ def initial_ratio(sample: str, configured: float | None) -> float:
     return CJK_TOKENS_PER_WORD if cjk * 2 > count_words(sample) else LATIN_TOKENS_PER_WORD
 
 
-def update_ratio(ratio: float, completion_tokens: int, words: int, *, weight: float = 0.5) -> float:
-    """Blend one measured draft into the running ratio (ignores broken or tiny drafts)."""
+def update_ratio(ratio: float, reply: Completion, *, weight: float = 0.5) -> float:
+    """Blend one prose reply's tokens per word into the running ratio (ignores broken or tiny
+    replies). Measured on the raw reply, which is what the tokens paid for, and on cut-off
+    replies too: a draft cut short of the range means the ratio was too low, and the next
+    draft must get more room."""
+    words = count_words(reply.text)
+    completion_tokens = reply.usage.completion_tokens
     if words < 20 or completion_tokens <= 0:
         return ratio
     measured = completion_tokens / words

@@ -177,9 +177,7 @@ class ChapterLoop:
         text = clean_prose(reply.text)
         words = count_words(text)
         truncated = reply.finish_reason == "length"
-        # Measured on the raw reply (what the tokens paid for), cut-off drafts included: a draft
-        # cut short of the range means the ratio was too low, and it must not happen again.
-        self.ratio = update_ratio(self.ratio, reply.usage.completion_tokens, count_words(reply.text))
+        self.ratio = update_ratio(self.ratio, reply)
         self.messages.append({"role": "assistant", "content": text})
         s.attempts += 1
         accepted = self.gate.accepts(words, truncated)

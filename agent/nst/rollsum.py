@@ -69,7 +69,7 @@ def write_story(store: RunStore, llm: LLM, config: dict[str, Any]) -> None:
                                  role="rollsum_chapter")
             text = clean_prose(reply.text)
             words, truncated = count_words(text), reply.finish_reason == "length"
-            ratio = update_ratio(ratio, reply.usage.completion_tokens, count_words(reply.text))  # as the NST loop
+            ratio = update_ratio(ratio, reply)
             ok = gate.accepts(words, truncated)
             first_pass = ok if first_pass is None else first_pass
             store.record_tool_call(turn=attempt, tool="write", arguments={"words": words, "truncated": truncated,
