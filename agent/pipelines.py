@@ -1,15 +1,15 @@
 """The pipeline registry: how a stored run is started and resumed.
 
-A pipeline registers a :class:`Pipeline` with a runner ``run(store, llm_options, config)``
-that continues from ``store.next_unit()`` and commits each unit with
-``store.commit_chapter``/``commit_step``, calling ``store.finish()`` after the last one.
+A pipeline registers a :class:`Pipeline`: its unit, its typed settings (``agent.settings``)
+and a runner ``run(ctx)`` that continues from ``ctx.store.next_unit()`` and commits each unit
+with ``store.commit_chapter``/``commit_step``, calling ``store.finish()`` after the last one.
 Starting and resuming are then the same call; the store's in-order, once-only commits make
 a resume after any kill safe.
 
-The stored configuration (with the model settings under ``llm``) is fingerprinted. A
-resume rebuilds the configuration as it would be now (the stored values, the pipeline's
-current defaults and version, and what the user overrides) and refuses to continue if
-anything differs, naming the keys, unless forced.
+The stored configuration (the settings, validated, with the model settings under ``llm``) is
+fingerprinted. A resume rebuilds the configuration as it would be now (the stored values, the
+pipeline's current defaults and version, and what the user overrides, validated the same
+way) and refuses to continue if anything differs, naming the keys, unless forced.
 """
 
 from __future__ import annotations
@@ -18,68 +18,45 @@ import importlib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from agent.llm.options import LLMOptions
+from agent.run_context import EventSink, RunContext
+from agent.settings import Settings
 from agent.store import Change, RunStore, StoreError, config_changes
 
-if TYPE_CHECKING:
-    from agent.llm import LLM
-
-
-@dataclass(frozen=True)
-class LLMOptions:
-    """How to reach the model. ``backend``, ``model`` and ``thinking`` are part of the run's
-    configuration; ``endpoint`` and ``api_key`` are transport only (a server may move)."""
-
-    backend: str | None = None
-    model: str | None = None
-    thinking: str | None = None
-    endpoint: str | None = field(default=None, compare=False)
-    api_key: str | None = field(default=None, compare=False, repr=False)
-
-    def fingerprinted(self) -> dict[str, Any]:
-        return {"backend": self.backend, "model": self.model, "thinking": self.thinking or "off"}
-
-    def open(self, store: RunStore | None = None) -> LLM:
-        """Open the model; with ``store``, every call is recorded in its ledger."""
-        from agent.llm import open_llm
-
-        llm = open_llm(self.backend, model=self.model, endpoint=self.endpoint,  # type: ignore[arg-type]
-                       api_key=self.api_key, thinking=self.thinking or "off")  # type: ignore[arg-type]
-        if store is not None:
-            llm.recorders.append(store.recorder)
-        return llm
-
-
-Runner = Callable[[RunStore, LLMOptions, dict[str, Any]], None]
-Writer = Callable[["RunStore", "LLM", dict[str, Any]], None]
-
-
-def writer_runner(write: Writer) -> Runner:
-    """A runner from a writer: open the run's model (recording into its ledger), continue the
-    story from the store's next unit, and close the model however the writer ends."""
-
-    def run(store: RunStore, llm_options: LLMOptions, config: dict[str, Any]) -> None:
-        with llm_options.open(store) as llm:
-            write(store, llm, config)
-
-    run.__doc__ = f"Runner for {getattr(write, '__qualname__', 'a writer')}."
-    return run
+Runner = Callable[[RunContext[Any]], None]
 
 
 @dataclass(frozen=True)
 class Pipeline:
-    """A registered pipeline: its name, what its unit is, and the runner."""
+    """A registered pipeline: its name, what its unit is, its settings and the runner."""
 
     name: str
     unit: Literal["chapter", "step"]
     run: Runner
     version: str = "1"
+    settings: type[Settings] | None = None
+    """The typed configuration; None only for test pipelines that take a plain dict."""
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    """Defaults of a plain-dict pipeline; a typed one's come from its settings."""
+
+    def __post_init__(self) -> None:
+        if self.settings is not None and not self.defaults:
+            object.__setattr__(self, "defaults", self.settings.defaults())
+
+    def typed(self, config: Mapping[str, Any]) -> Any:
+        """The run's configuration as the runner reads it (validated), from a stored dict."""
+        if self.settings is None:
+            return dict(config)
+        return self.settings.parse(config, owner=self.name)
 
     def configure(self, config: Mapping[str, Any], llm: LLMOptions) -> dict[str, Any]:
-        """The full configuration of a run: defaults, then ``config``, then version and model."""
-        return {**self.defaults, **config, "pipeline_version": self.version, "llm": llm.fingerprinted()}
+        """The full stored configuration: defaults, then ``config`` (validated), then version and model."""
+        base = {k: v for k, v in config.items() if k not in ("pipeline_version", "llm")}
+        settings = self.typed({**self.defaults, **base})
+        stored = settings.stored() if isinstance(settings, Settings) else settings
+        return {**stored, "pipeline_version": self.version, "llm": llm.fingerprinted()}
 
 
 _REGISTRY: dict[str, Pipeline] = {}
@@ -121,16 +98,25 @@ def get(name: str) -> Pipeline:
     return _REGISTRY[name]
 
 
+def _run(pipeline: Pipeline, store: RunStore, config: dict[str, Any], llm: LLMOptions,
+         events: EventSink | None) -> None:
+    with RunContext(store, pipeline.typed(config), open_llm=llm.open, events=events) as ctx:
+        pipeline.run(ctx)
+
+
 def start(run_dir: str | os.PathLike[str], name: str, config: Mapping[str, Any], llm: LLMOptions, *,
-          target_units: int | None = None, initial_state: Any = None) -> RunStore:
-    """Create a run of pipeline ``name`` in ``run_dir`` and run it; returns the (open) store."""
+          target_units: int | None = None, initial_state: Any = None, events: EventSink | None = None) -> RunStore:
+    """Create a run of pipeline ``name`` in ``run_dir`` and run it; returns the (open) store.
+
+    The configuration is validated before the run directory is created, so bad settings leave
+    nothing behind."""
     pipeline = get(name)
     full = pipeline.configure(config, llm)
     store = RunStore.create(run_dir, pipeline=name, config=full, unit_kind=pipeline.unit, model=llm.model,
                             backend=llm.backend, target_units=target_units, initial_state=initial_state)
     try:
         with store.session("start"):
-            pipeline.run(store, llm, full)
+            _run(pipeline, store, full, llm, events)
     except BaseException:
         store.close()
         raise
@@ -151,19 +137,21 @@ def plan_resume(store: RunStore, *, overrides: Mapping[str, Any] | None = None,
                 llm: LLMOptions | None = None) -> ResumePlan:
     """Rebuild the run's configuration as it would be now and list what changed.
 
-    Unset model settings keep their stored values; ``overrides`` replace top-level config keys.
-    """
+    Unset model settings keep their stored values; ``overrides`` replace top-level config keys
+    and are validated like a new run's settings (an invalid value is refused before anything
+    is stored; a stored value that is invalid can be replaced this way)."""
     info = store.info()
     pipeline = get(info.pipeline)
     stored = dict(info.config)
     stored_llm = stored.get("llm") if isinstance(stored.get("llm"), dict) else {}
     given = llm or LLMOptions()
+    backend = given.backend or stored_llm.get("backend") or info.backend
     effective_llm = LLMOptions(
-        backend=given.backend or stored_llm.get("backend") or info.backend,
+        backend=backend,
         model=given.model or stored_llm.get("model") or info.model,
         thinking=given.thinking or stored_llm.get("thinking") or "off",
-        endpoint=given.endpoint,
-        api_key=given.api_key,
+        endpoint=given.endpoint if backend == "endpoint" else None,
+        api_key=given.api_key if backend == "endpoint" else None,
     )
     base = {k: v for k, v in stored.items() if k not in ("pipeline_version", "llm")}
     current = pipeline.configure({**base, **(overrides or {})}, effective_llm)
@@ -171,11 +159,15 @@ def plan_resume(store: RunStore, *, overrides: Mapping[str, Any] | None = None,
 
 
 def resume(store: RunStore, *, overrides: Mapping[str, Any] | None = None, llm: LLMOptions | None = None,
-           force: bool = False) -> ResumePlan:
+           force: bool = False, events: EventSink | None = None) -> ResumePlan:
     """Continue the run from its last committed unit (refused on a changed config unless ``force``)."""
     plan = plan_resume(store, overrides=overrides, llm=llm)
     if plan.changes and not force:
         raise ConfigChangedError(plan.changes)
     with store.session("resume", config=plan.config if plan.changes else None):
-        plan.pipeline.run(store, plan.llm, plan.config)
+        _run(plan.pipeline, store, plan.config, plan.llm, events)
     return plan
+
+
+__all__ = ["BUILTIN", "ConfigChangedError", "LLMOptions", "NoRunnerError", "Pipeline", "ResumePlan", "Runner",
+           "get", "plan_resume", "register", "resume", "start"]

@@ -1,11 +1,23 @@
-"""How the CLI turns expected failures into one line."""
+"""How the CLI turns fabula's own failures into one line, and anything else into a bug report.
+
+Only fabula's error types (``agent.errors.FabulaError`` and its subclasses in every layer, the
+CLI's own :class:`CLIError`, the launcher's errors) become ``fabula: error: ...`` with exit 2
+(bad input) or 1 (the run failed). Any other exception is a bug in fabula: it is reported as
+``fabula: internal error: ...`` with the path of a log holding the traceback, never as a
+message that blames the user's input.
+"""
 
 from __future__ import annotations
 
-import json
+import sqlite3
+import time
+import traceback
+from pathlib import Path
+
+from agent.errors import FabulaError
 
 
-class CLIError(Exception):
+class CLIError(FabulaError):
     """A user-facing error with its exit code (2: bad input, 1: failure while working)."""
 
     def __init__(self, message: str, exit_code: int = 2) -> None:
@@ -13,16 +25,30 @@ class CLIError(Exception):
         self.exit_code = exit_code
 
 
-def describe(exc: Exception) -> str | None:
-    """One line for an exception we expect from the libraries; ``None`` for a real bug."""
-    from agent.llm.types import LLMError
+def describe(exc: BaseException) -> tuple[str, int] | None:
+    """``(one line, exit code)`` for one of fabula's own errors; ``None`` for a bug."""
     from serve.launcher import ServeError
     from serve.models import ModelUnavailableError
 
-    if isinstance(exc, LLMError | ServeError | ModelUnavailableError):
-        return str(exc).splitlines()[0] if isinstance(exc, LLMError) else str(exc)
-    if isinstance(exc, KeyError):
-        return str(exc.args[0]) if exc.args else "not found"
-    if isinstance(exc, ValueError | json.JSONDecodeError | OSError):
-        return str(exc)
+    if isinstance(exc, FabulaError):
+        lines = str(exc).strip().splitlines() or [type(exc).__name__]
+        return lines[0], exc.exit_code
+    if isinstance(exc, ServeError | ModelUnavailableError):
+        return str(exc), 1
+    if isinstance(exc, sqlite3.DatabaseError):
+        return f"the run database is damaged or unreadable: {exc}", 1
     return None
+
+
+def log_internal_error(exc: BaseException) -> Path | None:
+    """Write the traceback to ``$FABULA_HOME/logs/internal-<time>.log``; its path, or None if unwritable."""
+    from serve.models import fabula_home
+
+    try:
+        folder = fabula_home() / "logs"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"internal-{time.strftime('%Y%m%d-%H%M%S')}-{id(exc) % 10000:04d}.log"
+        path.write_text("".join(traceback.format_exception(exc)), encoding="utf-8")
+        return path
+    except OSError:
+        return None

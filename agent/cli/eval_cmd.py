@@ -80,10 +80,12 @@ def _runs(p: argparse.ArgumentParser) -> None:
 
 def _judge_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("judge")
-    g.add_argument("--judge-endpoint", metavar="URL", help="OpenAI-compatible server (default: the embedded model)")
+    g.add_argument("--judge-endpoint", metavar="URL", help="OpenAI-compatible server (env FABULA_JUDGE_ENDPOINT; "
+                   "default: the embedded model)")
     g.add_argument("--judge-model", action="append", metavar="NAME",
-                   help="judge model name (repeat for several judges: averaged where the protocol says so)")
-    g.add_argument("--judge-api-key", metavar="KEY")
+                   help="judge model name (env FABULA_JUDGE_MODEL; repeat for several judges: averaged where "
+                   "the protocol says so)")
+    g.add_argument("--judge-api-key", metavar="KEY", help="env FABULA_JUDGE_API_KEY")
     g.add_argument("--judge-temperature", type=float, default=0.1)
     g.add_argument("--judge-max-tokens", type=int, default=8192)
     g.add_argument("--judge-seed", type=int, default=0)
@@ -93,12 +95,14 @@ def open_judges(args: argparse.Namespace) -> list[Any]:
     """The judges named on the command line (one per --judge-model)."""
     from agent.eval.judge import Judge
     from agent.llm import open_llm
+    from agent.llm.options import resolve
 
     names = args.judge_model or [None]
     judges = []
     for name in names:
-        backend = "endpoint" if args.judge_endpoint else "embedded"
-        llm = open_llm(backend, model=name, endpoint=args.judge_endpoint, api_key=args.judge_api_key, thinking="off")
+        options = resolve(endpoint=args.judge_endpoint, model=name, api_key=args.judge_api_key, purpose="judge")
+        llm = open_llm(options.backend, model=options.model, endpoint=options.endpoint,  # type: ignore[arg-type]
+                       api_key=options.api_key, thinking="off")
         judges.append(Judge(llm, name or llm.model, temperature=args.judge_temperature,
                             max_tokens=args.judge_max_tokens, seed=args.judge_seed))
     return judges

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from typing import Any
 
 from agent.cli.errors import CLIError
+from agent.cli.progress import ProgressDisplay
 from agent.cli.rundir import open_run
+from agent.llm.options import resolve
+from agent.settings import parse_assignments
 
 
 def add_parser(sub) -> None:
@@ -29,25 +30,15 @@ def add_parser(sub) -> None:
     parser.set_defaults(handler=run)
 
 
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise CLIError(f"--set needs KEY=VALUE, got {item!r}")
-        try:
-            out[key.strip()] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key.strip()] = raw
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
     from agent import pipelines
 
-    overrides = parse_overrides(args.overrides)
+    overrides = parse_assignments(args.overrides)
+    # stored backend/model/thinking unless given; the transport (endpoint, key) from flags, then environment
+    given = resolve(backend=args.backend, endpoint=args.endpoint, model=args.model, api_key=args.api_key,
+                    thinking=args.thinking)
     llm = pipelines.LLMOptions(backend=args.backend, model=args.model, thinking=args.thinking,
-                               endpoint=args.endpoint, api_key=args.api_key)
+                               endpoint=given.endpoint, api_key=given.api_key)
     with open_run(args.run_dir, readonly=False) as store:
         info = store.info()
         if info.status == "completed":
@@ -55,7 +46,13 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if store.live_status() == "running":
             raise CLIError(f"{args.run_dir} is still running in another process", exit_code=1)
-        plan = pipelines.resume(store, overrides=overrides, llm=llm, force=args.force)
+        plan = pipelines.plan_resume(store, overrides=overrides, llm=llm)
+        if plan.changes and not args.force:
+            raise pipelines.ConfigChangedError(plan.changes)
+        print(f"fabula: resuming {args.run_dir} at {info.unit_kind} {info.last_unit + 1} with {plan.llm.describe()}",
+              file=sys.stderr)
+        plan = pipelines.resume(store, overrides=overrides, llm=llm, force=args.force,
+                                events=ProgressDisplay(unit_name=info.unit_kind))
         if plan.changes:
             print("resumed with a changed configuration: " + "; ".join(c.describe() for c in plan.changes),
                   file=sys.stderr)

@@ -10,8 +10,6 @@ world-state commit history (or exports the graph as JSON, DOT or SVG).
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import re
 import sys
 import time
@@ -19,8 +17,11 @@ from typing import Any
 
 from agent import pipelines
 from agent.cli.errors import CLIError
-from agent.cli.options import add_model_options
+from agent.cli.options import add_model_options, check_server, model_options
+from agent.cli.progress import ProgressDisplay
 from agent.cli.rundir import store_errors
+from agent.llm.options import LLMOptions
+from agent.settings import parse_assignments
 
 
 def add_parser(sub) -> None:
@@ -57,8 +58,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     length.add_argument("--words", type=int, metavar="N", help="target length in words (overrides the file)")
     parser.add_argument("--page-words", type=int, metavar="N", help="words per page (default 500)")
     parser.add_argument("--out", metavar="RUN_DIR", help="run directory (default: runs/<title>-<time>)")
-    parser.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
-                        help="any other setting, e.g. narrator_temperature=0.5 (see agent/magnet/settings.py)")
+    parser.add_argument("--set", "--setting", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                        help="any other setting, e.g. --set narrator_temperature=0.5 (see agent/magnet/settings.py; "
+                        "--setting is an alias)")
     add_model_options(parser)
 
 
@@ -77,29 +79,10 @@ def load_story(args: argparse.Namespace):
 
 
 def settings_config(args: argparse.Namespace, flags: dict[str, Any]) -> dict[str, Any]:
-    """The settings the user changed (the pipeline's defaults fill in the rest)."""
-    from agent.magnet.settings import MagnetSettings
-
-    types = {f.name: f.type for f in dataclasses.fields(MagnetSettings)}
-    out: dict[str, Any] = {}
-    for item in args.setting:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or key not in types:
-            raise CLIError(f"--setting {item!r}: unknown setting (known: {', '.join(sorted(types))})")
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise CLIError(f"--setting {key}: {raw!r} is not a number or true/false") from exc
-        expected = {"float": (int, float), "int": (int,), "bool": (bool,)}[str(types[key])]
-        if isinstance(value, bool) != (str(types[key]) == "bool") or not isinstance(value, expected):
-            raise CLIError(f"--setting {key}: expected {types[key]}, got {raw!r}")
-        out[key] = value
-    for key, value in flags.items():
-        if value is not None:
-            if isinstance(value, int) and not isinstance(value, bool) and value < (0 if key == "max_revisions" else 1):
-                raise CLIError(f"--{key.replace('_', '-')}: must be at least {0 if key == 'max_revisions' else 1}")
-            out[key] = value
+    """The settings the user changed (the pipeline's defaults fill in the rest); validated when
+    the run is configured, so a bad value is one line and nothing is created."""
+    out = parse_assignments(args.overrides)
+    out.update({key: value for key, value in flags.items() if value is not None})
     return out
 
 
@@ -111,14 +94,13 @@ def _run_dir(args: argparse.Namespace, title: str) -> str:
 
 
 def _start(args: argparse.Namespace, name: str, config: dict[str, Any]) -> int:
-    llm = pipelines.LLMOptions(backend=args.backend or ("endpoint" if args.endpoint else "embedded"),
-                               model=args.model, thinking=args.thinking, endpoint=args.endpoint,
-                               api_key=args.api_key)
+    pipelines.get(name).configure(config, LLMOptions())  # every setting checked before anything is created
+    llm = check_server(model_options(args))
     run_dir = _run_dir(args, config["story"]["title"])
-    print(f"writing {config['story']['title']!r} ({config['story']['target_words']} words) with {name} "
-          f"into {run_dir}", file=sys.stderr)
+    print(f"fabula: writing {config['story']['title']!r} ({config['story']['target_words']} words) with {name} "
+          f"into {run_dir} with {llm.describe()}", file=sys.stderr)
     with store_errors():
-        store = pipelines.start(run_dir, name, config, llm)
+        store = pipelines.start(run_dir, name, config, llm, events=ProgressDisplay(unit_name="step"))
     try:
         info = store.info()
         words = sum(p.words for p in store.paragraphs())

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import time
@@ -18,11 +17,14 @@ from typing import Any
 
 from agent import pipelines
 from agent.cli.errors import CLIError
-from agent.cli.options import add_model_options
-from agent.cli.resume_cmd import parse_overrides
+from agent.cli.options import add_model_options, check_server, model_options
+from agent.cli.progress import ProgressDisplay
 from agent.cli.rundir import store_errors
+from agent.llm.options import LLMOptions
+from agent.nst.config import MAX_WORDS, MIN_WORDS
+from agent.settings import parse_assignments
+from agent.store.snapshots import ChapterSnapshot, StoryTarget
 
-MIN_WORDS, MAX_WORDS = 500, 300_000
 HELP = {"nst": "NstAgent: chapters written with tools against a tracked narrative state",
         "rollsum": "baseline: chapters from the same outline with a rolling story-so-far summary",
         "direct": "baseline: the whole story in one call"}
@@ -95,93 +97,20 @@ def prompt_from_set(path: str, prompt_id: str) -> str:
 
 
 def build_config(args: argparse.Namespace, prompt: str, prompt_id: str | None) -> dict[str, Any]:
+    """The run's settings from the flags and ``--set``, validated (one line per bad value)."""
     if not MIN_WORDS <= args.words <= MAX_WORDS:
         raise CLIError(f"--words must be between {MIN_WORDS} and {MAX_WORDS}, got {args.words}")
     config: dict[str, Any] = {"prompt": prompt, "prompt_id": prompt_id, "words": args.words}
-    if args.temperature is not None:
-        if args.temperature < 0:
-            raise CLIError("--temperature must be >= 0")
-        config["temperature"] = args.temperature
-    if getattr(args, "no_state", False):
-        config["state"] = False
-    if getattr(args, "no_lookback", False):
-        config["lookback"] = False
-    if getattr(args, "max_turns", None) is not None:
-        if args.max_turns < 3:
-            raise CLIError("--max-turns must be at least 3 (write, update, finish)")
-        config["max_turns"] = args.max_turns
-    if getattr(args, "plan_cache", None):
-        config["plan_cache"] = str(Path(args.plan_cache).expanduser().resolve())
-    defaults = pipelines.get(args.writer).defaults
-    for key, value in parse_overrides(args.overrides).items():
-        if key not in defaults:
-            raise CLIError(f"unknown setting {key!r} for {args.writer}; known: {', '.join(sorted(defaults))}")
-        config[key] = value
+    flags = {"temperature": args.temperature, "max_turns": getattr(args, "max_turns", None),
+             "state": False if getattr(args, "no_state", False) else None,
+             "lookback": False if getattr(args, "no_lookback", False) else None,
+             "plan_cache": str(Path(args.plan_cache).expanduser().resolve()) if getattr(args, "plan_cache", None)
+             else None}
+    config.update({k: v for k, v in flags.items() if v is not None})
+    config.update(parse_assignments(args.overrides))
+    pipeline = pipelines.get(args.writer)
+    pipeline.configure(config, LLMOptions())  # validates every setting before anything is created
     return config
-
-
-def backend_of(args: argparse.Namespace) -> str:
-    """As ``open_llm`` decides it: --backend, else endpoint if one is given (flag or env)."""
-    return args.backend or ("endpoint" if args.endpoint or os.environ.get("FABULA_ENDPOINT") else "embedded")
-
-
-def check_server(args: argparse.Namespace) -> None:
-    """An unreachable server is a one-line error before any run is created."""
-    from agent.llm import EndpointUnavailableError, LLMError, open_llm
-
-    try:
-        llm = open_llm(args.backend, model=args.model, endpoint=args.endpoint, api_key=args.api_key,
-                       thinking=args.thinking) if backend_of(args) == "endpoint" else None
-    except EndpointUnavailableError as exc:
-        raise CLIError(f"cannot reach the server: {str(exc).splitlines()[0]}", exit_code=1) from exc
-    except (LLMError, ValueError) as exc:
-        raise CLIError(str(exc).splitlines()[0]) from exc
-    if llm is None:
-        return
-    try:
-        llm.served_models()  # type: ignore[attr-defined]
-    except LLMError as exc:
-        raise CLIError(f"cannot reach the server: {str(exc).splitlines()[0]}", exit_code=1) from exc
-    finally:
-        llm.close()
-
-
-class Display:
-    """One live progress line on stderr; a line per committed chapter when not a terminal."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet
-        self.tty = sys.stderr.isatty()
-        self.started = time.monotonic()
-
-    def __call__(self, event: dict[str, Any]) -> None:
-        if self.quiet:
-            return
-        kind = event.get("event")
-        if kind == "plan":
-            self._show(f"planning: {event['stage']}", final=not self.tty)
-            return
-        chapter = f"chapter {event.get('chapter')}/{event.get('chapters')}"
-        if kind == "committed":
-            flag = " DEGRADED" if event.get("degraded") else ""
-            self._show(f"{chapter} committed: {event.get('words')} words{flag}", final=True)
-            return
-        if not self.tty:
-            return
-        prompt, cached = event.get("prompt_tokens", 0), event.get("cached_prompt_tokens", 0)
-        share = f"{100 * cached / prompt:.0f}%" if prompt else "-"
-        words = f" last draft {event['words']} words" if "words" in event else ""
-        self._show(f"{chapter} turn {event.get('turn', 0)} gate attempts {event.get('attempts', 0)}{words} "
-                   f"prompt tokens {prompt} cached {share}")
-
-    def _show(self, text: str, final: bool = False) -> None:
-        elapsed = time.monotonic() - self.started
-        line = f"[{elapsed:6.0f}s] {text}"
-        if self.tty:
-            sys.stderr.write("\r\033[K" + line + ("\n" if final else ""))
-        else:
-            sys.stderr.write(line + "\n")
-        sys.stderr.flush()
 
 
 def summary_lines(store, writer: str) -> list[str]:
@@ -189,48 +118,40 @@ def summary_lines(store, writer: str) -> list[str]:
     chapters = store.chapters()
     words = sum(c.words for c in chapters)
     degraded = [c.index for c in chapters if c.degraded]
-    firsts = [(store.state(c.index) or {}).get("chapter", {}).get("first_attempt_pass") for c in chapters]
-    firsts = [f for f in firsts if f is not None]
+    snapshots = [ChapterSnapshot.read(store.state(c.index)) for c in chapters]
+    firsts = [s.first_attempt_pass for s in snapshots if s.first_attempt_pass is not None]
     calls = store.llm_calls()
     prompt = sum(c.prompt_tokens for c in calls)
     cached = sum(c.cached_prompt_tokens for c in calls)
     lines = [f"{writer}: {info.status}, {len(chapters)} of {info.target_units} chapter(s), {words} words "
-             f"(target {info.config.get('words')})",
+             f"(target {StoryTarget.of(info.config).words})",
              f"degraded chapters: {', '.join(map(str, degraded)) if degraded else 'none'}"]
     if firsts:
         lines.append(f"first-attempt gate pass: {sum(firsts)}/{len(firsts)} ({100 * sum(firsts) / len(firsts):.0f}%)")
     lines.append(f"LLM calls: {len(calls)}, prompt tokens {prompt} ({100 * cached / prompt if prompt else 0:.0f}% "
                  f"cached), completion tokens {sum(c.completion_tokens for c in calls)}")
-    state = store.state()
-    if isinstance(state, dict) and isinstance(state.get("narrative"), dict):
-        n = state["narrative"]
-        lines.append(f"state: {len(n['characters'])} characters, {len(n['past_events'])} past events, "
-                     f"{len(n['future_requirements'])} open requirements")
+    narrative = snapshots[-1].state() if snapshots else None
+    if narrative is not None:
+        lines.append(f"state: {len(narrative.characters)} characters, {len(narrative.past_events)} past events, "
+                     f"{len(narrative.future_requirements)} open requirements")
     return lines
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.nst import progress
-
     prompt, prompt_id = load_prompt(args)
     config = build_config(args, prompt, prompt_id)
-    check_server(args)
+    llm = check_server(model_options(args))
     out = Path(args.out or f"runs/{args.writer}-{time.strftime('%Y%m%d-%H%M%S')}")
     existed = out.exists()
-    llm = pipelines.LLMOptions(backend=backend_of(args),
-                               model=args.model, thinking=args.thinking, endpoint=args.endpoint,
-                               api_key=args.api_key)
-    display = Display(args.quiet)
-    progress.LISTENERS.append(display)
+    print(f"fabula: writing {args.writer} ({config['words']} words) into {out} with {llm.describe()}",
+          file=sys.stderr)
     store = None
     try:
         with store_errors():
-            store = pipelines.start(out, args.writer, config, llm)
+            store = pipelines.start(out, args.writer, config, llm, events=ProgressDisplay(quiet=args.quiet))
     except BaseException:
         _discard_if_empty(out, existed)
         raise
-    finally:
-        progress.LISTENERS.remove(display)
     try:
         for line in summary_lines(store, args.writer):
             print(line)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from agent.store import RunStore
 from agent.store import judgments as stored
 from agent.store.paths import write_atomic
 from grammars.judges import CriterionDesign, CriterionScore
+from serve.models import fabula_home
 
 KIND = "quality"
 CRITERIA_KIND = "quality_criteria"
@@ -35,8 +35,7 @@ CRITERIA_COUNT = 5
 
 
 def default_cache_dir() -> Path:
-    home = os.environ.get("FABULA_HOME") or Path.home() / ".cache" / "fabula"
-    return Path(home).expanduser() / "eval" / "criteria"
+    return fabula_home() / "eval" / "criteria"
 
 
 def criteria_key(judge_label: str, prompt: str) -> str:

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
 
 from agent.store import RunStore
 from agent.store.records import Paragraph
+from agent.store.snapshots import StoryTarget
 from agent.text import count_words
-
-MAGNET_PAGE_WORDS = 500
-"""Magnet's default words per page, used only when a story definition gives pages alone."""
 
 
 @dataclass(frozen=True)
@@ -58,36 +55,12 @@ class Story:
 
 def load_story(store: RunStore) -> Story:
     info = store.info()
-    config = info.config
     if info.unit_kind == "chapter":
         sections = [Section(c.index, c.title, c.text, c.words) for c in store.chapters()]
     else:
         sections = _magnet_sections(store)
-    prompt, target = _prompt_and_target(config)
-    return Story(str(store.run_dir), info.pipeline, sections, prompt, prompt_key(config, prompt), target)
-
-
-def prompt_key(config: dict[str, Any], prompt: str) -> str:
-    """What pairs two runs: the prompt-set id if any, else a hash of the prompt text."""
-    if config.get("prompt_id") is not None:
-        return f"id:{config['prompt_id']}"
-    return "sha256:" + hashlib.sha256(prompt.encode("utf-8")).hexdigest()[:16]
-
-
-def _prompt_and_target(config: dict[str, Any]) -> tuple[str, int | None]:
-    story = config.get("story")
-    if isinstance(story, dict):  # a Magnet story definition
-        parts = [story.get("title", ""), story.get("genre", ""), story.get("goal", ""), story.get("premise", "")]
-        prompt = "\n".join(str(p) for p in parts if p)
-        if story.get("words"):
-            target = int(story["words"])
-        elif story.get("pages"):
-            target = round(float(story["pages"]) * int(story.get("page_words", MAGNET_PAGE_WORDS)))
-        else:
-            target = None
-        return prompt, target
-    words = config.get("words")
-    return str(config.get("prompt", "")), int(words) if words else None
+    target = StoryTarget.of(info.config)
+    return Story(str(store.run_dir), info.pipeline, sections, target.prompt, target.key, target.words)
 
 
 def magnet_groups(store: RunStore) -> list[tuple[str | None, list[Paragraph]]]:

@@ -10,12 +10,13 @@ words with the cached share of prompt tokens.
 from __future__ import annotations
 
 import json
-import math
 import re
 from typing import Any
 
 from agent.eval.story import Story, load_story
+from agent.gate import DEFAULT_HIGH, DEFAULT_LOW, in_gate
 from agent.store import RunStore
+from agent.store.snapshots import ChapterSnapshot
 from agent.text import CJK_CLASS
 
 _TOKEN = re.compile(f"[{CJK_CLASS}]|[A-Za-z0-9][A-Za-z0-9'_-]*")
@@ -38,10 +39,6 @@ def repeated_ngram_rate(toks: list[str], n: int = 4) -> float | None:
     return 1 - len(set(grams)) / len(grams) if grams else None
 
 
-def in_gate(words: int, target: int, low: float, high: float) -> bool:
-    return math.ceil(low * target) <= words <= math.floor(high * target)
-
-
 def _outline_targets(plan: dict[str, Any]) -> list[int]:
     outline = plan.get("outline")
     if isinstance(outline, dict):
@@ -53,7 +50,7 @@ def _outline_targets(plan: dict[str, Any]) -> list[int]:
 
 def gate_compliance(store: RunStore, story: Story) -> dict[str, Any]:
     config = store.info().config
-    low, high = float(config.get("gate_low", 0.8)), float(config.get("gate_high", 1.2))
+    low, high = float(config.get("gate_low", DEFAULT_LOW)), float(config.get("gate_high", DEFAULT_HIGH))
     targets = _outline_targets(store.plan())
     if targets and len(story.sections) > 1:
         checked = [(s.words, t) for s, t in zip(story.sections, targets, strict=False)]
@@ -73,12 +70,11 @@ def requirement_history(states: list[tuple[int, Any]]) -> dict[str, Any]:
     previous: set[str] = set()
     found = False
     for _, state in states:
-        narrative = state.get("narrative") if isinstance(state, dict) and "narrative" in state else state
-        reqs = narrative.get("future_requirements") if isinstance(narrative, dict) else None
-        if not isinstance(reqs, dict):
+        narrative = ChapterSnapshot.read(state).state()
+        if narrative is None:
             continue
         found = True
-        keys = set(reqs)
+        keys = set(narrative.future_requirements)
         opened |= keys
         resolved |= previous - keys
         previous = keys
@@ -93,9 +89,9 @@ def state_sizes(store: RunStore) -> list[dict[str, Any]]:
     out = []
     for unit, text in store.query("SELECT unit, state FROM states WHERE unit >= 1 ORDER BY unit"):
         state = json.loads(text)
-        narrative = state.get("narrative") if isinstance(state, dict) and "narrative" in state else state
-        counts = {k: len(v) for k, v in narrative.items() if isinstance(v, list | dict)} \
-            if isinstance(narrative, dict) else {}
+        narrative = ChapterSnapshot.read(state).state()
+        counts = {k: len(v) for k, v in narrative.model_dump().items() if isinstance(v, list | dict)} \
+            if narrative is not None else {}
         out.append({"unit": unit, "bytes": len(text.encode("utf-8")), **counts})
     return out
 

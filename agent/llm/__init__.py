@@ -7,7 +7,6 @@ Heavy dependencies are imported only by the backend that needs them.
 
 from __future__ import annotations
 
-import os
 from typing import Literal
 
 from agent.llm.base import LLM, Recorder, Request
@@ -37,22 +36,22 @@ def open_llm(
     thinking: ThinkingMode = "auto",
 ) -> LLM:
     """Open a model. Unset arguments fall back to ``FABULA_ENDPOINT``, ``FABULA_MODEL``,
-    ``FABULA_API_KEY``; with no endpoint anywhere the embedded default is used."""
-    endpoint = endpoint or os.environ.get("FABULA_ENDPOINT")
-    model = model or os.environ.get("FABULA_MODEL")
-    api_key = api_key or os.environ.get("FABULA_API_KEY")
-    backend = backend or ("endpoint" if endpoint else "embedded")
-    if backend == "endpoint":
-        if not endpoint:
+    ``FABULA_API_KEY``; with no endpoint anywhere the embedded default is used
+    (:func:`agent.llm.options.resolve`, the one place that rule lives)."""
+    from agent.llm.options import resolve
+
+    options = resolve(backend=backend, endpoint=endpoint, model=model, api_key=api_key)
+    if options.backend == "endpoint":
+        if not options.endpoint:
             raise LLMError("the endpoint backend needs --endpoint URL (or FABULA_ENDPOINT)")
         from agent.llm.endpoint import EndpointLLM
 
-        return EndpointLLM(endpoint, model, api_key=api_key, thinking=thinking)
-    if backend == "embedded":
+        return EndpointLLM(options.endpoint, options.model, api_key=options.api_key, thinking=thinking)
+    if options.backend == "embedded":
         from agent.llm.embedded import EmbeddedLLM
 
-        return EmbeddedLLM(model, thinking=thinking)
-    raise LLMError(f"unknown backend {backend!r}; use embedded or endpoint")
+        return EmbeddedLLM(options.model, thinking=thinking)
+    raise LLMError(f"unknown backend {options.backend!r}; use embedded or endpoint")
 
 
 __all__ = [

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agent.errors import FabulaError
+
 Role = Literal["system", "user", "assistant"]
 Message = dict[str, str]
 """An OpenAI-style chat message: ``{"role": ..., "content": ...}``."""
@@ -19,7 +21,7 @@ it, ``on`` asks for it, ``auto`` leaves the template's default. Reasoning text i
 parsed as the answer in any mode."""
 
 
-class LLMError(RuntimeError):
+class LLMError(FabulaError, RuntimeError):
     """Any failure of a model call that a caller may want to report in one line."""
 
 

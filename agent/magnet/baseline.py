@@ -10,7 +10,6 @@ the same length rule: a closing cue for the last paragraph, a stop at the target
 from __future__ import annotations
 
 import time
-from functools import partial
 from typing import Any
 
 from agent import pipelines
@@ -18,37 +17,35 @@ from agent.llm import LLM
 from agent.magnet import ending, prompts
 from agent.magnet.definition import StoryDefinition
 from agent.magnet.roles import write_prose
-from agent.magnet.runner import TokenMeter, stderr_reporter
-from agent.magnet.settings import MagnetSettings
+from agent.magnet.settings import SingleConfig
+from agent.run_context import EventSink, RunContext
 from agent.store import RunStore
+from agent.store.snapshots import StepState
 from agent.text import count_words
 
 NAME = "single"
 
 
-def write_baseline(store: RunStore, llm: LLM, config: dict[str, Any], *, report=None) -> None:
-    story = StoryDefinition.from_dict(config["story"])
-    settings = MagnetSettings.from_config(config)
-    report = report or (lambda line: None)
-    if store.recorder not in llm.recorders:
-        llm.recorders.append(store.recorder)
-    meter = TokenMeter()
-    llm.recorders.append(meter)
-    try:
-        if store.get_plan("title") is None:
-            store.put_plan("title", story.title)
-        state = store.state() or {"words": 0, "narrations": 0, "narration_words": 0, "finished": False}
-        step = store.next_unit()
-        bound = ending.max_steps(story, settings)
-        while not state["finished"] and step <= bound:
-            started = time.perf_counter()
-            recent = [p.text for p in store.paragraphs()[-settings.history_window:]]
-            final = ending.is_final_paragraph(story, state)
-            cue = ending.cue(story, {**state, "ending": story.target_words - state["words"]
-                                     <= settings.ending_paragraphs * ending.paragraph_words(state)})
-            low, high = (ending.final_budget(story, settings, state) if final
-                         else (settings.paragraph_min_tokens, settings.paragraph_tokens))
-            text, trimmed = write_prose(llm, prompts.baseline(story, recent, state["words"], cue), settings,
+def write(ctx: RunContext[SingleConfig]) -> None:
+    store, config = ctx.store, ctx.config
+    story = StoryDefinition.from_dict(config.story)
+    settings = config.magnet_settings()
+    if store.get_plan("title") is None:
+        store.put_plan("title", story.title)
+    state = store.state() or {"words": 0, "narrations": 0, "narration_words": 0, "finished": False}
+    step = store.next_unit()
+    bound = ending.max_steps(story, settings)
+    ctx.set_progress(words=StepState.read(state).words, target_words=story.target_words)
+    while not state["finished"] and step <= bound:
+        started = time.perf_counter()
+        recent = [p.text for p in store.paragraphs()[-settings.history_window:]]
+        final = ending.is_final_paragraph(story, state)
+        cue = ending.cue(story, {**state, "ending": story.target_words - state["words"]
+                                 <= settings.ending_paragraphs * ending.paragraph_words(state)})
+        low, high = (ending.final_budget(story, settings, state) if final
+                     else (settings.paragraph_min_tokens, settings.paragraph_tokens))
+        with ctx.unit(step):
+            text, trimmed = write_prose(ctx.llm, prompts.baseline(story, recent, state["words"], cue), settings,
                                         temperature=settings.baseline_temperature, max_tokens=high,
                                         min_tokens=low, role="baseline")
             words = count_words(text)
@@ -58,19 +55,21 @@ def write_baseline(store: RunStore, llm: LLM, config: dict[str, Any], *, report=
             record = {"step": step, "final_paragraph": final, "paragraph_trimmed": trimmed,
                       "words_total": state["words"], "wall_s": round(time.perf_counter() - started, 3)}
             store.commit_step(step, [text], state=state, record=record)
-            report(f"step {step:>3}  {state['words']}/{story.target_words} words  tokens "
-                   f"{meter.prompt}+{meter.completion}  {record['wall_s']:.1f}s")
-            step += 1
-        if not state["finished"]:
-            store.put_plan("bound_hit", {"max_steps": bound, "words": state["words"]})
-        store.finish()
-        report(f"done: {state['words']} words in {step - 1} steps")
-    finally:
-        llm.recorders.remove(meter)
+        ctx.set_progress(words=state["words"])
+        ctx.emit("committed", f"step {step:>3}  {state['words']}/{story.target_words} words  tokens "
+                 f"{ctx.prompt_tokens}+{ctx.completion_tokens}  {record['wall_s']:.1f}s", words=words)
+        step += 1
+    if not state["finished"]:
+        store.put_plan("bound_hit", {"max_steps": bound, "words": state["words"]})
+    store.finish()
+    ctx.emit("note", f"done: {state['words']} words in {step - 1} steps")
 
 
-BASELINE_SETTINGS = ("baseline_temperature", "paragraph_tokens", "paragraph_min_tokens", "history_window",
-                     "ending_paragraphs", "max_steps_factor", "retries")
-PIPELINE = pipelines.register(pipelines.Pipeline(
-    NAME, "step", pipelines.writer_runner(partial(write_baseline, report=stderr_reporter)), version="1",
-    defaults={k: v for k, v in MagnetSettings().as_config().items() if k in BASELINE_SETTINGS}))
+def write_baseline(store: RunStore, llm: LLM, config: SingleConfig | dict[str, Any], *,
+                   events: EventSink | None = None) -> None:
+    """:func:`write` for a caller that holds an open model (tests, benchmarks)."""
+    with RunContext(store, SingleConfig.coerce(config), llm=llm, events=events) as ctx:
+        write(ctx)
+
+
+PIPELINE = pipelines.register(pipelines.Pipeline(NAME, "step", write, version="1", settings=SingleConfig))

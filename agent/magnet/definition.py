@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.errors import InputError
+
 DEFAULT_PAGE_WORDS = 500
 SCALARS = (str, int, float, bool)
 
@@ -19,7 +21,7 @@ CHARACTER_KEYS = {"name", "role", "description", "personality", "goals", "locati
                   "state"}
 
 
-class DefinitionError(ValueError):
+class DefinitionError(InputError, ValueError):
     """A story definition that cannot be used; the message is one line for the user."""
 
 

@@ -1,40 +1,46 @@
-"""Every knob of a Magnet run, with the paper's defaults; all of it is stored in the run.
+"""Every knob of a Magnet run, typed, with the paper's defaults; all of it is stored in the run.
 
 Temperatures are Appendix A.1's; the 15/40 thresholds and the revision maximum are
 Section 3's. What the paper leaves open (history window, token budgets, ending window)
-has a default chosen for small local models, and is recorded like the rest.
+has a default chosen for small local models, and is recorded like the rest. Ranges are
+checked once, when a run is configured: ``shift_every=0`` or ``history_window=0`` is refused
+with one line instead of dividing by zero or sending the whole story.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from pydantic import Field
 
-@dataclass(frozen=True)
-class MagnetSettings:
-    character_temperature: float = 0.2
-    critic_temperature: float = 0.1
-    narrator_temperature: float = 0.35
-    goal_temperature: float = 0.1
-    baseline_temperature: float = 0.35
-    max_revisions: int = 3
-    stall_steps: int = 15
-    shift_every: int = 40
-    history_window: int = 3
+from agent.settings import Settings
+
+TOKENS = 32768
+
+
+class MagnetSettings(Settings):
+    character_temperature: float = Field(0.2, ge=0.0, le=2.0)
+    critic_temperature: float = Field(0.1, ge=0.0, le=2.0)
+    narrator_temperature: float = Field(0.35, ge=0.0, le=2.0)
+    goal_temperature: float = Field(0.1, ge=0.0, le=2.0)
+    baseline_temperature: float = Field(0.35, ge=0.0, le=2.0)
+    max_revisions: int = Field(3, ge=0, le=20)
+    stall_steps: int = Field(15, ge=1, le=10_000)
+    shift_every: int = Field(40, ge=1, le=10_000)
+    history_window: int = Field(3, ge=1, le=50)
     """Recent story paragraphs every role sees."""
-    action_tokens: int = 160
-    critic_tokens: int = 400
-    selection_tokens: int = 80
-    paragraph_tokens: int = 320
-    paragraph_min_tokens: int = 60
-    goal_tokens: int = 120
-    transition_tokens: int = 220
-    ending_paragraphs: int = 4
+    action_tokens: int = Field(160, ge=16, le=TOKENS)
+    critic_tokens: int = Field(400, ge=16, le=TOKENS)
+    selection_tokens: int = Field(80, ge=8, le=TOKENS)
+    paragraph_tokens: int = Field(320, ge=16, le=TOKENS)
+    paragraph_min_tokens: int = Field(60, ge=1, le=TOKENS)
+    goal_tokens: int = Field(120, ge=16, le=TOKENS)
+    transition_tokens: int = Field(220, ge=16, le=TOKENS)
+    ending_paragraphs: int = Field(4, ge=1, le=100)
     """Steer to a concluding goal when this many paragraphs' worth of words remain."""
-    max_steps_factor: float = 3.0
+    max_steps_factor: float = Field(3.0, ge=1.0, le=20.0)
     """Hard bound on timesteps: factor x (target words / paragraph_min_tokens); hit is recorded."""
-    retries: int = 1
+    retries: int = Field(1, ge=0, le=10)
     """Re-asks of one failed model call (a truncated or invalid reply) before giving up on it."""
     critic: bool = True
     goal_shift: bool = True
@@ -42,12 +48,39 @@ class MagnetSettings:
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> MagnetSettings:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in config.items() if k in known})
+        """The settings part of a stored configuration (other keys, such as the story, ignored)."""
+        return cls.parse({k: v for k, v in config.items() if k in cls.model_fields})
 
     def as_config(self) -> dict[str, Any]:
-        return asdict(self)
+        return self.stored()
 
     def ablations(self) -> list[str]:
         return [name for name, on in (("no-critic", self.critic), ("no-goal-shift", self.goal_shift),
                                       ("no-structured-state", self.structured_state)) if not on]
+
+
+class MagnetConfig(MagnetSettings):
+    """A Magnet run's whole configuration: the settings and the story definition."""
+
+    story: dict[str, Any]
+
+
+BASELINE_SETTINGS = ("baseline_temperature", "paragraph_tokens", "paragraph_min_tokens", "history_window",
+                     "ending_paragraphs", "max_steps_factor", "retries")
+
+
+class SingleConfig(Settings):
+    """The single-model baseline: the story definition and the settings it shares with Magnet."""
+
+    story: dict[str, Any]
+    baseline_temperature: float = Field(0.35, ge=0.0, le=2.0)
+    paragraph_tokens: int = Field(320, ge=16, le=TOKENS)
+    paragraph_min_tokens: int = Field(60, ge=1, le=TOKENS)
+    history_window: int = Field(3, ge=1, le=50)
+    ending_paragraphs: int = Field(4, ge=1, le=100)
+    max_steps_factor: float = Field(3.0, ge=1.0, le=20.0)
+    retries: int = Field(1, ge=0, le=10)
+
+    def magnet_settings(self) -> MagnetSettings:
+        """The Magnet settings the shared helpers (ending, prose) read."""
+        return MagnetSettings.from_config(self.model_dump())

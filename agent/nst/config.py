@@ -1,59 +1,82 @@
-"""Every setting of the NstAgent pipeline and its baselines, with the paper's defaults.
+"""Every setting of the NstAgent pipeline and its baselines, typed, with the paper's defaults.
 
-The whole dictionary is stored (and fingerprinted) with the run, so a resume with different
+The whole configuration is stored (and fingerprinted) with the run, so a resume with different
 settings is refused unless forced, and every figure can be traced to the settings behind it.
+Ranges are checked once, when a run is configured (``agent.settings.Settings.parse``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
+
+from pydantic import Field, model_validator
+
+from agent.gate import DEFAULT_HIGH, DEFAULT_LOW
+from agent.settings import Settings
 
 PLANNER_VERSION = "1"
-
-NST_DEFAULTS: dict[str, Any] = {
-    "temperature": 0.7,
-    "state": True,  # --no-state: no state, no update tool, no state guidance
-    "lookback": True,  # --no-lookback: no read, search or correct
-    "max_turns": 50,
-    "read_budget": 3,
-    "search_budget": 5,
-    "search_hits": 8,
-    "correct_budget": 3,
-    "gate_low": 0.8,
-    "gate_high": 1.2,
-    "tokens_per_word": None,  # initial estimate; None: 1.4 (Latin) or 1.5 (CJK), then measured
-    "min_tokens": True,  # ask the backend for a floor on prose tokens sized from the gate
-    "tool_max_tokens": 512,
-    "update_max_tokens": 4096,
-    "outline_attempts": 3,
-    "plan_cache": None,  # folder; None: $FABULA_HOME/plans
-    "planner_max_tokens": 2048,
-    "prose_max_tokens_cap": 32768,
-}
-
-ROLLSUM_DEFAULTS: dict[str, Any] = {
-    "temperature": 0.7,
-    "gate_low": 0.8,
-    "gate_high": 1.2,
-    "chapter_attempts": 5,
-    "tokens_per_word": None,
-    "min_tokens": True,
-    "summary_max_tokens": 16384,
-    "outline_attempts": 3,
-    "plan_cache": None,
-    "planner_max_tokens": 2048,
-    "prose_max_tokens_cap": 32768,
-}
-
-DIRECT_DEFAULTS: dict[str, Any] = {
-    "temperature": 0.7,
-    "gate_low": 0.8,
-    "gate_high": 1.2,
-    "attempts": 3,
-    "tokens_per_word": None,
-    "min_tokens": True,
-    "prose_max_tokens_cap": 32768,
-}
-
 MIN_WORDS = 500
 MAX_WORDS = 300_000
+TOKEN_CAP = 262_144
+"""No model fabula serves has a longer context; a larger token setting is a typo."""
+
+
+class StoryTarget(Settings):
+    """What every chapter-based method is asked to write: the prompt and its length."""
+
+    prompt: str = Field(min_length=1, max_length=200_000)
+    prompt_id: str | None = None
+    words: int = Field(ge=MIN_WORDS, le=MAX_WORDS)
+    temperature: float = Field(0.7, ge=0.0, le=2.0)
+    gate_low: float = Field(DEFAULT_LOW, gt=0.0, le=1.0)
+    gate_high: float = Field(DEFAULT_HIGH, ge=1.0, le=3.0)
+    tokens_per_word: float | None = Field(None, gt=0.1, le=10.0)
+    """Initial tokens-per-word estimate; None: 1.4 (Latin) or 1.5 (CJK), then measured."""
+    min_tokens: bool = True
+    """Ask the backend for a floor on prose tokens sized from the gate."""
+    prose_max_tokens_cap: int = Field(32768, ge=64, le=TOKEN_CAP)
+
+    @model_validator(mode="after")
+    def _prompt_not_blank(self) -> Self:
+        if not self.prompt.strip():
+            raise ValueError("the story prompt is empty")
+        return self
+
+
+class Planned(StoryTarget):
+    """Methods that write from the frozen outline (NstAgent, RollSum)."""
+
+    outline_attempts: int = Field(3, ge=1, le=20)
+    plan_cache: str | None = None
+    """Folder; None: $FABULA_HOME/plans."""
+    planner_max_tokens: int = Field(2048, ge=64, le=TOKEN_CAP)
+
+
+class NstConfig(Planned):
+    state: bool = True
+    """--no-state: no state, no update tool, no state guidance."""
+    lookback: bool = True
+    """--no-lookback: no read, search or correct."""
+    max_turns: int = Field(50, ge=3, le=500)
+    read_budget: int = Field(3, ge=0, le=100)
+    search_budget: int = Field(5, ge=0, le=100)
+    search_hits: int = Field(8, ge=1, le=100)
+    correct_budget: int = Field(3, ge=0, le=100)
+    failed_call_budget: int = Field(5, ge=0, le=100)
+    """Failed tool calls per chapter before only the required steps are offered."""
+    tool_max_tokens: int = Field(512, ge=16, le=TOKEN_CAP)
+    update_max_tokens: int = Field(4096, ge=64, le=TOKEN_CAP)
+
+
+class RollSumConfig(Planned):
+    chapter_attempts: int = Field(5, ge=1, le=100)
+    summary_max_tokens: int = Field(16384, ge=64, le=TOKEN_CAP)
+
+
+class DirectConfig(StoryTarget):
+    attempts: int = Field(3, ge=1, le=100)
+
+
+NST_DEFAULTS: dict[str, Any] = NstConfig.defaults()
+ROLLSUM_DEFAULTS: dict[str, Any] = RollSumConfig.defaults()
+DIRECT_DEFAULTS: dict[str, Any] = DirectConfig.defaults()

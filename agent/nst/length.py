@@ -1,16 +1,14 @@
-"""The length gate every method shares, and sizing of prose generations from it.
+"""Sizing prose generations from the length gate (``agent.gate``) and a measured ratio.
 
-A chapter (or a Direct story) is accepted only within ``[ceil(low*w), floor(high*w)]`` words
-under ``agent.text.count_words``, and never when the reply stopped at ``max_tokens``. To land
-in the gate at the first attempt, ``max_tokens`` and ``min_tokens`` are sized from the range
-and a tokens-per-word ratio measured on the model's own drafts.
+To land in the gate at the first attempt, ``max_tokens`` and ``min_tokens`` are sized from the
+range and a tokens-per-word ratio measured on the model's own drafts.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from agent.gate import Gate
 from agent.llm.types import Completion
 from agent.text import CJK_CHAR, count_words
 
@@ -19,40 +17,7 @@ CJK_TOKENS_PER_WORD = 1.5
 RATIO_BOUNDS = (0.5, 4.0)
 """A measured ratio outside this is a broken reply, not a property of the model."""
 
-
-@dataclass(frozen=True)
-class Gate:
-    target: int
-    low: int
-    high: int
-
-    @classmethod
-    def for_target(cls, target: int, low: float = 0.8, high: float = 1.2) -> Gate:
-        return cls(target, math.ceil(low * target), math.floor(high * target))
-
-    def distance(self, words: int) -> int:
-        """Words outside the range (0 inside it)."""
-        return self.low - words if words < self.low else max(0, words - self.high)
-
-    def accepts(self, words: int, truncated: bool = False) -> bool:
-        return not truncated and self.low <= words <= self.high
-
-    def describe(self) -> str:
-        return f"target {self.target} words, accepted range {self.low}-{self.high}"
-
-    def feedback(self, words: int, truncated: bool = False) -> str:
-        """What a rejected draft is told: count, target, range and deviation."""
-        deviation = words - self.target
-        pct = 100.0 * deviation / self.target if self.target else 0.0
-        head = (f"REJECTED: the reply stopped at the output-token limit (cut off) after {words} words. "
-                if truncated else f"REJECTED: {words} words. ")
-        if truncated:
-            advice = "Write a complete chapter that ends properly and stays inside the range."
-        elif words < self.low:
-            advice = f"Too short by {self.low - words} words: write a longer, complete version."
-        else:
-            advice = f"Too long by {words - self.high} words: write a shorter, complete version."
-        return (f"{head}{self.describe()}; deviation {deviation:+d} words ({pct:+.0f}%). {advice}")
+__all__ = ["Gate", "initial_ratio", "size_tokens", "update_ratio"]
 
 
 def initial_ratio(sample: str, configured: float | None) -> float:

@@ -1,42 +1,35 @@
 """The chapter loop: one chapter's tool conversation, from the prompt to ``finish``.
 
-Each turn the model emits one tool call under the turn's grammar; the conversation only
-grows by appending (except for the draft-retention rule), so every turn reuses the previous
-turn's prefix in the server's cache. The loop is bounded by ``max_turns``: if no draft passed
-the gate by then, the closest rejected draft is kept and the chapter is marked degraded.
+Each turn the model emits one tool call under the turn's grammar (``agent.nst.tools``: the
+legal tools, their arguments narrowed); the conversation only grows by appending (except for
+the draft-retention rule), so every turn reuses the previous turn's prefix in the server's
+cache. The loop is bounded by ``max_turns``: if no draft passed the gate by then, the closest
+rejected draft is kept and the chapter is marked degraded.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.gate import Gate
 from agent.llm import LLM, OutputValidationError, TruncatedOutputError
 from agent.llm.types import Completion, Message
+from agent.nst.config import NstConfig
+from agent.nst.drafting import Drafter, clean_prose
 from agent.nst.drafts import Draft, DraftKeeper
-from agent.nst.length import Gate, size_tokens, update_ratio
 from agent.nst.prompts import chapter_prompt, prose_request, system_prompt
 from agent.nst.state import NarrativeState, UpdateError, describe_update
-from agent.nst.tools import (
-    ChapterSession,
-    ToolError,
-    check_allowed,
-    do_correct,
-    do_read,
-    do_search,
-    legal_tools,
-    turn_grammar,
-    unwrap,
-)
+from agent.nst.tools import TOOLS, ChapterSession, ToolError, check_allowed, legal_tools, turn_grammar, unwrap
 from agent.store import RunStore
 from agent.text import count_words
 from grammars.nst import EventUpdate, UpdateCall
 
-Progress = Callable[[dict[str, Any]], None]
+Emit = Callable[..., None]
 LEDGER_RESULT_CHARS = 4000
-_HEADING = re.compile(r"^\s*(#+\s.*|\**\s*chapter\s+\d+\b.*)$", re.IGNORECASE)
+
+__all__ = ["ChapterError", "ChapterLoop", "ChapterResult", "clean_prose"]
 
 
 class ChapterError(RuntimeError):
@@ -54,42 +47,42 @@ class ChapterResult:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
-def clean_prose(text: str) -> str:
-    """The prose of a reply: a leading heading line ("Chapter 3: ...", "# ...") removed."""
-    lines = text.strip().splitlines()
-    if lines and _HEADING.match(lines[0]) and count_words(lines[0]) <= 15:
-        lines = lines[1:]
-    return "\n".join(lines).strip()
-
-
 class ChapterLoop:
     """Runs one chapter. Construct, then :meth:`run`."""
 
     def __init__(self, llm: LLM, store: RunStore, *, plan: dict[str, Any], story_prompt: str,
-                 state: NarrativeState, index: int, config: dict[str, Any], ratio: float,
-                 progress: Progress | None = None) -> None:
-        self.llm, self.store, self.config, self.ratio = llm, store, config, ratio
+                 state: NarrativeState, index: int, config: NstConfig | Mapping[str, Any], ratio: float,
+                 emit: Emit | None = None) -> None:
+        cfg = NstConfig.coerce(config) if not isinstance(config, NstConfig) else config
+        self.llm, self.store, self.config = llm, store, cfg
         self.outline = plan["outline"]
         self.item = self.outline[index - 1]
-        self.gate = Gate.for_target(int(self.item["target_words"]), config["gate_low"], config["gate_high"])
+        self.gate = Gate.for_target(int(self.item["target_words"]), cfg.gate_low, cfg.gate_high)
+        self.drafter = Drafter(llm, self.gate, ratio, temperature=cfg.temperature, cap=cfg.prose_max_tokens_cap,
+                               use_min=cfg.min_tokens, role="nst_prose")
         self.state = state
         self.new_state: NarrativeState | None = None
-        self.progress = progress
-        with_state = bool(config["state"])
-        self.s = ChapterSession(index=index, gate=self.gate, with_state=with_state, lookback=bool(config["lookback"]),
-                                max_turns=int(config["max_turns"]), read_budget=int(config["read_budget"]),
-                                search_budget=int(config["search_budget"]),
-                                correct_budget=int(config["correct_budget"]))
+        self.emit = emit
+        self.s = ChapterSession(index=index, gate=self.gate, with_state=cfg.state, lookback=cfg.lookback,
+                                max_turns=cfg.max_turns, read_budget=cfg.read_budget,
+                                search_budget=cfg.search_budget, correct_budget=cfg.correct_budget,
+                                failed_budget=cfg.failed_call_budget)
         self.messages: list[Message] = [
-            {"role": "system", "content": system_prompt(with_state=with_state)},
+            {"role": "system", "content": system_prompt(with_state=cfg.state)},
             {"role": "user", "content": chapter_prompt(
-                story_prompt=story_prompt, outline=self.outline, state=state if with_state else None,
+                story_prompt=story_prompt, outline=self.outline, state=state if cfg.state else None,
                 completed=index - 1, chapter=self.item, gate=self.gate, lookback=self.s.lookback)},
         ]
         self.drafts = DraftKeeper()
+        self._arguments: dict[str, Any] = {}
+        """The ledger arguments of the call in flight (the write tool adds its draft's facts)."""
         self.stats: dict[str, Any] = {"turns": 0, "attempts": 0, "first_attempt_pass": None, "invalid_turns": 0,
-                                      "tools": {}, "prompt_tokens": 0, "cached_prompt_tokens": 0,
+                                      "failed_calls": 0, "tools": {}, "prompt_tokens": 0, "cached_prompt_tokens": 0,
                                       "completion_tokens": 0, "calls": 0}
+
+    @property
+    def ratio(self) -> float:
+        return self.drafter.ratio
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> ChapterResult:
@@ -123,79 +116,60 @@ class ChapterLoop:
 
     def _result(self, title: str, text: str, degraded: bool, reason: str | None) -> ChapterResult:
         self.stats.update(attempts=self.s.attempts, reads=self.s.reads, searches=self.s.searches,
-                          corrects=self.s.corrects, words=count_words(text), target=self.gate.target,
-                          degraded=degraded)
+                          corrects=self.s.corrects, failed_calls=self.s.failed, words=count_words(text),
+                          target=self.gate.target, degraded=degraded)
         state = self.new_state if self.new_state is not None else (self.state if self.s.with_state else None)
         return ChapterResult(title.strip(), text, state, degraded, reason, self.ratio, self.stats)
 
     def _turn(self, tools: list[str]) -> None:
-        s = self.s
-        max_tokens = int(self.config["update_max_tokens" if "update" in tools else "tool_max_tokens"])
+        s, cfg = self.s, self.config
+        max_tokens = cfg.update_max_tokens if "update" in tools else cfg.tool_max_tokens
         try:
-            reply = self._generate(self.messages, turn_grammar(tuple(tools)), max_tokens, "nst_turn")
+            reply = self._generate(self.messages, turn_grammar(s, tools), max_tokens, "nst_turn")
         except (TruncatedOutputError, OutputValidationError) as exc:
             self.stats["invalid_turns"] += 1
+            s.failed += 1
             self._record("invalid", {"offered": tools}, None, False, str(exc))
             return
         call = unwrap(reply.parsed)
         self.messages.append({"role": "assistant", "content": reply.text.strip()})
         self.stats["tools"][call.tool] = self.stats["tools"].get(call.tool, 0) + 1
-        arguments = call.model_dump()
+        self._arguments = arguments = call.model_dump()
         try:
             if call.tool not in tools:  # offered this turn = allowed (s.turn already counts this turn)
                 check_allowed(s, call.tool)
-            result = self._dispatch(call, arguments)
+            result = TOOLS[call.tool].run(self, call)
             ok, error = True, None
         except ToolError as exc:
+            s.failed += 1
             result, ok, error = f"ERROR: {exc}", False, str(exc)
         self._record(call.tool, arguments, result, ok, error)
         if not s.finished:
             self.messages.append({"role": "user", "content": f"{result}\n\n{self._next_hint()}"})
 
-    def _dispatch(self, call: Any, arguments: dict[str, Any]) -> str:
-        s, cfg = self.s, self.config
-        if call.tool == "read":
-            return do_read(s, self.store, call.chapter)
-        if call.tool == "search":
-            return do_search(s, self.store, call.query, int(cfg["search_hits"]))
-        if call.tool == "correct":
-            return do_correct(s, self.store, call)
-        if call.tool == "write":
-            return self._write(call.title, arguments)
-        if call.tool == "update":
-            return self._update(call)
-        s.finished = True
-        return "chapter finished"
-
-    # -- write and the gate ----------------------------------------------------------------
-    def _write(self, title: str, arguments: dict[str, Any]) -> str:
-        s, cfg = self.s, self.config
+    # -- what the write and update tools do -------------------------------------------------
+    def write_draft(self, title: str) -> str:
+        """One draft of the chapter under the gate (the ``write`` tool)."""
+        s = self.s
         self.messages.append({"role": "user", "content": prose_request(s.index, title, self.gate)})
-        max_tokens, min_tokens = size_tokens(self.gate, self.ratio, cap=int(cfg["prose_max_tokens_cap"]),
-                                             use_min=bool(cfg["min_tokens"]))
-        reply = self._generate(self.messages, None, max_tokens, "nst_prose", min_tokens=min_tokens)
-        text = clean_prose(reply.text)
-        words = count_words(text)
-        truncated = reply.finish_reason == "length"
-        self.ratio = update_ratio(self.ratio, reply)
-        self.messages.append({"role": "assistant", "content": text})
+        attempt = self.drafter.attempt(self.messages)
+        self._count(attempt.reply)
+        self.messages.append({"role": "assistant", "content": attempt.text})
         s.attempts += 1
-        accepted = self.gate.accepts(words, truncated)
         if self.stats["first_attempt_pass"] is None:
-            self.stats["first_attempt_pass"] = accepted
-        arguments.update(words=words, truncated=truncated, accepted=accepted, max_tokens=max_tokens,
-                         min_tokens=min_tokens)
-        self._emit(event="draft", words=words, accepted=accepted)
-        if accepted:
-            s.accepted_title, s.accepted_text = title, text
-            return f"ACCEPTED: {words} words ({self.gate.describe()})."
-        draft = Draft(title, text, words, truncated, self.gate.distance(words), len(self.messages) - 1)
-        kept = self.drafts.reject(draft, self.messages)
-        arguments["kept_in_context"] = kept
-        return self.gate.feedback(words, truncated)
+            self.stats["first_attempt_pass"] = attempt.accepted
+        self._arguments.update(attempt.facts())
+        self._emit("draft", words=attempt.words, accepted=attempt.accepted)
+        if attempt.accepted:
+            s.accepted_title, s.accepted_text = title, attempt.text
+            return f"ACCEPTED: {attempt.words} words ({self.gate.describe()})."
+        draft = Draft(title, attempt.text, attempt.words, attempt.truncated, self.gate.distance(attempt.words),
+                      len(self.messages) - 1)
+        self._arguments["kept_in_context"] = self.drafts.reject(draft, self.messages)
+        return self.gate.feedback(attempt.words, attempt.truncated)
 
-    # -- update --------------------------------------------------------------------------
-    def _update(self, call: UpdateCall) -> str:
+    def apply_update(self, call: UpdateCall) -> str:
+        """Apply the chapter's state transition atomically (the ``update`` tool)."""
         try:
             self.new_state = self.state.apply(call)
         except UpdateError as exc:
@@ -211,11 +185,11 @@ class ChapterLoop:
         first; if that is cut off or invalid, the one most important event alone (a bounded reply)."""
         self.messages.append({"role": "user", "content": "The turn limit is reached. The chapter above is kept. "
                               "Call update now with what it changed."})
-        if self._fallback_call(UpdateCall, int(self.config["update_max_tokens"])):
+        if self._fallback_call(UpdateCall, self.config.update_max_tokens):
             return
         self.messages.append({"role": "user", "content": "That update could not be applied. Record only the one "
                               "most important event of this chapter, as a single past event."})
-        self._fallback_call(EventUpdate, int(self.config["update_max_tokens"]))
+        self._fallback_call(EventUpdate, self.config.update_max_tokens)
 
     def _fallback_call(self, grammar: type[UpdateCall] | type[EventUpdate], max_tokens: int) -> bool:
         """One fallback update; True when it was applied."""
@@ -227,7 +201,7 @@ class ChapterLoop:
         self.messages.append({"role": "assistant", "content": reply.text})
         call = reply.parsed if isinstance(reply.parsed, UpdateCall) else reply.parsed.as_update()
         try:
-            result, ok, error = self._update(call), True, None
+            result, ok, error = self.apply_update(call), True, None
         except ToolError as exc:
             result, ok, error = f"ERROR: {exc}", False, str(exc)
         self._record("update", {**call.model_dump(), "fallback": True}, result, ok, error)
@@ -241,16 +215,18 @@ class ChapterLoop:
         left = self.s.turns_left()
         return f"Available now: {', '.join(tools)}. Turns left in this chapter: {left}."
 
-    def _generate(self, messages: list[Message], output_type: Any, max_tokens: int, role: str, *,
-                  min_tokens: int | None = None) -> Completion:
-        reply = self.llm.generate(list(messages), output_type, temperature=float(self.config["temperature"]),
-                                  max_tokens=max_tokens, min_tokens=min_tokens, role=role)
+    def _generate(self, messages: list[Message], output_type: Any, max_tokens: int, role: str) -> Completion:
+        reply = self.llm.generate(list(messages), output_type, temperature=self.config.temperature,
+                                  max_tokens=max_tokens, role=role)
+        self._count(reply)
+        return reply
+
+    def _count(self, reply: Completion) -> None:
         usage = reply.usage
         self.stats["calls"] += 1
         self.stats["prompt_tokens"] += usage.prompt_tokens
         self.stats["cached_prompt_tokens"] += usage.cached_prompt_tokens
         self.stats["completion_tokens"] += usage.completion_tokens
-        return reply
 
     def _record(self, tool: str, arguments: dict[str, Any], result: str | None, ok: bool,
                 error: str | None = None) -> None:
@@ -258,11 +234,8 @@ class ChapterLoop:
             result = result[:LEDGER_RESULT_CHARS] + f"... [{len(result)} characters]"
         self.store.record_tool_call(turn=self.s.turn, tool=tool, arguments=arguments, result=result, ok=ok,
                                     error=error)
-        self._emit(event="tool", tool=tool, ok=ok)
+        self._emit("tool", tool=tool, ok=ok)
 
-    def _emit(self, **event: Any) -> None:
-        if self.progress is None:
-            return
-        self.progress({"chapter": self.s.index, "chapters": len(self.outline), "turn": self.s.turn,
-                       "attempts": self.s.attempts, "prompt_tokens": self.stats["prompt_tokens"],
-                       "cached_prompt_tokens": self.stats["cached_prompt_tokens"], **event})
+    def _emit(self, kind: str, **data: Any) -> None:
+        if self.emit is not None:
+            self.emit(kind, data.get("tool"), turn=self.s.turn, attempts=self.s.attempts, **data)

@@ -16,11 +16,11 @@ from typing import Any
 
 from agent.nst.config import PLANNER_VERSION
 from agent.store.config import canonical_json, fingerprint
+from serve.models import fabula_home
 
 
 def default_dir() -> Path:
-    home = os.environ.get("FABULA_HOME") or Path.home() / ".cache" / "fabula"
-    return Path(home).expanduser() / "plans"
+    return fabula_home() / "plans"
 
 
 def prompt_key(prompt: str, prompt_id: str | None) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
 
+from agent.gate import DEFAULT_HIGH, DEFAULT_LOW, Gate, bounds
 from agent.llm import LLM, JsonSchema, OutputValidationError, TruncatedOutputError
 from agent.llm.types import Message
 from grammars.nst import Outline
@@ -53,7 +54,8 @@ def stages_for(words: int) -> list[str]:
     return [*stages, "outline"]
 
 
-def validate_outline(outline: Outline, words: int, chapters: int) -> list[dict[str, Any]]:
+def validate_outline(outline: Outline, words: int, chapters: int, low: float = DEFAULT_LOW,
+                     high: float = DEFAULT_HIGH) -> list[dict[str, Any]]:
     """The outline as plain dicts, or ``ValueError`` naming the first broken rule."""
     items = outline.chapters
     if not items:
@@ -70,10 +72,10 @@ def validate_outline(outline: Outline, words: int, chapters: int) -> list[dict[s
         if c.target_words <= 0:
             raise ValueError(f"chapter {c.id} has a non-positive target ({c.target_words})")
     total = sum(c.target_words for c in items)
-    low, high = math.ceil(0.8 * words), math.floor(1.2 * words)
-    if not low <= total <= high:
-        raise ValueError(f"the chapter targets sum to {total} words; they must sum to between {low} and {high} "
-                         f"(the story is {words} words)")
+    gate = Gate.for_target(words, low, high)
+    if not gate.accepts(total):
+        raise ValueError(f"the chapter targets sum to {total} words; they must sum to between {gate.low} and "
+                         f"{gate.high} (the story is {words} words)")
     return [c.model_dump() for c in items]
 
 
@@ -99,7 +101,8 @@ def _stage_prompt(stage: str, prompt: str, previous: str | None, words: int, cha
 
 
 def make_plan(llm: LLM, prompt: str, words: int, *, temperature: float, max_tokens: int, attempts: int,
-              on_stage: Callable[[str], None] | None = None) -> dict[str, Any]:
+              on_stage: Callable[[str], None] | None = None, gate_low: float = DEFAULT_LOW,
+              gate_high: float = DEFAULT_HIGH) -> dict[str, Any]:
     """Run every stage for ``words`` and return the plan (premise..outline)."""
     chapters = chapter_count(words)
     plan: dict[str, Any] = {"words": words, "chapters": chapters, "notes": []}
@@ -117,25 +120,25 @@ def make_plan(llm: LLM, prompt: str, words: int, *, temperature: float, max_toke
             plan[stage] = text
             previous = f"{previous}\n\n{text}" if previous and stage == "acts" else text
             continue
-        plan["outline"] = _outline(llm, messages, words, chapters, temperature, attempts)
+        plan["outline"] = _outline(llm, messages, words, chapters, temperature, attempts, gate_low, gate_high)
     return plan
 
 
-def target_choices(words: int, chapters: int) -> list[int]:
-    """The chapter targets the outline grammar allows: round numbers within ±20% of an even share.
+def target_choices(words: int, chapters: int, low: float = DEFAULT_LOW, high: float = DEFAULT_HIGH) -> list[int]:
+    """The chapter targets the outline grammar allows: round numbers inside the gate around an even share.
 
-    Any n of them sum to within ±20% of ``words``, so the length rule holds by construction
+    Any n of them sum to inside the gate around ``words``, so the length rule holds by construction
     (a small model cannot add up); the validator still checks it. JSON Schema's integer
     bounds are not enforced by every decoder, a closed enum is.
     """
     per = words / chapters
-    low, high = math.ceil(0.8 * per), math.floor(1.2 * per)
-    step = next(s for s in (500, 250, 100, 50, 25, 10, 5, 1) if high - low >= 4 * s)
-    values = list(range(math.ceil(low / step) * step, high + 1, step))
+    lo, hi = bounds(per, low, high)
+    step = next((s for s in (500, 250, 100, 50, 25, 10, 5, 1) if hi - lo >= 4 * s), 1)
+    values = list(range(math.ceil(lo / step) * step, hi + 1, step))
     return values or [round(per)]
 
 
-def outline_schema(words: int, chapters: int) -> JsonSchema:
+def outline_schema(words: int, chapters: int, low: float = DEFAULT_LOW, high: float = DEFAULT_HIGH) -> JsonSchema:
     """The ``nst_outline`` grammar narrowed for this story: exactly ``chapters`` chapters,
     ids 1..n and targets from :func:`target_choices`."""
     schema = Outline.model_json_schema()
@@ -144,16 +147,16 @@ def outline_schema(words: int, chapters: int) -> JsonSchema:
     chapter = schema["$defs"]["OutlineChapter"]["properties"]
     chapter["id"] = {"type": "integer", "enum": list(range(1, chapters + 1)),
                      "description": chapter["id"]["description"]}
-    chapter["target_words"] = {"type": "integer", "enum": target_choices(words, chapters),
+    chapter["target_words"] = {"type": "integer", "enum": target_choices(words, chapters, low, high),
                                "description": chapter["target_words"]["description"]}
     return JsonSchema(schema, "nst_outline")
 
 
 def _outline(llm: LLM, messages: list[Message], words: int, chapters: int, temperature: float,
-             attempts: int) -> list[dict[str, Any]]:
+             attempts: int, low: float, high: float) -> list[dict[str, Any]]:
     budget = 160 * chapters + 256
     errors: list[str] = []
-    grammar = outline_schema(words, chapters)
+    grammar = outline_schema(words, chapters, low, high)
     for _ in range(max(1, attempts)):
         try:
             reply = llm.generate(messages, grammar, temperature=temperature, max_tokens=budget, role="plan_outline")
@@ -167,7 +170,7 @@ def _outline(llm: LLM, messages: list[Message], words: int, chapters: int, tempe
             errors.append(str(exc))
             continue
         try:
-            return validate_outline(Outline.model_validate(reply.parsed), words, chapters)
+            return validate_outline(Outline.model_validate(reply.parsed), words, chapters, low, high)
         except ValueError as exc:
             errors.append(str(exc))
             messages = [*messages, {"role": "assistant", "content": reply.text},

@@ -2,41 +2,39 @@
 
 The store keeps the plan the run was written from, so a resume never replans even if the
 cache was cleared or changed; the cache shares one plan between NstAgent, its ablations and
-RollSum for the same model, prompt and length.
+RollSum for the same model, prompt and length. Planner calls are recorded against unit 0.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from agent.llm import LLM
-from agent.nst import progress
+from agent.nst.config import Planned
 from agent.nst.plan_cache import PlanCache, cache_key, plan_digest
 from agent.nst.planner import make_plan
-from agent.store import RunStore
+from agent.run_context import RunContext
 
 PLAN_KEYS = ("premise", "synopsis", "acts", "outline", "words", "chapters", "notes")
 
 
-def frozen_plan(store: RunStore, llm: LLM, config: dict[str, Any]) -> dict[str, Any]:
+def frozen_plan(ctx: RunContext[Any]) -> dict[str, Any]:
+    store, config = ctx.store, ctx.config
+    assert isinstance(config, Planned)
     stored = store.plan()
     if "outline" in stored:
         return stored
-    model = (config.get("llm") or {}).get("model") or llm.model
-    key = cache_key(model, config["prompt"], config.get("prompt_id"), int(config["words"]))
-    cache = PlanCache(config.get("plan_cache"))
+    model = (store.info().config.get("llm") or {}).get("model") or ctx.llm.model
+    key = cache_key(model, config.prompt, config.prompt_id, config.words)
+    cache = PlanCache(config.plan_cache)
     plan = cache.get(key)
     source = "cache"
     if plan is None:
         source = "planner"
-        previous = store.unit_in_flight
-        store.unit_in_flight = 0
-        try:
-            plan = make_plan(llm, config["prompt"], int(config["words"]), temperature=float(config["temperature"]),
-                             max_tokens=int(config["planner_max_tokens"]), attempts=int(config["outline_attempts"]),
-                             on_stage=lambda stage: progress.emit({"event": "plan", "stage": stage}))
-        finally:
-            store.unit_in_flight = previous
+        with ctx.unit(0):
+            plan = make_plan(ctx.llm, config.prompt, config.words, temperature=config.temperature,
+                             max_tokens=config.planner_max_tokens, attempts=config.outline_attempts,
+                             on_stage=lambda stage: ctx.emit("plan", stage), gate_low=config.gate_low,
+                             gate_high=config.gate_high)
         cache.put(key, plan)
     for name in PLAN_KEYS:
         if name in plan and name != "outline":

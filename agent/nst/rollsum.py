@@ -9,18 +9,21 @@ summary is method-internal state: it is stored with the chapter and never counts
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from agent import pipelines
+from agent.gate import Gate
 from agent.llm import LLM
 from agent.llm.types import Message
-from agent.nst import progress
-from agent.nst.config import ROLLSUM_DEFAULTS
-from agent.nst.length import Gate, initial_ratio, size_tokens, update_ratio
-from agent.nst.loop import clean_prose
+from agent.nst.config import RollSumConfig
+from agent.nst.drafting import Attempt, Drafter, draft_until_gate
+from agent.nst.length import initial_ratio
 from agent.nst.planning import frozen_plan
 from agent.nst.prompts import outline_block
+from agent.run_context import EventSink, RunContext
 from agent.store import RunStore
+from agent.store.snapshots import ChapterSnapshot
 from agent.text import count_words
 
 SYSTEM = "You are a novelist writing a long story one chapter at a time. Write in the language of the prompt."
@@ -44,68 +47,59 @@ def summary_messages(summary: str, index: int, text: str) -> list[Message]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-def write_story(store: RunStore, llm: LLM, config: dict[str, Any]) -> None:
-    config = {**ROLLSUM_DEFAULTS, **config}
-    plan = frozen_plan(store, llm, config)
+def write(ctx: RunContext[RollSumConfig]) -> None:
+    store, config = ctx.store, ctx.config
+    plan = frozen_plan(ctx)
     outline = plan["outline"]
     store.set_target(len(outline))
     last = store.info().last_unit
-    previous = (store.state(last) if last else None) or {}
-    summary = previous.get("summary", "")
-    ratio = float(previous.get("tokens_per_word") or initial_ratio(config["prompt"], config["tokens_per_word"]))
-    temperature = float(config["temperature"])
+    previous = ChapterSnapshot.read(store.state(last) if last else None)
+    summary = previous.summary or ""
+    ratio = previous.tokens_per_word or initial_ratio(config.prompt, config.tokens_per_word)
+    ctx.set_progress(words=store.words_written(), units=len(outline), target_words=config.words)
     for index in range(store.next_unit(), len(outline) + 1):
         item = outline[index - 1]
-        gate = Gate.for_target(int(item["target_words"]), config["gate_low"], config["gate_high"])
-        messages = chapter_messages(config["prompt"], outline, summary, item, gate, index - 1)
-        best: tuple[tuple[bool, int], str, int] | None = None
-        accepted = None
-        attempts = int(config["chapter_attempts"])
-        first_pass = None
-        for attempt in range(1, attempts + 1):
-            max_tokens, min_tokens = size_tokens(gate, ratio, cap=int(config["prose_max_tokens_cap"]),
-                                                 use_min=bool(config["min_tokens"]))
-            reply = llm.generate(messages, temperature=temperature, max_tokens=max_tokens, min_tokens=min_tokens,
-                                 role="rollsum_chapter")
-            text = clean_prose(reply.text)
-            words, truncated = count_words(text), reply.finish_reason == "length"
-            ratio = update_ratio(ratio, reply)
-            ok = gate.accepts(words, truncated)
-            first_pass = ok if first_pass is None else first_pass
-            store.record_tool_call(turn=attempt, tool="write", arguments={"words": words, "truncated": truncated,
-                                                                          "accepted": ok}, ok=ok,
-                                   result=None if ok else gate.feedback(words, truncated))
-            progress.emit({"event": "draft", "chapter": index, "chapters": len(outline), "attempts": attempt,
-                           "words": words, "accepted": ok})
-            if ok:
-                accepted = text
-                break
-            rank = (truncated, gate.distance(words))
-            if best is None or rank < best[0]:
-                best = (rank, text, words)
-            # the retry sees only the latest rejected draft and its feedback (bounded context)
-            messages = [*messages[:2], {"role": "assistant", "content": text},
-                        {"role": "user", "content": gate.feedback(words, truncated)}]
-        degraded, reason = accepted is None, None
-        if accepted is None:
-            assert best is not None
-            accepted = best[1]
-            reason = (f"no draft passed the length gate in {attempts} attempts; kept the closest: {best[2]} words "
-                      f"for {gate.low}-{gate.high}")
-        reply = llm.generate(summary_messages(summary, index, accepted), temperature=temperature,
-                             max_tokens=int(config["summary_max_tokens"]), role="rollsum_summary")
-        summary = reply.text.strip()
-        stats = {"attempts": attempt, "first_attempt_pass": first_pass, "words": count_words(accepted),
-                 "target": gate.target, "degraded": degraded, "summary_words": count_words(summary)}
-        store.commit_chapter(index, item["title"], accepted, state={"summary": summary, "tokens_per_word": ratio,
-                                                                   "chapter": stats},
-                             degraded=degraded, degraded_reason=reason)
-        progress.emit({"event": "committed", "chapter": index, "chapters": len(outline), "words": stats["words"],
-                       "degraded": degraded})
+        gate = Gate.for_target(int(item["target_words"]), config.gate_low, config.gate_high)
+        with ctx.unit(index):
+            drafter = Drafter(ctx.llm, gate, ratio, temperature=config.temperature, cap=config.prose_max_tokens_cap,
+                              use_min=config.min_tokens, role="rollsum_chapter")
+            outcome = draft_until_gate(drafter, chapter_messages(config.prompt, outline, summary, item, gate,
+                                                                 index - 1),
+                                       config.chapter_attempts, on_attempt=record_attempt(ctx))
+            ratio = drafter.ratio
+            reply = ctx.llm.generate(summary_messages(summary, index, outcome.text), temperature=config.temperature,
+                                     max_tokens=config.summary_max_tokens, role="rollsum_summary")
+            summary = reply.text.strip()
+            stats = {"attempts": outcome.attempts, "first_attempt_pass": outcome.first_attempt_pass,
+                     "words": outcome.words, "target": gate.target, "degraded": outcome.degraded,
+                     "summary_words": count_words(summary)}
+            snapshot = ChapterSnapshot(summary=summary, tokens_per_word=ratio, chapter=stats)
+            store.commit_chapter(index, item["title"], outcome.text, state=snapshot.stored(),
+                                 degraded=outcome.degraded, degraded_reason=outcome.reason)
+            ctx.set_progress(words=ctx.words + outcome.words)
+            ctx.emit("committed", words=outcome.words, degraded=outcome.degraded)
     store.finish()
 
 
+def record_attempt(ctx: RunContext[Any]):
+    """The ledger and progress entry of one baseline draft (the same shape for RollSum and Direct)."""
+
+    def record(number: int, attempt: Attempt, feedback: str | None) -> None:
+        ctx.store.record_tool_call(turn=number, tool="write", arguments={"words": attempt.words,
+                                   "truncated": attempt.truncated, "accepted": attempt.accepted},
+                                   ok=attempt.accepted, result=feedback)
+        ctx.emit("draft", attempts=number, words=attempt.words, accepted=attempt.accepted)
+
+    return record
+
+
+def write_story(store: RunStore, llm: LLM, config: RollSumConfig | Mapping[str, Any], *,
+                events: EventSink | None = None) -> None:
+    """:func:`write` for a caller that holds an open model (tests, benchmarks)."""
+    with RunContext(store, RollSumConfig.coerce(config), llm=llm, events=events) as ctx:
+        write(ctx)
+
+
 PIPELINE = pipelines.register(
-    pipelines.Pipeline("rollsum", "chapter", pipelines.writer_runner(write_story), version="1",
-                       defaults=ROLLSUM_DEFAULTS)
+    pipelines.Pipeline("rollsum", "chapter", write, version="1", settings=RollSumConfig)
 )

@@ -1,52 +1,60 @@
 """The ``nst`` pipeline: plan once, then write, check and commit one chapter at a time.
 
-Each committed chapter carries the state after it (the narrative state, the measured
-tokens-per-word ratio and the chapter's statistics), so any chapter's context can be rebuilt
-and a resume continues from the last committed chapter with exactly that state.
+Each committed chapter carries the state after it (``agent.store.snapshots.ChapterSnapshot``:
+the narrative state, the measured tokens-per-word ratio and the chapter's statistics), so any
+chapter's context can be rebuilt and a resume continues from the last committed chapter with
+exactly that state.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from agent import pipelines
 from agent.llm import LLM
-from agent.nst import progress
-from agent.nst.config import NST_DEFAULTS
+from agent.nst.config import NstConfig
 from agent.nst.length import initial_ratio
 from agent.nst.loop import ChapterLoop
 from agent.nst.planning import frozen_plan
 from agent.nst.state import NarrativeState
+from agent.run_context import EventSink, RunContext
 from agent.store import RunStore
+from agent.store.snapshots import ChapterSnapshot
 
 
-def write_story(store: RunStore, llm: LLM, config: dict[str, Any]) -> None:
+def write(ctx: RunContext[NstConfig]) -> None:
     """Continue the run from ``store.next_unit()`` to the last chapter of the plan."""
-    config = {**NST_DEFAULTS, **config}
-    plan = frozen_plan(store, llm, config)
+    store, config = ctx.store, ctx.config
+    plan = frozen_plan(ctx)
     outline = plan["outline"]
     store.set_target(len(outline))
     last = store.info().last_unit
-    previous = store.state(last) if last else None
-    previous = previous if isinstance(previous, dict) else {}
-    state = NarrativeState.from_json(previous.get("narrative"))
-    ratio = float(previous.get("tokens_per_word") or initial_ratio(config["prompt"], config["tokens_per_word"]))
+    previous = ChapterSnapshot.read(store.state(last) if last else None)
+    state = NarrativeState.from_json(previous.narrative)
+    ratio = previous.tokens_per_word or initial_ratio(config.prompt, config.tokens_per_word)
+    ctx.set_progress(words=store.words_written(), units=len(outline), target_words=config.words)
     for index in range(store.next_unit(), len(outline) + 1):
-        progress.emit({"event": "chapter", "chapter": index, "chapters": len(outline)})
-        result = ChapterLoop(llm, store, plan=plan, story_prompt=config["prompt"], state=state, index=index,
-                             config=config, ratio=ratio, progress=progress.emit).run()
-        if result.state is not None:
-            state = result.state
-        ratio = result.ratio
-        snapshot = {"narrative": state.to_json() if config["state"] else None, "tokens_per_word": ratio,
-                    "chapter": result.stats}
-        store.commit_chapter(index, result.title, result.text, state=snapshot, degraded=result.degraded,
-                             degraded_reason=result.reason)
-        progress.emit({"event": "committed", "chapter": index, "chapters": len(outline),
-                       "words": result.stats["words"], "degraded": result.degraded})
+        with ctx.unit(index):
+            result = ChapterLoop(ctx.llm, store, plan=plan, story_prompt=config.prompt, state=state, index=index,
+                                 config=config, ratio=ratio, emit=ctx.emit).run()
+            if result.state is not None:
+                state = result.state
+            ratio = result.ratio
+            snapshot = ChapterSnapshot(narrative=state.to_json() if config.state else None, tokens_per_word=ratio,
+                                       chapter=result.stats)
+            store.commit_chapter(index, result.title, result.text, state=snapshot.stored(),
+                                 degraded=result.degraded, degraded_reason=result.reason)
+            ctx.set_progress(words=ctx.words + result.stats["words"])
+            ctx.emit("committed", words=result.stats["words"], degraded=result.degraded)
     store.finish()
 
 
-PIPELINE = pipelines.register(
-    pipelines.Pipeline("nst", "chapter", pipelines.writer_runner(write_story), version="1", defaults=NST_DEFAULTS)
-)
+def write_story(store: RunStore, llm: LLM, config: NstConfig | Mapping[str, Any], *,
+                events: EventSink | None = None) -> None:
+    """:func:`write` for a caller that holds an open model (tests, benchmarks)."""
+    with RunContext(store, NstConfig.coerce(config), llm=llm, events=events) as ctx:
+        write(ctx)
+
+
+PIPELINE = pipelines.register(pipelines.Pipeline("nst", "chapter", write, version="1", settings=NstConfig))

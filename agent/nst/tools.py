@@ -1,26 +1,33 @@
-"""The chapter's tools, their budgets, and the grammar of each turn.
+"""The chapter's tools as objects: each owns its grammar, budget, legality and run.
 
-``legal_tools`` says which calls the rules allow at this moment; ``turn_grammar`` turns that
-into the output type of the turn, so a model cannot call what is not allowed. The executors
-check every rule again (the grammar narrows, the controller decides): a server that ignores
-a constraint, or a call over budget, gets an error that tells the model to proceed.
+``legal_tools`` asks every tool whether it may be called now; ``turn_grammar`` joins the legal
+tools' grammars into the turn's output type, so a model cannot call what is not allowed, and
+arguments are narrowed too: ``read`` and ``correct`` take a chapter id from the chapters that
+exist at that moment (a tool with no legal argument is not offered at all). The controller
+still checks every rule (the grammar narrows, the controller decides): a server that ignores a
+constraint, or a call over budget, gets an error telling the model how to proceed, and every
+failed call is charged against a small per-chapter budget, after which only the required
+steps are offered.
 """
 
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import BaseModel, RootModel
+from pydantic import BaseModel, Field, RootModel, create_model
 
-from agent.nst.length import Gate
-from agent.store import CommitError, RunStore
+from agent.gate import Gate
+from agent.store import CommitError
 from agent.text import count_words
-from grammars.nst import TOOL_CALLS, CorrectCall
+from grammars.base import Grammar
+from grammars.nst import TOOL_CALLS, CorrectCall, ReadCall
 
-TOOL_ORDER = tuple(TOOL_CALLS)
+if TYPE_CHECKING:
+    from agent.nst.loop import ChapterLoop
 
 
 class ToolError(ValueError):
@@ -39,10 +46,12 @@ class ChapterSession:
     read_budget: int
     search_budget: int
     correct_budget: int
+    failed_budget: int = 5
     turn: int = 0
     reads: int = 0
     searches: int = 0
     corrects: int = 0
+    failed: int = 0
     accepted_title: str | None = None
     accepted_text: str | None = None
     updated: bool = False
@@ -65,6 +74,195 @@ class ChapterSession:
             steps.append("update")
         return [*steps, "finish"]
 
+    def chapters_available(self) -> tuple[int, ...]:
+        """Chapter ids a read or correct may name now: the earlier chapters, and this one once accepted."""
+        return tuple(range(1, self.index + (1 if self.written else 0)))
+
+    def may_explore(self) -> bool:
+        """Optional tools stay on offer until the failed-call budget is spent."""
+        return self.lookback and self.failed < self.failed_budget
+
+
+class Tool(ABC):
+    """One tool of the chapter loop."""
+
+    name: ClassVar[str]
+    call: ClassVar[type[Grammar]]
+    """The registered grammar of the call (its arguments unnarrowed)."""
+
+    def budget(self, s: ChapterSession) -> tuple[int, int] | None:
+        """``(used, limit)`` for a budgeted tool, else None."""
+        return None
+
+    @abstractmethod
+    def legal(self, s: ChapterSession) -> bool:
+        """May the tool be called now (with at least one legal argument)?"""
+
+    def refusal(self, s: ChapterSession) -> str:
+        """Why the tool is not legal now, and what to do instead."""
+        return f"{self.name} is not available now; available: {', '.join(legal_tools(s))}"
+
+    def grammar(self, s: ChapterSession) -> type[BaseModel]:
+        """The call's output type this turn (arguments narrowed to what is legal)."""
+        return self.call
+
+    @abstractmethod
+    def run(self, loop: ChapterLoop, call: Any) -> str:
+        """Carry the call out; its result goes back to the model. Raises :class:`ToolError`."""
+
+
+class Lookback(Tool, ABC):
+    """A budgeted, optional tool: disabled by --no-lookback, charged on success."""
+
+    used_attr: ClassVar[str]
+    limit_attr: ClassVar[str]
+
+    def budget(self, s: ChapterSession) -> tuple[int, int]:
+        return getattr(s, self.used_attr), getattr(s, self.limit_attr)
+
+    def has_budget(self, s: ChapterSession) -> bool:
+        used, limit = self.budget(s)
+        return used < limit
+
+    def refusal(self, s: ChapterSession) -> str:
+        if not s.lookback:
+            return f"{self.name} is disabled in this run; proceed with the chapter"
+        used, limit = self.budget(s)
+        if used >= limit:
+            return f"the {self.name} budget ({limit} per chapter) is spent; proceed with the next step"
+        if s.failed >= s.failed_budget:
+            return f"too many failed calls in this chapter ({s.failed}); proceed with the required steps"
+        return super().refusal(s)
+
+
+class Read(Lookback):
+    name, call, used_attr, limit_attr = "read", ReadCall, "reads", "read_budget"
+
+    def legal(self, s: ChapterSession) -> bool:
+        return s.may_explore() and self.has_budget(s) and bool(s.chapters_available())
+
+    def grammar(self, s: ChapterSession) -> type[BaseModel]:
+        return _with_chapters(ReadCall, s.chapters_available())
+
+    def run(self, loop: ChapterLoop, call: Any) -> str:
+        s = loop.s
+        if call.chapter == s.index and s.written:
+            text, title = s.accepted_text or "", s.accepted_title or ""
+        elif 1 <= call.chapter < s.index:
+            row = loop.store.chapter(call.chapter)
+            if row is None:
+                raise ToolError(f"chapter {call.chapter} is not in the store")
+            text, title = row.text, row.title
+        elif call.chapter == s.index:
+            raise ToolError(f"chapter {call.chapter} is not written yet; write it first")
+        else:
+            raise ToolError(f"chapter {call.chapter} does not exist yet; chapters 1 to {s.index - 1} are written")
+        s.reads += 1
+        return f"Chapter {call.chapter}: {title}\n\n{text}"
+
+
+class Search(Lookback):
+    name, call, used_attr, limit_attr = "search", TOOL_CALLS["search"], "searches", "search_budget"
+
+    def legal(self, s: ChapterSession) -> bool:
+        return s.may_explore() and self.has_budget(s) and s.index > 1
+
+    def run(self, loop: ChapterLoop, call: Any) -> str:
+        s = loop.s
+        if not call.query.strip():
+            raise ToolError("the search query is empty")
+        s.searches += 1
+        hits = loop.store.search(call.query, k=int(loop.config.search_hits), before=s.index)
+        if not hits:
+            return f"No passages in chapters 1 to {s.index - 1} match {call.query!r}."
+        return "\n".join([f"{len(hits)} passage(s) for {call.query!r}:",
+                          *(f"[chapter {h.chapter}] {h.text}" for h in hits)])
+
+
+class Correct(Lookback):
+    name, call, used_attr, limit_attr = "correct", CorrectCall, "corrects", "correct_budget"
+
+    def legal(self, s: ChapterSession) -> bool:
+        return s.may_explore() and self.has_budget(s) and bool(s.chapters_available())
+
+    def grammar(self, s: ChapterSession) -> type[BaseModel]:
+        return _with_chapters(CorrectCall, s.chapters_available())
+
+    def run(self, loop: ChapterLoop, call: Any) -> str:
+        s = loop.s
+        if call.old == call.new:
+            raise ToolError("old and new are the same; nothing to correct")
+        if call.chapter == s.index and s.written:
+            span = find_span(s.accepted_text or "", call.old)
+            revised = (s.accepted_text or "").replace(span, call.new, 1)
+            words = count_words(revised)
+            if not s.gate.accepts(words):
+                raise ToolError(f"after this correction the chapter would have {words} words, outside "
+                                f"{s.gate.low}-{s.gate.high}; make a smaller correction")
+            s.accepted_text = revised
+        elif 1 <= call.chapter < s.index:
+            row = loop.store.chapter(call.chapter)
+            if row is None:
+                raise ToolError(f"chapter {call.chapter} is not in the store")
+            span = find_span(row.text, call.old)
+            try:
+                loop.store.correct_chapter(call.chapter, span, call.new, reason=f"correct: {call.reason}")
+            except CommitError as exc:
+                raise ToolError(str(exc)) from exc
+        else:
+            raise ToolError(f"chapter {call.chapter} cannot be corrected now (written: 1 to "
+                            f"{s.index - 1 + (1 if s.written else 0)})")
+        s.corrects += 1
+        return f"Corrected chapter {call.chapter}: replaced {len(span)} characters. The search index is up to date."
+
+
+class Write(Tool):
+    name, call = "write", TOOL_CALLS["write"]
+
+    def legal(self, s: ChapterSession) -> bool:
+        return not s.written
+
+    def refusal(self, s: ChapterSession) -> str:
+        return "the chapter is already written and accepted; proceed with the next step"
+
+    def run(self, loop: ChapterLoop, call: Any) -> str:
+        return loop.write_draft(call.title)
+
+
+class Update(Tool):
+    name, call = "update", TOOL_CALLS["update"]
+
+    def legal(self, s: ChapterSession) -> bool:
+        return s.written and s.with_state and not s.updated
+
+    def refusal(self, s: ChapterSession) -> str:
+        if not s.with_state:
+            return "there is no narrative state in this run; finish the chapter"
+        if s.updated:
+            return "the state is already updated for this chapter; finish"
+        return "update comes after the accepted write; write the chapter first"
+
+    def run(self, loop: ChapterLoop, call: Any) -> str:
+        return loop.apply_update(call)
+
+
+class Finish(Tool):
+    name, call = "finish", TOOL_CALLS["finish"]
+
+    def legal(self, s: ChapterSession) -> bool:
+        return s.required() == ["finish"]
+
+    def refusal(self, s: ChapterSession) -> str:
+        return f"cannot finish yet: still needed: {', '.join(s.required()[:-1])}"
+
+    def run(self, loop: ChapterLoop, call: Any) -> str:
+        loop.s.finished = True
+        return "chapter finished"
+
+
+TOOLS: dict[str, Tool] = {tool.name: tool for tool in (Read(), Search(), Write(), Correct(), Update(), Finish())}
+"""Every tool, in the order the turn grammar lists them."""
+
 
 def legal_tools(s: ChapterSession) -> list[str]:
     """The calls allowed now. When the turns left are just enough for the required steps,
@@ -72,29 +270,27 @@ def legal_tools(s: ChapterSession) -> list[str]:
     required = s.required()
     if s.turns_left() <= len(required):
         return [required[0]]
-    tools: list[str] = []
-    if s.lookback:
-        if s.reads < s.read_budget and (s.index > 1 or s.written):
-            tools.append("read")
-        if s.searches < s.search_budget and s.index > 1:
-            tools.append("search")
-    if not s.written:
-        tools.append("write")
-    if s.lookback and s.corrects < s.correct_budget and (s.index > 1 or s.written):
-        tools.append("correct")
-    if s.written and s.with_state and not s.updated:
-        tools.append("update")
-    if required == ["finish"]:
-        tools.append("finish")
-    return tools
+    return [name for name, tool in TOOLS.items() if tool.legal(s)]
 
 
-@lru_cache(maxsize=64)
-def turn_grammar(tools: tuple[str, ...]) -> type[BaseModel]:
+def check_allowed(s: ChapterSession, tool: str) -> None:
+    """Refuse a call the rules do not allow now, with the reason and what to do instead."""
+    if tool not in TOOLS:
+        raise ToolError(f"there is no tool {tool!r}; available: {', '.join(legal_tools(s))}")
+    if tool in legal_tools(s):
+        return
+    raise ToolError(TOOLS[tool].refusal(s))
+
+
+def turn_grammar(s: ChapterSession, tools: list[str]) -> type[BaseModel]:
     """The output type of a turn offering ``tools`` (one model, or a union of them)."""
-    models = [TOOL_CALLS[name] for name in TOOL_ORDER if name in tools]
-    if not models:
+    if not tools:
         raise ValueError("a turn needs at least one tool")
+    return _union(tuple(TOOLS[name].grammar(s) for name in TOOLS if name in tools))
+
+
+@lru_cache(maxsize=128)
+def _union(models: tuple[type[BaseModel], ...]) -> type[BaseModel]:
     if len(models) == 1:
         return models[0]
     union: Any = models[0]
@@ -103,61 +299,16 @@ def turn_grammar(tools: tuple[str, ...]) -> type[BaseModel]:
     return RootModel[union]  # type: ignore[valid-type]
 
 
+@lru_cache(maxsize=256)
+def _with_chapters(base: type[Grammar], chapters: tuple[int, ...]) -> type[BaseModel]:
+    """``base`` with its ``chapter`` argument narrowed to ``chapters`` (an enum the decoder enforces)."""
+    doc = f"one of the chapters that exist now: {', '.join(map(str, chapters))}"
+    return create_model(base.__name__, __base__=base,
+                        chapter=(Literal[chapters], Field(description=doc)))  # type: ignore[valid-type]
+
+
 def unwrap(parsed: Any) -> Any:
     return parsed.root if isinstance(parsed, RootModel) else parsed
-
-
-def check_allowed(s: ChapterSession, tool: str) -> None:
-    """Refuse a call the rules do not allow now, with the reason and what to do instead."""
-    if tool in legal_tools(s):
-        return
-    budgets = {"read": (s.reads, s.read_budget), "search": (s.searches, s.search_budget),
-               "correct": (s.corrects, s.correct_budget)}
-    if tool in budgets and not s.lookback:
-        raise ToolError(f"{tool} is disabled in this run; proceed with the chapter")
-    if tool in budgets and budgets[tool][0] >= budgets[tool][1]:
-        raise ToolError(f"the {tool} budget ({budgets[tool][1]} per chapter) is spent; proceed with the next step")
-    if tool == "write" and s.written:
-        raise ToolError("the chapter is already written and accepted; proceed with the next step")
-    if tool == "update":
-        if not s.with_state:
-            raise ToolError("there is no narrative state in this run; finish the chapter")
-        if s.updated:
-            raise ToolError("the state is already updated for this chapter; finish")
-        raise ToolError("update comes after the accepted write; write the chapter first")
-    if tool == "finish":
-        raise ToolError(f"cannot finish yet: still needed: {', '.join(s.required()[:-1])}")
-    raise ToolError(f"{tool} is not available now; available: {', '.join(legal_tools(s))}")
-
-
-def do_read(s: ChapterSession, store: RunStore, chapter: int) -> str:
-    """Full text of a committed chapter, or of the current one once its write is accepted."""
-    if chapter == s.index and s.written:
-        text, title = s.accepted_text or "", s.accepted_title or ""
-    elif 1 <= chapter < s.index:
-        row = store.chapter(chapter)
-        if row is None:
-            raise ToolError(f"chapter {chapter} is not in the store")
-        text, title = row.text, row.title
-    elif chapter == s.index:
-        raise ToolError(f"chapter {chapter} is not written yet; write it first")
-    else:
-        raise ToolError(f"chapter {chapter} does not exist yet; chapters 1 to {s.index - 1} are written")
-    s.reads += 1
-    return f"Chapter {chapter}: {title}\n\n{text}"
-
-
-def do_search(s: ChapterSession, store: RunStore, query: str, k: int) -> str:
-    """The best ``k`` sentence windows from earlier chapters."""
-    if not query.strip():
-        raise ToolError("the search query is empty")
-    s.searches += 1
-    hits = store.search(query, k=k, before=s.index)
-    if not hits:
-        return f"No passages in chapters 1 to {s.index - 1} match {query!r}."
-    lines = [f"{len(hits)} passage(s) for {query!r}:"]
-    lines += [f"[chapter {h.chapter}] {h.text}" for h in hits]
-    return "\n".join(lines)
 
 
 def find_span(text: str, old: str) -> str:
@@ -177,31 +328,3 @@ def find_span(text: str, old: str) -> str:
     if matches:
         raise ToolError(f"the text to replace occurs {len(matches)} times; quote more of it so it is unique")
     raise ToolError("the text to replace does not occur in that chapter; quote it exactly (read it first)")
-
-
-def do_correct(s: ChapterSession, store: RunStore, call: CorrectCall) -> str:
-    """Fix one span in an earlier chapter (reindexed at once) or in the accepted draft."""
-    if call.old == call.new:
-        raise ToolError("old and new are the same; nothing to correct")
-    if call.chapter == s.index and s.written:
-        span = find_span(s.accepted_text or "", call.old)
-        revised = (s.accepted_text or "").replace(span, call.new, 1)
-        words = count_words(revised)
-        if not s.gate.accepts(words):
-            raise ToolError(f"after this correction the chapter would have {words} words, outside "
-                            f"{s.gate.low}-{s.gate.high}; make a smaller correction")
-        s.accepted_text = revised
-    elif 1 <= call.chapter < s.index:
-        row = store.chapter(call.chapter)
-        if row is None:
-            raise ToolError(f"chapter {call.chapter} is not in the store")
-        span = find_span(row.text, call.old)
-        try:
-            store.correct_chapter(call.chapter, span, call.new, reason=f"correct: {call.reason}")
-        except CommitError as exc:
-            raise ToolError(str(exc)) from exc
-    else:
-        raise ToolError(f"chapter {call.chapter} cannot be corrected now (written: 1 to "
-                        f"{s.index - 1 + (1 if s.written else 0)})")
-    s.corrects += 1
-    return f"Corrected chapter {call.chapter}: replaced {len(span)} characters. The search index is up to date."

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from agent.errors import InputError
 
-class StoreError(Exception):
+
+class StoreError(InputError):
     """Any expected failure of the run store (bad run directory, bad database, misuse)."""
 
 
@@ -26,6 +28,10 @@ class WrongPipelineError(StoreError):
 class RunBusyError(StoreError):
     """Another process is writing this run."""
 
+    exit_code = 1
+
 
 class CommitError(StoreError):
     """A unit could not be committed (out of order, already committed, bad data)."""
+
+    exit_code = 1

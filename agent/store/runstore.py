@@ -156,6 +156,11 @@ class RunStore:
         """The unit to work on next: one after the last committed."""
         return self.info().last_unit + 1
 
+    def words_written(self) -> int:
+        """Words of story committed so far (chapters, or every paragraph of a step run)."""
+        table = "chapters" if self.info().unit_kind == "chapter" else "paragraphs"
+        return int(self._read(f"SELECT coalesce(sum(words), 0) FROM {table}")[0][0])
+
     def set_target(self, units: int) -> None:
         """How many units the finished run will have (known once the plan is made)."""
         with self._write() as conn:

@@ -29,6 +29,17 @@ def run_chapter(store, config, author, index=1, narrative=None, **kw):
     return loop, loop.run()
 
 
+def read_chapters(request) -> list[int]:
+    """The chapter ids the turn's grammar allows ``read`` to name."""
+    schema = request.constraint.json_schema
+    for node in [schema, *schema.get("$defs", {}).values()]:
+        props = node.get("properties", {})
+        if props.get("tool", {}).get("const") == "read":
+            chapter = props["chapter"]
+            return chapter["enum"] if "enum" in chapter else [chapter["const"]]
+    raise AssertionError("read is not offered")
+
+
 def turns(author):
     return [r for r in author.requests if r.role == "nst_turn"]
 
@@ -173,8 +184,12 @@ def test_read_budget_and_rules(store, config):
     author = Author(policy=policy_with(reads))
     run_chapter(store, config, author, index=3)
     calls = [c for c in store.tool_calls() if c.tool == "read"]
-    assert [(c.arguments["chapter"], c.ok) for c in calls] == [(3, False), (1, True), (2, True), (1, True)]
-    assert "not written yet" in calls[0].error  # the current chapter only after its write
+    assert [(c.arguments["chapter"], c.ok) for c in calls] == [(1, True), (2, True), (1, True)]
+    # chapter ids come from an enum of the chapters that exist: the current chapter is not one of
+    # them before its write, so the grammar refuses read(3) (an invalid turn, charged as a failed call)
+    first = store.tool_calls()[0]
+    assert first.tool == "invalid" and not first.ok
+    assert read_chapters(turns(author)[0]) == [1, 2]
     assert "read" not in offered(turns(author)[4])  # charged on success: 3 spent, no longer offered
     s = ChapterSession(index=3, gate=Gate.for_target(100), with_state=True, lookback=True, max_turns=50,
                        read_budget=3, search_budget=5, correct_budget=3, reads=3)
@@ -311,3 +326,45 @@ def test_a_tool_offered_at_the_turn_is_honoured_on_the_last_spare_turn(store, co
     assert "read" in offered(turns(author)[1])
     assert [(c.tool, c.ok) for c in store.tool_calls()][:3] == [("write", True), ("read", True), ("update", True)]
     assert not result.degraded
+
+
+def test_a_tool_with_no_legal_argument_is_not_offered_and_ids_follow_the_story(store, config):
+    # chapter 1 before its write: nothing exists to read or correct, so neither is offered;
+    # after the accepted write, read and correct name chapter 1 only
+    author = Author()
+    run_chapter(store, config, author, index=1)
+    first, second = turns(author)[0], turns(author)[1]
+    assert "read" not in offered(first) and "correct" not in offered(first)
+    assert read_chapters(second) == [1]
+
+
+def test_failed_calls_are_charged_and_then_only_required_steps_are_offered(store, config):
+    # the tiny model's loop seen on a real run: once the draft was accepted it kept calling
+    # tools that fail; a failed call is charged against a small budget, then only update/finish
+    commit_earlier(store, 2)
+    bad = [json.dumps({"tool": "correct", "chapter": 1, "old": "no such text", "new": "x", "reason": "r"})] * 10
+    author = Author(policy=policy_with(bad))
+    _, result = run_chapter(store, config, author, index=3, failed_call_budget=2)
+    corrects = [c for c in store.tool_calls() if c.tool == "correct"]
+    assert len(corrects) == 2 and not any(c.ok for c in corrects)
+    assert result.stats["failed_calls"] == 2 and not result.degraded
+    third = turns(author)[2]
+    assert offered(third) == ["write"]  # lookback tools withdrawn after two failures
+
+
+def test_tool_rules_live_in_the_tool_objects():
+    from agent.nst.tools import TOOLS, turn_grammar
+
+    s = ChapterSession(index=3, gate=Gate.for_target(100), with_state=True, lookback=True, max_turns=50,
+                       read_budget=3, search_budget=5, correct_budget=3)
+    assert list(TOOLS) == ["read", "search", "write", "correct", "update", "finish"]
+    assert all(TOOLS[name].legal(s) for name in legal_tools(s))
+    grammar = turn_grammar(s, legal_tools(s))
+    schema = grammar.model_json_schema()
+    chapter_enums = [d["properties"]["chapter"]["enum"] for d in schema["$defs"].values()
+                     if "chapter" in d.get("properties", {})]
+    assert chapter_enums == [[1, 2], [1, 2]]  # read and correct: the chapters that exist
+    s.failed = s.failed_budget
+    assert legal_tools(s) == ["write"]
+    with pytest.raises(ToolError, match="too many failed calls"):
+        check_allowed(s, "search")

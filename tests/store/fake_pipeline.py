@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from agent import pipelines
 from agent.llm.base import LLM, Request
 from agent.llm.types import RawReply, Usage
-from agent.store import RunStore
+from agent.run_context import RunContext
 
 NAME = "fake"
 
@@ -36,7 +36,8 @@ def chapter_text(index: int) -> str:
             f"A gull cries over the harbour. Nobody mentions the silver key of chapter {index}.")
 
 
-def run(store: RunStore, llm_options: pipelines.LLMOptions, config: dict[str, Any]) -> None:
+def run(ctx: RunContext[dict[str, Any]]) -> None:
+    store, config = ctx.store, ctx.config
     llm = EchoLLM(config["llm"]["model"] or "fake-model")
     llm.recorders.append(store.recorder)
     total = int(config["chapters"])

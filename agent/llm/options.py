@@ -1,0 +1,78 @@
+"""How to reach the model, resolved in one place: flags, then environment, then the default.
+
+Every command that talks to a model (``write``, ``resume``, ``prompt``, the ``eval`` judges)
+builds its :class:`LLMOptions` with :func:`resolve`, so ``FABULA_ENDPOINT`` means the same for
+all of them; judges read their own variables (``FABULA_JUDGE_ENDPOINT``, ...). With no
+endpoint anywhere the embedded default model is used.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from agent.llm.base import LLM
+
+Purpose = Literal["writer", "judge"]
+ENV = {"writer": ("FABULA_ENDPOINT", "FABULA_MODEL", "FABULA_API_KEY"),
+       "judge": ("FABULA_JUDGE_ENDPOINT", "FABULA_JUDGE_MODEL", "FABULA_JUDGE_API_KEY")}
+_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
+
+
+@dataclass(frozen=True)
+class LLMOptions:
+    """How to reach the model. ``backend``, ``model`` and ``thinking`` are part of the run's
+    configuration; ``endpoint`` and ``api_key`` are transport only (a server may move)."""
+
+    backend: str | None = None
+    model: str | None = None
+    thinking: str | None = None
+    endpoint: str | None = field(default=None, compare=False)
+    api_key: str | None = field(default=None, compare=False, repr=False)
+
+    def fingerprinted(self) -> dict[str, Any]:
+        return {"backend": self.backend, "model": self.model, "thinking": self.thinking or "off"}
+
+    def describe(self) -> str:
+        """One line for the terminal: backend, endpoint (credentials removed) and model."""
+        model = self.model or ("the embedded default" if self.backend == "embedded" else "the server's only model")
+        where = f" at {redact_url(self.endpoint)}" if self.backend == "endpoint" and self.endpoint else ""
+        return f"backend {self.backend}{where}, model {model}"
+
+    def open(self, store: Any = None) -> LLM:
+        """Open the model; with ``store``, every call is recorded in its ledger."""
+        from agent.llm import open_llm
+
+        llm = open_llm(self.backend, model=self.model, endpoint=self.endpoint,  # type: ignore[arg-type]
+                       api_key=self.api_key, thinking=self.thinking or "off")  # type: ignore[arg-type]
+        if store is not None:
+            llm.recorders.append(store.recorder)
+        return llm
+
+
+def resolve(*, backend: str | None = None, endpoint: str | None = None, model: str | None = None,
+            api_key: str | None = None, thinking: str | None = None, purpose: Purpose = "writer",
+            environ: Mapping[str, str] | None = None) -> LLMOptions:
+    """Flags first, then the environment of ``purpose``, then the default (embedded, no endpoint).
+
+    A backend given explicitly keeps the endpoint from the environment (``--backend endpoint``
+    with ``FABULA_ENDPOINT`` set), and ``--backend embedded`` ignores any endpoint.
+    """
+    env = os.environ if environ is None else environ
+    env_endpoint, env_model, env_key = (env.get(name) or None for name in ENV[purpose])
+    endpoint = endpoint or env_endpoint
+    backend = backend or ("endpoint" if endpoint else "embedded")
+    if backend == "embedded":
+        return LLMOptions("embedded", model, thinking)
+    return LLMOptions(backend, model or env_model, thinking, endpoint, api_key or env_key)
+
+
+def redact_url(url: str | None) -> str | None:
+    """A URL without user:password and without query parameters (which often carry keys)."""
+    if url is None:
+        return None
+    return _CREDENTIALS.sub("", url).split("?", 1)[0]

@@ -1,0 +1,107 @@
+"""Drafting prose against the length gate, shared by NstAgent's write tool, RollSum and Direct.
+
+:class:`Drafter` makes one attempt: it sizes ``max_tokens``/``min_tokens`` from the gate and the
+measured tokens-per-word ratio, generates plain prose, strips a heading line, counts words,
+learns the ratio from the reply (cut-off replies included) and judges the draft.
+:func:`draft_until_gate` is the baselines' loop around it: bounded attempts, each retry seeing
+only the latest rejected draft and its feedback, the closest draft kept (and the unit marked
+degraded) when none passes. NstAgent's chapter loop calls :meth:`Drafter.attempt` once per
+``write`` tool call instead, since there the model decides what to do after a rejection.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from agent.gate import Gate
+from agent.llm import LLM
+from agent.llm.types import Completion, Message
+from agent.nst.length import size_tokens, update_ratio
+from agent.text import count_words
+
+_HEADING = re.compile(r"^\s*(#+\s.*|\**\s*chapter\s+\d+\b.*)$", re.IGNORECASE)
+
+
+def clean_prose(text: str) -> str:
+    """The prose of a reply: a leading heading line ("Chapter 3: ...", "# ...") removed."""
+    lines = text.strip().splitlines()
+    if lines and _HEADING.match(lines[0]) and count_words(lines[0]) <= 15:
+        lines = lines[1:]
+    return "\n".join(lines).strip()
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One draft and the gate's verdict on it."""
+
+    text: str
+    words: int
+    truncated: bool
+    accepted: bool
+    max_tokens: int
+    min_tokens: int | None
+    reply: Completion
+
+    def facts(self) -> dict[str, Any]:
+        """What the ledger records about the attempt."""
+        return {"words": self.words, "truncated": self.truncated, "accepted": self.accepted,
+                "max_tokens": self.max_tokens, "min_tokens": self.min_tokens}
+
+
+class Drafter:
+    """Writes drafts for one gate; ``ratio`` (tokens per word) improves with every reply."""
+
+    def __init__(self, llm: LLM, gate: Gate, ratio: float, *, temperature: float, cap: int, use_min: bool,
+                 role: str) -> None:
+        self.llm, self.gate, self.ratio = llm, gate, ratio
+        self.temperature, self.cap, self.use_min, self.role = temperature, cap, use_min, role
+
+    def attempt(self, messages: list[Message]) -> Attempt:
+        max_tokens, min_tokens = size_tokens(self.gate, self.ratio, cap=self.cap, use_min=self.use_min)
+        reply = self.llm.generate(list(messages), temperature=self.temperature, max_tokens=max_tokens,
+                                  min_tokens=min_tokens, role=self.role)
+        text = clean_prose(reply.text)
+        words, truncated = count_words(text), reply.finish_reason == "length"
+        self.ratio = update_ratio(self.ratio, reply)
+        return Attempt(text, words, truncated, self.gate.accepts(words, truncated), max_tokens, min_tokens, reply)
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """The draft a unit keeps: accepted, or the closest one (degraded) after every attempt failed."""
+
+    text: str
+    words: int
+    degraded: bool
+    reason: str | None
+    attempts: int
+    first_attempt_pass: bool
+
+
+def draft_until_gate(drafter: Drafter, base: list[Message], attempts: int, *,
+                     on_attempt: Any = None) -> GateOutcome:
+    """Draft up to ``attempts`` times; ``on_attempt(number, attempt, feedback)`` sees each one."""
+    gate = drafter.gate
+    messages = base
+    best: tuple[tuple[bool, int], Attempt] | None = None
+    first: bool | None = None
+    for number in range(1, attempts + 1):
+        attempt = drafter.attempt(messages)
+        first = attempt.accepted if first is None else first
+        feedback = None if attempt.accepted else gate.feedback(attempt.words, attempt.truncated)
+        if on_attempt is not None:
+            on_attempt(number, attempt, feedback)
+        if attempt.accepted:
+            return GateOutcome(attempt.text, attempt.words, False, None, number, bool(first))
+        rank = (attempt.truncated, gate.distance(attempt.words))
+        if best is None or rank < best[0]:
+            best = (rank, attempt)
+        # the retry sees only the latest rejected draft and its feedback (bounded context)
+        messages = [*base, {"role": "assistant", "content": attempt.text}, {"role": "user", "content": feedback}]
+    assert best is not None
+    kept = best[1]
+    reason = (f"no draft passed the length gate in {attempts} attempts; kept the closest: {kept.words} words "
+              f"for {gate.low}-{gate.high}")
+    return GateOutcome(kept.text, kept.words, True, reason, attempts, bool(first))

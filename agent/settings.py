@@ -1,0 +1,87 @@
+"""Typed pipeline settings and the one override syntax, ``--set KEY=VALUE``.
+
+Each pipeline declares its settings as a :class:`Settings` model: every field has a type, a
+default (the paper's, where it gives one) and a range. The stored configuration of a run is
+such a model dumped to JSON, so validation happens once, in :meth:`Settings.parse`, for
+``write`` and for ``resume --set`` alike: an unknown key or a value out of range is refused
+with one line naming the setting, before anything is stored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from agent.errors import ConfigError
+
+RESERVED = ("pipeline_version", "llm")
+"""Keys of a stored configuration that belong to the registry, not to the pipeline's settings."""
+
+
+class Settings(BaseModel):
+    """Base of every pipeline's typed configuration: frozen, no unknown keys."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
+
+    @classmethod
+    def parse(cls, values: Mapping[str, Any], *, owner: str | None = None) -> Self:
+        """Validate ``values`` (reserved registry keys ignored); one-line ``ConfigError`` otherwise."""
+        data = {k: v for k, v in values.items() if k not in RESERVED}
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(describe_validation(exc, cls, owner)) from None
+
+    @classmethod
+    def coerce(cls, value: Settings | Mapping[str, Any]) -> Self:
+        """A typed config from a typed one or a stored dict (what older callers pass)."""
+        return value if isinstance(value, cls) else cls.parse(value)  # type: ignore[return-value]
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """Every setting that has a default, as stored (required inputs such as the prompt excluded)."""
+        return {name: f.get_default(call_default_factory=True) for name, f in cls.model_fields.items()
+                if not f.is_required()}
+
+    @classmethod
+    def known(cls) -> list[str]:
+        return sorted(cls.model_fields)
+
+    def stored(self) -> dict[str, Any]:
+        """The JSON form kept in the run (and fingerprinted)."""
+        return self.model_dump(mode="json")
+
+
+def describe_validation(exc: ValidationError, cls: type[Settings], owner: str | None) -> str:
+    """The first problem as one line: ``setting shift_every: must be >= 1 (got 0)``."""
+    error = exc.errors()[0]
+    key = ".".join(str(p) for p in error.get("loc", ())) or "?"
+    of = f" for {owner}" if owner else ""
+    if error.get("type") == "extra_forbidden":
+        return f"unknown setting {key!r}{of}; known: {', '.join(cls.known())}"
+    if error.get("type") == "missing":
+        return f"setting {key}{of} is required"
+    message = str(error.get("msg", "invalid")).replace("Input should be", "must be").replace(
+        "greater than or equal to", ">=").replace("less than or equal to", "<=")
+    got = error.get("input")
+    shown = json.dumps(got) if isinstance(got, str | int | float | bool | None) else type(got).__name__
+    more = f" (and {len(exc.errors()) - 1} more problem(s))" if len(exc.errors()) > 1 else ""
+    return f"setting {key}{of}: {message} (got {shown[:60]}){more}"
+
+
+def parse_assignments(items: Iterable[str], *, flag: str = "--set") -> dict[str, Any]:
+    """``KEY=VALUE`` pairs; VALUE is JSON (number, true/false, null, list), else a plain string."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"{flag} needs KEY=VALUE, got {item!r}")
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out

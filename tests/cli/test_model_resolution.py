@@ -1,0 +1,60 @@
+"""Every command that talks to a model resolves it the same way: flags, then environment, then default.
+
+Regression for the bug where ``FABULA_ENDPOINT`` was honoured by ``write nst`` but ignored by
+``write magnet`` and ``write single``, which then wrote with the embedded 135M model.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from agent import pipelines
+from agent.cli import main
+from tests.cli.fake_server import models_server
+
+STORY = "agent/magnet/examples/mystery_codicil.toml"
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    seen: dict = {}
+
+    def fake_start(run_dir, name, config, llm, **kwargs):
+        seen.update(run_dir=run_dir, name=name, llm=llm)
+        raise KeyboardInterrupt  # stop before any model is opened (main answers 130)
+
+    monkeypatch.setattr(pipelines, "start", fake_start)
+    for var in ("FABULA_ENDPOINT", "FABULA_MODEL", "FABULA_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    return seen
+
+
+@pytest.mark.parametrize("argv", [
+    ["write", "magnet", STORY, "--words", "300"],
+    ["write", "single", STORY, "--words", "300"],
+    ["write", "nst", "--prompt", "A keeper finds a letter.", "--words", "600"],
+    ["write", "rollsum", "--prompt", "A keeper finds a letter.", "--words", "600"],
+    ["write", "direct", "--prompt", "A keeper finds a letter.", "--words", "600"],
+])
+def test_fabula_endpoint_in_the_environment_is_used_by_every_writer(argv, captured, monkeypatch, tmp_path):
+    with models_server() as url:
+        monkeypatch.setenv("FABULA_ENDPOINT", url)
+        monkeypatch.setenv("FABULA_MODEL", "fake-model")
+        assert main([*argv, "--out", str(tmp_path / "run")]) == 130
+    llm = captured["llm"]
+    assert llm.backend == "endpoint"
+    assert llm.endpoint == url
+    assert llm.model == "fake-model"
+
+
+def test_a_flag_beats_the_environment(captured, monkeypatch, tmp_path):
+    with models_server() as url:
+        monkeypatch.setenv("FABULA_ENDPOINT", "http://127.0.0.1:9/v1")
+        assert main(["write", "magnet", STORY, "--words", "300", "--endpoint", url, "--model", "fake-model",
+                     "--out", str(tmp_path / "run")]) == 130
+    assert captured["llm"].endpoint == url
+
+
+def test_without_endpoint_anywhere_the_embedded_default_is_used(captured, tmp_path):
+    assert main(["write", "magnet", STORY, "--words", "300", "--out", str(tmp_path / "run")]) == 130
+    assert captured["llm"].backend == "embedded"
