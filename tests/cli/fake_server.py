@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class _Handler(BaseHTTPRequestHandler):
     model = "fake-model"
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_GET(self) -> None:
         if self.path.rstrip("/").endswith("/models"):
             body = json.dumps({"object": "list", "data": [{"id": self.model, "object": "model",
                                                            "max_model_len": 4096}]}).encode()
