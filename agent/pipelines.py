@@ -115,7 +115,7 @@ def start(run_dir: str | os.PathLike[str], name: str, config: Mapping[str, Any],
     store = RunStore.create(run_dir, pipeline=name, config=full, unit_kind=pipeline.unit, model=llm.model,
                             backend=llm.backend, target_units=target_units, initial_state=initial_state)
     try:
-        with store.session("start"):
+        with store.session("start", transport=llm.transport()):
             _run(pipeline, store, full, llm, events)
     except BaseException:
         store.close()
@@ -164,7 +164,7 @@ def resume(store: RunStore, *, overrides: Mapping[str, Any] | None = None, llm: 
     plan = plan_resume(store, overrides=overrides, llm=llm)
     if plan.changes and not force:
         raise ConfigChangedError(plan.changes)
-    with store.session("resume", config=plan.config if plan.changes else None):
+    with store.session("resume", config=plan.config if plan.changes else None, transport=plan.llm.transport()):
         _run(plan.pipeline, store, plan.config, plan.llm, events)
     return plan
 

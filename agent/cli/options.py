@@ -41,11 +41,14 @@ def check_server(options: LLMOptions) -> LLMOptions:
     """Before a run is created: an unreachable server is one line, and a server that serves one
     model names it (so the run records the model, not ``null``)."""
     from agent.llm import EndpointUnavailableError, LLMError
+    from agent.llm.endpoint import EndpointLLM
 
     if options.backend != "endpoint":
         return options
+    if not options.endpoint:
+        raise CLIError("the endpoint backend needs --endpoint URL (or FABULA_ENDPOINT)")
     try:
-        llm = options.open()
+        llm = EndpointLLM(options.endpoint, options.model, api_key=options.api_key)
     except EndpointUnavailableError as exc:
         raise CLIError(f"cannot reach the server: {str(exc).splitlines()[0]}", exit_code=1) from exc
     except (LLMError, ValueError) as exc:

@@ -36,7 +36,10 @@ def load_output_type(args: argparse.Namespace):
     if args.grammar:
         from grammars import get_grammar
 
-        return get_grammar(args.grammar)
+        try:
+            return get_grammar(args.grammar)
+        except KeyError as exc:
+            raise CLIError(str(exc.args[0])) from None
     if args.schema:
         from agent.llm import JsonSchema
 

@@ -49,7 +49,10 @@ def resolve_config(args: argparse.Namespace):
     if args.gpu_memory_utilization is not None and not 0 < args.gpu_memory_utilization <= 1:
         raise CLIError("--gpu-memory-utilization must be in (0, 1]")
     if args.preset or not args.model:
-        preset = get_preset(args.preset or "tiny-cpu")
+        try:
+            preset = get_preset(args.preset or "tiny-cpu")
+        except KeyError as exc:
+            raise CLIError(str(exc.args[0])) from None
     else:
         on_gpu = args.device == "gpu" or (args.device == "auto" and gpu_present())
         preset = Preset(name="custom", model=args.model, device="gpu" if on_gpu else "cpu",

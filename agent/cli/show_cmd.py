@@ -53,7 +53,8 @@ def render(s: RunSummary, path: str) -> list[str]:
     tools = ", ".join(f"{k} {v}" for k, v in s.tool_calls.items()) or "none"
     lines = [
         f"run       {path}",
-        f"pipeline  {s.pipeline}  model {s.model or '-'} ({s.backend or '-'})",
+        f"pipeline  {s.pipeline}  model {s.model or '-'} ({s.backend or '-'}"
+        + (f" at {s.endpoint}" if s.endpoint else "") + ")",
         f"status    {s.status}" + (f"  ({s.error})" if s.error else ""),
         f"progress  {progress} {unit}",
         f"words     {s.words}",

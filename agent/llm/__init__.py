@@ -16,6 +16,7 @@ from agent.llm.types import (
     Completion,
     EndpointUnavailableError,
     LLMError,
+    LLMSetupError,
     Message,
     OutputValidationError,
     ThinkingMode,
@@ -43,7 +44,7 @@ def open_llm(
     options = resolve(backend=backend, endpoint=endpoint, model=model, api_key=api_key)
     if options.backend == "endpoint":
         if not options.endpoint:
-            raise LLMError("the endpoint backend needs --endpoint URL (or FABULA_ENDPOINT)")
+            raise LLMSetupError("the endpoint backend needs --endpoint URL (or FABULA_ENDPOINT)")
         from agent.llm.endpoint import EndpointLLM
 
         return EndpointLLM(options.endpoint, options.model, api_key=options.api_key, thinking=thinking)
@@ -51,7 +52,7 @@ def open_llm(
         from agent.llm.embedded import EmbeddedLLM
 
         return EmbeddedLLM(options.model, thinking=thinking)
-    raise LLMError(f"unknown backend {options.backend!r}; use embedded or endpoint")
+    raise LLMSetupError(f"unknown backend {options.backend!r}; use embedded or endpoint")
 
 
 __all__ = [
@@ -62,6 +63,7 @@ __all__ = [
     "EndpointUnavailableError",
     "JsonSchema",
     "LLMError",
+    "LLMSetupError",
     "Message",
     "OutputType",
     "OutputValidationError",

@@ -37,6 +37,10 @@ class LLMOptions:
     def fingerprinted(self) -> dict[str, Any]:
         return {"backend": self.backend, "model": self.model, "thinking": self.thinking or "off"}
 
+    def transport(self) -> dict[str, Any]:
+        """What a session records about how it reached the model (no credentials)."""
+        return {"backend": self.backend, "endpoint": redact_url(self.endpoint), "model": self.model}
+
     def describe(self) -> str:
         """One line for the terminal: backend, endpoint (credentials removed) and model."""
         model = self.model or ("the embedded default" if self.backend == "embedded" else "the server's only model")

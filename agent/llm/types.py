@@ -25,6 +25,12 @@ class LLMError(FabulaError, RuntimeError):
     """Any failure of a model call that a caller may want to report in one line."""
 
 
+class LLMSetupError(LLMError):
+    """The model cannot be opened as asked (no endpoint, an unknown backend): the user's input."""
+
+    exit_code = 2
+
+
 class TruncatedOutputError(LLMError):
     """A structured reply hit ``max_tokens``: a partial JSON object is never parsed."""
 

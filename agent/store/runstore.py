@@ -188,13 +188,16 @@ class RunStore:
         return "running"
 
     @contextmanager
-    def session(self, kind: str, *, config: dict[str, Any] | None = None) -> Iterator[int]:
+    def session(self, kind: str, *, config: dict[str, Any] | None = None,
+                transport: dict[str, Any] | None = None) -> Iterator[int]:
         """Hold the run for writing while a pipeline works on it (``kind``: start, resume).
 
         Only one process at a time: a second one gets :class:`RunBusyError`. ``config``
         replaces the stored configuration (a forced resume); the old one stays in the
-        previous sessions' rows. The session's end sets the status: completed (if the
-        pipeline called :meth:`finish`), stopped (returned early or Ctrl-C) or failed.
+        previous sessions' rows. ``transport`` (backend, endpoint without credentials, model) is
+        kept in this session's row: a server may move between sessions. The session's end sets
+        the status: completed (if the pipeline called :meth:`finish`), stopped (returned early
+        or Ctrl-C) or failed.
         """
         lock = FileLock(str(inside(self.run_dir, LOCK_NAME)))
         try:
@@ -211,7 +214,9 @@ class RunStore:
                 cursor = conn.execute(
                     "INSERT INTO sessions (kind, pid, host, config, fingerprint, started_at, last_at) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (kind, os.getpid(), socket.gethostname(), canonical_json(info.config), info.fingerprint, now, now),
+                    (kind, os.getpid(), socket.gethostname(),
+                     canonical_json({**info.config, "transport": transport} if transport else info.config),
+                     info.fingerprint, now, now),
                 )
                 conn.execute("UPDATE run SET status = 'running', error = NULL, finished_at = NULL, updated_at = ? "
                              "WHERE id = 1", (now,))

@@ -37,6 +37,8 @@ class RunSummary:
     revised_chapters: int = 0
     model: str | None = None
     backend: str | None = None
+    endpoint: str | None = None
+    """The server the latest session used (credentials removed), if any."""
     error: str | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
@@ -60,6 +62,8 @@ def summarize(store: RunStore) -> RunSummary:
     tools = {r[0]: r[1] for r in q("SELECT tool, count(*) FROM tool_calls GROUP BY tool ORDER BY tool")}
     tool_errors = q("SELECT count(*) FROM tool_calls WHERE ok = 0")[0][0]
     wall, sessions = q("SELECT coalesce(sum(coalesce(ended_at, last_at) - started_at), 0), count(*) FROM sessions")[0]
+    last = q("SELECT config FROM sessions ORDER BY id DESC LIMIT 1")
+    transport = json.loads(last[0][0]).get("transport") if last else None
     state_rows = q("SELECT state FROM states ORDER BY unit DESC LIMIT 1")
     state_json = state_rows[0][0] if state_rows else ""
     degraded = [{"chapter": r[0], "reason": r[1]} for r in
@@ -72,6 +76,7 @@ def summarize(store: RunStore) -> RunSummary:
         llm_calls=calls[0], llm_errors=calls[1], prompt_tokens=calls[2], cached_prompt_tokens=calls[3],
         completion_tokens=calls[4], tool_calls=tools, tool_errors=tool_errors, wall_s=float(wall),
         sessions=sessions, degraded=degraded, revised_chapters=chapters[2], model=info.model, backend=info.backend,
+        endpoint=transport.get("endpoint") if isinstance(transport, dict) else None,
         error=info.error, created_at=info.created_at, updated_at=info.updated_at,
     )
 

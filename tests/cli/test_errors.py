@@ -40,3 +40,17 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
     assert exit_.value.code == 0 and re.fullmatch(r"fabula \S+\n", capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("argv", [
+    ["serve", "--preset", "no-such-preset", "--dry-run"],
+    ["prompt", "hi", "--grammar", "no_such_grammar"],
+    ["prompt", "hi", "--backend", "endpoint"],
+    ["prompt", "hi", "--endpoint", "ftp://example/v1"],
+    ["write", "nst", "--prompt", "x", "--words", "1000", "--set", "nope"],
+])
+def test_bad_input_is_a_user_error_not_an_internal_one(argv, capsys, monkeypatch):
+    monkeypatch.delenv("FABULA_ENDPOINT", raising=False)
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("fabula: error: "), err

@@ -58,3 +58,25 @@ def test_a_flag_beats_the_environment(captured, monkeypatch, tmp_path):
 def test_without_endpoint_anywhere_the_embedded_default_is_used(captured, tmp_path):
     assert main(["write", "magnet", STORY, "--words", "300", "--out", str(tmp_path / "run")]) == 130
     assert captured["llm"].backend == "embedded"
+
+
+def test_the_run_records_backend_endpoint_and_model_without_credentials(tmp_path, monkeypatch, capsys):
+    from agent.cli.show_cmd import render
+    from agent.store import RunStore
+    from agent.store.stats import summarize
+    from tests.magnet.story_llm import StoryLLM
+
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: StoryLLM())
+    with models_server() as url:
+        secret = url.replace("http://", "http://user:hunter2@") + "?key=hunter3"
+        monkeypatch.setenv("FABULA_ENDPOINT", secret)
+        code = main(["write", "magnet", STORY, "--words", "150", "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 0
+    assert f"with backend endpoint at {url}, model fake-model" in err and "hunter" not in err
+    with RunStore.open(tmp_path / "run", readonly=True) as store:
+        assert (store.info().backend, store.info().model) == ("endpoint", "fake-model")
+        summary = summarize(store)
+        sessions = [row[0] for row in store.query("SELECT config FROM sessions")]
+    assert summary.endpoint == url and all("hunter" not in s for s in sessions)
+    assert f"(endpoint at {url})" in render(summary, "run")[1]
