@@ -1,0 +1,86 @@
+"""The layering holds: imports flow one way, pipelines never import each other, no module too long.
+
+grammars/serve -> llm -> store -> (run context, registry) -> pipelines | eval -> cli. Checked on
+the source with ``ast``, including imports inside functions (lazy imports count too).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_LINES = 600
+
+# what each layer may import from fabula (besides itself); anything else is an upward import
+ALLOWED: dict[str, set[str]] = {
+    "grammars": set(),
+    "serve": set(),
+    "agent.errors": set(),
+    "agent.text": set(),
+    "agent.gate": set(),
+    "agent.settings": {"agent.errors"},
+    "agent.llm": {"agent.errors", "agent.text", "grammars", "serve"},
+    "agent.store": {"agent.errors", "agent.text", "agent.llm", "agent.gate"},
+    "agent.run_context": {"agent.llm", "agent.store"},
+    "agent.pipelines": {"agent.llm", "agent.store", "agent.run_context", "agent.settings"},
+    "agent.nst": {"agent.errors", "agent.text", "agent.gate", "agent.settings", "agent.llm", "agent.store",
+                  "agent.run_context", "agent.pipelines", "grammars", "serve"},
+    "agent.magnet": {"agent.errors", "agent.text", "agent.gate", "agent.settings", "agent.llm", "agent.store",
+                     "agent.run_context", "agent.pipelines", "grammars", "serve"},
+    "agent.eval": {"agent.errors", "agent.text", "agent.gate", "agent.llm", "agent.store", "grammars", "serve"},
+}
+
+
+def layer_of(module: str) -> str | None:
+    for layer in sorted(ALLOWED, key=len, reverse=True):
+        if module == layer or module.startswith(layer + "."):
+            return layer
+    return None
+
+
+def fabula_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return {n for n in names if n.split(".")[0] in ("agent", "grammars", "serve")}
+
+
+def modules() -> list[tuple[str, Path]]:
+    out = []
+    for package in ("agent", "grammars", "serve"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            rel = path.relative_to(ROOT).with_suffix("")
+            name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+            out.append((name, path))
+    return out
+
+
+def test_imports_flow_one_way():
+    upward = []
+    for name, path in modules():
+        layer = layer_of(name)
+        if layer is None:  # agent.cli and agent/__init__ wire everything
+            continue
+        for imported in fabula_imports(path):
+            target = layer_of(imported) or imported
+            if target.startswith("agent.cli") or (target != layer and target not in ALLOWED[layer]
+                                                   and not (target == "agent" and imported == "agent")):
+                upward.append(f"{name} imports {imported}")
+    assert not upward, "\n".join(upward)
+
+
+def test_pipelines_never_import_each_other():
+    crossing = [f"{name} imports {imported}" for name, path in modules() for imported in fabula_imports(path)
+                if {layer_of(name), layer_of(imported)} == {"agent.nst", "agent.magnet"}]
+    assert not crossing, crossing
+
+
+def test_no_module_is_too_long():
+    long = [f"{path.relative_to(ROOT)}: {n}" for _, path in modules()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES]
+    assert not long, long
