@@ -17,16 +17,22 @@ def add_parser(sub) -> None:
     parser = sub.add_parser("export", help="write a run's story as Markdown, text or JSON",
                             description="Export the story (EPUB: convert the Markdown, e.g. with pandoc).")
     parser.add_argument("run_dir", metavar="RUN_DIR")
-    parser.add_argument("--format", choices=FORMATS, default="md")
+    parser.add_argument("--format", choices=[*FORMATS, "db"], default="md",
+                        help="md, txt, json, or db: a consistent single-file copy of the run database "
+                        "(SQLite backup; safe while the run is being written)")
     parser.add_argument("--graph", choices=GRAPH_FORMATS, metavar="{json,dot,svg}",
                         help="Magnet runs: export the world graph (entities and relations now) instead of the story")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: standard output)")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default, or -: standard output)")
+    parser.add_argument("--force", action="store_true", help="replace FILE if it exists (a regular file only)")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    output = None if args.output in (None, "-") else args.output
     with store_errors():
-        target = check_output_file(args.output) if args.output else None
+        target = check_output_file(output, force=args.force) if output else None
+    if args.format == "db":
+        return _copy_database(args, target)
     with open_run(args.run_dir) as store:
         if args.graph:
             if store.info().unit_kind != "step":
@@ -44,4 +50,16 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CLIError(f"cannot write {args.output}: {exc.strerror or exc}", exit_code=1) from exc
     print(f"wrote {target}", file=sys.stderr)
+    return 0
+
+
+def _copy_database(args: argparse.Namespace, target) -> int:
+    if target is None:
+        raise CLIError("--format db needs -o FILE (a database is not written to standard output)")
+    with open_run(args.run_dir) as store:
+        try:
+            store.backup_to(target)
+        except OSError as exc:
+            raise CLIError(f"cannot write {args.output}: {exc.strerror or exc}", exit_code=1) from exc
+    print(f"wrote {target} (a complete copy of the run database)", file=sys.stderr)
     return 0

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from agent.cli.errors import CLIError
 from agent.store import CommitError, RunBusyError, RunStore, StoreError
@@ -19,6 +22,14 @@ def store_errors() -> Iterator[None]:
         raise CLIError(str(exc), exit_code=1) from exc
     except StoreError as exc:
         raise CLIError(str(exc)) from exc
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise CLIError(f"the run is locked by another process ({exc}); try again when it is done",
+                           exit_code=1) from exc
+        if "readonly" in str(exc) or "read-only" in str(exc):
+            raise CLIError(f"the run is on a read-only file system ({exc}); show, search and export work "
+                           "there, writing does not", exit_code=1) from exc
+        raise CLIError(f"the run database is damaged or unreadable: {exc}", exit_code=1) from exc
     except sqlite3.DatabaseError as exc:
         raise CLIError(f"the run database is damaged or unreadable: {exc}", exit_code=1) from exc
 
@@ -31,3 +42,21 @@ def open_run(path: str, *, readonly: bool = True, pipeline: str | None = None) -
             yield store
         finally:
             store.close()
+
+
+def discard_if_unused(out: Path, existed: bool) -> None:
+    """After a failed start: a run that spent no model call leaves nothing behind; a run that
+    did is kept, marked failed, with its ledger and plan, and ``fabula resume`` continues it
+    (minutes of calls and the evidence of why they failed are never deleted)."""
+    if existed or not out.exists():
+        return
+    try:
+        with RunStore.open(out, readonly=True) as store:
+            calls = store.query("SELECT count(*) FROM llm_calls")[0][0]
+    except (StoreError, OSError, sqlite3.Error):
+        calls = 0
+    if calls:
+        print(f"fabula: the run is kept in {out} ({calls} model call(s) recorded); fabula resume {out} continues it",
+              file=sys.stderr)
+        return
+    shutil.rmtree(out, ignore_errors=True)

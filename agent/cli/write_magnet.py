@@ -13,13 +13,14 @@ import argparse
 import re
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from agent import pipelines
 from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, check_server, model_options
 from agent.cli.progress import ProgressDisplay
-from agent.cli.rundir import store_errors
+from agent.cli.rundir import discard_if_unused, store_errors
 from agent.llm.options import LLMOptions
 from agent.settings import parse_assignments
 
@@ -99,8 +100,13 @@ def _start(args: argparse.Namespace, name: str, config: dict[str, Any]) -> int:
     run_dir = _run_dir(args, config["story"]["title"])
     print(f"fabula: writing {config['story']['title']!r} ({config['story']['target_words']} words) with {name} "
           f"into {run_dir} with {llm.describe()}", file=sys.stderr)
-    with store_errors():
-        store = pipelines.start(run_dir, name, config, llm, events=ProgressDisplay(unit_name="step"))
+    existed = Path(run_dir).exists()
+    try:
+        with store_errors():
+            store = pipelines.start(run_dir, name, config, llm, events=ProgressDisplay(unit_name="step"))
+    except BaseException:
+        discard_if_unused(Path(run_dir), existed)
+        raise
     try:
         info = store.info()
         words = sum(p.words for p in store.paragraphs())

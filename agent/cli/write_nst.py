@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -19,7 +18,7 @@ from agent import pipelines
 from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, check_server, model_options
 from agent.cli.progress import ProgressDisplay
-from agent.cli.rundir import store_errors
+from agent.cli.rundir import discard_if_unused, store_errors
 from agent.llm.options import LLMOptions
 from agent.nst.config import MAX_WORDS, MIN_WORDS
 from agent.settings import parse_assignments
@@ -150,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         with store_errors():
             store = pipelines.start(out, args.writer, config, llm, events=ProgressDisplay(quiet=args.quiet))
     except BaseException:
-        _discard_if_empty(out, existed)
+        discard_if_unused(out, existed)
         raise
     try:
         for line in summary_lines(store, args.writer):
@@ -159,19 +158,3 @@ def run(args: argparse.Namespace) -> int:
         return 0 if store.info().status == "completed" else 1
     finally:
         store.close()
-
-
-def _discard_if_empty(out: Path, existed: bool) -> None:
-    """A run that failed before its first chapter leaves nothing behind (its ledger is lost
-    with it; a run with a committed chapter stays, marked failed, for ``fabula resume``)."""
-    from agent.store import RunStore, StoreError
-
-    if existed or not out.exists():
-        return
-    try:
-        with RunStore.open(out, readonly=True) as store:
-            if store.info().last_unit > 0:
-                return
-    except (StoreError, OSError):
-        pass
-    shutil.rmtree(out, ignore_errors=True)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.errors import FabulaError
 from agent.gate import Gate
 from agent.llm import LLM, OutputValidationError, TruncatedOutputError
 from agent.llm.types import Completion, Message
@@ -32,7 +33,7 @@ LEDGER_RESULT_CHARS = 4000
 __all__ = ["ChapterError", "ChapterLoop", "ChapterResult", "clean_prose"]
 
 
-class ChapterError(RuntimeError):
+class ChapterError(FabulaError, RuntimeError):
     """The chapter produced no text at all within its bounds."""
 
 

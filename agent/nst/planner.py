@@ -12,6 +12,7 @@ from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
 
+from agent.errors import FabulaError
 from agent.gate import DEFAULT_HIGH, DEFAULT_LOW, Gate, bounds
 from agent.llm import LLM, JsonSchema, OutputValidationError, TruncatedOutputError
 from agent.llm.types import Message
@@ -27,7 +28,7 @@ SYSTEM = ("You are a novelist planning a long story. Follow the instructions exa
           "language of the story prompt.")
 
 
-class PlanError(RuntimeError):
+class PlanError(FabulaError, RuntimeError):
     """The planner could not produce a valid outline within its bounded attempts."""
 
 

@@ -7,6 +7,7 @@ transaction never fails half-way for lock upgrade reasons) or, nested, a savepoi
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import uuid
 from collections.abc import Iterator
@@ -24,6 +25,13 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     if readonly:
         conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, isolation_level=None,
                                check_same_thread=False, timeout=10.0)
+        if not os.access(path.parent, os.W_OK) and not _wal_present(path):
+            # a read-only folder (a mounted archive): SQLite cannot create the -shm file a WAL
+            # database needs, so the file is read as immutable; every committed unit is in it
+            # because fabula checkpoints after each commit and at close
+            conn.close()
+            conn = sqlite3.connect(f"{path.as_uri()}?mode=ro&immutable=1", uri=True, isolation_level=None,
+                                   check_same_thread=False, timeout=10.0)
     else:
         conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=10.0)
     conn.row_factory = sqlite3.Row
@@ -37,6 +45,11 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
         # takes minutes to write; the fsync takes milliseconds).
         conn.execute("PRAGMA synchronous = FULL")
     return conn
+
+
+def _wal_present(path: Path) -> bool:
+    wal = path.with_name(path.name + "-wal")
+    return wal.exists() and wal.stat().st_size > 0
 
 
 def looks_like_sqlite(path: Path) -> bool:

@@ -51,8 +51,10 @@ def inside(run_dir: Path, relative: str | os.PathLike[str]) -> Path:
     return target
 
 
-def check_output_file(path: str | os.PathLike[str]) -> Path:
-    """A user-given output file, resolved: its folder must exist and it must not be a run database."""
+def check_output_file(path: str | os.PathLike[str], *, force: bool = False) -> Path:
+    """A user-given output file, resolved: its folder must exist, it must not be a run database,
+    and an existing file is replaced only with ``force`` and only if it is a regular file (never
+    a device such as /dev/null, a FIFO or a socket, which an atomic rename would destroy)."""
     target = Path(path).expanduser().resolve()
     if target.is_dir():
         raise StoreError(f"output path is a directory: {path}")
@@ -60,13 +62,19 @@ def check_output_file(path: str | os.PathLike[str]) -> Path:
         raise StoreError(f"output folder does not exist: {target.parent}")
     if target.name in _DB_COMPANIONS and (target.parent / DB_NAME).exists():
         raise StoreError(f"refusing to overwrite the run database: {path}")
+    if target.exists() and not target.is_file():
+        raise StoreError(f"refusing to replace {path}: it is not a regular file (use -o - for standard output)")
+    if target.exists() and not force:
+        raise StoreError(f"{path} exists; pass --force to replace it")
     return target
 
 
 def write_atomic(target: Path, data: bytes) -> None:
-    """Write via a temporary file in the same folder and rename: never a half-written file."""
+    """Write via a temporary file in the same folder and rename: never a half-written file. The
+    file keeps the mode of the one it replaces, else gets the usual mode under the umask."""
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, target.stat().st_mode & 0o7777 if target.is_file() else 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -75,3 +83,9 @@ def write_atomic(target: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
