@@ -11,6 +11,7 @@ counts as one word.
 
 from __future__ import annotations
 
+import os
 import re
 
 CJK_CLASS = (
@@ -96,3 +97,24 @@ def _continues_sentence(text: str, punct_start: int, punct_end: int) -> bool:
         return False
     token = before.group(1).lower()
     return token in _ABBREVIATIONS or (len(token) == 1 and token.isalpha())
+
+
+def without_nul(text: str) -> str:
+    """``text`` with NUL characters replaced by U+FFFD: SQLite's text functions stop at a NUL, so
+    a NUL in a model's reply would cut search windows short. One character for one, so every
+    offset into the text stays valid."""
+    return text.replace("\x00", "\ufffd")
+
+
+class InputTooLargeError(OSError):
+    """A user's input file is larger than fabula reads (``/dev/zero``, a wrong file)."""
+
+
+def read_capped(path: str | os.PathLike[str], limit: int) -> bytes:
+    """At most ``limit`` bytes of a file; a longer one (or an endless device) raises
+    :class:`InputTooLargeError` instead of filling memory."""
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise InputTooLargeError(f"larger than {limit // (1 << 20)} MiB; fabula reads at most that")
+    return data

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, open_model
+from agent.text import read_capped
 
 
 def add_parser(sub) -> None:
@@ -44,9 +45,9 @@ def load_output_type(args: argparse.Namespace):
         from agent.llm import JsonSchema
 
         try:
-            schema = json.loads(args.schema.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise CLIError(f"cannot read schema file {args.schema}: {exc.strerror}") from exc
+            schema = json.loads(read_capped(args.schema, 1 << 20).decode("utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CLIError(f"cannot read schema file {args.schema}: {getattr(exc, 'strerror', None) or exc}") from exc
         except json.JSONDecodeError as exc:
             raise CLIError(f"schema file {args.schema} is not JSON: {exc}") from exc
         if not isinstance(schema, dict):

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from agent.cli.errors import CLIError
 from agent.cli.rundir import open_run
+from agent.store.search import MAX_TERMS, dropped_terms
+
+MAX_K = 1000
+MAX_CHAPTER = 1_000_000
 
 
 def add_parser(sub) -> None:
@@ -23,8 +28,13 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.k < 1:
-        raise CLIError("-k must be at least 1")
+    if not 1 <= args.k <= MAX_K:
+        raise CLIError(f"-k must be between 1 and {MAX_K}, got {args.k}")
+    if args.before is not None and not 1 <= args.before <= MAX_CHAPTER:
+        raise CLIError(f"--before must be between 1 and {MAX_CHAPTER}, got {args.before}")
+    if dropped_terms(args.query):
+        print(f"fabula: note: the query has more than {MAX_TERMS} distinct terms; only the first {MAX_TERMS} "
+              "are searched", file=sys.stderr)
     with open_run(args.run_dir) as store:
         if store.info().unit_kind != "chapter":
             raise CLIError(f"{args.run_dir} is a {store.info().pipeline} run; it has no chapters to search")

@@ -23,7 +23,10 @@ from agent.llm.options import LLMOptions
 from agent.nst.config import MAX_WORDS, MIN_WORDS
 from agent.settings import parse_assignments
 from agent.store.snapshots import ChapterSnapshot, StoryTarget
+from agent.text import read_capped
 
+MAX_PROMPT_BYTES = 1 << 20
+MAX_PROMPT_SET_BYTES = 64 << 20
 HELP = {"nst": "NstAgent: chapters written with tools against a tracked narrative state",
         "rollsum": "baseline: chapters from the same outline with a rolling story-so-far summary",
         "direct": "baseline: the whole story in one call"}
@@ -61,7 +64,7 @@ def load_prompt(args: argparse.Namespace) -> tuple[str, str | None]:
         text, prompt_id = args.prompt, None
     elif args.prompt_file is not None:
         try:
-            text = Path(args.prompt_file).read_text(encoding="utf-8")
+            text = read_capped(args.prompt_file, MAX_PROMPT_BYTES).decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise CLIError(f"cannot read --prompt-file {args.prompt_file}: {exc}") from exc
         prompt_id = None
@@ -78,7 +81,7 @@ def load_prompt(args: argparse.Namespace) -> tuple[str, str | None]:
 
 def prompt_from_set(path: str, prompt_id: str) -> str:
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        lines = read_capped(path, MAX_PROMPT_SET_BYTES).decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise CLIError(f"cannot read --prompts {path}: {exc}") from exc
     for number, line in enumerate(lines, 1):

@@ -6,12 +6,14 @@ this file by hand and a typo in a key must not pass silently (unknown keys are r
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent.errors import InputError
+from agent.text import read_capped
 
 DEFAULT_PAGE_WORDS = 500
 SCALARS = (str, int, float, bool)
@@ -101,12 +103,16 @@ class StoryDefinition:
         return replace(self, target_words=total, page_words=pw)
 
 
+MAX_FILE_BYTES = 1 << 20
+"""A story definition is a few KiB; anything over a MiB is the wrong file."""
+
+
 def load_definition(path: str | Path) -> StoryDefinition:
     """Read and validate a story definition TOML file."""
     path = Path(path)
     where = str(path)
     try:
-        raw = path.read_bytes()
+        raw = read_capped(path, MAX_FILE_BYTES)
     except OSError as exc:
         raise DefinitionError(f"{where}: cannot read the story definition ({exc.strerror or exc})") from exc
     try:
@@ -226,11 +232,17 @@ def _variables(value: Any, where: str, at: str) -> dict[str, Any]:
     return dict(value)
 
 
+LIMITS = {"words": 300_000, "pages": 600, "page_words": 5_000}
+"""Upper bounds of the length fields: a longer story is a typo, not a plan (NstAgent's own bound)."""
+
+
 def _positive_number(value: Any, where: str, key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise DefinitionError(f"{where}: {key}: must be a number, not {value!r}")
-    if value <= 0:
+    if not math.isfinite(value) or value <= 0:
         raise DefinitionError(f"{where}: {key}: must be positive, not {value!r}")
+    if value > LIMITS.get(key, math.inf):
+        raise DefinitionError(f"{where}: {key}: at most {LIMITS[key]}, not {value!r}")
     return float(value)
 
 
@@ -239,4 +251,6 @@ def _positive_int(value: Any, where: str, key: str) -> int:
         raise DefinitionError(f"{where}: {key}: must be a whole number, not {value!r}")
     if value <= 0:
         raise DefinitionError(f"{where}: {key}: must be positive, not {value!r}")
+    if value > LIMITS.get(key, math.inf):
+        raise DefinitionError(f"{where}: {key}: at most {LIMITS[key]}, not {value!r}")
     return value

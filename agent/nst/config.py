@@ -26,7 +26,8 @@ class StoryTarget(Settings):
 
     prompt: str = Field(min_length=1, max_length=200_000)
     prompt_id: str | None = None
-    words: int = Field(ge=MIN_WORDS, le=MAX_WORDS)
+    words: int = Field(ge=1, le=MAX_WORDS)
+    """The story's length; ``fabula write`` asks for at least MIN_WORDS, tests and benchmarks may go lower."""
     temperature: float = Field(0.7, ge=0.0, le=2.0)
     gate_low: float = Field(DEFAULT_LOW, gt=0.0, le=1.0)
     gate_high: float = Field(DEFAULT_HIGH, ge=1.0, le=3.0)

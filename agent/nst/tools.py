@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field, RootModel, create_model
 
 from agent.gate import Gate
 from agent.store import CommitError
+from agent.store.search import MAX_TERMS, dropped_terms
 from agent.text import count_words
 from grammars.base import Grammar
 from grammars.nst import TOOL_CALLS, CorrectCall, ReadCall
@@ -173,9 +174,11 @@ class Search(Lookback):
             raise ToolError("the search query is empty")
         s.searches += 1
         hits = loop.store.search(call.query, k=int(loop.config.search_hits), before=s.index)
+        note = (f" (only the first {MAX_TERMS} terms of the query were searched)"
+                if dropped_terms(call.query) else "")
         if not hits:
-            return f"No passages in chapters 1 to {s.index - 1} match {call.query!r}."
-        return "\n".join([f"{len(hits)} passage(s) for {call.query!r}:",
+            return f"No passages in chapters 1 to {s.index - 1} match {call.query!r}{note}."
+        return "\n".join([f"{len(hits)} passage(s) for {call.query!r}{note}:",
                           *(f"[chapter {h.chapter}] {h.text}" for h in hits)])
 
 

@@ -43,6 +43,7 @@ from agent.store.errors import (
 from agent.store.migrations import LATEST, migrate, schema_version
 from agent.store.paths import DB_NAME, LOCK_NAME, inside, new_run_dir, resolve_run_dir
 from agent.store.records import Chapter, Paragraph, RunInfo, ToolCall
+from agent.text import without_nul
 
 UNIT_KINDS = ("chapter", "step")
 
@@ -306,7 +307,8 @@ class RunStore:
         """Commit chapter ``index`` (the next one), its search windows and the state after it."""
         with self._write() as conn:
             self._advance(conn, "chapter", index, state)
-            chapter = chapter_rows.insert(conn, index, title, text, degraded=degraded, degraded_reason=degraded_reason)
+            chapter = chapter_rows.insert(conn, index, without_nul(title), without_nul(text), degraded=degraded,
+                                          degraded_reason=degraded_reason)
         self._checkpoint()
         return chapter
 
@@ -315,7 +317,8 @@ class RunStore:
         """Commit Magnet timestep ``step`` (the next one): its record, paragraphs and state."""
         with self._write() as conn:
             self._advance(conn, "step", step, state)
-            rows = magnet.insert_step(conn, step, paragraphs, goal=goal, record=record)
+            clean = [without_nul(p) if isinstance(p, str) else (p[0], without_nul(p[1])) for p in paragraphs]
+            rows = magnet.insert_step(conn, step, clean, goal=goal, record=record)
         self._checkpoint()
         return rows
 
@@ -325,13 +328,14 @@ class RunStore:
             current = chapter_rows.get(conn, index)
             if current is None:
                 raise CommitError(f"chapter {index} does not exist")
-            text = chapter_rows.replace_span(current.text, old, new, index=index)
+            text = chapter_rows.replace_span(current.text, old, without_nul(new), index=index)
             return chapter_rows.revise(conn, index, text, title=None, reason=reason, unit=self._unit(conn))
 
     def revise_chapter(self, index: int, text: str, *, title: str | None = None, reason: str) -> Chapter:
         """Replace a committed chapter's whole text (the old version is kept); reindexed at once."""
         with self._write() as conn:
-            return chapter_rows.revise(conn, index, text, title=title, reason=reason, unit=self._unit(conn))
+            return chapter_rows.revise(conn, index, without_nul(text), title=title, reason=reason,
+                                       unit=self._unit(conn))
 
     def chapter(self, index: int) -> Chapter | None:
         with self._lock:
@@ -352,7 +356,7 @@ class RunStore:
     def revise_paragraph(self, step: int, seq: int, text: str, *, reason: str) -> Paragraph:
         """Replace a committed Magnet paragraph's text (the old text is kept as a version)."""
         with self._write() as conn:
-            return magnet.revise_paragraph(conn, step, seq, text, reason=reason)
+            return magnet.revise_paragraph(conn, step, seq, without_nul(text), reason=reason)
 
     def paragraph_versions(self, step: int, seq: int) -> list[dict[str, Any]]:
         with self._lock:

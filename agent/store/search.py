@@ -95,6 +95,11 @@ def query_terms(query: str, *, limit: int = MAX_TERMS) -> list[str]:
     return terms
 
 
+def dropped_terms(query: str) -> int:
+    """How many distinct terms of ``query`` past :data:`MAX_TERMS` a search ignores (0 usually)."""
+    return max(0, len(query_terms(query, limit=10 * MAX_TERMS)) - MAX_TERMS)
+
+
 def match_expression(terms: list[str]) -> str:
     """An FTS5 query: the OR of the quoted terms (quotes inside a term are doubled)."""
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
@@ -138,7 +143,8 @@ def search(conn: sqlite3.Connection, query: str, *, k: int = DEFAULT_K, before: 
     terms = query_terms(query)
     if not terms or k <= 0:
         return []
-    limit = (before if before is not None else (1 << 62) // WINDOW_STRIDE) * WINDOW_STRIDE
+    last = (1 << 62) // WINDOW_STRIDE
+    limit = (min(before, last) if before is not None else last) * WINDOW_STRIDE
     if len(terms) > 1:
         total = conn.execute("SELECT count(*) FROM chapter_windows").fetchone()[0]
         informative = [t for t in terms if 2 * _rows_with(conn, t) < total]
