@@ -28,8 +28,10 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not 1 <= args.k <= MAX_K:
-        raise CLIError(f"-k must be between 1 and {MAX_K}, got {args.k}")
+    if args.k < 1:
+        raise CLIError("-k must be at least 1")
+    if args.k > MAX_K:
+        raise CLIError(f"-k must be at most {MAX_K}, got {args.k}")
     if args.before is not None and not 1 <= args.before <= MAX_CHAPTER:
         raise CLIError(f"--before must be between 1 and {MAX_CHAPTER}, got {args.before}")
     if dropped_terms(args.query):

@@ -10,33 +10,13 @@ words with the cached share of prompt tokens.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from agent.eval.story import Story, load_story
 from agent.gate import DEFAULT_HIGH, DEFAULT_LOW, in_gate
+from agent.repetition import distinct_n, repeated_ngram_rate, tokens
 from agent.store import RunStore
 from agent.store.snapshots import ChapterSnapshot
-from agent.text import CJK_CLASS
-
-_TOKEN = re.compile(f"[{CJK_CLASS}]|[A-Za-z0-9][A-Za-z0-9'_-]*")
-
-
-def tokens(text: str) -> list[str]:
-    """Lower-cased tokens under the shared word rule (so n-gram counts match word counts)."""
-    return [t.lower() for t in _TOKEN.findall(text)]
-
-
-def distinct_n(toks: list[str], n: int) -> float | None:
-    """Unique n-grams over all n-grams (``None`` for a text shorter than ``n``)."""
-    grams = [tuple(toks[i:i + n]) for i in range(len(toks) - n + 1)]
-    return len(set(grams)) / len(grams) if grams else None
-
-
-def repeated_ngram_rate(toks: list[str], n: int = 4) -> float | None:
-    """Share of n-gram occurrences that repeat an n-gram seen earlier in the text."""
-    grams = [tuple(toks[i:i + n]) for i in range(len(toks) - n + 1)]
-    return 1 - len(set(grams)) / len(grams) if grams else None
 
 
 def _outline_targets(plan: dict[str, Any]) -> list[int]:

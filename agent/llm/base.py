@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.llm.constraints import Constraint, OutputType, to_constraint
+from agent.llm.sampling import NONE, Sampling
 from agent.llm.types import (
     CallRecord,
     Completion,
@@ -25,6 +26,7 @@ from agent.llm.types import (
     ThinkingMode,
     TruncatedOutputError,
 )
+from agent.repetition import is_looping
 
 Recorder = Callable[[CallRecord], None]
 
@@ -44,6 +46,7 @@ class Request:
     seed: int | None = None
     role: str | None = None
     constraint: Constraint | None = field(default=None, repr=False)
+    sampling: Sampling = NONE
 
 
 class LLM(ABC):
@@ -70,10 +73,22 @@ class LLM(ABC):
         stop: list[str] | None = None,
         seed: int | None = None,
         role: str | None = None,
+        sampling: Sampling | None = None,
     ) -> Completion:
-        """Generate one reply; with ``output_type`` the reply is constrained and ``parsed`` is set."""
-        request = Request(list(messages), output_type, temperature, max_tokens, min_tokens, stop, seed, role)
-        return self._run(self._prepare(request))
+        """Generate one reply; with ``output_type`` the reply is constrained and ``parsed`` is set.
+
+        A structured reply cut at ``max_tokens`` because it looped (a string field repeating) is
+        retried once with a firmer repetition penalty (a second, recorded call)."""
+        request = Request(list(messages), output_type, temperature, max_tokens, min_tokens, stop, seed, role,
+                          sampling=sampling or NONE)
+        try:
+            return self._run(self._prepare(request))
+        except TruncatedOutputError as exc:
+            if not exc.looped:
+                raise
+            retry = Request(list(messages), output_type, temperature, max_tokens, min_tokens, stop, seed, role,
+                            sampling=request.sampling.stronger())
+            return self._run(self._prepare(retry))
 
     def generate_many(
         self, requests: Sequence[Request], *, return_exceptions: bool = False
@@ -141,9 +156,12 @@ class LLM(ABC):
         constraint = request.constraint
         if constraint is not None:
             if raw.finish_reason == "length":
+                looped = is_looping(text)
                 raise TruncatedOutputError(
                     f"{constraint.name} reply was cut at max_tokens={request.max_tokens} "
-                    f"after {raw.usage.completion_tokens} tokens; raise max_tokens or shorten the output"
+                    f"after {raw.usage.completion_tokens} tokens"
+                    + ("; it repeated itself" if looped else "; raise max_tokens or shorten the output"),
+                    looped=looped,
                 )
             parsed = constraint.parse(text.strip() if constraint.kind == "json" else text)
         return Completion(
@@ -173,6 +191,7 @@ class LLM(ABC):
             latency_s=latency_s,
             finish_reason=raw.finish_reason if raw is not None else None,
             error=error,
+            sampling=request.sampling.given() or None,
             messages=request.messages,
             text=raw.text if raw is not None else None,
         )

@@ -15,6 +15,7 @@ from typing import Any
 
 from agent.llm.base import LLM, Request
 from agent.llm.constraints import Constraint
+from agent.llm.sampling import Sampling
 from agent.llm.types import LLMError, RawReply, ThinkingMode, UnsupportedSettingError, Usage
 
 # Compact JSON: no free whitespace between tokens, so a small model cannot loop on spaces.
@@ -107,15 +108,19 @@ class EmbeddedLLM(LLM):
             kwargs.update(do_sample=False, temperature=None, top_k=None, top_p=None)
         if request.min_tokens:
             kwargs["min_new_tokens"] = request.min_tokens
+        processors = sampling_kwargs(request.sampling, kwargs, sampled=request.temperature > 0)
         if request.stop:
             kwargs.update(stop_strings=request.stop, tokenizer=self.tokenizer)
         with self._lock:
             if request.constraint is not None:
                 from outlines.backends.outlines_core import OutlinesCoreLogitsProcessor
-                from transformers import LogitsProcessorList
 
                 processor = OutlinesCoreLogitsProcessor(self._index(request.constraint), "torch")
-                kwargs["logits_processor"] = LogitsProcessorList([processor])
+                processors.append(processor)  # last: penalties never re-allow a token the grammar masked
+            if processors:
+                from transformers import LogitsProcessorList
+
+                kwargs["logits_processor"] = LogitsProcessorList(processors)
             if request.seed is not None:
                 torch.manual_seed(request.seed)
             with torch.inference_mode():
@@ -162,3 +167,41 @@ def _constraint_regex(constraint: Constraint, build_regex_from_schema) -> str:
     if constraint.kind == "regex":
         return constraint.pattern or ""
     return "|".join(re.escape(option) for option in constraint.options or ())
+
+
+def sampling_kwargs(sampling: Sampling, kwargs: dict[str, Any], *, sampled: bool) -> list[Any]:
+    """Map ``sampling`` onto transformers' ``generate``: repetition_penalty and no_repeat_ngram_size
+    are generate arguments (they act on greedy decoding too); top_p/top_k/min_p only when
+    sampling; frequency and presence penalties (OpenAI semantics, no transformers equivalent)
+    become a logits processor, returned for the caller's processor list."""
+    given = sampling.given()
+    for name in ("repetition_penalty", "no_repeat_ngram_size"):
+        if name in given:
+            kwargs[name] = given[name]
+    if sampled:
+        for name in ("top_p", "top_k", "min_p"):
+            if name in given:
+                kwargs[name] = given[name]
+    if "frequency_penalty" in given or "presence_penalty" in given:
+        return [_OccurrencePenalty(given.get("frequency_penalty", 0.0), given.get("presence_penalty", 0.0),
+                                   prompt_length=None)]
+    return []
+
+
+class _OccurrencePenalty:
+    """OpenAI's frequency and presence penalties over the tokens generated so far."""
+
+    def __init__(self, frequency: float, presence: float, *, prompt_length: int | None) -> None:
+        self.frequency, self.presence, self.prompt_length = frequency, presence, prompt_length
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        if self.prompt_length is None:
+            self.prompt_length = int(input_ids.shape[1])
+        generated = input_ids[:, self.prompt_length:]
+        if generated.shape[1] == 0:
+            return scores
+        counts = torch.zeros_like(scores)
+        counts.scatter_add_(1, generated, torch.ones_like(generated, dtype=scores.dtype))
+        return scores - self.frequency * counts - self.presence * (counts > 0).to(scores.dtype)

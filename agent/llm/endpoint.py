@@ -16,12 +16,14 @@ from typing import Any
 import httpx
 
 from agent.llm.base import LLM, Request
+from agent.llm.sampling import Sampling
 from agent.llm.types import (
     Completion,
     EndpointUnavailableError,
     LLMError,
     RawReply,
     ThinkingMode,
+    UnsupportedSettingError,
     Usage,
 )
 
@@ -131,6 +133,7 @@ class EndpointLLM(LLM):
             body["stop"] = request.stop
         if request.seed is not None:
             body["seed"] = request.seed
+        body.update(sampling_fields(request.sampling))
         if self.thinking != "auto":
             body["chat_template_kwargs"] = {"enable_thinking": self.thinking == "on"}
         constraint = request.constraint
@@ -183,3 +186,15 @@ def _error_text(response: httpx.Response) -> str:
     if isinstance(error, dict):
         return str(error.get("message") or error)[:300]
     return str(error)[:300]
+
+
+def sampling_fields(sampling: Sampling) -> dict[str, Any]:
+    """The request fields for ``sampling``: the OpenAI ones (top_p, frequency and presence
+    penalties) and vLLM's extra sampling parameters (repetition_penalty, top_k, min_p), which
+    vLLM and SGLang read from the top level of the body. ``no_repeat_ngram_size`` has no server
+    equivalent and is refused rather than silently dropped."""
+    given = sampling.given()
+    if "no_repeat_ngram_size" in given:
+        raise UnsupportedSettingError("the endpoint backend cannot honour no_repeat_ngram_size (a transformers-only "
+                                      "control); use repetition_penalty or frequency_penalty instead")
+    return given

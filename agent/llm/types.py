@@ -32,7 +32,12 @@ class LLMSetupError(LLMError):
 
 
 class TruncatedOutputError(LLMError):
-    """A structured reply hit ``max_tokens``: a partial JSON object is never parsed."""
+    """A structured reply hit ``max_tokens``: a partial JSON object is never parsed.
+    ``looped`` when its text repeated itself (the retry then uses a firmer penalty)."""
+
+    def __init__(self, message: str, *, looped: bool = False) -> None:
+        super().__init__(message)
+        self.looped = looped
 
 
 class OutputValidationError(LLMError):
@@ -102,3 +107,5 @@ class CallRecord:
     error: str | None = None
     messages: list[Message] = field(default_factory=list)
     text: str | None = None
+    sampling: dict[str, Any] | None = None
+    """The sampling controls the call was made with (only those set)."""

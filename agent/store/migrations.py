@@ -223,8 +223,13 @@ def m006_paragraph_versions(conn: sqlite3.Connection) -> None:
     ])
 
 
+def m007_call_sampling(conn: sqlite3.Connection) -> None:
+    """The sampling controls each model call was made with (JSON, only those set; NULL: none)."""
+    _run(conn, ["ALTER TABLE llm_calls ADD COLUMN sampling TEXT"])
+
+
 MIGRATIONS: list[Migration] = [m001_core, m002_chapter_search, m003_ledgers, m004_magnet, m005_judgments,
-                               m006_paragraph_versions]
+                               m006_paragraph_versions, m007_call_sampling]
 LATEST = len(MIGRATIONS)
 
 

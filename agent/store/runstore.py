@@ -112,6 +112,8 @@ class RunStore:
                 upgrade.close()
         conn = connect(db, readonly=readonly)
         store = cls(folder, conn, readonly=readonly)
+        if not readonly:
+            store._checkpoint()  # fold in what a killed writer left in the log
         try:
             info = store.info()
         except (sqlite3.DatabaseError, StoreError) as exc:

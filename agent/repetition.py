@@ -1,0 +1,93 @@
+"""How much a text repeats itself: one definition for the evaluation and the guards.
+
+``fabula eval metrics`` reports the repeated-4-gram rate and distinct-n of a story; the
+pipelines' repetition guard rejects a prose reply whose rate or longest repeated span is over
+a threshold, quoting the span back to the model; the LLM layer retries a structured reply that
+was cut at ``max_tokens`` because it looped. All of them measure with the functions here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from agent.text import CJK_CLASS
+
+_TOKEN = re.compile(f"[{CJK_CLASS}]|[A-Za-z0-9][A-Za-z0-9'_-]*")
+LOOP_RATE = 0.5
+"""A structured reply cut at max_tokens with at least this 4-gram repetition looped."""
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-cased tokens under the shared word rule (so n-gram counts match word counts)."""
+    return [t.lower() for t in _TOKEN.findall(text)]
+
+
+def distinct_n(toks: list[str], n: int) -> float | None:
+    """Unique n-grams over all n-grams (``None`` for a text shorter than ``n``)."""
+    grams = [tuple(toks[i:i + n]) for i in range(len(toks) - n + 1)]
+    return len(set(grams)) / len(grams) if grams else None
+
+
+def repeated_ngram_rate(toks: list[str], n: int = 4) -> float | None:
+    """Share of n-gram occurrences that repeat an n-gram seen earlier in the text."""
+    grams = [tuple(toks[i:i + n]) for i in range(len(toks) - n + 1)]
+    return 1 - len(set(grams)) / len(grams) if grams else None
+
+
+def longest_repeated_span(toks: list[str]) -> tuple[int, int]:
+    """``(length, start)`` of the longest token sequence that occurs twice without overlap.
+
+    Grows a window while some earlier occurrence still matches; linear enough for a chapter
+    (a hash of each n-gram, n doubling then refined), and exact for what the guard needs."""
+    best, where = 0, 0
+    low, high = 1, len(toks) // 2
+    while low <= high:
+        n = (low + high) // 2
+        start = _repeat_of_length(toks, n)
+        if start is None:
+            high = n - 1
+        else:
+            best, where, low = n, start, n + 1
+    return best, where
+
+
+def _repeat_of_length(toks: list[str], n: int) -> int | None:
+    seen: dict[tuple[str, ...], int] = {}
+    for i in range(len(toks) - n + 1):
+        gram = tuple(toks[i:i + n])
+        first = seen.setdefault(gram, i)
+        if i - first >= n:
+            return first
+    return None
+
+
+@dataclass(frozen=True)
+class Repetition:
+    """A text's repetition: the 4-gram rate and its longest span repeated word for word."""
+
+    rate: float
+    span_words: int
+    span: str
+
+    def exceeds(self, max_rate: float, max_span: int) -> bool:
+        return self.rate > max_rate or self.span_words >= max_span
+
+    def feedback(self) -> str:
+        """What a rejected draft is told: the span it repeated, quoted."""
+        return (f"REJECTED: the draft repeats itself ({self.rate:.0%} of its 4-word sequences are repeats; "
+                f"this passage occurs more than once: \"{self.span}\"). Write it again without repeating "
+                "sentences or phrases: each sentence must move the story forward.")
+
+
+def measure(text: str) -> Repetition:
+    toks = tokens(text)
+    rate = repeated_ngram_rate(toks, 4) or 0.0
+    length, start = longest_repeated_span(toks)
+    return Repetition(rate, length, " ".join(toks[start:start + min(length, 25)]) if length else "")
+
+
+def is_looping(text: str) -> bool:
+    """A reply that mostly repeats itself (used on structured replies cut at max_tokens)."""
+    toks = tokens(text)
+    return len(toks) >= 24 and (repeated_ngram_rate(toks, 4) or 0.0) >= LOOP_RATE
