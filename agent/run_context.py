@@ -67,6 +67,7 @@ class RunContext(Generic[C]):
         self._llm = llm
         self._open_llm = open_llm
         self._opened = False
+        self._previous_policy = None
         self._sink = events or ignore
         self._started = time.monotonic()
         self._unit: int | None = None
@@ -92,6 +93,10 @@ class RunContext(Generic[C]):
         if self.store.recorder not in llm.recorders:
             llm.recorders.append(self.store.recorder)
         llm.recorders.append(self._on_call)
+        self._previous_policy = llm.sampling_policy
+        policy = getattr(self.config, "sampling_for", None)
+        if callable(policy):
+            llm.sampling_policy = policy  # the pipeline's per-role sampling, for calls that set none
 
     def close(self) -> None:
         """Detach from the model; close it if this context opened it."""
@@ -99,6 +104,7 @@ class RunContext(Generic[C]):
             return
         if self._on_call in self._llm.recorders:
             self._llm.recorders.remove(self._on_call)
+        self._llm.sampling_policy = self._previous_policy
         if self._opened:
             self._llm.close()
 

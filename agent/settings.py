@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.errors import ConfigError
+from agent.llm.sampling import Sampling
 
 RESERVED = ("pipeline_version", "llm")
 """Keys of a stored configuration that belong to the registry, not to the pipeline's settings."""
@@ -43,8 +44,9 @@ class Settings(BaseModel):
     @classmethod
     def defaults(cls) -> dict[str, Any]:
         """Every setting that has a default, as stored (required inputs such as the prompt excluded)."""
-        return {name: f.get_default(call_default_factory=True) for name, f in cls.model_fields.items()
-                if not f.is_required()}
+        values = {name: f.get_default(call_default_factory=True) for name, f in cls.model_fields.items()
+                  if not f.is_required()}
+        return {k: v.model_dump(mode="json") if isinstance(v, BaseModel) else v for k, v in values.items()}
 
     @classmethod
     def known(cls) -> list[str]:
@@ -85,3 +87,42 @@ def parse_assignments(items: Iterable[str], *, flag: str = "--set") -> dict[str,
         except json.JSONDecodeError:
             out[key] = raw
     return out
+
+
+class WritingControls(Settings):
+    """Sampling per kind of role, the repetition guard and the profile: shared by every pipeline.
+
+    ``prose_sampling`` applies to the roles that write story text, ``structured_sampling`` to
+    the roles that answer in JSON; both are empty by default (the papers' setting). The guard
+    rejects a prose reply that repeats itself (``agent.repetition``). A profile is a named
+    bundle of these and other settings (``PROFILES``), applied by ``--profile`` and recorded.
+    """
+
+    PROSE_ROLES: ClassVar[frozenset[str]] = frozenset()
+    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {}
+
+    profile: str = "default"
+    prose_sampling: Sampling = Field(default_factory=Sampling)
+    structured_sampling: Sampling = Field(default_factory=Sampling)
+    repetition_guard: bool = True
+    repetition_max_rate: float = Field(0.35, gt=0.0, le=1.0)
+    """A prose reply whose repeated-4-gram rate is above this is rejected."""
+    repetition_max_span: int = Field(24, ge=4, le=1000)
+    """... as is one that repeats a passage of this many words word for word."""
+
+    def sampling_for(self, role: str | None) -> Sampling:
+        return self.prose_sampling if role in self.PROSE_ROLES else self.structured_sampling
+
+    @classmethod
+    def profile_settings(cls, name: str) -> dict[str, Any]:
+        """The settings a profile switches on (each still a setting of its own, overridable)."""
+        if name == "default":
+            return {"profile": "default"}
+        if name not in cls.PROFILES:
+            raise ConfigError(f"unknown profile {name!r}; known: default, {', '.join(sorted(cls.PROFILES))}")
+        return {**cls.PROFILES[name], "profile": name}
+
+
+SMALL_PROSE = {"repetition_penalty": 1.2, "frequency_penalty": 0.4, "presence_penalty": 0.2, "top_p": 0.9}
+SMALL_STRUCTURED = {"repetition_penalty": 1.1}
+"""The small-model profile's sampling: penalties that stop a 135M-1B model's loops on both backends."""

@@ -23,7 +23,7 @@ ALLOWED: dict[str, set[str]] = {
     "agent.text": set(),
     "agent.repetition": {"agent.text"},
     "agent.gate": set(),
-    "agent.settings": {"agent.errors"},
+    "agent.settings": {"agent.errors", "agent.llm"},
     "agent.llm": {"agent.errors", "agent.text", "agent.repetition", "grammars", "serve"},
     "agent.store": {"agent.errors", "agent.text", "agent.llm", "agent.gate"},
     "agent.run_context": {"agent.llm", "agent.store"},

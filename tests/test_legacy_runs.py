@@ -19,6 +19,8 @@ from agent.store.snapshots import ChapterSnapshot, StepRecord, StepState, StoryT
 
 LEGACY = Path(__file__).resolve().parent / "fixtures" / "legacy_d73c811"
 PIPELINES = ["nst", "rollsum", "direct", "magnet", "single"]
+NEW_SETTINGS = {"failed_call_budget", "profile", "prose_sampling", "structured_sampling", "repetition_guard",
+                "repetition_max_rate", "repetition_max_span", "trim_cut_drafts"}
 
 
 @pytest.fixture
@@ -61,6 +63,7 @@ def test_legacy_run_shows_exports_and_evaluates(run, capsys):
 def test_legacy_run_plans_a_resume_under_the_typed_settings(run):
     with RunStore.open(run) as store:
         plan = pipelines.plan_resume(store)
-    stored_keys = {c.key for c in plan.changes}
-    # only settings added since d73c811 may differ, never a stored value
-    assert stored_keys <= {"failed_call_budget"}, plan.changes
+    # settings added since d73c811 show as changes (a resume names them and needs --force, as for
+    # any new pipeline default); no value the run stored is ever changed or dropped
+    assert all(not c.old_set for c in plan.changes), plan.changes
+    assert {c.key.split(".")[0] for c in plan.changes} <= NEW_SETTINGS, plan.changes

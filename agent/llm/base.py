@@ -60,6 +60,8 @@ class LLM(ABC):
         self.model = model
         self.thinking: ThinkingMode = thinking
         self.recorders: list[Recorder] = []
+        self.sampling_policy: Callable[[str | None], Sampling] | None = None
+        """Sampling for a request that sets none, by its role (a pipeline's per-role defaults)."""
 
     # -- the public call shape -------------------------------------------------------
     def generate(
@@ -134,6 +136,8 @@ class LLM(ABC):
 
     # -- shared machinery ----------------------------------------------------------------
     def _prepare(self, request: Request) -> Request:
+        if request.sampling == NONE and self.sampling_policy is not None:
+            request.sampling = self.sampling_policy(request.role)
         _check_arguments(request)
         request.constraint = to_constraint(request.output_type)
         return request

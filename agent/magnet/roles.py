@@ -18,6 +18,7 @@ from agent.magnet import prompts, schemas
 from agent.magnet.definition import StoryDefinition
 from agent.magnet.settings import MagnetSettings
 from agent.magnet.world import Update, WorldGraph
+from agent.repetition import measure
 from agent.text import split_sentences
 
 
@@ -221,15 +222,41 @@ def write_prose(llm: LLM, messages: list, settings: MagnetSettings, *, temperatu
         reply = ask_many(llm, [_fresh(request)], settings.retries)[0]
         if isinstance(reply, LLMError):
             raise reply
-        text = clean_paragraph(reply.text)
-        trimmed = False
-        if reply.finish_reason == "length":
-            sentences = split_sentences(text)
-            if len(sentences) > 1:
-                text, trimmed = " ".join(sentences[:-1]), True
+        text, trimmed = _paragraph_of(reply)
         if text:
-            return text, trimmed
+            return _unrepeated(llm, request, settings, text, trimmed)
     raise LLMError(f"the {role} wrote an empty paragraph {settings.retries + 1} times")
+
+
+def _paragraph_of(reply: Completion) -> tuple[str, bool]:
+    text = clean_paragraph(reply.text)
+    if reply.finish_reason == "length":
+        sentences = split_sentences(text)
+        if len(sentences) > 1:
+            return " ".join(sentences[:-1]), True
+    return text, False
+
+
+def _unrepeated(llm: LLM, request: Request, settings: MagnetSettings, text: str, trimmed: bool) -> tuple[str, bool]:
+    """The repetition guard: a paragraph that repeats itself is asked for once more, with the
+    repeated passage quoted and a firmer penalty; the less repetitive of the two is kept (both
+    calls are in the ledger, the second with the guard's feedback)."""
+    if not settings.repetition_guard:
+        return text, trimmed
+    found = measure(text)
+    if not found.exceeds(settings.repetition_max_rate, settings.repetition_max_span):
+        return text, trimmed
+    retry = Request([*request.messages, {"role": "assistant", "content": text},
+                     {"role": "user", "content": found.feedback()}], None, temperature=request.temperature,
+                    max_tokens=request.max_tokens, min_tokens=request.min_tokens, role=request.role,
+                    sampling=settings.sampling_for(request.role).stronger())
+    reply = ask_many(llm, [retry], 0)[0]
+    if isinstance(reply, LLMError):
+        return text, trimmed
+    second, second_trimmed = _paragraph_of(reply)
+    if second and measure(second).rate < found.rate:
+        return second, second_trimmed
+    return text, trimmed
 
 
 def clean_paragraph(text: str) -> str:

@@ -9,16 +9,22 @@ with one line instead of dividing by zero or sending the whole story.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
-from agent.settings import Settings
+from agent.settings import SMALL_PROSE, SMALL_STRUCTURED, WritingControls
 
 TOKENS = 32768
+PROSE = frozenset({"narrator", "transition", "baseline"})
+"""The roles that write story text (the rest answer in JSON)."""
+SMALL = {"prose_sampling": SMALL_PROSE, "structured_sampling": SMALL_STRUCTURED}
 
 
-class MagnetSettings(Settings):
+class MagnetSettings(WritingControls):
+    PROSE_ROLES: ClassVar[frozenset[str]] = PROSE
+    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": SMALL}
+
     character_temperature: float = Field(0.2, ge=0.0, le=2.0)
     critic_temperature: float = Field(0.1, ge=0.0, le=2.0)
     narrator_temperature: float = Field(0.35, ge=0.0, le=2.0)
@@ -69,8 +75,11 @@ BASELINE_SETTINGS = ("baseline_temperature", "paragraph_tokens", "paragraph_min_
                      "ending_paragraphs", "max_steps_factor", "retries")
 
 
-class SingleConfig(Settings):
+class SingleConfig(WritingControls):
     """The single-model baseline: the story definition and the settings it shares with Magnet."""
+
+    PROSE_ROLES: ClassVar[frozenset[str]] = PROSE
+    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": SMALL}
 
     story: dict[str, Any]
     baseline_temperature: float = Field(0.35, ge=0.0, le=2.0)
@@ -83,4 +92,4 @@ class SingleConfig(Settings):
 
     def magnet_settings(self) -> MagnetSettings:
         """The Magnet settings the shared helpers (ending, prose) read."""
-        return MagnetSettings.from_config(self.model_dump())
+        return MagnetSettings.from_config(self.model_dump(exclude={"story"}))

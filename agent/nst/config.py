@@ -7,12 +7,12 @@ Ranges are checked once, when a run is configured (``agent.settings.Settings.par
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from pydantic import Field, model_validator
 
 from agent.gate import DEFAULT_HIGH, DEFAULT_LOW
-from agent.settings import Settings
+from agent.settings import SMALL_PROSE, SMALL_STRUCTURED, WritingControls
 
 PLANNER_VERSION = "1"
 MIN_WORDS = 500
@@ -21,8 +21,13 @@ TOKEN_CAP = 262_144
 """No model fabula serves has a longer context; a larger token setting is a typo."""
 
 
-class StoryTarget(Settings):
+class StoryTarget(WritingControls):
     """What every chapter-based method is asked to write: the prompt and its length."""
+
+    PROSE_ROLES: ClassVar[frozenset[str]] = frozenset({"nst_prose", "rollsum_chapter", "direct_story"})
+    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": {
+        "prose_sampling": SMALL_PROSE, "structured_sampling": SMALL_STRUCTURED, "min_tokens": True,
+        "trim_cut_drafts": True}}
 
     prompt: str = Field(min_length=1, max_length=200_000)
     prompt_id: str | None = None
@@ -36,6 +41,9 @@ class StoryTarget(Settings):
     min_tokens: bool = True
     """Ask the backend for a floor on prose tokens sized from the gate."""
     prose_max_tokens_cap: int = Field(32768, ge=64, le=TOKEN_CAP)
+    trim_cut_drafts: bool = False
+    """A draft cut at max_tokens is cut back to its last complete sentence and accepted if it then
+    lies inside the gate (recorded as trimmed). Off by default: the papers reject a cut draft."""
 
     @model_validator(mode="after")
     def _prompt_not_blank(self) -> Self:

@@ -37,9 +37,8 @@ def write(ctx: RunContext[DirectConfig]) -> None:
                            {"role": "user", "content": f"# Story prompt\n{config.prompt}\n\nWrite the complete "
                             f"story in one reply. Length: {gate.describe()}. Reply with the story only."}]
     with ctx.unit(1):
-        drafter = Drafter(ctx.llm, gate, initial_ratio(config.prompt, config.tokens_per_word),
-                          temperature=config.temperature, cap=config.prose_max_tokens_cap, use_min=config.min_tokens,
-                          role="direct_story")
+        drafter = Drafter.for_config(ctx.llm, gate, initial_ratio(config.prompt, config.tokens_per_word), config,
+                                     "direct_story")
         outcome = draft_until_gate(drafter, base, config.attempts, on_attempt=record_attempt(ctx))
         snapshot = ChapterSnapshot(chapter={"attempts": outcome.attempts, "words": outcome.words,
                                             "first_attempt_pass": outcome.first_attempt_pass})

@@ -19,7 +19,8 @@ from agent.gate import Gate
 from agent.llm import LLM
 from agent.llm.types import Completion, Message
 from agent.nst.length import size_tokens, update_ratio
-from agent.text import count_words
+from agent.repetition import Repetition, measure
+from agent.text import count_words, sentence_spans
 
 _HEADING = re.compile(r"^\s*(#+\s.*|\**\s*chapter\s+\d+\b.*)$", re.IGNORECASE)
 
@@ -34,7 +35,7 @@ def clean_prose(text: str) -> str:
 
 @dataclass(frozen=True)
 class Attempt:
-    """One draft and the gate's verdict on it."""
+    """One draft and the verdict on it: the gate's, and the repetition guard's."""
 
     text: str
     words: int
@@ -43,20 +44,62 @@ class Attempt:
     max_tokens: int
     min_tokens: int | None
     reply: Completion
+    repeated: Repetition | None = None
+    """Set when the guard rejected the draft for repeating itself."""
+    trimmed: bool = False
+    """A draft cut at max_tokens, cut back to its last complete sentence (and then inside the gate)."""
 
     def facts(self) -> dict[str, Any]:
         """What the ledger records about the attempt."""
-        return {"words": self.words, "truncated": self.truncated, "accepted": self.accepted,
-                "max_tokens": self.max_tokens, "min_tokens": self.min_tokens}
+        facts: dict[str, Any] = {"words": self.words, "truncated": self.truncated, "accepted": self.accepted,
+                                 "max_tokens": self.max_tokens, "min_tokens": self.min_tokens}
+        if self.trimmed:
+            facts["trimmed"] = True
+        if self.repeated is not None:
+            facts["repetition"] = {"rate": round(self.repeated.rate, 3), "span_words": self.repeated.span_words}
+        return facts
+
+    def feedback(self, gate: Gate) -> str:
+        """What the model is told about a rejected draft."""
+        if self.repeated is not None:
+            return self.repeated.feedback()
+        return gate.feedback(self.words, self.truncated)
+
+
+@dataclass(frozen=True)
+class Guard:
+    """The repetition guard's thresholds (``agent.repetition``)."""
+
+    max_rate: float
+    max_span: int
+
+    @classmethod
+    def of(cls, config: Any) -> Guard | None:
+        """The guard a pipeline's settings ask for (``None`` when switched off)."""
+        if not getattr(config, "repetition_guard", False):
+            return None
+        return cls(config.repetition_max_rate, config.repetition_max_span)
+
+    def check(self, text: str) -> Repetition | None:
+        found = measure(text)
+        return found if found.exceeds(self.max_rate, self.max_span) else None
 
 
 class Drafter:
     """Writes drafts for one gate; ``ratio`` (tokens per word) improves with every reply."""
 
     def __init__(self, llm: LLM, gate: Gate, ratio: float, *, temperature: float, cap: int, use_min: bool,
-                 role: str) -> None:
+                 role: str, guard: Guard | None = None, trim: bool = False) -> None:
         self.llm, self.gate, self.ratio = llm, gate, ratio
         self.temperature, self.cap, self.use_min, self.role = temperature, cap, use_min, role
+        self.guard, self.trim = guard, trim
+
+    @classmethod
+    def for_config(cls, llm: LLM, gate: Gate, ratio: float, config: Any, role: str) -> Drafter:
+        """A drafter with a pipeline's settings (temperature, cap, floor, guard, trimming)."""
+        return cls(llm, gate, ratio, temperature=config.temperature, cap=config.prose_max_tokens_cap,
+                   use_min=config.min_tokens, role=role, guard=Guard.of(config),
+                   trim=getattr(config, "trim_cut_drafts", False))
 
     def attempt(self, messages: list[Message]) -> Attempt:
         max_tokens, min_tokens = size_tokens(self.gate, self.ratio, cap=self.cap, use_min=self.use_min)
@@ -65,7 +108,25 @@ class Drafter:
         text = clean_prose(reply.text)
         words, truncated = count_words(text), reply.finish_reason == "length"
         self.ratio = update_ratio(self.ratio, reply)
-        return Attempt(text, words, truncated, self.gate.accepts(words, truncated), max_tokens, min_tokens, reply)
+        trimmed = False
+        if truncated and self.trim:
+            cut = whole_sentences(text)
+            if cut and self.gate.accepts(count_words(cut)):
+                text, words, truncated, trimmed = cut, count_words(cut), False, True
+        repeated = self.guard.check(text) if self.guard is not None else None
+        accepted = self.gate.accepts(words, truncated) and repeated is None
+        return Attempt(text, words, truncated, accepted, max_tokens, min_tokens, reply, repeated, trimmed)
+
+
+def whole_sentences(text: str) -> str:
+    """``text`` up to its last complete sentence (empty when it has fewer than two sentences)."""
+    spans = sentence_spans(text)
+    if len(spans) < 2:
+        return ""
+    last = spans[-1]
+    ends_whole = text[last[0]:last[1]].rstrip().endswith((".", "!", "?", "\"", "”", "’", "'", "。", "！", "？"))
+    keep = spans if ends_whole else spans[:-1]
+    return text[: keep[-1][1]].rstrip()
 
 
 @dataclass(frozen=True)
@@ -90,7 +151,7 @@ def draft_until_gate(drafter: Drafter, base: list[Message], attempts: int, *,
     for number in range(1, attempts + 1):
         attempt = drafter.attempt(messages)
         first = attempt.accepted if first is None else first
-        feedback = None if attempt.accepted else gate.feedback(attempt.words, attempt.truncated)
+        feedback = None if attempt.accepted else attempt.feedback(gate)
         if on_attempt is not None:
             on_attempt(number, attempt, feedback)
         if attempt.accepted:

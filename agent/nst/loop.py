@@ -59,8 +59,7 @@ class ChapterLoop:
         self.outline = plan["outline"]
         self.item = self.outline[index - 1]
         self.gate = Gate.for_target(int(self.item["target_words"]), cfg.gate_low, cfg.gate_high)
-        self.drafter = Drafter(llm, self.gate, ratio, temperature=cfg.temperature, cap=cfg.prose_max_tokens_cap,
-                               use_min=cfg.min_tokens, role="nst_prose")
+        self.drafter = Drafter.for_config(llm, self.gate, ratio, cfg, "nst_prose")
         self.state = state
         self.new_state: NarrativeState | None = None
         self.emit = emit
@@ -167,7 +166,7 @@ class ChapterLoop:
         draft = Draft(title, attempt.text, attempt.words, attempt.truncated, self.gate.distance(attempt.words),
                       len(self.messages) - 1)
         self._arguments["kept_in_context"] = self.drafts.reject(draft, self.messages)
-        return self.gate.feedback(attempt.words, attempt.truncated)
+        return attempt.feedback(self.gate)
 
     def apply_update(self, call: UpdateCall) -> str:
         """Apply the chapter's state transition atomically (the ``update`` tool)."""

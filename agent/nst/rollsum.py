@@ -61,8 +61,7 @@ def write(ctx: RunContext[RollSumConfig]) -> None:
         item = outline[index - 1]
         gate = Gate.for_target(int(item["target_words"]), config.gate_low, config.gate_high)
         with ctx.unit(index):
-            drafter = Drafter(ctx.llm, gate, ratio, temperature=config.temperature, cap=config.prose_max_tokens_cap,
-                              use_min=config.min_tokens, role="rollsum_chapter")
+            drafter = Drafter.for_config(ctx.llm, gate, ratio, config, "rollsum_chapter")
             outcome = draft_until_gate(drafter, chapter_messages(config.prompt, outline, summary, item, gate,
                                                                  index - 1),
                                        config.chapter_attempts, on_attempt=record_attempt(ctx))
@@ -85,9 +84,8 @@ def record_attempt(ctx: RunContext[Any]):
     """The ledger and progress entry of one baseline draft (the same shape for RollSum and Direct)."""
 
     def record(number: int, attempt: Attempt, feedback: str | None) -> None:
-        ctx.store.record_tool_call(turn=number, tool="write", arguments={"words": attempt.words,
-                                   "truncated": attempt.truncated, "accepted": attempt.accepted},
-                                   ok=attempt.accepted, result=feedback)
+        ctx.store.record_tool_call(turn=number, tool="write", arguments=attempt.facts(), ok=attempt.accepted,
+                                   result=feedback)
         ctx.emit("draft", attempts=number, words=attempt.words, accepted=attempt.accepted)
 
     return record

@@ -58,7 +58,9 @@ def default_select(request: Request, n: int) -> dict[str, Any]:
 
 
 def default_paragraph(request: Request, n: int) -> str:
-    return " ".join(["The rain kept falling on the house."] * 5) + f" Paragraph {n}."
+    return (f"Rain fell on the old house while the keeper counted {n} lanterns by the door. A gull cried over "
+            "the grey harbour and the tide turned slowly. Nobody spoke of the missing will that night. "
+            f"Paragraph {n}.")
 
 
 def default_goal(request: Request, n: int) -> dict[str, Any]:

@@ -8,6 +8,7 @@ offers, chapter prose of a chosen length, and state updates of realistic size.
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections.abc import Callable
 from typing import Any
@@ -17,8 +18,10 @@ from agent.llm.types import RawReply, Usage
 from agent.text import count_words
 
 _LINE = ("the lantern keeper walked along the harbour wall while gulls circled over grey water and "
-         "somewhere below a bell rang for the drowned ships of the old town")
-WORDS = tuple(re.findall(r"\S+", _LINE))
+         "somewhere below a bell rang for the drowned ships of the old town; salt wind pressed cold "
+         "against shuttered windows as fishermen mended torn nets beside quiet boats, and a child "
+         "counted copper coins under flickering lamps near the chapel steps")
+WORDS = tuple(re.findall(r"[^\s;,]+", _LINE))
 
 
 def offered(request: Request) -> list[str]:
@@ -63,8 +66,10 @@ def prose(words: int, seed: int = 0) -> str:
     """``words`` words of sentences (a blank line every ~60 words)."""
     out: list[str] = []
     sentence: list[str] = []
+    rng = random.Random(seed)
     for i in range(words):
-        sentence.append(f"Mark{len(out)}" if not sentence else WORDS[(i + seed) % len(WORDS)])
+        # a deterministic but non-looping word sequence: the repetition guard rejects a loop
+        sentence.append(f"Mark{len(out)}" if not sentence else WORDS[rng.randrange(len(WORDS))])
         if len(sentence) == 12 or i == words - 1:
             out.append(" ".join(sentence).capitalize() + ".")
             sentence = []
