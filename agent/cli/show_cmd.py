@@ -54,7 +54,7 @@ def render(s: RunSummary, path: str) -> list[str]:
     lines = [
         f"run       {path}",
         f"pipeline  {s.pipeline}  model {s.model or '-'} ({s.backend or '-'}"
-        + (f" at {s.endpoint}" if s.endpoint else "") + ")",
+        + (f" at {s.endpoint}" if s.endpoint else "") + ")" + (f"  profile {s.profile}" if s.profile else ""),
         f"status    {s.status}" + (f"  ({s.error})" if s.error else ""),
         f"progress  {progress} {unit}",
         f"words     {s.words}",

@@ -59,6 +59,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     length.add_argument("--words", type=int, metavar="N", help="target length in words (overrides the file)")
     parser.add_argument("--page-words", type=int, metavar="N", help="words per page (default 500)")
     parser.add_argument("--out", metavar="RUN_DIR", help="run directory (default: runs/<title>-<time>)")
+    parser.add_argument("--profile", choices=["default", "small"], default="default",
+                        help="small: sampling penalties and the other aids that keep small models writing "
+                        "(each still a setting); default: as the paper")
     parser.add_argument("--set", "--setting", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                         help="any other setting, e.g. --set narrator_temperature=0.5 (see agent/magnet/settings.py; "
                         "--setting is an alias)")
@@ -82,7 +85,10 @@ def load_story(args: argparse.Namespace):
 def settings_config(args: argparse.Namespace, flags: dict[str, Any]) -> dict[str, Any]:
     """The settings the user changed (the pipeline's defaults fill in the rest); validated when
     the run is configured, so a bad value is one line and nothing is created."""
-    out = parse_assignments(args.overrides)
+    from agent.magnet.settings import MagnetSettings
+
+    out = MagnetSettings.profile_settings(args.profile)
+    out.update(parse_assignments(args.overrides))
     out.update({key: value for key, value in flags.items() if value is not None})
     return out
 
@@ -99,7 +105,9 @@ def _start(args: argparse.Namespace, name: str, config: dict[str, Any]) -> int:
     llm = check_server(model_options(args))
     run_dir = _run_dir(args, config["story"]["title"])
     print(f"fabula: writing {config['story']['title']!r} ({config['story']['target_words']} words) with {name} "
-          f"into {run_dir} with {llm.describe()}", file=sys.stderr)
+          f"into {run_dir} with {llm.describe()}" + (f", profile {config.get('profile')}"
+                                                      if config.get("profile", "default") != "default" else ""),
+          file=sys.stderr)
     existed = Path(run_dir).exists()
     try:
         with store_errors():

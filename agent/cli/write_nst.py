@@ -53,6 +53,9 @@ def add_parser(sub) -> None:
             parser.add_argument("--plan-cache", metavar="DIR", help="plan cache folder (default $FABULA_HOME/plans)")
         parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                             help="any other setting (VALUE is JSON, else a string), e.g. --set read_budget=5")
+        parser.add_argument("--profile", choices=["default", "small"], default="default",
+                            help="small: the aids that keep 135M-4B models writing (sampling penalties, trimming "
+                            "of cut drafts, ...), each still a setting of its own; default: as the papers")
         parser.add_argument("--quiet", action="store_true", help="no live progress line")
         add_model_options(parser)
         parser.set_defaults(handler=run, writer=name)
@@ -109,8 +112,9 @@ def build_config(args: argparse.Namespace, prompt: str, prompt_id: str | None) -
              "plan_cache": str(Path(args.plan_cache).expanduser().resolve()) if getattr(args, "plan_cache", None)
              else None}
     config.update({k: v for k, v in flags.items() if v is not None})
-    config.update(parse_assignments(args.overrides))
     pipeline = pipelines.get(args.writer)
+    config.update(pipeline.settings.profile_settings(args.profile))  # type: ignore[union-attr]
+    config.update(parse_assignments(args.overrides))
     pipeline.configure(config, LLMOptions())  # validates every setting before anything is created
     return config
 
@@ -145,8 +149,8 @@ def run(args: argparse.Namespace) -> int:
     llm = check_server(model_options(args))
     out = Path(args.out or f"runs/{args.writer}-{time.strftime('%Y%m%d-%H%M%S')}")
     existed = out.exists()
-    print(f"fabula: writing {args.writer} ({config['words']} words) into {out} with {llm.describe()}",
-          file=sys.stderr)
+    print(f"fabula: writing {args.writer} ({config['words']} words) into {out} with {llm.describe()}"
+          + (f", profile {args.profile}" if args.profile != "default" else ""), file=sys.stderr)
     store = None
     try:
         with store_errors():

@@ -38,6 +38,8 @@ class RunSummary:
     model: str | None = None
     backend: str | None = None
     endpoint: str | None = None
+    profile: str | None = None
+    """The settings profile the run was written with (``small``: the small-model aids)."""
     """The server the latest session used (credentials removed), if any."""
     error: str | None = None
     created_at: float = 0.0
@@ -77,6 +79,7 @@ def summarize(store: RunStore) -> RunSummary:
         completion_tokens=calls[4], tool_calls=tools, tool_errors=tool_errors, wall_s=float(wall),
         sessions=sessions, degraded=degraded, revised_chapters=chapters[2], model=info.model, backend=info.backend,
         endpoint=transport.get("endpoint") if isinstance(transport, dict) else None,
+        profile=info.config.get("profile") if isinstance(info.config.get("profile"), str) else None,
         error=info.error, created_at=info.created_at, updated_at=info.updated_at,
     )
 

@@ -1,0 +1,166 @@
+"""Small models write instead of looping (#16): sampling controls reach every backend's request,
+the repetition guard rejects a looping draft quoting its span, trimming, and the small profile."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent.errors import ConfigError
+from agent.gate import Gate
+from agent.llm import UnsupportedSettingError
+from agent.llm.embedded import _OccurrencePenalty, sampling_kwargs
+from agent.llm.endpoint import EndpointLLM
+from agent.llm.sampling import Sampling
+from agent.magnet.settings import MagnetSettings
+from agent.nst.config import NstConfig
+from agent.nst.drafting import Drafter, Guard, draft_until_gate, whole_sentences
+from agent.repetition import is_looping, measure
+from agent.store import RunStore
+from tests.scripted import ScriptedLLM
+from tests.test_endpoint_protocol import USER, FakeServer, chat_reply
+
+EVERY = Sampling(repetition_penalty=1.2, frequency_penalty=0.4, presence_penalty=0.2, top_p=0.9, top_k=40,
+                 min_p=0.05)
+LOOP = "The gala was about to begin, and the museum was about to unveil the astrolabe. " * 8
+
+
+@pytest.fixture
+def fake():
+    server = FakeServer()
+    yield server
+    server.close()
+
+
+def test_every_sampling_control_reaches_the_server_request(fake):
+    fake.queue.append((200, chat_reply("ok")))
+    llm = EndpointLLM(fake.url, "m")
+    llm.generate(USER, temperature=0.7, max_tokens=8, sampling=EVERY)
+    body = fake.bodies[0]
+    assert {k: body[k] for k in EVERY.given()} == EVERY.given()
+
+
+def test_a_control_the_server_cannot_honour_is_refused_in_one_line(fake):
+    llm = EndpointLLM(fake.url, "m")
+    with pytest.raises(UnsupportedSettingError, match="no_repeat_ngram_size") as info:
+        llm.generate(USER, temperature=0.7, max_tokens=8, sampling=Sampling(no_repeat_ngram_size=3))
+    assert "\n" not in str(info.value) and not fake.bodies
+
+
+def test_every_sampling_control_reaches_the_embedded_generate_call():
+    kwargs: dict = {}
+    processors = sampling_kwargs(EVERY.model_copy(update={"no_repeat_ngram_size": 3}), kwargs, sampled=True)
+    assert kwargs == {"repetition_penalty": 1.2, "no_repeat_ngram_size": 3, "top_p": 0.9, "top_k": 40,
+                      "min_p": 0.05}
+    assert len(processors) == 1 and isinstance(processors[0], _OccurrencePenalty)
+    greedy: dict = {}
+    sampling_kwargs(EVERY, greedy, sampled=False)
+    assert greedy == {"repetition_penalty": 1.2}  # truncation only applies when sampling
+
+
+def test_occurrence_penalty_follows_openai_semantics():
+    torch = pytest.importorskip("torch")
+    penalty = _OccurrencePenalty(0.5, 0.25, prompt_length=2)
+    ids = torch.tensor([[9, 9, 1, 1, 3]])  # prompt 9 9, then 1 twice and 3 once
+    scores = penalty(ids, torch.zeros(1, 5))
+    assert scores[0].tolist() == [0.0, -1.25, 0.0, -0.75, 0.0]
+
+
+def test_sampling_is_recorded_with_every_call(tmp_path):
+    store = RunStore.create(tmp_path / "r", pipeline="x", config={})
+    llm = ScriptedLLM(["a", "b"])
+    llm.recorders.append(store.recorder)
+    llm.generate(USER, temperature=0.5, max_tokens=4, sampling=Sampling(repetition_penalty=1.3), role="narrator")
+    llm.generate(USER, temperature=0.5, max_tokens=4, role="critic")
+    assert [c.sampling for c in store.llm_calls()] == [{"repetition_penalty": 1.3}, None]
+    store.close()
+
+
+def test_per_role_defaults_come_from_the_pipeline_settings():
+    settings = MagnetSettings.parse(MagnetSettings.profile_settings("small"))
+    llm = ScriptedLLM(["a", "b"])
+    llm.sampling_policy = settings.sampling_for
+    llm.generate(USER, temperature=0.35, max_tokens=4, role="narrator")
+    llm.generate(USER, temperature=0.1, max_tokens=4, role="critic")
+    assert llm.requests[0].sampling == settings.prose_sampling and llm.requests[0].sampling.repetition_penalty
+    assert llm.requests[1].sampling == settings.structured_sampling
+
+
+def test_a_looping_structured_reply_is_retried_once_with_a_firmer_penalty():
+    looped = '{"name": "' + "la " * 80
+    llm = ScriptedLLM([(looped, "length"), json.dumps({"name": "Ada", "temperament": "sly", "is_villain": False,
+                                                        "possessions": [{"item": "knife", "treasured": False}]})])
+    from grammars.demo import CharacterSheet
+
+    reply = llm.generate(USER, CharacterSheet, temperature=0.2, max_tokens=40,
+                         sampling=Sampling(repetition_penalty=1.1))
+    assert reply.parsed.name == "Ada" and len(llm.requests) == 2
+    assert llm.requests[1].sampling.repetition_penalty > 1.1
+
+
+def test_the_guard_rejects_a_looping_draft_and_names_the_span():
+    gate = Gate.for_target(100, 0.1, 3.0)
+    llm = ScriptedLLM([LOOP, "A quiet harbour at dawn. Gulls cried over the water while the keeper walked home, "
+                             "counting the boats that had not come back from the storm."])
+    drafter = Drafter(llm, gate, 1.3, temperature=0.7, cap=512, use_min=False, role="nst_prose",
+                      guard=Guard(0.35, 24))
+    seen = []
+    outcome = draft_until_gate(drafter, [{"role": "user", "content": "write"}], 3,
+                               on_attempt=lambda n, attempt, feedback: seen.append((attempt, feedback)))
+    first, feedback = seen[0]
+    assert not first.accepted and first.repeated is not None and first.facts()["repetition"]["rate"] > 0.5
+    assert "repeats itself" in feedback and "the gala was about to begin" in feedback
+    assert outcome.attempts == 2 and not outcome.degraded and "harbour" in outcome.text
+    assert llm.requests[1].messages[-1]["content"] == feedback  # the retry sees the quoted span
+
+
+def test_trimming_accepts_a_cut_draft_that_fits_once_cut_back():
+    text = " ".join(f"Sentence number {i} tells of the harbour." for i in range(12)) + " And then the"
+    llm = ScriptedLLM([(text, "length")])
+    gate = Gate.for_target(70)
+    trimmed = Drafter(llm, gate, 1.3, temperature=0.7, cap=512, use_min=False, role="nst_prose", trim=True)
+    attempt = trimmed.attempt([{"role": "user", "content": "write"}])
+    assert attempt.accepted and attempt.trimmed and attempt.text.endswith("harbour.")
+    assert attempt.facts()["trimmed"] is True
+    strict = Drafter(ScriptedLLM([(text, "length")]), gate, 1.3, temperature=0.7, cap=512, use_min=False,
+                     role="nst_prose")
+    assert not strict.attempt([{"role": "user", "content": "write"}]).accepted  # the papers' rule by default
+    assert whole_sentences("One. Two") == "One."
+
+
+def test_the_small_profile_is_a_bundle_of_settings_recorded_in_the_run():
+    config = NstConfig.parse({"prompt": "x", "words": 600, **NstConfig.profile_settings("small")})
+    assert config.profile == "small" and config.trim_cut_drafts and config.prose_sampling.repetition_penalty
+    assert NstConfig.parse({"prompt": "x", "words": 600}).prose_sampling == Sampling()  # default: the papers'
+    with pytest.raises(ConfigError, match="unknown profile"):
+        NstConfig.profile_settings("tiny")
+    overridden = NstConfig.parse({"prompt": "x", "words": 600, **NstConfig.profile_settings("small"),
+                                  "trim_cut_drafts": False})
+    assert not overridden.trim_cut_drafts  # each aid is still a setting of its own
+
+
+def test_the_cli_profile_reaches_the_stored_config_and_show(tmp_path, monkeypatch, capsys):
+    from agent import pipelines
+    from agent.cli import main
+    from tests.magnet.story_llm import StoryLLM
+
+    llm = StoryLLM()
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: llm)
+    run = tmp_path / "run"
+    assert main(["write", "magnet", "agent/magnet/examples/mystery_codicil.toml", "--words", "150",
+                 "--profile", "small", "--out", str(run)]) == 0
+    assert "profile small" in capsys.readouterr().err
+    with RunStore.open(run, readonly=True) as store:
+        assert store.info().config["profile"] == "small"
+        calls = store.llm_calls()
+    assert {c.role: c.sampling for c in calls}["narrator"]["repetition_penalty"] == 1.2
+    assert main(["show", str(run)]) == 0
+    assert "profile small" in capsys.readouterr().out
+
+
+def test_one_measure_for_eval_and_guards():
+    from agent.eval import textmetrics
+
+    assert textmetrics.repeated_ngram_rate is measure.__globals__["repeated_ngram_rate"]
+    assert is_looping(LOOP) and not is_looping("A quiet harbour at dawn, gulls crying over the water.")
