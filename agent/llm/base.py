@@ -83,14 +83,7 @@ class LLM(ABC):
         retried once with a firmer repetition penalty (a second, recorded call)."""
         request = Request(list(messages), output_type, temperature, max_tokens, min_tokens, stop, seed, role,
                           sampling=sampling or NONE)
-        try:
-            return self._run(self._prepare(request))
-        except TruncatedOutputError as exc:
-            if not exc.looped:
-                raise
-            retry = Request(list(messages), output_type, temperature, max_tokens, min_tokens, stop, seed, role,
-                            sampling=request.sampling.stronger())
-            return self._run(self._prepare(retry))
+        return self._run(self._prepare(request))
 
     def generate_many(
         self, requests: Sequence[Request], *, return_exceptions: bool = False
@@ -143,6 +136,19 @@ class LLM(ABC):
         return request
 
     def _run(self, request: Request) -> Completion:
+        """One request; a structured reply that looped until ``max_tokens`` is asked again once,
+        with a firmer repetition penalty (both calls are recorded)."""
+        try:
+            return self._run_once(request)
+        except TruncatedOutputError as exc:
+            if not exc.looped:
+                raise
+            retry = Request(request.messages, request.output_type, request.temperature, request.max_tokens,
+                            request.min_tokens, request.stop, request.seed, request.role,
+                            constraint=request.constraint, sampling=request.sampling.stronger())
+            return self._run_once(retry)
+
+    def _run_once(self, request: Request) -> Completion:
         started = time.perf_counter()
         raw: RawReply | None = None
         try:
