@@ -48,9 +48,11 @@ def test_consistency_through_the_cli_against_the_server(tmp_path, vllm_server, c
             assert row.error
     assert len(ok) == 5, f"a category never succeeded in {len(SEEDS)} seeds: {[r.error for r in rows if not r.ok]}"
     with RunStore.open(run, readonly=True) as store:
-        [score] = best_scores(store, load_story(store))
+        story = load_story(store)
+        [score] = best_scores(store, story)
     metrics = score.metrics()  # the CED of a real judge reply
-    assert metrics["checked_words"] == 20 and metrics["instances"] == sum(len(r.reply["contradictions"]) for r in ok)
+    assert metrics["checked_words"] == story.words
+    assert metrics["instances"] == sum(len(r.reply["contradictions"]) for r in ok)
     assert f"instance CED {metrics['instance_ced']:.2f}" in out
     ok_before = {r.item: r.updated_at for r in ok}
     assert main(["eval", "consistency", str(run), *judge]) == 0  # a rerun with nothing missing calls nothing
