@@ -60,6 +60,8 @@ def unfinished(store: RunStore, story: Story, scored: dict[str, bool]) -> list[s
         digest = json.loads(row["meta"] or "{}").get("digest")
         if digest is not None and digest != story.digest:
             continue  # a judgment of an earlier text: superseded, not outstanding
+        if row["kind"] == "quality_criteria" and scored.get("quality"):
+            continue  # a criteria design that failed once and was finished by a later run
         judged.add(row["kind"])
         if row["status"] == "failed":
             failed[row["kind"]] += 1

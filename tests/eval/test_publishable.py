@@ -245,3 +245,20 @@ def test_report_has_the_length_by_depth_recall_table_and_kendall(tmp_path, capsy
     [length_line] = [x for x in report.splitlines() if "against target length" in x]
     assert "tau = -0.58" in length_line
     assert "| inj1000" not in report.split("## Injected")[0]  # copies are not stories in the main tables
+
+
+def test_a_criteria_design_finished_by_a_rerun_is_not_left_unfinished(tmp_path):
+    designs = {"n": 0}
+
+    def reply(request):
+        if schema_name(request) == "CriterionDesign":
+            designs["n"] += 1
+            return EndpointUnavailableError("down") if designs["n"] == 3 else criterion_reply(request)
+        return {"reason": "r", "score": 7}
+    run = make_run(tmp_path, "q", [words(1000)], target=1000)
+    with RunStore.open(run) as store:
+        story = load_story(store)
+        assert judge_quality(store, story, Judge(FnLLM(reply), "j"), tmp_path / "c")["failed"] == 5
+        assert run_row(store)["excluded"] == ["unfinished judgments: 1 failed quality_criteria judgment(s)"]
+        assert judge_quality(store, story, Judge(FnLLM(reply), "j"), tmp_path / "c")["ok"] == 5
+        assert run_row(store)["excluded"] == []
