@@ -122,7 +122,10 @@ def render(rows: list[dict[str, Any]], plots: list[str], *, selection: list[str]
         for key in SUMMARY:
             m, se = mean_sem([r[key] for r in group if r.get(key) is not None])
             cells.append("-" if m is None else f"{m:.3f}" + (f" ± {se:.3f}" if se is not None else ""))
-        lines.append(f"| {method} | {target or '-'} | {len(group)} | " + " | ".join(cells) + " |")
+        mixed = any(len({(r.get("judge_setups") or {}).get(f) for r in group} - {None}) > 1
+                    for f in ("consistency", "quality", "criteria", "editorial"))
+        label = f"{method} (mixed judges)" if mixed else method
+        lines.append(f"| {label} | {target or '-'} | {len(group)} | " + " | ".join(cells) + " |")
     if any(r.get("marked") for r in rows):
         lines += ["", "† incomplete, outside the length gate or not fully judged; included by --include-incomplete "
                   "and not publishable."]

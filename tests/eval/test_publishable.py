@@ -132,6 +132,12 @@ def test_pairs_judged_by_different_setups_are_refused(tmp_path, capsys):
     assert main(["eval", "compare", rows["x"]["run"], "--vs", rows["y"]["run"], "--metric", "instance_ced",
                  "--allow-mixed"]) == 0
     assert "| instance_ced (mixed judges) |" in capsys.readouterr().out
+    # a report's means over runs judged by different setups say so
+    same = make_run(tmp_path, "y2", [words(1000)], target=1000, pipeline="nst", prompt_id="2")
+    with RunStore.open(same) as store:
+        judge(store, 1, temperature=0.7)
+    assert main(["eval", "report", rows["x"]["run"], str(same), "--out", str(tmp_path / "rep")]) == 0
+    assert "| nst (mixed judges) | 1000 | 2 |" in (tmp_path / "rep" / "report.md").read_text()
 
 
 def test_same_setup_pairs_and_a_different_model_is_named(tmp_path):
