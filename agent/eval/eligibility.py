@@ -80,6 +80,8 @@ def exclusion_reasons(store: RunStore, story: Story, metrics: dict[str, Any], sc
 def select(rows: list[dict[str, Any]], *, include_incomplete: bool) -> tuple[list[dict[str, Any]], list[str]]:
     """The rows to score and the lines that say how many were left out (or marked) and why."""
     bad = [r for r in rows if r.get("excluded")]
+    if not rows:
+        return rows, []
     if not bad:
         return rows, [f"all {len(rows)} run(s) are complete, in gate and fully judged"]
     counts: Counter[str] = Counter()
