@@ -26,6 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_results import write_results  # scripts/ is on sys.path when a script runs
+
 from agent.nst import planner, runner
 from agent.nst.config import NST_DEFAULTS
 from agent.store import RunStore
@@ -145,7 +147,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", default="10000,20000,50000,100000")
     parser.add_argument("--png", default="bench_cost.png")
-    parser.add_argument("--json", help="also write every figure to this JSON file")
+    parser.add_argument("--json", help="where to write every figure (default bench-results/bench_cost.json)")
     parser.add_argument("--chapter-words", type=int, metavar="N",
                         help="also run every length with chapters of N words each, to separate the effect of "
                              "story length from that of chapter length")
@@ -178,8 +180,7 @@ def main() -> int:
         from agent.eval.plots import MISSING
 
         print(f"no plot: {MISSING}")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"anchors": results, "fixed_chapter_words": fixed}, indent=1))
+    write_results("bench_cost", {"anchors": results, "fixed_chapter_words": fixed}, args.json)
     return 0
 
 

@@ -30,6 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_results import write_results  # scripts/ is on sys.path when a script runs
+
 from agent.store import RunStore
 from agent.store import search as fts
 from agent.store.db import atomic
@@ -91,6 +93,7 @@ def main() -> None:
     parser.add_argument("--chapters", type=int, default=40)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--json", help="where to write the figures (default bench-results/bench_store.json)")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     vocab = vocabulary(rng)
@@ -166,12 +169,17 @@ def main() -> None:
                                            if Path(str(store.path) + "-wal").exists() else 0)
         store.close()
 
+    figures: dict[str, dict[str, object]] = {}
+
     def line(name: str, values: list[float], target: float | None = None, stat: str = "p50") -> None:
         p50, p95, worst = pct(values, 0.5), pct(values, 0.95), max(values)
         verdict = ""
+        figures[name] = {"p50_ms": round(p50, 3), "p95_ms": round(p95, 3), "max_ms": round(worst, 3)}
         if target is not None:
             measured = p95 if stat == "p95" else worst
-            verdict = f"   target {stat} < {target:g} ms: {'met' if measured < target else 'MISSED'}"
+            met = measured < target
+            verdict = f"   target {stat} < {target:g} ms: {'met' if met else 'missed'}"
+            figures[name].update(target=f"{stat} < {target:g} ms", met=met)
         print(f"  {name:44} p50 {p50:7.2f} ms  p95 {p95:7.2f} ms  max {worst:7.2f} ms{verdict}")
 
     print(f"story: {total_words} words, {len(texts)} chapters (~{total_words // len(texts)} words each), "
@@ -186,6 +194,9 @@ def main() -> None:
     line("reindex after correct (whole transaction)", reindex_ms, 100, "max")
     line("reindex, index part alone", reindex_only_ms)
     print(f"  queries with at least one hit: {hits}/{len(queries)}")
+    write_results("bench_store", {"words": total_words, "chapters": len(texts), "windows": sentences,
+                                  "database_bytes": size, "queries": len(queries), "queries_with_hits": hits,
+                                  "figures": figures}, args.json)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,10 @@ class FakeServer:
         self.queue: list[tuple[int, dict | str]] = []
         self.bodies: list[dict] = []
         self.auth: list[str | None] = []
+        self.delay_s = 0.0
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        lock = threading.Lock()
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -51,9 +55,16 @@ class FakeServer:
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
-                owner.bodies.append(json.loads(self.rfile.read(length)))
-                owner.auth.append(self.headers.get("Authorization"))
-                self._answer(*owner.queue.pop(0))
+                with lock:
+                    owner.in_flight += 1
+                    owner.peak_in_flight = max(owner.peak_in_flight, owner.in_flight)
+                    owner.bodies.append(json.loads(self.rfile.read(length)))
+                    owner.auth.append(self.headers.get("Authorization"))
+                    answer = owner.queue.pop(0)
+                time.sleep(owner.delay_s)  # long enough for concurrent requests to overlap
+                with lock:
+                    owner.in_flight -= 1
+                self._answer(*answer)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
@@ -160,7 +171,11 @@ def test_generate_many_runs_requests_concurrently(fake):
     from agent.llm import Request
 
     fake.queue += [(200, chat_reply(str(i))) for i in range(6)]
+    fake.delay_s = 0.3
     llm = EndpointLLM(fake.url, "m", concurrency=3)
+    started = time.monotonic()
     results = llm.generate_many([Request(USER, Choice([str(i) for i in range(6)]), max_tokens=3)
                                  for _ in range(6)])
     assert sorted(r.text for r in results) == [str(i) for i in range(6)]
+    assert fake.peak_in_flight == 3  # three at a time: concurrent, and never more than asked
+    assert time.monotonic() - started < 6 * 0.3  # sequential requests would take 1.8 s

@@ -62,16 +62,27 @@ def add_parser(sub) -> None:
     p = ev.add_parser("report", help="Markdown report with tables and plots, from stored judgments only")
     _runs(p)
     p.add_argument("--out", required=True, metavar="DIR", help="folder for report.md, metrics.json and plots")
+    _selection(p)
     p.set_defaults(handler=run_report)
 
-    p = ev.add_parser("compare", help="paired comparison A vs B: t-test, bootstrap CI, Holm")
+    p = ev.add_parser("compare", help="paired comparison A vs B (vs C ...): t-test, bootstrap CI, Holm")
     p.add_argument("a", nargs="+", metavar="A_RUN")
-    p.add_argument("--vs", nargs="+", required=True, metavar="B_RUN")
+    p.add_argument("--vs", nargs="+", action="append", required=True, metavar="B_RUN",
+                   help="baseline runs; repeat --vs for several baselines (Holm then runs across the baselines "
+                   "at each length)")
     p.add_argument("--metric", action="append", help="metric to compare (repeatable; default: all)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+    p.add_argument("--allow-mixed", action="store_true",
+                   help="pair runs judged by different judge setups or criteria (marked in the output)")
     p.add_argument("--json", action="store_true")
+    _selection(p)
     p.set_defaults(handler=run_compare)
+
+
+def _selection(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--include-incomplete", action="store_true",
+                   help="also score runs that are incomplete, outside the length gate or not fully judged (marked)")
 
 
 def _runs(p: argparse.ArgumentParser) -> None:
@@ -104,7 +115,8 @@ def open_judges(args: argparse.Namespace) -> list[Any]:
         llm = open_llm(options.backend, model=options.model, endpoint=options.endpoint,  # type: ignore[arg-type]
                        api_key=options.api_key, thinking="off")
         judges.append(Judge(llm, name or llm.model, temperature=args.judge_temperature,
-                            max_tokens=args.judge_max_tokens, seed=args.judge_seed))
+                            max_tokens=args.judge_max_tokens, seed=args.judge_seed,
+                            endpoint=args.judge_endpoint or "embedded"))
     return judges
 
 
@@ -245,24 +257,43 @@ def run_metrics(args: argparse.Namespace) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
+    from agent.eval.eligibility import select
     from agent.eval.report import write_report
 
-    path = write_report(_rows(args.run_dirs), Path(args.out).expanduser())
+    rows = _rows(args.run_dirs)
+    kept, selection = select([r for r in rows if not r.get("injection")], include_incomplete=args.include_incomplete)
+    print("\n".join(selection))
+    path = write_report(kept, Path(args.out).expanduser(), selection=selection,
+                        injected=[r for r in rows if r.get("injection")])
     print(f"wrote {path}")
     return 0
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from agent.eval.compare import METRICS, compare, render
+    from agent.eval.compare import METRICS, MixedJudgesError, compare, render
+    from agent.eval.eligibility import select
 
     metrics = tuple(args.metric) if args.metric else METRICS
     if args.resamples < 1:
         raise CLIError("--resamples must be at least 1")
-    comparisons, notes = compare(_rows(args.a), _rows(args.vs), metrics=metrics, resamples=args.resamples,
-                                 seed=args.seed)
+    a, selection = select(_rows(args.a), include_incomplete=args.include_incomplete)
+    baselines = []
+    for group in args.vs:
+        kept, lines = select(_rows(group), include_incomplete=args.include_incomplete)
+        baselines.append(kept)
+        selection += lines
+    print("\n".join(selection), file=sys.stderr if args.json else sys.stdout)
+    try:
+        comparisons, notes = compare(a, baselines, metrics=metrics, resamples=args.resamples, seed=args.seed,
+                                     allow_mixed=args.allow_mixed)
+    except MixedJudgesError as exc:
+        raise CLIError("runs judged differently are not paired (--allow-mixed pairs them, marked):\n"
+                       + "\n".join(exc.lines)) from exc
     if args.json:
-        print(json.dumps({"comparisons": [{"metric": c.metric, "length": c.length, **c.result.__dict__,
-                                           "pairs": c.pairs} for c in comparisons], "notes": notes}))
+        print(json.dumps({"comparisons": [{"baseline": c.baseline, "metric": c.metric, "length": c.length,
+                                           **c.result.__dict__, "pairs": c.pairs, "mixed": c.mixed,
+                                           "marked": c.marked} for c in comparisons],
+                          "notes": notes, "selection": selection}))
     else:
         print("\n".join(render(comparisons, notes)))
     return 0 if comparisons else (print("fabula: no paired, scored runs to compare", file=sys.stderr) or 1)

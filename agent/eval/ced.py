@@ -53,6 +53,9 @@ class ConsistencyScore:
     checked_words: int
     current: bool
     instances: list[Instance] = field(default_factory=list)
+    judge_digest: str | None = None
+    """The judge's setup digest (``agent.eval.judge.setup_spec``); ``None`` for judgments stored
+    before setups were recorded."""
 
     def _counts(self, verified_only: bool = False, scope: str = "all") -> list[Instance]:
         out = [i for i in self.instances if i.verified or not verified_only]
@@ -96,7 +99,7 @@ def score_group(group: list[Judgment], story: Story) -> ConsistencyScore:
     missing = [c for c in CATEGORIES if c not in by_item]
     current = first.meta.get("digest") == story.digest
     score = ConsistencyScore(first.judge, first.protocol, not failed and not missing, failed, missing,
-                             int(window.get("checked_words", 0)), current)
+                             int(window.get("checked_words", 0)), current, judge_digest=first.meta.get("judge_digest"))
     whole = normalize(story.text)
     start = int(window.get("first", 1))
     in_window = normalize("\n\n".join(s.text for s in story.sections[start - 1:]))

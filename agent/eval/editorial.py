@@ -140,11 +140,14 @@ def editorial_scores(store: RunStore, story: Story) -> dict[str, Any] | None:
     for (judge, _), group in sorted(groups.items(), key=lambda kv: max(j.updated_at for j in kv[1])):
         result = judge_result(group)
         if result is not None:
-            per_judge[judge] = result  # the latest complete protocol of each judge wins
+            per_judge[judge] = {**result, "judge_digest": group[0].meta.get("judge_digest")}
+            # the latest complete protocol of each judge wins
     if not per_judge:
         return None
     n = len(per_judge)
     levels = {lv: sum(r["annotations_by_level"][lv] for r in per_judge.values()) / n for lv in LEVELS}
-    return {"judges": sorted(per_judge), "annotations": sum(r["annotations"] for r in per_judge.values()) / n,
+    return {"judges": sorted(per_judge),
+            "judge_digests": sorted(str(r["judge_digest"]) for r in per_judge.values()),
+            "annotations": sum(r["annotations"] for r in per_judge.values()) / n,
             "annotations_by_level": levels, "rubric": sum(r["rubric"] for r in per_judge.values()) / n,
             "rubric_by_level": {lv: sum(r["rubric_by_level"][lv] for r in per_judge.values()) / n for lv in LEVELS}}

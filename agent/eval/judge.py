@@ -4,10 +4,17 @@ A judgment that fails (server error, truncated or invalid reply, a refusal the g
 cannot hold) is stored as ``failed`` with its error and never read as "no errors found";
 a later run retries only the items that have no ``ok`` reply. Judge usage goes into the
 judgment rows, not the run's LLM ledger, so evaluation never counts as generation cost.
+
+Every judgment also carries the judge's setup (endpoint, model, temperature and the
+judge-prompt version) and its digest, both in ``meta`` and in the protocol key: two runs are
+compared only when their scores come from the same setup, and a rerun with another setup
+never reuses a reply made under a different one.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +40,8 @@ class Judge:
     temperature: float = 0.1
     max_tokens: int = 8192
     seed: int | None = 0
+    endpoint: str | None = None
+    """Where the judge runs (a server URL); ``None`` reads it from the backend."""
 
 
 @dataclass
@@ -49,9 +58,30 @@ def as_data(text: str) -> str:
     return f"{DATA_OPEN}\n{safe}\n{DATA_CLOSE}"
 
 
+def setup_spec(judge: Judge, prompt_version: str, calls: Sequence[Call]) -> dict[str, Any]:
+    """What makes two judgments comparable: endpoint, model, temperature and the judge-prompt
+    version (the protocol version plus a digest of the system prompts actually sent)."""
+    systems = sorted({m["content"] for c in calls for m in c.messages if m.get("role") == "system"})
+    prompts = hashlib.sha256("\x00".join(systems).encode("utf-8")).hexdigest()[:12]
+    endpoint = judge.endpoint or getattr(judge.llm, "base_url", None) or judge.llm.backend
+    return {"endpoint": str(endpoint), "model": judge.llm.model, "temperature": judge.temperature,
+            "prompt": f"{prompt_version}+{prompts}"}
+
+
+def spec_digest(spec: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+
+
 def run_calls(store: RunStore, judge: Judge, kind: str, protocol: str, calls: Sequence[Call]) -> dict[str, int]:
     """Send the calls that have no ``ok`` judgment yet (concurrently where the backend can)
-    and record each outcome; returns counts of ``skipped``, ``ok`` and ``failed``."""
+    and record each outcome; returns counts of ``skipped``, ``ok`` and ``failed``.
+
+    The judge's setup digest is appended to ``protocol`` and the setup kept in each row's meta."""
+    spec = setup_spec(judge, protocol.split("|")[0], calls)
+    digest = spec_digest(spec)
+    protocol = f"{protocol}|judge={digest}"
+    calls = [Call(c.item, c.messages, c.grammar, {**c.meta, "judge_setup": spec, "judge_digest": digest})
+             for c in calls]
     todo = set(stored.missing(store, kind, [c.item for c in calls], judge=judge.label, protocol=protocol))
     pending = [c for c in calls if c.item in todo]
     counts = {"skipped": len(calls) - len(pending), "ok": 0, "failed": 0}

@@ -9,6 +9,11 @@ every method, model and length is scored against the same rubric; the criteria u
 also kept in each score's stored judgment, so a report never needs the cache. The story is
 then scored 1-10 against each criterion; writing quality is the mean of the five scores,
 and a story with any failed criterion score is not scored.
+
+The five criteria are kept whole in every score's judgment with a digest of their content
+(``criteria_digest``, also part of the protocol key): two caches that hold different criteria
+under the same key give different digests, and ``fabula eval compare`` pairs only scores made
+against the same criteria.
 """
 
 from __future__ import annotations
@@ -88,6 +93,11 @@ def get_criteria(judge: Judge, prompt: str, cache_dir: Path) -> tuple[list[dict[
     return criteria, key
 
 
+def criteria_digest(criteria: list[dict[str, Any]]) -> str:
+    """A digest of the criteria's content (not of the cache key): what a score was made against."""
+    return hashlib.sha256(json.dumps(criteria, ensure_ascii=False, sort_keys=True).encode("utf-8")).hexdigest()
+
+
 def score_messages(prompt: str, criterion: dict[str, Any], story: Story) -> list[dict[str, str]]:
     bands = "\n".join(f"  {b['scores']}: {b['description']}" for b in criterion["bands"])
     system = ("You are an expert evaluator of creative writing. Score the response to a writing request against "
@@ -108,23 +118,33 @@ def judge_quality(store: RunStore, story: Story, judge: Judge, cache_dir: Path) 
             stored.put(store, kind=CRITERIA_KIND, item="criteria", judge=judge.label, protocol=protocol,
                        error=f"{type(exc).__name__}: {exc}")
         return {"skipped": 0, "ok": 0, "failed": 5}
-    protocol = f"{PROTOCOL_VERSION}|criteria={key[:16]}|{story.digest[:16]}"
+    cdigest = criteria_digest(criteria)
+    protocol = f"{PROTOCOL_VERSION}|criteria={cdigest[:16]}|{story.digest[:16]}"
     calls = [Call(f"criterion:{i}", score_messages(story.prompt, c, story), CriterionScore,
-                  {"criterion": c, "criteria_key": key, "digest": story.digest})
+                  {"criterion": c, "criteria": criteria, "criteria_key": key, "criteria_digest": cdigest,
+                   "digest": story.digest})
              for i, c in enumerate(criteria, start=1)]
     return run_calls(store, judge, KIND, protocol, calls)
 
 
-def quality_scores(store: RunStore, story: Story) -> dict[str, float]:
-    """Writing quality per judge: the mean of five ok scores of the current text (latest protocol)."""
+def quality_results(store: RunStore, story: Story) -> dict[str, dict[str, Any]]:
+    """Per judge label, its latest complete score of the current text: ``score`` (mean of the
+    five), ``judge_digest`` and ``criteria_digest`` (``None`` where not recorded)."""
     groups: dict[tuple[str, str], list[stored.Judgment]] = {}
     for j in stored.select(store, KIND):
         if j.meta.get("digest") == story.digest:
             groups.setdefault((j.judge, j.protocol), []).append(j)
-    out: dict[str, tuple[float, float]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for (judge, _), group in groups.items():
-        if len(group) == 5 and all(j.ok for j in group):
+        if len(group) == CRITERIA_COUNT and all(j.ok for j in group):
             latest = max(j.updated_at for j in group)
-            if judge not in out or out[judge][1] < latest:
-                out[judge] = (sum(j.reply["score"] for j in group) / 5, latest)
-    return {judge: value for judge, (value, _) in out.items()}
+            if judge not in out or out[judge]["latest"] < latest:
+                out[judge] = {"score": sum(j.reply["score"] for j in group) / CRITERIA_COUNT, "latest": latest,
+                              "judge_digest": group[0].meta.get("judge_digest"),
+                              "criteria_digest": group[0].meta.get("criteria_digest")}
+    return out
+
+
+def quality_scores(store: RunStore, story: Story) -> dict[str, float]:
+    """Writing quality per judge: the mean of five ok scores of the current text (latest protocol)."""
+    return {judge: r["score"] for judge, r in quality_results(store, story).items()}

@@ -5,6 +5,12 @@ so a report can be regenerated at any time and always agrees with what is stored
 (see ``agent.eval.plots``): CED and writing quality against length, generation tokens
 against length, and state size per chapter. Without matplotlib the tables are still written
 and the report says how to get the plots.
+
+Only runs that may be published are in the tables (``agent.eval.eligibility``); the report
+says how many were left out and why, and marks the ones ``--include-incomplete`` let in.
+Copies made by ``fabula eval inject`` get their own section: the length x depth recall table
+of NstAgent's Table 9, and Kendall's tau between detection and target length, and between
+detection and the words separating the two halves.
 """
 
 from __future__ import annotations
@@ -13,8 +19,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from agent.eval.inject import DEPTHS
 from agent.eval.plots import MISSING, plots_available, png_plot
-from agent.eval.stats import mean_sem
+from agent.eval.stats import kendall_tau_b, mean_sem
 from agent.store.paths import write_atomic
 
 TABLE = (("method", "method", None), ("words", "words", "{:.0f}"), ("target", "target_words", "{}"),
@@ -46,16 +53,65 @@ def _cell(row: dict[str, Any], label: str, key: str | None, fmt: str | None) -> 
     return fmt.format(value) if fmt else str(value)
 
 
-def render(rows: list[dict[str, Any]], plots: list[str]) -> str:
+def _name(row: dict[str, Any]) -> str:
+    return Path(row["run"]).name + (" †" if row.get("marked") else "")
+
+
+def _hits(rows: list[dict[str, Any]], key: str) -> str:
+    return f"{sum(bool(r['injection'][key]) for r in rows)}/{len(rows)}"
+
+
+def injection_section(rows: list[dict[str, Any]]) -> list[str]:
+    """NstAgent Table 9 from injected copies: recall per target length and per length x depth,
+    false positives on controls, and Kendall's tau of detection against length and distance."""
+    judged = [r for r in rows if r["injection"].get("judge") is not None]
+    planted = [r for r in judged if not r["injection"]["control"]]
+    controls = [r for r in judged if r["injection"]["control"]]
+    lengths = sorted({r["target_words"] or 0 for r in judged})
+    lines = ["## Injected contradictions (judge recall)", "",
+             f"{len(planted)} planted contradiction(s) and {len(controls)} control(s) judged; "
+             f"{len(rows) - len(judged)} copy(ies) without a complete judgment left out.", "",
+             "| target length | words between the halves | target subtype | target category | any subtype | "
+             "controls reported as target category |", "| --- | --- | --- | --- | --- | --- |"]
+    for length in lengths:
+        cell = [r for r in planted if (r["target_words"] or 0) == length]
+        ctrl = [r for r in controls if (r["target_words"] or 0) == length]
+        dist = [r["injection"]["distance_words"] for r in cell]
+        span = f"{min(dist)}-{max(dist)}" if dist else "-"
+        lines.append(f"| {length or '-'} | {span} | {_hits(cell, 'subtype_hit') if cell else '-'} | "
+                     f"{_hits(cell, 'category_hit') if cell else '-'} | {_hits(cell, 'any_hit') if cell else '-'} | "
+                     f"{_hits(ctrl, 'category_hit') if ctrl else '-'} |")
+    depths = [d for d in DEPTHS if any(r["injection"]["depth"] == d for r in planted)]
+    lines += ["", "Target category recall by length and depth:", "",
+              "| target length | " + " | ".join(depths) + " |", "| --- |" + " --- |" * len(depths)]
+    for length in lengths:
+        cells = []
+        for depth in depths:
+            cell = [r for r in planted if (r["target_words"] or 0) == length and r["injection"]["depth"] == depth]
+            cells.append(_hits(cell, "category_hit") if cell else "-")
+        lines.append(f"| {length or '-'} | " + " | ".join(cells) + " |")
+    detected = [float(r["injection"]["category_hit"]) for r in planted]
+    lines.append("")
+    for what, xs in (("target length", [float(r["target_words"] or 0) for r in planted]),
+                     ("words between the halves", [float(r["injection"]["distance_words"]) for r in planted])):
+        tau, p = kendall_tau_b(xs, detected) if len(planted) >= 2 else (None, None)
+        lines.append(f"- Kendall's tau-b, detection (target category) against {what}: "
+                     + (f"tau = {tau:+.2f}, p = {p:.2g}" if tau is not None else "undefined (no variation)"))
+    return lines
+
+
+def render(rows: list[dict[str, Any]], plots: list[str], *, selection: list[str] | None = None,
+           injected: list[dict[str, Any]] | None = None) -> str:
     lines = ["# fabula evaluation report", "",
              f"{len(rows)} run(s). Every number is recomputed from the run stores (chapters, states, ledgers and "
              "stored judgments); no model was called to write this report. CED is errors per 10K checked words "
              "of the terminal window; '-' means not scored (no judgment, or a failed one, which is never counted "
              "as zero errors). Verified CED keeps only instances whose quotes occur in the story.", "",
+             *([""] + [f"- {line.strip()}" for line in selection] + [""] if selection else []),
              "## Runs", "", "| run | " + " | ".join(t[0] for t in TABLE) + " |",
              "| --- |" + " --- |" * len(TABLE)]
     for row in rows:
-        lines.append(f"| {Path(row['run']).name} | " + " | ".join(_cell(row, *t) for t in TABLE) + " |")
+        lines.append(f"| {_name(row)} | " + " | ".join(_cell(row, *t) for t in TABLE) + " |")
     lines += ["", "## Means by method and target length", "", "| method | target | n | " + " | ".join(SUMMARY) + " |",
               "| --- | --- | --- |" + " --- |" * len(SUMMARY)]
     groups: dict[tuple[str, Any], list[dict[str, Any]]] = {}
@@ -66,7 +122,18 @@ def render(rows: list[dict[str, Any]], plots: list[str]) -> str:
         for key in SUMMARY:
             m, se = mean_sem([r[key] for r in group if r.get(key) is not None])
             cells.append("-" if m is None else f"{m:.3f}" + (f" ± {se:.3f}" if se is not None else ""))
-        lines.append(f"| {method} | {target or '-'} | {len(group)} | " + " | ".join(cells) + " |")
+        mixed = any(len({(r.get("judge_setups") or {}).get(f) for r in group} - {None}) > 1
+                    for f in ("consistency", "quality", "criteria", "editorial"))
+        label = f"{method} (mixed judges)" if mixed else method
+        lines.append(f"| {label} | {target or '-'} | {len(group)} | " + " | ".join(cells) + " |")
+    if any(r.get("marked") for r in rows):
+        lines += ["", "† incomplete, outside the length gate or not fully judged; included by --include-incomplete "
+                  "and not publishable."]
+    judges = sorted({str(spec) for r in rows for spec in (r.get("judge_specs") or {}).values()})
+    if judges:
+        lines += ["", "Judge setups and criteria recorded in these runs:"] + [f"- {j}" for j in judges]
+    if injected:
+        lines += ["", *injection_section(injected)]
     failed = [(Path(r["run"]).name, r["failed_judgments"]) for r in rows if r.get("failed_judgments")]
     if failed:
         lines += ["", "Failed judgments (excluded; rerun the eval command to retry them): "
@@ -86,7 +153,8 @@ def _by_method(rows: list[dict[str, Any]], key: str, x: str = "words") -> dict[s
     return out
 
 
-def write_report(rows: list[dict[str, Any]], out_dir: Path) -> Path:
+def write_report(rows: list[dict[str, Any]], out_dir: Path, *, selection: list[str] | None = None,
+                 injected: list[dict[str, Any]] | None = None) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     plots: list[str] = []
     state = {Path(r["run"]).name: [(s["unit"], s["bytes"]) for s in r.get("state_sizes", [])] for r in rows}
@@ -107,7 +175,7 @@ def write_report(rows: list[dict[str, Any]], out_dir: Path) -> Path:
                 write_atomic(out_dir / name, png)
                 plots.append(name)
     path = out_dir / "report.md"
-    write_atomic(path, render(rows, plots).encode("utf-8"))
+    write_atomic(path, render(rows, plots, selection=selection, injected=injected).encode("utf-8"))
     slim = [{k: v for k, v in r.items() if k != "state_sizes"} for r in rows]
     write_atomic(out_dir / "metrics.json", json.dumps(slim, indent=2, ensure_ascii=False, default=str).encode())
     return path

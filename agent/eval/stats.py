@@ -1,16 +1,19 @@
-"""Paired statistics (NstAgent C.4): paired t-test, seeded bootstrap CI, Holm correction.
+"""Paired statistics (NstAgent C.4): paired t-test, seeded bootstrap CI, Holm correction,
+and Kendall's tau-b (NstAgent B.1).
 
-Written with the standard library and numpy only (scipy is not a dependency); the tests
-check every function against scipy's results on the same data.
+Standard library only, so ``fabula eval compare`` and ``eval report`` work in a base install
+(numpy and scipy belong to no base dependency). The bootstrap draws from ``random.Random``
+seeded per call, so the same data and seed always give the same interval on every machine;
+the tests check every function against scipy on the same data.
 """
 
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
+from statistics import fmean, stdev
 
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
@@ -80,30 +83,43 @@ class PairedResult:
 def paired_t(a: Sequence[float], b: Sequence[float]) -> tuple[float | None, float | None]:
     """``(t, p)`` of the paired t-test (two-sided); ``None`` when undefined (n < 2 or zero variance
     with zero mean difference, where scipy also gives nan)."""
-    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    n = d.size
+    d = [float(x) - float(y) for x, y in zip(a, b, strict=True)]
+    n = len(d)
     if n < 2:
         return None, None
-    sd = float(np.std(d, ddof=1))
-    mean = float(np.mean(d))
+    sd = stdev(d)
+    mean = fmean(d)
     if sd == 0.0:
         return (None, None) if mean == 0.0 else (math.copysign(math.inf, mean), 0.0)
     t = mean / (sd / math.sqrt(n))
     return t, t_two_sided_p(t, n - 1)
 
 
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0-100) of already sorted values, linearly interpolated between
+    the closest ranks (numpy's default ``linear`` method)."""
+    if not sorted_values:
+        raise ValueError("percentile of no values")
+    position = (len(sorted_values) - 1) * q / 100.0
+    low = math.floor(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    fraction = position - low
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction
+
+
 def bootstrap_ci(d: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
                  level: float = 0.95) -> tuple[float, float] | None:
     """Percentile bootstrap CI of the mean of ``d``: ``resamples`` resamples of the pairs with a
     seeded generator, so the same data always gives the same interval."""
-    x = np.asarray(d, dtype=float)
-    if x.size == 0:
+    x = [float(v) for v in d]
+    n = len(x)
+    if n == 0:
         return None
-    rng = np.random.default_rng(seed)
-    means = x[rng.integers(0, x.size, size=(resamples, x.size))].mean(axis=1)
+    rng = random.Random(seed)
+    draw = rng.choices
+    means = sorted(math.fsum(draw(x, k=n)) / n for _ in range(resamples))
     alpha = (1.0 - level) / 2.0
-    low, high = np.percentile(means, [100 * alpha, 100 * (1 - alpha)])
-    return float(low), float(high)
+    return percentile(means, 100 * alpha), percentile(means, 100 * (1 - alpha))
 
 
 def holm(pvalues: Sequence[float | None]) -> list[float | None]:
@@ -123,12 +139,12 @@ def paired(a: Sequence[float], b: Sequence[float], *, resamples: int = BOOTSTRAP
     if len(a) != len(b):
         raise ValueError("paired samples must have the same length")
     n = len(a)
-    d = [x - y for x, y in zip(a, b, strict=True)]
+    d = [float(x) - float(y) for x, y in zip(a, b, strict=True)]
     t, p = paired_t(a, b)
     ci = bootstrap_ci(d, resamples=resamples, seed=seed)
-    sem = float(np.std(d, ddof=1) / math.sqrt(n)) if n >= 2 else None
-    return PairedResult(n, float(np.mean(a)) if n else math.nan, float(np.mean(b)) if n else math.nan,
-                        float(np.mean(d)) if n else math.nan, sem, t, p,
+    sem = stdev(d) / math.sqrt(n) if n >= 2 else None
+    return PairedResult(n, fmean(a) if n else math.nan, fmean(b) if n else math.nan,
+                        fmean(d) if n else math.nan, sem, t, p,
                         ci[0] if ci else None, ci[1] if ci else None)
 
 
@@ -141,5 +157,56 @@ def stars(p: float | None) -> str:
 def mean_sem(values: Sequence[float]) -> tuple[float | None, float | None]:
     if not values:
         return None, None
-    x = np.asarray(values, dtype=float)
-    return float(x.mean()), (float(x.std(ddof=1) / math.sqrt(x.size)) if x.size > 1 else None)
+    x = [float(v) for v in values]
+    return fmean(x), (stdev(x) / math.sqrt(len(x)) if len(x) > 1 else None)
+
+
+def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> tuple[float | None, float | None]:
+    """Kendall's tau-b of two paired sequences and its two-sided p-value (normal approximation
+    with the tie-corrected variance, as scipy's ``kendalltau`` when there are ties); ``None``
+    when either sequence is constant or there are fewer than two pairs."""
+    n = len(x)
+    if n != len(y):
+        raise ValueError("kendall_tau_b needs sequences of the same length")
+    concordant = discordant = ties_x = ties_y = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            dx, dy = x[i] - x[j], y[i] - y[j]
+            if dx == 0 and dy == 0:
+                continue
+            if dx == 0:
+                ties_x += 1
+            elif dy == 0:
+                ties_y += 1
+            elif (dx > 0) == (dy > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    denominator = math.sqrt((concordant + discordant + ties_x) * (concordant + discordant + ties_y))
+    if n < 2 or denominator == 0:
+        return None, None
+    tau = (concordant - discordant) / denominator
+    return tau, _kendall_p(concordant - discordant, x, y)
+
+
+def _tie_sums(values: Sequence[float]) -> tuple[float, float, float]:
+    counts: dict[float, int] = {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    t = [c for c in counts.values() if c > 1]
+    return (sum(c * (c - 1) for c in t), sum(c * (c - 1) * (c - 2) for c in t),
+            sum(c * (c - 1) * (2 * c + 5) for c in t))
+
+
+def _kendall_p(s: int, x: Sequence[float], y: Sequence[float]) -> float:
+    """Two-sided p of ``S = concordant - discordant`` under the tie-corrected null variance."""
+    n = len(x)
+    x0, x1, x2 = _tie_sums(x)
+    y0, y1, y2 = _tie_sums(y)
+    m = n * (n - 1)
+    variance = ((m * (2 * n + 5) - x2 - y2) / 18 + x0 * y0 / (2 * m)
+                + (x1 * y1 / (9 * m * (n - 2)) if n > 2 else 0.0))
+    if variance <= 0:
+        return 1.0
+    z = abs(s) / math.sqrt(variance)
+    return math.erfc(z / math.sqrt(2))

@@ -60,8 +60,15 @@ def test_the_centre_sentence_weighs_three_times(store, write_chapters):
 def test_windows_quote_the_chapter_exactly(store, write_chapters):
     text = "First  line.\n\n“Quoted,” she said.   Then   spaces. 最后一句。"
     write_chapters(store, [text])
-    for hit in store.search("first quoted spaces 最后"):
-        assert hit.text in text
+    hits = store.search("first quoted spaces 最后")
+    # one window per sentence (it and its neighbours), each a verbatim slice of the chapter
+    assert sorted((h.position, h.text) for h in hits) == [
+        (0, "First  line.\n\n“Quoted,” she said."),
+        (1, "First  line.\n\n“Quoted,” she said.   Then   spaces."),
+        (2, "“Quoted,” she said.   Then   spaces. 最后一句。"),
+        (3, "Then   spaces. 最后一句。"),
+    ]
+    assert all(hit.text in text and hit.chapter == 1 for hit in hits)
 
 
 HOSTILE = ['"', '""', "'", "*", "a*", "AND", "OR", "NOT", "NEAR", "NEAR(a b)", "(", ")", "()", ":", "col:x",
