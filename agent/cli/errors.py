@@ -20,9 +20,11 @@ from agent.errors import FabulaError
 class CLIError(FabulaError):
     """A user-facing error with its exit code (2: bad input, 1: failure while working)."""
 
-    def __init__(self, message: str, exit_code: int = 2) -> None:
+    def __init__(self, message: str, exit_code: int = 2, *, details: list[str] | None = None) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+        self.details = details or []
+        """Lines printed under the error line (e.g. one per refused pair); the error itself is one line."""
 
 
 def describe(exc: BaseException) -> tuple[str, int] | None:
@@ -32,7 +34,8 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
 
     if isinstance(exc, FabulaError):
         lines = str(exc).strip().splitlines() or [type(exc).__name__]
-        return lines[0], exc.exit_code
+        details = getattr(exc, "details", None) or []
+        return "\n".join([lines[0], *details]), exc.exit_code
     if isinstance(exc, ServeError | ModelUnavailableError):
         return str(exc), 1
     if isinstance(exc, sqlite3.DatabaseError):

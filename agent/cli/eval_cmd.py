@@ -287,8 +287,8 @@ def run_compare(args: argparse.Namespace) -> int:
         comparisons, notes = compare(a, baselines, metrics=metrics, resamples=args.resamples, seed=args.seed,
                                      allow_mixed=args.allow_mixed)
     except MixedJudgesError as exc:
-        raise CLIError("runs judged differently are not paired (--allow-mixed pairs them, marked):\n"
-                       + "\n".join(exc.lines)) from exc
+        raise CLIError("runs judged differently are not paired (--allow-mixed pairs them, marked):",
+                       details=exc.lines) from exc
     if args.json:
         print(json.dumps({"comparisons": [{"baseline": c.baseline, "metric": c.metric, "length": c.length,
                                            **c.result.__dict__, "pairs": c.pairs, "mixed": c.mixed,
