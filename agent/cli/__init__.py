@@ -22,12 +22,14 @@ from agent.cli import (
     search_cmd,
     serve_cmd,
     show_cmd,
+    view_cmd,
+    watch_cmd,
     write_cmd,
 )
 from agent.cli.errors import CLIError, describe
 
 COMMAND_MODULES = [prompt_cmd, models_cmd, serve_cmd, grammars_cmd, runs_cmd, show_cmd, search_cmd, export_cmd,
-                   resume_cmd, write_cmd, eval_cmd]
+                   resume_cmd, write_cmd, eval_cmd, view_cmd, watch_cmd]
 
 
 def build_parser() -> argparse.ArgumentParser:

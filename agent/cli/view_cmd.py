@@ -17,7 +17,7 @@ def add_parser(sub) -> None:
                             "story, the state over time, the call ledger and evaluation judgments, updated live "
                             "while a run is written. Bound to 127.0.0.1 unless --host is given.")
     parser.add_argument("path", metavar="RUN_OR_FOLDER")
-    parser.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
+    parser.add_argument("--port", type=int, default=8765, help="port (default 8765)")
     parser.add_argument("--host", default=None,
                         help=f"address to listen on (default {LOOPBACK}); anything else exposes your runs")
     parser.add_argument("--poll", type=float, default=1.5, metavar="SECONDS",
@@ -46,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise CLIError(f"fabula view needs the view extra ({exc.name} is missing): pip install 'fabula[view]'",
                        exit_code=1) from exc
-    if not 0 <= args.port <= 65535:
-        raise CLIError(f"--port must be 0-65535, not {args.port}")
+    if not 1 <= args.port <= 65535:
+        raise CLIError(f"--port must be 1-65535, not {args.port}")
     from agent.store import StoreError
 
     try:

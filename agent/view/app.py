@@ -17,9 +17,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from agent.store import RunStore, StoreError
+from agent.store.readonly import RunIndex, open_readonly
 from agent.store.stats import summarize
 from agent.view import pages
-from agent.view.runs import RunIndex, open_readonly
 from agent.view.templates_env import STATIC, render
 
 NO_CACHE = {"Cache-Control": "no-store"}
@@ -47,7 +47,7 @@ def create_app(root: str | Path, *, poll_ms: int = 1500) -> Starlette:
 
     async def runs_page(request: Request) -> Response:
         rows = []
-        for name, path in index.runs().items():
+        for name in index.runs():
             try:
                 with opened(name) as store:
                     rows.append({"name": name, "summary": summarize(store), "title": pages.overview(store)["title"],

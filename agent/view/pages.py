@@ -108,7 +108,7 @@ def costs(store: RunStore) -> dict[str, Any]:
     palette = ["#27ae60", "#8e44ad", "#c0392b", "#2980b9", "#d4ac0d", "#7f8c8d", "#16a085", "#d35400"]
     tools = bar_chart("Tool calls per unit", labels, [(t, [u.tools.get(t, 0) for u in units],
                                                       palette[i % len(palette)]) for i, t in enumerate(tool_names)])
-    return {"units": units, "calls": calls(store), "charts": [Markup(tokens), Markup(latency), Markup(tools)],
+    return {"unit_costs": units, "calls": calls(store), "charts": [Markup(tokens), Markup(latency), Markup(tools)],
             "tool_names": tool_names}
 
 

@@ -1,18 +1,18 @@
-"""Finding runs under a folder and opening them strictly read-only.
+"""Opening runs strictly read-only (the web view, ``fabula watch``), and the runs in a folder.
 
-The store's own ``RunStore.open`` upgrades an older schema in place; the view must never
-write, so it opens the database with ``mode=ro`` and ``query_only`` and refuses a schema it
-would have to upgrade.
+``RunStore.open`` upgrades an older schema in place; a viewer must never write, so this opens
+the database with ``mode=ro`` and ``query_only`` and refuses a schema it would have to upgrade.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from agent.store import NotARunError, RunStore, StoreError
 from agent.store.db import APPLICATION_ID, connect, looks_like_sqlite
+from agent.store.errors import NotARunError, StoreError
 from agent.store.migrations import LATEST, schema_version
 from agent.store.paths import DB_NAME, resolve_run_dir
+from agent.store.runstore import RunStore
 
 
 def open_readonly(run_dir: str | Path) -> RunStore:
