@@ -81,7 +81,8 @@ def findings(reply: Any, sections: list[Section], prefix: str) -> list[Finding]:
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):
-            keys = [k for k, v in node.items() if (k == "quote" or k.endswith("_quote")) and isinstance(v, str)]
+            keys = sorted((k for k, v in node.items() if (k == "quote" or k.endswith("_quote")) and isinstance(v, str)),
+                          key=lambda k: (k != "exact_quote", k))  # the earlier passage first
             if keys:
                 label = str(node.get("subtype") or node.get("category") or node.get("name") or "note")
                 note = str(node.get("explanation") or node.get("note") or node.get("reason") or "")
