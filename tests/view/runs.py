@@ -60,3 +60,22 @@ def magnet_run(folder: Path, name: str = "codicil") -> Path:
         write_magnet(store, StoryLLM(), config)
     store.close()
     return folder / name
+
+
+def wait_for_unit(run_dir: Path, unit: int, timeout: float = 30.0) -> None:
+    """Wait until a run being written in another process has committed ``unit`` (0: exists)."""
+    import time
+
+    from agent.store import StoreError
+    from agent.store.readonly import open_readonly
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with open_readonly(run_dir) as store:
+                if store.info().last_unit >= unit:
+                    return
+        except (StoreError, OSError):  # not created yet, or created but not yet written
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"{run_dir} did not reach unit {unit} in {timeout} s")

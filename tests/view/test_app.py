@@ -7,7 +7,6 @@ import hashlib
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from agent.cli import main
 from agent.cli.view_cmd import listen_address
 from agent.store import RunStore
 from agent.view.app import create_app
-from tests.view.runs import MISSING_QUOTE, quotes
+from tests.view.runs import MISSING_QUOTE, quotes, wait_for_unit
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = ROOT / "tests" / "store" / "fake_pipeline.py"
@@ -144,9 +143,7 @@ def test_watch_follows_chapters_as_a_run_commits_them(tmp_path):
     run_dir = tmp_path / "live"
     writer = subprocess.Popen([sys.executable, str(FAKE), "start", str(run_dir), "3", "0.6"], cwd=ROOT)
     try:
-        deadline = time.time() + 20
-        while not (run_dir / "run.db").exists() and time.time() < deadline:
-            time.sleep(0.05)
+        wait_for_unit(run_dir, 0)
         watcher = subprocess.run([sys.executable, "-m", "agent.cli", "watch", str(run_dir), "--interval", "0.1"],
                                  cwd=ROOT, capture_output=True, text=True, timeout=60)
     finally:

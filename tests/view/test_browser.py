@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in t
 pytest.importorskip("uvicorn")
 
 from agent.store.readonly import open_readonly  # noqa: E402
-from tests.view.runs import quotes  # noqa: E402
+from tests.view.runs import quotes, wait_for_unit  # noqa: E402
 from tests.view.server import serve  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,13 +143,7 @@ def test_a_new_chapter_appears_while_a_run_commits_it(browser, tmp_path, shots):
     run_dir = folder / "live"
     writer = subprocess.Popen([sys.executable, str(FAKE), "start", str(run_dir), "3", "1.5"], cwd=ROOT)
     try:
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            if (run_dir / "run.db").exists():
-                with open_readonly(run_dir) as store:
-                    if store.info().last_unit >= 1:
-                        break
-            time.sleep(0.05)
+        wait_for_unit(run_dir, 1)
         with serve(folder) as url:
             context = browser.new_context(viewport={"width": 1100, "height": 900})
             page = context.new_page()
