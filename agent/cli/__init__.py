@@ -12,8 +12,10 @@ import sys
 from collections.abc import Sequence
 
 from agent.cli import (
+    edit_cmd,
     eval_cmd,
     export_cmd,
+    fork_cmd,
     grammars_cmd,
     models_cmd,
     prompt_cmd,
@@ -29,7 +31,7 @@ from agent.cli import (
 from agent.cli.errors import CLIError, describe
 
 COMMAND_MODULES = [prompt_cmd, models_cmd, serve_cmd, grammars_cmd, runs_cmd, show_cmd, search_cmd, export_cmd,
-                   resume_cmd, write_cmd, eval_cmd, view_cmd, watch_cmd]
+                   resume_cmd, write_cmd, eval_cmd, view_cmd, watch_cmd, fork_cmd, edit_cmd]
 
 
 def build_parser() -> argparse.ArgumentParser:
