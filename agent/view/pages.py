@@ -68,7 +68,10 @@ def story(store: RunStore) -> dict[str, Any]:
     where = marks(views)
     rendered = [{"section": s, "paragraphs": [marked(p, where.get((s.index, n), []))
                                               for n, p in enumerate(s.paragraphs)]} for s in book.sections]
-    return {"book": book, "sections": rendered}
+    stale = store.get_plan("stale_after")
+    forked = store.get_plan("forked_from")
+    return {"book": book, "sections": rendered, "stale": stale if isinstance(stale, dict) else None,
+            "forked": forked if isinstance(forked, dict) else None}
 
 
 def state(store: RunStore, unit: int | None = None) -> dict[str, Any]:

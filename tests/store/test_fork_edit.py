@@ -170,3 +170,17 @@ def _recording(llm, store):
     if store is not None:
         llm.recorders.append(store.recorder)
     return llm
+
+
+def test_the_view_marks_stale_chapters_after_an_edit(four, tmp_path, fake):
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from agent.view.app import create_app
+
+    new_text = tmp_path / "ch2.md"
+    new_text.write_text("Rewritten.", encoding="utf-8")
+    assert main(["edit", str(four), "--chapter", "2", "--file", str(new_text)]) == 0
+    page = TestClient(create_app(four)).get("/run/orig/story").text
+    assert 'id="stale-note"' in page and "chapter 2 edited (version 2)" in page
+    assert 'class="chapter stale" id="unit-3"' in page and 'class="chapter" id="unit-2"' in page
