@@ -12,6 +12,7 @@ from markupsafe import Markup
 from agent.store import RunStore, StoreError
 from agent.store.book import Book, read_book
 from agent.store.costs import calls, per_unit
+from agent.store.export import story_title
 from agent.store.judgments import Judgment
 from agent.store.stats import summarize
 from agent.store.timeline import timeline
@@ -59,7 +60,7 @@ def marked(text: str, spans: list[tuple[int, int, str, str]]) -> Markup:
 
 def overview(store: RunStore) -> dict[str, Any]:
     summary = summarize(store)
-    return {"summary": summary, "info": store.info(), "title": read_book(store).title}
+    return {"summary": summary, "info": store.info(), "title": story_title(store)}
 
 
 def story(store: RunStore) -> dict[str, Any]:

@@ -83,6 +83,8 @@ def test_runs_list_leads_to_the_story_with_the_degraded_chapter_marked(page, bas
     assert degraded.is_visible() and "no draft passed the length gate" in degraded.inner_text()
     assert "degraded" in page.locator("#unit-2").get_attribute("class")
     page.screenshot(path=str(shots / "story.png"), full_page=False)
+    page.locator("#unit-2").evaluate("e => e.scrollIntoView()")
+    page.screenshot(path=str(shots / "degraded.png"), full_page=False)
 
 
 def test_state_timeline_lists_changes_per_chapter(page, base_url, shots):
