@@ -13,8 +13,10 @@ from collections.abc import Sequence
 from importlib import metadata
 
 from agent.cli import (
+    edit_cmd,
     eval_cmd,
     export_cmd,
+    fork_cmd,
     grammars_cmd,
     models_cmd,
     prompt_cmd,
@@ -23,12 +25,14 @@ from agent.cli import (
     search_cmd,
     serve_cmd,
     show_cmd,
+    view_cmd,
+    watch_cmd,
     write_cmd,
 )
 from agent.cli.errors import describe, log_internal_error
 
 COMMAND_MODULES = [prompt_cmd, models_cmd, serve_cmd, grammars_cmd, runs_cmd, show_cmd, search_cmd, export_cmd,
-                   resume_cmd, write_cmd, eval_cmd]
+                   resume_cmd, write_cmd, eval_cmd, view_cmd, watch_cmd, fork_cmd, edit_cmd]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,4 +1,4 @@
-"""``fabula export RUN_DIR --format md|txt|json [-o FILE]``: the story, verbatim; or, for a
+"""``fabula export RUN_DIR --format md|txt|json|html|epub [-o FILE]``: the story, verbatim; or, for a
 Magnet run, ``--graph json|dot|svg``: its world graph."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from agent.cli.errors import CLIError
+from agent.cli.export_book import BOOK_FORMATS, book_bytes
 from agent.cli.rundir import open_run, store_errors
 from agent.magnet.history import GRAPH_FORMATS, render_graph
 from agent.store.export import FORMATS, export
@@ -14,12 +15,13 @@ from agent.store.paths import check_output_file, write_atomic
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("export", help="write a run's story as Markdown, text or JSON",
-                            description="Export the story (EPUB: convert the Markdown, e.g. with pandoc).")
+    parser = sub.add_parser("export", help="write a run's story as Markdown, text, JSON, HTML or EPUB",
+                            description="Export the story. html: one self-contained page with the state timeline "
+                            "and costs; epub: a book with a table of contents; md: YAML front matter for pandoc.")
     parser.add_argument("run_dir", metavar="RUN_DIR")
-    parser.add_argument("--format", choices=[*FORMATS, "db"], default="md",
-                        help="md, txt, json, or db: a consistent single-file copy of the run database "
-                        "(SQLite backup; safe while the run is being written)")
+    parser.add_argument("--format", choices=(*FORMATS, *BOOK_FORMATS, "db"), default="md",
+                        help="md, txt, json, html, epub, or db: a consistent single-file copy of the run "
+                        "database (SQLite backup; safe while the run is being written)")
     parser.add_argument("--graph", choices=GRAPH_FORMATS, metavar="{json,dot,svg}",
                         help="Magnet runs: export the world graph (entities and relations now) instead of the story")
     parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default, or -: standard output)")
@@ -37,16 +39,25 @@ def run(args: argparse.Namespace) -> int:
         if args.graph:
             if store.info().unit_kind != "step":
                 raise CLIError(f"--graph is for Magnet runs; this is a {store.info().pipeline} run")
-            text = render_graph(store, args.graph)
+            data = render_graph(store, args.graph).encode("utf-8")
         elif not store.chapters() and not store.paragraphs():
             raise CLIError(f"{args.run_dir} has no committed text yet")
+        elif args.format in BOOK_FORMATS:
+            data = book_bytes(store, args.format)
         else:
-            text = export(store, args.format)
+            data = export(store, args.format).encode("utf-8")
     if target is None:
-        sys.stdout.write(text)
+        if args.format == "epub" and not args.graph:
+            if sys.stdout.isatty():
+                raise CLIError("an EPUB is binary; give -o FILE.epub")
+            sys.stdout.flush()
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+        else:
+            sys.stdout.write(data.decode("utf-8"))
         return 0
     try:
-        write_atomic(target, text.encode("utf-8"))
+        write_atomic(target, data)
     except OSError as exc:
         raise CLIError(f"cannot write {args.output}: {exc.strerror or exc}", exit_code=1) from exc
     print(f"wrote {target}", file=sys.stderr)

@@ -5,13 +5,14 @@ translation), so the story read back from an export is byte-identical to what wa
 JSON carries everything needed to rebuild the story and check it: the run, the plan, every
 chapter with its metadata, Magnet paragraphs, and the final state.
 
-EPUB is not offered: the maintained Python EPUB writer (EbookLib) pulls in lxml for what a
-reader gets from the Markdown export and any converter (e.g. pandoc story.md -o story.epub).
+Markdown opens with YAML front matter and uses ``#`` per chapter (what pandoc turns into a
+book); EPUB and the self-contained HTML live in ``export_epub`` and ``agent.view.html_export``.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from agent.store.runstore import RunStore
@@ -50,10 +51,26 @@ def _sections(store: RunStore) -> list[tuple[str | None, str]]:
 
 
 def _markdown(store: RunStore) -> str:
-    parts = [f"# {story_title(store)}"]
+    """YAML front matter (title, author, ...) then one ``#`` heading per chapter, so that
+    ``pandoc story.md -o story.epub`` makes a book with a title page and one chapter each."""
+    parts = [front_matter(store)]
     for heading, body in _sections(store):
-        parts.append(f"## {heading}\n\n{body}" if heading else body)
+        parts.append(f"# {heading}\n\n{body}" if heading else body)
     return "\n\n".join(parts) + "\n"
+
+
+def front_matter(store: RunStore) -> str:
+    """A YAML block; every value is a JSON string or number, which YAML reads as written."""
+    from agent.store.book import author_line
+
+    info = store.info()
+    fields: dict[str, Any] = {"title": story_title(store), "author": author_line(store),
+                              "date": time.strftime("%Y-%m-%d", time.gmtime(info.created_at)),
+                              "generator": "fabula", "pipeline": info.pipeline}
+    if info.model:
+        fields["model"] = info.model
+    lines = [f"{key}: {json.dumps(value, ensure_ascii=False)}" for key, value in fields.items()]
+    return "---\n" + "\n".join(lines) + "\n---"
 
 
 def _text(store: RunStore) -> str:

@@ -159,7 +159,7 @@ def test_cli_write_and_resume(tmp_path, monkeypatch, capsys):
         assert [s["step"] for s in store.steps()] == list(range(1, info.last_unit + 1))
     assert main(["show", str(run_dir)]) == 0
     assert main(["export", str(run_dir), "--format", "md"]) == 0
-    assert capsys.readouterr().out.count("# T") == 1
+    assert capsys.readouterr().out.count('\ntitle: "T') == 1  # front matter, no chapter headings
 
 
 def test_cli_refuses_a_bad_definition_in_one_line(tmp_path, capsys):

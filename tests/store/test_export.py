@@ -35,9 +35,10 @@ def test_json_round_trips_every_chapter_exactly(full):
 
 def test_markdown_holds_each_chapter_verbatim_in_order(full):
     md = export(full, "md")
-    assert md.startswith("# The Lighthouse Keeper\n\n## Chapter 1: Title 1\n\n")
-    bodies = re.split(r"\n\n## Chapter \d+: Title \d+\n\n", md.removeprefix("# The Lighthouse Keeper").removeprefix(
-        "\n\n## Chapter 1: Title 1\n\n"))
+    front, body = md.split("\n---\n\n", 1)
+    assert front.startswith('---\ntitle: "The Lighthouse Keeper"\nauthor: "fabula (m)"\n')
+    assert body.startswith("# Chapter 1: Title 1\n\n")
+    bodies = re.split(r"\n\n# Chapter \d+: Title \d+\n\n", body.removeprefix("# Chapter 1: Title 1\n\n"))
     bodies[-1] = bodies[-1].removesuffix("\n")
     assert bodies == TEXTS
 
@@ -53,7 +54,7 @@ def test_magnet_export_joins_paragraphs(tmp_path):
     with RunStore.create(tmp_path / "m", pipeline="magnet", unit_kind="step", config={}) as s:
         s.commit_step(1, ["One."], state={}, record={})
         s.commit_step(2, ["Two.", ("transition", "Later.")], state={}, record={})
-        assert export(s, "md") == "# m\n\nOne.\n\nTwo.\n\nLater.\n"
+        assert export(s, "md").split("\n---\n\n", 1)[1] == "One.\n\nTwo.\n\nLater.\n"
         assert [p["text"] for p in json.loads(export(s, "json"))["paragraphs"]] == ["One.", "Two.", "Later."]
 
 

@@ -79,7 +79,7 @@ def test_export_to_file_and_stdout(run_dir, tmp_path, capsys):
     data = json.loads(target.read_text(encoding="utf-8"))
     assert data["chapters"][1]["text"] == "Mara found the silver key. It was cold."
     assert main(["export", str(run_dir), "--format", "md"]) == 0
-    assert capsys.readouterr().out.startswith("# Harbour\n")
+    assert capsys.readouterr().out.startswith('---\ntitle: "Harbour"\n')
 
 
 @pytest.mark.parametrize("argv, message", [

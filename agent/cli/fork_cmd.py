@@ -1,0 +1,88 @@
+"""``fabula fork RUN --at N --out NEW [--set KEY=VALUE ...] [--prompt TEXT]``: a new run that
+shares units 1..N with RUN and continues from N+1 with changed settings or prompt; RUN is
+never written."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from agent.cli.errors import CLIError
+from agent.cli.rundir import open_run, store_errors
+from agent.store.fork import fork_run
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser("fork", help="a new run sharing chapters/steps 1..N, continued with other settings",
+                            description="Copy units 1..N of RUN (text, versions, state, ledger) into NEW, change "
+                            "settings or the prompt, and continue NEW from N+1. RUN is opened read-only.")
+    parser.add_argument("run_dir", metavar="RUN")
+    parser.add_argument("--at", type=int, required=True, metavar="N", help="keep units 1..N (0: only the plan)")
+    parser.add_argument("--out", required=True, metavar="NEW", help="directory of the new run (must not hold one)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                        help="change one configuration value (VALUE is JSON, else a string)")
+    parser.add_argument("--prompt", metavar="TEXT", help="a new story prompt (NstAgent: prompt; Magnet: premise)")
+    parser.add_argument("--no-run", action="store_true", help="only create the fork; continue later with "
+                        "`fabula resume NEW`")
+    group = parser.add_argument_group("model (default: as stored in RUN)")
+    group.add_argument("--backend", choices=["embedded", "endpoint"])
+    group.add_argument("--model", metavar="NAME")
+    group.add_argument("--thinking", choices=["off", "on", "auto"])
+    group.add_argument("--endpoint", metavar="URL", help="server base URL (env FABULA_ENDPOINT)")
+    group.add_argument("--api-key", metavar="KEY", help="bearer token for the server (env FABULA_API_KEY)")
+    parser.set_defaults(handler=run)
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise CLIError(f"--set needs KEY=VALUE, got {item!r}")
+        try:
+            out[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key.strip()] = raw
+    return out
+
+
+def with_prompt(config: dict[str, Any], overrides: dict[str, Any], prompt: str) -> dict[str, Any]:
+    """The override that sets the story prompt: ``prompt`` (NstAgent family) or the Magnet premise."""
+    story = overrides.get("story", config.get("story"))
+    if isinstance(story, dict):
+        return {**overrides, "story": {**story, "premise": prompt}}
+    if "prompt" not in config:
+        raise CLIError("this run's configuration has no prompt to replace; use --set")
+    return {**overrides, "prompt": prompt}
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent import pipelines
+
+    if not args.prompt and args.prompt is not None:
+        raise CLIError("--prompt is empty")
+    overrides = parse_overrides(args.overrides)
+    llm = pipelines.LLMOptions(backend=args.backend, model=args.model, thinking=args.thinking,
+                               endpoint=args.endpoint, api_key=args.api_key)
+    with open_run(args.run_dir) as source:
+        if args.prompt:
+            overrides = with_prompt(source.info().config, overrides, args.prompt)
+        with store_errors():
+            plan = pipelines.plan_resume(source, overrides=overrides, llm=llm)
+            fork = fork_run(source, args.out, at=args.at, config=plan.config)
+    with fork:
+        unit = fork.info().unit_kind
+        print(f"forked {args.run_dir} at {unit} {args.at} into {fork.run_dir}", file=sys.stderr)
+        for change in plan.changes:
+            print(f"  changed: {change.describe()}", file=sys.stderr)
+        if args.no_run:
+            print(f"continue it with: fabula resume {args.out}", file=sys.stderr)
+            return 0
+        with store_errors():
+            pipelines.resume(fork, llm=llm)
+        after = fork.info()
+    print(f"{args.out}: {after.status} at {after.unit_kind} {after.last_unit}"
+          + (f" of {after.target_units}" if after.target_units is not None else ""))
+    return 0 if after.status == "completed" else 1

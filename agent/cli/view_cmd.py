@@ -1,0 +1,60 @@
+"""``fabula view RUN_OR_FOLDER [--port P] [--host H]``: a local, read-only web view of runs."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import sys
+
+from agent.cli.errors import CLIError
+
+LOOPBACK = "127.0.0.1"
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser("view", help="read, inspect and watch runs in a local web page (read-only)",
+                            description="Serve a read-only web view of one run or of every run in a folder: the "
+                            "story, the state over time, the call ledger and evaluation judgments, updated live "
+                            "while a run is written. Bound to 127.0.0.1 unless --host is given.")
+    parser.add_argument("path", metavar="RUN_OR_FOLDER")
+    parser.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    parser.add_argument("--host", default=None,
+                        help=f"address to listen on (default {LOOPBACK}); anything else exposes your runs")
+    parser.add_argument("--poll", type=float, default=1.5, metavar="SECONDS",
+                        help="how often open pages check for new units (default 1.5; 0: never)")
+    parser.set_defaults(handler=run)
+
+
+def listen_address(host: str | None) -> str:
+    """127.0.0.1 unless a host was given explicitly; an explicit non-loopback one is warned about."""
+    if host is None:
+        return LOOPBACK
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback:
+        print(f"fabula view: listening on {host}: anyone who can reach it can read these runs", file=sys.stderr)
+    return host
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from agent.view.app import create_app
+    except ImportError as exc:
+        raise CLIError(f"fabula view needs the view extra ({exc.name} is missing): pip install 'fabula[view]'",
+                       exit_code=1) from exc
+    if not 1 <= args.port <= 65535:
+        raise CLIError(f"--port must be 1-65535, not {args.port}")
+    from agent.store import StoreError
+
+    try:
+        app = create_app(args.path, poll_ms=int(args.poll * 1000))
+    except StoreError as exc:
+        raise CLIError(str(exc)) from exc
+    host = listen_address(args.host)
+    print(f"fabula view: http://{host}:{args.port}/ (Ctrl-C stops it)", file=sys.stderr)
+    uvicorn.run(app, host=host, port=args.port, log_level="warning")
+    return 0

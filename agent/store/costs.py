@@ -1,0 +1,75 @@
+"""The call ledger as a reader wants it: per call, and summed per unit (chapter or step).
+
+Tokens, the cached share of prompt tokens, latency, and tool calls per unit; unit 0 holds
+what was spent planning before the first unit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agent.store.runstore import RunStore
+
+
+@dataclass(frozen=True)
+class CallRow:
+    id: int
+    unit: int | None
+    role: str | None
+    model: str
+    prompt_tokens: int
+    cached_prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    finish_reason: str | None
+    error: str | None
+
+    @property
+    def cached_share(self) -> float | None:
+        return self.cached_prompt_tokens / self.prompt_tokens if self.prompt_tokens else None
+
+
+@dataclass
+class UnitCost:
+    unit: int
+    calls: int = 0
+    errors: int = 0
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    tools: dict[str, int] = field(default_factory=dict)
+    tool_errors: int = 0
+
+    @property
+    def cached_share(self) -> float | None:
+        return self.cached_prompt_tokens / self.prompt_tokens if self.prompt_tokens else None
+
+    @property
+    def tool_calls(self) -> int:
+        return sum(self.tools.values())
+
+
+def calls(store: RunStore) -> list[CallRow]:
+    rows = store.query("SELECT id, unit, role, model, prompt_tokens, cached_prompt_tokens, completion_tokens, "
+                       "latency_s, finish_reason, error FROM llm_calls ORDER BY id")
+    return [CallRow(*tuple(r)) for r in rows]
+
+
+def per_unit(store: RunStore) -> list[UnitCost]:
+    """Sums per unit, in unit order; units with only tool calls are included."""
+    units: dict[int, UnitCost] = {}
+    for c in calls(store):
+        u = units.setdefault(c.unit or 0, UnitCost(c.unit or 0))
+        u.calls += 1
+        u.errors += c.error is not None
+        u.prompt_tokens += c.prompt_tokens
+        u.cached_prompt_tokens += c.cached_prompt_tokens
+        u.completion_tokens += c.completion_tokens
+        u.latency_s += c.latency_s
+    for unit, tool, n, bad in store.query("SELECT unit, tool, count(*), coalesce(sum(ok = 0), 0) FROM tool_calls "
+                                          "GROUP BY unit, tool ORDER BY unit, tool"):
+        u = units.setdefault(unit, UnitCost(unit))
+        u.tools[tool] = n
+        u.tool_errors += bad
+    return [units[k] for k in sorted(units)]

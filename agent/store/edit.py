@@ -1,0 +1,118 @@
+"""Editing a committed unit by hand: a new version of its text, and what that makes stale.
+
+The old text stays as a version (chapters: ``chapter_versions``; Magnet paragraphs:
+``paragraph_versions``). A Magnet step's edited world variables become the stored state at
+that step. Units after the edited one were written from the old text, so the run's plan
+records ``stale_after`` (the edited unit and why); ``fabula fork RUN --at N`` then continues
+a copy from N+1. Re-deriving an NstAgent chapter's state update from edited text needs the
+pipeline's update step and is not done here: the record says so (``state_rederived``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from agent.store.config import canonical_json
+from agent.store.errors import CommitError, StoreError
+from agent.store.fork import STALE_KEY
+from agent.store.records import Chapter, Paragraph
+from agent.store.runstore import RunStore
+
+VARIABLES_HEADER = "--- world variables (one per line: key = JSON value; delete a line to keep it as it is) ---"
+
+
+def mark_stale(store: RunStore, unit: int, *, what: str, state_rederived: bool) -> dict[str, Any] | None:
+    """Record that units after ``unit`` predate an edit (the earliest edit wins); ``None`` if none follow."""
+    last = store.info().last_unit
+    previous = store.get_plan(STALE_KEY)
+    first = min(unit, previous["unit"]) if isinstance(previous, dict) else unit
+    record = {"unit": first, "last_unit": last, "what": what, "state_rederived": state_rederived,
+              "at": time.time()}
+    if first >= last and state_rederived:
+        return None
+    store.put_plan(STALE_KEY, record)
+    return record
+
+
+def edit_chapter(store: RunStore, index: int, text: str, *, title: str | None = None) -> Chapter:
+    """Store ``text`` as the next version of chapter ``index`` and mark what follows stale."""
+    current = store.chapter(index)
+    if current is None:
+        raise CommitError(f"chapter {index} does not exist (last committed: {store.info().last_unit})")
+    if not text.strip():
+        raise StoreError("the edited chapter is empty")
+    chapter = store.revise_chapter(index, text, title=title, reason="edit")
+    mark_stale(store, index, what=f"chapter {index} edited (version {chapter.version})", state_rederived=False)
+    return chapter
+
+
+def step_document(store: RunStore, step: int) -> str:
+    """What ``$EDITOR`` shows for a Magnet step: its paragraphs, then its world variables."""
+    paragraphs = [p for p in store.paragraphs() if p.step == step]
+    if not paragraphs and step not in {s["step"] for s in store.steps()}:
+        raise CommitError(f"step {step} does not exist (last committed: {store.info().last_unit})")
+    variables = _variables(store.state(step))
+    lines = [f"{key} = {json.dumps(value['value'], ensure_ascii=False)}" for key, value in variables.items()]
+    return "\n\n".join(p.text for p in paragraphs) + "\n\n" + VARIABLES_HEADER + "\n" + "\n".join(lines) + "\n"
+
+
+def parse_step_document(document: str) -> tuple[list[str], dict[str, Any]]:
+    """Paragraphs (split at blank lines) and ``key = JSON value`` lines after the header."""
+    body, _, tail = document.partition(VARIABLES_HEADER)
+    paragraphs = [p.strip() for p in body.replace("\r\n", "\n").split("\n\n") if p.strip()]
+    variables: dict[str, Any] = {}
+    for number, line in enumerate(tail.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        key, sep, raw = line.partition("=")
+        if not sep or not key.strip():
+            raise StoreError(f"world variable line {number}: expected `key = value`, got {line!r}")
+        try:
+            variables[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            variables[key.strip()] = raw.strip()
+    return paragraphs, variables
+
+
+def _variables(state: Any) -> dict[str, dict[str, Any]]:
+    world = state.get("world") if isinstance(state, dict) else None
+    if not isinstance(world, dict) or not isinstance(world.get("variables"), dict):
+        return {}
+    return world["variables"]
+
+
+def edit_step(store: RunStore, step: int, paragraphs: list[str] | None = None,
+              variables: dict[str, Any] | None = None) -> tuple[list[Paragraph], list[str]]:
+    """Replace a Magnet step's paragraph texts (same number of paragraphs) and set world
+    variables in the state stored at that step; returns the new paragraphs and changed keys."""
+    current = [p for p in store.paragraphs() if p.step == step]
+    if step not in {s["step"] for s in store.steps()}:
+        raise CommitError(f"step {step} does not exist (last committed: {store.info().last_unit})")
+    revised: list[Paragraph] = []
+    if paragraphs is not None:
+        if len(paragraphs) != len(current):
+            raise StoreError(f"step {step} has {len(current)} paragraph(s); the edit has {len(paragraphs)} "
+                             "(keep one blank-line-separated block per paragraph)")
+        revised = [store.revise_paragraph(step, p.seq, text, reason="edit")
+                   for p, text in zip(current, paragraphs, strict=True) if text != p.text]
+    changed: list[str] = []
+    if variables:
+        state = store.state(step)
+        table = _variables(state)
+        if not table:
+            raise StoreError(f"step {step} has no world variables (a run without structured state?)")
+        for key, value in variables.items():
+            old = table.get(key)
+            if old is not None and json.dumps(old["value"], sort_keys=True) == json.dumps(value, sort_keys=True):
+                continue
+            table[key] = {**(old or {"concerns": "world"}), "value": value, "step": step, "by": "edit"}
+            changed.append(key)
+        if changed:
+            with store._write() as conn:
+                conn.execute("UPDATE states SET state = ? WHERE unit = ?", (canonical_json(state), step))
+    if revised or changed:
+        what = f"step {step} edited" + (f" (variables {', '.join(changed)})" if changed else "")
+        mark_stale(store, step, what=what, state_rederived=True)
+    return revised, changed

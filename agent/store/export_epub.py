@@ -1,0 +1,87 @@
+"""A run's story as an EPUB 3 book (EbookLib): title, author, one XHTML file per chapter, a
+table of contents (nav and NCX) and the reading order.
+
+The identifier is derived from the run's fingerprint and creation time, so exporting the same
+run twice names the same book (a reader's library replaces it instead of adding a copy).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import os
+import tempfile
+from pathlib import Path
+
+from agent.store.book import Book, Section, read_book
+from agent.store.errors import StoreError
+from agent.store.runstore import RunStore
+
+_CSS = ("body { font-family: serif; line-height: 1.5; } h1 { text-align: center; } "
+        "p { text-indent: 1.2em; margin: 0 0 0.4em 0; } p.degraded { color: #8a4b00; font-style: italic; }")
+
+
+def _ebooklib():
+    try:
+        from ebooklib import epub
+    except ImportError as exc:  # an optional dependency: name the extra that brings it
+        raise StoreError("EPUB export needs EbookLib: pip install 'fabula[view]'") from exc
+    return epub
+
+
+def chapter_xhtml(section: Section) -> str:
+    """The body of one chapter file: its heading, a degraded note if any, and its paragraphs."""
+    parts = [f"<h1>{html.escape(section.heading)}</h1>"]
+    if section.degraded:
+        parts.append(f'<p class="degraded">(degraded chapter: {html.escape(section.degraded_reason or "no reason")})'
+                     "</p>")
+    parts += [f"<p>{html.escape(p).replace(chr(10), '<br/>')}</p>" for p in section.paragraphs]
+    return "\n".join(parts)
+
+
+def identifier(store: RunStore) -> str:
+    info = store.info()
+    digest = hashlib.sha256(f"{info.fingerprint}|{info.created_at!r}".encode()).hexdigest()[:32]
+    return f"urn:fabula:{digest}"
+
+
+def build(book: Book, ident: str, language: str = "en"):
+    """The ``epub.EpubBook`` of ``book`` (not yet written)."""
+    epub = _ebooklib()
+    out = epub.EpubBook()
+    out.set_identifier(ident)
+    out.set_title(book.title)
+    out.set_language(language)
+    out.add_author(book.author)
+    out.add_metadata("DC", "publisher", "fabula")
+    style = epub.EpubItem(uid="style", file_name="style.css", media_type="text/css", content=_CSS.encode())
+    out.add_item(style)
+    files = []
+    for number, section in enumerate(book.sections, start=1):
+        item = epub.EpubHtml(title=section.heading, file_name=f"chapter_{number:03d}.xhtml", lang=language)
+        item.content = chapter_xhtml(section)
+        item.add_item(style)
+        out.add_item(item)
+        files.append(item)
+    out.toc = [epub.Link(f.file_name, f.title, f"ch{n}") for n, f in enumerate(files, start=1)]
+    out.add_item(epub.EpubNcx())
+    out.add_item(epub.EpubNav())
+    out.spine = ["nav", *files]
+    return out
+
+
+def export_epub(store: RunStore) -> bytes:
+    """The EPUB file's bytes."""
+    language = store.info().config.get("language")
+    book = read_book(store)
+    if not book.sections:
+        raise StoreError(f"{store.run_dir} has no committed text yet")
+    built = build(book, identifier(store), language if isinstance(language, str) and language else "en")
+    epub = _ebooklib()
+    fd, tmp = tempfile.mkstemp(suffix=".epub")
+    os.close(fd)
+    try:
+        epub.write_epub(tmp, built, {})
+        return Path(tmp).read_bytes()
+    finally:
+        Path(tmp).unlink(missing_ok=True)

@@ -1,0 +1,126 @@
+"""What each page shows, computed from an open store: shared by the web view and the
+self-contained HTML export, so both show the same story, timeline, ledger and judgments."""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+from markupsafe import Markup
+
+from agent.store import RunStore, StoreError
+from agent.store.book import Book, read_book
+from agent.store.costs import calls, per_unit
+from agent.store.export import story_title
+from agent.store.judgments import Judgment
+from agent.store.stats import summarize
+from agent.store.timeline import timeline
+from agent.view.passages import JudgmentView, judgment_views, marks
+from agent.view.svg import bar_chart
+
+PAGES = ("story", "state", "costs", "judgments")
+
+
+def version(store: RunStore) -> str:
+    """Changes whenever something a page shows changes (a unit, a call, a judgment, the status)."""
+    info = store.info()
+    calls_n, calls_max = store.query("SELECT count(*), coalesce(max(id), 0) FROM llm_calls")[0]
+    judged = store.query("SELECT count(*), coalesce(max(updated_at), 0) FROM judgments")[0]
+    paragraphs = store.query("SELECT count(*) FROM paragraphs")[0][0]
+    revised = store.query("SELECT coalesce(sum(version), 0) FROM chapters")[0][0]
+    return (f"{info.last_unit}.{paragraphs}.{revised}.{calls_n}.{calls_max}.{judged[0]}.{judged[1]}."
+            f"{store.live_status()}")
+
+
+def book_of(store: RunStore) -> Book:
+    return read_book(store, by_step=store.info().unit_kind == "step")
+
+
+def all_judgments(store: RunStore) -> list[Judgment]:
+    rows = store.query("SELECT kind, item, judge, protocol, status, reply, error, meta, prompt_tokens, "
+                       "completion_tokens, latency_s, attempts, updated_at FROM judgments "
+                       "ORDER BY kind, judge, item, protocol")
+    return [Judgment.from_row(r) for r in rows]
+
+
+def marked(text: str, spans: list[tuple[int, int, str, str]]) -> Markup:
+    """``text`` escaped, each quoted span wrapped in ``<mark id=anchor>`` (overlaps: first wins)."""
+    out, pos = [], 0
+    for start, end, anchor, label in sorted(spans):
+        if start < pos:
+            continue
+        out.append(html.escape(text[pos:start]))
+        out.append(f'<mark id="{anchor}" class="quote" title="{html.escape(label)}">'
+                   f"{html.escape(text[start:end])}</mark>")
+        pos = end
+    out.append(html.escape(text[pos:]))
+    return Markup("".join(out).replace("\n", "<br>\n"))
+
+
+def overview(store: RunStore) -> dict[str, Any]:
+    summary = summarize(store)
+    return {"summary": summary, "info": store.info(), "title": story_title(store)}
+
+
+def story(store: RunStore) -> dict[str, Any]:
+    book = book_of(store)
+    views = judgment_views(all_judgments(store), book.sections)
+    where = marks(views)
+    rendered = [{"section": s, "paragraphs": [marked(p, where.get((s.index, n), []))
+                                              for n, p in enumerate(s.paragraphs)]} for s in book.sections]
+    stale = store.get_plan("stale_after")
+    forked = store.get_plan("forked_from")
+    return {"book": book, "sections": rendered, "stale": stale if isinstance(stale, dict) else None,
+            "forked": forked if isinstance(forked, dict) else None}
+
+
+def state(store: RunStore, unit: int | None = None) -> dict[str, Any]:
+    units = timeline(store)
+    info = store.info()
+    graph, graph_error = None, None
+    if info.pipeline in ("magnet", "single") or info.unit_kind == "step":
+        from agent.magnet.history import graph_json, graph_svg
+
+        try:
+            graph = Markup(graph_svg(graph_json(store, unit)))
+        except StoreError as exc:
+            graph_error = str(exc)
+    return {"units": units, "graph": graph, "graph_error": graph_error, "graph_unit": unit or info.last_unit,
+            "unit_word": "Chapter" if info.unit_kind == "chapter" else "Step", "dumps": _dumps}
+
+
+def _dumps(value: Any) -> str:
+    """A state value for reading: strings as they are, records as ``field: value; ...``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and all(isinstance(v, str | int | float | bool) for v in value.values()):
+        return "; ".join(f"{k}: {v}" for k, v in value.items())
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def costs(store: RunStore) -> dict[str, Any]:
+    units = per_unit(store)
+    labels = [str(u.unit) if u.unit else "plan" for u in units]
+    tokens = bar_chart("Tokens per unit", labels, [
+        ("cached prompt", [u.cached_prompt_tokens for u in units], "#7fb3d5"),
+        ("uncached prompt", [u.prompt_tokens - u.cached_prompt_tokens for u in units], "#1f618d"),
+        ("completion", [u.completion_tokens for u in units], "#e67e22")])
+    latency = bar_chart("Model time per unit", labels, [("latency", [u.latency_s for u in units], "#566573")],
+                        unit=" s")
+    tool_names = sorted({t for u in units for t in u.tools})
+    palette = ["#27ae60", "#8e44ad", "#c0392b", "#2980b9", "#d4ac0d", "#7f8c8d", "#16a085", "#d35400"]
+    tools = bar_chart("Tool calls per unit", labels, [(t, [u.tools.get(t, 0) for u in units],
+                                                      palette[i % len(palette)]) for i, t in enumerate(tool_names)])
+    return {"unit_costs": units, "calls": calls(store), "charts": [Markup(tokens), Markup(latency), Markup(tools)],
+            "tool_names": tool_names}
+
+
+def judgments(store: RunStore) -> dict[str, Any]:
+    views: list[JudgmentView] = judgment_views(all_judgments(store), book_of(store).sections)
+    return {"views": views}
+
+
+def page(store: RunStore, name: str, **options: Any) -> dict[str, Any]:
+    builders = {"story": story, "state": state, "costs": costs, "judgments": judgments}
+    return {**overview(store), **builders[name](store, **options)}

@@ -1,0 +1,40 @@
+"""The view served for real (uvicorn on a loopback port, in a thread) for the browser tests."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import uvicorn
+
+from agent.view.app import create_app
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def serve(root: Path, *, poll_ms: int = 300) -> Iterator[str]:
+    """Serve the runs under ``root``; yields the base URL; stops the server on exit."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(root, poll_ms=poll_ms), host="127.0.0.1", port=port,
+                                           log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 20
+    while not server.started:
+        if time.time() > deadline or not thread.is_alive():
+            raise RuntimeError("the view did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
