@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.llm.base import LLM, Request
+from agent.llm.bounds import decoding_regex
 from agent.llm.constraints import Constraint
 from agent.llm.types import LLMError, RawReply, ThinkingMode, UnsupportedSettingError, Usage
 
@@ -154,11 +155,11 @@ class EmbeddedLLM(LLM):
 
 
 def _constraint_regex(constraint: Constraint, build_regex_from_schema) -> str:
-    import json
     import re
 
     if constraint.kind == "json":
-        return build_regex_from_schema(json.dumps(constraint.json_schema), _JSON_WHITESPACE)
+        # Outlines ignores minimum/maximum: numeric ranges are spliced in as regexes.
+        return decoding_regex(constraint.json_schema or {}, build_regex_from_schema, _JSON_WHITESPACE)
     if constraint.kind == "regex":
         return constraint.pattern or ""
     return "|".join(re.escape(option) for option in constraint.options or ())
