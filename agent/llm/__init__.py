@@ -35,9 +35,17 @@ def open_llm(
     endpoint: str | None = None,
     api_key: str | None = None,
     thinking: ThinkingMode = "auto",
+    probe: Literal["off", "light", "full"] = "full",
+    call_timeout_s: float | None = None,
+    allow_unconstrained: bool | None = None,
 ) -> LLM:
     """Open a model. Unset arguments fall back to ``FABULA_ENDPOINT``, ``FABULA_MODEL``,
-    ``FABULA_API_KEY``; with no endpoint anywhere the embedded default is used."""
+    ``FABULA_API_KEY``, ``FABULA_CALL_TIMEOUT`` (seconds per call, all retries included) and
+    ``FABULA_ALLOW_UNCONSTRAINED=1``; with no endpoint anywhere the embedded default is used.
+
+    An endpoint is probed as it opens (``probe="full"``: what it is, what it serves, what it
+    enforces; the findings are ``llm.probe``); ``"light"`` asks only what it is and serves.
+    """
     endpoint = endpoint or os.environ.get("FABULA_ENDPOINT")
     model = model or os.environ.get("FABULA_MODEL")
     api_key = api_key or os.environ.get("FABULA_API_KEY")
@@ -47,12 +55,30 @@ def open_llm(
             raise LLMError("the endpoint backend needs --endpoint URL (or FABULA_ENDPOINT)")
         from agent.llm.endpoint import EndpointLLM
 
-        return EndpointLLM(endpoint, model, api_key=api_key, thinking=thinking)
+        if call_timeout_s is None:
+            call_timeout_s = _env_seconds("FABULA_CALL_TIMEOUT", 600.0)
+        if allow_unconstrained is None:
+            allow_unconstrained = os.environ.get("FABULA_ALLOW_UNCONSTRAINED", "") in ("1", "true", "yes")
+        return EndpointLLM(endpoint, model, api_key=api_key, thinking=thinking, timeout_s=call_timeout_s,
+                           probe=probe, allow_unconstrained=allow_unconstrained)
     if backend == "embedded":
         from agent.llm.embedded import EmbeddedLLM
 
         return EmbeddedLLM(model, thinking=thinking)
     raise LLMError(f"unknown backend {backend!r}; use embedded or endpoint")
+
+
+def _env_seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise LLMError(f"{name} must be a number of seconds, got {raw!r}") from None
+    if not 0 < value <= 86400:
+        raise LLMError(f"{name} must be between 0 and 86400 seconds, got {raw}")
+    return value
 
 
 __all__ = [
