@@ -48,6 +48,9 @@ class LLMOptions:
                        api_key=self.api_key, thinking=self.thinking or "off")  # type: ignore[arg-type]
         if store is not None:
             llm.recorders.append(store.recorder)
+            probe = getattr(llm, "probe", None)  # issue 15: the server's capabilities, once per session
+            if probe is not None:
+                store.record_server_probe(probe.as_dict())
         return llm
 
 

@@ -24,7 +24,8 @@ def reply(content: Any = "ok", finish: str = "stop") -> dict[str, Any]:
 
 
 class HostileServer:
-    """Behaviours: ``ok``, ``endless`` (a body that never ends), ``trickle`` (one byte at a
+    """Behaviours: ``custom`` (``self.custom(request_body) -> (status, reply)``),
+    ``ok``, ``endless`` (a body that never ends), ``trickle`` (one byte at a
     time, forever), ``silent`` (accepts, never answers), ``garbage`` (not JSON), ``shape``
     (``self.body`` as the JSON reply), ``flaky`` (``self.failures`` 500s, then ok),
     ``retry_after`` (503 with Retry-After: ``self.retry_after``, then ok)."""
@@ -37,6 +38,8 @@ class HostileServer:
         self.retry_after = "1"
         self.posts: list[float] = []
         self.sent = 0
+        self.bodies: list[Any] = []
+        self.custom: Any = None
         self.closed = threading.Event()
         owner = self
 
@@ -59,7 +62,8 @@ class HostileServer:
                 self._send(200, json.dumps(owner.models).encode())
 
             def do_POST(self):
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                owner.bodies.append(json.loads(raw or b"null"))
                 owner.posts.append(time.monotonic())
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     owner._answer(self)
@@ -71,7 +75,10 @@ class HostileServer:
 
     def _answer(self, handler) -> None:
         kind = self.behaviour
-        if kind == "ok":
+        if kind == "custom":
+            status, body = self.custom(self.bodies[-1])
+            handler._send(status, json.dumps(body).encode())
+        elif kind == "ok":
             handler._send(200, json.dumps(reply()).encode())
         elif kind == "shape":
             handler._send(200, json.dumps(self.body).encode())
