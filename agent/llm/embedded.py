@@ -29,7 +29,8 @@ def _import_stack() -> tuple[Any, Any, Any]:
         from outlines_core import Index
     except ImportError as exc:
         raise LLMError(
-            f"the embedded backend needs '{exc.name}': pip install 'fabula[cpu]'"
+            f"the embedded backend needs '{exc.name}': "
+            "run scripts/setup, or pip install -e '.[cpu]' in the fabula checkout"
         ) from exc
     return torch, transformers, Index
 
