@@ -70,6 +70,7 @@ class ServeConfig:
             quantization=preset.quantization,
             gpu_memory_utilization=preset.gpu_memory_utilization,
             kv_cache_dtype=preset.kv_cache_dtype,
+            structured_backend=preset.structured_backend,
             extra_args=list(preset.extra_args),
         )
         for key, value in overrides.items():

@@ -36,7 +36,9 @@ def add_parser(sub) -> None:
     parser.add_argument("--max-model-len", type=int)
     parser.add_argument("--gpu-memory-utilization", type=float)
     parser.add_argument("--dtype")
-    parser.add_argument("--structured-backend", choices=STRUCTURED_BACKENDS, default="outlines")
+    parser.add_argument("--structured-backend", choices=STRUCTURED_BACKENDS,
+                        help="vLLM's structured-output backend (default: the preset's; xgrammar on GPU, "
+                        "outlines on CPU)")
     parser.add_argument("--cpu-kv-cache-gib", type=int, default=2, help="KV cache size on CPU (GiB)")
     parser.add_argument("--ready-timeout", type=float, default=900, help="seconds to wait for the server")
     parser.add_argument("--log-file", type=Path, help="server log (default: $FABULA_HOME/logs/serve-PORT.log)")
@@ -64,7 +66,8 @@ def resolve_config(args: argparse.Namespace):
         preset = Preset(name="custom", model=args.model, device="gpu" if on_gpu else "cpu",
                         card="-", max_model_len=args.max_model_len or 8192,
                         dtype="auto" if on_gpu else "float32",
-                        gpu_memory_utilization=0.90 if on_gpu else None)
+                        gpu_memory_utilization=0.90 if on_gpu else None,
+                        structured_backend="xgrammar" if on_gpu else "outlines")
     device = preset.device if args.device == "auto" else args.device
     if device == "gpu" and not gpu_present() and not args.dry_run:
         raise CLIError(f"preset {preset.name} needs an NVIDIA GPU and none was found "
