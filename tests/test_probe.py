@@ -117,3 +117,15 @@ def test_the_probe_is_recorded_in_the_run(servers, tmp_path):
     assert probe["kind"] == "vllm" and probe["model"] == "m" and probe["context_length"] == 4096
     assert probe["json_schema_enforced"] is True and probe["cached_tokens_reported"] is False
     assert probe["endpoint"].startswith("http://***@127.0.0.1:") and "pa55" not in json.dumps(probe)
+
+
+@pytest.mark.server
+def test_the_probe_of_the_real_vllm_cpu_server(vllm_server):
+    llm = open_llm("endpoint", endpoint=vllm_server.endpoint, thinking="off")
+    probe = llm.probe
+    print("\nPROBE", json.dumps(probe.as_dict()))
+    assert (probe.kind, probe.model, probe.context_length) == ("vllm", vllm_server.model, 4096)
+    assert probe.version and probe.version.startswith("0.32")
+    assert probe.json_schema_enforced and probe.regex_enforced and probe.min_tokens
+    assert probe.cached_tokens_reported and probe.degraded == []
+    llm.close()
