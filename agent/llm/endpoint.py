@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
+from agent.llm import shapes
 from agent.llm.base import LLM, Request
 from agent.llm.bounds import decoding_regex, unenforced_bounds
 from agent.llm.http import BoundedClient, HttpLimits, normalize_base_url, one_line, redact_url
@@ -184,7 +185,7 @@ class EndpointLLM(LLM):
         is known to enforce regexes (vLLM); ``None`` keeps the schema (with its enum rewrites)."""
         if unenforced_bounds(schema) == 0:
             return None
-        regex_ok = self.probe is not None and (
+        regex_ok = self.probe is not None and shapes.regex_supported(self.probe.kind) and (
             self.probe.regex_enforced or (self.probe.regex_enforced is None and self.probe.kind == "vllm"))
         if not regex_ok:
             return None
@@ -210,21 +211,15 @@ class EndpointLLM(LLM):
             body["seed"] = request.seed
         body.update(self._thinking_field())
         constraint = request.constraint
+        kind = self.probe.kind if self.probe else "other"
         if constraint is not None:
             if constraint.kind == "json":
                 regex = self._regex_for(constraint.json_schema or {})
-                if regex is not None:
-                    body["structured_outputs"] = {"regex": regex}
-                else:
-                    body["response_format"] = {
-                        "type": "json_schema",
-                        "json_schema": {"name": constraint.name, "schema": constraint.decoding_schema,
-                                        "strict": True},
-                    }
+                body.update(shapes.regex_field(kind, regex) if regex else shapes.json_field(constraint))
             elif constraint.kind == "regex":
-                body["structured_outputs"] = {"regex": constraint.pattern}
+                body.update(shapes.regex_field(kind, constraint.pattern or ""))
             else:
-                body["structured_outputs"] = {"choice": list(constraint.options or ())}
+                body.update(shapes.choice_field(kind, constraint.options or ()))
         return body
 
 

@@ -14,6 +14,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from agent.llm import shapes
 from agent.llm.http import BoundedClient, one_line
 from agent.llm.types import EndpointUnavailableError, LLMError
 
@@ -122,7 +123,8 @@ def check_enforcement(client: BoundedClient, probe: ServerProbe, *, thinking_fie
         probe.cached_tokens_reported = isinstance(usage.get("prompt_tokens_details"), dict)
         if thinking_field:
             probe.thinking_switch = probe.kind in ("vllm", "sglang") or None
-    regex = _post_quietly(client, {**base, "structured_outputs": {"regex": "qx7[0-9]"}})
+    regex_field = shapes.regex_field(probe.kind, "qx7[0-9]")
+    regex = _post_quietly(client, {**base, **regex_field}) if regex_field else None
     probe.regex_enforced = regex is not None and _content(regex).strip()[:4] in {f"qx7{d}" for d in range(10)}
     # A server that reads min_tokens refuses min_tokens > max_tokens; one that ignores it answers.
     refused = _post_quietly(client, {**base, "max_tokens": 1, "min_tokens": 2}, want_status=True)
