@@ -24,13 +24,13 @@ ServerKind = str
 _OWNERS = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llama.cpp", "llama.cpp": "llama.cpp",
            "library": "ollama", "ollama": "ollama"}
 # A value an unconstrained model would not write when asked to say hello.
-_PROBE_SCHEMA = {"type": "object", "properties": {"fabula_probe": {"type": "string", "enum": ["qx7"]}},
+PROBE_SCHEMA = {"type": "object", "properties": {"fabula_probe": {"type": "string", "enum": ["qx7"]}},
                  "required": ["fabula_probe"], "additionalProperties": False}
-_PROBE_ASK = [{"role": "user", "content": "Say hello in one short sentence."}]
-_RANGE_MIN = 7000001
-_RANGE_SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "minimum": _RANGE_MIN}},
+PROBE_ASK = [{"role": "user", "content": "Say hello in one short sentence."}]
+RANGE_MIN = 7000001
+RANGE_SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "minimum": RANGE_MIN}},
                  "required": ["n"], "additionalProperties": False}
-_RANGE_ASK = [{"role": "user", "content": 'Answer with the JSON object {"n": 1}.'}]
+RANGE_ASK = [{"role": "user", "content": 'Answer with the JSON object {"n": 1}.'}]
 
 
 @dataclass
@@ -116,9 +116,9 @@ def identify(client: BoundedClient, entries: list[dict[str, Any]], model: str) -
 
 def check_enforcement(client: BoundedClient, probe: ServerProbe, *, thinking_field: dict[str, Any]) -> None:
     """The costly part: three tiny requests that show what the server enforces."""
-    base = {"model": probe.model, "messages": _PROBE_ASK, "temperature": 0, "max_tokens": 16, **thinking_field}
+    base = {"model": probe.model, "messages": PROBE_ASK, "temperature": 0, "max_tokens": 16, **thinking_field}
     reply = _post_quietly(client, {**base, "response_format": {
-        "type": "json_schema", "json_schema": {"name": "fabula_probe", "schema": _PROBE_SCHEMA, "strict": True}}})
+        "type": "json_schema", "json_schema": {"name": "fabula_probe", "schema": PROBE_SCHEMA, "strict": True}}})
     if reply is not None:
         text = _content(reply)
         try:
@@ -131,11 +131,11 @@ def check_enforcement(client: BoundedClient, probe: ServerProbe, *, thinking_fie
             probe.thinking_switch = probe.kind in ("vllm", "sglang") or None
     if probe.json_schema_enforced:
         # Outlines ignores minimum/maximum, xgrammar enforces them: ask for a number below the bound.
-        ranged = _post_quietly(client, {**base, "messages": _RANGE_ASK, "response_format": {
-            "type": "json_schema", "json_schema": {"name": "fabula_range", "schema": _RANGE_SCHEMA, "strict": True}}})
+        ranged = _post_quietly(client, {**base, "messages": RANGE_ASK, "response_format": {
+            "type": "json_schema", "json_schema": {"name": "fabula_range", "schema": RANGE_SCHEMA, "strict": True}}})
         try:
             value = json.loads(_content(ranged).strip())["n"] if ranged is not None else None
-            probe.ranges_enforced = isinstance(value, int) and value >= _RANGE_MIN
+            probe.ranges_enforced = isinstance(value, int) and value >= RANGE_MIN
         except (ValueError, KeyError, TypeError):
             probe.ranges_enforced = False
     regex_field = shapes.regex_field(probe.kind, "qx7[0-9]")
