@@ -113,7 +113,7 @@ def test_an_unserved_model_is_refused_at_open(servers):
         open_llm("endpoint", endpoint=server.url, model="other")
 
 
-def test_the_probe_is_recorded_in_the_run(servers, tmp_path):
+def test_the_probe_is_recorded_in_the_run(servers, tmp_path, capsys):
     from agent import pipelines
     from agent.store import RunStore
 
@@ -132,6 +132,12 @@ def test_the_probe_is_recorded_in_the_run(servers, tmp_path):
     assert probe["kind"] == "vllm" and probe["model"] == "m" and probe["context_length"] == 4096
     assert probe["json_schema_enforced"] is True and probe["cached_tokens_reported"] is False
     assert probe["endpoint"].startswith("http://***@127.0.0.1:") and "pa55" not in json.dumps(probe)
+    from agent.cli import main
+
+    assert main(["show", str(tmp_path / "run")]) == 0
+    shown = capsys.readouterr().out
+    assert "server    vllm" in shown and "json=yes" in shown and "cached=no" in shown
+    assert "degraded: cached prompt tokens not reported" in shown and "pa55" not in shown
 
 
 @pytest.mark.server
