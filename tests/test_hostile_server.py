@@ -147,6 +147,16 @@ def test_invalid_urls_are_refused_before_any_request(url):
     assert "\n" not in str(info.value)
 
 
+def test_a_server_echoing_the_credentials_back_does_not_get_them_printed(hostile):
+    server = hostile("shape")
+    server.body = {"error": "bad key s3cretkey for user admin1:pw9999"}
+    url = server.url.replace("http://", "http://admin1:pw9999@") + "?key=s3cretkey"
+    with pytest.raises(LLMError) as info:
+        EndpointLLM(url, "m").generate(USER, temperature=0, max_tokens=5)
+    text = str(info.value)
+    assert "s3cretkey" not in text and "pw9999" not in text and "admin1" not in text, text
+
+
 def test_credentials_never_appear_in_messages():
     assert redact_url("http://user:pa55@h:8/v1?key=s3cret&x=1") == "http://***@h:8/v1?key=***&x=***"
     with pytest.raises(EndpointUnavailableError) as info:

@@ -74,6 +74,7 @@ class EndpointLLM(LLM):
         self._http = BoundedClient(urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")),
                                    headers=headers, limits=self.limits, concurrency=concurrency)
         self._http.shown = self.base_url
+        self._http.hide(url)
         if parts.query:
             self._http._client.params = dict(parse_qsl(parts.query))
         self.concurrency = max(concurrency, 1)
@@ -118,8 +119,8 @@ class EndpointLLM(LLM):
 
     def _read_reply(self, data: Any) -> RawReply:
         def bad(what: str) -> LLMError:
-            return LLMError(f"endpoint {self.base_url} answered POST /chat/completions with {what}: "
-                            f"{one_line(str(data), 160)}")
+            return LLMError(self._http.scrub(f"endpoint {self.base_url} answered POST /chat/completions with "
+                                             f"{what}: {one_line(str(data), 160)}"))
 
         if not isinstance(data, dict):
             raise bad("a JSON value that is not an object")

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import httpx
 
@@ -111,6 +111,8 @@ class BoundedClient:
         self.base_url = base_url
         self.shown = redact_url(base_url)
         self.limits = limits
+        self._secrets: list[str] = []
+        self.hide(base_url)
         self._client = httpx.Client(
             base_url=base_url,
             headers=headers,
@@ -121,9 +123,29 @@ class BoundedClient:
     def close(self) -> None:
         self._client.close()
 
+    def hide(self, url: str) -> None:
+        """Never show the credentials in ``url`` (user:password, query values) in a message."""
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            return
+        found = [parts.username, parts.password] + [value for _, value in parse_qsl(parts.query)]
+        self._secrets = sorted({s for s in [*self._secrets, *found] if s and len(s) >= 3}, key=len, reverse=True)
+
+    def scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
     def request_json(self, method: str, path: str, *, body: Any = None, budget_s: float | None = None,
                      retry: bool = True) -> Any:
         """One call: the decoded JSON reply, or an :class:`LLMError` naming what went wrong."""
+        try:
+            return self._request_json(method, path, body=body, budget_s=budget_s, retry=retry)
+        except LLMError as exc:
+            raise type(exc)(self.scrub(str(exc))) from None
+
+    def _request_json(self, method: str, path: str, *, body: Any, budget_s: float | None, retry: bool) -> Any:
         limits = self.limits
         budget = min(budget_s or limits.call_budget_s, limits.call_budget_s)
         deadline = time.monotonic() + budget

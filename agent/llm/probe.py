@@ -70,8 +70,8 @@ def list_models(client: BoundedClient) -> list[dict[str, Any]]:
     entries = data.get("data") if isinstance(data, dict) else None
     if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("id"), str)
                                                 for e in entries):
-        raise LLMError(f"endpoint {client.shown} answered GET /models with an unexpected shape "
-                       f"(want {{\"data\": [{{\"id\": ...}}]}}): {one_line(json.dumps(data)[:200])}")
+        raise LLMError(client.scrub(f"endpoint {client.shown} answered GET /models with an unexpected shape "
+                                    f"(want {{\"data\": [{{\"id\": ...}}]}}): {one_line(json.dumps(data)[:200])}"))
     return entries
 
 
