@@ -197,3 +197,42 @@ def test_fabula_prompt_refuses_a_bad_call_timeout():
 def test_fabula_prompt_works_against_a_well_behaved_server(hostile):
     result = _prompt("--endpoint", hostile().url, "--call-timeout", "5")
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+
+
+def test_a_server_that_hangs_mid_run_ends_the_run_within_the_budget_and_it_resumes(tmp_path):
+    """`write nst` against a server that stops answering after chapter 1: the run fails within the
+    call budget (not ~40 minutes), says so in one line, and resumes once the server is back."""
+    from agent.store import RunStore
+    from tests.nst.author_server import AuthorServer
+    from tests.nst.test_cli import _in_flight_chapter_2
+
+    server = AuthorServer(delay_s=0.1)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("FABULA_")},
+           "FABULA_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)}
+    run_dir = tmp_path / "run"
+    try:
+        process = subprocess.Popen([sys.executable, "-m", "agent.cli", "write", "nst", "--prompt", "a bell rings",
+                                    "--words", "3000", "--out", str(run_dir), "--endpoint", server.url, "--quiet",
+                                    "--call-timeout", "2"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while not _in_flight_chapter_2(run_dir):
+            assert time.monotonic() < deadline and process.poll() is None, process.stderr.read()[-500:]
+            time.sleep(0.05)
+        server.delay_s = 60  # the server hangs
+        hung_at = time.monotonic()
+        _, err = process.communicate(timeout=60)
+        assert time.monotonic() - hung_at < 20  # one 2 s call budget (plus the run's own bookkeeping)
+        assert process.returncode != 0
+        lines = [line for line in err.strip().splitlines() if line.startswith("fabula: error:")]
+        assert len(lines) == 1 and "call budget" in lines[0] and "Traceback" not in err, err
+        with RunStore.open(run_dir, readonly=True) as store:
+            assert store.info().last_unit == 1
+        server.delay_s = 0.0  # back
+        resumed = subprocess.run([sys.executable, "-m", "agent.cli", "resume", str(run_dir), "--endpoint",
+                                  server.url], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert resumed.returncode == 0, resumed.stderr
+        with RunStore.open(run_dir, readonly=True) as store:
+            assert [c.index for c in store.chapters()] == [1, 2, 3] and store.info().status == "completed"
+    finally:
+        server.close()
