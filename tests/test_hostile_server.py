@@ -189,6 +189,13 @@ def test_fabula_prompt_against_a_hostile_server_is_one_line_in_bounded_time(host
     assert "Traceback" not in result.stderr and "pa55" not in result.stderr + result.stdout
 
 
+def test_the_reply_cap_is_configurable_from_the_environment(hostile):
+    result = _prompt("--endpoint", hostile("endless").url, env_extra={"FABULA_MAX_REPLY_MIB": "0.5"})
+    assert result.returncode == 1 and "passed the 524288-byte cap" in result.stderr, result.stderr
+    bad = _prompt("--endpoint", hostile().url, env_extra={"FABULA_MAX_REPLY_MIB": "lots"})
+    assert bad.returncode != 0 and "FABULA_MAX_REPLY_MIB must be a number" in bad.stderr
+
+
 def test_fabula_prompt_refuses_a_bad_call_timeout():
     result = _prompt("--endpoint", "http://127.0.0.1:9/v1", "--call-timeout", "-1")
     assert result.returncode == 2 and "--call-timeout" in result.stderr and "Traceback" not in result.stderr

@@ -40,7 +40,8 @@ def open_llm(
     allow_unconstrained: bool | None = None,
 ) -> LLM:
     """Open a model. Unset arguments fall back to ``FABULA_ENDPOINT``, ``FABULA_MODEL``,
-    ``FABULA_API_KEY``, ``FABULA_CALL_TIMEOUT`` (seconds per call, all retries included) and
+    ``FABULA_API_KEY``, ``FABULA_CALL_TIMEOUT`` (seconds per call, all retries included),
+    ``FABULA_MAX_REPLY_MIB`` (the cap on one reply's size, default 32) and
     ``FABULA_ALLOW_UNCONSTRAINED=1``; with no endpoint anywhere the embedded default is used.
 
     An endpoint is probed as it opens (``probe="full"``: what it is, what it serves, what it
@@ -59,8 +60,10 @@ def open_llm(
             call_timeout_s = _env_seconds("FABULA_CALL_TIMEOUT", 600.0)
         if allow_unconstrained is None:
             allow_unconstrained = os.environ.get("FABULA_ALLOW_UNCONSTRAINED", "") in ("1", "true", "yes")
+        cap_mib = _env_seconds("FABULA_MAX_REPLY_MIB", 32.0)  # same bounds check: a positive number
         return EndpointLLM(endpoint, model, api_key=api_key, thinking=thinking, timeout_s=call_timeout_s,
-                           probe=probe, allow_unconstrained=allow_unconstrained)
+                           probe=probe, allow_unconstrained=allow_unconstrained,
+                           max_response_bytes=max(int(cap_mib * 2**20), 1024))
     if backend == "embedded":
         from agent.llm.embedded import EmbeddedLLM
 
@@ -75,9 +78,9 @@ def _env_seconds(name: str, default: float) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise LLMError(f"{name} must be a number of seconds, got {raw!r}") from None
+        raise LLMError(f"{name} must be a number, got {raw!r}") from None
     if not 0 < value <= 86400:
-        raise LLMError(f"{name} must be between 0 and 86400 seconds, got {raw}")
+        raise LLMError(f"{name} must be between 0 and 86400, got {raw}")
     return value
 
 
