@@ -26,7 +26,7 @@ def server_like(*, enforces: bool, regex: bool, min_tokens: bool, cached: bool, 
         if min_tokens and body.get("min_tokens", 0) > body["max_tokens"]:
             return 400, {"error": {"message": "min_tokens must be less than or equal to max_tokens"}}
         text = "Hello there!"
-        if queue and body["messages"] == USER:
+        if queue and body["messages"][0] == USER[0]:
             text = queue.pop(0)
         elif enforces and "fabula_range" in json.dumps(body):
             text = '{"n": 7000001}' if ranges else '{"n": 1}'
@@ -97,6 +97,8 @@ def test_unconstrained_replies_are_validated_and_re_asked_a_bounded_number_of_ti
                                                              '{"chapter": 3}', "nope", "no", "never"]))
     llm = open_llm("endpoint", endpoint=server.url, allow_unconstrained=True)
     assert llm.generate(USER, RANGE, temperature=0, max_tokens=20).parsed == {"chapter": 3}
+    reask = [b for b in server.bodies if b["messages"][0] == USER[0]][1]["messages"]
+    assert len(reask) == 2 and "Your reply was invalid" in reask[1]["content"] and '"minimum": 1' in reask[1]["content"]
     with pytest.raises(OutputValidationError):
         llm.generate(USER, RANGE, temperature=0, max_tokens=20)  # three bad answers: 1 + 2 re-asks, then stop
 

@@ -14,7 +14,9 @@ unconstrained use is allowed (then replies are parsed, validated and re-asked).
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
@@ -154,12 +156,18 @@ class EndpointLLM(LLM):
         unconstrained = self.probe is not None and self.probe.json_schema_enforced is False
         if not unconstrained or request.constraint is None:
             return super()._run(request)
+        asked = request
         for attempt in range(self.reasks + 1):
             try:
-                return super()._run(request)
-            except OutputValidationError:
+                return super()._run(asked)
+            except OutputValidationError as exc:
                 if attempt == self.reasks:
                     raise
+                schema = json.dumps(request.constraint.json_schema or request.constraint.pattern
+                                    or list(request.constraint.options or ()))
+                asked = replace(request, messages=[*request.messages, {"role": "user", "content": (
+                    f"Your reply was invalid ({exc}). Reply again with only the answer, exactly in this "
+                    f"format: {schema}")}])
         raise AssertionError("unreachable")
 
     def _run_many(self, requests: list[Request]) -> list[Completion | LLMError]:
