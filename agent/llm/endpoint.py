@@ -18,7 +18,6 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Literal
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from agent.llm import shapes
 from agent.llm.base import LLM, Request
@@ -66,19 +65,13 @@ class EndpointLLM(LLM):
         allow_unconstrained: bool = False,
         reasks: int = 2,
     ) -> None:
-        url = normalize_base_url(base_url)
-        parts = urlsplit(url)
-        self.base_url = redact_url(url)  # what every message and record shows
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.limits = HttpLimits(call_budget_s=timeout_s, connect_timeout_s=connect_timeout_s,
                                  max_retries=max_retries, backoff_s=backoff_s,
                                  max_response_bytes=max_response_bytes)
-        self._http = BoundedClient(urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")),
-                                   headers=headers, limits=self.limits, concurrency=concurrency)
-        self._http.shown = self.base_url
-        self._http.hide(url)
-        if parts.query:
-            self._http._client.params = dict(parse_qsl(parts.query))
+        self._http = BoundedClient(normalize_base_url(base_url), headers=headers, limits=self.limits,
+                                   concurrency=concurrency)
+        self.base_url = self._http.shown  # credentials redacted: what every message and record shows
         self.concurrency = max(concurrency, 1)
         self.allow_unconstrained = allow_unconstrained
         self.reasks = max(reasks, 0)

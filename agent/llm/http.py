@@ -107,14 +107,16 @@ class _Deadline(Exception):
 class BoundedClient:
     """JSON over HTTP within :class:`HttpLimits`; raises :class:`LLMError` subclasses only."""
 
-    def __init__(self, base_url: str, *, headers: dict[str, str], limits: HttpLimits, concurrency: int) -> None:
-        self.base_url = base_url
-        self.shown = redact_url(base_url)
+    def __init__(self, url: str, *, headers: dict[str, str], limits: HttpLimits, concurrency: int) -> None:
+        parts = urlsplit(url)
+        self.base_url = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+        self.shown = redact_url(url)
         self.limits = limits
         self._secrets: list[str] = []
-        self.hide(base_url)
+        self.hide(url)
         self._client = httpx.Client(
-            base_url=base_url,
+            base_url=self.base_url,
+            params=dict(parse_qsl(parts.query)),  # a key in the query string travels on every request
             headers=headers,
             timeout=httpx.Timeout(limits.call_budget_s, connect=limits.connect_timeout_s),
             limits=httpx.Limits(max_connections=max(concurrency, 1) * 2),
