@@ -22,7 +22,7 @@ from grammars import all_grammars
 outlines_core = pytest.importorskip("outlines_core.json_schema")
 build = outlines_core.build_regex_from_schema
 
-bound = st.integers(-2000, 2000) | st.none()
+bound = st.integers(-2000, 2000) | st.none()  # values stay far below the 15-digit cap
 
 
 @settings(max_examples=300, deadline=None)
@@ -35,6 +35,13 @@ def test_int_range_regex_matches_exactly_the_range(lo, hi, value):
     assert bool(pattern.fullmatch(str(value))) == inside, (lo, hi, value)
     assert not pattern.fullmatch("0" + str(abs(value)))  # no leading zeros
     assert not pattern.fullmatch("-0")
+
+
+def test_open_ranges_stop_at_fifteen_digits_so_a_sample_cannot_run_on():
+    pattern = re.compile(int_range_regex(1, None))
+    assert pattern.fullmatch("9" * 15) and not pattern.fullmatch("1" + "0" * 15)
+    assert re.fullmatch(number_range_regex(0, None), "3." + "1" * 15)
+    assert not re.fullmatch(number_range_regex(0, None), "3." + "1" * 16)
 
 
 @settings(max_examples=300, deadline=None)

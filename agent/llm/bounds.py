@@ -29,7 +29,11 @@ ENUM_LIMIT = 256
 """Integer ranges with at most this many values become an ``enum``; wider ones need a regex."""
 
 _SENTINEL = "FABULARANGE{}X"
-_FRACTION = r"(\.[0-9]+)?"
+MAX_DIGITS = 15
+"""An open-ended range offers at most this many digits (integer part and fraction each): still
+a subset of the valid values, exact in a float64, and a sampled number cannot run on until
+``max_tokens`` cuts the reply."""
+_FRACTION = rf"(\.[0-9]{{1,{MAX_DIGITS}}})?"
 
 
 # -- integer ranges as regular expressions -------------------------------------------------
@@ -63,8 +67,8 @@ def _nonnegative(lo: int, hi: int | None) -> list[str]:
         last = min(top, 10**digits - 1)
         if first <= last:
             parts += _same_length(str(first), str(last))
-    if hi is None:
-        parts.append(f"[1-9][0-9]{{{len(str(lo))},}}")
+    if hi is None and len(str(lo)) < MAX_DIGITS:
+        parts.append(f"[1-9][0-9]{{{len(str(lo))},{MAX_DIGITS - 1}}}")
     return parts
 
 
