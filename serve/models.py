@@ -126,14 +126,16 @@ def _convert(gguf: Path, out: Path) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as exc:
         raise ModelUnavailableError(
-            f"converting the embedded model needs {exc.name}: pip install 'fabula[cpu]'"
+            f"converting the embedded model needs {exc.name}: "
+            "run scripts/setup, or pip install -e '.[cpu]' in the fabula checkout"
         ) from exc
     try:
         import accelerate  # noqa: F401  (transformers' GGUF loader requires it)
         import gguf as _gguf  # noqa: F401
     except ImportError as exc:
         raise ModelUnavailableError(
-            f"loading a GGUF file needs the '{exc.name}' package: pip install 'fabula[cpu]'"
+            f"loading a GGUF file needs the '{exc.name}' package: "
+            "run scripts/setup, or pip install -e '.[cpu]' in the fabula checkout"
         ) from exc
     from transformers.utils import logging as hf_logging
 

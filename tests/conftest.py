@@ -32,7 +32,8 @@ def _missing(*modules: str) -> list[str]:
 def embedded_llm():
     missing = _missing("torch", "transformers", "outlines", "outlines_core")
     if missing:
-        pytest.skip(f"embedded backend not installed (missing {', '.join(missing)}): pip install 'fabula[cpu]'")
+        pytest.skip(f"embedded backend not installed (missing {', '.join(missing)}): "
+                    "run scripts/setup (or pip install -e '.[cpu]')")
     from agent.llm.embedded import EmbeddedLLM
 
     llm = EmbeddedLLM()
@@ -58,7 +59,8 @@ class RunningServer:
 def vllm_server() -> Iterator[RunningServer]:
     """``fabula serve --preset tiny-cpu`` on a free port, exactly as a user starts it."""
     if _missing("vllm"):
-        pytest.skip("vLLM is not importable here: pip install 'fabula[cpu]' to run the server tests")
+        pytest.skip("vLLM is not importable here: run scripts/setup (or pip install -e '.[cpu]') "
+                    "to run the server tests")
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "agent.cli", "serve", "--preset", "tiny-cpu", "--port", str(port)],

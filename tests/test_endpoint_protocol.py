@@ -36,6 +36,7 @@ class FakeServer:
         self.in_flight = 0
         self.peak_in_flight = 0
         lock = threading.Lock()
+        self.models = ["m"]
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -51,7 +52,7 @@ class FakeServer:
                 self.wfile.write(data)
 
             def do_GET(self):
-                self._answer(200, {"data": [{"id": "fake-model"}]})
+                self._answer(200, {"data": [{"id": name} for name in owner.models]})
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
@@ -88,9 +89,15 @@ def test_base_url_forms():
         normalize_base_url("h:1")
 
 
-def test_model_defaults_to_the_first_served_one(fake):
-    llm = EndpointLLM(fake.url)
-    assert llm.model == "fake-model"
+def test_model_defaults_to_the_only_served_one_and_several_need_a_choice(fake):
+    fake.models = ["fake-model"]
+    assert EndpointLLM(fake.url).model == "fake-model"
+    fake.models = ["llama3", "qwen3:8b", "gemma3"]  # what Ollama lists: every pulled model
+    with pytest.raises(LLMError, match=r"serves 3 models; choose one with --model .*llama3, qwen3:8b, gemma3"):
+        EndpointLLM(fake.url)
+    with pytest.raises(LLMError, match="does not serve model 'nope'; it serves: llama3"):
+        EndpointLLM(fake.url, "nope")
+    assert EndpointLLM(fake.url, "gemma3").model == "gemma3"
 
 
 def test_wire_format_uses_current_structured_output_fields(fake):

@@ -7,9 +7,38 @@ Flags, then environment (``FABULA_ENDPOINT``/``FABULA_MODEL``/``FABULA_API_KEY``
 from __future__ import annotations
 
 import argparse
+import math
+import os
 
 from agent.cli.errors import CLIError
 from agent.llm.options import LLMOptions, resolve
+
+
+class _ToEnvironment(argparse.Action):
+    """Store the value and export it as an environment setting, so that every way a command
+    opens its model (``prompt``, ``write``, ``resume``, judges) sees the same transport limits.
+    Like ``--endpoint``, these are transport settings: never part of a run's configuration."""
+
+    def __init__(self, *args, env: str, **kwargs) -> None:
+        self.env = env
+        super().__init__(*args, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        if self.nargs == 0:
+            values = True
+        setattr(namespace, self.dest, values)
+        os.environ[self.env] = "1" if values is True else str(values)
+
+
+def call_timeout(text: str) -> float:
+    """``--call-timeout``: seconds, > 0 and at most a day."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value) or not 0 < value <= 86400:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 86400 seconds, got {text}")
+    return value
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -22,6 +51,14 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--api-key", metavar="KEY", help="bearer token for the server (env FABULA_API_KEY)")
     group.add_argument("--thinking", choices=["off", "on", "auto"], default="off",
                        help="thinking mode of Qwen3-class models (default: off)")
+    group.add_argument("--call-timeout", metavar="S", type=call_timeout, action=_ToEnvironment,
+                       env="FABULA_CALL_TIMEOUT",
+                       help="total seconds one model call may take on a server, retries included "
+                       "(env FABULA_CALL_TIMEOUT; default 600)")
+    group.add_argument("--allow-unconstrained", nargs=0, default=False, action=_ToEnvironment,
+                       env="FABULA_ALLOW_UNCONSTRAINED",
+                       help="use a server that does not enforce JSON-schema constraints: parse, validate "
+                       "and re-ask instead of stopping")
 
 
 def model_options(args: argparse.Namespace) -> LLMOptions:
@@ -30,9 +67,14 @@ def model_options(args: argparse.Namespace) -> LLMOptions:
                    thinking=getattr(args, "thinking", None))
 
 
-def open_model(args: argparse.Namespace):
+def open_model(args: argparse.Namespace, *, constrained: bool = True):
+    """Open the model; a server is probed fully only when constrained replies will be asked."""
+    from agent.llm import open_llm
+
+    options = model_options(args)
     try:
-        return model_options(args).open()
+        return open_llm(options.backend, model=options.model, endpoint=options.endpoint, api_key=options.api_key,
+                        thinking=args.thinking, probe="full" if constrained else "light")
     except ValueError as exc:
         raise CLIError(str(exc)) from exc
 

@@ -72,7 +72,12 @@ def run(args: argparse.Namespace) -> int:
     messages = ([{"role": "system", "content": args.system}] if args.system else []) + [
         {"role": "user", "content": text}
     ]
-    with open_model(args) as llm:
+    with open_model(args, constrained=output_type is not None) as llm:
+        probe = getattr(llm, "probe", None)
+        if args.verbose and probe is not None:
+            print(f"[probe] {probe.summary()}", file=sys.stderr)
+            for note in probe.degraded:
+                print(f"[probe] degraded: {note}", file=sys.stderr)
         completion = llm.generate(messages, output_type, temperature=args.temperature,
                                   max_tokens=args.max_tokens, seed=args.seed, role="prompt")
     if output_type is None:

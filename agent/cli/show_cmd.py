@@ -25,15 +25,34 @@ def run(args: argparse.Namespace) -> int:
         summary = summarize(store)
         path = store.run_dir
         history = _magnet_history(store) if args.history else None
+        probe = store.server_probe()
     if args.json:
         extra = {"history": history} if history is not None else {}
+        extra.update({"server_probe": probe} if probe else {})
         print(json.dumps({"run_dir": str(path), **summary.as_dict(), **extra}, ensure_ascii=False))
         return 0
     for line in render(summary, str(path)):
         print(line)
+    for line in _server_lines(probe):
+        print(line)
     for i, line in enumerate(history or []):
         print(("history   " if i == 0 else "          ") + line)
     return 0
+
+
+def _server_lines(probe: dict | None) -> list[str]:
+    """What the endpoint backend found the server to be and enforce (issue 15's probe)."""
+    if not probe:
+        return []
+    from agent.llm.probe import ServerProbe
+
+    known = {k: v for k, v in probe.items() if k in ServerProbe.__dataclass_fields__}
+    try:
+        found = ServerProbe(**known)
+    except TypeError:
+        return [f"server    {json.dumps(probe)[:200]}"]
+    lines = [f"server    {found.summary().removeprefix('server ')}"]
+    return lines + [f"          degraded: {d}" for d in found.degraded]
 
 
 def _magnet_history(store) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 
-MISSING = "matplotlib is not installed: pip install 'fabula[eval]' (scripts/setup installs it)"
+MISSING = "matplotlib is not installed: run scripts/setup, or pip install -e '.[eval]' in the fabula checkout"
 
 
 def plots_available() -> bool:

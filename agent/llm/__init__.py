@@ -7,6 +7,7 @@ Heavy dependencies are imported only by the backend that needs them.
 
 from __future__ import annotations
 
+import os
 from typing import Literal
 
 from agent.llm.base import LLM, Recorder, Request
@@ -35,10 +36,19 @@ def open_llm(
     endpoint: str | None = None,
     api_key: str | None = None,
     thinking: ThinkingMode = "auto",
+    probe: Literal["off", "light", "full"] = "full",
+    call_timeout_s: float | None = None,
+    allow_unconstrained: bool | None = None,
 ) -> LLM:
     """Open a model. Unset arguments fall back to ``FABULA_ENDPOINT``, ``FABULA_MODEL``,
-    ``FABULA_API_KEY``; with no endpoint anywhere the embedded default is used
-    (:func:`agent.llm.options.resolve`, the one place that rule lives)."""
+    ``FABULA_API_KEY`` (:func:`agent.llm.options.resolve`, the one place that rule lives),
+    ``FABULA_CALL_TIMEOUT`` (seconds per call, all retries included), ``FABULA_MAX_REPLY_MIB``
+    (the cap on one reply's size, default 32) and ``FABULA_ALLOW_UNCONSTRAINED=1``; with no
+    endpoint anywhere the embedded default is used.
+
+    An endpoint is probed as it opens (``probe="full"``: what it is, what it serves, what it
+    enforces; the findings are ``llm.probe``); ``"light"`` asks only what it is and serves.
+    """
     from agent.llm.options import resolve
 
     options = resolve(backend=backend, endpoint=endpoint, model=model, api_key=api_key)
@@ -47,12 +57,32 @@ def open_llm(
             raise LLMSetupError("the endpoint backend needs --endpoint URL (or FABULA_ENDPOINT)")
         from agent.llm.endpoint import EndpointLLM
 
-        return EndpointLLM(options.endpoint, options.model, api_key=options.api_key, thinking=thinking)
+        if call_timeout_s is None:
+            call_timeout_s = _env_seconds("FABULA_CALL_TIMEOUT", 600.0)
+        if allow_unconstrained is None:
+            allow_unconstrained = os.environ.get("FABULA_ALLOW_UNCONSTRAINED", "") in ("1", "true", "yes")
+        cap_mib = _env_seconds("FABULA_MAX_REPLY_MIB", 32.0)  # same bounds check: a positive number
+        return EndpointLLM(options.endpoint, options.model, api_key=options.api_key, thinking=thinking,
+                           timeout_s=call_timeout_s, probe=probe, allow_unconstrained=allow_unconstrained,
+                           max_response_bytes=max(int(cap_mib * 2**20), 1024))
     if options.backend == "embedded":
         from agent.llm.embedded import EmbeddedLLM
 
         return EmbeddedLLM(options.model, thinking=thinking)
     raise LLMSetupError(f"unknown backend {options.backend!r}; use embedded or endpoint")
+
+
+def _env_seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise LLMError(f"{name} must be a number, got {raw!r}") from None
+    if not 0 < value <= 86400:
+        raise LLMError(f"{name} must be between 0 and 86400, got {raw}")
+    return value
 
 
 __all__ = [

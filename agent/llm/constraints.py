@@ -15,6 +15,7 @@ from typing import Any, Literal
 import jsonschema
 import pydantic
 
+from agent.llm.bounds import enum_bounded
 from agent.llm.types import OutputValidationError
 
 
@@ -58,6 +59,13 @@ class Constraint:
     pattern: str | None = None
     options: tuple[str, ...] | None = None
     model: type[pydantic.BaseModel] | None = None
+
+    @property
+    def decoding_schema(self) -> dict[str, Any] | None:
+        """The schema a decoder compiles: small integer ranges spelled out as an ``enum``
+        (decoders that ignore ``minimum``/``maximum`` all enforce ``enum``); ``json_schema``
+        itself stays the one replies are validated against."""
+        return enum_bounded(self.json_schema) if self.json_schema is not None else None
 
     @property
     def cache_key(self) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.llm.base import LLM, Request
+from agent.llm.bounds import decoding_regex
 from agent.llm.constraints import Constraint
 from agent.llm.sampling import Sampling
 from agent.llm.types import LLMError, RawReply, ThinkingMode, UnsupportedSettingError, Usage
@@ -29,7 +30,8 @@ def _import_stack() -> tuple[Any, Any, Any]:
         from outlines_core import Index
     except ImportError as exc:
         raise LLMError(
-            f"the embedded backend needs '{exc.name}': pip install 'fabula[cpu]'"
+            f"the embedded backend needs '{exc.name}': "
+            "run scripts/setup, or pip install -e '.[cpu]' in the fabula checkout"
         ) from exc
     return torch, transformers, Index
 
@@ -159,11 +161,11 @@ class EmbeddedLLM(LLM):
 
 
 def _constraint_regex(constraint: Constraint, build_regex_from_schema) -> str:
-    import json
     import re
 
     if constraint.kind == "json":
-        return build_regex_from_schema(json.dumps(constraint.json_schema), _JSON_WHITESPACE)
+        # Outlines ignores minimum/maximum: numeric ranges are spliced in as regexes.
+        return decoding_regex(constraint.json_schema or {}, build_regex_from_schema, _JSON_WHITESPACE)
     if constraint.kind == "regex":
         return constraint.pattern or ""
     return "|".join(re.escape(option) for option in constraint.options or ())

@@ -4,42 +4,49 @@ Constraints travel in the fields current vLLM enforces: ``response_format`` (jso
 strict) for JSON, and the top-level ``structured_outputs`` object (what the OpenAI SDK
 sends as ``extra_body``) for regex and choice. The removed ``guided_*`` fields are never
 sent: vLLM >= 0.12 ignores them silently and answers unconstrained.
+
+What the server is and enforces is probed when the backend opens (:mod:`agent.llm.probe`),
+every call is bounded in time and size (:mod:`agent.llm.http`), and the probe decides how a
+constraint travels: a schema whose numeric ranges the server would ignore goes as a regex
+to a server seen enforcing regexes; a server that enforces no schema stops the run unless
+unconstrained use is allowed (then replies are parsed, validated and re-asked).
 """
 
 from __future__ import annotations
 
-import random
-import time
+import json
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from dataclasses import replace
+from typing import Any, Literal
 
-import httpx
-
+from agent.llm import shapes
 from agent.llm.base import LLM, Request
+from agent.llm.bounds import decoding_regex, unenforced_bounds
+from agent.llm.http import BoundedClient, HttpLimits, normalize_base_url, one_line, redact_url
+from agent.llm.probe import ServerProbe, check_enforcement, choose_model, identify, list_models
 from agent.llm.sampling import Sampling
 from agent.llm.types import (
     Completion,
-    EndpointUnavailableError,
     LLMError,
+    OutputValidationError,
     RawReply,
     ThinkingMode,
     UnsupportedSettingError,
     Usage,
 )
 
-_RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
+ProbeLevel = Literal["off", "light", "full"]
+_JSON_WHITESPACE = r"[ ]?"
+
+__all__ = ["EndpointLLM", "normalize_base_url", "redact_url"]
 
 
-def normalize_base_url(url: str) -> str:
-    """Accept ``http://host:port``, ``.../v1`` or ``.../v1/``; return ``.../v1``."""
-    url = url.strip().rstrip("/")
-    if not url.startswith(("http://", "https://")):
-        raise ValueError(f"endpoint must start with http:// or https://, got {url!r}")
-    return url if url.endswith("/v1") else url + "/v1"
+class UnenforcedConstraintError(LLMError):
+    """The server answers constrained requests unconstrained; refused unless allowed."""
 
 
 class EndpointLLM(LLM):
-    """Chat completions over HTTP with bounded retries and concurrent batches."""
+    """Chat completions over HTTP: probed once, bounded per call, concurrent in batches."""
 
     backend = "endpoint"
 
@@ -55,55 +62,108 @@ class EndpointLLM(LLM):
         max_retries: int = 3,
         backoff_s: float = 0.5,
         concurrency: int = 8,
+        max_response_bytes: int = 32 * 2**20,
+        probe: ProbeLevel = "light",
+        allow_unconstrained: bool = False,
+        reasks: int = 2,
     ) -> None:
-        self.base_url = normalize_base_url(base_url)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(
-            base_url=self.base_url,
-            headers=headers,
-            timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
-            limits=httpx.Limits(max_connections=max(concurrency, 1) * 2),
-        )
-        self.max_retries = max_retries
-        self.backoff_s = backoff_s
+        self.limits = HttpLimits(call_budget_s=timeout_s, connect_timeout_s=connect_timeout_s,
+                                 max_retries=max_retries, backoff_s=backoff_s,
+                                 max_response_bytes=max_response_bytes)
+        self._http = BoundedClient(normalize_base_url(base_url), headers=headers, limits=self.limits,
+                                   concurrency=concurrency)
+        self.base_url = self._http.shown  # credentials redacted: what every message and record shows
         self.concurrency = max(concurrency, 1)
-        super().__init__(model or self._first_served_model(), thinking=thinking)
+        self.allow_unconstrained = allow_unconstrained
+        self.reasks = max(reasks, 0)
+        self.probe: ServerProbe | None = None
+        try:
+            chosen = model
+            if probe != "off" or model is None:
+                entries = list_models(self._http)
+                chosen = choose_model(self._http, entries, model)
+                if probe != "off":
+                    self.probe = identify(self._http, entries, chosen)
+            super().__init__(chosen or "", thinking=thinking)
+            if probe == "full" and self.probe is not None:
+                check_enforcement(self._http, self.probe, thinking_field=self._thinking_field())
+                if self.probe.json_schema_enforced is False and not allow_unconstrained:
+                    raise UnenforcedConstraintError(
+                        f"endpoint {self.base_url} ({self.probe.kind}) does not enforce JSON-schema constraints "
+                        "(a probe asking for a fixed value got free text); use a server that does, or pass "
+                        "--allow-unconstrained to parse, validate and re-ask")
+        except BaseException:
+            self._http.close()
+            raise
 
     def close(self) -> None:
-        self._client.close()
+        self._http.close()
 
     def served_models(self) -> list[str]:
         """The model names the server offers (``GET /v1/models``)."""
-        data = self._request("GET", "/models")
-        return [m["id"] for m in data.get("data", [])]
+        return [e["id"] for e in list_models(self._http)]
 
-    def _first_served_model(self) -> str:
-        models = self.served_models()
-        if not models:
-            raise LLMError(f"endpoint {self.base_url} serves no model")
-        return models[0]
+    @property
+    def context_length(self) -> int | None:
+        """The server's context length for this model, when it says (vLLM's ``max_model_len``)."""
+        return self.probe.context_length if self.probe else None
 
     # -- LLM -------------------------------------------------------------------------------
     def _complete(self, request: Request) -> RawReply:
-        data = self._request("POST", "/chat/completions", json=self.payload(request))
-        try:
-            choice = data["choices"][0]
-            message = choice["message"]
-        except (KeyError, IndexError, TypeError) as exc:
-            raise LLMError(f"endpoint {self.base_url} returned no choice: {str(data)[:200]}") from exc
-        usage = data.get("usage") or {}
-        details = usage.get("prompt_tokens_details") or {}
+        data = self._http.request_json("POST", "/chat/completions", body=self.payload(request))
+        return self._read_reply(data)
+
+    def _read_reply(self, data: Any) -> RawReply:
+        def bad(what: str) -> LLMError:
+            return LLMError(self._http.scrub(f"endpoint {self.base_url} answered POST /chat/completions with "
+                                             f"{what}: {one_line(str(data), 160)}"))
+
+        if not isinstance(data, dict):
+            raise bad("a JSON value that is not an object")
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise bad("no choice")
+        choice = choices[0]
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            raise bad("a choice without a message object")
+        content = message.get("content")
+        if content is not None and not isinstance(content, str):
+            raise bad(f"non-string content ({type(content).__name__})")
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        details = usage.get("prompt_tokens_details") if isinstance(usage.get("prompt_tokens_details"), dict) else {}
+        finish = choice.get("finish_reason")
+        model = data.get("model")
         return RawReply(
-            text=message.get("content") or "",
-            finish_reason=choice.get("finish_reason") or "unknown",
-            usage=Usage(
-                prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                cached_prompt_tokens=int(details.get("cached_tokens") or 0),
-                completion_tokens=int(usage.get("completion_tokens") or 0),
-            ),
-            model=data.get("model") or self.model,
-            reasoning=message.get("reasoning_content") or message.get("reasoning"),
+            text=content or "",
+            finish_reason=finish if isinstance(finish, str) and finish else "unknown",
+            usage=Usage(prompt_tokens=_count(usage.get("prompt_tokens")),
+                        cached_prompt_tokens=_count(details.get("cached_tokens")),
+                        completion_tokens=_count(usage.get("completion_tokens"))),
+            model=model if isinstance(model, str) and model else self.model,
+            reasoning=reasoning if isinstance(reasoning, str) else None,
         )
+
+    def _run(self, request: Request) -> Completion:
+        """Re-ask a reply that fails validation, but only on a server known not to enforce schemas."""
+        unconstrained = self.probe is not None and self.probe.json_schema_enforced is False
+        if not unconstrained or request.constraint is None:
+            return super()._run(request)
+        asked = request
+        for attempt in range(self.reasks + 1):
+            try:
+                return super()._run(asked)
+            except OutputValidationError as exc:
+                if attempt == self.reasks:
+                    raise
+                schema = json.dumps(request.constraint.json_schema or request.constraint.pattern
+                                    or list(request.constraint.options or ()))
+                asked = replace(request, messages=[*request.messages, {"role": "user", "content": (
+                    f"Your reply was invalid ({exc}). Reply again with only the answer, exactly in this "
+                    f"format: {schema}")}])
+        raise AssertionError("unreachable")
 
     def _run_many(self, requests: list[Request]) -> list[Completion | LLMError]:
         """Send independent requests at once so the server's scheduler batches them."""
@@ -118,6 +178,27 @@ class EndpointLLM(LLM):
             return [one(r) for r in requests]
         with ThreadPoolExecutor(max_workers=min(self.concurrency, len(requests))) as pool:
             return list(pool.map(one, requests))
+
+    def _thinking_field(self) -> dict[str, Any]:
+        if self.thinking == "auto":
+            return {}
+        return {"chat_template_kwargs": {"enable_thinking": self.thinking == "on"}}
+
+    def _regex_for(self, schema: dict[str, Any]) -> str | None:
+        """A regex for ``schema`` when the server would ignore some of its numeric ranges (not
+        seen enforcing them) and enforces regexes (seen, or vLLM before a full probe); ``None``
+        keeps the schema (with its enum rewrites)."""
+        if unenforced_bounds(schema) == 0 or (self.probe is not None and self.probe.ranges_enforced):
+            return None
+        regex_ok = self.probe is not None and shapes.regex_supported(self.probe.kind) and (
+            self.probe.regex_enforced or (self.probe.regex_enforced is None and self.probe.kind == "vllm"))
+        if not regex_ok:
+            return None
+        try:
+            from outlines_core.json_schema import build_regex_from_schema
+        except ImportError:
+            return None
+        return decoding_regex(schema, build_regex_from_schema, _JSON_WHITESPACE)
 
     def payload(self, request: Request) -> dict[str, Any]:
         """The JSON body for one request (public so tests can check the wire format)."""
@@ -134,58 +215,23 @@ class EndpointLLM(LLM):
         if request.seed is not None:
             body["seed"] = request.seed
         body.update(sampling_fields(request.sampling))
-        if self.thinking != "auto":
-            body["chat_template_kwargs"] = {"enable_thinking": self.thinking == "on"}
+        body.update(self._thinking_field())
         constraint = request.constraint
+        kind = self.probe.kind if self.probe else "other"
         if constraint is not None:
             if constraint.kind == "json":
-                body["response_format"] = {
-                    "type": "json_schema",
-                    "json_schema": {"name": constraint.name, "schema": constraint.json_schema, "strict": True},
-                }
+                regex = self._regex_for(constraint.json_schema or {})
+                body.update(shapes.regex_field(kind, regex) if regex else shapes.json_field(constraint))
             elif constraint.kind == "regex":
-                body["structured_outputs"] = {"regex": constraint.pattern}
+                body.update(shapes.regex_field(kind, constraint.pattern or ""))
             else:
-                body["structured_outputs"] = {"choice": list(constraint.options or ())}
+                body.update(shapes.choice_field(kind, constraint.options or ()))
         return body
 
-    # -- HTTP with bounded retries -------------------------------------------------------
-    def _request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        last_problem = "no attempt made"
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                time.sleep(self.backoff_s * (2 ** (attempt - 1)) * (1 + random.random() / 4))
-            try:
-                response = self._client.request(method, path, **kwargs)
-            except (httpx.TransportError, httpx.TimeoutException) as exc:
-                last_problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-                continue
-            if response.status_code in _RETRYABLE_STATUS:
-                last_problem = f"HTTP {response.status_code}: {_error_text(response)}"
-                continue
-            if response.status_code >= 400:
-                raise LLMError(
-                    f"endpoint {self.base_url} refused {method} {path}: "
-                    f"HTTP {response.status_code}: {_error_text(response)}"
-                )
-            try:
-                return response.json()
-            except ValueError as exc:
-                raise LLMError(f"endpoint {self.base_url} answered non-JSON: {response.text[:200]!r}") from exc
-        raise EndpointUnavailableError(
-            f"endpoint {self.base_url} unavailable after {self.max_retries + 1} attempts ({last_problem})"
-        )
 
-
-def _error_text(response: httpx.Response) -> str:
-    try:
-        data = response.json()
-    except ValueError:
-        return response.text[:300].strip()
-    error = data.get("error", data) if isinstance(data, dict) else data
-    if isinstance(error, dict):
-        return str(error.get("message") or error)[:300]
-    return str(error)[:300]
+def _count(value: Any) -> int:
+    """A token count from a reply; anything that is not a non-negative integer counts as 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def sampling_fields(sampling: Sampling) -> dict[str, Any]:

@@ -9,7 +9,6 @@ endpoint anywhere the embedded default model is used.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -20,7 +19,6 @@ if TYPE_CHECKING:
 Purpose = Literal["writer", "judge"]
 ENV = {"writer": ("FABULA_ENDPOINT", "FABULA_MODEL", "FABULA_API_KEY"),
        "judge": ("FABULA_JUDGE_ENDPOINT", "FABULA_JUDGE_MODEL", "FABULA_JUDGE_API_KEY")}
-_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
 
 
 @dataclass(frozen=True)
@@ -55,6 +53,9 @@ class LLMOptions:
                        api_key=self.api_key, thinking=self.thinking or "off")  # type: ignore[arg-type]
         if store is not None:
             llm.recorders.append(store.recorder)
+            probe = getattr(llm, "probe", None)  # the server's capabilities, recorded once per session
+            if probe is not None:
+                store.record_server_probe(probe.as_dict())
         return llm
 
 
@@ -76,7 +77,7 @@ def resolve(*, backend: str | None = None, endpoint: str | None = None, model: s
 
 
 def redact_url(url: str | None) -> str | None:
-    """A URL without user:password and without query parameters (which often carry keys)."""
-    if url is None:
-        return None
-    return _CREDENTIALS.sub("", url).split("?", 1)[0]
+    """A URL with user:password and query values shown as ``***`` (``agent.llm.http``'s rule)."""
+    from agent.llm.http import redact_url as redact
+
+    return None if url is None else redact(url)

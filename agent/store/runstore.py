@@ -279,6 +279,14 @@ class RunStore:
                          "SET value = excluded.value, updated_at = excluded.updated_at",
                          (key, _json(value, "plan"), time.time()))
 
+    def record_server_probe(self, probe: dict[str, Any]) -> None:
+        """Keep what the model server was found to be and enforce (the endpoint backend's probe,
+        taken when a session opens the model), so a degraded run shows why."""
+        self.put_plan("server_probe", probe)
+
+    def server_probe(self) -> dict[str, Any] | None:
+        return self.get_plan("server_probe")
+
     def plan(self) -> dict[str, Any]:
         return {r[0]: json.loads(r[1]) for r in self._read("SELECT key, value FROM plan ORDER BY key")}
 

@@ -73,10 +73,11 @@ def test_the_run_records_backend_endpoint_and_model_without_credentials(tmp_path
         code = main(["write", "magnet", STORY, "--words", "150", "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
     assert code == 0
-    assert f"with backend endpoint at {url}, model fake-model" in err and "hunter" not in err
+    shown = url.replace("http://", "http://***@") + "?key=***"
+    assert f"with backend endpoint at {shown}, model fake-model" in err and "hunter" not in err
     with RunStore.open(tmp_path / "run", readonly=True) as store:
         assert (store.info().backend, store.info().model) == ("endpoint", "fake-model")
         summary = summarize(store)
         sessions = [row[0] for row in store.query("SELECT config FROM sessions")]
-    assert summary.endpoint == url and all("hunter" not in s for s in sessions)
-    assert f"(endpoint at {url})" in render(summary, "run")[1]
+    assert summary.endpoint == shown and all("hunter" not in s for s in sessions)
+    assert f"(endpoint at {shown})" in render(summary, "run")[1]

@@ -221,7 +221,7 @@ def test_report_without_matplotlib_keeps_tables_and_says_how_to_get_plots(tmp_pa
         row = run_row(store)
     monkeypatch.setattr(report, "plots_available", lambda: False)
     text = report.write_report([row], tmp_path / "rep").read_text()
-    assert "| a |" in text and "No plots: matplotlib is not installed: pip install 'fabula[eval]'" in text
+    assert "| a |" in text and "No plots: matplotlib is not installed: run scripts/setup" in text
     assert not list((tmp_path / "rep").glob("*.png"))
 
 

@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from agent.llm.base import Request
 from agent.llm.constraints import JsonSchema, to_constraint
 from tests.nst.author import Author
+from tests.probe_replies import probe_reply
 
 
 def infer_role(body: dict) -> str:
@@ -43,9 +44,9 @@ class AuthorServer:
             def log_message(self, *args):
                 pass
 
-            def _send(self, body: dict) -> None:
+            def _send(self, body: dict, status: int = 200) -> None:
                 data = json.dumps(body).encode()
-                self.send_response(200)
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -56,6 +57,10 @@ class AuthorServer:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                probe = probe_reply(body)  # the endpoint backend's capability probe: not the author's turn
+                if probe is not None:
+                    self._send(probe[1], probe[0])
+                    return
                 time.sleep(outer.delay_s)
                 outer.count += 1
                 schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")

@@ -1,0 +1,183 @@
+"""Ask an OpenAI-compatible server what it is and what it enforces, instead of assuming.
+
+Servers differ in what they honour while answering HTTP 200 to all of it: llama.cpp's
+server and Ollama accept ``response_format`` but differ on ``min_tokens``, the thinking
+switch and cached-token reports; older or misconfigured servers ignore a JSON-schema
+constraint entirely. The probe runs once when the endpoint backend opens and its findings
+are recorded in the run, so a degraded run says why. Each check is a tiny request whose
+answer differs depending on whether the server honours the setting.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from agent.llm import shapes
+from agent.llm.http import BoundedClient, one_line
+from agent.llm.types import EndpointUnavailableError, LLMError
+
+ServerKind = str
+"""``vllm``, ``sglang``, ``llama.cpp``, ``ollama`` or ``other``."""
+
+_OWNERS = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llama.cpp", "llama.cpp": "llama.cpp",
+           "library": "ollama", "ollama": "ollama"}
+# A value an unconstrained model would not write when asked to say hello.
+PROBE_SCHEMA = {"type": "object", "properties": {"fabula_probe": {"type": "string", "enum": ["qx7"]}},
+                 "required": ["fabula_probe"], "additionalProperties": False}
+PROBE_ASK = [{"role": "user", "content": "Say hello in one short sentence."}]
+RANGE_MIN = 7000001
+RANGE_SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "minimum": RANGE_MIN}},
+                 "required": ["n"], "additionalProperties": False}
+RANGE_ASK = [{"role": "user", "content": 'Answer with the JSON object {"n": 1}.'}]
+
+
+@dataclass
+class ServerProbe:
+    """What the server said about itself and what it was seen to enforce (``None``: not checked)."""
+
+    endpoint: str
+    kind: ServerKind = "other"
+    version: str | None = None
+    models: list[str] = field(default_factory=list)
+    model: str | None = None
+    context_length: int | None = None
+    json_schema_enforced: bool | None = None
+    regex_enforced: bool | None = None
+    ranges_enforced: bool | None = None
+    min_tokens: bool | None = None
+    cached_tokens_reported: bool | None = None
+    thinking_switch: bool | None = None
+    degraded: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        """One line for ``-v`` output and logs."""
+        flags = {"json": self.json_schema_enforced, "ranges": self.ranges_enforced, "regex": self.regex_enforced,
+                 "min_tokens": self.min_tokens,
+                 "cached": self.cached_tokens_reported, "thinking": self.thinking_switch}
+        shown = " ".join(f"{k}={'?' if v is None else 'yes' if v else 'no'}" for k, v in flags.items())
+        return (f"server {self.kind}{' ' + self.version if self.version else ''} at {self.endpoint}: "
+                f"model={self.model} context={self.context_length or '?'} {shown}")
+
+
+def list_models(client: BoundedClient) -> list[dict[str, Any]]:
+    """``GET /v1/models`` checked for shape: a list of entries that each have a string ``id``."""
+    data = client.request_json("GET", "/models")
+    entries = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("id"), str)
+                                                for e in entries):
+        raise LLMError(client.scrub(f"endpoint {client.shown} answered GET /models with an unexpected shape "
+                                    f"(want {{\"data\": [{{\"id\": ...}}]}}): {one_line(json.dumps(data)[:200])}"))
+    return entries
+
+
+def choose_model(client: BoundedClient, entries: list[dict[str, Any]], wanted: str | None) -> str:
+    """The model to use: ``wanted`` if served, else the only one served; several: an error listing them."""
+    names = [e["id"] for e in entries]
+    if wanted:
+        if names and wanted not in names:
+            raise LLMError(f"endpoint {client.shown} does not serve model {wanted!r}; it serves: "
+                           f"{', '.join(names[:20])}")
+        return wanted
+    if not names:
+        raise LLMError(f"endpoint {client.shown} serves no model")
+    if len(names) > 1:
+        raise LLMError(f"endpoint {client.shown} serves {len(names)} models; choose one with --model "
+                       f"(or FABULA_MODEL): {', '.join(names[:20])}")
+    return names[0]
+
+
+def identify(client: BoundedClient, entries: list[dict[str, Any]], model: str) -> ServerProbe:
+    """The cheap part (GETs only): kind, version, served models and context length."""
+    probe = ServerProbe(endpoint=client.shown, models=[e["id"] for e in entries], model=model)
+    entry = next((e for e in entries if e["id"] == model), {})
+    owner = str(entry.get("owned_by") or "").lower()
+    probe.kind = _OWNERS.get(owner, "other")
+    for key in ("max_model_len", "context_length", "context_window", "n_ctx"):
+        value = entry.get(key) if isinstance(entry, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            probe.context_length = value
+            break
+    meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
+    if probe.context_length is None and isinstance(meta.get("n_ctx_train"), int):
+        probe.context_length = meta["n_ctx_train"]
+        probe.kind = "llama.cpp" if probe.kind == "other" else probe.kind
+    if probe.kind in ("vllm", "other"):
+        version = _get_quietly(client, client.base_url.removesuffix("/v1") + "/version")
+        if isinstance(version, dict) and isinstance(version.get("version"), str):
+            probe.version = version["version"][:40]
+            probe.kind = "vllm" if probe.kind == "other" and "max_model_len" in entry else probe.kind
+    return probe
+
+
+def check_enforcement(client: BoundedClient, probe: ServerProbe, *, thinking_field: dict[str, Any]) -> None:
+    """The costly part: three tiny requests that show what the server enforces."""
+    base = {"model": probe.model, "messages": PROBE_ASK, "temperature": 0, "max_tokens": 16, **thinking_field}
+    reply = _post_quietly(client, {**base, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "fabula_probe", "schema": PROBE_SCHEMA, "strict": True}}})
+    if reply is not None:
+        text = _content(reply)
+        try:
+            probe.json_schema_enforced = json.loads(text.strip()) == {"fabula_probe": "qx7"}
+        except (ValueError, AttributeError):
+            probe.json_schema_enforced = False
+        usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
+        probe.cached_tokens_reported = isinstance(usage.get("prompt_tokens_details"), dict)
+        if thinking_field:
+            probe.thinking_switch = probe.kind in ("vllm", "sglang") or None
+    if probe.json_schema_enforced:
+        # Outlines ignores minimum/maximum, xgrammar enforces them: ask for a number below the bound.
+        ranged = _post_quietly(client, {**base, "messages": RANGE_ASK, "response_format": {
+            "type": "json_schema", "json_schema": {"name": "fabula_range", "schema": RANGE_SCHEMA, "strict": True}}})
+        try:
+            value = json.loads(_content(ranged).strip())["n"] if ranged is not None else None
+            probe.ranges_enforced = isinstance(value, int) and value >= RANGE_MIN
+        except (ValueError, KeyError, TypeError):
+            probe.ranges_enforced = False
+    regex_field = shapes.regex_field(probe.kind, "qx7[0-9]")
+    regex = _post_quietly(client, {**base, **regex_field}) if regex_field else None
+    probe.regex_enforced = regex is not None and _content(regex).strip()[:4] in {f"qx7{d}" for d in range(10)}
+    # A server that reads min_tokens refuses min_tokens > max_tokens; one that ignores it answers.
+    refused = _post_quietly(client, {**base, "max_tokens": 1, "min_tokens": 2}, want_status=True)
+    probe.min_tokens = refused == 400
+    if not probe.json_schema_enforced:
+        probe.degraded.append("JSON-schema constraints not enforced: replies are parsed, validated and re-asked")
+    if not probe.regex_enforced and not probe.ranges_enforced:
+        probe.degraded.append("neither numeric ranges nor regexes enforced: only small integer ranges "
+                              "(as enums) hold while decoding; the rest are validated after")
+    if not probe.min_tokens:
+        probe.degraded.append("min_tokens ignored: length is kept by feedback only")
+    if probe.cached_tokens_reported is False:
+        probe.degraded.append("cached prompt tokens not reported: cache hits are counted as 0")
+
+
+def _content(reply: Any) -> str:
+    try:
+        content = reply["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        return ""
+    return content if isinstance(content, str) else ""
+
+
+def _get_quietly(client: BoundedClient, path: str) -> Any:
+    try:
+        return client.request_json("GET", path, budget_s=10, retry=False)
+    except LLMError:
+        return None
+
+
+def _post_quietly(client: BoundedClient, body: dict[str, Any], want_status: bool = False) -> Any:
+    """A probe request; a refusal is a finding, but a server that does not answer is an error."""
+    try:
+        reply = client.request_json("POST", "/chat/completions", body=body, budget_s=120, retry=False)
+    except EndpointUnavailableError:
+        raise
+    except LLMError as exc:
+        if want_status:
+            return 400 if "HTTP 400" in str(exc) or "HTTP 422" in str(exc) else None
+        return None
+    return 200 if want_status else reply if isinstance(reply, dict) else None

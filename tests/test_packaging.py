@@ -1,0 +1,25 @@
+"""Packaging facts that have bitten before: the build backend must understand the metadata,
+and every install hint must name an install that works from a checkout."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_setuptools_floor_understands_an_spdx_license_string():
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    if isinstance(data["project"].get("license"), str):  # PEP 639 form: setuptools >= 77
+        floor = next(r for r in data["build-system"]["requires"] if r.startswith("setuptools"))
+        major = int(re.search(r">=\s*(\d+)", floor).group(1))
+        assert major >= 77, floor
+
+
+def test_install_hints_name_an_install_that_works():
+    """fabula is not on PyPI: ``pip install 'fabula[...]'`` would fetch something else or fail."""
+    offenders = [str(p.relative_to(ROOT)) for folder in ("agent", "serve", "grammars", "scripts")
+                 for p in (ROOT / folder).rglob("*.py") if "pip install 'fabula[" in p.read_text()]
+    assert offenders == []
