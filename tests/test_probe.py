@@ -121,12 +121,12 @@ def test_the_probe_is_recorded_in_the_run(servers, tmp_path, capsys):
 
     servers.append(server := server_like(enforces=True, regex=True, min_tokens=True, cached=False, owner="vllm"))
 
-    def write(store, llm, config):
-        llm.generate(USER, temperature=0, max_tokens=5)
-        store.set_target(0)
-        store.finish()
+    def write(ctx):
+        ctx.llm.generate(USER, temperature=0, max_tokens=5)
+        ctx.store.set_target(0)
+        ctx.store.finish()
 
-    pipelines.register(pipelines.Pipeline("probe-test", "chapter", pipelines.writer_runner(write)))
+    pipelines.register(pipelines.Pipeline("probe-test", "chapter", write))
     options = pipelines.LLMOptions(backend="endpoint", endpoint=server.url.replace("//", "//u:pa55@"))
     pipelines.start(tmp_path / "run", "probe-test", {}, options).close()
     with RunStore.open(tmp_path / "run", readonly=True) as store:

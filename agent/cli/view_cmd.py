@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
 
         from agent.view.app import create_app
     except ImportError as exc:
-        raise CLIError(f"fabula view needs the view extra ({exc.name} is missing): pip install 'fabula[view]'",
+        raise CLIError(f"fabula view needs the view extra ({exc.name} is missing): run scripts/setup, or "
+                       "pip install -e '.[view]' in the fabula checkout",
                        exit_code=1) from exc
     if not 1 <= args.port <= 65535:
         raise CLIError(f"--port must be 1-65535, not {args.port}")

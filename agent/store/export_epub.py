@@ -25,7 +25,8 @@ def _ebooklib():
     try:
         from ebooklib import epub
     except ImportError as exc:  # an optional dependency: name the extra that brings it
-        raise StoreError("EPUB export needs EbookLib: pip install 'fabula[view]'") from exc
+        raise StoreError("EPUB export needs EbookLib: run scripts/setup, or pip install -e '.[view]' in the "
+                         "fabula checkout") from exc
     return epub
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
+from agent.errors import FabulaError
+
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"
 STATIC = HERE / "static"
@@ -14,7 +16,8 @@ def _jinja2():
     try:
         import jinja2
     except ImportError as exc:  # an optional dependency: name the extra that brings it
-        raise RuntimeError("the web view and the HTML export need Jinja2: pip install 'fabula[view]'") from exc
+        raise FabulaError("the web view and the HTML export need Jinja2: run scripts/setup, or "
+                          "pip install -e '.[view]' in the fabula checkout") from exc
     return jinja2
 
 

@@ -68,12 +68,12 @@ def test_the_run_records_backend_endpoint_and_model_without_credentials(tmp_path
 
     monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: StoryLLM())
     with models_server() as url:
-        secret = url.replace("http://", "http://user:hunter2@") + "?key=hunter3"
+        secret = url.replace("http://", "http://user:hunter2@")
         monkeypatch.setenv("FABULA_ENDPOINT", secret)
         code = main(["write", "magnet", STORY, "--words", "150", "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
     assert code == 0
-    shown = url.replace("http://", "http://***@") + "?key=***"
+    shown = url.replace("http://", "http://***@")
     assert f"with backend endpoint at {shown}, model fake-model" in err and "hunter" not in err
     with RunStore.open(tmp_path / "run", readonly=True) as store:
         assert (store.info().backend, store.info().model) == ("endpoint", "fake-model")
