@@ -75,7 +75,7 @@ def build_calls(story: Story, picked: Sample, protocol_meta: dict[str, Any]) -> 
     calls = [Call("story", _messages(story_level, f"Story:\n{whole}"), StoryAnnotations, protocol_meta)]
     for n, position in enumerate(picked.sections, start=1):
         sec = story.sections[position - 1]
-        user = (f"Section {position} of {len(story.sections)} (\"{sec.title}\"):\n{as_data(sec.text)}")
+        user = f"Section {position} of {len(story.sections)}:\n{as_data(f'[{sec.title}]' + chr(10) + sec.text)}"
         system = ("Annotate problems in this section with respect to goal-conflict-outcome progression, the "
                   "quality of its opening hook and its close, and whether the section is necessary to the story. "
                   "Each annotation is one specific problem, with the passage quoted verbatim. Do not annotate "

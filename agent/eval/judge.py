@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,10 +53,18 @@ class Call:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+def fenced(text: str, tag: str) -> str:
+    """``text`` between ``<tag>`` and ``</tag>``, with every spelling of either delimiter inside it
+    (any case, spaces, ``_`` or ``-``) defused, so model- or user-written text cannot close the
+    fence and speak to the judge as instructions."""
+    name = r"[\s_-]*".join(re.escape(part) for part in re.split(r"[_-]", tag))
+    safe = re.sub(rf"<\s*(/?)\s*{name}\s*>", lambda m: f"\u2039{m.group(1)}{tag}\u203a", text, flags=re.IGNORECASE)
+    return f"<{tag}>\n{safe}\n</{tag}>"
+
+
 def as_data(text: str) -> str:
-    """``text`` between the data delimiters, with any delimiter inside it defused."""
-    safe = text.replace(DATA_OPEN, "<story-data>").replace(DATA_CLOSE, "</story-data>")
-    return f"{DATA_OPEN}\n{safe}\n{DATA_CLOSE}"
+    """``text`` between the story-data delimiters (:func:`fenced`)."""
+    return fenced(text, DATA_OPEN[1:-1])
 
 
 def setup_spec(judge: Judge, prompt_version: str, calls: Sequence[Call]) -> dict[str, Any]:
