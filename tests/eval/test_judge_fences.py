@@ -27,8 +27,13 @@ def story() -> Story:
 
 
 def inside_fences(message: str) -> bool:
-    """Every planted instruction lies between an opening and a closing fence of its message."""
-    spans = [m.span() for m in re.finditer(r"<(story_data|request)>\n.*?\n</\1>", message, flags=re.S)]
+    """Every planted instruction lies inside a fence as a reader would see it: from an opening tag
+    to the first thing that looks like its closing tag (any case, spaces, ``_`` or ``-``)."""
+    spans = []
+    for opening in re.finditer(r"<(story_data|request)>", message):
+        name = r"[\s_-]*".join(re.split(r"_", opening.group(1)))
+        closer = re.compile(rf"<\s*/\s*{name}\s*>", re.IGNORECASE).search(message, opening.end())
+        spans.append((opening.end(), closer.start() if closer else -1))
     hits = [m.start() for m in re.finditer(re.escape(PLANT), message)]
     return all(any(a < h < b for a, b in spans) for h in hits)
 
