@@ -69,9 +69,12 @@ def test_commit_history_and_graph_export(tmp_path):
     store = _run(tmp_path, StoryLLM(), _config(words=200))
     lines = history.render_text(store)
     assert lines[0].startswith("step 1  selected Ann, Bob, Cy")
-    assert any("ann_acted: (new) -> 1" in ln and "[Ann: Ann acts" in ln for ln in lines)
+    assert any("Ann.acted: (new) -> 1" in ln and "[Ann: Ann acts" in ln for ln in lines)
     graph = history.graph_json(store)
-    assert {n["id"] for n in graph["nodes"]} >= {"world", "character:Ann", "variable:ann_acted"}
+    assert {n["id"] for n in graph["nodes"]} >= {"world", "character:Ann", "variable:Ann/acted"}
+    node = next(n for n in graph["nodes"] if n["id"] == "variable:Ann/acted")
+    assert (node["subject"], node["attribute"], node["label"]) == ("Ann", "acted", "Ann.acted")
+    assert (graph["history"][0]["subject"], graph["history"][0]["attribute"]) == ("Ann", "acted")
     assert graph["history"][0]["step"] == 1
     assert "digraph world" in history.graph_dot(graph)
     assert history.graph_svg(graph).startswith("<svg")
@@ -83,8 +86,8 @@ def test_commit_history_and_graph_export(tmp_path):
 def test_no_critic_moves_effects_to_the_character(tmp_path):
     def action(request, n):
         name = character_of(request)
-        return {"action": f"{name} moves.", "world_updates": [{"concerns": name, "key": "moved", "value": "true"}],
-                "goal_reached": False}
+        return {"action": f"{name} moves.",
+                "world_updates": [{"subject": name, "attribute": "moved", "value": "true"}], "goal_reached": False}
 
     llm = StoryLLM(character=action)
     store = _run(tmp_path, llm, _config(words=150, critic=False))
@@ -190,7 +193,7 @@ def test_fabula_show_history(tmp_path, capsys):
     store.close()
     assert main(["show", str(tmp_path / "run"), "--history"]) == 0
     out = capsys.readouterr().out
-    assert "history   step 1  selected Ann, Bob, Cy" in out and "ann_acted: (new) -> 1" in out
+    assert "history   step 1  selected Ann, Bob, Cy" in out and "Ann.acted: (new) -> 1" in out
 
 
 def test_fabula_export_graph(tmp_path, capsys):
