@@ -32,6 +32,8 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
 
     if isinstance(exc, FabulaError):
         lines = str(exc).strip().splitlines() or [type(exc).__name__]
+        if getattr(exc, "one_line_per_problem", False):  # e.g. every problem of a story definition
+            return "\nfabula: error: ".join(lines), exc.exit_code
         return lines[0], exc.exit_code
     if isinstance(exc, ServeError | ModelUnavailableError):
         return str(exc), 1

@@ -36,6 +36,8 @@ CHARACTER_KEYS = {"name", "role", "description", "personality", "goals", "locati
 class DefinitionError(InputError, ValueError):
     """A story definition that cannot be used; one line per problem, for the user."""
 
+    one_line_per_problem = True
+
 
 @dataclass(frozen=True)
 class Character:
@@ -282,11 +284,11 @@ def _names(parsed: list[Character], p: _Problems) -> None:
 
 def _world_clashes(world: dict[str, Any], secrets: dict[str, Any], parsed: list[Character], p: _Problems) -> None:
     """A world variable named after a character's (``lucia_location``) would be read as hers."""
+    prefixes = {slug(c.name) + "_": c for c in reversed(parsed) if c.name}
     for table, values in (("world", world), ("secrets", secrets)):
         for key in values:
-            for char in parsed:
-                prefix = slug(char.name) + "_" if char.name else None
-                if prefix and key.startswith(prefix):
+            for prefix, char in reversed(prefixes.items()):
+                if key.startswith(prefix):
                     p.add(f"{table}.{key}", f"clashes with {char.name}'s variables (a world variable may not start "
                           f"with {prefix!r}; put it in that character's state)")
 

@@ -46,3 +46,39 @@ def test_two_characters_three_timesteps(embedded_llm, tmp_path):
     assert roles.count("character") >= 6 and roles.count("critic") >= 3 and "narrator" in roles
     assert all(c.backend == "embedded" for c in store.llm_calls())
     assert store.info().status == "stopped"  # paused after three steps, resumable
+
+
+SECRETS = {
+    "title": "The Salt Ledger", "genre": "mystery", "goal": "Learn who sold the ledger.", "words": 3000,
+    "characters": [
+        {"name": "Ines", "role": "clerk", "description": "A harbour clerk.", "personality": "Careful.",
+         "goals": ["keep her job"], "location": "the office", "relationships": {"Paul": "her brother"},
+         "secrets": {"sold_the_ledger": "sold it to Captain Vorn for nine gold crowns"}},
+        {"name": "Paul", "role": "sailor", "description": "A deckhand.", "personality": "Loud.",
+         "goals": ["find the ledger"], "location": "the dock", "relationships": {"Ines": "his sister"},
+         "secrets": {"debt": "owes the widow Marrow eleven silver marks"}},
+    ],
+}
+
+
+@pytest.mark.embedded
+def test_secrets_never_reach_another_characters_request(embedded_llm, tmp_path):
+    settings = MagnetSettings(max_revisions=0, action_tokens=48, critic_tokens=120, selection_tokens=40,
+                              paragraph_tokens=60, paragraph_min_tokens=16, goal_tokens=40, transition_tokens=40,
+                              retries=0)
+    config = {**settings.as_config(), "story": parse_definition(SECRETS, "ledger.toml").to_dict()}
+    store = RunStore.create(tmp_path / "run", pipeline="magnet", config=config, unit_kind="step")
+    with store.session("start"):
+        write_story(store, embedded_llm, config, max_new_steps=2)
+    assert [s["step"] for s in store.steps()] == [1, 2]
+    secrets = {"Ines": "Captain Vorn", "Paul": "widow Marrow"}
+    characters = [c for c in store.llm_calls() if c.role == "character"]
+    assert len(characters) >= 4
+    for call in characters:
+        text = " ".join(str(m.get("content", "")) for m in call.messages)
+        me = "Ines" if "Your character is Ines." in text else "Paul"
+        other = "Paul" if me == "Ines" else "Ines"
+        assert secrets[me] in text and secrets[other] not in text
+    critic = [c for c in store.llm_calls() if c.role == "critic"]
+    assert critic and all(all(v in " ".join(str(m.get("content", "")) for m in c.messages)
+                              for v in secrets.values()) for c in critic)

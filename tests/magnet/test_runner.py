@@ -169,8 +169,9 @@ def test_cli_refuses_a_bad_definition_in_one_line(tmp_path, capsys):
     path = tmp_path / "bad.toml"
     path.write_text('title = "T"\ngenre = "g"\ngoal = "x"\nwords = -3\n')
     assert main(["write", "magnet", str(path)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err == f"fabula: error: {path}: words: must be positive, not -3"
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"fabula: error: {path}: words: must be positive, not -3",
+                   f"fabula: error: {path}: characters: no characters defined (add [[characters]] tables)"]
     assert main(["write", "magnet", str(path), "--setting", "bogus=1"]) == 2
 
 
