@@ -4,6 +4,7 @@ the step records and the export; editorial sections that compare across the Magn
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 
 from agent.eval.story import SECTION_PARAGRAPHS, load_story
 from agent.magnet.baseline import write_baseline
@@ -59,7 +60,7 @@ def test_chapters_every_n_steps_and_at_goal_changes_with_headings_in_the_export(
     assert "## Chapter 1\n" in md and "## Chapter 2\n" in md
     store = _run(tmp_path, StoryLLM(critic=_reached), name="goal", chapter_every="goal")
     steps = store.steps()
-    for before, after in zip(steps, steps[1:], strict=False):
+    for before, after in pairwise(steps):
         event = before["record"]["goal_event"]
         changed = bool(event) and event["kind"] in ("complete", "stalled", "shift", "conclude")
         assert after["record"]["chapter"] == before["record"]["chapter"] + (1 if changed else 0)
