@@ -19,6 +19,8 @@ from agent.store.snapshots import ChapterSnapshot, StepRecord, StepState, StoryT
 
 LEGACY = Path(__file__).resolve().parent / "fixtures" / "legacy_d73c811"
 PIPELINES = ["nst", "rollsum", "direct", "magnet", "single"]
+MAGNET_MEMORY_SETTINGS = {"recall_paragraphs", "recall_words", "recap_every", "recap_tokens", "recap_temperature"}
+"""Magnet's long-range memory settings, added by #9."""
 
 
 @pytest.fixture
@@ -63,4 +65,4 @@ def test_legacy_run_plans_a_resume_under_the_typed_settings(run):
         plan = pipelines.plan_resume(store)
     stored_keys = {c.key for c in plan.changes}
     # only settings added since d73c811 may differ, never a stored value
-    assert stored_keys <= {"failed_call_budget"}, plan.changes
+    assert stored_keys <= {"failed_call_budget", *MAGNET_MEMORY_SETTINGS}, plan.changes

@@ -60,7 +60,8 @@ def run_step(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state: 
         state["world"] = world.to_json()  # an older run's world, read once in today's shape
     final_paragraph = ending.is_final_paragraph(story, state)
     chapter = chapter_of(story, state, step)
-    scene = Scene(story, world, state["goal"], list(recent), ending.cue(story, state), memory)
+    scene = Scene(story, world, state["goal"], list(recent), ending.cue(story, state), memory,
+                  list(memory.failures))
 
     results = propose_actions(llm, scene, settings)
     actions = [a for a in results if a.attempts]

@@ -81,6 +81,8 @@ class Memory:
 
     recap: str = ""
     recalled: list[str] = field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    """Failed memory calls (the recap), for the step record."""
 
 
 NO_MEMORY = Memory()

@@ -77,6 +77,10 @@ def default_goal(request: Request, n: int) -> dict[str, Any]:
     return {"goal": f"New goal number {n}."}
 
 
+def default_recap(request: Request, n: int) -> str:
+    return f"Recap {n}: the family searched the house for the codicil."
+
+
 def default_transition(request: Request, n: int) -> str:
     return f"Then, at last, the story turned (transition {n})."
 
@@ -92,7 +96,7 @@ class StoryLLM(LLM):
         self.policies: dict[str, Policy] = {
             "character": default_action, "critic": default_critic, "narrator-select": default_select,
             "narrator": default_paragraph, "goal": default_goal, "transition": default_transition,
-            "baseline": default_paragraph,
+            "baseline": default_paragraph, "recap": default_recap,
         }
         self.policies.update({k.replace("_", "-"): v for k, v in policies.items()})
         self.requests: list[Request] = []
