@@ -150,7 +150,11 @@ FIFTH = {"name": "Nora Vale", "role": "the village doctor who signed the death c
 POOL = ["location", "mood", "suspects", "has_key", "knows_about_codicil", "trusts_lucia"]
 WORLD_POOL = ["codicil_missing", "storm_has_cut_the_phone_line", "lamps_lit", "clock_time"]
 PLACES = ["the library", "the study", "the kitchen", "the drawing room", "the hall", "the cellar", "the attic"]
-WORDS = ["rain", "candle", "letter", "ledger", "stair", "window", "portrait", "drawer", "ink", "clock", "silver", "fire", "door", "key", "dust", "glass", "whisper", "shadow", "floorboard", "seal", "envelope", "lamp", "coat", "gloves", "bell", "frost", "garden", "gate"]
+WORDS = [
+    "rain", "candle", "letter", "ledger", "stair", "window", "portrait", "drawer", "ink", "clock", "silver", "fire",
+    "door", "key", "dust", "glass", "whisper", "shadow", "floorboard", "seal", "envelope", "lamp", "coat", "gloves",
+    "bell", "frost", "garden", "gate",
+]
 
 
 def five_cast():
