@@ -195,6 +195,8 @@ def character(story: StoryDefinition, char: Character, goal: str, recent: Sequen
     user = _join(story_block(story), recap, f"Your character:\n{persona(char, world)}", recalled,
                  recent_block(recent), state_block(_entries(world, char.name), char.name),
                  f"Current story goal: {goal}", ending, task)
+    if world is not None:  # the goal, recap and story text come from roles that see every secret
+        user = world.redact(user, char.name)
     return [{"role": "system", "content": CHARACTER_SYSTEM}, {"role": "user", "content": user}]
 
 

@@ -174,6 +174,8 @@ def review(llm: LLM, scene: Scene, settings: MagnetSettings, results: list[Actio
         attempt.feedback = " ".join(getattr(parsed, "feedback", "").split())
         if verdict == "revise":
             feedback = attempt.feedback or "The action is too vague; make it concrete and move the goal forward."
+            if scene.world is not None:  # the critic sees every secret; the character must not
+                feedback = scene.world.redact(feedback, result.character)
             messages[result.character] = prompts.revision(messages[result.character], attempt.action, feedback)
             again.append(result.character)
             continue

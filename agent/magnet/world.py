@@ -32,6 +32,8 @@ from agent.magnet.definition import RELATION_PREFIX, StoryDefinition, slug
 WORLD = "world"
 FORMAT = 2
 LOCATION = "location"
+MIN_REDACTED = 4
+"""Secret text values shorter than this are not redacted from other text (they would match everywhere)."""
 _NUMBER = re.compile(r"^-?\d{1,15}$")
 _NO_RELATION = {"", "none", "no", "false", "null", "-"}
 
@@ -230,6 +232,21 @@ class WorldGraph:
                     continue
                 out.append(Entry(subject, attribute, var["value"], bool(var.get("secret"))))
         return out
+
+    def hidden_from(self, viewer: str) -> list[str]:
+        """Text values of the secrets ``viewer`` may not see (the longest first)."""
+        values = {str(v["value"]).strip() for s, attrs in self.variables.items() if s != viewer
+                  for v in attrs.values() if v.get("secret") and isinstance(v["value"], str)}
+        return sorted((v for v in values if len(v) >= MIN_REDACTED), key=len, reverse=True)
+
+    def redact(self, text: str, viewer: str) -> str:
+        """``text`` with every secret value ``viewer`` may not see replaced by ``[hidden]``.
+
+        A goal, a recap or the critic's feedback is written by a role that sees everything and
+        may quote a secret; before such text reaches a character agent it passes through here."""
+        for value in self.hidden_from(viewer):
+            text = re.sub(re.escape(value), "[hidden]", text, flags=re.IGNORECASE)
+        return text
 
     def pairs(self) -> list[tuple[str, str]]:
         """Every (subject, attribute) pair; unique by construction (the benchmark checks it)."""

@@ -221,3 +221,21 @@ def test_a_step_that_reaches_the_target_ends_without_a_goal_or_transition(tmp_pa
     assert [p.kind for p in store.paragraphs()] == ["narration"] and store.state()["words"] == 200
     assert not llm.by_role("goal") and not llm.by_role("transition")
     assert store.steps()[0]["record"]["goal_event"] is None
+
+
+def test_show_history_lists_failed_calls_and_rejected_updates(tmp_path, capsys):
+    def fail(request, n):
+        if request.role == "character" and "Your character is Cy." in request.messages[1]["content"]:
+            return LLMError("Cy's call timed out")
+        return LLMError("no json") if request.role == "narrator-select" and n <= 2 else None
+
+    def select(request, n):
+        return {"selected": ["Ann", "Bob"], "rejected_updates": ["u2"]}
+
+    store = _run(tmp_path, StoryLLM(fail=fail, narrator_select=select), _config(words=200, retries=1))
+    store.close()
+    assert main(["show", str(tmp_path / "run"), "--history"]) == 0
+    out = capsys.readouterr().out
+    assert "failed: character Cy: Cy's call timed out -> sat this step out" in out
+    assert "failed: narrator-select: no json -> selection failed 2 time(s), kept the first action alone (Ann)" in out
+    assert "rejected by the narrator: Bob.acted = " in out

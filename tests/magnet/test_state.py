@@ -208,3 +208,29 @@ def test_each_role_has_its_temperature():
     d = MagnetSettings()
     assert (d.character_temperature, d.critic_temperature, d.narrator_temperature, d.goal_temperature) == (
         0.2, 0.1, 0.35, 0.1)
+
+
+def test_secrets_quoted_by_the_all_seeing_roles_are_hidden_from_other_characters():
+    def critic(request, n):
+        reply = {"world_updates": [], "goal_reached": n == 4}
+        if "verdict" in request.constraint.json_schema["properties"]:
+            reply.update(verdict="revise", feedback="Bob OWES FORTY THOUSAND to Vance; use it.")
+        return reply
+
+    llm = StoryLLM(critic=critic, goal=lambda r, n: {"goal": "Prove that Bob owes forty thousand to Vance."})
+    _steps(llm, 2, MagnetSettings(max_revisions=1), s=_secret_story())
+    revisions = [r for r in llm.by_role("character") if len(r.messages) > 2]
+    assert revisions
+    for request in llm.by_role("character"):
+        text = json.dumps(request.messages).lower()
+        assert ("forty thousand" in text) == (character_of(request) == "Bob"), character_of(request)
+    later = [r for r in llm.by_role("character") if "Prove that" in r.messages[1]["content"]]
+    assert later and any("Prove that Bob [hidden]." in r.messages[1]["content"] for r in later)
+
+
+def test_without_a_critic_a_character_is_never_offered_anothers_secret_attribute():
+    llm = StoryLLM(character=lambda r, n: {"action": "x.", "world_updates": [], "goal_reached": False})
+    _steps(llm, 1, MagnetSettings(critic=False), s=_secret_story())
+    by_name = {character_of(r): offered(r) for r in llm.by_role("character")}
+    assert "in_debt" in by_name["Bob"]["Bob"] and "in_debt" not in by_name["Ann"]["Bob"]
+    assert "true_heir" not in by_name["Ann"]["world"]
