@@ -82,7 +82,9 @@ def progress_line(story: StoryDefinition, outcome: StepOutcome, ctx: RunContext[
     goal = event["goal"] if event else r["goal"]
     line = (f"step {r['step']:>3}  {r['words_total']}/{story.target_words} words  selected "
             f"{','.join(r['selected'])}  revisions {revisions}" + (f" ({capped} capped)" if capped else "")
-            + f"  commits {len(r['commits'])}  tokens {ctx.prompt_tokens}+{ctx.completion_tokens}  {r['wall_s']:.1f}s")
+            + f"  commits {len(r['commits'])}"
+            + (f"  failed calls {len(r['failures'])}" if r.get("failures") else "")
+            + f"  tokens {ctx.prompt_tokens}+{ctx.completion_tokens}  {r['wall_s']:.1f}s")
     if event:
         line += f"\n      goal ({event['kind']}): {_short(goal)}"
     return line
