@@ -110,3 +110,20 @@ def test_a_world_written_before_subjects_is_read_and_converted():
 def test_coerce():
     assert coerce("TRUE") is True and coerce(" false ") is False
     assert coerce("42") == 42 and coerce("4.2") == "4.2" and coerce("in the hall") == "in the hall"
+
+
+def test_the_two_example_genres_that_leaked_keep_their_secrets():
+    from pathlib import Path
+
+    from agent.magnet.definition import load_definition
+
+    examples = Path(__file__).resolve().parents[2] / "agent" / "magnet" / "examples"
+    museum = WorldGraph.from_definition(load_definition(examples / "thriller_museum.toml"))
+    assert "Julian Reyes" in museum.related("Nadia Osei")
+    seen = {(e.subject, e.attribute) for e in museum.entries("Nadia Osei")}
+    assert ("Julian Reyes", "is_the_insider") not in seen and ("Julian Reyes", "has_vitrine_key") in seen
+    assert ("world", "getaway") not in seen
+    mystery = WorldGraph.from_definition(load_definition(examples / "mystery_codicil.toml"))
+    assert "Hugo Ashcombe" in mystery.related("Lucia Ashcombe")
+    seen = {(e.subject, e.attribute) for e in mystery.entries("Lucia Ashcombe")}
+    assert ("Hugo Ashcombe", "in_debt") not in seen and ("Lucia Ashcombe", "holding_back_evidence") in seen
