@@ -109,7 +109,8 @@ def propose_actions(llm: LLM, scene: Scene, settings: MagnetSettings) -> list[Ac
     """Every character proposes an action; the critic sends vague ones back, up to the maximum.
 
     Each round batches all characters still under revision (then all their reviews), so a
-    server handles the characters concurrently.
+    server handles the characters concurrently. Every character's result is returned, in
+    story order; one without attempts sat the step out (its failure is in ``scene.failures``).
     """
     story = scene.story
     results = {name: ActionResult(name) for name in scene.names}
