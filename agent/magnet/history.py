@@ -15,6 +15,7 @@ from typing import Any
 
 from agent.magnet.world import WORLD, WorldGraph
 from agent.store import RunStore, StoreError
+from agent.store.snapshots import StepRecord
 
 
 def commits(store: RunStore) -> list[dict[str, Any]]:
@@ -47,13 +48,12 @@ def render_text(store: RunStore) -> list[str]:
         by_step.setdefault(c["step"], []).append(c)
     for row in store.steps():
         step = row["step"]
-        record = row["record"]
-        failures = record.get("failures") or []
-        rejected = record.get("rejected_updates") or []
+        record = StepRecord.read(row["record"])
+        failures, rejected = record.failures, record.rejected_updates
         if step not in by_step and step not in events and not failures and not rejected:
             continue
-        lines.append(f"step {step}  selected {', '.join(record.get('selected', [])) or '-'}"
-                     + (f"  (not selected: {', '.join(record['unselected'])})" if record.get("unselected") else ""))
+        lines.append(f"step {step}  selected {', '.join(record.selected) or '-'}"
+                     + (f"  (not selected: {', '.join(record.unselected)})" if record.unselected else ""))
         for c in by_step.get(step, []):
             old = "(new)" if c["old"] is None else json.dumps(c["old"], ensure_ascii=False)
             secret = " (secret)" if c.get("secret") else ""

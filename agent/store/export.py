@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from agent.store.runstore import RunStore
+from agent.store.snapshots import StepRecord
 
 FORMATS = ("md", "txt", "json")
 JSON_FORMAT_VERSION = 1
@@ -49,7 +50,7 @@ def _sections(store: RunStore) -> list[tuple[str | None, str]]:
     paragraphs = store.paragraphs()
     if not paragraphs:
         return []
-    chapter_of = {s["step"]: s["record"].get("chapter") for s in store.steps()}
+    chapter_of = {s["step"]: StepRecord.read(s["record"]).chapter for s in store.steps()}
     if len({chapter_of.get(p.step) for p in paragraphs} - {None}) < 2:
         return [(None, "\n\n".join(p.text for p in paragraphs))]
     # a Magnet story written with chapters (its step records say which): one heading per chapter
