@@ -183,12 +183,14 @@ class WorldGraph:
         subject = self.subject_of(subject)
         attr = attribute_name(attribute)
         owners = sorted(self.characters, key=lambda n: -len(slug(n)))
-        if subject != WORLD and attr.startswith(slug(subject) + "_"):
-            return subject, attr[len(slug(subject)) + 1:]
-        for name in owners:
-            prefix = slug(name) + "_"
-            if name != subject and attr.startswith(prefix) and len(attr) > len(prefix):
-                return name, attr[len(prefix):]
+        changed = True
+        while changed:  # "lucia_lucia_mood" is still Lucia's mood
+            changed = False
+            for name in owners:
+                prefix = slug(name) + "_"
+                if attr.startswith(prefix) and len(attr) > len(prefix):
+                    subject, attr, changed = name, attr[len(prefix):], True
+                    break
         return subject, attr
 
     def attributes(self, subject: str, *, viewer: str | None = None) -> list[str]:

@@ -37,11 +37,17 @@ def test_two_characters_three_timesteps(embedded_llm, tmp_path):
         record = row["record"]
         assert record["selected"] and set(record["selected"]) <= {"Mara", "Tom"}
         # exactly the selected actions' updates landed, in the narrator's order
-        expected = [(name, u["key"]) for name in record["selected"]
+        rejected = {(r["character"], r["subject"], r["attribute"]) for r in record["rejected_updates"]}
+        proposed = [(name, u["subject"], u["attribute"]) for name in record["selected"]
                     for a in record["actions"] if a["character"] == name for u in a["updates"]]
-        assert [(c["character"], c["key"]) for c in record["commits"]] == expected
+        assert len(record["commits"]) == len([p for p in proposed if p not in rejected])
+        assert [c["character"] for c in record["commits"]] == [p[0] for p in proposed if p not in rejected]
+        variables = store.state(row["step"])["world"]["variables"]
         for commit in record["commits"]:
-            assert store.state(row["step"])["world"]["variables"][commit["key"]]["step"] <= row["step"]
+            assert variables[commit["subject"]][commit["attribute"]]["step"] <= row["step"]
+        pairs = [(s, a) for s, attrs in variables.items() for a in attrs]
+        assert all(s in ("world", "Mara", "Tom") for s, _ in pairs)
+        assert not [a for _, a in pairs if a.startswith(("mara_", "tom_"))]  # no prefixed duplicate
     roles = [c.role for c in store.llm_calls()]
     assert roles.count("character") >= 6 and roles.count("critic") >= 3 and "narrator" in roles
     assert all(c.backend == "embedded" for c in store.llm_calls())
@@ -71,14 +77,15 @@ def test_secrets_never_reach_another_characters_request(embedded_llm, tmp_path):
     with store.session("start"):
         write_story(store, embedded_llm, config, max_new_steps=2)
     assert [s["step"] for s in store.steps()] == [1, 2]
-    secrets = {"Ines": "Captain Vorn", "Paul": "widow Marrow"}
+    secrets = {c["name"]: next(iter(c["secrets"].values())).lower() for c in SECRETS["characters"]}
     characters = [c for c in store.llm_calls() if c.role == "character"]
     assert len(characters) >= 4
     for call in characters:
-        text = " ".join(str(m.get("content", "")) for m in call.messages)
-        me = "Ines" if "Your character is Ines." in text else "Paul"
+        text = " ".join(str(m.get("content", "")) for m in call.messages).lower()
+        me = "Ines" if "your character is ines." in text else "Paul"
         other = "Paul" if me == "Ines" else "Ines"
-        assert secrets[me] in text and secrets[other] not in text
+        assert secrets[me] in text, me  # its own secret, in its state
+        assert secrets[other] not in text, (me, other)  # never the other's secret value
     critic = [c for c in store.llm_calls() if c.role == "critic"]
-    assert critic and all(all(v in " ".join(str(m.get("content", "")) for m in c.messages)
+    assert critic and all(all(v in " ".join(str(m.get("content", "")) for m in c.messages).lower()
                               for v in secrets.values()) for c in critic)

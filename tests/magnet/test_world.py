@@ -54,6 +54,7 @@ def test_any_spelling_of_a_variable_hits_the_same_one():
         Update("Ann", "ann_holding_back_evidence", "false"),   # the old prefixed spelling
         Update("world", "bob_location", "the cellar"),         # another character's key, under the world
         Update("Ann", "Bob Location", "the attic"),            # ... and under Ann, with spaces
+        Update("Ann", "ann_ann_holding_back_evidence", "false"),  # a doubled prefix
     ])
     assert len(world.pairs()) == before
     assert len(set(world.pairs())) == len(world.pairs())
