@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from agent.magnet.definition import parse_definition
@@ -77,15 +79,28 @@ def test_secrets_never_reach_another_characters_request(embedded_llm, tmp_path):
     with store.session("start"):
         write_story(store, embedded_llm, config, max_new_steps=2)
     assert [s["step"] for s in store.steps()] == [1, 2]
-    secrets = {c["name"]: next(iter(c["secrets"].values())).lower() for c in SECRETS["characters"]}
-    characters = [c for c in store.llm_calls() if c.role == "character"]
+    def secrets_before(step: int) -> dict[str, set[str]]:
+        """Each character's secret text values in the state its step-``step`` requests saw
+        (the critic may have rewritten a secret in step 1; it stays secret)."""
+        state = store.state(step - 1) if step > 1 else None
+        if state is None:
+            return {c["name"]: {str(v).lower() for v in c["secrets"].values()} for c in SECRETS["characters"]}
+        variables = state["world"]["variables"]
+        return {name: {str(v["value"]).lower() for v in variables[name].values()
+                       if v["secret"] and isinstance(v["value"], str) and len(v["value"]) >= 4}
+                for name in ("Ines", "Paul")}
+
+    units = [row[0] for row in store.query("SELECT unit FROM llm_calls ORDER BY id")]
+    rows = [(unit, call.role, call.messages) for unit, call in zip(units, store.llm_calls(), strict=True)]
+    characters = [(unit, messages) for unit, role, messages in rows if role == "character"]
     assert len(characters) >= 4
-    for call in characters:
-        text = " ".join(str(m.get("content", "")) for m in call.messages).lower()
+    for unit, messages in characters:
+        text = " ".join(str(m.get("content", "")) for m in messages).lower()
         me = "Ines" if "your character is ines." in text else "Paul"
         other = "Paul" if me == "Ines" else "Ines"
-        assert secrets[me] in text, me  # its own secret, in its state
-        assert secrets[other] not in text, (me, other)  # never the other's secret value
-    critic = [c for c in store.llm_calls() if c.role == "critic"]
-    assert critic and all(all(v in " ".join(str(m.get("content", "")) for m in c.messages).lower()
-                              for v in secrets.values()) for c in critic)
+        secrets = secrets_before(unit)
+        assert all(v in text for v in secrets[me]), me  # its own secrets, in its state
+        assert not [v for v in secrets[other] if v in text], (me, other)  # never another's secret value
+    first = secrets_before(1)
+    critic = [m for unit, role, m in rows if role == "critic" and unit == 1]
+    assert critic and all(all(v in json.dumps(c).lower() for v in first["Ines"] | first["Paul"]) for c in critic)
