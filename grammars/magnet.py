@@ -17,14 +17,19 @@ from grammars.base import Grammar
 from grammars.registry import register
 
 KEY_PATTERN = r"^[a-z][a-z0-9_]*$"
-"""World-variable keys: snake_case, so the flattened view reads like the paper's examples."""
+"""World-variable attributes: snake_case, so the state reads like the paper's examples."""
 
 
 class WorldUpdate(Grammar):
-    """One world-state write: ``key`` = ``value``, concerning a character or the world."""
+    """One world-state write: ``subject``'s ``attribute`` = ``value``.
 
-    concerns: str = Field(min_length=1, description="the character this variable is about, or 'world'")
-    key: str = Field(pattern=KEY_PATTERN, description="snake_case variable name, e.g. holding_back_evidence")
+    At run time ``subject`` becomes the enum of this story's names (``world`` or a character)
+    and ``attribute``, per subject, the enum of its existing attributes or a new snake_case one,
+    so an overwrite names the very variable it overwrites."""
+
+    subject: str = Field(min_length=1, description="'world' or the character this variable belongs to")
+    attribute: str = Field(pattern=KEY_PATTERN, description="an existing attribute of the subject, or a new "
+                           "snake_case one, e.g. holding_back_evidence")
     value: str = Field(description="new value: true, false, a number or a short phrase")
 
 
@@ -79,6 +84,8 @@ class NarratorSelection(Grammar):
     """The characters whose actions fit the scene, in the order they happen."""
 
     selected: list[str] = Field(min_length=1, description="character names, in story order, no repeats")
+    rejected_updates: list[str] = Field(description="ids of proposed world updates that conflict and must not "
+                                        "be committed (at run time: an enum of this step's ids)")
 
 
 @register("magnet_goal")

@@ -27,12 +27,13 @@ from agent.cli import (
     show_cmd,
     view_cmd,
     watch_cmd,
+    story_cmd,
     write_cmd,
 )
 from agent.cli.errors import describe, log_internal_error
 
 COMMAND_MODULES = [prompt_cmd, models_cmd, serve_cmd, grammars_cmd, runs_cmd, show_cmd, search_cmd, export_cmd,
-                   resume_cmd, write_cmd, eval_cmd, view_cmd, watch_cmd, fork_cmd, edit_cmd]
+                   resume_cmd, write_cmd, eval_cmd, view_cmd, watch_cmd, fork_cmd, edit_cmd, story_cmd]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -34,6 +34,8 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
 
     if isinstance(exc, FabulaError):
         lines = str(exc).strip().splitlines() or [type(exc).__name__]
+        if getattr(exc, "one_line_per_problem", False):  # e.g. every problem of a story definition
+            return "\nfabula: error: ".join(lines), exc.exit_code
         details = getattr(exc, "details", None) or []
         return "\n".join([lines[0], *details]), exc.exit_code
     if isinstance(exc, ServeError | ModelUnavailableError):

@@ -69,17 +69,14 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def load_story(args: argparse.Namespace):
-    from agent.magnet.definition import DefinitionError, load_definition
+    from agent.magnet.definition import load_definition
 
     if args.story_file and args.story and args.story_file != args.story:
         raise CLIError("give the story definition once (positional or --story)")
     path = args.story_file or args.story
     if not path:
         raise CLIError("a story definition is needed: fabula write magnet STORY.toml")
-    try:
-        return load_definition(path).with_length(pages=args.pages, words=args.words, page_words=args.page_words)
-    except DefinitionError as exc:
-        raise CLIError(str(exc)) from exc
+    return load_definition(path).with_length(pages=args.pages, words=args.words, page_words=args.page_words)
 
 
 def settings_config(args: argparse.Namespace, flags: dict[str, Any]) -> dict[str, Any]:

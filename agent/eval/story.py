@@ -1,9 +1,10 @@
 """A judged story as the evaluation sees it: numbered sections read from a stored run.
 
-Chapter-based runs (NstAgent, RollSum, Direct) give one section per chapter. Magnet runs
-have timesteps, not chapters: consecutive steps that pursue the same goal form one section
-(goal sequencing is Magnet's chapter-like structure), so windows and sampled sections mean
-the same thing for every method. Nothing here imports a pipeline: only what the store holds.
+Chapter-based runs (NstAgent, RollSum, Direct) give one section per chapter. Step runs
+(Magnet, its ablations, the single-model baseline) have paragraphs, not chapters: a section is
+a fixed span of paragraphs, the same for every method of that family, so section counts and
+sampled sections compare (grouping by goal made the baseline one section and Magnet sixteen,
+and showed the judge the goal). Nothing here imports a pipeline: only what the store holds.
 """
 
 from __future__ import annotations
@@ -63,21 +64,22 @@ def load_story(store: RunStore) -> Story:
     return Story(str(store.run_dir), info.pipeline, sections, target.prompt, target.key, target.words)
 
 
+SECTION_PARAGRAPHS = 6
+"""Paragraphs per editorial section of a step run: a fixed span, the same for Magnet, its
+ablations and the single-model baseline, so section counts and judgments compare."""
+
+
 def magnet_groups(store: RunStore) -> list[tuple[str | None, list[Paragraph]]]:
-    """Consecutive paragraphs grouped by the goal of their step: one group per section."""
-    goals = {s["step"]: s["goal"] for s in store.steps()}
-    groups: list[tuple[str | None, list[Paragraph]]] = []
-    for p in store.paragraphs():
-        goal = goals.get(p.step)
-        if not groups or groups[-1][0] != goal:
-            groups.append((goal, []))
-        groups[-1][1].append(p)
-    return groups
+    """Consecutive paragraphs in fixed spans of ``SECTION_PARAGRAPHS``: one group per section.
+    The title is never the goal (a judge must not be shown what the pipeline aimed at)."""
+    paragraphs = store.paragraphs()
+    spans = [paragraphs[i:i + SECTION_PARAGRAPHS] for i in range(0, len(paragraphs), SECTION_PARAGRAPHS)]
+    return [(f"Section {n}", span) for n, span in enumerate(spans, start=1)]
 
 
 def _magnet_sections(store: RunStore) -> list[Section]:
     sections = []
-    for i, (goal, paragraphs) in enumerate(magnet_groups(store), start=1):
+    for i, (title, paragraphs) in enumerate(magnet_groups(store), start=1):
         text = "\n\n".join(p.text for p in paragraphs)
-        sections.append(Section(i, goal or f"Section {i}", text, count_words(text)))
+        sections.append(Section(i, title or f"Section {i}", text, count_words(text)))
     return sections

@@ -15,6 +15,7 @@ from typing import Any
 
 from agent.magnet.world import WORLD, WorldGraph
 from agent.store import RunStore, StoreError
+from agent.store.snapshots import StepRecord
 
 
 def commits(store: RunStore) -> list[dict[str, Any]]:
@@ -26,12 +27,20 @@ def commits(store: RunStore) -> list[dict[str, Any]]:
     return out
 
 
+def variable_label(commit: dict[str, Any]) -> str:
+    """``subject.attribute`` of a commit (a run written before subjects: its flat key)."""
+    if "subject" in commit and "attribute" in commit:
+        return f"{commit['subject']}.{commit['attribute']}"
+    return str(commit.get("key", "?"))
+
+
 def goal_events(store: RunStore) -> list[dict[str, Any]]:
     return [{"step": r["step"], **r["record"]["goal_event"]} for r in store.steps() if r["record"].get("goal_event")]
 
 
 def render_text(store: RunStore) -> list[str]:
-    """Per timestep: the goal event, then each write as ``key: old -> new (by whom: action)``."""
+    """Per timestep: each write as ``subject.attribute: old -> new [by whom: action]``, updates
+    the narrator rejected, calls that failed (and what the step did instead), the goal event."""
     lines: list[str] = []
     events = {e["step"]: e for e in goal_events(store)}
     by_step: dict[int, list[dict[str, Any]]] = {}
@@ -39,15 +48,23 @@ def render_text(store: RunStore) -> list[str]:
         by_step.setdefault(c["step"], []).append(c)
     for row in store.steps():
         step = row["step"]
-        record = row["record"]
-        if step not in by_step and step not in events:
+        record = StepRecord.read(row["record"])
+        failures, rejected = record.failures, record.rejected_updates
+        if step not in by_step and step not in events and not failures and not rejected:
             continue
-        lines.append(f"step {step}  selected {', '.join(record.get('selected', [])) or '-'}"
-                     + (f"  (not selected: {', '.join(record['unselected'])})" if record.get("unselected") else ""))
+        lines.append(f"step {step}  selected {', '.join(record.selected) or '-'}"
+                     + (f"  (not selected: {', '.join(record.unselected)})" if record.unselected else ""))
         for c in by_step.get(step, []):
             old = "(new)" if c["old"] is None else json.dumps(c["old"], ensure_ascii=False)
-            lines.append(f"  {c['key']}: {old} -> {json.dumps(c['new'], ensure_ascii=False)}   "
+            secret = " (secret)" if c.get("secret") else ""
+            lines.append(f"  {variable_label(c)}: {old} -> {json.dumps(c['new'], ensure_ascii=False)}{secret}   "
                          f"[{c['character']}: {_short(c['action'])}]")
+        for r in rejected:
+            lines.append(f"  rejected by the narrator: {variable_label(r)} = "
+                         f"{json.dumps(r.get('value'), ensure_ascii=False)} [{r.get('character')}]")
+        for f in failures:
+            who = f" {f['character']}" if f.get("character") else ""
+            lines.append(f"  failed: {f.get('role')}{who}: {_short(f.get('error', ''), 90)} -> {f.get('outcome')}")
         if step in events:
             e = events[step]
             lines.append(f"  goal {e['kind']}: {_short(e['goal'], 110)}")
@@ -59,7 +76,7 @@ def graph_json(store: RunStore, unit: int | None = None) -> dict[str, Any]:
     if not state or state.get("world") is None:
         raise StoreError(f"{store.run_dir} has no world graph (not a Magnet run, or run --no-structured-state)")
     world = WorldGraph.from_json(state["world"])
-    return {"format": "fabula-magnet-graph", "format_version": 1, "step": store.info().last_unit,
+    return {"format": "fabula-magnet-graph", "format_version": 2, "step": store.info().last_unit,
             **world.nodes_and_edges(), "history": commits(store), "goals": state.get("goals", [])}
 
 

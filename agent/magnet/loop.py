@@ -16,6 +16,7 @@ from typing import Any
 from agent.llm import LLM, LLMError
 from agent.magnet import ending
 from agent.magnet.definition import StoryDefinition
+from agent.magnet.prompts import NO_MEMORY, Memory
 from agent.magnet.roles import Scene, narrate, next_goal, propose_actions
 from agent.magnet.settings import MagnetSettings
 from agent.magnet.world import WorldGraph
@@ -27,7 +28,20 @@ def initial_state(story: StoryDefinition, settings: MagnetSettings) -> dict[str,
     world = WorldGraph.from_definition(story).to_json() if settings.structured_state else None
     return {"world": world, "goal": story.goal, "goals": [{"goal": story.goal, "step": 0, "reason": "initial"}],
             "stall": 0, "words": 0, "narrations": 0, "narration_words": 0, "ending": False, "final_next": False,
-            "finished": False, "finish_reason": None}
+            "finished": False, "finish_reason": None, "beat": 0, "chapter": 1, "chapter_next": False, "recap": "",
+            "recap_step": 0}
+
+
+def chapter_of(story: StoryDefinition, state: dict[str, Any], step: int) -> int:
+    """The chapter step ``step`` opens or continues (updates ``state``): a new one every
+    ``chapter_every`` steps, or after each goal change with ``chapter_every = "goal"``."""
+    chapter = state.get("chapter", 1)
+    every = story.chapter_every
+    if step > 1 and ((every == "goal" and state.get("chapter_next")) or
+                     (isinstance(every, int) and (step - 1) % every == 0)):
+        chapter += 1
+    state["chapter"], state["chapter_next"] = chapter, False
+    return chapter
 
 
 @dataclass
@@ -38,14 +52,19 @@ class StepOutcome:
 
 
 def run_step(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any], step: int,
-             recent: list[str]) -> StepOutcome:
+             recent: list[str], memory: Memory = NO_MEMORY) -> StepOutcome:
     """Run timestep ``step`` from ``state`` (not modified); returns what to commit."""
     state = _copy(state)
     world = WorldGraph.from_json(state["world"]) if state["world"] is not None else None
+    if world is not None:
+        state["world"] = world.to_json()  # an older run's world, read once in today's shape
     final_paragraph = ending.is_final_paragraph(story, state)
-    scene = Scene(story, world, state["goal"], list(recent), ending.cue(story, state))
+    chapter = chapter_of(story, state, step)
+    scene = Scene(story, world, state["goal"], list(recent), ending.cue(story, state), memory,
+                  list(memory.failures))
 
-    actions = propose_actions(llm, scene, settings)
+    results = propose_actions(llm, scene, settings)
+    actions = [a for a in results if a.attempts]
     if not actions:
         raise LLMError(f"step {step}: no character produced an action")
     narration = narrate(llm, scene, settings, actions,
@@ -85,13 +104,18 @@ def run_step(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state: 
     record = {
         "step": step,
         "goal": goal_before,
+        "chapter": chapter,
         "actions": [a.as_dict() for a in actions],
         "selected": narration.order,
         "unselected": [a.character for a in actions if a.character not in narration.order],
+        "sat_out": [a.character for a in results if not a.attempts],
         "commits": [c.as_dict() for c in commits],
+        "rejected_updates": narration.rejected,
         "goal_reached": goal_reached,
         "goal_event": {k: v for k, v in event.items() if k != "transition"} if event else None,
         "selection_fallback": narration.selection_fallback,
+        "failures": scene.failures,
+        "memory": {"recalled": len(memory.recalled), "recap_words": count_words(memory.recap)},
         "paragraph_trimmed": narration.trimmed,
         "final_paragraph": final_paragraph,
         "stall": state["stall"],
@@ -130,13 +154,24 @@ def sequence_goal(llm: LLM, story: StoryDefinition, settings: MagnetSettings, st
 def _new_goal(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any], step: int,
               scene: Scene, recent: list[str], status: str) -> dict[str, Any]:
     world = WorldGraph.from_json(state["world"]) if state["world"] is not None else None
-    now = Scene(story, world, state["goal"], recent[-settings.history_window:], scene.ending)
+    now = Scene(story, world, state["goal"], recent[-settings.history_window:], scene.ending, scene.memory,
+                scene.failures)
     prior = [g["goal"] for g in state["goals"]]
-    goal, transition = next_goal(llm, now, settings, prior, status)
+    index = state.get("beat", 0)
+    beat = story.beats[index] if status != "conclude" and index < len(story.beats) else None
+    made = next_goal(llm, now, settings, prior, status, beat)
+    if made is None:  # recorded in the step's failures; the current goal stands
+        state["stall"] = 0 if status in ("shift", "stalled") else state["stall"]
+        return {"kind": "failed", "goal": state["goal"], "attempted": status}
+    goal, transition = made
     state["goal"] = goal
-    state["goals"].append({"goal": goal, "step": step, "reason": status})
+    state["goals"].append({"goal": goal, "step": step, "reason": status, **({"beat": beat} if beat else {})})
     state["stall"] = 0
-    return {"kind": status, "goal": goal, "previous": scene.goal, "transition": transition}
+    state["chapter_next"] = True
+    if beat:
+        state["beat"] = index + 1
+    return {"kind": status, "goal": goal, "previous": scene.goal, "transition": transition,
+            **({"beat": beat} if beat else {})}
 
 
 def _copy(state: dict[str, Any]) -> dict[str, Any]:

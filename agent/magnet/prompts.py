@@ -1,33 +1,45 @@
 """Every Magnet prompt, ordered for the prefix cache.
 
-Order inside each prompt: what never changes (the role's instructions, the story premise,
-the personas), then what only grows or drifts slowly (recent paragraphs, the world state),
-then what changes every call (the goal, the action under review, the task). No counter,
-timestamp or step number appears before the task.
+Order inside each prompt: what never changes (the role's instructions, the story premise),
+then what drifts slowly (the running recap, the personas drawn from the world graph), then
+what changes every step (recalled earlier passages, recent paragraphs, the world state, the
+goal, the action under review, the task). No counter, timestamp or step number appears
+before the task.
+
+What a role sees of the world is decided here from :meth:`WorldGraph.entries`: a character
+agent gets its own view (never another character's secrets); the critic, narrator and goal
+generator get everything, with secrets marked as such.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent.llm.types import Message
 from agent.magnet.definition import Character, StoryDefinition
+from agent.magnet.world import WORLD, Entry, WorldGraph
 
 CHARACTER_SYSTEM = (
     "You play one character in a story written by several agents. Propose what your character does next: "
     "one concrete, specific action in one or two sentences, in the third person, that fits the character's "
     "personality, abilities and current location, and that moves the current story goal forward. Do not narrate "
-    "other characters' actions. Do not repeat an action already told in the story."
+    "other characters' actions. Do not repeat an action already told in the story. What is marked as your secret "
+    "is known to you alone."
 )
 CRITIC_SYSTEM = (
     "You are the critic of a multi-agent story. Judge a character's proposed action: is it relevant to the "
     "current goal, specific, consistent with the character and the scene, plausible and new? Ask for a revision "
     "(verdict revise, with one sentence of feedback) if it is vague, out of character, implausible, repetitive or "
     "does not advance the goal; otherwise accept it. For an accepted action, list the changes it makes to the "
-    "world state as snake_case variables (for example holding_back_evidence = false), at most four, each "
-    "concerning one character or the world, and say whether it completes the current goal."
+    "world state, at most four. Each change names its subject (world, or the character the variable belongs to), "
+    "the attribute (one the subject already has, to change it, or a new snake_case name) and the new value, for "
+    'example {"subject": "Lucia Ashcombe", "attribute": "holding_back_evidence", "value": "false"} or '
+    '{"subject": "Lucia Ashcombe", "attribute": "location", "value": "the study"}. A relationship is the '
+    "attribute relationship_with_<name> of the character who holds it. Say whether the action completes the "
+    "current goal."
 )
 CRITIC_STATELESS_SYSTEM = (
     "You are the critic of a multi-agent story. Judge a character's proposed action: is it relevant to the "
@@ -36,27 +48,20 @@ CRITIC_STATELESS_SYSTEM = (
     "does not advance the goal; otherwise accept it, and say whether it completes the current goal."
 )
 SELECT_SYSTEM = (
-    "You are the narrator of a story. Several characters have each proposed an action. Choose the actions that "
-    "fit the current scene best and do not contradict each other, and put them in the order in which they "
-    "happen. Answer with the characters' names."
-)
-NARRATOR_SYSTEM = (
-    "You are the narrator of a story. Write the next paragraph of the story in vivid, concrete prose, past "
-    "tense, third person. Tell only the given actions, in the given order, continuing directly from the recent "
-    "paragraphs. Do not summarise, do not add headings, do not address the reader. Write one paragraph only."
+    "You are the narrator of a story. Several characters have each proposed an action, with the changes it would "
+    "make to the world state and whether it would complete the current goal. Choose the actions that fit the "
+    "current scene best and do not contradict each other, and put them in the order in which they happen. Answer "
+    "with the characters' names, and list the ids of any proposed world updates that conflict with the state or "
+    "with each other and must not be applied."
 )
 GOAL_SYSTEM = (
     "You plan the next story goal of a multi-agent story. Give one concrete objective that the characters can "
     "reach within a few scenes, that follows from what has happened, that is not a repeat of any earlier goal, "
     "and that lets the story develop further. One sentence."
 )
-TRANSITION_SYSTEM = (
-    "You are the narrator of a story. Write a short transition paragraph in story prose (past tense, third "
-    "person, no summary, no headings) that carries the story from its last paragraph toward the new goal."
-)
-BASELINE_SYSTEM = (
-    "You are a novelist. Write the story described below, one paragraph at a time, in vivid, concrete prose, "
-    "past tense, third person. Continue directly from the story so far. Write one paragraph only, no headings."
+RECAP_SYSTEM = (
+    "You keep the running recap of a long story. Rewrite the recap so that it includes the new paragraphs: who "
+    "did what, where everyone is, what was revealed, what is unresolved. Plain prose, at most eight sentences."
 )
 
 GOAL_STATUS_TEXT = {
@@ -70,6 +75,52 @@ GOAL_STATUS_TEXT = {
 }
 
 
+@dataclass(frozen=True)
+class Memory:
+    """Long-range memory for one step: the running recap and recalled earlier paragraphs."""
+
+    recap: str = ""
+    recalled: list[str] = field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    """Failed memory calls (the recap), for the step record."""
+
+
+NO_MEMORY = Memory()
+
+
+def voice(story: StoryDefinition) -> str:
+    """Point of view, tense and style as one instruction (the writer's control, not hard-coded)."""
+    tense = f"{story.tense} tense"
+    if story.pov == "first":
+        pov = f"first person, narrated by {story.focal} (\"I\")"
+    elif story.pov == "third-limited":
+        pov = f"third person limited to {story.focal}: only what {story.focal} perceives, knows and feels"
+    else:
+        pov = "third person omniscient"
+    out = f"Write in the {tense}, {pov}."
+    if story.style:
+        out += f" Style: {story.style}"
+    return out
+
+
+def narrator_system(story: StoryDefinition) -> str:
+    return ("You are the narrator of a story. Write the next paragraph of the story in vivid, concrete prose. "
+            f"{voice(story)} Tell only the given actions, in the given order, continuing directly from the recent "
+            "paragraphs. Do not summarise, do not add headings, do not address the reader. Write one paragraph "
+            "only.")
+
+
+def transition_system(story: StoryDefinition) -> str:
+    return ("You are the narrator of a story. Write a short transition paragraph in story prose (no summary, no "
+            f"headings) that carries the story from its last paragraph toward the new goal. {voice(story)}")
+
+
+def baseline_system(story: StoryDefinition) -> str:
+    return ("You are a novelist. Write the story described below, one paragraph at a time, in vivid, concrete "
+            f"prose. {voice(story)} Continue directly from the story so far. Write one paragraph only, no "
+            "headings.")
+
+
 def story_block(story: StoryDefinition) -> str:
     lines = [f"Title: {story.title}", f"Genre: {story.genre}", f"High-level story goal: {story.goal}"]
     if story.premise:
@@ -77,8 +128,15 @@ def story_block(story: StoryDefinition) -> str:
     return "\n".join(lines)
 
 
-def personas_block(story: StoryDefinition) -> str:
-    return "Characters:\n\n" + "\n\n".join(c.persona() for c in story.characters)
+def persona(char: Character, world: WorldGraph | None) -> str:
+    """A persona with location and relationships from the world graph at this step."""
+    if world is None:
+        return char.persona()
+    return char.persona(location=world.location(char.name), relationships=world.relationships(char.name))
+
+
+def personas_block(story: StoryDefinition, world: WorldGraph | None = None) -> str:
+    return "Characters:\n\n" + "\n\n".join(persona(c, world) for c in story.characters)
 
 
 def recent_block(recent: Sequence[str]) -> str:
@@ -87,12 +145,38 @@ def recent_block(recent: Sequence[str]) -> str:
     return "Recent story paragraphs:\n\n" + "\n\n".join(recent)
 
 
-def state_block(state: Mapping[str, Any] | None) -> str:
-    if state is None:
+def memory_blocks(memory: Memory) -> tuple[str, str]:
+    """``(recap, recalled)`` prompt blocks ("" when empty)."""
+    recap = f"The story so far, in brief:\n{memory.recap}" if memory.recap else ""
+    recalled = ("Earlier passages that may matter now:\n\n" + "\n\n".join(memory.recalled)) if memory.recalled else ""
+    return recap, recalled
+
+
+def _value(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def state_block(entries: Sequence[Entry] | None, viewer: str | None = None) -> str:
+    """The world state grouped by subject; secrets marked (``viewer``: whose own they are)."""
+    if entries is None:
         return ""
-    if not state:
+    if not entries:
         return "World state: (empty)"
-    return "World state:\n" + "\n".join(f"{k} = {json.dumps(v, ensure_ascii=False)}" for k, v in state.items())
+    lines = ["World state (subject: attribute = value):"]
+    subject = None
+    for e in entries:
+        if e.subject != subject:
+            subject = e.subject
+            lines.append(f"{subject}:" if subject != WORLD else "world:")
+        mark = ""
+        if e.secret:
+            mark = "  (your secret)" if viewer is not None and e.subject == viewer else "  (secret)"
+        lines.append(f"  {e.attribute} = {_value(e.value)}{mark}")
+    return "\n".join(lines)
+
+
+def _entries(world: WorldGraph | None, viewer: str | None = None) -> list[Entry] | None:
+    return world.entries(viewer) if world is not None else None
 
 
 def _join(*parts: str) -> str:
@@ -100,14 +184,19 @@ def _join(*parts: str) -> str:
 
 
 def character(story: StoryDefinition, char: Character, goal: str, recent: Sequence[str],
-              view: Mapping[str, Any] | None, ending: str, *, with_effects: bool, with_state: bool) -> list[Message]:
+              world: WorldGraph | None, ending: str, *, with_effects: bool,
+              memory: Memory = NO_MEMORY) -> list[Message]:
     task = f"Your character is {char.name}. What does {char.name} do next?"
     if with_effects:
         task += (" Also say whether the action completes the current goal"
-                 + (", and list the changes it makes to the world state (snake_case variables, at most four)."
-                    if with_state else "."))
-    user = _join(story_block(story), f"Your character:\n{char.persona()}", recent_block(recent),
-                 state_block(view), f"Current story goal: {goal}", ending, task)
+                 + (", and list the changes it makes to the world state (subject, attribute, value; at most four)."
+                    if world is not None else "."))
+    recap, recalled = memory_blocks(memory)
+    user = _join(story_block(story), recap, f"Your character:\n{persona(char, world)}", recalled,
+                 recent_block(recent), state_block(_entries(world, char.name), char.name),
+                 f"Current story goal: {goal}", ending, task)
+    if world is not None:  # the goal, recap and story text come from roles that see every secret
+        user = world.redact(user, char.name)
     return [{"role": "system", "content": CHARACTER_SYSTEM}, {"role": "user", "content": user}]
 
 
@@ -118,52 +207,94 @@ def revision(messages: list[Message], action: str, feedback: str) -> list[Messag
 
 
 def critic(story: StoryDefinition, char: Character, action: str, goal: str, recent: Sequence[str],
-           state: Mapping[str, Any] | None, *, final: bool) -> list[Message]:
-    system = CRITIC_SYSTEM if state is not None else CRITIC_STATELESS_SYSTEM
+           world: WorldGraph | None, *, final: bool, memory: Memory = NO_MEMORY) -> list[Message]:
+    system = CRITIC_SYSTEM if world is not None else CRITIC_STATELESS_SYSTEM
     task = (f"Proposed action of {char.name}: {action}\n\n"
             + ("This action is final (the revision maximum is reached). State its effects."
                if final else "Judge it."))
-    user = _join(story_block(story), personas_block(story), recent_block(recent), state_block(state),
-                 f"Current story goal: {goal}", task)
+    recap, recalled = memory_blocks(memory)
+    user = _join(story_block(story), recap, personas_block(story, world), recalled, recent_block(recent),
+                 state_block(_entries(world)), f"Current story goal: {goal}", task)
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def selection(story: StoryDefinition, actions: Mapping[str, str], goal: str, recent: Sequence[str],
-              state: Mapping[str, Any] | None, ending: str) -> list[Message]:
-    listed = "\n".join(f"- {name}: {text}" for name, text in actions.items())
-    user = _join(story_block(story), personas_block(story), recent_block(recent), state_block(state),
-                 f"Current story goal: {goal}", ending, f"Proposed actions:\n{listed}",
-                 "Which actions happen next, and in what order?")
+@dataclass(frozen=True)
+class Candidate:
+    """One action as the narrator weighs it: text, proposed updates (with ids), goal flag."""
+
+    character: str
+    action: str
+    updates: list[tuple[str, str, str, Any]]  # (id, subject, attribute, value)
+    goal_reached: bool
+
+
+def selection(story: StoryDefinition, candidates: Sequence[Candidate], goal: str, recent: Sequence[str],
+              world: WorldGraph | None, ending: str, memory: Memory = NO_MEMORY) -> list[Message]:
+    listed = []
+    for c in candidates:
+        listed.append(f"- {c.character}: {c.action}")
+        if world is not None:
+            listed.append("  world updates: " + ("; ".join(f"[{uid}] {s}.{a} = {_value(v)}"
+                                                           for uid, s, a, v in c.updates) or "none"))
+        listed.append(f"  completes the current goal: {'yes' if c.goal_reached else 'no'}")
+    recap, recalled = memory_blocks(memory)
+    user = _join(story_block(story), recap, personas_block(story, world), recalled, recent_block(recent),
+                 state_block(_entries(world)), f"Current story goal: {goal}", ending,
+                 "Proposed actions:\n" + "\n".join(listed), "Which actions happen next, and in what order? Which "
+                 "world updates, if any, must be rejected?")
     return [{"role": "system", "content": SELECT_SYSTEM}, {"role": "user", "content": user}]
 
 
 def paragraph(story: StoryDefinition, ordered: Sequence[tuple[str, str]], goal: str, recent: Sequence[str],
-              state: Mapping[str, Any] | None, ending: str) -> list[Message]:
+              world: WorldGraph | None, ending: str, memory: Memory = NO_MEMORY) -> list[Message]:
     listed = "\n".join(f"{i}. {name}: {text}" for i, (name, text) in enumerate(ordered, 1))
-    user = _join(story_block(story), personas_block(story), recent_block(recent), state_block(state),
-                 f"Current story goal: {goal}", ending, f"Actions to tell, in this order:\n{listed}",
-                 "Write the next paragraph.")
-    return [{"role": "system", "content": NARRATOR_SYSTEM}, {"role": "user", "content": user}]
+    recap, recalled = memory_blocks(memory)
+    user = _join(story_block(story), recap, personas_block(story, world), recalled, recent_block(recent),
+                 state_block(_entries(world)), f"Current story goal: {goal}", ending,
+                 f"Actions to tell, in this order:\n{listed}", "Write the next paragraph.")
+    return [{"role": "system", "content": narrator_system(story)}, {"role": "user", "content": user}]
+
+
+def plan_block(story: StoryDefinition, beat: str | None, status: str) -> str:
+    """The writer's plan as the goal generator must follow it: the next beat, the ending."""
+    lines = []
+    if beat:
+        lines.append(f"The next planned plot point, which the new goal must lead to: {beat}")
+    if story.ending and status == "conclude":
+        lines.append(f"The intended ending: {story.ending}")
+    elif story.ending:
+        lines.append(f"The story is headed for this ending (do not reach it yet): {story.ending}")
+    return "\n".join(lines)
 
 
 def goal(story: StoryDefinition, previous: str, prior_goals: Sequence[str], recent: Sequence[str],
-         state: Mapping[str, Any] | None, status: str) -> list[Message]:
+         world: WorldGraph | None, status: str, *, beat: str | None = None,
+         memory: Memory = NO_MEMORY) -> list[Message]:
     history = "Earlier goals (do not repeat them):\n" + "\n".join(f"- {g}" for g in prior_goals)
-    user = _join(story_block(story), personas_block(story), recent_block(recent), state_block(state), history,
-                 f"Previous goal: {previous}", GOAL_STATUS_TEXT[status])
+    recap, _ = memory_blocks(memory)
+    user = _join(story_block(story), recap, personas_block(story, world), recent_block(recent),
+                 state_block(_entries(world)), history, f"Previous goal: {previous}", plan_block(story, beat, status),
+                 GOAL_STATUS_TEXT[status])
     return [{"role": "system", "content": GOAL_SYSTEM}, {"role": "user", "content": user}]
 
 
-def transition(story: StoryDefinition, recent: Sequence[str], new_goal: str, status: str) -> list[Message]:
-    user = _join(story_block(story), personas_block(story), recent_block(recent),
+def transition(story: StoryDefinition, recent: Sequence[str], new_goal: str, status: str,
+               world: WorldGraph | None = None) -> list[Message]:
+    user = _join(story_block(story), personas_block(story, world), recent_block(recent),
                  f"New goal: {new_goal}",
                  "Write the transition paragraph" + (" that opens the story's final movement." if status == "conclude"
                                                      else "."))
-    return [{"role": "system", "content": TRANSITION_SYSTEM}, {"role": "user", "content": user}]
+    return [{"role": "system", "content": transition_system(story)}, {"role": "user", "content": user}]
+
+
+def recap(story: StoryDefinition, previous: str, paragraphs: Sequence[str]) -> list[Message]:
+    user = _join(story_block(story), f"Recap so far:\n{previous or '(none yet)'}",
+                 "New paragraphs:\n\n" + "\n\n".join(paragraphs), "Write the updated recap.")
+    return [{"role": "system", "content": RECAP_SYSTEM}, {"role": "user", "content": user}]
 
 
 def baseline(story: StoryDefinition, recent: Sequence[str], words: int, ending: str) -> list[Message]:
     user = _join(story_block(story), personas_block(story), recent_block(recent),
                  f"The story will be about {story.target_words} words long; {words} are written.", ending,
                  "Write the next paragraph.")
-    return [{"role": "system", "content": BASELINE_SYSTEM}, {"role": "user", "content": user}]
+    return [{"role": "system", "content": baseline_system(story)}, {"role": "user", "content": user}]

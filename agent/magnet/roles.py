@@ -2,20 +2,22 @@
 
 Each role is a function of what the paper says it receives. Every call is bounded: a
 failed call (truncated or invalid reply, server error) is re-asked at most
-``settings.retries`` times, and what happens after that is decided and recorded here,
-never silently: a character sits the step out, a critic's silence accepts the action
-without effects, a narrator's failed selection keeps every action in character order.
+``settings.retries`` times, and what happens after that is decided here and recorded in the
+step record (``Scene.failures``), never silently: a character sits the step out, a critic's
+silence accepts the action without effects, a narrator's failed selection falls back to the
+first action alone, a failed goal call keeps the current goal.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agent.llm import LLM, Completion, LLMError, Request
 from agent.magnet import prompts, schemas
 from agent.magnet.definition import StoryDefinition
+from agent.magnet.prompts import NO_MEMORY, Candidate, Memory
 from agent.magnet.settings import MagnetSettings
 from agent.magnet.world import Update, WorldGraph
 from agent.repetition import measure
@@ -75,57 +77,65 @@ def _fresh(request: Request) -> Request:
 
 
 def _updates(parsed: Any) -> list[Update]:
-    return [Update(u.concerns, u.key, u.value) for u in getattr(parsed, "world_updates", [])]
+    return [Update(u.subject, u.attribute, u.value) for u in getattr(parsed, "world_updates", [])]
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).splitlines() or [type(error).__name__])[0]
 
 
 @dataclass
 class Scene:
-    """What every role sees this timestep."""
+    """What every role sees this timestep, and the failures the step record must show."""
 
     story: StoryDefinition
     world: WorldGraph | None
     goal: str
     recent: list[str]
     ending: str = ""
+    memory: Memory = NO_MEMORY
+    failures: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(self.story.names)
 
-    def flat(self) -> dict[str, Any] | None:
-        return self.world.flat() if self.world is not None else None
-
-    def view(self, name: str) -> dict[str, Any] | None:
-        return self.world.view(name) if self.world is not None else None
+    def fail(self, role: str, error: Exception | str, outcome: str, character: str | None = None) -> None:
+        """Record a call that failed after its retries, and what the step did instead."""
+        text = error if isinstance(error, str) else _first_line(error)
+        self.failures.append({"role": role, "character": character, "error": text, "outcome": outcome})
 
 
 def propose_actions(llm: LLM, scene: Scene, settings: MagnetSettings) -> list[ActionResult]:
     """Every character proposes an action; the critic sends vague ones back, up to the maximum.
 
     Each round batches all characters still under revision (then all their reviews), so a
-    server handles the characters concurrently.
+    server handles the characters concurrently. Every character's result is returned, in
+    story order; one without attempts sat the step out (its failure is in ``scene.failures``).
     """
     story = scene.story
     results = {name: ActionResult(name) for name in scene.names}
-    messages = {c.name: prompts.character(story, c, scene.goal, scene.recent, scene.view(c.name), scene.ending,
-                                          with_effects=not settings.critic,
-                                          with_state=settings.structured_state)
+    messages = {c.name: prompts.character(story, c, scene.goal, scene.recent, scene.world, scene.ending,
+                                          with_effects=not settings.critic, memory=scene.memory)
                 for c in story.characters}
-    action_type = schemas.action_type(settings, scene.names)
+    action_types = {n: schemas.action_type(settings, schemas.catalogue(scene.world, n) if scene.world else None)
+                    for n in scene.names}
     pending = list(scene.names)
     rounds = settings.max_revisions + 1 if settings.critic else 1
     for round_no in range(rounds):
         final = round_no == rounds - 1
-        replies = ask_many(llm, [Request(messages[n], action_type, temperature=settings.character_temperature,
+        replies = ask_many(llm, [Request(messages[n], action_types[n], temperature=settings.character_temperature,
                                          max_tokens=settings.action_tokens, role="character") for n in pending],
                            settings.retries)
         proposed: list[str] = []
         for name, reply in zip(pending, replies, strict=True):
             result = results[name]
             if isinstance(reply, LLMError):
-                result.error = f"action failed: {str(reply).splitlines()[0]}"
-                if result.attempts:  # keep the last version, unreviewed
+                result.error = f"action failed: {_first_line(reply)}"
+                outcome = "kept the previous version, unreviewed" if result.attempts else "sat this step out"
+                if result.attempts:
                     result.error += " (kept the previous version)"
+                scene.fail("character", reply, outcome, name)
                 continue
             text = " ".join(reply.parsed.action.split())
             if not settings.critic:
@@ -140,16 +150,16 @@ def propose_actions(llm: LLM, scene: Scene, settings: MagnetSettings) -> list[Ac
         pending = review(llm, scene, settings, [results[n] for n in proposed], final=final, messages=messages)
         if not pending:
             break
-    return [results[n] for n in scene.names if results[n].attempts]
+    return [results[n] for n in scene.names]
 
 
 def review(llm: LLM, scene: Scene, settings: MagnetSettings, results: list[ActionResult], *, final: bool,
            messages: dict[str, list]) -> list[str]:
     """The critic judges each latest attempt; returns the characters sent back to revise."""
     story = scene.story
-    critic_type = schemas.critic_type(settings, scene.names, final=final)
+    critic_type = schemas.critic_type(settings, schemas.catalogue(scene.world) if scene.world else None, final=final)
     requests = [Request(prompts.critic(story, story.character(r.character), r.action, scene.goal, scene.recent,
-                                       scene.flat(), final=final),
+                                       scene.world, final=final, memory=scene.memory),
                         critic_type, temperature=settings.critic_temperature, max_tokens=settings.critic_tokens,
                         role="critic") for r in results]
     again: list[str] = []
@@ -157,7 +167,8 @@ def review(llm: LLM, scene: Scene, settings: MagnetSettings, results: list[Actio
         attempt = result.attempts[-1]
         if isinstance(reply, LLMError):
             attempt.verdict = "critic-failed"
-            attempt.feedback = str(reply).splitlines()[0]
+            attempt.feedback = _first_line(reply)
+            scene.fail("critic", reply, "accepted the action without world updates", result.character)
             continue
         parsed = reply.parsed
         verdict = "final" if final else parsed.verdict
@@ -165,6 +176,8 @@ def review(llm: LLM, scene: Scene, settings: MagnetSettings, results: list[Actio
         attempt.feedback = " ".join(getattr(parsed, "feedback", "").split())
         if verdict == "revise":
             feedback = attempt.feedback or "The action is too vague; make it concrete and move the goal forward."
+            if scene.world is not None:  # the critic sees every secret; the character must not
+                feedback = scene.world.redact(feedback, result.character)
             messages[result.character] = prompts.revision(messages[result.character], attempt.action, feedback)
             again.append(result.character)
             continue
@@ -180,36 +193,65 @@ class Narration:
     paragraph: str
     selection_fallback: str | None = None
     trimmed: bool = False
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+    """Proposed updates of selected actions that the narrator rejected as conflicting."""
+
+
+def candidates(actions: Sequence[ActionResult]) -> list[Candidate]:
+    """Each action with its proposed updates (numbered ``u1``, ``u2``... across the step)."""
+    out, n = [], 0
+    for a in actions:
+        ups = []
+        for u in a.updates:
+            n += 1
+            ups.append((f"u{n}", u.subject, u.attribute, u.value))
+        out.append(Candidate(a.character, a.action, ups, a.goal_reached))
+    return out
 
 
 def narrate(llm: LLM, scene: Scene, settings: MagnetSettings, actions: Sequence[ActionResult], *,
             budget: tuple[int, int] | None = None) -> Narration:
-    """The narrator selects and orders the fitting actions, then writes the paragraph
-    (``budget``: ``(min_tokens, max_tokens)`` instead of the settings', for the last one)."""
+    """The narrator selects and orders the fitting actions (rejecting conflicting updates), then
+    writes the paragraph (``budget``: ``(min_tokens, max_tokens)`` instead of the settings')."""
     min_tokens, max_tokens = budget or (settings.paragraph_min_tokens, settings.paragraph_tokens)
-    by_name = {a.character: a.action for a in actions}
-    order, fallback = select(llm, scene, settings, by_name)
-    ordered = [(name, by_name[name]) for name in order]
+    offered = candidates(actions)
+    order, rejected_ids, fallback = select(llm, scene, settings, offered)
+    by_name = {a.character: a for a in actions}
+    rejected = [{"id": uid, "character": c.character, "subject": s, "attribute": a, "value": v}
+                for c in offered for uid, s, a, v in c.updates if uid in rejected_ids and c.character in order]
+    for c in offered:  # drop the rejected updates from what will be committed
+        keep = [i for i, (uid, *_rest) in enumerate(c.updates) if uid not in rejected_ids]
+        if len(keep) != len(c.updates):
+            result = by_name[c.character]
+            result.updates = [result.updates[i] for i in keep]
+    ordered = [(name, by_name[name].action) for name in order]
     text, trimmed = write_prose(llm, prompts.paragraph(scene.story, ordered, scene.goal, scene.recent,
-                                                      scene.flat(), scene.ending),
+                                                      scene.world, scene.ending, scene.memory),
                                 settings, temperature=settings.narrator_temperature,
                                 max_tokens=max_tokens, min_tokens=min_tokens, role="narrator")
-    return Narration(order, text, fallback, trimmed)
+    return Narration(order, text, fallback, trimmed, rejected)
 
 
 def select(llm: LLM, scene: Scene, settings: MagnetSettings,
-           actions: Mapping[str, str]) -> tuple[list[str], str | None]:
-    names = tuple(actions)
-    if len(names) == 1:
-        return list(names), None
-    request = Request(prompts.selection(scene.story, actions, scene.goal, scene.recent, scene.flat(), scene.ending),
-                      schemas.selection_type(names), temperature=settings.narrator_temperature,
+           offered: Sequence[Candidate]) -> tuple[list[str], set[str], str | None]:
+    """``(order, rejected update ids, fallback note)``. A selection that still fails after its
+    retries falls back to the first action alone (committing every action would merge
+    updates nobody checked for conflicts); the fallback is recorded."""
+    names = tuple(c.character for c in offered)
+    if len(names) == 1 and not any(c.updates for c in offered):
+        return list(names), set(), None
+    ids = tuple(uid for c in offered for uid, *_rest in c.updates)
+    request = Request(prompts.selection(scene.story, offered, scene.goal, scene.recent, scene.world, scene.ending,
+                                        scene.memory),
+                      schemas.selection_type(names, ids), temperature=settings.narrator_temperature,
                       max_tokens=settings.selection_tokens, role="narrator-select")
     reply = ask_many(llm, [request], settings.retries)[0]
     if isinstance(reply, LLMError):
-        return list(names), f"selection failed, kept every action: {str(reply).splitlines()[0]}"
+        note = f"selection failed {settings.retries + 1} time(s), kept the first action alone ({names[0]})"
+        scene.fail("narrator-select", reply, note)
+        return [names[0]], set(), note
     order = list(dict.fromkeys(reply.parsed.selected))  # the grammar cannot forbid repeats; drop them here
-    return order, None
+    return order, set(reply.parsed.rejected_updates), None
 
 
 def write_prose(llm: LLM, messages: list, settings: MagnetSettings, *, temperature: float, max_tokens: int,
@@ -267,18 +309,20 @@ def clean_paragraph(text: str) -> str:
 
 
 def next_goal(llm: LLM, scene: Scene, settings: MagnetSettings, prior_goals: Sequence[str],
-              status: str) -> tuple[str, str]:
-    """A new goal and the transition paragraph that joins the story to it."""
+              status: str, beat: str | None = None) -> tuple[str, str] | None:
+    """A new goal and the transition paragraph that joins the story to it; ``None`` (recorded in
+    ``scene.failures``) when the goal call fails after its retries: the current goal stands."""
     from grammars.magnet import NextGoal
 
-    reply = ask_many(llm, [Request(prompts.goal(scene.story, scene.goal, prior_goals, scene.recent, scene.flat(),
-                                                status),
+    reply = ask_many(llm, [Request(prompts.goal(scene.story, scene.goal, prior_goals, scene.recent, scene.world,
+                                                status, beat=beat, memory=scene.memory),
                                    NextGoal, temperature=settings.goal_temperature, max_tokens=settings.goal_tokens,
                                    role="goal")], settings.retries)[0]
     if isinstance(reply, LLMError):
-        raise reply
+        scene.fail("goal", reply, f"kept the current goal ({status} goal not generated)")
+        return None
     goal = " ".join(reply.parsed.goal.split())
-    text, _ = write_prose(llm, prompts.transition(scene.story, scene.recent, goal, status), settings,
+    text, _ = write_prose(llm, prompts.transition(scene.story, scene.recent, goal, status, scene.world), settings,
                           temperature=settings.goal_temperature, max_tokens=settings.transition_tokens,
                           min_tokens=None, role="transition")
     return goal, text

@@ -16,6 +16,7 @@ from agent.llm import LLM
 from agent.magnet import ending
 from agent.magnet.definition import StoryDefinition
 from agent.magnet.loop import StepOutcome, initial_state, run_step
+from agent.magnet.memory import prepare
 from agent.magnet.settings import MagnetConfig
 from agent.run_context import EventSink, RunContext
 from agent.store import RunStore
@@ -50,7 +51,8 @@ def write(ctx: RunContext[MagnetConfig], *, max_new_steps: int | None = None) ->
         started = time.perf_counter()
         recent = [p.text for p in store.paragraphs()[-settings.history_window:]]
         with ctx.unit(step):
-            outcome = run_step(ctx.llm, story, settings, state, step, recent)
+            memory, state = prepare(ctx.llm, store, story, settings, state, step)
+            outcome = run_step(ctx.llm, story, settings, state, step, recent, memory)
             outcome.record["wall_s"] = round(time.perf_counter() - started, 3)
             store.commit_step(step, outcome.paragraphs, state=outcome.state, record=outcome.record,
                               goal=outcome.record["goal"])
@@ -80,7 +82,9 @@ def progress_line(story: StoryDefinition, outcome: StepOutcome, ctx: RunContext[
     goal = event["goal"] if event else r["goal"]
     line = (f"step {r['step']:>3}  {r['words_total']}/{story.target_words} words  selected "
             f"{','.join(r['selected'])}  revisions {revisions}" + (f" ({capped} capped)" if capped else "")
-            + f"  commits {len(r['commits'])}  tokens {ctx.prompt_tokens}+{ctx.completion_tokens}  {r['wall_s']:.1f}s")
+            + f"  commits {len(r['commits'])}"
+            + (f"  failed calls {len(r['failures'])}" if r.get("failures") else "")
+            + f"  tokens {ctx.prompt_tokens}+{ctx.completion_tokens}  {r['wall_s']:.1f}s")
     if event:
         line += f"\n      goal ({event['kind']}): {_short(goal)}"
     return line

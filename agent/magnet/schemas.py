@@ -1,7 +1,10 @@
 """The grammar offered on each call, narrowed to this story and this moment.
 
-"Let the grammar carry the rules": a world update can only concern a character of this
-story (or the world), the narrator can only select characters that acted this timestep,
+"Let the grammar carry the rules": a world update names its subject from the closed set of
+this story's names (``world`` or a character) and, per subject, one of that subject's
+existing attributes or a new snake_case one, so an overwrite hits the same variable by
+construction; the narrator can only select characters that acted this timestep (and reject
+only update ids offered this timestep),
 the critic cannot ask for a revision once the maximum is reached, and an ablation removes
 the fields whose duty it removes. The controller still checks what comes back.
 """
@@ -9,12 +12,12 @@ the fields whose duty it removes. The controller still checks what comes back.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Literal
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, create_model
 
 from agent.magnet.settings import MagnetSettings
-from agent.magnet.world import WORLD
+from agent.magnet.world import WORLD, WorldGraph
 from grammars.base import Grammar
 from grammars.magnet import (
     KEY_PATTERN,
@@ -31,42 +34,63 @@ from grammars.magnet import (
 
 MAX_UPDATES = 4
 
+Catalogue = tuple[tuple[str, tuple[str, ...]], ...]
+"""Per subject (``world`` first, then each character), the attributes the grammar offers."""
+
 
 def _choices(names: tuple[str, ...]):
     return Literal[names]  # type: ignore[valid-type]
 
 
-@lru_cache(maxsize=64)
-def _update(names: tuple[str, ...]) -> type[Grammar]:
-    return create_model("WorldUpdate", __base__=WorldUpdate,
-                        concerns=(_choices((*names, WORLD)), Field(description="character or 'world'")),
-                        key=(str, Field(pattern=KEY_PATTERN)), value=(str, ...))
+def catalogue(world: WorldGraph, viewer: str | None = None) -> Catalogue:
+    """What an update may name now: every subject, with the attributes ``viewer`` may see
+    (``None``: the critic, who sees all; a character without a critic never sees, and so is
+    never offered, another character's secret attributes)."""
+    return tuple((s, tuple(world.attributes(s, viewer=viewer))) for s in (WORLD, *world.characters))
 
 
-@lru_cache(maxsize=64)
-def _with_updates(base: type[Grammar], names: tuple[str, ...]) -> type[Grammar]:
+@lru_cache(maxsize=256)
+def _update(offer: Catalogue) -> Any:
+    new = Annotated[str, Field(pattern=KEY_PATTERN)]
+    models = []
+    for i, (subject, attributes) in enumerate(offer):
+        attribute: Any = Union[_choices(attributes), new] if attributes else new  # noqa: UP007
+        models.append(create_model(
+            "WorldUpdate" + ("World" if subject == WORLD else f"Character{i}"), __base__=WorldUpdate,
+            subject=(_choices((subject,)), ...),
+            attribute=(attribute, Field(description=f"an existing attribute of {subject}, or a new snake_case one")),
+            value=(str, ...)))
+    return Union[tuple(models)]  # type: ignore[return-value]  # noqa: UP007
+
+
+@lru_cache(maxsize=256)
+def _with_updates(base: type[Grammar], offer: Catalogue) -> type[Grammar]:
     return create_model(base.__name__, __base__=base,
-                        world_updates=(list[_update(names)], Field(max_length=MAX_UPDATES)))  # type: ignore[valid-type]
+                        world_updates=(list[_update(offer)], Field(max_length=MAX_UPDATES)))  # type: ignore[valid-type]
 
 
-def action_type(settings: MagnetSettings, names: tuple[str, ...]) -> type[Grammar]:
+def action_type(settings: MagnetSettings, offer: Catalogue | None) -> type[Grammar]:
     """The character's reply. Without a critic it also carries the critic's duties."""
     if settings.critic:
         return CharacterAction
-    if settings.structured_state:
-        return _with_updates(CharacterActionWithUpdates, names)
+    if settings.structured_state and offer is not None:
+        return _with_updates(CharacterActionWithUpdates, offer)
     return CharacterActionGoal
 
 
-def critic_type(settings: MagnetSettings, names: tuple[str, ...], *, final: bool) -> type[Grammar]:
+def critic_type(settings: MagnetSettings, offer: Catalogue | None, *, final: bool) -> type[Grammar]:
     """The critic's reply: a verdict while revisions remain, only effects at the maximum."""
-    if settings.structured_state:
-        return _with_updates(CriticFinal if final else CriticReview, names)
+    if settings.structured_state and offer is not None:
+        return _with_updates(CriticFinal if final else CriticReview, offer)
     return CriticFinalStateless if final else CriticReviewStateless
 
 
-@lru_cache(maxsize=64)
-def selection_type(names: tuple[str, ...]) -> type[Grammar]:
-    """The narrator's selection: names of characters that acted, at most each once."""
+@lru_cache(maxsize=256)
+def selection_type(names: tuple[str, ...], update_ids: tuple[str, ...] = ()) -> type[Grammar]:
+    """The narrator's selection: names of characters that acted, at most each once, and the
+    ids of proposed updates it rejects (only ids offered this step; none when none were)."""
+    rejected: Any = (list[_choices(update_ids)], Field(max_length=len(update_ids))) if update_ids else (
+        list[_choices(("none",))], Field(max_length=0))
     return create_model("NarratorSelection", __base__=NarratorSelection,
-                        selected=(list[_choices(names)], Field(min_length=1, max_length=len(names))))  # type: ignore[valid-type]
+                        selected=(list[_choices(names)], Field(min_length=1, max_length=len(names))),  # type: ignore[valid-type]
+                        rejected_updates=rejected)

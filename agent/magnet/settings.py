@@ -48,6 +48,14 @@ class MagnetSettings(WritingControls):
     """Hard bound on timesteps: factor x (target words / paragraph_min_tokens); hit is recorded."""
     retries: int = Field(1, ge=0, le=10)
     """Re-asks of one failed model call (a truncated or invalid reply) before giving up on it."""
+    recall_paragraphs: int = Field(3, ge=0, le=20)
+    """Long-range memory: earlier paragraphs recalled per step by BM25 (0: none)."""
+    recall_words: int = Field(90, ge=10, le=2000)
+    """Each recalled paragraph is cut to this many words, so recall has a fixed bound."""
+    recap_every: int = Field(8, ge=0, le=1000)
+    """Refresh the running recap every N steps by one bounded call (0: no recap)."""
+    recap_tokens: int = Field(220, ge=16, le=TOKENS)
+    recap_temperature: float = Field(0.1, ge=0.0, le=2.0)
     critic: bool = True
     goal_shift: bool = True
     structured_state: bool = True

@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from agent.store.runstore import RunStore
+from agent.store.snapshots import StepRecord
 
 FORMATS = ("md", "txt", "json")
 JSON_FORMAT_VERSION = 1
@@ -41,13 +42,26 @@ def export(store: RunStore, fmt: str) -> str:
 
 
 def _sections(store: RunStore) -> list[tuple[str | None, str]]:
-    """``(heading, body)`` per chapter; a Magnet story is one body of paragraphs."""
+    """``(heading, body)`` per chapter; a Magnet story is one body of paragraphs, or one per
+    chapter when its steps record chapters."""
     chapters = store.chapters()
     if chapters:
         return [(f"Chapter {c.index}: {_one_line(c.title)}" if c.title.strip() else f"Chapter {c.index}", c.text)
                 for c in chapters]
     paragraphs = store.paragraphs()
-    return [(None, "\n\n".join(p.text for p in paragraphs))] if paragraphs else []
+    if not paragraphs:
+        return []
+    chapter_of = {s["step"]: StepRecord.read(s["record"]).chapter for s in store.steps()}
+    if len({chapter_of.get(p.step) for p in paragraphs} - {None}) < 2:
+        return [(None, "\n\n".join(p.text for p in paragraphs))]
+    # a Magnet story written with chapters (its step records say which): one heading per chapter
+    out: list[tuple[str | None, list[str]]] = []
+    for p in paragraphs:
+        heading = f"Chapter {chapter_of.get(p.step) or 1}"
+        if not out or out[-1][0] != heading:
+            out.append((heading, []))
+        out[-1][1].append(p.text)
+    return [(heading, "\n\n".join(texts)) for heading, texts in out]
 
 
 def _markdown(store: RunStore) -> str:

@@ -62,3 +62,19 @@ def all_paragraphs(conn: sqlite3.Connection) -> list[Paragraph]:
 def steps(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     rows = conn.execute("SELECT step, goal, record, created_at FROM steps ORDER BY step")
     return [{"step": r[0], "goal": r[1], "record": json.loads(r[2]), "created_at": r[3]} for r in rows]
+
+
+def search_paragraphs(conn: sqlite3.Connection, query: str, *, k: int, before_step: int) -> list[Paragraph]:
+    """The ``k`` paragraphs of steps before ``before_step`` that best match ``query`` (BM25 over
+    the FTS5 index that commits keep up to date); the query is an OR of quoted terms, so no
+    user or model text reaches FTS5's query syntax."""
+    from agent.store.search import match_expression, query_terms
+
+    terms = query_terms(query)
+    if not terms or k <= 0:
+        return []
+    rows = conn.execute(
+        "SELECT p.step, p.seq, p.kind, p.text, p.words FROM paragraph_fts f JOIN paragraphs p ON p.rowid = f.rowid "
+        "WHERE paragraph_fts MATCH ? AND p.step < ? ORDER BY bm25(paragraph_fts), p.step, p.seq LIMIT ?",
+        (match_expression(terms), before_step, k)).fetchall()
+    return [Paragraph(*r) for r in rows]

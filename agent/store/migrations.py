@@ -228,8 +228,32 @@ def m007_call_sampling(conn: sqlite3.Connection) -> None:
     _run(conn, ["ALTER TABLE llm_calls ADD COLUMN sampling TEXT"])
 
 
+def m008_paragraph_search(conn: sqlite3.Connection) -> None:
+    """An FTS5 index of Magnet paragraphs (long-range memory: BM25 recall of earlier passages).
+
+    External content over ``paragraphs``, kept in step by triggers, so a paragraph is indexed
+    in the transaction that commits (or revises) it; paragraphs that exist already are indexed
+    here."""
+    _run(conn, [
+        """CREATE VIRTUAL TABLE paragraph_fts USING fts5(
+            text, content = 'paragraphs', content_rowid = 'rowid',
+            tokenize = 'porter unicode61 remove_diacritics 2')""",
+        """CREATE TRIGGER paragraphs_ai AFTER INSERT ON paragraphs BEGIN
+            INSERT INTO paragraph_fts (rowid, text) VALUES (new.rowid, new.text);
+        END""",
+        """CREATE TRIGGER paragraphs_ad AFTER DELETE ON paragraphs BEGIN
+            INSERT INTO paragraph_fts (paragraph_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
+        END""",
+        """CREATE TRIGGER paragraphs_au AFTER UPDATE OF text ON paragraphs BEGIN
+            INSERT INTO paragraph_fts (paragraph_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
+            INSERT INTO paragraph_fts (rowid, text) VALUES (new.rowid, new.text);
+        END""",
+        """INSERT INTO paragraph_fts (paragraph_fts) VALUES ('rebuild')""",
+    ])
+
+
 MIGRATIONS: list[Migration] = [m001_core, m002_chapter_search, m003_ledgers, m004_magnet, m005_judgments,
-                               m006_paragraph_versions, m007_call_sampling]
+                               m006_paragraph_versions, m007_call_sampling, m008_paragraph_search]
 LATEST = len(MIGRATIONS)
 
 

@@ -382,6 +382,11 @@ class RunStore:
         with self._lock:
             return chapter_search.search(self._conn, query, k=k, before=before)
 
+    def search_paragraphs(self, query: str, *, k: int, before_step: int) -> list[Paragraph]:
+        """Magnet's long-range memory: the ``k`` best-matching paragraphs of earlier steps (BM25)."""
+        with self._lock:
+            return magnet.search_paragraphs(self._conn, query, k=k, before_step=before_step)
+
     def state(self, unit: int | None = None) -> Any:
         """The state after ``unit`` (default: the latest); ``None`` if there is none."""
         if unit is None:

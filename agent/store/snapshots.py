@@ -81,8 +81,16 @@ class StepRecord(Record):
     goal: str | None = None
     words_total: int = 0
     commits: list[dict[str, Any]] = Field(default_factory=list)
+    """World writes: ``subject``/``attribute`` since #9 (a flat ``key`` before)."""
     goal_event: dict[str, Any] | None = None
     wall_s: float | None = None
+    selected: list[str] = Field(default_factory=list)
+    unselected: list[str] = Field(default_factory=list)
+    rejected_updates: list[dict[str, Any]] = Field(default_factory=list)
+    failures: list[dict[str, Any]] = Field(default_factory=list)
+    """Model calls that failed after their retries, and what the step did instead."""
+    chapter: int | None = None
+    """The chapter the step belongs to (None: the story has no chapters, or an older run)."""
 
 
 class StoryTarget(BaseModel):

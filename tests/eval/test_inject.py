@@ -90,12 +90,12 @@ def test_recall_counts_exact_marker_matches(source, tmp_path):
 
 
 def test_magnet_story_is_injected_in_its_paragraphs_and_keeps_the_originals(tmp_path):
-    """Magnet runs have goal sections of paragraphs, not chapters: a pair lands in the paragraph
+    """Magnet runs have fixed sections of paragraphs, not chapters: a pair lands in the paragraph
     that holds the spot, and the revised paragraph's earlier text is kept as a version."""
     story = {"title": "T", "premise": "P", "words": 5_000}
     with RunStore.create(tmp_path / "m", pipeline="magnet", unit_kind="step", config={"story": story}) as store:
         step = 0
-        for goal in range(1, 7):  # six goals, two steps each, three paragraphs per goal
+        for goal in range(1, 13):  # 36 paragraphs: six sections of SECTION_PARAGRAPHS (6)
             for paragraphs in ([words(100, f"g{goal}a")], [words(100, f"g{goal}b"), words(100, f"g{goal}c")]):
                 step += 1
                 store.commit_step(step, paragraphs, state={}, record={}, goal=f"goal {goal}")

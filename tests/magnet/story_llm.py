@@ -33,8 +33,8 @@ def character_of(request: Request) -> str:
 
 
 def enum_names(request: Request) -> list[str]:
-    schema = request.constraint.json_schema
-    return schema["properties"]["selected"]["items"]["enum"]
+    items = request.constraint.json_schema["properties"]["selected"]["items"]
+    return [items["const"]] if "const" in items else items["enum"]
 
 
 def default_action(request: Request, n: int) -> dict[str, Any]:
@@ -48,13 +48,25 @@ def default_critic(request: Request, n: int) -> dict[str, Any]:
         reply.update(verdict="accept", feedback="Concrete and in character.")
     if "world_updates" in props:
         name = character_of(request)
-        key = re.sub(r"[^a-z]+", "_", name.lower()).strip("_")
-        reply["world_updates"] = [{"concerns": name, "key": f"{key}_acted", "value": str(n)}]
+        reply["world_updates"] = [{"subject": name, "attribute": "acted", "value": str(n)}]
     return reply
 
 
 def default_select(request: Request, n: int) -> dict[str, Any]:
-    return {"selected": enum_names(request)}
+    return {"selected": enum_names(request), "rejected_updates": []}
+
+
+def offered(request: Request) -> dict[str, list[str]]:
+    """The critic's update grammar as offered: subject -> existing attributes (enum)."""
+    schema = request.constraint.json_schema
+    out = {}
+    for model in schema.get("$defs", {}).values():
+        props = model.get("properties", {})
+        if "subject" in props and "attribute" in props:
+            subject = props["subject"]["const"] if "const" in props["subject"] else props["subject"]["enum"][0]
+            enums = [o.get("enum", [o["const"]] if "const" in o else []) for o in props["attribute"].get("anyOf", [])]
+            out[subject] = [a for e in enums for a in e]
+    return out
 
 
 def default_paragraph(request: Request, n: int) -> str:
@@ -65,6 +77,10 @@ def default_paragraph(request: Request, n: int) -> str:
 
 def default_goal(request: Request, n: int) -> dict[str, Any]:
     return {"goal": f"New goal number {n}."}
+
+
+def default_recap(request: Request, n: int) -> str:
+    return f"Recap {n}: the family searched the house for the codicil."
 
 
 def default_transition(request: Request, n: int) -> str:
@@ -82,7 +98,7 @@ class StoryLLM(LLM):
         self.policies: dict[str, Policy] = {
             "character": default_action, "critic": default_critic, "narrator-select": default_select,
             "narrator": default_paragraph, "goal": default_goal, "transition": default_transition,
-            "baseline": default_paragraph,
+            "baseline": default_paragraph, "recap": default_recap,
         }
         self.policies.update({k.replace("_", "-"): v for k, v in policies.items()})
         self.requests: list[Request] = []

@@ -69,9 +69,12 @@ def test_commit_history_and_graph_export(tmp_path):
     store = _run(tmp_path, StoryLLM(), _config(words=200))
     lines = history.render_text(store)
     assert lines[0].startswith("step 1  selected Ann, Bob, Cy")
-    assert any("ann_acted: (new) -> 1" in ln and "[Ann: Ann acts" in ln for ln in lines)
+    assert any("Ann.acted: (new) -> 1" in ln and "[Ann: Ann acts" in ln for ln in lines)
     graph = history.graph_json(store)
-    assert {n["id"] for n in graph["nodes"]} >= {"world", "character:Ann", "variable:ann_acted"}
+    assert {n["id"] for n in graph["nodes"]} >= {"world", "character:Ann", "variable:Ann/acted"}
+    node = next(n for n in graph["nodes"] if n["id"] == "variable:Ann/acted")
+    assert (node["subject"], node["attribute"], node["label"]) == ("Ann", "acted", "Ann.acted")
+    assert (graph["history"][0]["subject"], graph["history"][0]["attribute"]) == ("Ann", "acted")
     assert graph["history"][0]["step"] == 1
     assert "digraph world" in history.graph_dot(graph)
     assert history.graph_svg(graph).startswith("<svg")
@@ -83,8 +86,8 @@ def test_commit_history_and_graph_export(tmp_path):
 def test_no_critic_moves_effects_to_the_character(tmp_path):
     def action(request, n):
         name = character_of(request)
-        return {"action": f"{name} moves.", "world_updates": [{"concerns": name, "key": "moved", "value": "true"}],
-                "goal_reached": False}
+        return {"action": f"{name} moves.",
+                "world_updates": [{"subject": name, "attribute": "moved", "value": "true"}], "goal_reached": False}
 
     llm = StoryLLM(character=action)
     store = _run(tmp_path, llm, _config(words=150, critic=False))
@@ -166,8 +169,9 @@ def test_cli_refuses_a_bad_definition_in_one_line(tmp_path, capsys):
     path = tmp_path / "bad.toml"
     path.write_text('title = "T"\ngenre = "g"\ngoal = "x"\nwords = -3\n')
     assert main(["write", "magnet", str(path)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err == f"fabula: error: {path}: words: must be positive, not -3"
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"fabula: error: {path}: words: must be positive, not -3",
+                   f"fabula: error: {path}: characters: no characters defined (add [[characters]] tables)"]
     assert main(["write", "magnet", str(path), "--setting", "bogus=1"]) == 2
 
 
@@ -190,7 +194,7 @@ def test_fabula_show_history(tmp_path, capsys):
     store.close()
     assert main(["show", str(tmp_path / "run"), "--history"]) == 0
     out = capsys.readouterr().out
-    assert "history   step 1  selected Ann, Bob, Cy" in out and "ann_acted: (new) -> 1" in out
+    assert "history   step 1  selected Ann, Bob, Cy" in out and "Ann.acted: (new) -> 1" in out
 
 
 def test_fabula_export_graph(tmp_path, capsys):
@@ -217,3 +221,21 @@ def test_a_step_that_reaches_the_target_ends_without_a_goal_or_transition(tmp_pa
     assert [p.kind for p in store.paragraphs()] == ["narration"] and store.state()["words"] == 200
     assert not llm.by_role("goal") and not llm.by_role("transition")
     assert store.steps()[0]["record"]["goal_event"] is None
+
+
+def test_show_history_lists_failed_calls_and_rejected_updates(tmp_path, capsys):
+    def fail(request, n):
+        if request.role == "character" and "Your character is Cy." in request.messages[1]["content"]:
+            return LLMError("Cy's call timed out")
+        return LLMError("no json") if request.role == "narrator-select" and n <= 2 else None
+
+    def select(request, n):
+        return {"selected": ["Ann", "Bob"], "rejected_updates": ["u2"]}
+
+    store = _run(tmp_path, StoryLLM(fail=fail, narrator_select=select), _config(words=200, retries=1))
+    store.close()
+    assert main(["show", str(tmp_path / "run"), "--history"]) == 0
+    out = capsys.readouterr().out
+    assert "failed: character Cy: Cy's call timed out -> sat this step out" in out
+    assert "failed: narrator-select: no json -> selection failed 2 time(s), kept the first action alone (Ann)" in out
+    assert "rejected by the narrator: Bob.acted = " in out

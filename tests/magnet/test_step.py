@@ -76,29 +76,30 @@ def test_characters_are_asked_together_each_round():
 
 def test_only_selected_actions_commit_in_narrator_order():
     updates = {
-        "Ann": [{"concerns": "world", "key": "door", "value": "open"}, {"concerns": "Ann", "key": "ann_mood",
-                                                                       "value": "calm"}],
-        "Bob": [{"concerns": "world", "key": "bob_secret", "value": "true"}],
-        "Cy": [{"concerns": "world", "key": "door", "value": "locked"},
-               {"concerns": "world", "key": "codicil_missing", "value": "false"}],
+        "Ann": [{"subject": "world", "attribute": "door", "value": "open"},
+                {"subject": "Ann", "attribute": "mood", "value": "calm"}],
+        "Bob": [{"subject": "world", "attribute": "bob_hidden", "value": "true"}],
+        "Cy": [{"subject": "world", "attribute": "door", "value": "locked"},
+               {"subject": "world", "attribute": "codicil_missing", "value": "false"}],
     }
 
     def critic(request, n):
         return {"verdict": "accept", "feedback": "ok", "world_updates": updates[character_of(request)],
                 "goal_reached": character_of(request) == "Bob"}
 
-    llm = StoryLLM(critic=critic, narrator_select=lambda r, n: {"selected": ["Cy", "Ann", "Cy"]})
+    llm = StoryLLM(critic=critic, narrator_select=lambda r, n: {"selected": ["Cy", "Ann", "Cy"],
+                                                                "rejected_updates": []})
     out = _run(llm)
     world = out.state["world"]["variables"]
     assert out.record["selected"] == ["Cy", "Ann"]  # the repeat is dropped
     assert out.record["unselected"] == ["Bob"]
-    assert world["door"]["value"] == "open"  # Ann's write comes after Cy's and overwrites it
-    assert world["codicil_missing"]["value"] is False  # existing key overwritten
-    assert world["ann_mood"]["value"] == "calm"  # new key inserted
-    assert "bob_secret" not in world  # unselected: never lands
+    assert world["world"]["door"]["value"] == "open"  # Ann's write comes after Cy's and overwrites it
+    assert world["world"]["codicil_missing"]["value"] is False  # existing variable overwritten
+    assert world["Ann"]["mood"]["value"] == "calm"  # new variable inserted
+    assert "bob_hidden" not in world["world"] and "hidden" not in world["Bob"]  # unselected: never lands
     assert out.record["goal_reached"] is False  # only Bob (unselected) claimed the goal
-    assert [(c["character"], c["key"]) for c in out.record["commits"]] == [
-        ("Cy", "door"), ("Cy", "codicil_missing"), ("Ann", "door"), ("Ann", "ann_mood")]
+    assert [(c["character"], c["subject"], c["attribute"]) for c in out.record["commits"]] == [
+        ("Cy", "world", "door"), ("Cy", "world", "codicil_missing"), ("Ann", "world", "door"), ("Ann", "Ann", "mood")]
     # the narrator is told the selected actions in its order
     told = llm.by_role("narrator")[0].messages[1]["content"]
     assert told.index("1. Cy:") < told.index("2. Ann:") and "Bob acts" not in told.split("Actions to tell")[1]

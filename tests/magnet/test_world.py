@@ -1,51 +1,130 @@
-"""The world graph: views per character, the overwrite/insert commit rule, export."""
+"""The world graph: (subject, attribute) addressing, views and secrets, the commit rule, export,
+and reading state written before subjects existed."""
 
 from __future__ import annotations
 
 from agent.magnet.world import Update, WorldGraph, coerce
-from tests.magnet.story_llm import story
+from tests.magnet.story_llm import story, story_dict
 
 
-def test_initial_graph_and_views():
+def _secret_story():
+    chars = story_dict()["characters"]
+    chars[1]["secrets"] = {"in_debt": "owes 40,000 to a bookmaker"}
+    chars[0]["secrets"] = {"has_the_letter": True}
+    return story(characters=chars, secrets={"true_heir": "Cy"})
+
+
+def test_initial_graph_is_per_subject():
     world = WorldGraph.from_definition(story())
-    flat = world.flat()
-    assert flat["codicil_missing"] is True
-    assert flat["ann_holding_back_evidence"] is True
-    assert flat["bob_location"] == "hall"
+    assert world.value("world", "codicil_missing") is True
+    assert world.value("Ann", "holding_back_evidence") is True
+    assert world.location("Bob") == "hall"
+    assert world.relationships("Ann") == {"Bob": "cousin"}
+    assert world.relationships("Bob") == {}
     # Ann relates to Bob: she sees world, her own and Bob's variables, not Cy's.
-    assert set(world.view("Ann")) == {"codicil_missing", "ann_location", "ann_holding_back_evidence", "bob_location"}
+    assert {(e.subject, e.attribute) for e in world.entries("Ann")} == {
+        ("world", "codicil_missing"), ("Ann", "location"), ("Ann", "relationship_with_bob"),
+        ("Ann", "holding_back_evidence"), ("Bob", "location")}
     # Bob relates to nobody: world and his own.
-    assert set(world.view("Bob")) == {"codicil_missing", "bob_location"}
+    assert {(e.subject, e.attribute) for e in world.entries("Bob")} == {("world", "codicil_missing"),
+                                                                         ("Bob", "location")}
+
+
+def test_secrets_are_seen_by_their_owner_and_the_all_seeing_roles_only():
+    world = WorldGraph.from_definition(_secret_story())
+    ann = {(e.subject, e.attribute): e for e in world.entries("Ann")}
+    assert ann[("Ann", "has_the_letter")].secret  # her own secret
+    assert ("Bob", "in_debt") not in ann  # Bob's secret, though she relates to Bob
+    assert ("world", "true_heir") not in ann  # a hidden world variable
+    assert ("Bob", "location") in ann  # Bob's public variable
+    everything = {(e.subject, e.attribute) for e in world.entries(None)}
+    assert {("Bob", "in_debt"), ("world", "true_heir"), ("Ann", "has_the_letter")} <= everything
+    # an update on a secret keeps it secret
+    [commit] = world.apply(2, 0, "Cy", "Cy audits Bob.", [Update("Bob", "in_debt", "paid off")])
+    assert commit.secret and world.variables["Bob"]["in_debt"]["secret"]
+    assert ("Bob", "in_debt") not in {(e.subject, e.attribute) for e in world.entries("Ann")}
+
+
+def test_any_spelling_of_a_variable_hits_the_same_one():
+    world = WorldGraph.from_definition(story())
+    before = len(world.pairs())
+    world.apply(3, 0, "Ann", "a", [
+        Update("Ann", "holding_back_evidence", "false"),       # unprefixed
+        Update("ann", "Holding_Back_Evidence", "true"),        # subject and attribute differently cased
+        Update("Ann", "ann_holding_back_evidence", "false"),   # the old prefixed spelling
+        Update("world", "bob_location", "the cellar"),         # another character's key, under the world
+        Update("Ann", "Bob Location", "the attic"),            # ... and under Ann, with spaces
+        Update("Ann", "ann_ann_holding_back_evidence", "false"),  # a doubled prefix
+    ])
+    assert len(world.pairs()) == before
+    assert len(set(world.pairs())) == len(world.pairs())
+    assert world.value("Ann", "holding_back_evidence") is False
+    assert world.location("Bob") == "the attic"
 
 
 def test_apply_overwrites_and_inserts_and_records():
     world = WorldGraph.from_definition(story())
     commits = world.apply(3, 0, "Ann", "Ann shows the letter.", [
-        Update("Ann", "ann_holding_back_evidence", "false"),
-        Update("Ann", "ann_has_disclosed_letter", "true"),
+        Update("Ann", "holding_back_evidence", "false"),
+        Update("Ann", "has_disclosed_letter", "true"),
         Update("Nobody", "letter_pages", "2"),
+        Update("Ann", "relationship_with_cy", "ally"),
     ])
-    flat = world.flat()
-    assert flat["ann_holding_back_evidence"] is False
-    assert flat["ann_has_disclosed_letter"] is True
-    assert flat["letter_pages"] == 2
-    assert world.variables["letter_pages"]["concerns"] == "world"  # unknown subject falls back to the world
-    assert [(c.key, c.old, c.new) for c in commits] == [
-        ("ann_holding_back_evidence", True, False), ("ann_has_disclosed_letter", None, True),
-        ("letter_pages", None, 2)]
-    assert world.variables["ann_has_disclosed_letter"] == {"value": True, "concerns": "Ann", "step": 3, "by": "Ann"}
+    assert world.value("Ann", "holding_back_evidence") is False
+    assert world.value("Ann", "has_disclosed_letter") is True
+    assert world.value("world", "letter_pages") == 2  # unknown subject falls back to the world
+    assert world.relationships("Ann") == {"Bob": "cousin", "Cy": "ally"}  # relationships are state
+    assert ("Cy", "location") in {(e.subject, e.attribute) for e in world.entries("Ann")}
+    assert [(c.subject, c.attribute, c.old, c.new) for c in commits] == [
+        ("Ann", "holding_back_evidence", True, False), ("Ann", "has_disclosed_letter", None, True),
+        ("world", "letter_pages", None, 2), ("Ann", "relationship_with_cy", None, "ally")]
+    assert world.variables["Ann"]["has_disclosed_letter"] == {"value": True, "step": 3, "by": "Ann", "secret": False}
 
 
 def test_json_round_trip_and_export():
-    world = WorldGraph.from_definition(story())
+    world = WorldGraph.from_definition(_secret_story())
     again = WorldGraph.from_json(world.to_json())
-    assert again.flat() == world.flat()
+    assert again.to_json() == world.to_json()
     graph = world.nodes_and_edges()
     kinds = {n["kind"] for n in graph["nodes"]}
     assert kinds == {"world", "character", "variable"}
     assert {"from": "character:Ann", "to": "character:Bob", "kind": "relationship", "label": "cousin"} in graph["edges"]
+    node = next(n for n in graph["nodes"] if n["id"] == "variable:Bob/in_debt")
+    assert node["subject"] == "Bob" and node["attribute"] == "in_debt" and node["secret"] is True
+
+
+def test_a_world_written_before_subjects_is_read_and_converted():
+    legacy = {"title": "T", "characters": {"Ann": "niece", "Bob": "son"},
+              "relationships": [{"from": "Ann", "to": "Bob", "label": "cousin"}],
+              "variables": {"codicil_missing": {"value": True, "concerns": "world", "step": 0, "by": None},
+                            "ann_location": {"value": "library", "concerns": "Ann", "step": 0, "by": None},
+                            "ann_holding_back_evidence": {"value": True, "concerns": "Ann", "step": 0, "by": None},
+                            "holding_back_evidence": {"value": False, "concerns": "Ann", "step": 4, "by": "Ann"},
+                            "bob_location": {"value": "hall", "concerns": "Bob", "step": 0, "by": None}}}
+    world = WorldGraph.from_json(legacy)
+    # the old duplicate (prefixed and unprefixed) collapses into one variable; the later write wins
+    assert world.value("Ann", "holding_back_evidence") is False
+    assert world.location("Ann") == "library" and world.relationships("Ann") == {"Bob": "cousin"}
+    assert len(set(world.pairs())) == len(world.pairs()) == 5
 
 
 def test_coerce():
     assert coerce("TRUE") is True and coerce(" false ") is False
     assert coerce("42") == 42 and coerce("4.2") == "4.2" and coerce("in the hall") == "in the hall"
+
+
+def test_the_two_example_genres_that_leaked_keep_their_secrets():
+    from pathlib import Path
+
+    from agent.magnet.definition import load_definition
+
+    examples = Path(__file__).resolve().parents[2] / "agent" / "magnet" / "examples"
+    museum = WorldGraph.from_definition(load_definition(examples / "thriller_museum.toml"))
+    assert "Julian Reyes" in museum.related("Nadia Osei")
+    seen = {(e.subject, e.attribute) for e in museum.entries("Nadia Osei")}
+    assert ("Julian Reyes", "is_the_insider") not in seen and ("Julian Reyes", "has_vitrine_key") in seen
+    assert ("world", "getaway") not in seen
+    mystery = WorldGraph.from_definition(load_definition(examples / "mystery_codicil.toml"))
+    assert "Hugo Ashcombe" in mystery.related("Lucia Ashcombe")
+    seen = {(e.subject, e.attribute) for e in mystery.entries("Lucia Ashcombe")}
+    assert ("Hugo Ashcombe", "in_debt") not in seen and ("Lucia Ashcombe", "holding_back_evidence") in seen

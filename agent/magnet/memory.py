@@ -1,0 +1,93 @@
+"""Long-range memory for a Magnet step: BM25 recall of earlier paragraphs and a running recap.
+
+The recent window (``history_window`` paragraphs) keeps the scene; beyond it, a story of 20
+pages needs two more things, each with a fixed bound so prompt size stays flat as the story
+grows:
+
+- **recall**: the run's FTS5 paragraph index (kept up to date by the commit itself) is
+  searched with the acting characters' names and their current locations, for at most
+  ``recall_paragraphs`` paragraphs from before the recent window, each cut to
+  ``recall_words`` words;
+- **recap**: every ``recap_every`` steps one bounded call (``recap_tokens``) rewrites the
+  running recap from the previous recap and the paragraphs written since. A failed recap
+  call keeps the previous recap and is recorded in the step's failures.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.llm import LLM, LLMError
+from agent.magnet import prompts
+from agent.magnet.definition import StoryDefinition
+from agent.magnet.prompts import Memory
+from agent.magnet.settings import MagnetSettings
+from agent.magnet.world import WorldGraph
+from agent.store import RunStore
+
+RECAP_SOURCE_PARAGRAPHS = 24
+"""At most this many of the newest paragraphs feed one recap call (a bound on its prompt)."""
+
+
+def recall_query(story: StoryDefinition, world: WorldGraph | None) -> str:
+    """The acting characters and where they are now."""
+    parts = []
+    for name in story.names:
+        parts.append(name)
+        if world is not None and world.location(name):
+            parts.append(str(world.location(name)))
+    return " ".join(parts)
+
+
+def _cut(text: str, words: int) -> str:
+    split = text.split()
+    return text if len(split) <= words else " ".join(split[:words]) + " ..."
+
+
+def recall(store: RunStore, story: StoryDefinition, settings: MagnetSettings, world: WorldGraph | None,
+           before_step: int) -> list[str]:
+    """Earlier paragraphs (before ``before_step``) relevant to the cast and places, in story order."""
+    if settings.recall_paragraphs <= 0 or before_step <= 1:
+        return []
+    hits = store.search_paragraphs(recall_query(story, world), k=settings.recall_paragraphs,
+                                   before_step=before_step)
+    return [_cut(p.text, settings.recall_words) for p in sorted(hits, key=lambda p: (p.step, p.seq))]
+
+
+def refresh_recap(llm: LLM, store: RunStore, story: StoryDefinition, settings: MagnetSettings,
+                  state: dict[str, Any], step: int) -> dict[str, Any] | None:
+    """Rewrite ``state["recap"]`` if it is due before ``step``; returns a failure to record, if any."""
+    every = settings.recap_every
+    if every <= 0 or step <= 1 or (step - 1) % every != 0 or state.get("recap_step", 0) >= step - 1:
+        return None
+    since = [p.text for p in store.paragraphs() if p.step > state.get("recap_step", 0)][-RECAP_SOURCE_PARAGRAPHS:]
+    if not since:
+        return None
+    from agent.magnet.roles import write_prose
+
+    try:
+        text, _ = write_prose(llm, prompts.recap(story, state.get("recap", ""), since), settings,
+                              temperature=settings.recap_temperature, max_tokens=settings.recap_tokens,
+                              min_tokens=None, role="recap")
+    except LLMError as exc:
+        return {"role": "recap", "character": None, "error": (str(exc).splitlines() or ["failed"])[0],
+                "outcome": "kept the previous recap"}
+    state["recap"], state["recap_step"] = text, step - 1
+    return None
+
+
+def prepare(llm: LLM, store: RunStore, story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any],
+            step: int) -> tuple[Memory, dict[str, Any]]:
+    """The memory step ``step`` sees, and the state with its recap refreshed if due."""
+    state = {**state}
+    failure = refresh_recap(llm, store, story, settings, state, step)
+    world = WorldGraph.from_json(state["world"]) if state.get("world") is not None else None
+    window_start = _window_start(store, settings)
+    recalled = recall(store, story, settings, world, window_start)
+    return Memory(recap=state.get("recap", ""), recalled=recalled, failures=[failure] if failure else []), state
+
+
+def _window_start(store: RunStore, settings: MagnetSettings) -> int:
+    """The first step of the recent window: recall looks only before it (no repeats)."""
+    recent = store.paragraphs()[-settings.history_window:]
+    return recent[0].step if recent else 1
