@@ -31,6 +31,7 @@ Server mode:
 from __future__ import annotations
 
 import argparse
+import json
 import socket
 import statistics
 import sys

@@ -25,9 +25,9 @@ from agent.cli import (
     search_cmd,
     serve_cmd,
     show_cmd,
+    story_cmd,
     view_cmd,
     watch_cmd,
-    story_cmd,
     write_cmd,
 )
 from agent.cli.errors import describe, log_internal_error

@@ -19,6 +19,7 @@ from agent.store.errors import CommitError, StoreError
 from agent.store.fork import STALE_KEY
 from agent.store.records import Chapter, Paragraph
 from agent.store.runstore import RunStore
+from agent.store.snapshots import WorldTable
 
 VARIABLES_HEADER = "--- world variables (one per line: key = JSON value; delete a line to keep it as it is) ---"
 
@@ -53,8 +54,9 @@ def step_document(store: RunStore, step: int) -> str:
     paragraphs = [p for p in store.paragraphs() if p.step == step]
     if not paragraphs and step not in {s["step"] for s in store.steps()}:
         raise CommitError(f"step {step} does not exist (last committed: {store.info().last_unit})")
-    variables = _variables(store.state(step))
-    lines = [f"{key} = {json.dumps(value['value'], ensure_ascii=False)}" for key, value in variables.items()]
+    table = WorldTable.of(store.state(step))
+    variables = table.items() if table is not None else {}
+    lines = [f"{key} = {json.dumps(value.get('value'), ensure_ascii=False)}" for key, value in variables.items()]
     return "\n\n".join(p.text for p in paragraphs) + "\n\n" + VARIABLES_HEADER + "\n" + "\n".join(lines) + "\n"
 
 
@@ -76,13 +78,6 @@ def parse_step_document(document: str) -> tuple[list[str], dict[str, Any]]:
     return paragraphs, variables
 
 
-def _variables(state: Any) -> dict[str, dict[str, Any]]:
-    world = state.get("world") if isinstance(state, dict) else None
-    if not isinstance(world, dict) or not isinstance(world.get("variables"), dict):
-        return {}
-    return world["variables"]
-
-
 def edit_step(store: RunStore, step: int, paragraphs: list[str] | None = None,
               variables: dict[str, Any] | None = None) -> tuple[list[Paragraph], list[str]]:
     """Replace a Magnet step's paragraph texts (same number of paragraphs) and set world
@@ -100,14 +95,15 @@ def edit_step(store: RunStore, step: int, paragraphs: list[str] | None = None,
     changed: list[str] = []
     if variables:
         state = store.state(step)
-        table = _variables(state)
-        if not table:
+        table = WorldTable.of(state)
+        if table is None:
             raise StoreError(f"step {step} has no world variables (a run without structured state?)")
+        current = table.items()
         for key, value in variables.items():
-            old = table.get(key)
-            if old is not None and json.dumps(old["value"], sort_keys=True) == json.dumps(value, sort_keys=True):
+            old = current.get(key)
+            if old is not None and json.dumps(old.get("value"), sort_keys=True) == json.dumps(value, sort_keys=True):
                 continue
-            table[key] = {**(old or {"concerns": "world"}), "value": value, "step": step, "by": "edit"}
+            table.set(key, value, step=step, by="edit")
             changed.append(key)
         if changed:
             with store._write() as conn:

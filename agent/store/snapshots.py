@@ -132,3 +132,42 @@ def _magnet_words(story: dict[str, Any]) -> int | None:
     if isinstance(pages, int | float) and pages > 0:
         return round(float(pages) * int(story.get("page_words") or MAGNET_PAGE_WORDS))
     return None
+
+
+class WorldTable:
+    """A Magnet step's world variables as stored, in either format, under flat keys.
+
+    The (subject, attribute) format (``world["format"]`` set) keys a world variable by its
+    attribute and a character's as ``Subject.attribute``; the flat format written before it
+    keeps its stored keys. The store, the view and ``fabula edit`` read and set variables through
+    this one reader, so none of them needs the Magnet pipeline."""
+
+    def __init__(self, world: dict[str, Any]) -> None:
+        self.world = world
+        self.nested = bool(world.get("format"))
+
+    @classmethod
+    def of(cls, state: Any) -> WorldTable | None:
+        world = state.get("world") if isinstance(state, dict) else None
+        if not isinstance(world, dict) or not isinstance(world.get("variables"), dict):
+            return None
+        return cls(world)
+
+    def items(self) -> dict[str, dict[str, Any]]:
+        """Flat key -> the stored record (value, step, by, ...)."""
+        variables = self.world["variables"]
+        if not self.nested:
+            return {k: v for k, v in variables.items() if isinstance(v, dict)}
+        return {(attribute if subject == "world" else f"{subject}.{attribute}"): record
+                for subject, attributes in variables.items() if isinstance(attributes, dict)
+                for attribute, record in attributes.items() if isinstance(record, dict)}
+
+    def set(self, key: str, value: Any, *, step: int, by: str) -> None:
+        """Set (or add) the variable ``key`` names, in the format the state already has."""
+        old = self.items().get(key)
+        if not self.nested:
+            self.world["variables"][key] = {**(old or {"concerns": "world"}), "value": value, "step": step, "by": by}
+            return
+        subject, _, attribute = key.rpartition(".") if "." in key else ("world", "", key)
+        table = self.world["variables"].setdefault(subject, {})
+        table[attribute] = {**(old or {"secret": False}), "value": value, "step": step, "by": by}

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.store.runstore import RunStore
+from agent.store.snapshots import WorldTable
 
 
 @dataclass(frozen=True)
@@ -52,9 +53,9 @@ def collections(state: Any) -> dict[str, dict[str, Any]]:
     narrative = state.get("narrative")
     if isinstance(narrative, dict):  # NstAgent: {"narrative": {...}, "chapter": {...}}
         return {name: _keyed(narrative.get(name)) for name in ("characters", "past_events", "future_requirements")}
-    world = state.get("world")
-    if isinstance(world, dict) and isinstance(world.get("variables"), dict):  # Magnet
-        variables = {k: v.get("value") if isinstance(v, dict) else v for k, v in world["variables"].items()}
+    table = WorldTable.of(state)
+    if table is not None:  # Magnet
+        variables = {k: v.get("value") for k, v in table.items().items()}
         goals = {str(g.get("step", i)) + ": " + str(g.get("reason", "")): g.get("goal")
                  for i, g in enumerate(state.get("goals") or []) if isinstance(g, dict)}
         return {"world_variables": variables, "goals": goals}

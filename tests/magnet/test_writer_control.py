@@ -57,7 +57,7 @@ def test_chapters_every_n_steps_and_at_goal_changes_with_headings_in_the_export(
     chapters = [s["record"]["chapter"] for s in store.steps()]
     assert chapters == [(i - 1) // 2 + 1 for i in range(1, len(chapters) + 1)] and chapters[-1] >= 2
     md = export(store, "md")
-    assert "## Chapter 1\n" in md and "## Chapter 2\n" in md
+    assert "# Chapter 1\n" in md and "# Chapter 2\n" in md
     store = _run(tmp_path, StoryLLM(critic=_reached), name="goal", chapter_every="goal")
     steps = store.steps()
     for before, after in pairwise(steps):
@@ -65,7 +65,7 @@ def test_chapters_every_n_steps_and_at_goal_changes_with_headings_in_the_export(
         changed = bool(event) and event["kind"] in ("complete", "stalled", "shift", "conclude")
         assert after["record"]["chapter"] == before["record"]["chapter"] + (1 if changed else 0)
     # no chapters asked for: one body, no headings
-    assert "## Chapter" not in export(_run(tmp_path, StoryLLM(), name="plain"), "md")
+    assert "# Chapter" not in export(_run(tmp_path, StoryLLM(), name="plain"), "md")
 
 
 def test_editorial_sections_are_fixed_spans_without_goal_text(tmp_path):

@@ -118,15 +118,16 @@ def test_magnet_edit_step_sets_the_state_and_a_fork_continues_from_it(tmp_path, 
     with RunStore.open(run_dir, readonly=True) as store:
         assert [p.text for p in store.paragraphs() if p.step == 2] == [f"Edited paragraph {p.seq}." for p in old]
         assert store.paragraph_versions(2, 0)[0]["text"] == old[0].text
-        assert store.state(2)["world"]["variables"]["codicil_missing"]["value"] is False
-        assert store.state(3)["world"]["variables"]["codicil_missing"]["value"] is True  # later: stale
+        # Magnet's (subject, attribute) world: a world variable is world.<attribute> (#9)
+        assert store.state(2)["world"]["variables"]["world"]["codicil_missing"]["value"] is False
+        assert store.state(3)["world"]["variables"]["world"]["codicil_missing"]["value"] is True  # later: stale
         assert store.get_plan(STALE_KEY)["unit"] == 2
-    assert main(["edit", str(run_dir), "--step", "2", "--var", "ann_location=\"cellar\""]) == 0
+    assert main(["edit", str(run_dir), "--step", "2", "--var", "Ann.location=\"cellar\""]) == 0
     out = tmp_path / "f"
     assert main(["fork", str(run_dir), "--at", "2", "--out", str(out), "--prompt", "The codicil was never lost."]) == 0
     with RunStore.open(out, readonly=True) as fork:
         variables = fork.state(2)["world"]["variables"]
-        assert variables["codicil_missing"]["value"] is False and variables["ann_location"]["value"] == "cellar"
+        assert variables["world"]["codicil_missing"]["value"] is False and variables["Ann"]["location"]["value"] == "cellar"
         assert fork.info().config["story"]["premise"] == "The codicil was never lost."
         assert fork.info().status == "completed" and fork.info().last_unit >= 3
         assert json.dumps(fork.state(3)).count('"cellar"') >= 1  # step 3 started from the edited state
