@@ -127,7 +127,8 @@ def test_magnet_edit_step_sets_the_state_and_a_fork_continues_from_it(tmp_path, 
     assert main(["fork", str(run_dir), "--at", "2", "--out", str(out), "--prompt", "The codicil was never lost."]) == 0
     with RunStore.open(out, readonly=True) as fork:
         variables = fork.state(2)["world"]["variables"]
-        assert variables["world"]["codicil_missing"]["value"] is False and variables["Ann"]["location"]["value"] == "cellar"
+        assert variables["world"]["codicil_missing"]["value"] is False
+        assert variables["Ann"]["location"]["value"] == "cellar"
         assert fork.info().config["story"]["premise"] == "The codicil was never lost."
         assert fork.info().status == "completed" and fork.info().last_unit >= 3
         assert json.dumps(fork.state(3)).count('"cellar"') >= 1  # step 3 started from the edited state
