@@ -17,6 +17,7 @@ rejected draft (step b), then earlier read results. Each step is recorded in the
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 from agent.gate import Gate
 from agent.llm import LLM, OutputValidationError, TruncatedOutputError
 from agent.llm.types import Completion, Message
-from agent.nst.budget import Budget
+from agent.nst.budget import Budget, ContextExceededError
 from agent.nst.config import NstConfig
 from agent.nst.consolidate import consolidate_one
 from agent.nst.drafting import Drafter, clean_prose
@@ -39,12 +40,15 @@ from grammars.nst import EventUpdate, UpdateCall
 
 Emit = Callable[..., None]
 LEDGER_RESULT_CHARS = 4000
-TURN_SLACK = 256
-"""Room kept for the short messages a turn adds (tool results, hints) beyond its reply."""
+TURN_SLACK = 160
+"""Room kept for the short messages the write adds (the call, the prose request, the verdict)."""
 MIN_TURN_OUTPUT = 128
 MIN_UPDATE_OUTPUT = 1024
 MIN_READ_PAGE = 200
-READ_REMOVED = "[read result removed to make room in the context; read it again if needed]"
+ESTIMATE_MARGIN = 1.4
+"""The characters estimate counts English prose at about 1.85 tokens a word against a model's ~1.3."""
+READ_REMOVED = "[lookup result removed to make room in the context; look it up again if needed]"
+LOOKUP_RESULT = re.compile(r"^(Chapter \d+: |\d+ passage\(s\) for )")
 
 __all__ = ["ChapterError", "ChapterLoop", "ChapterResult", "clean_prose"]
 
@@ -110,14 +114,19 @@ class ChapterLoop:
                     abridged=self.abridged)}]
 
     def text_tokens(self) -> int:
-        """Tokens of an accepted chapter in the conversation (the top of the gate, at the ratio)."""
-        return math.ceil(self.gate.high * self.ratio) + 16
+        """Tokens of an accepted chapter in the conversation (the top of the gate, at the ratio);
+        an estimating counter counts prose higher than the model's tokenizer, so it gets margin."""
+        margin = 1.0 if self.budget.counter.exact else ESTIMATE_MARGIN
+        return math.ceil(self.gate.high * max(self.ratio, 1.0) * margin) + 16
 
     def prose_tokens(self) -> int:
         return size_tokens(self.gate, self.ratio, cap=self.config.prose_max_tokens_cap, use_min=False)[0]
 
     def update_output(self) -> int:
-        return min(self.config.update_max_tokens, MIN_UPDATE_OUTPUT)
+        """The least room an update reply gets: a sixth of the context, 256 to 1024 tokens."""
+        context = self.budget.context
+        floor = MIN_UPDATE_OUTPUT if context is None else max(256, min(MIN_UPDATE_OUTPUT, context // 6))
+        return min(self.config.update_max_tokens, floor)
 
     def work_room(self) -> int:
         """Tokens the chapter still needs beyond its conversation so far."""
@@ -127,7 +136,7 @@ class ChapterLoop:
             return max(self.prose_tokens(), self.text_tokens() + update) + TURN_SLACK
         if s.with_state and not s.updated:
             return update + TURN_SLACK
-        return MIN_TURN_OUTPUT + TURN_SLACK
+        return MIN_TURN_OUTPUT  # a turn that does not fit now ends the chapter (finish_without_turn)
 
     def fit_prompt(self) -> None:
         """Make the chapter prompt leave the chapter its working room (steps c, then d)."""
@@ -165,18 +174,25 @@ class ChapterLoop:
             self.drafts.kept = None
             return "drop_retained_draft"
         for i, message in enumerate(self.messages):
-            if message["role"] == "user" and message["content"].startswith("Chapter ") and i > 1:
+            if i > 1 and message["role"] == "user" and LOOKUP_RESULT.match(message["content"]):
                 self.messages[i] = {"role": "user", "content": READ_REMOVED}
-                return "drop_read_result"
+                return "drop_lookup_result"
         return None
+
+    def lookup_room(self) -> int | None:
+        """Tokens a read or search result may take now (None: unbounded)."""
+        budget = self.budget
+        if budget.limit is None:
+            return None
+        return budget.limit - budget.count(self.messages) - self.work_room() - 64
 
     def read_window(self, text: str, offset: int, chapter: int) -> int:
         """Where a read of ``text`` from ``offset`` ends: the end, or the page that fits (step a)."""
         budget = self.budget
-        if budget.limit is None:
+        room = self.lookup_room()
+        if room is None:
             return len(text)
         rest = text[offset:]
-        room = budget.limit - budget.count(self.messages) - self.work_room() - 64
         whole = budget.count([{"role": "user", "content": rest}])
         if whole <= room:
             return len(text)
@@ -189,6 +205,20 @@ class ChapterLoop:
         end = offset + (space if space > 0 else cut)
         budget.note("page_read", chapter=chapter, offset=offset, end=end, of=len(text), room=room)
         return end
+
+    def fit_lookup(self, passages: list[str]) -> list[str]:
+        """The best-ranked search passages that fit the room left (step a for search)."""
+        room = self.lookup_room()
+        if room is None:
+            return passages
+        kept: list[str] = []
+        for passage in passages:
+            if self.budget.count([{"role": "user", "content": "\n".join([*kept, passage])}]) > room:
+                break
+            kept.append(passage)
+        if len(kept) < len(passages):
+            self.budget.note("trim_search", chapter=self.s.index, kept=len(kept), of=len(passages), room=room)
+        return kept
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> ChapterResult:
@@ -234,6 +264,14 @@ class ChapterLoop:
         floor = self.update_output() if "update" in tools else MIN_TURN_OUTPUT
         try:
             reply = self._generate(self.messages, turn_grammar(s, tools), max_tokens, "nst_turn", floor)
+        except ContextExceededError:
+            if s.required() != ["finish"]:
+                raise
+            # the chapter is written and its state updated: what is left is optional; end it here
+            self.budget.note("finish_without_turn", chapter=s.index)
+            self._record("finish", {"tool": "finish", "automatic": True, "budget": True}, "chapter finished", True)
+            s.finished = True
+            return
         except (TruncatedOutputError, OutputValidationError) as exc:
             self.stats["invalid_turns"] += 1
             s.failed += 1

@@ -193,10 +193,13 @@ class Search(Lookback):
         events = loop.state.find_events(call.query) if s.with_state and loop.state.digests else []
         if not hits and not events:
             return f"No passages in chapters 1 to {s.index - 1} match {call.query!r}."
-        lines = [f"{len(hits)} passage(s) for {call.query!r}:", *(f"[chapter {h.chapter}] {h.text}" for h in hits)]
+        found = [f"[chapter {h.chapter}] {h.text}" for h in hits]
         # consolidated events are digested in the prompt but stay findable, word for word
-        lines += [f"[past event {key}] {text}" for key, text in events]
-        return "\n".join(lines)
+        found += [f"[past event {key}] {text}" for key, text in events]
+        kept = loop.fit_lookup(found)
+        if not kept:
+            raise ToolError("there is no room in the context for search results now; continue with the chapter")
+        return "\n".join([f"{len(kept)} passage(s) for {call.query!r}:", *kept])
 
 
 class Correct(Lookback):

@@ -153,7 +153,12 @@ Policy = Callable[[Request, list[str]], str]
 
 
 def default_policy(request: Request, tools: list[str]) -> str:
-    """Write, then update, then finish: the shortest legal path."""
+    """Write, then update, then finish: the shortest legal path (past the turn cap, the one-event
+    fallback update)."""
+    if not tools:
+        quote = quotes_from(chapter_text(request), 1)[0]
+        return json.dumps({"add_past_event": [{"key": f"ch{chapter_of(request)}_fallback",
+                                               "description": "The chapter happened.", "evidence": quote}]})
     for tool in ("write", "update", "finish"):
         if tool in tools:
             if tool == "write":
@@ -185,8 +190,15 @@ class Author(LLM):
         self.requests.append(request)
         text, finish = self.reply(request)
         prompt = sum(len(m["content"]) for m in request.messages) // 4
-        completion = max(1, round(count_words(text) * self.tokens_per_word)) if request.role == "nst_prose" \
+        prose_role = request.role in ("nst_prose", "rollsum_chapter", "direct_story")
+        completion = max(1, round(count_words(text) * self.tokens_per_word)) if prose_role \
             else max(1, len(text) // 4)
+        if completion > request.max_tokens:  # as a server does: the reply stops at max_tokens
+            if prose_role:
+                text = " ".join(text.split()[: int(request.max_tokens / self.tokens_per_word)])
+            else:
+                text = text[: request.max_tokens * 4]
+            completion, finish = request.max_tokens, "length"
         return RawReply(text=text, finish_reason=finish, usage=Usage(prompt, 0, completion), model=self.model)
 
     def reply(self, request: Request) -> tuple[str, str]:
