@@ -43,6 +43,9 @@ def add_parser(sub) -> None:
                             help=f"target length in words ({MIN_WORDS}-{MAX_WORDS})")
         parser.add_argument("--out", metavar="RUN_DIR", help="run directory (default: runs/<pipeline>-<time>)")
         parser.add_argument("--temperature", type=float, help="sampling temperature (default 0.7)")
+        parser.add_argument("--context-tokens", type=int, metavar="N",
+                            help="the model's context length (default: the server's max_model_len, else the "
+                            "embedded model's config); every request is fitted to it")
         if name == "nst":
             parser.add_argument("--no-state", action="store_true", help="ablation: no narrative state or update")
             parser.add_argument("--no-lookback", action="store_true", help="ablation: no read, search or correct")
@@ -102,6 +105,7 @@ def build_config(args: argparse.Namespace, prompt: str, prompt_id: str | None) -
         raise CLIError(f"--words must be between {MIN_WORDS} and {MAX_WORDS}, got {args.words}")
     config: dict[str, Any] = {"prompt": prompt, "prompt_id": prompt_id, "words": args.words}
     flags = {"temperature": args.temperature, "max_turns": getattr(args, "max_turns", None),
+             "context_tokens": getattr(args, "context_tokens", None),
              "state": False if getattr(args, "no_state", False) else None,
              "lookback": False if getattr(args, "no_lookback", False) else None,
              "plan_cache": str(Path(args.plan_cache).expanduser().resolve()) if getattr(args, "plan_cache", None)
@@ -162,15 +166,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _discard_if_empty(out: Path, existed: bool) -> None:
-    """A run that failed before its first chapter leaves nothing behind (its ledger is lost
-    with it; a run with a committed chapter stays, marked failed, for ``fabula resume``)."""
+    """A run that failed before it called a model leaves nothing behind; one with a committed
+    chapter or any recorded call stays, marked failed, for ``fabula resume`` (a run stopped
+    because its context was too small resumes once the context is raised, its ledger kept)."""
     from agent.store import RunStore, StoreError
 
     if existed or not out.exists():
         return
     try:
         with RunStore.open(out, readonly=True) as store:
-            if store.info().last_unit > 0:
+            if store.info().last_unit > 0 or store.query("SELECT count(*) FROM llm_calls")[0][0] > 0:
                 return
     except (StoreError, OSError):
         pass
