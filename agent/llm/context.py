@@ -59,18 +59,29 @@ class CharsEstimate:
 
 
 class TemplateCounter:
-    """The model's own tokenizer and chat template, in process (the embedded backend; any HF tokenizer)."""
+    """The model's own tokenizer and chat template, in process (the embedded backend; any tokenizer
+    with ``apply_chat_template``). A pipeline counts the same conversation several times while it
+    decides what fits, so the last counts are kept."""
 
     exact = True
 
-    def __init__(self, tokenizer: Any, name: str = "tokenizer") -> None:
+    def __init__(self, tokenizer: Any, name: str = "tokenizer", cache: int = 512) -> None:
         self.tokenizer = tokenizer
         self.name = name
+        self._cache: dict[tuple[tuple[str, str], ...], int] = {}
+        self._size = cache
 
     def count(self, messages: Sequence[Message]) -> int:
+        key = tuple((m.get("role", ""), m.get("content", "")) for m in messages)
+        found = self._cache.get(key)
+        if found is not None:
+            return found
         ids = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True)
         if isinstance(ids, dict) or hasattr(ids, "keys"):
             ids = ids["input_ids"]
+        if len(self._cache) >= self._size:
+            self._cache.pop(next(iter(self._cache)))
+        self._cache[key] = len(ids)
         return len(ids)
 
 
@@ -142,7 +153,7 @@ def embedded_context(llm: Any) -> int | None:
 def counter_for(llm: Any) -> TokenCounter:
     """The best counter for ``llm``: its tokenizer, the server's ``/tokenize``, else the estimate."""
     backend = getattr(llm, "backend", "")
-    if backend == "embedded" and getattr(llm, "tokenizer", None) is not None:
+    if hasattr(getattr(llm, "tokenizer", None), "apply_chat_template"):  # embedded, or a model that carries one
         return TemplateCounter(llm.tokenizer, name=f"{llm.model} tokenizer (in process)")
     if backend == "endpoint" and getattr(llm, "base_url", None):
         counter = ServerCounter(llm.base_url, llm.model)

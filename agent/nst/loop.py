@@ -40,11 +40,12 @@ from grammars.nst import EventUpdate, UpdateCall
 
 Emit = Callable[..., None]
 LEDGER_RESULT_CHARS = 4000
-TURN_SLACK = 160
-"""Room kept for the short messages the write adds (the call, the prose request, the verdict)."""
+TURN_SLACK = 400
+"""Room kept for the short messages the writes add (calls, prose requests, verdicts, a rejected draft's placeholder)."""
 MIN_TURN_OUTPUT = 128
 MIN_UPDATE_OUTPUT = 1024
 MIN_READ_PAGE = 200
+READ_PAGE_SHARE = 16
 ESTIMATE_MARGIN = 1.4
 """The characters estimate counts English prose at about 1.85 tokens a word against a model's ~1.3."""
 READ_REMOVED = "[lookup result removed to make room in the context; look it up again if needed]"
@@ -192,6 +193,9 @@ class ChapterLoop:
         room = self.lookup_room()
         if room is None:
             return len(text)
+        # a page never takes more than a sixteenth of the context, so what a chapter spends on
+        # lookback does not depend on how much room the story's length happens to leave
+        room = min(room, (budget.context or 0) // READ_PAGE_SHARE)
         rest = text[offset:]
         whole = budget.count([{"role": "user", "content": rest}])
         if whole <= room:
@@ -321,12 +325,16 @@ class ChapterLoop:
         s = self.s
         base = self.new_state if self.new_state is not None else self.state
         text = s.accepted_text if self.config.evidence else None
+        retry = s.retry_update
         try:
             applied = base.apply(call, chapter=s.index, text=text)
         except UpdateError as exc:
+            if retry:  # the one retry of refused entries is spent; the entries applied before stay
+                s.retry_update = False
+                raise ToolError(f"update rejected, nothing more was applied: {exc}. The state keeps what the "
+                                "first update applied; finish the chapter.") from exc
             raise ToolError(f"update rejected, nothing was applied: {exc}. Call update again with the "
                             "problems fixed.") from exc
-        retry = s.retry_update
         self.new_state = applied.state
         s.updated = True
         s.retry_update = bool(applied.refused) and not retry

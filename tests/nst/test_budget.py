@@ -153,18 +153,19 @@ def test_old_arcs_are_digested_and_the_outline_abridged_when_the_prompt_does_not
                 "target_words": 100} for i in range(1, 41)]
     author = Author()
     author.recorders.append(store.recorder)
-    _loop, result = run_loop(store, config, author, context=7168, state=state, index=30, plan={"outline": outline})
+    _loop, result = run_loop(store, config, author, context=5632, state=state, index=30, plan={"outline": outline})
     digests = result.state.digests
-    assert digests and digests[0]["chapters"] == [1, 5] and result.state.past_events.keys() >= events.keys()
-    assert all(d["chapters"][1] <= 30 - 1 - 5 for d in digests)  # recent events stay verbatim
+    assert digests and digests[0]["chapters"][0] == 1 and result.state.past_events.keys() >= events.keys()
+    assert all(d["chapters"][1] <= 30 - 2 for d in digests)  # the previous chapter's events stay verbatim
     actions = budget_actions(store)
-    assert actions.count("consolidate_events") == len(digests)
-    prompt = author.requests[len(digests)].messages[1]["content"]
-    assert prompt.index("[digest of chapters 1-5") < prompt.index("ch29_event_0")
+    assert actions.count("consolidate_events") - actions.count("merge_digests") == len(digests)
+    prompt = next(r for r in author.requests if r.role == "nst_turn").messages[1]["content"]
+    assert prompt.index("[digest of chapters 1-") < prompt.index("ch29_event_0")
     assert "ch1_event_0" not in prompt
-    assert [r.role for r in author.requests[:len(digests)]] == ["nst_digest"] * len(digests)
+    calls = actions.count("consolidate_events") + actions.count("merge_digests")
+    assert [r.role for r in author.requests[:calls]] == ["nst_digest"] * calls
     assert "abridge_outline" in actions and '{"id": 1, "title": "Part 1"}' in prompt
-    assert_all_fit(store, 7168)
+    assert_all_fit(store, 5632)
 
 
 def test_a_server_refusal_for_length_widens_the_reserve_and_retries():
