@@ -183,4 +183,5 @@ def is_length_rejection(error: BaseException) -> bool:
     """Whether a server refused a request for its length (context, max_tokens, min_tokens)."""
     text = str(error).lower()
     return ("http 400" in text or "http 413" in text) and any(
-        word in text for word in ("context", "max_tokens", "min_tokens", "too long", "maximum", "length"))
+        word in text for word in ("context length", "maximum context", "max_tokens", "min_tokens", "too long",
+                                  "max_model_len"))

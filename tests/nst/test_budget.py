@@ -12,7 +12,13 @@ import pytest
 
 from agent import pipelines
 from agent.llm import LLMError
-from agent.llm.context import CharsEstimate, embedded_context, resolve_context, server_context
+from agent.llm.context import (
+    CharsEstimate,
+    embedded_context,
+    is_length_rejection,
+    resolve_context,
+    server_context,
+)
 from agent.nst import direct, rollsum, runner
 from agent.nst.budget import Budget, ContextExceededError
 from agent.nst.config import DIRECT_DEFAULTS, NST_DEFAULTS, ROLLSUM_DEFAULTS
@@ -180,6 +186,9 @@ def test_a_server_refusal_for_length_widens_the_reserve_and_retries():
                                                    2048 - 64 - budget.slack - budget.count(
                                                        [{"role": "user", "content": "hi"}])]
     assert all(r.min_tokens < r.max_tokens for r in llm.requests)
+    assert is_length_rejection(LLMError("HTTP 400: This model's maximum context length is 4096 tokens. However, "
+                                        "you requested 5000 tokens"))
+    assert not is_length_rejection(LLMError("HTTP 400: minLength is not supported in this schema"))
     with pytest.raises(LLMError, match="HTTP 500"):
         Budget(2048).generate(ScriptedLLM([LLMError("HTTP 500: boom")]), [{"role": "user", "content": "x"}],
                               temperature=0.0, max_tokens=10, min_output=1, what="x")
