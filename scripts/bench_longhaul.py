@@ -3,7 +3,8 @@
 Drives the real planner, chapter loop, narrative state, tools, budget and run store to 10K, 50K
 and 100K words (fixed chapter length, 2,500 words by default: 4, 20 and 40 chapters) with a
 scripted author that behaves like a capable model (``LonghaulAuthor``): every chapter it spends
-its read (3, paging through long chapters) and search (5) budgets before writing, some first
+its read (3, paging through long chapters; chapter 1 rereads itself after the write) and search
+(5) budgets before writing, some first
 drafts are rejected for length, it uses its correct budget (3) on the accepted chapter, and its
 updates are of realistic size (3-4 characters with five identity facts each, 3-6 past events,
 a requirement opened every chapter and the oldest resolved, every entry with an evidence quote
@@ -138,6 +139,9 @@ class LonghaulAuthor(Author):
             return json.dumps({"tool": "search", "query": QUERIES[searches % len(QUERIES)]})
         if "write" in tools:
             return json.dumps({"tool": "write", "title": f"The bell, part {chapter}"})
+        reads = sum(1 for c in calls if c.get("tool") == "read")
+        if "read" in tools and reads < 3:  # chapter 1 has nothing earlier: it rereads itself before updating
+            return json.dumps(self.next_read(request, chapter + 1, calls))
         if "correct" in tools:
             fix = self.next_correct(request, chapter, calls)
             if fix is not None:
