@@ -83,9 +83,11 @@ class QwenChat:
 def smollm2() -> Any:
     from transformers import AutoTokenizer
 
-    from serve.models import ensure_embedded_model
+    from serve.models import embedded_model_dir, ensure_embedded_model
 
-    return AutoTokenizer.from_pretrained(ensure_embedded_model().path)
+    folder = embedded_model_dir()  # the tokenizer is enough: no need for the weights' checks
+    path = folder if (folder / "tokenizer.json").exists() else ensure_embedded_model().path
+    return AutoTokenizer.from_pretrained(path)
 
 
 def ids_of(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
