@@ -107,3 +107,23 @@ def test_no_past_event_is_forced_unless_the_setting_asks(store, config):
     _, result = run_chapter(store, config, author, min_past_events=1)
     assert [c.tool for c in store.tool_calls()][-3:] == ["invalid", "update", "finish"]
     assert result.state.past_events
+
+
+def test_the_one_retry_is_spent_even_when_it_fails(store, config):
+    def refused_event(request):
+        data = json.loads(update_json(1, events=2, characters=0, requirement=False, text=chapter_text(request)))
+        data["add_past_event"][1]["evidence"] = "words that are nowhere in the chapter"
+        return json.dumps(data)
+
+    def again(request):
+        return json.dumps({"tool": "update", "upsert_character_state": [], "add_future_requirement": [],
+                           "add_past_event": [{"key": "ch1_event_1", "description": "x",
+                                               "evidence": "still not there"}],
+                           "resolve_future_requirement": []})
+
+    author = Author(policy=scripted(write, refused_event, again, lambda r: json.dumps({"tool": "finish"})))
+    _, result = run_chapter(store, config, author)
+    assert [(c.tool, c.ok) for c in store.tool_calls()] == [("write", True), ("update", True), ("update", False),
+                                                            ("finish", True)]
+    assert "nothing more was applied" in store.tool_calls()[2].result
+    assert list(result.state.past_events) == ["ch1_event_0"] and not result.degraded
