@@ -99,7 +99,10 @@ class LonghaulAuthor(Author):
     """The capable scripted model. Carries the tokenizer it is measured with, so the run budgets with it."""
 
     def __init__(self, tokenizer: Any, name: str) -> None:
-        super().__init__(policy=self.turn, length=self.draft_length, tokens_per_word=1.3)
+        # a server reports usage in its own tokenizer: the prose's tokens per word, measured with it
+        sample = prose(2000, seed=7)
+        ratio = len(ids_of(tokenizer, [{"role": "user", "content": sample}])) / 2000
+        super().__init__(policy=self.turn, length=self.draft_length, tokens_per_word=ratio)
         self.tokenizer = tokenizer
         self.model = name
 

@@ -41,7 +41,8 @@ from grammars.nst import EventUpdate, UpdateCall
 Emit = Callable[..., None]
 LEDGER_RESULT_CHARS = 4000
 TURN_SLACK = 400
-"""Room kept for the short messages the writes add (calls, prose requests, verdicts, a rejected draft's placeholder)."""
+"""Room kept for the short messages the writes add (calls, prose requests, verdicts, a rejected draft's
+placeholder); a sixteenth of a smaller context."""
 MIN_TURN_OUTPUT = 128
 MIN_UPDATE_OUTPUT = 1024
 MIN_READ_PAGE = 200
@@ -133,10 +134,11 @@ class ChapterLoop:
         """Tokens the chapter still needs beyond its conversation so far."""
         s = self.s
         update = self.update_output() if s.with_state else 0
+        slack = TURN_SLACK if self.budget.context is None else min(TURN_SLACK, max(96, self.budget.context // 16))
         if not s.written:
-            return max(self.prose_tokens(), self.text_tokens() + update) + TURN_SLACK
+            return max(self.prose_tokens(), self.text_tokens() + update) + slack
         if s.with_state and not s.updated:
-            return update + TURN_SLACK
+            return update + slack
         return MIN_TURN_OUTPUT  # a turn that does not fit now ends the chapter (finish_without_turn)
 
     def fit_prompt(self) -> None:
