@@ -94,6 +94,8 @@ class ChapterLoop:
                                 failed_budget=cfg.failed_call_budget, min_events=cfg.min_past_events,
                                 open_requirements=tuple(state.future_requirements))
         self.abridged = False
+        self.out_of_room = False
+        """A call did not fit the context: the chapter ended early (the cap's degraded path)."""
         self.messages: list[Message] = self._opening()
         self.drafts = DraftKeeper()
         self._arguments: dict[str, Any] = {}
@@ -169,6 +171,21 @@ class ChapterLoop:
                 continue
             raise budget.fail(f"chapter {self.s.index}'s prompt and its working room", prompt, self.work_room())
 
+    def _out_of_room(self) -> bool:
+        """A call of this chapter cannot fit even after everything gave way: end the chapter the
+        way the turn cap does (True), unless nothing was drafted yet (False: the run stops)."""
+        s = self.s
+        if s.written and s.required() == ["finish"]:  # written and updated: what is left is optional
+            self.budget.note("finish_without_turn", chapter=s.index)
+            self._record("finish", {"tool": "finish", "automatic": True, "budget": True}, "chapter finished", True)
+            s.finished = True
+            return True
+        if s.written or self.drafts.best() is not None:
+            self.budget.note("out_of_room", chapter=s.index, written=s.written, attempts=s.attempts)
+            self.out_of_room = True
+            return True
+        return False
+
     def _shrink(self) -> str | None:
         """Free room in the conversation: the retained rejected draft first (step b), then read results."""
         kept = self.drafts.kept
@@ -237,20 +254,27 @@ class ChapterLoop:
                 s.finished = True
                 break
             s.turn += 1
-            self._turn(tools)
+            try:
+                self._turn(tools)
+            except ContextExceededError:
+                if not self._out_of_room():
+                    raise
+                break
         self.stats["turns"] = s.turn
         if s.written:
             degraded, reason = False, None
             if s.with_state and not s.updated:
                 self._fallback_update()
                 if not s.updated:
-                    degraded, reason = True, f"state not updated within {s.max_turns} turns"
+                    degraded, reason = True, ("state not updated: the context was full" if self.out_of_room
+                                              else f"state not updated within {s.max_turns} turns")
             return self._result(s.accepted_title or self.item["title"], s.accepted_text or "", degraded, reason)
         best = self.drafts.best()
         if best is None:
             raise ChapterError(f"chapter {s.index}: no draft was written in {s.max_turns} turns")
         s.accepted_title, s.accepted_text = best.title, best.text
-        reason = (f"no draft passed the length gate in {s.max_turns} turns ({s.attempts} attempts); kept the "
+        within = "before the context was full" if self.out_of_room else f"in {s.max_turns} turns"
+        reason = (f"no draft passed the length gate {within} ({s.attempts} attempts); kept the "
                   f"closest: {best.words} words for {self.gate.low}-{self.gate.high}"
                   + (", cut off at the token limit" if best.truncated else ""))
         if s.with_state:
@@ -270,14 +294,6 @@ class ChapterLoop:
         floor = self.update_output() if "update" in tools else MIN_TURN_OUTPUT
         try:
             reply = self._generate(self.messages, turn_grammar(s, tools), max_tokens, "nst_turn", floor)
-        except ContextExceededError:
-            if s.required() != ["finish"]:
-                raise
-            # the chapter is written and its state updated: what is left is optional; end it here
-            self.budget.note("finish_without_turn", chapter=s.index)
-            self._record("finish", {"tool": "finish", "automatic": True, "budget": True}, "chapter finished", True)
-            s.finished = True
-            return
         except (TruncatedOutputError, OutputValidationError) as exc:
             self.stats["invalid_turns"] += 1
             s.failed += 1
@@ -372,6 +388,9 @@ class ChapterLoop:
         try:
             reply = self._generate(self.messages, grammar, max_tokens, "nst_turn",
                                    min(max_tokens, self.update_output()))
+        except ContextExceededError as exc:
+            self.budget.note("skip_fallback_update", chapter=self.s.index, error=str(exc)[:200])
+            return False
         except (TruncatedOutputError, OutputValidationError) as exc:
             self._record("invalid", {"offered": ["update"], "fallback": True}, None, False, str(exc))
             return False

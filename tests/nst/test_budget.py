@@ -264,3 +264,16 @@ def test_baselines_run_as_the_reference_code_does(tmp_path, config):
         rollsum.write_story(rs, author, rs_config)
     chapters = [r for r in author.requests if r.role == "rollsum_chapter"]
     assert len(chapters) == 2 * 50 and not any(c.degraded for c in rs.chapters())
+
+
+def test_rejections_that_fill_the_context_end_the_chapter_degraded_not_the_run(store, config):
+    plan = {"outline": [{"id": 1, "title": "P", "description": "d", "target_words": 100}]}
+    probe = ChapterLoop(Author(), store, plan=plan, story_prompt="prompt", state=NarrativeState(), index=1,
+                        config=config, ratio=1.3, budget=Budget(10_000))
+    context = CharsEstimate().count(probe.messages) + 64 + 1000
+    author = Author(length=lambda request, attempt: 30)  # never in the gate: the rounds pile up
+    author.recorders.append(store.recorder)
+    _, result = run_loop(store, config, author, context=context, index=1, plan=plan)
+    assert result.degraded and "before the context was full" in result.reason
+    assert "out_of_room" in budget_actions(store)
+    assert_all_fit(store, context)
