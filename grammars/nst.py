@@ -38,10 +38,12 @@ class Outline(Grammar):
 
 @register("nst_read")
 class ReadCall(Grammar):
-    """Return the full text of a written chapter."""
+    """Return the text of a written chapter: whole, or a page of it when the context is tight
+    (the result names the offset to continue from)."""
 
     tool: Literal["read"]
     chapter: int = Field(ge=1)
+    offset: int = Field(0, ge=0, description="character offset to continue a paged read from (0: the start)")
 
 
 @register("nst_search")
@@ -71,6 +73,16 @@ class CorrectCall(Grammar):
     reason: str = Field(min_length=1, description="the fact or continuity error this fixes")
 
 
+class Fact(Grammar):
+    """One identity fact of a character: age, birth_date, appearance, title, aliases, ..."""
+
+    key: str = Field(pattern=KEY_PATTERN, description="lower_snake_case name of the fact, e.g. birth_date")
+    value: str = Field(min_length=1)
+
+
+EVIDENCE = "a short passage copied exactly from the chapter just written that shows this"
+
+
 class CharacterState(Grammar):
     """A complete snapshot of one character, replacing any earlier one."""
 
@@ -81,24 +93,28 @@ class CharacterState(Grammar):
     knowledge: str
     possessions: str
     condition: str = Field(description="physical and emotional condition")
+    facts: list[Fact] = Field(description="identity facts that must never drift: age, birth_date, appearance, "
+                                          "title, aliases, ... (repeat the ones that still hold)")
+    evidence: str = Field(min_length=1, description=EVIDENCE)
 
 
 class KeyedEntry(Grammar):
     key: str = Field(pattern=KEY_PATTERN, description="lower_snake_case key")
     description: str = Field(min_length=1)
+    evidence: str = Field(min_length=1, description=EVIDENCE)
 
 
 @register("nst_update")
 class UpdateCall(Grammar):
-    """The chapter's state transition (Eq. 6): four arrays, empty when nothing changes, except
-    that a written chapter always adds at least one past event (else a small model's cheapest
-    legal update is an empty one, and the state never grows)."""
+    """The chapter's state transition (Eq. 6): four arrays, empty when nothing changes. Each turn
+    narrows it (``agent.nst.tools``): resolve keys to the requirements open at that moment, and a
+    minimum of past events only when the run's ``min_past_events`` asks for one."""
 
     tool: Literal["update"]
     upsert_character_state: list[CharacterState]
-    add_past_event: list[KeyedEntry] = Field(min_length=1)
+    add_past_event: list[KeyedEntry]
     add_future_requirement: list[KeyedEntry]
-    resolve_future_requirement: list[str]
+    resolve_future_requirement: list[str] = Field(description="keys of open requirements this chapter fulfilled")
 
 
 @register("nst_update_event")

@@ -23,6 +23,8 @@ NEW_SETTINGS = {"failed_call_budget", "profile", "prose_sampling", "structured_s
                 "repetition_max_rate", "repetition_max_span", "trim_cut_drafts"}
 MAGNET_MEMORY_SETTINGS = {"recall_paragraphs", "recall_words", "recap_every", "recap_tokens", "recap_temperature"}
 """Magnet's long-range memory settings, added by #9."""
+ADDED_BY_ISSUE_13 = {"context_tokens", "context_reserve", "min_past_events", "evidence", "arc_chapters",
+                     "state_share", "digest_max_tokens"}
 
 
 @pytest.fixture
@@ -68,4 +70,5 @@ def test_legacy_run_plans_a_resume_under_the_typed_settings(run):
     # settings added since d73c811 show as changes (a resume names them and needs --force, as for
     # any new pipeline default); no value the run stored is ever changed or dropped
     assert all(not c.old_set for c in plan.changes), plan.changes
-    assert {c.key.split(".")[0] for c in plan.changes} <= NEW_SETTINGS | MAGNET_MEMORY_SETTINGS, plan.changes
+    assert {c.key.split(".")[0] for c in plan.changes} <= NEW_SETTINGS | MAGNET_MEMORY_SETTINGS | ADDED_BY_ISSUE_13, \
+        plan.changes

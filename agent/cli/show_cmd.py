@@ -87,6 +87,13 @@ def render(s: RunSummary, path: str) -> list[str]:
         f"wall time {_duration(s.wall_s)} over {s.sessions} session(s)",
         f"updated   {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(s.updated_at))}",
     ]
+    if s.context:
+        c = s.context
+        counted = "counted exactly" if c.get("exact_counts") else "estimated"
+        lines.append(f"context   {c.get('context_tokens') or 'unknown'} tokens ({c.get('source')}; "
+                     f"{c.get('counter')}, {counted})")
+    if s.budget_actions or s.context:
+        lines.append("budget    " + (", ".join(f"{k} {v}" for k, v in s.budget_actions.items()) or "nothing gave way"))
     if s.degraded:
         lines.append("degraded  " + "; ".join(f"chapter {d['chapter']}: {d['reason'] or 'no reason given'}"
                                               for d in s.degraded))

@@ -45,6 +45,9 @@ def add_parser(sub) -> None:
                             help=f"target length in words ({MIN_WORDS}-{MAX_WORDS})")
         parser.add_argument("--out", metavar="RUN_DIR", help="run directory (default: runs/<pipeline>-<time>)")
         parser.add_argument("--temperature", type=float, help="sampling temperature (default 0.7)")
+        parser.add_argument("--context-tokens", type=int, metavar="N",
+                            help="the model's context length (default: the server's max_model_len, else the "
+                            "embedded model's config); every request is fitted to it")
         if name == "nst":
             parser.add_argument("--no-state", action="store_true", help="ablation: no narrative state or update")
             parser.add_argument("--no-lookback", action="store_true", help="ablation: no read, search or correct")
@@ -107,6 +110,7 @@ def build_config(args: argparse.Namespace, prompt: str, prompt_id: str | None) -
         raise CLIError(f"--words must be between {MIN_WORDS} and {MAX_WORDS}, got {args.words}")
     config: dict[str, Any] = {"prompt": prompt, "prompt_id": prompt_id, "words": args.words}
     flags = {"temperature": args.temperature, "max_turns": getattr(args, "max_turns", None),
+             "context_tokens": getattr(args, "context_tokens", None),
              "state": False if getattr(args, "no_state", False) else None,
              "lookback": False if getattr(args, "no_lookback", False) else None,
              "plan_cache": str(Path(args.plan_cache).expanduser().resolve()) if getattr(args, "plan_cache", None)

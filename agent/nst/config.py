@@ -44,6 +44,11 @@ class StoryTarget(WritingControls):
     trim_cut_drafts: bool = False
     """A draft cut at max_tokens is cut back to its last complete sentence and accepted if it then
     lies inside the gate (recorded as trimmed). Off by default: the papers reject a cut draft."""
+    context_tokens: int | None = Field(None, ge=512, le=TOKEN_CAP)
+    """The model's context (--context-tokens); None: the server's max_model_len, else the embedded
+    model's config, else unknown (nothing budgeted). Every request is fitted to it (agent.nst.budget)."""
+    context_reserve: int = Field(64, ge=0, le=16384)
+    """Tokens kept free of every request (prompt + max_tokens <= context - reserve)."""
 
     @model_validator(mode="after")
     def _prompt_not_blank(self) -> Self:
@@ -75,15 +80,31 @@ class NstConfig(Planned):
     """Failed tool calls per chapter before only the required steps are offered."""
     tool_max_tokens: int = Field(512, ge=16, le=TOKEN_CAP)
     update_max_tokens: int = Field(4096, ge=64, le=TOKEN_CAP)
+    min_past_events: int = Field(0, ge=0, le=10)
+    """Past events every update must add (the grammar's minimum). The paper allows none when
+    nothing changed; 1 may help a tiny model whose cheapest legal update is an empty one."""
+    evidence: bool = True
+    """Every new or changed state entry quotes the accepted chapter; an entry whose quote does not
+    occur there is refused (the rest applies) and the model may retry the refused ones once."""
+    arc_chapters: int = Field(5, ge=1, le=100)
+    """Chapters per arc: past events of old arcs are consolidated into one digest per arc when the
+    budget is tight (the recent events stay verbatim; every event stays in the state)."""
+    state_share: float = Field(0.25, gt=0.0, le=1.0)
+    """Largest share of the context the rendered state may take before older arcs are digested."""
+    digest_max_tokens: int = Field(400, ge=32, le=TOKEN_CAP)
 
 
 class RollSumConfig(Planned):
-    chapter_attempts: int = Field(5, ge=1, le=100)
+    chapter_attempts: int = Field(50, ge=1, le=100)
+    """The reference code's 50 attempts per chapter."""
     summary_max_tokens: int = Field(16384, ge=64, le=TOKEN_CAP)
 
 
 class DirectConfig(StoryTarget):
-    attempts: int = Field(3, ge=1, le=100)
+    attempts: int = Field(10, ge=1, le=100)
+    """The reference code's 10 attempts."""
+    min_tokens: bool = False
+    """No floor by default: the paper measures Direct's difficulty reaching the length unaided."""
 
 
 NST_DEFAULTS: dict[str, Any] = NstConfig.defaults()

@@ -14,6 +14,7 @@ from agent import pipelines
 from agent.gate import Gate
 from agent.llm import LLM
 from agent.llm.types import Message
+from agent.nst.budget import run_budget
 from agent.nst.config import DirectConfig
 from agent.nst.drafting import Drafter, draft_until_gate
 from agent.nst.length import initial_ratio
@@ -32,13 +33,14 @@ def write(ctx: RunContext[DirectConfig]) -> None:
         store.finish()
         return
     gate = Gate.for_target(config.words, config.gate_low, config.gate_high)
+    budget = run_budget(ctx)
     ctx.set_progress(words=0, units=1, target_words=config.words)
     base: list[Message] = [{"role": "system", "content": SYSTEM},
                            {"role": "user", "content": f"# Story prompt\n{config.prompt}\n\nWrite the complete "
                             f"story in one reply. Length: {gate.describe()}. Reply with the story only."}]
     with ctx.unit(1):
         drafter = Drafter.for_config(ctx.llm, gate, initial_ratio(config.prompt, config.tokens_per_word), config,
-                                     "direct_story")
+                                     "direct_story", budget=budget)
         outcome = draft_until_gate(drafter, base, config.attempts, on_attempt=record_attempt(ctx))
         snapshot = ChapterSnapshot(chapter={"attempts": outcome.attempts, "words": outcome.words,
                                             "first_attempt_pass": outcome.first_attempt_pass})

@@ -11,6 +11,7 @@ degraded) when none passes. NstAgent's chapter loop calls :meth:`Drafter.attempt
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from agent.gate import Gate
 from agent.llm import LLM
 from agent.llm.types import Completion, Message
+from agent.nst.budget import Budget, Shrink
 from agent.nst.length import size_tokens, update_ratio
 from agent.repetition import Repetition, measure
 from agent.text import count_words, sentence_spans
@@ -89,22 +91,35 @@ class Drafter:
     """Writes drafts for one gate; ``ratio`` (tokens per word) improves with every reply."""
 
     def __init__(self, llm: LLM, gate: Gate, ratio: float, *, temperature: float, cap: int, use_min: bool,
-                 role: str, guard: Guard | None = None, trim: bool = False) -> None:
+                 role: str, guard: Guard | None = None, trim: bool = False, budget: Budget | None = None,
+                 shrink: Shrink | None = None) -> None:
         self.llm, self.gate, self.ratio = llm, gate, ratio
         self.temperature, self.cap, self.use_min, self.role = temperature, cap, use_min, role
         self.guard, self.trim = guard, trim
+        self.budget = budget or Budget(None)
+        self.shrink = shrink
 
     @classmethod
-    def for_config(cls, llm: LLM, gate: Gate, ratio: float, config: Any, role: str) -> Drafter:
-        """A drafter with a pipeline's settings (temperature, cap, floor, guard, trimming)."""
+    def for_config(cls, llm: LLM, gate: Gate, ratio: float, config: Any, role: str, *,
+                   budget: Budget | None = None, shrink: Shrink | None = None) -> Drafter:
+        """A drafter with a pipeline's settings (temperature, cap, floor, guard, trimming) and the
+        context budget its requests must fit."""
         return cls(llm, gate, ratio, temperature=config.temperature, cap=config.prose_max_tokens_cap,
                    use_min=config.min_tokens, role=role, guard=Guard.of(config),
-                   trim=getattr(config, "trim_cut_drafts", False))
+                   trim=getattr(config, "trim_cut_drafts", False), budget=budget, shrink=shrink)
+
+    def min_output(self) -> int:
+        """The least room a draft needs: the top of the range at the measured ratio. Less than
+        that and a complete draft cannot fit, so the conversation shrinks (or the run stops)
+        instead of sending a request whose draft would be cut at the context edge."""
+        return math.ceil(self.gate.high * self.ratio) + 16
 
     def attempt(self, messages: list[Message]) -> Attempt:
+        """One draft, its ``max_tokens`` fitted to the context (``messages`` may shrink in place)."""
         max_tokens, min_tokens = size_tokens(self.gate, self.ratio, cap=self.cap, use_min=self.use_min)
-        reply = self.llm.generate(list(messages), temperature=self.temperature, max_tokens=max_tokens,
-                                  min_tokens=min_tokens, role=self.role)
+        reply = self.budget.generate(self.llm, messages, temperature=self.temperature, max_tokens=max_tokens,
+                                     min_output=self.min_output(), min_tokens=min_tokens, role=self.role,
+                                     what=f"a draft of {self.gate.describe()}", shrink=self.shrink)
         text = clean_prose(reply.text)
         words, truncated = count_words(text), reply.finish_reason == "length"
         self.ratio = update_ratio(self.ratio, reply)

@@ -1,6 +1,8 @@
 """The planner: premise, synopsis and act outline by target length, then the JSON chapter outline.
 
-Each stage is fed the story prompt and the previous stage. The chapter outline is validated
+Each stage is fed the story prompt and the previous stage; the chapter outline stage is also
+fed the premise (the reference code keeps it; a synopsis alone drops its cast and ending).
+Every stage's request is fitted to the context (``agent.nst.budget``). The chapter outline is validated
 (non-empty, chapters numbered 1..n, positive targets summing to within ±20% of the total)
 and re-asked with the error a bounded number of times; the plan is then frozen and cached.
 """
@@ -16,6 +18,7 @@ from agent.errors import FabulaError
 from agent.gate import DEFAULT_HIGH, DEFAULT_LOW, Gate, bounds
 from agent.llm import LLM, JsonSchema, OutputValidationError, TruncatedOutputError
 from agent.llm.types import Message
+from agent.nst.budget import Budget
 from grammars.nst import Outline
 
 ANCHORS = ((10_000, 10), (20_000, 15), (50_000, 25), (100_000, 40))
@@ -103,25 +106,30 @@ def _stage_prompt(stage: str, prompt: str, previous: str | None, words: int, cha
 
 def make_plan(llm: LLM, prompt: str, words: int, *, temperature: float, max_tokens: int, attempts: int,
               on_stage: Callable[[str], None] | None = None, gate_low: float = DEFAULT_LOW,
-              gate_high: float = DEFAULT_HIGH) -> dict[str, Any]:
+              gate_high: float = DEFAULT_HIGH, budget: Budget | None = None) -> dict[str, Any]:
     """Run every stage for ``words`` and return the plan (premise..outline)."""
+    budget = budget or Budget(None)
     chapters = chapter_count(words)
     plan: dict[str, Any] = {"words": words, "chapters": chapters, "notes": []}
     previous: str | None = None
     for stage in stages_for(words):
         if on_stage:
             on_stage(stage)
+        if stage == "outline" and plan.get("premise") and previous != plan["premise"]:
+            previous = f"Premise:\n{plan['premise']}\n\n{previous}"
         messages: list[Message] = [{"role": "system", "content": SYSTEM},
                                    {"role": "user", "content": _stage_prompt(stage, prompt, previous, words, chapters)}]
         if stage != "outline":
-            reply = llm.generate(messages, temperature=temperature, max_tokens=max_tokens, role=f"plan_{stage}")
+            reply = budget.generate(llm, messages, temperature=temperature, max_tokens=max_tokens,
+                                    min_output=min(max_tokens, 256), role=f"plan_{stage}", what=f"the {stage} stage")
             text = reply.text.strip()
             if reply.finish_reason == "length":
                 plan["notes"].append(f"{stage} stopped at max_tokens={max_tokens}")
             plan[stage] = text
             previous = f"{previous}\n\n{text}" if previous and stage == "acts" else text
             continue
-        plan["outline"] = _outline(llm, messages, words, chapters, temperature, attempts, gate_low, gate_high)
+        plan["outline"] = _outline(llm, messages, words, chapters, temperature, attempts, gate_low, gate_high,
+                                   budget)
     return plan
 
 
@@ -154,18 +162,20 @@ def outline_schema(words: int, chapters: int, low: float = DEFAULT_LOW, high: fl
 
 
 def _outline(llm: LLM, messages: list[Message], words: int, chapters: int, temperature: float,
-             attempts: int, low: float, high: float) -> list[dict[str, Any]]:
-    budget = 160 * chapters + 256
+             attempts: int, low: float, high: float, budget: Budget) -> list[dict[str, Any]]:
+    tokens = 160 * chapters + 256
     errors: list[str] = []
     grammar = outline_schema(words, chapters, low, high)
     for _ in range(max(1, attempts)):
         try:
-            reply = llm.generate(messages, grammar, temperature=temperature, max_tokens=budget, role="plan_outline")
+            reply = budget.generate(llm, messages, grammar, temperature=temperature, max_tokens=tokens,
+                                     min_output=min(tokens, 60 * chapters + 64), role="plan_outline",
+                                     what="the chapter outline")
         except TruncatedOutputError:
-            errors.append(f"cut at {budget} tokens")
+            errors.append(f"cut at {tokens} tokens")
             messages = [*messages[:2], {"role": "user", "content": messages[1]["content"]
                                         + "\nKeep each description to two short sentences."}]
-            budget = int(budget * 1.5)
+            tokens = int(tokens * 1.5)
             continue
         except OutputValidationError as exc:
             errors.append(str(exc))

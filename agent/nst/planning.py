@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.nst.budget import Budget
 from agent.nst.config import Planned
 from agent.nst.plan_cache import PlanCache, cache_key, plan_digest
 from agent.nst.planner import make_plan
@@ -17,7 +18,7 @@ from agent.run_context import RunContext
 PLAN_KEYS = ("premise", "synopsis", "acts", "outline", "words", "chapters", "notes")
 
 
-def frozen_plan(ctx: RunContext[Any]) -> dict[str, Any]:
+def frozen_plan(ctx: RunContext[Any], budget: Budget | None = None) -> dict[str, Any]:
     store, config = ctx.store, ctx.config
     assert isinstance(config, Planned)
     stored = store.plan()
@@ -34,7 +35,7 @@ def frozen_plan(ctx: RunContext[Any]) -> dict[str, Any]:
             plan = make_plan(ctx.llm, config.prompt, config.words, temperature=config.temperature,
                              max_tokens=config.planner_max_tokens, attempts=config.outline_attempts,
                              on_stage=lambda stage: ctx.emit("plan", stage), gate_low=config.gate_low,
-                             gate_high=config.gate_high)
+                             gate_high=config.gate_high, budget=budget)
         cache.put(key, plan)
     for name in PLAN_KEYS:
         if name in plan and name != "outline":

@@ -16,6 +16,7 @@ from agent import pipelines
 from agent.gate import Gate
 from agent.llm import LLM
 from agent.llm.types import Message
+from agent.nst.budget import run_budget
 from agent.nst.config import RollSumConfig
 from agent.nst.drafting import Attempt, Drafter, draft_until_gate
 from agent.nst.length import initial_ratio
@@ -35,7 +36,8 @@ def chapter_messages(prompt: str, outline: list[dict[str, Any]], summary: str, i
             f"# Story so far (summary)\n{summary or '(nothing written yet)'}\n\n"
             f"# Progress\nCompleted chapters: {completed} of {len(outline)}.\n\n"
             f"# Current task\nWrite chapter {item['id']}: \"{item['title']}\".\nWhat happens: {item['description']}\n"
-            f"Length: {gate.describe()}.\nReply with the chapter's prose only: no title line, no notes.")
+            f"Length: {gate.describe()}.\nThe outline is a plan, not prose: expand it into scenes with dialogue, "
+            "sensory detail and inner experience.\nReply with the chapter's prose only: no title line, no notes.")
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
@@ -49,7 +51,8 @@ def summary_messages(summary: str, index: int, text: str) -> list[Message]:
 
 def write(ctx: RunContext[RollSumConfig]) -> None:
     store, config = ctx.store, ctx.config
-    plan = frozen_plan(ctx)
+    budget = run_budget(ctx)
+    plan = frozen_plan(ctx, budget)
     outline = plan["outline"]
     store.set_target(len(outline))
     last = store.info().last_unit
@@ -61,13 +64,15 @@ def write(ctx: RunContext[RollSumConfig]) -> None:
         item = outline[index - 1]
         gate = Gate.for_target(int(item["target_words"]), config.gate_low, config.gate_high)
         with ctx.unit(index):
-            drafter = Drafter.for_config(ctx.llm, gate, ratio, config, "rollsum_chapter")
+            drafter = Drafter.for_config(ctx.llm, gate, ratio, config, "rollsum_chapter", budget=budget)
             outcome = draft_until_gate(drafter, chapter_messages(config.prompt, outline, summary, item, gate,
                                                                  index - 1),
                                        config.chapter_attempts, on_attempt=record_attempt(ctx))
             ratio = drafter.ratio
-            reply = ctx.llm.generate(summary_messages(summary, index, outcome.text), temperature=config.temperature,
-                                     max_tokens=config.summary_max_tokens, role="rollsum_summary")
+            reply = budget.generate(ctx.llm, summary_messages(summary, index, outcome.text),
+                                    temperature=config.temperature, max_tokens=config.summary_max_tokens,
+                                    min_output=min(config.summary_max_tokens, 512), role="rollsum_summary",
+                                    what=f"the summary after chapter {index}")
             summary = reply.text.strip()
             stats = {"attempts": outcome.attempts, "first_attempt_pass": outcome.first_attempt_pass,
                      "words": outcome.words, "target": gate.target, "degraded": outcome.degraded,

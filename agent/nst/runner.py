@@ -13,6 +13,7 @@ from typing import Any
 
 from agent import pipelines
 from agent.llm import LLM
+from agent.nst.budget import run_budget
 from agent.nst.config import NstConfig
 from agent.nst.length import initial_ratio
 from agent.nst.loop import ChapterLoop
@@ -26,7 +27,8 @@ from agent.store.snapshots import ChapterSnapshot
 def write(ctx: RunContext[NstConfig]) -> None:
     """Continue the run from ``store.next_unit()`` to the last chapter of the plan."""
     store, config = ctx.store, ctx.config
-    plan = frozen_plan(ctx)
+    budget = run_budget(ctx)
+    plan = frozen_plan(ctx, budget)
     outline = plan["outline"]
     store.set_target(len(outline))
     last = store.info().last_unit
@@ -37,7 +39,7 @@ def write(ctx: RunContext[NstConfig]) -> None:
     for index in range(store.next_unit(), len(outline) + 1):
         with ctx.unit(index):
             result = ChapterLoop(ctx.llm, store, plan=plan, story_prompt=config.prompt, state=state, index=index,
-                                 config=config, ratio=ratio, emit=ctx.emit).run()
+                                 config=config, ratio=ratio, emit=ctx.emit, budget=budget).run()
             if result.state is not None:
                 state = result.state
             ratio = result.ratio

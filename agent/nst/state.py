@@ -1,12 +1,18 @@
-"""The narrative state ``s_t = (C, P, F)`` and its transition ``U`` (paper Eq. 6).
+"""The narrative state ``s_t = (C, P, F)`` and its transition ``U`` (paper Eq. 6), with provenance.
 
-Characters are whole snapshots keyed by name (matched case-insensitively), past events are
-keyed records that never change once written, future requirements are keyed obligations that
-are added and resolved. An update applies atomically: any bad item and nothing is applied.
+Characters are whole snapshots keyed by name (matched case-insensitively) that carry a keyed
+``facts`` map of identity facts (age, birth date, appearance, title, aliases: where the paper's
+consistency gains concentrate, Appendices C and E); past events are keyed records that never
+change once written; future requirements are keyed obligations that are added and resolved.
 
-The prompt layout serves the prefix cache: past events (append-only, insertion order) come
-first, then what changes from chapter to chapter (characters, open requirements), so the part
-of the prompt that must be recomputed per chapter stays roughly constant as the story grows.
+An update applies **per entry** (issue 13): every new or changed entry must quote the accepted
+chapter (``agent.quotes``, whitespace- and quote-style-tolerant) and records its chapter and
+quote in ``provenance``; an entry that breaks a rule is refused with a reason naming it, and
+the rest applies. Resolving a key that is not open is a no-op (as in the reference code).
+
+The prompt layout serves the prefix cache: past events (append-only) come first, with the
+digests of consolidated arcs (``agent.nst.consolidate``) before the recent events, then what
+changes from chapter to chapter (characters, open requirements).
 """
 
 from __future__ import annotations
@@ -16,87 +22,172 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.quotes import normalize, occurs
 from grammars.nst import UpdateCall
 
 KEY = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 SNAPSHOT_FIELDS = ("location", "goal", "relationships", "knowledge", "possessions", "condition")
+COLLECTIONS = ("characters", "past_events", "future_requirements")
 
 
 class UpdateError(ValueError):
-    """An update that cannot be applied; its message lists every problem found."""
+    """An update of which nothing could be applied; its message lists every problem found."""
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What one update did: the new state, and each refused entry with its reason."""
+
+    state: NarrativeState
+    refused: list[str]
+    applied: int
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
 class NarrativeState:
-    characters: dict[str, dict[str, str]] = field(default_factory=dict)
+    characters: dict[str, dict[str, Any]] = field(default_factory=dict)
     past_events: dict[str, str] = field(default_factory=dict)
     future_requirements: dict[str, str] = field(default_factory=dict)
+    provenance: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    """collection -> key (or character name) -> {"chapter": n, "quote": "..."} of its last change."""
+    digests: list[dict[str, Any]] = field(default_factory=list)
+    """Consolidated arcs, oldest first: {"arc", "chapters": [first, last], "events": [keys], "text"}."""
 
     # -- persistence -------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
-        return {"characters": self.characters, "past_events": self.past_events,
-                "future_requirements": self.future_requirements}
+        data: dict[str, Any] = {"characters": self.characters, "past_events": self.past_events,
+                                "future_requirements": self.future_requirements}
+        if self.provenance:
+            data["provenance"] = self.provenance
+        if self.digests:
+            data["digests"] = self.digests
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> NarrativeState:
         data = data or {}
         return cls(dict(data.get("characters", {})), dict(data.get("past_events", {})),
-                   dict(data.get("future_requirements", {})))
+                   dict(data.get("future_requirements", {})),
+                   {k: dict(v) for k, v in (data.get("provenance") or {}).items()},
+                   list(data.get("digests") or []))
 
     def counts(self) -> dict[str, int]:
         return {"characters": len(self.characters), "past_events": len(self.past_events),
                 "open_requirements": len(self.future_requirements)}
 
+    def event_chapter(self, key: str) -> int:
+        """The chapter an event was recorded in (0: unknown, e.g. a run older than provenance)."""
+        return int((self.provenance.get("past_events", {}).get(key) or {}).get("chapter") or 0)
+
+    def digested(self) -> set[str]:
+        return {key for digest in self.digests for key in digest.get("events", [])}
+
     # -- the transition ------------------------------------------------------------------
-    def apply(self, update: UpdateCall) -> NarrativeState:
-        """``U(s, Δ)``: a new state, or :class:`UpdateError` with nothing applied."""
-        errors: list[str] = []
+    def apply(self, update: UpdateCall, *, chapter: int = 0, text: str | None = None) -> Applied:
+        """``U(s, Δ)`` per entry. With ``text`` (the accepted chapter), every new or changed entry
+        must quote it. Raises :class:`UpdateError` only when the update changed nothing and
+        refused something (so the model sees it failed)."""
+        body = normalize(text) if text is not None else None
+        refused: list[str] = []
+        notes: list[str] = []
+        applied = 0
         characters = dict(self.characters)
+        provenance = {c: dict(self.provenance.get(c, {})) for c in COLLECTIONS}
+
+        def supported(where: str, quote: str) -> bool:
+            if body is None or occurs(quote, body):
+                return True
+            refused.append(f"{where}: the evidence {_short(quote)!r} does not occur in chapter {chapter}; "
+                           "copy a passage of the chapter exactly")
+            return False
+
         seen: set[str] = set()
         for snap in update.upsert_character_state:
             name = snap.name.strip()
             if not name:
-                errors.append("upsert_character_state: a character has an empty name")
+                refused.append("upsert_character_state: a character has an empty name")
                 continue
             folded = name.casefold()
             if folded in seen:
-                errors.append(f"upsert_character_state: {name!r} appears twice in this update")
+                refused.append(f"upsert_character_state {name!r}: appears twice in this update")
                 continue
             seen.add(folded)
-            for existing in [k for k in characters if k.casefold() == folded]:
-                del characters[existing]
-            characters[name] = {f: getattr(snap, f) for f in SNAPSHOT_FIELDS}
+            facts: dict[str, str] = {}
+            bad_fact = next((f.key for f in snap.facts if KEY.fullmatch(f.key) is None), None)
+            if bad_fact is not None:
+                refused.append(f"upsert_character_state {name!r}: fact key {bad_fact!r} must match "
+                               "^[a-z][a-z0-9_]{0,63}$")
+                continue
+            for fact in snap.facts:
+                facts[fact.key] = fact.value
+            entry: dict[str, Any] = {f: getattr(snap, f) for f in SNAPSHOT_FIELDS}
+            if facts:
+                entry["facts"] = facts
+            existing = [k for k in characters if k.casefold() == folded]
+            if existing and characters[existing[0]] == entry and existing[0] == name:
+                continue  # unchanged: nothing to prove
+            if not supported(f"upsert_character_state {name!r}", snap.evidence):
+                continue
+            for old in existing:
+                del characters[old]
+                provenance["characters"].pop(old, None)
+            characters[name] = entry
+            provenance["characters"][name] = {"chapter": chapter, "quote": snap.evidence}
+            applied += 1
         events = dict(self.past_events)
-        for entry in update.add_past_event:
-            if not _key_ok(entry.key, "add_past_event", errors):
+        for item in update.add_past_event:
+            where = f"add_past_event {item.key!r}"
+            if not _key_ok(item.key, where, refused):
                 continue
-            if entry.key in events and events[entry.key] != entry.description:
-                errors.append(f"add_past_event: key {entry.key!r} already exists with a different text; "
-                              "past events never change, choose a new key")
+            if item.key in events:
+                if events[item.key] != item.description:
+                    refused.append(f"{where}: the key already exists with a different text; past events never "
+                                   "change, choose a new key")
                 continue
-            events[entry.key] = entry.description
+            if not supported(where, item.evidence):
+                continue
+            events[item.key] = item.description
+            provenance["past_events"][item.key] = {"chapter": chapter, "quote": item.evidence}
+            applied += 1
         requirements = dict(self.future_requirements)
-        for entry in update.add_future_requirement:
-            if not _key_ok(entry.key, "add_future_requirement", errors):
+        for item in update.add_future_requirement:
+            where = f"add_future_requirement {item.key!r}"
+            if not _key_ok(item.key, where, refused):
                 continue
-            if entry.key in requirements and requirements[entry.key] != entry.description:
-                errors.append(f"add_future_requirement: key {entry.key!r} is already open with a different text")
+            if item.key in requirements:
+                if requirements[item.key] != item.description:
+                    refused.append(f"{where}: the key is already open with a different text")
                 continue
-            requirements[entry.key] = entry.description
+            if not supported(where, item.evidence):
+                continue
+            requirements[item.key] = item.description
+            provenance["future_requirements"][item.key] = {"chapter": chapter, "quote": item.evidence}
+            applied += 1
         for key in update.resolve_future_requirement:
             if key not in requirements:
-                errors.append(f"resolve_future_requirement: no open requirement has key {key!r}")
+                notes.append(f"resolve {key!r}: no open requirement has this key (ignored)")
                 continue
             del requirements[key]
-        if errors:
-            raise UpdateError("; ".join(errors))
-        return NarrativeState(characters, events, requirements)
+            provenance["future_requirements"].pop(key, None)
+            applied += 1
+        if refused and not applied:
+            raise UpdateError("; ".join(refused))
+        state = NarrativeState(characters, events, requirements, {c: v for c, v in provenance.items() if v},
+                               list(self.digests))
+        return Applied(state, refused, applied, notes)
 
     # -- the prompt ------------------------------------------------------------------------
     def render(self) -> str:
         """The state as it appears in the chapter prompt: append-only part first."""
         lines = ["Past events (in the order they happened; key: description):"]
-        lines += [json.dumps({k: v}, ensure_ascii=False) for k, v in self.past_events.items()] or ["(none yet)"]
+        digested = self.digested()
+        for digest in self.digests:
+            first, last = digest.get("chapters", [0, 0])
+            lines.append(f"[digest of chapters {first}-{last}; its {len(digest.get('events', []))} events stay "
+                         f"searchable] {digest.get('text', '')}")
+        verbatim = [json.dumps({k: v}, ensure_ascii=False) for k, v in self.past_events.items() if k not in digested]
+        lines += verbatim or ([] if self.digests else ["(none yet)"])
         lines.append("")
         lines.append("Characters (current snapshot of each):")
         snapshots = [json.dumps({"name": n, **s}, ensure_ascii=False) for n, s in self.characters.items()]
@@ -106,10 +197,26 @@ class NarrativeState:
         lines += [json.dumps({k: v}, ensure_ascii=False) for k, v in self.future_requirements.items()] or ["(none)"]
         return "\n".join(lines)
 
+    def find_events(self, query: str, limit: int = 5) -> list[tuple[str, str]]:
+        """Past events whose key or text shares the most words with ``query`` (digested ones included)."""
+        terms = {t for t in re.findall(r"\w+", query.casefold()) if len(t) > 2}
+        scored = []
+        for key, text in self.past_events.items():
+            words = set(re.findall(r"\w+", f"{key.replace('_', ' ')} {text}".casefold()))
+            score = len(terms & words)
+            if score:
+                scored.append((-score, key, text))
+        return [(k, t) for _, k, t in sorted(scored)[:limit]]
 
-def _key_ok(key: str, where: str, errors: list[str]) -> bool:
+
+def _short(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _key_ok(key: str, where: str, refused: list[str]) -> bool:
     if KEY.fullmatch(key) is None:
-        errors.append(f"{where}: key {key!r} must match ^[a-z][a-z0-9_]{{0,63}}$")
+        refused.append(f"{where}: the key must match ^[a-z][a-z0-9_]{{0,63}}$")
         return False
     return True
 

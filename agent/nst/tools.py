@@ -25,7 +25,7 @@ from agent.store import CommitError
 from agent.store.search import MAX_TERMS, dropped_terms
 from agent.text import count_words
 from grammars.base import Grammar
-from grammars.nst import TOOL_CALLS, CorrectCall, ReadCall
+from grammars.nst import TOOL_CALLS, CorrectCall, KeyedEntry, ReadCall
 
 if TYPE_CHECKING:
     from agent.nst.loop import ChapterLoop
@@ -59,6 +59,12 @@ class ChapterSession:
     finished: bool = False
     attempts: int = 0
     counts: dict[str, int] = field(default_factory=dict)
+    open_requirements: tuple[str, ...] = ()
+    """Keys a ``resolve`` may name now (the grammar's enum)."""
+    min_events: int = 0
+    """Past events every update must add (the run's ``min_past_events``)."""
+    retry_update: bool = False
+    """An update had entries refused: one more update may fix them (optional)."""
 
     @property
     def written(self) -> bool:
@@ -137,6 +143,8 @@ class Lookback(Tool, ABC):
 
 
 class Read(Lookback):
+    """Reads a chapter whole, or the page of it that fits the context (budget step a)."""
+
     name, call, used_attr, limit_attr = "read", ReadCall, "reads", "read_budget"
 
     def legal(self, s: ChapterSession) -> bool:
@@ -158,8 +166,17 @@ class Read(Lookback):
             raise ToolError(f"chapter {call.chapter} is not written yet; write it first")
         else:
             raise ToolError(f"chapter {call.chapter} does not exist yet; chapters 1 to {s.index - 1} are written")
+        offset = int(getattr(call, "offset", 0) or 0)
+        if offset >= len(text) and offset:
+            raise ToolError(f"offset {offset} is past the end of chapter {call.chapter} ({len(text)} characters)")
+        end = loop.read_window(text, offset, call.chapter)
         s.reads += 1
-        return f"Chapter {call.chapter}: {title}\n\n{text}"
+        head = f"Chapter {call.chapter}: {title}"
+        if offset == 0 and end >= len(text):
+            return f"{head}\n\n{text}"
+        more = (f" To continue, read chapter {call.chapter} with offset {end}." if end < len(text)
+                else " This is the end of the chapter.")
+        return f"{head} (characters {offset}-{end} of {len(text)}).{more}\n\n{text[offset:end]}"
 
 
 class Search(Lookback):
@@ -176,10 +193,16 @@ class Search(Lookback):
         hits = loop.store.search(call.query, k=int(loop.config.search_hits), before=s.index)
         note = (f" (only the first {MAX_TERMS} terms of the query were searched)"
                 if dropped_terms(call.query) else "")
-        if not hits:
+        events = loop.state.find_events(call.query) if s.with_state and loop.state.digests else []
+        if not hits and not events:
             return f"No passages in chapters 1 to {s.index - 1} match {call.query!r}{note}."
-        return "\n".join([f"{len(hits)} passage(s) for {call.query!r}{note}:",
-                          *(f"[chapter {h.chapter}] {h.text}" for h in hits)])
+        found = [f"[chapter {h.chapter}] {h.text}" for h in hits]
+        # consolidated events are digested in the prompt but stay findable, word for word
+        found += [f"[past event {key}] {text}" for key, text in events]
+        kept = loop.fit_lookup(found)
+        if not kept:
+            raise ToolError("there is no room in the context for search results now; continue with the chapter")
+        return "\n".join([f"{len(kept)} passage(s) for {call.query!r}{note}:", *kept])
 
 
 class Correct(Lookback):
@@ -236,7 +259,10 @@ class Update(Tool):
     name, call = "update", TOOL_CALLS["update"]
 
     def legal(self, s: ChapterSession) -> bool:
-        return s.written and s.with_state and not s.updated
+        return s.written and s.with_state and (not s.updated or s.retry_update)
+
+    def grammar(self, s: ChapterSession) -> type[BaseModel]:
+        return update_grammar(s.open_requirements, s.min_events)
 
     def refusal(self, s: ChapterSession) -> str:
         if not s.with_state:
@@ -308,6 +334,20 @@ def _with_chapters(base: type[Grammar], chapters: tuple[int, ...]) -> type[BaseM
     doc = f"one of the chapters that exist now: {', '.join(map(str, chapters))}"
     return create_model(base.__name__, __base__=base,
                         chapter=(Literal[chapters], Field(description=doc)))  # type: ignore[valid-type]
+
+
+@lru_cache(maxsize=256)
+def update_grammar(open_keys: tuple[str, ...], min_events: int = 0) -> type[BaseModel]:
+    """``update`` with ``resolve_future_requirement`` narrowed to the requirement keys open now
+    (an empty array when none is open) and at least ``min_events`` past events."""
+    base = TOOL_CALLS["update"]
+    if open_keys:
+        resolve: Any = (list[Literal[open_keys]], Field(  # type: ignore[valid-type]
+            description=f"keys of open requirements this chapter fulfilled, from: {', '.join(open_keys)}"))
+    else:
+        resolve = (list[str], Field(max_length=0, description="no requirement is open: []"))
+    events: Any = (list[KeyedEntry], Field(min_length=min_events) if min_events else Field())
+    return create_model(base.__name__, __base__=base, resolve_future_requirement=resolve, add_past_event=events)
 
 
 def unwrap(parsed: Any) -> Any:

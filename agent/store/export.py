@@ -15,6 +15,7 @@ import json
 import time
 from typing import Any
 
+from agent.store.records import Chapter
 from agent.store.runstore import RunStore
 from agent.store.snapshots import StepRecord
 
@@ -46,8 +47,8 @@ def _sections(store: RunStore) -> list[tuple[str | None, str]]:
     chapter when its steps record chapters."""
     chapters = store.chapters()
     if chapters:
-        return [(f"Chapter {c.index}: {_one_line(c.title)}" if c.title.strip() else f"Chapter {c.index}", c.text)
-                for c in chapters]
+        return [((f"Chapter {c.index}: {_one_line(c.title)}" if c.title.strip() else f"Chapter {c.index}")
+                 + degraded_marker(c), c.text) for c in chapters]
     paragraphs = store.paragraphs()
     if not paragraphs:
         return []
@@ -112,6 +113,13 @@ def to_json(store: RunStore) -> dict[str, Any]:
         "paragraphs": [p.as_dict() for p in store.paragraphs()],
         "final_state": store.state(),
     }
+
+
+def degraded_marker(chapter: Chapter) -> str:
+    """A visible flag on the heading of a chapter kept without passing its checks (the body stays verbatim)."""
+    if not chapter.degraded:
+        return ""
+    return f" [DEGRADED: {_one_line(chapter.degraded_reason or 'no reason given')}]"
 
 
 def _one_line(text: str) -> str:

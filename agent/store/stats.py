@@ -35,6 +35,10 @@ class RunSummary:
     sessions: int
     degraded: list[dict[str, Any]] = field(default_factory=list)
     revised_chapters: int = 0
+    budget_actions: dict[str, int] = field(default_factory=dict)
+    """What gave way to fit the context (NstAgent family): action -> times, from the ledger's budget rows."""
+    context: dict[str, Any] | None = None
+    """The context the run budgeted against (the plan's ``context`` entry), if any."""
     model: str | None = None
     backend: str | None = None
     endpoint: str | None = None
@@ -61,7 +65,12 @@ def summarize(store: RunStore) -> RunSummary:
     steps = q("SELECT count(*) FROM steps")[0][0]
     calls = q("SELECT count(*), coalesce(sum(error IS NOT NULL), 0), coalesce(sum(prompt_tokens), 0), "
               "coalesce(sum(cached_prompt_tokens), 0), coalesce(sum(completion_tokens), 0) FROM llm_calls")[0]
-    tools = {r[0]: r[1] for r in q("SELECT tool, count(*) FROM tool_calls GROUP BY tool ORDER BY tool")}
+    tools = {r[0]: r[1] for r in q("SELECT tool, count(*) FROM tool_calls WHERE tool != 'budget' GROUP BY tool "
+                                    "ORDER BY tool")}
+    budget: dict[str, int] = {}
+    for (arguments,) in q("SELECT arguments FROM tool_calls WHERE tool = 'budget' ORDER BY id"):
+        action = str((json.loads(arguments) or {}).get("action", "?"))
+        budget[action] = budget.get(action, 0) + 1
     tool_errors = q("SELECT count(*) FROM tool_calls WHERE ok = 0")[0][0]
     wall, sessions = q("SELECT coalesce(sum(coalesce(ended_at, last_at) - started_at), 0), count(*) FROM sessions")[0]
     last = q("SELECT config FROM sessions ORDER BY id DESC LIMIT 1")
@@ -80,7 +89,8 @@ def summarize(store: RunStore) -> RunSummary:
         sessions=sessions, degraded=degraded, revised_chapters=chapters[2], model=info.model, backend=info.backend,
         endpoint=transport.get("endpoint") if isinstance(transport, dict) else None,
         profile=info.config.get("profile") if isinstance(info.config.get("profile"), str) else None,
-        error=info.error, created_at=info.created_at, updated_at=info.updated_at,
+        error=info.error, created_at=info.created_at, updated_at=info.updated_at, budget_actions=budget,
+        context=store.get_plan("context"),
     )
 
 

@@ -87,21 +87,47 @@ def open_requirements(request: Request) -> list[str]:
     return [next(iter(json.loads(line))) for line in block.splitlines()[1:] if line.startswith("{")]
 
 
+def chapter_text(request: Request) -> str:
+    """The accepted chapter in the conversation (the last prose reply), for evidence quotes."""
+    for message in reversed(request.messages):
+        content = message["content"]
+        if message["role"] == "assistant" and not content.startswith(("{", "[rejected")):
+            return content
+    return ""
+
+
+def quotes_from(text: str, n: int) -> list[str]:
+    """``n`` short passages copied from ``text`` (whitespace changed, as a model copying through JSON would)."""
+    sentences = [s.strip() for s in re.split(r"(?<=\.)\s+", text) if len(s.split()) >= 6]
+    if not sentences:
+        return ["(no text)"] * n
+    return ["  ".join(sentences[(k * 7) % len(sentences)].split()[:8]) for k in range(n)]
+
+
 def update_json(chapter: int, *, events: int = 4, characters: int = 3, cast: int = 8,
-                requirement: bool = True, resolve: list[str] | None = None) -> str:
+                requirement: bool = True, resolve: list[str] | None = None, text: str = "",
+                facts: int = 0) -> str:
+    quotes = iter(quotes_from(text, characters + events + 1) if text else [])
     snaps = []
     for j in range(characters):
         who = (chapter * characters + j) % cast
         snaps.append({"name": f"Character {who}", "location": f"the harbour district, pier {chapter}",
                       "goal": "find the missing lantern before the storm", "relationships": "sister of the keeper",
                       "knowledge": f"knows what happened in chapter {chapter}", "possessions": "a brass key",
-                      "condition": "tired but determined"})
+                      "condition": "tired but determined",
+                      "facts": [{"key": key, "value": value} for key, value in
+                                [("age", f"{30 + who}"), ("birth_date", f"{who + 1} March {1990 - who}"),
+                                 ("appearance", "grey coat, a scar over the left eyebrow, very tall"),
+                                 ("title", "harbour pilot"), ("aliases", f"the pilot; Mister {who}")][:facts]],
+                      "evidence": next(quotes, "the keeper said so")})
     resolve = resolve or []
     return json.dumps({
         "tool": "update", "upsert_character_state": snaps,
         "add_past_event": [{"key": f"ch{chapter}_event_{k}", "description": f"In chapter {chapter} event {k} "
-                            "happened at the pier, witnessed by the keeper and two sailors."} for k in range(events)],
-        "add_future_requirement": [{"key": f"promise_{chapter}", "description": "The bell must ring again."}]
+                            "happened at the pier, witnessed by the keeper and two sailors.",
+                            "evidence": next(quotes, "the keeper said so")} for k in range(events)],
+        "add_future_requirement": [{"key": f"promise_{chapter}", "description": "The bell must ring again.",
+                                    "evidence": next(quotes, "the keeper said so")}]
         if requirement else [],
         "resolve_future_requirement": resolve,
     })
@@ -132,14 +158,20 @@ Policy = Callable[[Request, list[str]], str]
 
 
 def default_policy(request: Request, tools: list[str]) -> str:
-    """Write, then update, then finish: the shortest legal path."""
+    """Write, then update, then finish: the shortest legal path (past the turn cap, the one-event
+    fallback update)."""
+    if not tools:
+        quote = quotes_from(chapter_text(request), 1)[0]
+        return json.dumps({"add_past_event": [{"key": f"ch{chapter_of(request)}_fallback",
+                                               "description": "The chapter happened.", "evidence": quote}]})
     for tool in ("write", "update", "finish"):
         if tool in tools:
             if tool == "write":
                 return json.dumps({"tool": "write", "title": f"Chapter {chapter_of(request)}"})
             if tool == "update":
                 keys = open_requirements(request)
-                return update_json(chapter_of(request), resolve=keys[:1] if len(keys) >= 3 else [])
+                return update_json(chapter_of(request), resolve=keys[:1] if len(keys) >= 3 else [],
+                                   text=chapter_text(request))
             return json.dumps({"tool": "finish"})
     raise AssertionError(f"nothing to do with {tools}")
 
@@ -163,8 +195,15 @@ class Author(LLM):
         self.requests.append(request)
         text, finish = self.reply(request)
         prompt = sum(len(m["content"]) for m in request.messages) // 4
-        completion = max(1, round(count_words(text) * self.tokens_per_word)) if request.role == "nst_prose" \
+        prose_role = request.role in ("nst_prose", "rollsum_chapter", "direct_story")
+        completion = max(1, round(count_words(text) * self.tokens_per_word)) if prose_role \
             else max(1, len(text) // 4)
+        if completion > request.max_tokens:  # as a server does: the reply stops at max_tokens
+            if prose_role:
+                text = " ".join(text.split()[: int(request.max_tokens / self.tokens_per_word)])
+            else:
+                text = text[: request.max_tokens * 4]
+            completion, finish = request.max_tokens, "length"
         return RawReply(text=text, finish_reason=finish, usage=Usage(prompt, 0, completion), model=self.model)
 
     def reply(self, request: Request) -> tuple[str, str]:
@@ -184,4 +223,6 @@ class Author(LLM):
             return prose(size, seed=key), finish
         if role == "rollsum_summary":
             return "Summary so far: " + prose(50), "stop"
+        if role == "nst_digest":
+            return "Digest: " + prose(60, seed=len(self.requests)), "stop"
         return self.policy(request, offered(request)), "stop"

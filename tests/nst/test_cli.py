@@ -114,3 +114,40 @@ def _in_flight_chapter_2(run_dir: Path) -> bool:
             conn.close()
     except sqlite3.Error:
         return False
+
+
+def test_a_context_too_small_stops_in_one_line_keeps_the_run_and_resumes_when_raised(tmp_path, server, capsys,
+                                                                                       monkeypatch):
+    monkeypatch.setenv("FABULA_HOME", str(tmp_path / "home"))
+    run_dir = tmp_path / "run"
+    code = main(["write", "nst", "--prompt", "a bell", "--words", "1000", "--out", str(run_dir), "--endpoint",
+                 server.url, "--quiet", "--context-tokens", "1024"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0 and "context of 1024 tokens is too small" in err[-1] and "fabula resume" in err[-1]
+    assert run_dir.exists()  # its ledger is kept: the planner's calls were paid for
+    assert main(["show", str(run_dir)]) == 0
+    shown = capsys.readouterr().out
+    assert "context   1024 tokens (setting context_tokens; chars-estimate, estimated)" in shown
+    assert main(["resume", str(run_dir), "--endpoint", server.url, "--set", "context_tokens=8192", "--force"]) == 0
+    capsys.readouterr()
+    assert main(["show", str(run_dir), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["status"] == "completed" and summary["context"]["context_tokens"] == 8192
+    with RunStore.open(run_dir, readonly=True) as store:
+        assert all(c.prompt_tokens + c.max_tokens <= 8192 for c in store.llm_calls())
+
+
+def test_degraded_chapters_are_flagged_in_show_and_export(tmp_path, capsys):
+    from agent.nst.config import NST_DEFAULTS
+
+    store = RunStore.create(tmp_path / "run", pipeline="nst", config={**NST_DEFAULTS, "prompt": "p", "words": 1000})
+    store.commit_chapter(1, "Fine", "All good.", state={})
+    store.commit_chapter(2, "Short", "Too short.", state={}, degraded=True,
+                         degraded_reason="no draft passed the length gate in 50 turns")
+    store.close()
+    assert main(["export", str(tmp_path / "run"), "--format", "md"]) == 0
+    md = capsys.readouterr().out
+    assert "# Chapter 1: Fine\n\nAll good." in md
+    assert "# Chapter 2: Short [DEGRADED: no draft passed the length gate in 50 turns]\n\nToo short." in md
+    assert main(["show", str(tmp_path / "run")]) == 0
+    assert "degraded  chapter 2: no draft passed" in capsys.readouterr().out

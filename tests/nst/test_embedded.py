@@ -45,3 +45,28 @@ def test_two_chapter_story_on_the_embedded_model(tmp_path, embedded_llm):
     assert len(calls) == len(seen) and {c.role for c in calls} >= {"plan_outline", "nst_turn", "nst_prose"}
     print({c.index: (c.words, c.degraded, c.degraded_reason) for c in chapters}, len(calls))
     store.close()
+
+
+@pytest.mark.embedded
+def test_a_short_story_in_a_2048_token_context_on_the_embedded_model(tmp_path, embedded_llm):
+    """Counted with the model's own tokenizer, every request of a two-chapter story fits 2048 tokens
+    (the ledger's prompt tokens are the embedded backend's exact counts)."""
+    config = {**NST_DEFAULTS, "prompt": "A fisherman finds a talking fish that grants one wish.", "prompt_id": None,
+              "words": 500, "plan_cache": str(tmp_path / "plans"), "max_turns": 5, "tool_max_tokens": 96,
+              "update_max_tokens": 400, "context_tokens": 2048, "llm": {"backend": "embedded", "model": None}}
+    store = RunStore.create(tmp_path / "run", pipeline="nst", config=config)
+    embedded_llm.recorders.append(store.recorder)
+    try:
+        with store.session("start"):
+            runner.write_story(store, embedded_llm, config)
+    finally:
+        embedded_llm.recorders.remove(store.recorder)
+    assert store.info().status == "completed" and len(store.chapters()) == 2
+    context = store.plan()["context"]
+    assert context["context_tokens"] == 2048 and context["exact_counts"] is True
+    calls = store.llm_calls()
+    assert calls and all(c.prompt_tokens + c.max_tokens <= 2048 for c in calls), [
+        (c.role, c.prompt_tokens, c.max_tokens) for c in calls]
+    print({c.index: (c.words, c.degraded, c.degraded_reason) for c in store.chapters()}, len(calls),
+          [(t.arguments.get("action"), t.arguments.get("what")) for t in store.tool_calls() if t.tool == "budget"])
+    store.close()

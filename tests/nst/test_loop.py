@@ -11,7 +11,16 @@ from agent.nst.length import Gate, size_tokens
 from agent.nst.loop import ChapterLoop
 from agent.nst.state import NarrativeState
 from agent.nst.tools import ChapterSession, ToolError, check_allowed, legal_tools
-from tests.nst.author import Author, default_policy, gate_of, offered, prose, update_json
+from tests.nst.author import (
+    Author,
+    chapter_text,
+    default_policy,
+    gate_of,
+    offered,
+    prose,
+    quotes_from,
+    update_json,
+)
 
 PLAN = {"outline": [{"id": i, "title": f"Part {i}", "description": f"Part {i} happens.", "target_words": 100}
                     for i in range(1, 5)]}
@@ -132,17 +141,18 @@ def test_last_turns_offer_only_the_required_steps(store, config):
 
 
 def test_update_errors_are_returned_and_update_stays_available(store, config):
-    replies = iter([json.dumps({"tool": "write", "title": "T"}),
-                    json.dumps({"tool": "update", "upsert_character_state": [],
-                                "add_past_event": [{"key": "storm", "description": "A storm came."}],
-                                "add_future_requirement": [], "resolve_future_requirement": ["nope"]}),
-                    update_json(1), json.dumps({"tool": "finish"})])
-    author = Author(policy=lambda request, tools: next(replies))
+    replies = iter([lambda r: json.dumps({"tool": "write", "title": "T"}),
+                    lambda r: json.dumps({"tool": "update", "upsert_character_state": [],
+                                          "add_past_event": [{"key": "storm", "description": "A storm came.",
+                                                              "evidence": "a storm broke over the harbour"}],
+                                          "add_future_requirement": [], "resolve_future_requirement": []}),
+                    lambda r: update_json(1, text=chapter_text(r)), lambda r: json.dumps({"tool": "finish"})])
+    author = Author(policy=lambda request, tools: next(replies)(request))
     _, result = run_chapter(store, config, author)
     calls = store.tool_calls()
     assert [(c.tool, c.ok) for c in calls] == [("write", True), ("update", False), ("update", True),
                                                ("finish", True)]
-    assert "nothing was applied" in calls[1].result
+    assert "nothing was applied" in calls[1].result and "'storm'" in calls[1].result
     assert "update" in offered(turns(author)[2]) and "update" not in offered(turns(author)[3])
     assert result.state.future_requirements == {"promise_1": "The bell must ring again."}
 
@@ -304,9 +314,10 @@ def test_a_failed_fallback_update_falls_back_to_one_event(store, config):
     # no draft passes, the full fallback update is invalid (a bad key), then the one-event
     # fallback reaches the state: the kept chapter still has its place in the chronology
     author = Author(length=lambda request, attempt: 20, policy=lambda request, tools: (
-        json.dumps({"add_past_event": [{"key": "the_storm", "description": "A storm broke the pier."}]})
+        json.dumps({"add_past_event": [{"key": "the_storm", "description": "A storm broke the pier.",
+                                        "evidence": quotes_from(chapter_text(request), 1)[0]}]})
         if not tools else json.dumps({"tool": "update", "upsert_character_state": [], "add_future_requirement": [],
-                                      "add_past_event": [{"key": "Bad Key", "description": "x"}],
+                                      "add_past_event": [{"key": "Bad Key", "description": "x", "evidence": "x"}],
                                       "resolve_future_requirement": []})
         if tools == ["update"] else json.dumps({"tool": "write", "title": "T"})))
     _loop, result = run_chapter(store, config, author, max_turns=3)
@@ -319,9 +330,10 @@ def test_a_failed_fallback_update_falls_back_to_one_event(store, config):
 def test_a_tool_offered_at_the_turn_is_honoured_on_the_last_spare_turn(store, config):
     # four turns: write, then one spare turn before update and finish: read is offered then,
     # and must be carried out, not refused by a check that counts the turn already taken
-    replies = iter([json.dumps({"tool": "write", "title": "T"}), json.dumps({"tool": "read", "chapter": 1}),
-                    update_json(1)])
-    author = Author(policy=lambda request, tools: next(replies))
+    replies = iter([lambda r: json.dumps({"tool": "write", "title": "T"}),
+                    lambda r: json.dumps({"tool": "read", "chapter": 1}),
+                    lambda r: update_json(1, text=chapter_text(r))])
+    author = Author(policy=lambda request, tools: next(replies)(request))
     _, result = run_chapter(store, config, author, max_turns=4)
     assert "read" in offered(turns(author)[1])
     assert [(c.tool, c.ok) for c in store.tool_calls()][:3] == [("write", True), ("read", True), ("update", True)]

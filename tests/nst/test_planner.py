@@ -115,3 +115,18 @@ def test_plan_cache_round_trip_and_digest(tmp_path):
     path.write_text(json.dumps(entry))
     assert cache.get(key) is None  # digest mismatch: ignored
     assert cache_key("m", "p", "7", 10)["prompt"].startswith("id:7:")
+
+
+def test_the_outline_stage_keeps_the_premise_and_every_stage_fits_the_context():
+    from agent.llm.context import CharsEstimate
+    from agent.nst.budget import Budget
+
+    llm = Author()
+    plan = make_plan(llm, "a storm prompt", 50_000, temperature=0.7, max_tokens=3900, attempts=2,
+                     budget=Budget(4096, CharsEstimate(), 64))
+    outline_request = next(r for r in llm.requests if r.role == "plan_outline")
+    text = outline_request.messages[1]["content"]
+    assert plan["premise"] in text and plan["acts"] in text and plan["synopsis"] in text
+    assert text.index(plan["premise"]) < text.index(plan["synopsis"])
+    assert all(CharsEstimate().count(r.messages) + r.max_tokens <= 4096 - 64 for r in llm.requests)
+    assert llm.requests[0].max_tokens < 3900  # clamped to the context

@@ -83,7 +83,7 @@ def test_rollsum_reads_the_same_frozen_plan(tmp_path, config):
 
 
 def test_direct_bounded_attempts_and_gate(tmp_path, config):
-    d_config = {**DIRECT_DEFAULTS, "prompt": config["prompt"], "words": 1000}
+    d_config = {**DIRECT_DEFAULTS, "prompt": config["prompt"], "words": 1000, "attempts": 3}
     store = RunStore.create(tmp_path / "d", pipeline="direct", config=d_config)
     sizes = iter([500, (1000, "length"), 700])
     author = Author(length=lambda request, attempt: next(sizes))

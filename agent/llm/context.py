@@ -1,0 +1,187 @@
+"""Knowing the model's context: how long it is, and how many tokens a request takes.
+
+A pipeline that budgets its prompts needs two facts it cannot guess: the context length and a
+token count of every request. Both depend on the backend, so they live here, beside it:
+
+- the **context length** comes from the user's ``--context-tokens`` (the run's setting) when
+  given, else from the server (``max_model_len`` in ``GET /v1/models``, as vLLM and SGLang
+  report it), else from the embedded model's config (``max_position_embeddings``); else it is
+  unknown and nothing is budgeted (a scripted test model);
+- a **token count** comes from the model's own tokenizer in process (embedded), from the
+  server's ``/tokenize`` (vLLM), or from a conservative characters-based estimate that the run
+  records as such, so nobody mistakes it for a measurement.
+
+Every counter counts a chat request as the model sees it (the chat template included), since
+that is what a server compares with its context.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from agent.llm.types import Message
+
+CHARS_PER_TOKEN = 3.0
+"""Latin text averages about 4 characters a token on current vocabularies; 3 over-counts."""
+CJK_TOKENS_PER_CHAR = 1.5
+MESSAGE_OVERHEAD = 8
+"""Template tokens per chat message (role markers, separators) for the estimate."""
+
+
+class TokenCounter(Protocol):
+    """Counts the prompt tokens of a chat request. ``exact``: from the model's tokenizer."""
+
+    name: str
+    exact: bool
+
+    def count(self, messages: Sequence[Message]) -> int: ...
+
+
+@dataclass
+class CharsEstimate:
+    """A conservative estimate when no tokenizer is at hand: over-counts, never under-counts
+    on ordinary text (CJK characters are counted at 1.5 tokens each)."""
+
+    name: str = "chars-estimate"
+    exact: bool = False
+    chars_per_token: float = CHARS_PER_TOKEN
+
+    def count_text(self, text: str) -> int:
+        cjk = sum(1 for ch in text if "\u2e80" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af"
+                  or "\uf900" <= ch <= "\ufaff")
+        return math.ceil((len(text) - cjk) / self.chars_per_token + cjk * CJK_TOKENS_PER_CHAR)
+
+    def count(self, messages: Sequence[Message]) -> int:
+        return sum(self.count_text(m.get("content", "")) + MESSAGE_OVERHEAD for m in messages) + MESSAGE_OVERHEAD
+
+
+class TemplateCounter:
+    """The model's own tokenizer and chat template, in process (the embedded backend; any tokenizer
+    with ``apply_chat_template``). A pipeline counts the same conversation several times while it
+    decides what fits, so the last counts are kept."""
+
+    exact = True
+
+    def __init__(self, tokenizer: Any, name: str = "tokenizer", cache: int = 512) -> None:
+        self.tokenizer = tokenizer
+        self.name = name
+        self._cache: dict[tuple[tuple[str, str], ...], int] = {}
+        self._size = cache
+
+    def count(self, messages: Sequence[Message]) -> int:
+        key = tuple((m.get("role", ""), m.get("content", "")) for m in messages)
+        found = self._cache.get(key)
+        if found is not None:
+            return found
+        ids = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        if len(self._cache) >= self._size:
+            self._cache.pop(next(iter(self._cache)))
+        self._cache[key] = len(ids)
+        return len(ids)
+
+
+class ServerCounter:
+    """vLLM's ``POST /tokenize`` (at the server root, beside ``/v1``): the server's own count."""
+
+    exact = True
+    name = "server /tokenize"
+
+    def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 30.0) -> None:
+        import httpx
+
+        root = base_url.rstrip("/")
+        root = root[:-3] if root.endswith("/v1") else root
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(base_url=root, headers=headers, timeout=timeout_s)
+        self.model = model
+
+    def count(self, messages: Sequence[Message]) -> int:
+        response = self._client.post("/tokenize", json={"model": self.model, "messages": list(messages),
+                                                        "add_generation_prompt": True})
+        response.raise_for_status()
+        data = response.json()
+        return int(data["count"]) if "count" in data else len(data["tokens"])
+
+    def close(self) -> None:
+        self._client.close()
+
+
+@dataclass(frozen=True)
+class ContextInfo:
+    """The context a run budgets against: its length (None: unknown) and where it came from."""
+
+    tokens: int | None
+    source: str
+    counter: str
+    exact: bool
+
+    def facts(self) -> dict[str, Any]:
+        """What the run records about its context (the plan's ``context`` entry)."""
+        return {"context_tokens": self.tokens, "source": self.source, "counter": self.counter,
+                "exact_counts": self.exact}
+
+
+def server_context(llm: Any) -> int | None:
+    """``max_model_len`` of the served model from ``GET /v1/models`` (vLLM, SGLang), if reported."""
+    request = getattr(llm, "_request", None)
+    if request is None:
+        return None
+    try:
+        data = request("GET", "/models")
+    except Exception:
+        return None
+    for entry in data.get("data", []) if isinstance(data, dict) else []:
+        if entry.get("id") == llm.model or len(data["data"]) == 1:
+            value = entry.get("max_model_len") or entry.get("context_length")
+            if isinstance(value, int) and value > 0:
+                return value
+    return None
+
+
+def embedded_context(llm: Any) -> int | None:
+    """The embedded model's ``max_position_embeddings`` (its config's context)."""
+    config = getattr(getattr(llm, "hf_model", None), "config", None)
+    value = getattr(config, "max_position_embeddings", None)
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def counter_for(llm: Any) -> TokenCounter:
+    """The best counter for ``llm``: its tokenizer, the server's ``/tokenize``, else the estimate."""
+    backend = getattr(llm, "backend", "")
+    if hasattr(getattr(llm, "tokenizer", None), "apply_chat_template"):  # embedded, or a model that carries one
+        return TemplateCounter(llm.tokenizer, name=f"{llm.model} tokenizer (in process)")
+    if backend == "endpoint" and getattr(llm, "base_url", None):
+        counter = ServerCounter(llm.base_url, llm.model)
+        try:
+            counter.count([{"role": "user", "content": "probe"}])
+            return counter
+        except Exception:
+            counter.close()
+    return CharsEstimate()
+
+
+def resolve_context(llm: Any, configured: int | None) -> tuple[ContextInfo, TokenCounter]:
+    """The run's context and counter: the setting first, then the server, then the embedded config."""
+    counter = counter_for(llm)
+    if configured:
+        tokens, source = int(configured), "setting context_tokens"
+    elif (served := server_context(llm)) is not None:
+        tokens, source = served, "server max_model_len"
+    elif (own := embedded_context(llm)) is not None:
+        tokens, source = own, "embedded model config"
+    else:
+        tokens, source = None, "unknown (not budgeted)"
+    return ContextInfo(tokens, source, counter.name, counter.exact), counter
+
+
+def is_length_rejection(error: BaseException) -> bool:
+    """Whether a server refused a request for its length (context, max_tokens, min_tokens)."""
+    text = str(error).lower()
+    return ("http 400" in text or "http 413" in text) and any(
+        word in text for word in ("context length", "maximum context", "max_tokens", "min_tokens", "too long",
+                                  "max_model_len"))

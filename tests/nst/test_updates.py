@@ -1,0 +1,129 @@
+"""State updates in the chapter loop (issue 13 item 5): evidence per entry, one retry of refused
+entries, identity facts, resolve keys from the open requirements, no forced past event."""
+
+from __future__ import annotations
+
+import json
+
+from agent.nst.loop import ChapterLoop
+from agent.nst.state import NarrativeState
+from agent.nst.tools import update_grammar
+from tests.nst.author import Author, chapter_text, offered, quotes_from, update_json
+
+PLAN = {"outline": [{"id": i, "title": f"Part {i}", "description": f"Part {i} happens.", "target_words": 100}
+                    for i in range(1, 4)]}
+
+
+def run_chapter(store, config, author, state=None, index=1, **kw):
+    loop = ChapterLoop(author, store, plan=PLAN, story_prompt="prompt", state=state or NarrativeState(),
+                       index=index, config={**config, **kw}, ratio=1.3)
+    return loop, loop.run()
+
+
+def scripted(*replies):
+    queue = iter(replies)
+    return lambda request, tools: next(queue)(request)
+
+
+def write(request):
+    return json.dumps({"tool": "write", "title": "T"})
+
+
+def test_an_unsupported_evidence_quote_refuses_that_entry_only_and_the_model_may_retry_it(store, config):
+    def first_update(request):
+        data = json.loads(update_json(1, events=2, characters=1, facts=2, text=chapter_text(request)))
+        data["add_past_event"][1]["evidence"] = "the bell was made of solid gold"  # not in the chapter
+        return json.dumps(data)
+
+    def retry(request):
+        event = {"key": "ch1_event_1", "description": "Event 1 happened.",
+                 "evidence": quotes_from(chapter_text(request), 3)[2]}
+        return json.dumps({"tool": "update", "upsert_character_state": [], "add_past_event": [event],
+                           "add_future_requirement": [], "resolve_future_requirement": []})
+
+    author = Author(policy=scripted(write, first_update, retry, lambda r: json.dumps({"tool": "finish"})))
+    _, result = run_chapter(store, config, author)
+    updates = [c for c in store.tool_calls() if c.tool == "update"]
+    assert [c.ok for c in updates] == [True, True]
+    first = updates[0]
+    assert "REFUSED 1 entry" in first.result and "'ch1_event_1'" in first.result and "solid gold" in first.result
+    assert first.arguments["refused"] and "may call update once more" in first.result
+    state = result.state
+    assert set(state.past_events) == {"ch1_event_0", "ch1_event_1"}  # the rest applied, the retry fixed one
+    assert state.provenance["past_events"]["ch1_event_0"]["chapter"] == 1
+    (name,) = state.characters
+    assert state.characters[name]["facts"] == {"age": state.characters[name]["facts"]["age"],
+                                               "birth_date": state.characters[name]["facts"]["birth_date"]}
+    # the retry is offered once, as an option: finish is legal beside it, and no second retry
+    turns = [r for r in author.requests if r.role == "nst_turn"]
+    assert {"update", "finish"} <= set(offered(turns[2])) and "update" not in offered(turns[3])
+
+
+def test_with_evidence_off_quotes_are_not_checked(store, config):
+    def update(request):
+        return update_json(1, events=1, characters=0, requirement=False, text="")  # evidence not in the chapter
+
+    author = Author(policy=scripted(write, update, lambda r: json.dumps({"tool": "finish"})))
+    _, result = run_chapter(store, config, author, evidence=False)
+    assert list(result.state.past_events) == ["ch1_event_0"]
+
+
+def test_resolve_keys_are_an_enum_of_the_open_requirements(store, config):
+    state = NarrativeState(future_requirements={"bell_rings": "x", "key_found": "y"})
+    schema = update_grammar(("bell_rings", "key_found")).model_json_schema()
+    assert schema["properties"]["resolve_future_requirement"]["items"]["enum"] == ["bell_rings", "key_found"]
+    assert update_grammar(()).model_json_schema()["properties"]["resolve_future_requirement"]["maxItems"] == 0
+
+    def bad_resolve(request):
+        data = json.loads(update_json(2, events=1, characters=0, requirement=False, text=chapter_text(request)))
+        data["resolve_future_requirement"] = ["no_such_key"]
+        return json.dumps(data)
+
+    def good_resolve(request):
+        return update_json(2, events=1, characters=0, requirement=False, text=chapter_text(request),
+                           resolve=["key_found"])
+
+    store.commit_chapter(1, "Part 1", "x " * 100, state={})
+    author = Author(policy=scripted(write, bad_resolve, good_resolve, lambda r: json.dumps({"tool": "finish"})))
+    _, result = run_chapter(store, config, author, state=state, index=2, lookback=False)
+    calls = store.tool_calls()
+    assert calls[1].tool == "invalid" and "'bell_rings' or 'key_found'" in calls[1].error  # the grammar refuses it
+    assert result.state.future_requirements == {"bell_rings": "x"}
+
+
+def test_no_past_event_is_forced_unless_the_setting_asks(store, config):
+    assert "minItems" not in update_grammar(()).model_json_schema()["properties"]["add_past_event"]
+    assert update_grammar((), 1).model_json_schema()["properties"]["add_past_event"]["minItems"] == 1
+
+    def empty(request):
+        return json.dumps({"tool": "update", "upsert_character_state": [], "add_past_event": [],
+                           "add_future_requirement": [], "resolve_future_requirement": []})
+
+    author = Author(policy=scripted(write, empty, lambda r: json.dumps({"tool": "finish"})))
+    _, result = run_chapter(store, config, author)
+    assert result.state.past_events == {} and not result.degraded
+    author = Author(policy=scripted(write, empty, lambda r: update_json(1, text=chapter_text(r)),
+                                    lambda r: json.dumps({"tool": "finish"})))
+    _, result = run_chapter(store, config, author, min_past_events=1)
+    assert [c.tool for c in store.tool_calls()][-3:] == ["invalid", "update", "finish"]
+    assert result.state.past_events
+
+
+def test_the_one_retry_is_spent_even_when_it_fails(store, config):
+    def refused_event(request):
+        data = json.loads(update_json(1, events=2, characters=0, requirement=False, text=chapter_text(request)))
+        data["add_past_event"][1]["evidence"] = "words that are nowhere in the chapter"
+        return json.dumps(data)
+
+    def again(request):
+        return json.dumps({"tool": "update", "upsert_character_state": [], "add_future_requirement": [],
+                           "add_past_event": [{"key": "ch1_event_1", "description": "x",
+                                               "evidence": "still not there"}],
+                           "resolve_future_requirement": []})
+
+    author = Author(policy=scripted(write, refused_event, again, lambda r: json.dumps({"tool": "finish"})))
+    _, result = run_chapter(store, config, author)
+    assert [(c.tool, c.ok) for c in store.tool_calls()] == [("write", True), ("update", True), ("update", False),
+                                                            ("finish", True)]
+    assert "nothing more was applied" in store.tool_calls()[2].result
+    assert list(result.state.past_events) == ["ch1_event_0"] and not result.degraded
