@@ -38,12 +38,12 @@ class Mutant:
 
 NST_LOOP = ("tests/nst/test_loop.py", "tests/nst/test_runner.py")
 EVAL_GATE = ("tests/eval/test_metrics_report.py", "tests/eval/test_publishable.py")
-CED = ("tests/eval/test_consistency.py", "tests/eval/test_metrics_report.py")
-WINDOWS = ("tests/eval/test_windows.py", "tests/eval/test_consistency.py")
+CED = ("tests/eval/test_consistency.py", "tests/eval/test_metrics_report.py", "tests/eval/test_core_rules.py")
+WINDOWS = ("tests/eval/test_windows.py", "tests/eval/test_consistency.py", "tests/eval/test_core_rules.py")
 QUOTES = ("tests/eval/test_quotes_and_stats.py", "tests/eval/test_consistency.py")
 STATS = ("tests/eval/test_quotes_and_stats.py", "tests/eval/test_publishable.py", "tests/eval/test_metrics_report.py")
 SEARCH = ("tests/store/test_search.py",)
-STATE = ("tests/nst/test_state.py",)
+STATE = ("tests/nst/test_state.py", "tests/nst/test_state_duplicates.py")
 PUBLISH = ("tests/eval/test_publishable.py",)
 
 MUTANTS = [
