@@ -175,3 +175,17 @@ def test_each_server_kind_gets_its_own_request_shape(servers, owner, kind, regex
     assert constraint_part(Regex("a+")) == regex_body
     assert constraint_part(Choice(["x", "y.z"])) == choice_body
     assert "response_format" in constraint_part(RANGE) or kind == "vllm"  # vLLM: the range goes as a regex
+
+
+def test_prompt_verbose_prints_the_probe_findings(servers, tmp_path, capsys):
+    from agent.cli import main
+
+    servers.append(server := server_like(enforces=True, regex=True, min_tokens=False, cached=True, owner="vllm",
+                                         answers=['{"chapter": 2}']))
+    schema = tmp_path / "r.schema.json"
+    schema.write_text(json.dumps(RANGE.schema))
+    assert main(["prompt", "hi", "--endpoint", server.url, "--schema", str(schema), "-v"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out) == {"chapter": 2}
+    assert "[probe] server vllm" in out.err and "min_tokens=no" in out.err
+    assert "[probe] degraded: min_tokens ignored: length is kept by feedback only" in out.err
