@@ -189,3 +189,13 @@ def test_prompt_verbose_prints_the_probe_findings(servers, tmp_path, capsys):
     assert json.loads(out.out) == {"chapter": 2}
     assert "[probe] server vllm" in out.err and "min_tokens=no" in out.err
     assert "[probe] degraded: min_tokens ignored: length is kept by feedback only" in out.err
+
+
+def test_a_json_probe_reply_cut_at_its_length_is_inconclusive_not_a_refusal(servers):
+    server = HostileServer("custom")
+    server.custom = lambda body: (200, reply('{"fabula_probe":   ' if "response_format" in body else "hi",
+                                             finish="length" if "response_format" in body else "stop"))
+    servers.append(server)
+    llm = open_llm("endpoint", endpoint=server.url)  # not refused: the server may well enforce schemas
+    assert llm.probe.json_schema_enforced is None
+    assert any("inconclusive" in note for note in llm.probe.degraded)
