@@ -108,3 +108,37 @@ def test_every_bounded_grammar_reaches_the_decoder_bounded():
         # no integer field of this grammar is compiled to an unbounded integer any more
         assert r"(-)?(0|[1-9][0-9]*)" not in regex, name
     assert bounded >= 5  # judges (1-10, 0-100) and NST tool calls (chapter >= 1)
+
+
+def test_outlines_core_itself_enforces_the_spliced_ranges():
+    """The decoder's own automaton (outlines_core.Index, what the embedded backend and vLLM's
+    outlines backend run), over a one-character-per-token vocabulary: no model needed."""
+    import string
+
+    from outlines_core import Index, Vocabulary
+
+    chars = [c for c in string.printable if c not in "\x0b\x0c"]
+    vocabulary = Vocabulary(len(chars), {c: [i] for i, c in enumerate(chars)})
+    schema = {"type": "object", "properties": {"score": {"type": "integer", "minimum": 1, "maximum": 10},
+                                               "chapter": {"type": "integer", "minimum": 1}},
+              "required": ["score", "chapter"], "additionalProperties": False}
+    index = Index(decoding_regex(schema, build, "[ ]?"), vocabulary)
+
+    def accepts(text: str) -> bool:
+        state = index.get_initial_state()
+        for ch in text:
+            state = index.get_next_state(state, chars.index(ch))
+            if state is None:
+                return False
+        return index.is_final_state(state)
+
+    assert accepts('{"score":10,"chapter":7}') and accepts('{"score": 1, "chapter": 123}')
+    for bad in ('{"score":0,"chapter":7}', '{"score":11,"chapter":7}', '{"score":4667253236,"chapter":1}',
+                '{"score":5,"chapter":0}', '{"score":5,"chapter":-2}'):
+        assert not accepts(bad), bad
+    # and without the rewrite, the same automaton lets the out-of-range values through
+    plain = Index(build(json.dumps(schema), "[ ]?"), vocabulary)
+    state = plain.get_initial_state()
+    for ch in '{"score":0,"chapter":0}':
+        state = plain.get_next_state(state, chars.index(ch))
+    assert state is not None and plain.is_final_state(state)

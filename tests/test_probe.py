@@ -175,3 +175,27 @@ def test_each_server_kind_gets_its_own_request_shape(servers, owner, kind, regex
     assert constraint_part(Regex("a+")) == regex_body
     assert constraint_part(Choice(["x", "y.z"])) == choice_body
     assert "response_format" in constraint_part(RANGE) or kind == "vllm"  # vLLM: the range goes as a regex
+
+
+def test_prompt_verbose_prints_the_probe_findings(servers, tmp_path, capsys):
+    from agent.cli import main
+
+    servers.append(server := server_like(enforces=True, regex=True, min_tokens=False, cached=True, owner="vllm",
+                                         answers=['{"chapter": 2}']))
+    schema = tmp_path / "r.schema.json"
+    schema.write_text(json.dumps(RANGE.schema))
+    assert main(["prompt", "hi", "--endpoint", server.url, "--schema", str(schema), "-v"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out) == {"chapter": 2}
+    assert "[probe] server vllm" in out.err and "min_tokens=no" in out.err
+    assert "[probe] degraded: min_tokens ignored: length is kept by feedback only" in out.err
+
+
+def test_a_json_probe_reply_cut_at_its_length_is_inconclusive_not_a_refusal(servers):
+    server = HostileServer("custom")
+    server.custom = lambda body: (200, reply('{"fabula_probe":   ' if "response_format" in body else "hi",
+                                             finish="length" if "response_format" in body else "stop"))
+    servers.append(server)
+    llm = open_llm("endpoint", endpoint=server.url)  # not refused: the server may well enforce schemas
+    assert llm.probe.json_schema_enforced is None
+    assert any("inconclusive" in note for note in llm.probe.degraded)

@@ -115,16 +115,14 @@ def identify(client: BoundedClient, entries: list[dict[str, Any]], model: str) -
 
 
 def check_enforcement(client: BoundedClient, probe: ServerProbe, *, thinking_field: dict[str, Any]) -> None:
-    """The costly part: three tiny requests that show what the server enforces."""
-    base = {"model": probe.model, "messages": PROBE_ASK, "temperature": 0, "max_tokens": 16, **thinking_field}
+    """The costly part: four tiny requests that show what the server enforces."""
+    base = {"model": probe.model, "messages": PROBE_ASK, "temperature": 0, "max_tokens": 32, **thinking_field}
     reply = _post_quietly(client, {**base, "response_format": {
         "type": "json_schema", "json_schema": {"name": "fabula_probe", "schema": PROBE_SCHEMA, "strict": True}}})
     if reply is not None:
-        text = _content(reply)
-        try:
-            probe.json_schema_enforced = json.loads(text.strip()) == {"fabula_probe": "qx7"}
-        except (ValueError, AttributeError):
-            probe.json_schema_enforced = False
+        probe.json_schema_enforced = _answered(reply, {"fabula_probe": "qx7"})
+        if probe.json_schema_enforced is None:
+            probe.degraded.append("JSON-schema probe inconclusive (a JSON reply cut at its length limit)")
         usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
         probe.cached_tokens_reported = isinstance(usage.get("prompt_tokens_details"), dict)
         if thinking_field:
@@ -133,18 +131,14 @@ def check_enforcement(client: BoundedClient, probe: ServerProbe, *, thinking_fie
         # Outlines ignores minimum/maximum, xgrammar enforces them: ask for a number below the bound.
         ranged = _post_quietly(client, {**base, "messages": RANGE_ASK, "response_format": {
             "type": "json_schema", "json_schema": {"name": "fabula_range", "schema": RANGE_SCHEMA, "strict": True}}})
-        try:
-            value = json.loads(_content(ranged).strip())["n"] if ranged is not None else None
-            probe.ranges_enforced = isinstance(value, int) and value >= RANGE_MIN
-        except (ValueError, KeyError, TypeError):
-            probe.ranges_enforced = False
+        probe.ranges_enforced = _answered(ranged, lambda v: isinstance(v.get("n"), int) and v["n"] >= RANGE_MIN)
     regex_field = shapes.regex_field(probe.kind, "qx7[0-9]")
     regex = _post_quietly(client, {**base, **regex_field}) if regex_field else None
     probe.regex_enforced = regex is not None and _content(regex).strip()[:4] in {f"qx7{d}" for d in range(10)}
     # A server that reads min_tokens refuses min_tokens > max_tokens; one that ignores it answers.
     refused = _post_quietly(client, {**base, "max_tokens": 1, "min_tokens": 2}, want_status=True)
     probe.min_tokens = refused == 400
-    if not probe.json_schema_enforced:
+    if probe.json_schema_enforced is False:
         probe.degraded.append("JSON-schema constraints not enforced: replies are parsed, validated and re-asked")
     if not probe.regex_enforced and not probe.ranges_enforced:
         probe.degraded.append("neither numeric ranges nor regexes enforced: only small integer ranges "
@@ -153,6 +147,28 @@ def check_enforcement(client: BoundedClient, probe: ServerProbe, *, thinking_fie
         probe.degraded.append("min_tokens ignored: length is kept by feedback only")
     if probe.cached_tokens_reported is False:
         probe.degraded.append("cached prompt tokens not reported: cache hits are counted as 0")
+
+
+def _answered(reply: Any, expected: Any) -> bool | None:
+    """Whether a probe reply is the constrained answer (``expected``: the value, or a test of it).
+
+    ``None`` when it cannot tell: no reply, or JSON cut at the length limit (a small model can
+    spend its tokens on whitespace inside a valid object); free text means not enforced.
+    """
+    if reply is None:
+        return None
+    text = _content(reply).strip()
+    try:
+        value = json.loads(text)
+    except ValueError:
+        try:
+            cut = reply["choices"][0]["finish_reason"] == "length"
+        except (KeyError, IndexError, TypeError):
+            cut = False
+        return None if cut and text.startswith("{") else False
+    if not isinstance(value, dict):
+        return False
+    return bool(expected(value)) if callable(expected) else value == expected
 
 
 def _content(reply: Any) -> str:
