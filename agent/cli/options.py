@@ -90,7 +90,7 @@ def check_server(options: LLMOptions) -> LLMOptions:
     if not options.endpoint:
         raise CLIError("the endpoint backend needs --endpoint URL (or FABULA_ENDPOINT)")
     try:
-        llm = EndpointLLM(options.endpoint, options.model, api_key=options.api_key)
+        llm = EndpointLLM(options.endpoint, options.model, api_key=options.api_key, probe="light")
     except EndpointUnavailableError as exc:
         raise CLIError(f"cannot reach the server: {str(exc).splitlines()[0]}", exit_code=1) from exc
     except (LLMError, ValueError) as exc:
