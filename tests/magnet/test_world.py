@@ -128,3 +128,12 @@ def test_the_two_example_genres_that_leaked_keep_their_secrets():
     assert "Hugo Ashcombe" in mystery.related("Lucia Ashcombe")
     seen = {(e.subject, e.attribute) for e in mystery.entries("Lucia Ashcombe")}
     assert ("Hugo Ashcombe", "in_debt") not in seen and ("Lucia Ashcombe", "holding_back_evidence") in seen
+
+
+def test_redaction_hides_other_characters_secret_values_but_never_a_name():
+    world = WorldGraph.from_definition(_secret_story())
+    text = "Ann heard that Bob OWES 40,000 to a moneylender; Cy is the true heir."
+    assert world.redact(text, "Ann") == text  # the exact value only
+    world.apply(2, 0, "Cy", "x", [Update("Bob", "in_debt", "owes 40,000"), Update("world", "true_heir", "Cy")])
+    assert world.redact(text, "Ann") == "Ann heard that Bob [hidden] to a moneylender; Cy is the true heir."
+    assert world.redact(text, "Bob") == text  # his own secret
