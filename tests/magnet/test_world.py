@@ -131,9 +131,12 @@ def test_the_two_example_genres_that_leaked_keep_their_secrets():
 
 
 def test_redaction_hides_other_characters_secret_values_but_never_a_name():
-    world = WorldGraph.from_definition(_secret_story())
-    text = "Ann heard that Bob OWES 40,000 to a moneylender; Cy is the true heir."
+    chars = story_dict()["characters"]
+    chars[1]["secrets"] = {"in_debt": "owes 40,000 to a bookmaker"}
+    chars[2]["name"] = "Cyril"
+    world = WorldGraph.from_definition(story(characters=chars, secrets={"true_heir": "the gardener"}))
+    text = "Ann heard that Bob OWES 40,000 to a moneylender; Cyril is the true heir."
     assert world.redact(text, "Ann") == text  # the exact value only
-    world.apply(2, 0, "Cy", "x", [Update("Bob", "in_debt", "owes 40,000"), Update("world", "true_heir", "Cy")])
-    assert world.redact(text, "Ann") == "Ann heard that Bob [hidden] to a moneylender; Cy is the true heir."
+    world.apply(2, 0, "Cyril", "x", [Update("Bob", "in_debt", "owes 40,000"), Update("world", "true_heir", "Cyril")])
+    assert world.redact(text, "Ann") == "Ann heard that Bob [hidden] to a moneylender; Cyril is the true heir."
     assert world.redact(text, "Bob") == text  # his own secret
