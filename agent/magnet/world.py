@@ -239,7 +239,9 @@ class WorldGraph:
         """Text values of the secrets ``viewer`` may not see (the longest first)."""
         values = {str(v["value"]).strip() for s, attrs in self.variables.items() if s != viewer
                   for v in attrs.values() if v.get("secret") and isinstance(v["value"], str)}
-        return sorted((v for v in values if len(v) >= MIN_REDACTED), key=len, reverse=True)
+        names = {n.casefold() for n in (*self.characters, WORLD)}  # a secret "Ines" must not erase Ines
+        return sorted((v for v in values if len(v) >= MIN_REDACTED and v.casefold() not in names),
+                      key=len, reverse=True)
 
     def redact(self, text: str, viewer: str) -> str:
         """``text`` with every secret value ``viewer`` may not see replaced by ``[hidden]``.

@@ -128,3 +128,15 @@ def test_the_two_example_genres_that_leaked_keep_their_secrets():
     assert "Hugo Ashcombe" in mystery.related("Lucia Ashcombe")
     seen = {(e.subject, e.attribute) for e in mystery.entries("Lucia Ashcombe")}
     assert ("Hugo Ashcombe", "in_debt") not in seen and ("Lucia Ashcombe", "holding_back_evidence") in seen
+
+
+def test_redaction_hides_other_characters_secret_values_but_never_a_name():
+    chars = story_dict()["characters"]
+    chars[1]["secrets"] = {"in_debt": "owes 40,000 to a bookmaker"}
+    chars[2]["name"] = "Cyril"
+    world = WorldGraph.from_definition(story(characters=chars, secrets={"true_heir": "the gardener"}))
+    text = "Ann heard that Bob OWES 40,000 to a moneylender; Cyril is the true heir."
+    assert world.redact(text, "Ann") == text  # the exact value only
+    world.apply(2, 0, "Cyril", "x", [Update("Bob", "in_debt", "owes 40,000"), Update("world", "true_heir", "Cyril")])
+    assert world.redact(text, "Ann") == "Ann heard that Bob [hidden] to a moneylender; Cyril is the true heir."
+    assert world.redact(text, "Bob") == text  # his own secret
