@@ -68,6 +68,7 @@ class RunContext(Generic[C]):
         self._open_llm = open_llm
         self._opened = False
         self._previous_policy = None
+        self._added_recorder = False
         self._sink = events or ignore
         self._started = time.monotonic()
         self._unit: int | None = None
@@ -90,7 +91,8 @@ class RunContext(Generic[C]):
         return self._llm
 
     def _attach(self, llm: LLM) -> None:
-        if self.store.recorder not in llm.recorders:
+        self._added_recorder = self.store.recorder not in llm.recorders
+        if self._added_recorder:
             llm.recorders.append(self.store.recorder)
         llm.recorders.append(self._on_call)
         self._previous_policy = llm.sampling_policy
@@ -104,6 +106,8 @@ class RunContext(Generic[C]):
             return
         if self._on_call in self._llm.recorders:
             self._llm.recorders.remove(self._on_call)
+        if self._added_recorder and self.store.recorder in self._llm.recorders:
+            self._llm.recorders.remove(self.store.recorder)  # a shared model outlives this run's store
         self._llm.sampling_policy = self._previous_policy
         if self._opened:
             self._llm.close()

@@ -97,3 +97,15 @@ def test_start_hands_the_runner_a_typed_config_and_a_lazy_model(tmp_path, monkey
     pipelines.start(tmp_path / "r", "typed-test", {"shift_every": 7}, pipelines.LLMOptions("scripted")).close()
     assert isinstance(seen["config"], MagnetSettings) and seen["config"].shift_every == 7
     assert not opened  # a runner that never asks for the model opens none
+
+
+def test_a_shared_model_is_left_as_it_was_found(tmp_path):
+    """A model that outlives the run (a server session, a test fixture) keeps no recorder of a
+    closed store and no sampling policy of a finished run."""
+    store = RunStore.create(tmp_path / "r", pipeline="nst", config={})
+    llm = Author()
+    with RunContext(store, MagnetSettings(), llm=llm):
+        assert store.recorder in llm.recorders and llm.sampling_policy is not None
+    store.close()
+    assert llm.recorders == [] and llm.sampling_policy is None
+    llm.generate([{"role": "user", "content": "plan"}], temperature=0, max_tokens=8, role="plan_premise")
