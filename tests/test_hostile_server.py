@@ -243,3 +243,30 @@ def test_a_server_that_hangs_mid_run_ends_the_run_within_the_budget_and_it_resum
             assert [c.index for c in store.chapters()] == [1, 2, 3] and store.info().status == "completed"
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("behaviour", ["silent", "endless", "garbage", "shape"])
+def test_fabula_write_magnet_against_a_hostile_server_is_one_line_and_keeps_nothing_unpaid(hostile, behaviour,
+                                                                                           tmp_path):
+    """#14: the hostile server driven against `write magnet` too: one line, bounded time, no traceback,
+    no secret, and no run left behind when no model call was paid for."""
+    server = hostile(behaviour)
+    server.body = {"choices": [{"message": {"content": [1]}}]}
+    url = server.url.replace("http://", "http://me:pa55@")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FABULA_")}
+    env.update(PYTHONPATH=str(ROOT), FABULA_HOME=str(tmp_path / "home"))
+    out = tmp_path / "run"
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "agent.cli", "write", "magnet",
+                             str(ROOT / "agent" / "magnet" / "examples" / "mystery_codicil.toml"), "--words", "150",
+                             "--endpoint", url, "--call-timeout", "3", "--out", str(out)],
+                            capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
+    assert time.monotonic() - started < 60
+    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("fabula: error:")]
+    assert result.returncode != 0 and len(errors) == 1, result.stderr
+    assert "Traceback" not in result.stderr and "pa55" not in result.stderr + result.stdout
+    if out.exists():  # kept only because calls were made and recorded: resumable, never half-deleted
+        from agent.store import RunStore
+
+        with RunStore.open(out, readonly=True) as store:
+            assert store.info().status == "failed" and store.query("SELECT count(*) FROM llm_calls")[0][0] > 0
