@@ -21,33 +21,39 @@ PROSE = frozenset({"narrator", "transition", "baseline"})
 SMALL = {"prose_sampling": SMALL_PROSE, "structured_sampling": SMALL_STRUCTURED}
 
 
-class MagnetSettings(WritingControls):
+class ParagraphSettings(WritingControls):
+    """What Magnet and its single-model baseline share: paragraph budgets, history, ending, retries
+    (declared once, so both pipelines check the same ranges)."""
+
     PROSE_ROLES: ClassVar[frozenset[str]] = PROSE
     PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": SMALL}
 
-    character_temperature: float = Field(0.2, ge=0.0, le=2.0)
-    critic_temperature: float = Field(0.1, ge=0.0, le=2.0)
-    narrator_temperature: float = Field(0.35, ge=0.0, le=2.0)
-    goal_temperature: float = Field(0.1, ge=0.0, le=2.0)
     baseline_temperature: float = Field(0.35, ge=0.0, le=2.0)
-    max_revisions: int = Field(3, ge=0, le=20)
-    stall_steps: int = Field(15, ge=1, le=10_000)
-    shift_every: int = Field(40, ge=1, le=10_000)
     history_window: int = Field(3, ge=1, le=50)
     """Recent story paragraphs every role sees."""
-    action_tokens: int = Field(160, ge=16, le=TOKENS)
-    critic_tokens: int = Field(400, ge=16, le=TOKENS)
-    selection_tokens: int = Field(80, ge=8, le=TOKENS)
     paragraph_tokens: int = Field(320, ge=16, le=TOKENS)
     paragraph_min_tokens: int = Field(60, ge=1, le=TOKENS)
-    goal_tokens: int = Field(120, ge=16, le=TOKENS)
-    transition_tokens: int = Field(220, ge=16, le=TOKENS)
     ending_paragraphs: int = Field(4, ge=1, le=100)
     """Steer to a concluding goal when this many paragraphs' worth of words remain."""
     max_steps_factor: float = Field(3.0, ge=1.0, le=20.0)
     """Hard bound on timesteps: factor x (target words / paragraph_min_tokens); hit is recorded."""
     retries: int = Field(1, ge=0, le=10)
     """Re-asks of one failed model call (a truncated or invalid reply) before giving up on it."""
+
+
+class MagnetSettings(ParagraphSettings):
+    character_temperature: float = Field(0.2, ge=0.0, le=2.0)
+    critic_temperature: float = Field(0.1, ge=0.0, le=2.0)
+    narrator_temperature: float = Field(0.35, ge=0.0, le=2.0)
+    goal_temperature: float = Field(0.1, ge=0.0, le=2.0)
+    max_revisions: int = Field(3, ge=0, le=20)
+    stall_steps: int = Field(15, ge=1, le=10_000)
+    shift_every: int = Field(40, ge=1, le=10_000)
+    action_tokens: int = Field(160, ge=16, le=TOKENS)
+    critic_tokens: int = Field(400, ge=16, le=TOKENS)
+    selection_tokens: int = Field(80, ge=8, le=TOKENS)
+    goal_tokens: int = Field(120, ge=16, le=TOKENS)
+    transition_tokens: int = Field(220, ge=16, le=TOKENS)
     recall_paragraphs: int = Field(3, ge=0, le=20)
     """Long-range memory: earlier paragraphs recalled per step by BM25 (0: none)."""
     recall_words: int = Field(90, ge=10, le=2000)
@@ -79,24 +85,12 @@ class MagnetConfig(MagnetSettings):
     story: dict[str, Any]
 
 
-BASELINE_SETTINGS = ("baseline_temperature", "paragraph_tokens", "paragraph_min_tokens", "history_window",
-                     "ending_paragraphs", "max_steps_factor", "retries")
 
 
-class SingleConfig(WritingControls):
+class SingleConfig(ParagraphSettings):
     """The single-model baseline: the story definition and the settings it shares with Magnet."""
 
-    PROSE_ROLES: ClassVar[frozenset[str]] = PROSE
-    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": SMALL}
-
     story: dict[str, Any]
-    baseline_temperature: float = Field(0.35, ge=0.0, le=2.0)
-    paragraph_tokens: int = Field(320, ge=16, le=TOKENS)
-    paragraph_min_tokens: int = Field(60, ge=1, le=TOKENS)
-    history_window: int = Field(3, ge=1, le=50)
-    ending_paragraphs: int = Field(4, ge=1, le=100)
-    max_steps_factor: float = Field(3.0, ge=1.0, le=20.0)
-    retries: int = Field(1, ge=0, le=10)
 
     def magnet_settings(self) -> MagnetSettings:
         """The Magnet settings the shared helpers (ending, prose) read."""
