@@ -16,9 +16,8 @@ from agent.llm import LLM
 from agent.llm.types import Message
 from agent.nst.budget import run_budget
 from agent.nst.config import DirectConfig
-from agent.nst.drafting import Drafter, draft_until_gate
+from agent.nst.drafting import Drafter, draft_until_gate, record_attempt
 from agent.nst.length import initial_ratio
-from agent.nst.rollsum import record_attempt
 from agent.run_context import EventSink, RunContext
 from agent.store import RunStore
 from agent.store.snapshots import ChapterSnapshot

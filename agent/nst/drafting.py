@@ -22,6 +22,7 @@ from agent.llm.types import Completion, Message
 from agent.nst.budget import Budget, Shrink
 from agent.nst.length import size_tokens, update_ratio
 from agent.repetition import Repetition, measure
+from agent.run_context import RunContext
 from agent.text import count_words, sentence_spans
 
 _HEADING = re.compile(r"^\s*(#+\s.*|\**\s*chapter\s+\d+\b.*)$", re.IGNORECASE)
@@ -181,3 +182,14 @@ def draft_until_gate(drafter: Drafter, base: list[Message], attempts: int, *,
     reason = (f"no draft passed the length gate in {attempts} attempts; kept the closest: {kept.words} words "
               f"for {gate.low}-{gate.high}")
     return GateOutcome(kept.text, kept.words, True, reason, attempts, bool(first))
+
+
+def record_attempt(ctx: RunContext[Any]):
+    """The ledger and progress entry of one baseline draft (the same shape for RollSum and Direct)."""
+
+    def record(number: int, attempt: Attempt, feedback: str | None) -> None:
+        ctx.store.record_tool_call(turn=number, tool="write", arguments=attempt.facts(), ok=attempt.accepted,
+                                   result=feedback)
+        ctx.emit("draft", attempts=number, words=attempt.words, accepted=attempt.accepted)
+
+    return record

@@ -18,7 +18,7 @@ from agent.llm import LLM
 from agent.llm.types import Message
 from agent.nst.budget import run_budget
 from agent.nst.config import RollSumConfig
-from agent.nst.drafting import Attempt, Drafter, draft_until_gate
+from agent.nst.drafting import Drafter, draft_until_gate, record_attempt
 from agent.nst.length import initial_ratio
 from agent.nst.planning import frozen_plan
 from agent.nst.prompts import outline_block
@@ -83,17 +83,6 @@ def write(ctx: RunContext[RollSumConfig]) -> None:
             ctx.set_progress(words=ctx.words + outcome.words)
             ctx.emit("committed", words=outcome.words, degraded=outcome.degraded)
     store.finish()
-
-
-def record_attempt(ctx: RunContext[Any]):
-    """The ledger and progress entry of one baseline draft (the same shape for RollSum and Direct)."""
-
-    def record(number: int, attempt: Attempt, feedback: str | None) -> None:
-        ctx.store.record_tool_call(turn=number, tool="write", arguments=attempt.facts(), ok=attempt.accepted,
-                                   result=feedback)
-        ctx.emit("draft", attempts=number, words=attempt.words, accepted=attempt.accepted)
-
-    return record
 
 
 def write_story(store: RunStore, llm: LLM, config: RollSumConfig | Mapping[str, Any], *,
