@@ -49,6 +49,9 @@ class Budget:
     slack: int = 0
     """Extra reserve learnt from server rejections (a counter that under-counts)."""
     info: ContextInfo | None = None
+    clamped: bool = False
+    """Whether the last request's ``max_tokens`` was cut to fit the context: a reply cut off at
+    that limit then says the context is full, not that the model rambled."""
 
     @property
     def limit(self) -> int | None:
@@ -92,6 +95,7 @@ class Budget:
                 asked = min(max_tokens, self.limit - prompt)
                 if asked < max_tokens:
                     self.note("clamp_max_tokens", what=what, prompt_tokens=prompt, wanted=max_tokens, given=asked)
+            self.clamped = asked < max_tokens
             floor = None if min_tokens is None else max(0, min(min_tokens, asked - 1))
             try:
                 return llm.generate(list(messages), output_type, temperature=temperature, max_tokens=asked,

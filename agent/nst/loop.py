@@ -299,6 +299,8 @@ class ChapterLoop:
             self.stats["invalid_turns"] += 1
             s.failed += 1
             self._record("invalid", {"offered": tools}, None, False, str(exc))
+            if isinstance(exc, TruncatedOutputError) and self.budget.clamped:
+                self._free_room_after_cut(max_tokens)
             return
         call = unwrap(reply.parsed)
         self.messages.append({"role": "assistant", "content": reply.text.strip()})
@@ -315,6 +317,18 @@ class ChapterLoop:
         self._record(call.tool, arguments, result, ok, error)
         if not s.finished:
             self.messages.append({"role": "user", "content": f"{result}\n\n{self._next_hint()}"})
+
+    def _free_room_after_cut(self, wanted: int) -> None:
+        """A reply cut at a ``max_tokens`` the context imposed would be cut again if asked again:
+        free room in the conversation, or, with nothing left to give, end the chapter as out of room
+        (``run`` catches the error) instead of spending the turn cap on the same cut reply."""
+        budget = self.budget
+        done = self._shrink()
+        prompt = budget.count(self.messages)
+        if done is None:
+            raise budget.fail(f"a turn of chapter {self.s.index} (its reply was cut at the context edge)", prompt,
+                              wanted)
+        budget.note(done, what=f"a turn of chapter {self.s.index}", prompt_tokens=prompt)
 
     # -- what the write and update tools do -------------------------------------------------
     def write_draft(self, title: str) -> str:
@@ -381,14 +395,15 @@ class ChapterLoop:
             return
         self.messages.append({"role": "user", "content": "That update could not be applied. Record only the one "
                               "most important event of this chapter, as a single past event."})
-        self._fallback_call(EventUpdate, self.config.update_max_tokens)
+        # one event is a short reply: it may still fit where the full update did not
+        self._fallback_call(EventUpdate, self.config.update_max_tokens, MIN_TURN_OUTPUT)
 
-    def _fallback_call(self, grammar: Any, max_tokens: int) -> bool:
+    def _fallback_call(self, grammar: Any, max_tokens: int, min_output: int | None = None) -> bool:
         """One fallback update; True when it was applied."""
         self._arguments = {}
         try:
             reply = self._generate(self.messages, grammar, max_tokens, "nst_turn",
-                                   min(max_tokens, self.update_output()))
+                                   min(max_tokens, min_output or self.update_output()))
         except ContextExceededError as exc:
             self.budget.note("skip_fallback_update", chapter=self.s.index, error=str(exc)[:200])
             return False

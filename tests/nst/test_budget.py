@@ -77,7 +77,7 @@ def test_a_multi_chapter_story_in_a_tiny_context_sends_nothing_over_it(tmp_path,
                                        "counter": "chars-estimate", "exact_counts": False, "reserve": 64}
     actions = budget_actions(store)
     assert {"page_read", "refuse_read", "trim_search"} & set(actions)  # step a: lookups sized to the room
-    assert all(not c.degraded for c in store.chapters())
+    assert all(not c.degraded for c in store.chapters()), [(c.index, c.degraded_reason) for c in store.chapters()]
 
 
 def test_without_a_budget_the_same_story_goes_over(tmp_path, config):
@@ -277,3 +277,20 @@ def test_rejections_that_fill_the_context_end_the_chapter_degraded_not_the_run(s
     assert result.degraded and "before the context was full" in result.reason
     assert "out_of_room" in budget_actions(store)
     assert_all_fit(store, context)
+
+
+def test_a_reply_cut_at_the_context_edge_is_not_asked_again(tmp_path, config):
+    """An update cut at a max_tokens the context imposed would be cut again: the chapter ends as out
+    of room at once and its state comes from the one-event fallback, instead of the same cut
+    request filling the turn cap (seen: 44 identical cut updates in a 2,048-token context)."""
+    config = {**config, "words": 300, "context_tokens": 2048}
+    store = RunStore.create(tmp_path / "edge", pipeline="nst", config=config)
+    with store.session("start"), pytest.raises(ContextExceededError):  # chapter 2 does not fit: by design
+        runner.write_story(store, attach(store, Author(policy=reader_policy)), config)
+    first = [t for t in store.tool_calls() if t.unit == 1]
+    cut = [t for t in first if t.tool == "invalid" and "cut at max_tokens" in (t.error or "")]
+    assert len(cut) == 1, [(t.tool, t.error) for t in first]
+    assert "out_of_room" in [t.arguments.get("action") for t in first if t.tool == "budget"]
+    assert any(t.tool == "update" and t.ok and t.arguments.get("fallback") for t in first)
+    assert [(c.index, c.degraded) for c in store.chapters()] == [(1, False)]
+    assert_all_fit(store, 2048)

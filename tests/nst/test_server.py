@@ -1,35 +1,52 @@
-"""One chapter against the CPU vLLM server: later turns reuse the earlier turns' prefix."""
+"""A whole NstAgent story against the CPU vLLM server (``--max-model-len 4096``, the tiny-cpu
+preset): the context comes from the server, every request is fitted to it before it is sent
+(the server refuses nothing for length), and later calls reuse the earlier calls' prefix."""
 
 from __future__ import annotations
 
 import pytest
 
-from agent.nst.config import NST_DEFAULTS
-from agent.nst.loop import ChapterLoop
-from agent.nst.state import NarrativeState
+from agent.llm.context import is_length_rejection
+from agent.nst import runner
+from agent.nst.config import NST_DEFAULTS, NstConfig
 from agent.store import RunStore
+from serve.presets import get_preset
 
-PLAN = {"outline": [{"id": 1, "title": "The wish", "description": "A fisherman catches a talking fish.",
-                     "target_words": 80},
-                    {"id": 2, "title": "The price", "description": "The wish comes true at a cost.",
-                     "target_words": 80}]}
+CONTEXT = get_preset("tiny-cpu").max_model_len
+
+OUTLINE = [{"id": 1, "title": "The wish", "description": "A fisherman catches a talking fish.", "target_words": 80},
+           {"id": 2, "title": "The price", "description": "The wish comes true at a cost.", "target_words": 80}]
 
 
 @pytest.mark.server
-def test_one_chapter_reuses_the_prefix_cache(tmp_path, vllm_server):
+def test_a_story_fits_the_servers_context_and_reuses_its_prefix_cache(tmp_path, vllm_server):
     from agent.llm import open_llm
 
-    config = {**NST_DEFAULTS, "prompt": "A fisherman finds a talking fish.", "words": 160, "max_turns": 6,
-              "update_max_tokens": 400, "tool_max_tokens": 96}
+    # update_max_tokens keeps its default (4,096 = the whole context): unbudgeted, every update
+    # request would be longer than the server's context.
+    config = {**NST_DEFAULTS, **NstConfig.profile_settings("small"), "prompt": "A fisherman finds a talking fish.",
+              "words": 160, "max_turns": 4, "tool_max_tokens": 96}
+    assert config["update_max_tokens"] >= CONTEXT
     store = RunStore.create(tmp_path / "run", pipeline="nst", config=config)
+    store.put_plan("outline", OUTLINE)  # a frozen plan: no planner calls, the chapters are what is tested
     llm = open_llm("endpoint", endpoint=vllm_server.endpoint, model=vllm_server.model, thinking="off")
-    llm.recorders.append(store.recorder)
     try:
-        ChapterLoop(llm, store, plan=PLAN, story_prompt=config["prompt"], state=NarrativeState(), index=1,
-                    config=config, ratio=1.4).run()
+        with store.session("start"):
+            runner.write_story(store, llm, config)
     finally:
         llm.close()
+    assert store.info().status == "completed" and len(store.chapters()) == 2
+    context = store.plan()["context"]
+    assert context["context_tokens"] == CONTEXT and context["source"] == "server max_model_len", context
     calls = store.llm_calls()
-    assert len(calls) >= 2
+    refused = [c.error for c in calls if c.error and is_length_rejection(Exception(c.error))]
+    assert not refused, refused
+    over = [(c.role, c.prompt_tokens, c.max_tokens) for c in calls if c.prompt_tokens + c.max_tokens > CONTEXT]
+    assert not over, over
+    clamps = [t.arguments for t in store.tool_calls()
+              if t.tool == "budget" and t.arguments["action"] == "clamp_max_tokens"]
+    assert clamps, "the over-long update requests were not fitted to the context"
     assert any(c.cached_prompt_tokens > 0 for c in calls[1:]), [(c.role, c.cached_prompt_tokens) for c in calls]
+    assert any(t.tool == "update" and t.ok for t in store.tool_calls())
+    print(len(calls), [(c.index, c.words, c.degraded_reason) for c in store.chapters()], len(clamps))
     store.close()
