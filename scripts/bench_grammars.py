@@ -39,15 +39,19 @@ BUDGET_S = 5.0  # vLLM's default VLLM_REGEX_COMPILATION_TIMEOUT_S / grammar budg
 def schemas() -> dict[str, dict[str, Any]]:
     """Every schema fabula sends a server: registered grammars, NST turn unions, a story outline."""
     from agent.nst.planner import outline_schema
-    from agent.nst.tools import TOOL_ORDER, turn_grammar
+    from agent.gate import Gate
+    from agent.nst.tools import TOOLS, ChapterSession, turn_grammar
     from grammars import all_grammars
 
     out = {name: to_constraint(model).decoding_schema for name, model in all_grammars().items()}
-    unions = [tuple(TOOL_ORDER), ("read", "search", "write", "correct"), ("read", "correct", "update"),
+    # a turn late in a long novel: chapter 30 (29 chapters to read or correct), 8 open requirements
+    session = ChapterSession(index=30, gate=Gate.for_target(2500), with_state=True, lookback=True, max_turns=50,
+                             read_budget=3, search_budget=5, correct_budget=3,
+                             open_requirements=tuple(f"requirement_{i}" for i in range(8)))
+    unions = [tuple(TOOLS), ("read", "search", "write", "correct"), ("read", "correct", "update"),
               ("read", "search", "correct", "finish")]
     for tools in unions:
-        tools = tuple(t for t in tools if t in TOOL_ORDER)
-        out["turn:" + "+".join(tools)] = to_constraint(turn_grammar(tools)).decoding_schema
+        out["turn:" + "+".join(tools)] = to_constraint(turn_grammar(session, list(tools))).decoding_schema
     out["outline:20000w/20ch"] = to_constraint(outline_schema(20000, 20)).decoding_schema
     out["outline:100000w/60ch"] = to_constraint(outline_schema(100000, 60)).decoding_schema
     return out
