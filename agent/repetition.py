@@ -87,7 +87,18 @@ def measure(text: str) -> Repetition:
     return Repetition(rate, length, " ".join(toks[start:start + min(length, 25)]) if length else "")
 
 
+_PERIODIC_TAIL = re.compile(r"(.{1,12}?)\1{11,}$", re.DOTALL)
+"""The end of a text made of one short piece repeated at least 12 times: a loop inside a word or
+a number ("25000000000...", "{ 100 } { 100 } ...") that word n-grams cannot see."""
+TAIL_CHARS = 400
+MIN_LOOP_CHARS = 40
+
+
 def is_looping(text: str) -> bool:
-    """A reply that mostly repeats itself (used on structured replies cut at max_tokens)."""
+    """A reply that mostly repeats itself (used on structured replies cut at max_tokens): its
+    words repeat (4-gram rate), or it ends in one short piece of characters over and over."""
     toks = tokens(text)
-    return len(toks) >= 24 and (repeated_ngram_rate(toks, 4) or 0.0) >= LOOP_RATE
+    if len(toks) >= 24 and (repeated_ngram_rate(toks, 4) or 0.0) >= LOOP_RATE:
+        return True
+    tail = _PERIODIC_TAIL.search(text.rstrip()[-TAIL_CHARS:])
+    return tail is not None and tail.end() - tail.start() >= MIN_LOOP_CHARS

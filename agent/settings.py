@@ -124,5 +124,8 @@ class WritingControls(Settings):
 
 
 SMALL_PROSE = {"repetition_penalty": 1.2, "frequency_penalty": 0.4, "presence_penalty": 0.2, "top_p": 0.9}
-SMALL_STRUCTURED = {"repetition_penalty": 1.1}
-"""The small-model profile's sampling: penalties that stop a 135M-1B model's loops on both backends."""
+SMALL_STRUCTURED = {"repetition_penalty": 1.1, "frequency_penalty": 0.3}
+"""The small-model profile's sampling: penalties that stop a 135M-1B model's loops on both backends.
+Structured replies get a frequency penalty too: their loops are often inside one string (a
+number's zeros, a "{ 100 }" run), which a repetition penalty of 1.1 barely slows; the grammar
+leaves the structural tokens no choice, so the penalty only weighs on the free text."""

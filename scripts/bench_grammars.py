@@ -38,8 +38,8 @@ BUDGET_S = 5.0  # vLLM's default VLLM_REGEX_COMPILATION_TIMEOUT_S / grammar budg
 
 def schemas() -> dict[str, dict[str, Any]]:
     """Every schema fabula sends a server: registered grammars, NST turn unions, a story outline."""
-    from agent.nst.planner import outline_schema
     from agent.gate import Gate
+    from agent.nst.planner import outline_schema
     from agent.nst.tools import TOOLS, ChapterSession, turn_grammar
     from grammars import all_grammars
 

@@ -164,3 +164,14 @@ def test_one_measure_for_eval_and_guards():
 
     assert textmetrics.repeated_ngram_rate is measure.__globals__["repeated_ngram_rate"]
     assert is_looping(LOOP) and not is_looping("A quiet harbour at dawn, gulls crying over the water.")
+
+
+def test_a_loop_inside_a_word_or_number_counts_as_looping():
+    """Seen on the tiny model's critic: a value of "2500000..." and a feedback of "{ 100 } { 100 } ..."
+    ran to max_tokens; word n-grams do not see either, the periodic-tail check does (so the
+    reply is retried once with a firmer penalty), and a well-formed reply is not flagged."""
+    assert is_looping('{"subject": "Ingrid Halvorsen", "value": "25' + "0" * 300)
+    assert is_looping('{"verdict": "revise", "feedback": "1000g} { 25 } { 36 }' + " { 100 }" * 60)
+    assert not is_looping('{"verdict": "accept", "feedback": "The guard hides the key under the desk and '
+                          'waits.", "world_updates": [{"subject": "world", "attribute": "alarm_state", '
+                          '"value": "armed"}], "goal_reached": false, "note": "====="}')
