@@ -59,6 +59,7 @@ def magnet_run(folder: Path, profile: str, words: int, llm: pipelines.LLMOptions
     return {"pipeline": "magnet", "profile": profile, **_prose_metrics(text), "units": steps, "calls": calls,
             "failed_calls": failed, "failed_per_unit": failed / steps if steps else None,
             "wall_s": round(wall, 1), "wall_per_unit_s": round(wall / steps, 1) if steps else None,
+            "wall_per_100_words_s": _per_100(wall, text),
             "first_100_words": " ".join(text.split()[:100])}
 
 
@@ -82,7 +83,15 @@ def nst_run(folder: Path, profile: str, words: int, llm: pipelines.LLMOptions) -
     return {"pipeline": "nst", "profile": profile, **_prose_metrics(text), "units": n, "calls": calls,
             "failed_calls": failed, "failed_per_unit": failed / n if n else None,
             "first_attempt_pass": sum(1 for f in firsts if f), "degraded": sum(c.degraded for c in chapters),
-            "degraded_token_limit": cut, "wall_s": round(wall, 1), "wall_per_unit_s": round(wall / n, 1) if n else None}
+            "degraded_token_limit": cut, "wall_s": round(wall, 1), "wall_per_unit_s": round(wall / n, 1) if n else None,
+            "wall_per_100_words_s": _per_100(wall, text), "first_100_words": " ".join(text.split()[:100])}
+
+
+def _per_100(wall: float, text: str) -> float | None:
+    """Wall time per 100 words written: a profile whose steps write more per step is not slower
+    per step for that reason alone, so time is also reported per word."""
+    words = len(text.split())
+    return round(wall * 100 / words, 1) if words else None
 
 
 def verdicts(rows: list[dict[str, Any]]) -> list[str]:
@@ -102,6 +111,9 @@ def verdicts(rows: list[dict[str, Any]]) -> list[str]:
         if base and small and base["wall_per_unit_s"] and small["wall_per_unit_s"]:
             ratio = small["wall_per_unit_s"] / base["wall_per_unit_s"]
             out.append(_mark(f"{pipeline}: time per unit small/default = {ratio:.2f} <= 1.2", ratio <= 1.2))
+        if base and small and base["wall_per_100_words_s"] and small["wall_per_100_words_s"]:
+            ratio = small["wall_per_100_words_s"] / base["wall_per_100_words_s"]
+            out.append(_mark(f"{pipeline}: time per 100 words small/default = {ratio:.2f} <= 1.2", ratio <= 1.2))
     return out
 
 
@@ -131,7 +143,7 @@ def main() -> int:
                 print(json.dumps(rows[-1]), flush=True)
     print()
     cols = ("pipeline", "profile", "units", "words", "repeated_4gram_rate", "distinct_3", "failed_per_unit",
-            "first_attempt_pass", "degraded_token_limit", "wall_per_unit_s")
+            "first_attempt_pass", "degraded_token_limit", "wall_per_unit_s", "wall_per_100_words_s")
     print(" | ".join(cols))
     for r in rows:
         print(" | ".join(f"{r.get(c):.2f}" if isinstance(r.get(c), float) else str(r.get(c, "-")) for c in cols))
