@@ -29,6 +29,20 @@ Runner = Callable[[RunContext[Any]], None]
 
 
 @dataclass(frozen=True)
+class Rederived:
+    """What re-deriving the state of an edited unit did: ``ok`` when the stored state now follows
+    from the edited text (or the pipeline keeps none derived from it); ``what``: one line for the writer."""
+
+    unit: int
+    ok: bool
+    what: str
+    calls: int = 0
+
+
+Rederiver = Callable[[RunContext[Any], int], Rederived]
+
+
+@dataclass(frozen=True)
 class Pipeline:
     """A registered pipeline: its name, what its unit is, its settings and the runner."""
 
@@ -40,6 +54,10 @@ class Pipeline:
     """The typed configuration; None only for test pipelines that take a plain dict."""
     defaults: Mapping[str, Any] = field(default_factory=dict)
     """Defaults of a plain-dict pipeline; a typed one's come from its settings."""
+    rederive: Rederiver | None = None
+    """Re-derives the state stored with a committed unit from its (edited) text, within a run
+    context whose ledger attributes the calls to that unit; None: the pipeline's states are not
+    derived from its text by a model call (see :func:`rederive`)."""
 
     def __post_init__(self) -> None:
         if self.settings is not None and not self.defaults:
@@ -169,5 +187,24 @@ def resume(store: RunStore, *, overrides: Mapping[str, Any] | None = None, llm: 
     return plan
 
 
-__all__ = ["BUILTIN", "ConfigChangedError", "LLMOptions", "NoRunnerError", "Pipeline", "ResumePlan", "Runner",
-           "get", "plan_resume", "register", "resume", "start"]
+def rederive(store: RunStore, unit: int, *, llm: LLMOptions | None = None,
+             events: EventSink | None = None) -> Rederived:
+    """Re-derive the state stored with committed ``unit`` from its current text (after ``fabula
+    edit``), with the run's stored configuration and model (``llm`` overrides the transport).
+
+    Held like a resume (one writer at a time; a ``rederive`` session in the ledger) but it leaves
+    the run's status as it was: it advances nothing. A failed model call is the pipeline's to
+    report (``ok`` False); the edit stays committed and the run resumable either way."""
+    info = store.info()
+    pipeline = get(info.pipeline)
+    if pipeline.rederive is None:
+        return Rederived(unit, True, f"a {info.pipeline} run keeps no state derived from its text by the model")
+    plan = plan_resume(store, llm=llm)
+    config = pipeline.typed(info.config)  # as the unit was written, not as a resume would be
+    with store.session("rederive", transport=plan.llm.transport(), keep_status=True), \
+            RunContext(store, config, open_llm=plan.llm.open, events=events) as ctx, ctx.unit(unit):
+        return pipeline.rederive(ctx, unit)
+
+
+__all__ = ["BUILTIN", "ConfigChangedError", "LLMOptions", "NoRunnerError", "Pipeline", "Rederived", "Rederiver",
+           "ResumePlan", "Runner", "get", "plan_resume", "rederive", "register", "resume", "start"]

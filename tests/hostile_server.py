@@ -40,6 +40,7 @@ class HostileServer:
         self.sent = 0
         self.bodies: list[Any] = []
         self.custom: Any = None
+        self.paths: list[str] = []
         self.closed = threading.Event()
         owner = self
 
@@ -64,6 +65,7 @@ class HostileServer:
             def do_POST(self):
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 owner.bodies.append(json.loads(raw or b"null"))
+                owner.paths.append(self.path)
                 owner.posts.append(time.monotonic())
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     owner._answer(self)

@@ -1,6 +1,12 @@
-"""``fabula edit RUN --chapter N [--file F]`` / ``--step N [--file F] [--var KEY=VALUE]``:
+"""``fabula edit RUN --chapter N [--file F] [--no-rederive]`` / ``--step N [--file F] [--var KEY=VALUE]``:
 store a hand-edited version of a committed unit (the old one stays as a version) and mark
-the later units stale; continue from the edit with ``fabula fork RUN --at N --out NEW``."""
+the later units stale; continue from the edit with ``fabula fork RUN --at N --out NEW``.
+
+A chapter's state is re-derived from the edited text by the run's own model, one call
+(``agent.pipelines.rederive``); the chapters after it keep their text and states and are
+marked stale. A Magnet step's world variables are what the writer sets with the edit
+(``--var`` or the document's variables block): the world state is not re-derived from
+edited paragraphs."""
 
 from __future__ import annotations
 
@@ -15,7 +21,9 @@ from pathlib import Path
 
 from agent.cli.errors import CLIError
 from agent.cli.rundir import open_run, store_errors
-from agent.store.edit import edit_chapter, edit_step, parse_step_document, step_document
+from agent.store import RunStore
+from agent.store.edit import edit_chapter, edit_step, mark_stale, parse_step_document, state_stale_from, step_document
+from agent.store.fork import STALE_KEY
 
 
 def add_parser(sub) -> None:
@@ -33,6 +41,15 @@ def add_parser(sub) -> None:
     parser.add_argument("--title", help="--chapter: also change the chapter's title")
     parser.add_argument("--var", action="append", default=[], metavar="KEY=VALUE",
                         help="--step: set a world variable at that step (VALUE is JSON, else a string)")
+    parser.add_argument("--no-rederive", action="store_true",
+                        help="--chapter: do not re-derive the chapter's state from the edited text (no model "
+                        "call; the state after it is then marked stale)")
+    group = parser.add_argument_group("model that re-derives the state (default: as stored in RUN)")
+    group.add_argument("--backend", choices=["embedded", "endpoint"])
+    group.add_argument("--model", metavar="NAME")
+    group.add_argument("--thinking", choices=["off", "on", "auto"])
+    group.add_argument("--endpoint", metavar="URL", help="server base URL (env FABULA_ENDPOINT)")
+    group.add_argument("--api-key", metavar="KEY", help="bearer token for the server (env FABULA_API_KEY)")
     parser.set_defaults(handler=run)
 
 
@@ -61,29 +78,65 @@ def in_editor(text: str, suffix: str) -> str:
         Path(name).unlink(missing_ok=True)
 
 
+def _edit_chapter(args: argparse.Namespace, store: RunStore) -> int:
+    info = store.info()
+    if info.unit_kind != "chapter":
+        raise CLIError(f"{args.run_dir} is a {info.pipeline} run of steps; use --step")
+    current = store.chapter(args.chapter)
+    if current is None:
+        raise CLIError(f"chapter {args.chapter} does not exist (last committed: {info.last_unit})")
+    text = _read(args.file) if args.file else in_editor(current.text, ".md")
+    if text == current.text and args.title is None:
+        if args.no_rederive or state_stale_from(store) != args.chapter:
+            print("no change; nothing stored", file=sys.stderr)
+            return 0
+        what = store.get_plan(STALE_KEY)["what"]  # a re-derivation that failed or was skipped: try again
+        print(f"chapter {args.chapter} unchanged; its state is stale: re-deriving it", file=sys.stderr)
+    else:
+        with store_errors():
+            chapter = edit_chapter(store, args.chapter, text, title=args.title)
+        what = f"chapter {chapter.index} edited (version {chapter.version})"
+        print(f"chapter {chapter.index}: stored version {chapter.version} ({chapter.words} words); "
+              f"version {chapter.version - 1} is kept", file=sys.stderr)
+    if args.no_rederive:
+        line = f"the state after chapter {args.chapter} was not re-derived (--no-rederive) and is marked stale"
+        ok = False
+    else:
+        from agent import pipelines
+
+        llm = pipelines.LLMOptions(backend=args.backend, model=args.model, thinking=args.thinking,
+                                   endpoint=args.endpoint, api_key=args.api_key)
+        with store_errors():
+            result = pipelines.rederive(store, args.chapter, llm=llm)
+        line, ok = result.what, result.ok
+    with store_errors():
+        mark_stale(store, args.chapter, what=what, state_rederived=ok)
+    print(line + _next_step(args, store, ok), file=sys.stderr)
+    return 0 if ok or args.no_rederive else 1
+
+
+def _next_step(args: argparse.Namespace, store: RunStore, ok: bool) -> str:
+    """What the writer can do next, as the tail of the one line ``edit`` prints."""
+    n, last = args.chapter, store.info().last_unit
+    tail = ""
+    if n < last:
+        later = f"chapter {last} was" if n + 1 == last else f"chapters {n + 1}-{last} were"
+        tail = (f"; {later} written before the edit and {'is' if n + 1 == last else 'are'} marked stale; continue "
+                f"from the edit: fabula fork {args.run_dir} --at {n} --out NEW")
+    elif store.info().status != "completed":
+        tail = f"; fabula resume {args.run_dir} continues from it"
+    if not ok and not args.no_rederive:
+        tail += f" (to retry, run fabula edit {args.run_dir} --chapter {n} again without changing the text)"
+    return tail
+
+
 def run(args: argparse.Namespace) -> int:
     with open_run(args.run_dir, readonly=False) as store:
         if store.live_status() == "running":
             raise CLIError(f"{args.run_dir} is being written; edit it once it stops", exit_code=1)
         info = store.info()
         if args.chapter is not None:
-            if info.unit_kind != "chapter":
-                raise CLIError(f"{args.run_dir} is a {info.pipeline} run of steps; use --step")
-            current = store.chapter(args.chapter)
-            if current is None:
-                raise CLIError(f"chapter {args.chapter} does not exist (last committed: {info.last_unit})")
-            text = _read(args.file) if args.file else in_editor(current.text, ".md")
-            if text == current.text and args.title is None:
-                print("no change; nothing stored", file=sys.stderr)
-                return 0
-            with store_errors():
-                chapter = edit_chapter(store, args.chapter, text, title=args.title)
-            print(f"chapter {chapter.index}: stored version {chapter.version} ({chapter.words} words); "
-                  f"version {chapter.version - 1} is kept", file=sys.stderr)
-            print(f"the state after chapter {chapter.index} was not re-derived from the edit; chapters after it "
-                  f"are marked stale. Continue from it: fabula fork {args.run_dir} --at {chapter.index} --out NEW",
-                  file=sys.stderr)
-            return 0
+            return _edit_chapter(args, store)
         if info.unit_kind != "step":
             raise CLIError(f"{args.run_dir} is a {info.pipeline} run of chapters; use --chapter")
         with store_errors():
@@ -108,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
         print(f"step {args.step}: {len(revised)} paragraph(s) revised (old texts kept), "
               f"{len(changed)} world variable(s) set{': ' + ', '.join(changed) if changed else ''}", file=sys.stderr)
-        if args.step < info.last_unit:
-            print(f"steps after {args.step} are marked stale. Continue from it: "
-                  f"fabula fork {args.run_dir} --at {args.step} --out NEW", file=sys.stderr)
+        print("the world state at that step is what the edit sets; it is not re-derived from edited paragraphs"
+              + (f"; steps after {args.step} are marked stale. Continue from it: fabula fork {args.run_dir} "
+                 f"--at {args.step} --out NEW" if args.step < info.last_unit else ""), file=sys.stderr)
         return 0

@@ -27,6 +27,9 @@ from agent.llm.types import Message
 CHARS_PER_TOKEN = 3.0
 """Latin text averages about 4 characters a token on current vocabularies; 3 over-counts."""
 CJK_TOKENS_PER_CHAR = 1.5
+TOKENIZE_BUDGET_S = 30.0
+"""The most one ``/tokenize`` call may take (less when the run's call timeout is shorter)."""
+TOKENIZE_MAX_BYTES = 2**22
 MESSAGE_OVERHEAD = 8
 """Template tokens per chat message (role markers, separators) for the estimate."""
 
@@ -86,25 +89,21 @@ class TemplateCounter:
 
 
 class ServerCounter:
-    """vLLM's ``POST /tokenize`` (at the server root, beside ``/v1``): the server's own count."""
+    """vLLM's ``POST /tokenize`` (at the server root, beside ``/v1``): the server's own count,
+    through a bounded client (a time budget and a size cap: a hostile server cannot hang a run)."""
 
     exact = True
     name = "server /tokenize"
 
-    def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 30.0) -> None:
-        import httpx
-
-        root = base_url.rstrip("/")
-        root = root[:-3] if root.endswith("/v1") else root
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(base_url=root, headers=headers, timeout=timeout_s)
+    def __init__(self, client: Any, model: str) -> None:
+        self._client = client
         self.model = model
 
     def count(self, messages: Sequence[Message]) -> int:
-        response = self._client.post("/tokenize", json={"model": self.model, "messages": list(messages),
-                                                        "add_generation_prompt": True})
-        response.raise_for_status()
-        data = response.json()
+        data = self._client.request_json("POST", "/tokenize", body={"model": self.model, "messages": list(messages),
+                                                                     "add_generation_prompt": True}, retry=False)
+        if not isinstance(data, dict):
+            raise ValueError("/tokenize did not answer with an object")
         return int(data["count"]) if "count" in data else len(data["tokens"])
 
     def close(self) -> None:
@@ -155,8 +154,14 @@ def counter_for(llm: Any) -> TokenCounter:
     backend = getattr(llm, "backend", "")
     if hasattr(getattr(llm, "tokenizer", None), "apply_chat_template"):  # embedded, or a model that carries one
         return TemplateCounter(llm.tokenizer, name=f"{llm.model} tokenizer (in process)")
-    if backend == "endpoint" and getattr(llm, "base_url", None):
-        counter = ServerCounter(llm.base_url, llm.model)
+    http = getattr(llm, "_http", None)
+    if backend == "endpoint" and hasattr(http, "at_root"):
+        from agent.llm.http import HttpLimits
+
+        limits = getattr(llm, "limits", None)
+        budget = min(TOKENIZE_BUDGET_S, limits.call_budget_s if limits is not None else TOKENIZE_BUDGET_S)
+        counter = ServerCounter(http.at_root(HttpLimits(call_budget_s=budget, max_retries=0,
+                                                        max_response_bytes=TOKENIZE_MAX_BYTES)), llm.model)
         try:
             counter.count([{"role": "user", "content": "probe"}])
             return counter

@@ -110,6 +110,7 @@ class BoundedClient:
     def __init__(self, url: str, *, headers: dict[str, str], limits: HttpLimits, concurrency: int) -> None:
         parts = urlsplit(url)
         self.base_url = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+        self._url, self._headers = url, headers
         self.shown = redact_url(url)
         self.limits = limits
         self._secrets: list[str] = []
@@ -124,6 +125,15 @@ class BoundedClient:
 
     def close(self) -> None:
         self._client.close()
+
+    def at_root(self, limits: HttpLimits) -> BoundedClient:
+        """A client for the server's root, beside ``/v1`` (vLLM's ``/tokenize``), with the same
+        credentials and its own ``limits``."""
+        parts = urlsplit(self._url)
+        path = parts.path.rstrip("/")
+        path = path[:-3] if path.endswith("/v1") else path
+        return BoundedClient(urlunsplit((parts.scheme, parts.netloc, path, parts.query, "")), headers=self._headers,
+                             limits=limits, concurrency=1)
 
     def hide(self, url: str) -> None:
         """Never show the credentials in ``url`` (user:password, query values) in a message."""

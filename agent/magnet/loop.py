@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.llm import LLM, LLMError
+from agent.llm.budget import Budget
 from agent.magnet import ending
 from agent.magnet.definition import StoryDefinition
 from agent.magnet.prompts import NO_MEMORY, Memory
@@ -52,8 +53,9 @@ class StepOutcome:
 
 
 def run_step(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any], step: int,
-             recent: list[str], memory: Memory = NO_MEMORY) -> StepOutcome:
-    """Run timestep ``step`` from ``state`` (not modified); returns what to commit."""
+             recent: list[str], memory: Memory = NO_MEMORY, budget: Budget | None = None) -> StepOutcome:
+    """Run timestep ``step`` from ``state`` (not modified); returns what to commit. ``budget``:
+    the run's context budget; what the step's prompts gave up to fit it is in the record."""
     state = _copy(state)
     world = WorldGraph.from_json(state["world"]) if state["world"] is not None else None
     if world is not None:
@@ -61,7 +63,7 @@ def run_step(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state: 
     final_paragraph = ending.is_final_paragraph(story, state)
     chapter = chapter_of(story, state, step)
     scene = Scene(story, world, state["goal"], list(recent), ending.cue(story, state), memory,
-                  list(memory.failures))
+                  list(memory.failures), budget=budget, step=step)
 
     results = propose_actions(llm, scene, settings)
     actions = [a for a in results if a.attempts]
@@ -115,7 +117,9 @@ def run_step(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state: 
         "goal_event": {k: v for k, v in event.items() if k != "transition"} if event else None,
         "selection_fallback": narration.selection_fallback,
         "failures": scene.failures,
-        "memory": {"recalled": len(memory.recalled), "recap_words": count_words(memory.recap)},
+        "memory": {"recalled": len(scene.memory.recalled), "recap_words": count_words(scene.memory.recap),
+                   **({"recalled_found": len(memory.recalled)} if scene.gave_way else {})},
+        "budget": list(scene.gave_way),
         "paragraph_trimmed": narration.trimmed,
         "final_paragraph": final_paragraph,
         "stall": state["stall"],
@@ -155,7 +159,7 @@ def _new_goal(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state:
               scene: Scene, recent: list[str], status: str) -> dict[str, Any]:
     world = WorldGraph.from_json(state["world"]) if state["world"] is not None else None
     now = Scene(story, world, state["goal"], recent[-settings.history_window:], scene.ending, scene.memory,
-                scene.failures)
+                scene.failures, budget=scene.budget, gave_way=scene.gave_way, step=step)
     prior = [g["goal"] for g in state["goals"]]
     index = state.get("beat", 0)
     beat = story.beats[index] if status != "conclude" and index < len(story.beats) else None

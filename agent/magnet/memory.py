@@ -11,6 +11,11 @@ grows:
 - **recap**: every ``recap_every`` steps one bounded call (``recap_tokens``) rewrites the
   running recap from the previous recap and the paragraphs written since. A failed recap
   call keeps the previous recap and is recorded in the step's failures.
+
+Both are bounded by settings, and both give way first when a prompt does not fit the model's
+context (the budget NstAgent uses, ``agent.llm.budget``; see ``agent.magnet.roles``): recalled
+passages, then the recap, before any recent paragraph. The recap call's own prompt fits the
+context by dropping its oldest source paragraphs (``trim_recap_source``, recorded).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.llm import LLM, LLMError
+from agent.llm.budget import Budget
 from agent.magnet import prompts
 from agent.magnet.definition import StoryDefinition
 from agent.magnet.prompts import Memory
@@ -55,7 +61,7 @@ def recall(store: RunStore, story: StoryDefinition, settings: MagnetSettings, wo
 
 
 def refresh_recap(llm: LLM, store: RunStore, story: StoryDefinition, settings: MagnetSettings,
-                  state: dict[str, Any], step: int) -> dict[str, Any] | None:
+                  state: dict[str, Any], step: int, budget: Budget | None = None) -> dict[str, Any] | None:
     """Rewrite ``state["recap"]`` if it is due before ``step``; returns a failure to record, if any."""
     every = settings.recap_every
     if every <= 0 or step <= 1 or (step - 1) % every != 0 or state.get("recap_step", 0) >= step - 1:
@@ -65,10 +71,22 @@ def refresh_recap(llm: LLM, store: RunStore, story: StoryDefinition, settings: M
         return None
     from agent.magnet.roles import write_prose
 
+    def build() -> list:
+        return prompts.recap(story, state.get("recap", ""), since)
+
+    def trim() -> str | None:
+        if len(since) <= 1:
+            return None
+        del since[0]
+        return "trim_recap_source"
+
     try:
-        text, _ = write_prose(llm, prompts.recap(story, state.get("recap", ""), since), settings,
-                              temperature=settings.recap_temperature, max_tokens=settings.recap_tokens,
-                              min_tokens=None, role="recap")
+        max_tokens = settings.recap_tokens
+        if budget is not None:
+            max_tokens = budget.fit(build, max_tokens=max_tokens, min_output=min(max_tokens, 96), shrink=trim,
+                                    what=f"the recap before step {step}")
+        text, _ = write_prose(llm, build(), settings, temperature=settings.recap_temperature, max_tokens=max_tokens,
+                              min_tokens=None, role="recap", budget=budget)
     except LLMError as exc:
         return {"role": "recap", "character": None, "error": (str(exc).splitlines() or ["failed"])[0],
                 "outcome": "kept the previous recap"}
@@ -77,10 +95,10 @@ def refresh_recap(llm: LLM, store: RunStore, story: StoryDefinition, settings: M
 
 
 def prepare(llm: LLM, store: RunStore, story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any],
-            step: int) -> tuple[Memory, dict[str, Any]]:
+            step: int, budget: Budget | None = None) -> tuple[Memory, dict[str, Any]]:
     """The memory step ``step`` sees, and the state with its recap refreshed if due."""
     state = {**state}
-    failure = refresh_recap(llm, store, story, settings, state, step)
+    failure = refresh_recap(llm, store, story, settings, state, step, budget)
     world = WorldGraph.from_json(state["world"]) if state.get("world") is not None else None
     window_start = _window_start(store, settings)
     recalled = recall(store, story, settings, world, window_start)

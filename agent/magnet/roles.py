@@ -6,15 +6,24 @@ failed call (truncated or invalid reply, server error) is re-asked at most
 step record (``Scene.failures``), never silently: a character sits the step out, a critic's
 silence accepts the action without effects, a narrator's failed selection falls back to the
 first action alone, a failed goal call keeps the current goal.
+
+Every request fits the model's context (the budget NstAgent uses, ``agent.llm.budget``): a
+prompt that would not leave its reply room gives way in a fixed order, long-range memory
+first (recalled passages, oldest first; then the recap), then the recent window (oldest
+paragraph first, one always stays); each step that gives way is a ``budget`` row of the
+ledger and is listed in the step record. Only then is ``max_tokens`` clamped, or, with
+nothing left to give, the run stops with one line naming the context (and stays resumable).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from agent.llm import LLM, Completion, LLMError, Request
+from agent.llm.budget import Budget
+from agent.llm.types import Message
 from agent.magnet import prompts, schemas
 from agent.magnet.definition import StoryDefinition
 from agent.magnet.prompts import NO_MEMORY, Candidate, Memory
@@ -71,6 +80,13 @@ def ask_many(llm: LLM, requests: Sequence[Request], retries: int) -> list[Comple
     return results
 
 
+MIN_STRUCTURED_REPLY = 96
+"""The least room a JSON reply (action, verdict, selection, goal) is asked with."""
+MIN_PROSE_REPLY = 64
+GIVE_WAY = ("drop_recalled_paragraph", "drop_recap", "shorten_recent_window")
+"""What a step's prompts give up when the context is tight, in this order."""
+
+
 def _fresh(request: Request) -> Request:
     return Request(request.messages, request.output_type, request.temperature, request.max_tokens,
                    request.min_tokens, request.stop, request.seed, request.role)
@@ -95,10 +111,42 @@ class Scene:
     ending: str = ""
     memory: Memory = NO_MEMORY
     failures: list[dict[str, Any]] = field(default_factory=list)
+    budget: Budget | None = None
+    """The run's context budget (None: nothing is fitted)."""
+    gave_way: list[str] = field(default_factory=list)
+    """What this step's prompts gave up to fit the context, in order (:data:`GIVE_WAY`)."""
+    step: int = 0
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(self.story.names)
+
+    def give_way(self) -> str | None:
+        """Free room in this step's prompts (the budget's ``shrink``): memory first, then the
+        recent window; what gave way stays given up for the rest of the step."""
+        memory = self.memory
+        if memory.recalled:
+            self.memory, action = replace(memory, recalled=memory.recalled[1:]), GIVE_WAY[0]
+        elif memory.recap:
+            self.memory, action = replace(memory, recap=""), GIVE_WAY[1]
+        elif len(self.recent) > 1:
+            self.recent, action = self.recent[1:], GIVE_WAY[2]
+        else:
+            return None
+        self.gave_way.append(action)
+        return action
+
+    def request(self, build: Callable[[], list[Message]], output_type: Any, *, temperature: float, max_tokens: int,
+                role: str, min_tokens: int | None = None) -> Request:
+        """The request ``build()`` makes from the scene, fitted to the context (see the module doc)."""
+        if self.budget is not None:
+            floor = max(min_tokens or 0, MIN_PROSE_REPLY) if output_type is None else MIN_STRUCTURED_REPLY
+            max_tokens = self.budget.fit(build, max_tokens=max_tokens, min_output=floor, shrink=self.give_way,
+                                         what=f"the {role} request of step {self.step}")
+            if min_tokens is not None:
+                min_tokens = min(min_tokens, max_tokens - 1) or None
+        return Request(build(), output_type, temperature=temperature, max_tokens=max_tokens, min_tokens=min_tokens,
+                       role=role)
 
     def fail(self, role: str, error: Exception | str, outcome: str, character: str | None = None) -> None:
         """Record a call that failed after its retries, and what the step did instead."""
@@ -115,18 +163,22 @@ def propose_actions(llm: LLM, scene: Scene, settings: MagnetSettings) -> list[Ac
     """
     story = scene.story
     results = {name: ActionResult(name) for name in scene.names}
-    messages = {c.name: prompts.character(story, c, scene.goal, scene.recent, scene.world, scene.ending,
-                                          with_effects=not settings.critic, memory=scene.memory)
-                for c in story.characters}
+    revisions: dict[str, list[Message]] = {name: [] for name in scene.names}
+
+    def build(name: str) -> Callable[[], list[Message]]:
+        char = story.character(name)
+        return lambda: [*prompts.character(story, char, scene.goal, scene.recent, scene.world, scene.ending,
+                                           with_effects=not settings.critic, memory=scene.memory), *revisions[name]]
+
     action_types = {n: schemas.action_type(settings, schemas.catalogue(scene.world, n) if scene.world else None)
                     for n in scene.names}
     pending = list(scene.names)
     rounds = settings.max_revisions + 1 if settings.critic else 1
     for round_no in range(rounds):
         final = round_no == rounds - 1
-        replies = ask_many(llm, [Request(messages[n], action_types[n], temperature=settings.character_temperature,
-                                         max_tokens=settings.action_tokens, role="character") for n in pending],
-                           settings.retries)
+        replies = ask_many(llm, [scene.request(build(n), action_types[n], temperature=settings.character_temperature,
+                                               max_tokens=settings.action_tokens, role="character")
+                                 for n in pending], settings.retries)
         proposed: list[str] = []
         for name, reply in zip(pending, replies, strict=True):
             result = results[name]
@@ -147,21 +199,25 @@ def propose_actions(llm: LLM, scene: Scene, settings: MagnetSettings) -> list[Ac
             proposed.append(name)
         if not settings.critic:
             break
-        pending = review(llm, scene, settings, [results[n] for n in proposed], final=final, messages=messages)
+        pending = review(llm, scene, settings, [results[n] for n in proposed], final=final, revisions=revisions)
         if not pending:
             break
     return [results[n] for n in scene.names]
 
 
 def review(llm: LLM, scene: Scene, settings: MagnetSettings, results: list[ActionResult], *, final: bool,
-           messages: dict[str, list]) -> list[str]:
-    """The critic judges each latest attempt; returns the characters sent back to revise."""
+           revisions: dict[str, list[Message]]) -> list[str]:
+    """The critic judges each latest attempt; returns the characters sent back to revise (their
+    attempt and the feedback appended to ``revisions``)."""
     story = scene.story
     critic_type = schemas.critic_type(settings, schemas.catalogue(scene.world) if scene.world else None, final=final)
-    requests = [Request(prompts.critic(story, story.character(r.character), r.action, scene.goal, scene.recent,
-                                       scene.world, final=final, memory=scene.memory),
-                        critic_type, temperature=settings.critic_temperature, max_tokens=settings.critic_tokens,
-                        role="critic") for r in results]
+
+    def build(r: ActionResult) -> Callable[[], list[Message]]:
+        return lambda: prompts.critic(story, story.character(r.character), r.action, scene.goal, scene.recent,
+                                      scene.world, final=final, memory=scene.memory)
+
+    requests = [scene.request(build(r), critic_type, temperature=settings.critic_temperature,
+                              max_tokens=settings.critic_tokens, role="critic") for r in results]
     again: list[str] = []
     for result, reply in zip(results, ask_many(llm, requests, settings.retries), strict=True):
         attempt = result.attempts[-1]
@@ -178,7 +234,7 @@ def review(llm: LLM, scene: Scene, settings: MagnetSettings, results: list[Actio
             feedback = attempt.feedback or "The action is too vague; make it concrete and move the goal forward."
             if scene.world is not None:  # the critic sees every secret; the character must not
                 feedback = scene.world.redact(feedback, result.character)
-            messages[result.character] = prompts.revision(messages[result.character], attempt.action, feedback)
+            revisions[result.character] = prompts.revision(revisions[result.character], attempt.action, feedback)
             again.append(result.character)
             continue
         result.capped = final and settings.max_revisions > 0
@@ -225,10 +281,13 @@ def narrate(llm: LLM, scene: Scene, settings: MagnetSettings, actions: Sequence[
             result = by_name[c.character]
             result.updates = [result.updates[i] for i in keep]
     ordered = [(name, by_name[name].action) for name in order]
-    text, trimmed = write_prose(llm, prompts.paragraph(scene.story, ordered, scene.goal, scene.recent,
-                                                      scene.world, scene.ending, scene.memory),
-                                settings, temperature=settings.narrator_temperature,
-                                max_tokens=max_tokens, min_tokens=min_tokens, role="narrator")
+    request = scene.request(lambda: prompts.paragraph(scene.story, ordered, scene.goal, scene.recent, scene.world,
+                                                      scene.ending, scene.memory),
+                            None, temperature=settings.narrator_temperature, max_tokens=max_tokens,
+                            min_tokens=min_tokens, role="narrator")
+    text, trimmed = write_prose(llm, request.messages, settings, temperature=request.temperature,
+                                max_tokens=request.max_tokens, min_tokens=request.min_tokens, role="narrator",
+                                budget=scene.budget)
     return Narration(order, text, fallback, trimmed, rejected)
 
 
@@ -241,10 +300,10 @@ def select(llm: LLM, scene: Scene, settings: MagnetSettings,
     if len(names) == 1 and not any(c.updates for c in offered):
         return list(names), set(), None
     ids = tuple(uid for c in offered for uid, *_rest in c.updates)
-    request = Request(prompts.selection(scene.story, offered, scene.goal, scene.recent, scene.world, scene.ending,
-                                        scene.memory),
-                      schemas.selection_type(names, ids), temperature=settings.narrator_temperature,
-                      max_tokens=settings.selection_tokens, role="narrator-select")
+    request = scene.request(lambda: prompts.selection(scene.story, offered, scene.goal, scene.recent, scene.world,
+                                                      scene.ending, scene.memory),
+                            schemas.selection_type(names, ids), temperature=settings.narrator_temperature,
+                            max_tokens=settings.selection_tokens, role="narrator-select")
     reply = ask_many(llm, [request], settings.retries)[0]
     if isinstance(reply, LLMError):
         note = f"selection failed {settings.retries + 1} time(s), kept the first action alone ({names[0]})"
@@ -255,9 +314,10 @@ def select(llm: LLM, scene: Scene, settings: MagnetSettings,
 
 
 def write_prose(llm: LLM, messages: list, settings: MagnetSettings, *, temperature: float, max_tokens: int,
-                min_tokens: int | None, role: str) -> tuple[str, bool]:
+                min_tokens: int | None, role: str, budget: Budget | None = None) -> tuple[str, bool]:
     """A plain-text paragraph; one cut at ``max_tokens`` is trimmed to its last whole sentence.
-    An empty reply counts as a failed call (re-asked within ``settings.retries``)."""
+    An empty reply counts as a failed call (re-asked within ``settings.retries``). ``messages``
+    and ``max_tokens`` come fitted to the context; ``budget`` fits the repetition guard's retry."""
     request = Request(messages, None, temperature=temperature, max_tokens=max_tokens, min_tokens=min_tokens,
                       role=role)
     for _ in range(settings.retries + 1):
@@ -266,7 +326,7 @@ def write_prose(llm: LLM, messages: list, settings: MagnetSettings, *, temperatu
             raise reply
         text, trimmed = _paragraph_of(reply)
         if text:
-            return _unrepeated(llm, request, settings, text, trimmed)
+            return _unrepeated(llm, request, settings, text, trimmed, budget)
     raise LLMError(f"the {role} wrote an empty paragraph {settings.retries + 1} times")
 
 
@@ -279,19 +339,29 @@ def _paragraph_of(reply: Completion) -> tuple[str, bool]:
     return text, False
 
 
-def _unrepeated(llm: LLM, request: Request, settings: MagnetSettings, text: str, trimmed: bool) -> tuple[str, bool]:
+def _unrepeated(llm: LLM, request: Request, settings: MagnetSettings, text: str, trimmed: bool,
+                budget: Budget | None = None) -> tuple[str, bool]:
     """The repetition guard: a paragraph that repeats itself is asked for once more, with the
     repeated passage quoted and a firmer penalty; the less repetitive of the two is kept (both
-    calls are in the ledger, the second with the guard's feedback)."""
+    calls are in the ledger, the second with the guard's feedback). A retry that would not fit
+    the context is not sent (recorded)."""
     if not settings.repetition_guard:
         return text, trimmed
     found = measure(text)
     if not found.exceeds(settings.repetition_max_rate, settings.repetition_max_span):
         return text, trimmed
-    retry = Request([*request.messages, {"role": "assistant", "content": text},
-                     {"role": "user", "content": found.feedback()}], None, temperature=request.temperature,
-                    max_tokens=request.max_tokens, min_tokens=request.min_tokens, role=request.role,
-                    sampling=settings.sampling_for(request.role).stronger())
+    messages = [*request.messages, {"role": "assistant", "content": text},
+                {"role": "user", "content": found.feedback()}]
+    max_tokens = request.max_tokens
+    room = budget.room(messages) if budget is not None else None
+    if room is not None:
+        if room < max(request.min_tokens or 0, MIN_PROSE_REPLY):
+            budget.note("skip_repetition_retry", what=f"the {request.role} paragraph", room=room)
+            return text, trimmed
+        max_tokens = min(max_tokens, room)
+    retry = Request(messages, None, temperature=request.temperature, max_tokens=max_tokens,
+                    min_tokens=(min(request.min_tokens, max_tokens - 1) or None) if request.min_tokens else None,
+                    role=request.role, sampling=settings.sampling_for(request.role).stronger())
     reply = ask_many(llm, [retry], 0)[0]
     if isinstance(reply, LLMError):
         return text, trimmed
@@ -314,15 +384,17 @@ def next_goal(llm: LLM, scene: Scene, settings: MagnetSettings, prior_goals: Seq
     ``scene.failures``) when the goal call fails after its retries: the current goal stands."""
     from grammars.magnet import NextGoal
 
-    reply = ask_many(llm, [Request(prompts.goal(scene.story, scene.goal, prior_goals, scene.recent, scene.world,
-                                                status, beat=beat, memory=scene.memory),
-                                   NextGoal, temperature=settings.goal_temperature, max_tokens=settings.goal_tokens,
-                                   role="goal")], settings.retries)[0]
+    reply = ask_many(llm, [scene.request(lambda: prompts.goal(scene.story, scene.goal, prior_goals, scene.recent,
+                                                              scene.world, status, beat=beat, memory=scene.memory),
+                                         NextGoal, temperature=settings.goal_temperature,
+                                         max_tokens=settings.goal_tokens, role="goal")], settings.retries)[0]
     if isinstance(reply, LLMError):
         scene.fail("goal", reply, f"kept the current goal ({status} goal not generated)")
         return None
     goal = " ".join(reply.parsed.goal.split())
-    text, _ = write_prose(llm, prompts.transition(scene.story, scene.recent, goal, status, scene.world), settings,
-                          temperature=settings.goal_temperature, max_tokens=settings.transition_tokens,
-                          min_tokens=None, role="transition")
+    request = scene.request(lambda: prompts.transition(scene.story, scene.recent, goal, status, scene.world), None,
+                            temperature=settings.goal_temperature, max_tokens=settings.transition_tokens,
+                            role="transition")
+    text, _ = write_prose(llm, request.messages, settings, temperature=request.temperature,
+                          max_tokens=request.max_tokens, min_tokens=None, role="transition", budget=scene.budget)
     return goal, text

@@ -13,6 +13,7 @@ from typing import Any
 
 from agent import pipelines
 from agent.llm import LLM
+from agent.llm.budget import run_budget
 from agent.magnet import ending
 from agent.magnet.definition import StoryDefinition
 from agent.magnet.loop import StepOutcome, initial_state, run_step
@@ -33,6 +34,7 @@ def write(ctx: RunContext[MagnetConfig], *, max_new_steps: int | None = None) ->
     if store.get_plan("title") is None:
         store.put_plan("title", story.title)
     state = store.state() or initial_state(story, settings)
+    budget = run_budget(ctx, settings.context_tokens, settings.context_reserve)
     bound = ending.max_steps(story, settings)
     step = store.next_unit()
     ctx.set_progress(words=StepState.read(state).words, units=store.info().target_units,
@@ -51,8 +53,8 @@ def write(ctx: RunContext[MagnetConfig], *, max_new_steps: int | None = None) ->
         started = time.perf_counter()
         recent = [p.text for p in store.paragraphs()[-settings.history_window:]]
         with ctx.unit(step):
-            memory, state = prepare(ctx.llm, store, story, settings, state, step)
-            outcome = run_step(ctx.llm, story, settings, state, step, recent, memory)
+            memory, state = prepare(ctx.llm, store, story, settings, state, step, budget)
+            outcome = run_step(ctx.llm, story, settings, state, step, recent, memory, budget)
             outcome.record["wall_s"] = round(time.perf_counter() - started, 3)
             store.commit_step(step, outcome.paragraphs, state=outcome.state, record=outcome.record,
                               goal=outcome.record["goal"])

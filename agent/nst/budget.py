@@ -1,136 +1,33 @@
 """Every request of the NstAgent family fits its context before it is sent (issue 13).
 
-A :class:`Budget` holds the run's context (``agent.llm.context``) and its token counter; every
-call the family makes (planner stages, chapter turns, prose drafts, updates and their
-fallbacks, digests, RollSum's chapters and summaries, Direct's story) goes through
-:meth:`Budget.generate`, which counts the prompt, clamps ``max_tokens`` (and ``min_tokens``)
-to what is left of the context minus a reserve, and, when even the smallest useful reply does
-not fit, first lets the caller shrink its conversation (``shrink``: drop a retained draft,
-collapse read results) and then stops with one line naming the context and what did not fit.
-A server that still refuses a request for its length widens the reserve and the request is
-sent again; the run is never aborted by a clamp the server applied on its own.
-
-Every step that gives way is recorded in the run's ledger as a ``budget`` tool call
-(``arguments.action``), which ``fabula show`` counts.
+The budget itself is shared with Magnet and lives in ``agent.llm.budget``; this module gives the
+family its run's budget from its settings. Every call the family makes (planner stages, chapter
+turns, prose drafts, updates and their fallbacks, digests, RollSum's chapters and summaries,
+Direct's story) goes through :meth:`Budget.generate`; each step that gives way is a ``budget``
+row of the run's tool ledger.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from agent.llm import LLM, LLMError
-from agent.llm.context import CharsEstimate, ContextInfo, TokenCounter, is_length_rejection, resolve_context
-from agent.llm.types import Completion, Message
+from agent.llm.budget import (
+    SERVER_RETRIES,
+    Budget,
+    ContextExceededError,
+    Recorder,
+    Shrink,
+    ledger_recorder,
+    open_budget,
+)
+from agent.llm.budget import run_budget as _run_budget
 
-Shrink = Callable[[], str | None]
-"""Frees room in the caller's conversation; returns what it did, or None when nothing is left."""
-Recorder = Callable[[str, dict[str, Any]], None]
-
-SERVER_RETRIES = 3
-
-
-class ContextExceededError(LLMError):
-    """A request that cannot fit the model's context even after everything gave way.
-
-    The run stops with this one line (and stays resumable): raise the context
-    (``--set context_tokens=N`` or the server's ``--max-model-len``) and ``fabula resume``."""
-
-
-@dataclass
-class Budget:
-    """The run's context, counter and reserve; ``context`` None means unknown: nothing is clamped."""
-
-    context: int | None
-    counter: TokenCounter = field(default_factory=CharsEstimate)
-    reserve: int = 64
-    record: Recorder | None = None
-    slack: int = 0
-    """Extra reserve learnt from server rejections (a counter that under-counts)."""
-    info: ContextInfo | None = None
-    clamped: bool = False
-    """Whether the last request's ``max_tokens`` was cut to fit the context: a reply cut off at
-    that limit then says the context is full, not that the model rambled."""
-
-    @property
-    def limit(self) -> int | None:
-        """The most prompt + max_tokens a request may ask for."""
-        return None if self.context is None else self.context - self.reserve - self.slack
-
-    def count(self, messages: Sequence[Message]) -> int:
-        return self.counter.count(messages)
-
-    def room(self, messages: Sequence[Message]) -> int | None:
-        """Output tokens left after ``messages`` (None: unbounded)."""
-        limit = self.limit
-        return None if limit is None else limit - self.count(messages)
-
-    def note(self, action: str, **facts: Any) -> None:
-        """Record one step that gave way (ledger ``budget`` call)."""
-        if self.record is not None:
-            self.record(action, facts)
-
-    def fail(self, what: str, prompt: int, needed: int) -> ContextExceededError:
-        return ContextExceededError(
-            f"the context of {self.context} tokens is too small: {what} needs {prompt} prompt tokens + {needed} "
-            f"output tokens (reserve {self.reserve + self.slack}); raise it (--set context_tokens=N or the "
-            "server's --max-model-len) and fabula resume the run")
-
-    def generate(self, llm: LLM, messages: list[Message], output_type: Any = None, *, temperature: float,
-                 max_tokens: int, min_output: int, what: str, min_tokens: int | None = None,
-                 role: str | None = None, shrink: Shrink | None = None) -> Completion:
-        """``llm.generate`` with ``max_tokens`` fitted to the context; see the module doc."""
-        min_output = min(min_output, max_tokens)
-        for _ in range(SERVER_RETRIES + 1):
-            asked = max_tokens
-            if self.limit is not None:
-                prompt = self.count(messages)
-                while self.limit - prompt < min_output:
-                    done = shrink() if shrink is not None else None
-                    if done is None:
-                        raise self.fail(what, prompt, min_output)
-                    self.note(done, what=what, prompt_tokens=prompt)
-                    prompt = self.count(messages)
-                asked = min(max_tokens, self.limit - prompt)
-                if asked < max_tokens:
-                    self.note("clamp_max_tokens", what=what, prompt_tokens=prompt, wanted=max_tokens, given=asked)
-            self.clamped = asked < max_tokens
-            floor = None if min_tokens is None else max(0, min(min_tokens, asked - 1))
-            try:
-                return llm.generate(list(messages), output_type, temperature=temperature, max_tokens=asked,
-                                    min_tokens=floor or None, role=role)
-            except LLMError as exc:
-                if not is_length_rejection(exc) or self.context is None:
-                    raise
-                self.slack += max(64, self.context // 20)
-                self.note("server_refused_length", what=what, error=str(exc)[:300], slack=self.slack)
-        raise self.fail(what, self.count(messages), min_output)
-
-
-def open_budget(llm: LLM, context_tokens: int | None, *, reserve: int, record: Recorder | None = None,
-                put_facts: Callable[[dict[str, Any]], None] | None = None) -> Budget:
-    """The run's budget: context and counter resolved from the model (``agent.llm.context``), the
-    facts recorded with ``put_facts`` (the run's plan table: ``show`` reads them)."""
-    info, counter = resolve_context(llm, context_tokens)
-    if put_facts is not None:
-        put_facts({**info.facts(), "reserve": reserve})
-    return Budget(info.tokens, counter, reserve, record, info=info)
-
-
-def ledger_recorder(store: Any) -> Recorder:
-    """Budget actions as ``budget`` rows of the tool ledger, attributed to the unit in flight."""
-
-    def record(action: str, facts: dict[str, Any]) -> None:
-        store.record_tool_call(turn=0, tool="budget", arguments={"action": action, **facts}, result=None, ok=True)
-
-    return record
+__all__ = ["SERVER_RETRIES", "Budget", "ContextExceededError", "Recorder", "Shrink", "ledger_recorder",
+           "open_budget", "run_budget"]
 
 
 def run_budget(ctx: Any) -> Budget:
     """The budget of a NstAgent-family run (``ctx``: a ``RunContext`` whose config is a
     ``StoryTarget``): context from the setting, server or model; facts in the plan table;
     actions in the ledger."""
-    config = ctx.config
-    return open_budget(ctx.llm, config.context_tokens, reserve=config.context_reserve,
-                       record=ledger_recorder(ctx.store), put_facts=lambda facts: ctx.store.put_plan("context", facts))
+    return _run_budget(ctx, ctx.config.context_tokens, ctx.config.context_reserve)

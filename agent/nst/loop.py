@@ -16,6 +16,7 @@ rejected draft (step b), then earlier read results. Each step is recorded in the
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -97,6 +98,10 @@ class ChapterLoop:
         self.abridged = False
         self.out_of_room = False
         """A call did not fit the context: the chapter ended early (the cap's degraded path)."""
+        self.last_update = None
+        """What the last applied update did (``agent.nst.state.Applied``)."""
+        self.last_error: str | None = None
+        """Why the last recorded call failed, if it did."""
         self.messages: list[Message] = self._opening()
         self.drafts = DraftKeeper()
         self._arguments: dict[str, Any] = {}
@@ -369,6 +374,7 @@ class ChapterLoop:
             raise ToolError(f"update rejected, nothing was applied: {exc}. Call update again with the "
                             "problems fixed.") from exc
         self.new_state = applied.state
+        self.last_update = applied
         s.updated = True
         s.retry_update = bool(applied.refused) and not retry
         s.open_requirements = tuple(applied.state.future_requirements)
@@ -385,6 +391,23 @@ class ChapterLoop:
                         + (" You may call update once more with only the refused entries, fixed." if s.retry_update
                            else ""))
         return message
+
+    def update_from_text(self, title: str, text: str) -> bool:
+        """One update call for chapter text that already exists (``fabula edit``: the writer's
+        edited text): the chapter's prompt from the state before it (fitted as for writing it), the
+        text as the accepted draft, then the update through the path every chapter's update takes
+        (the same grammar, evidence checked against ``text``, recorded in the ledger). True when
+        the update applied; the new state is then :attr:`new_state`."""
+        s = self.s
+        s.turn = 1
+        s.accepted_title, s.accepted_text = title, text
+        self.fit_prompt()
+        self.messages += [{"role": "assistant", "content": json.dumps({"tool": "write", "title": title})},
+                          {"role": "user", "content": prose_request(s.index, title, self.gate)},
+                          {"role": "assistant", "content": text},
+                          {"role": "user", "content": "The writer has edited this chapter by hand: the text above is "
+                           "the chapter as it now stands and is kept. Call update now with what it changed."}]
+        return self._fallback_call(TOOLS["update"].grammar(s), self.config.update_max_tokens)
 
     def _fallback_update(self) -> None:
         """Update calls past the cap, so the chapter kept still reaches the state: the full update
@@ -406,6 +429,7 @@ class ChapterLoop:
                                    min(max_tokens, min_output or self.update_output()))
         except ContextExceededError as exc:
             self.budget.note("skip_fallback_update", chapter=self.s.index, error=str(exc)[:200])
+            self.last_error = str(exc)
             return False
         except (TruncatedOutputError, OutputValidationError) as exc:
             self._record("invalid", {"offered": ["update"], "fallback": True}, None, False, str(exc))
@@ -444,6 +468,7 @@ class ChapterLoop:
 
     def _record(self, tool: str, arguments: dict[str, Any], result: str | None, ok: bool,
                 error: str | None = None) -> None:
+        self.last_error = None if ok else (error or "failed")
         if result is not None and len(result) > LEDGER_RESULT_CHARS:
             result = result[:LEDGER_RESULT_CHARS] + f"... [{len(result)} characters]"
         self.store.record_tool_call(turn=self.s.turn, tool=tool, arguments=arguments, result=result, ok=ok,

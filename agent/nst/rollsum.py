@@ -16,12 +16,13 @@ from agent import pipelines
 from agent.gate import Gate
 from agent.llm import LLM
 from agent.llm.types import Message
-from agent.nst.budget import run_budget
+from agent.nst.budget import Budget, run_budget
 from agent.nst.config import RollSumConfig
 from agent.nst.drafting import Drafter, draft_until_gate, record_attempt
 from agent.nst.length import initial_ratio
 from agent.nst.planning import frozen_plan
 from agent.nst.prompts import outline_block
+from agent.nst.rederive import rederive_rollsum
 from agent.run_context import EventSink, RunContext
 from agent.store import RunStore
 from agent.store.snapshots import ChapterSnapshot
@@ -49,6 +50,15 @@ def summary_messages(summary: str, index: int, text: str) -> list[Message]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
+def summarize(ctx: RunContext[RollSumConfig], budget: Budget, summary: str, index: int, text: str) -> str:
+    """The summary after chapter ``index`` (also how ``fabula edit`` re-derives it from an edited chapter)."""
+    config = ctx.config
+    reply = budget.generate(ctx.llm, summary_messages(summary, index, text), temperature=config.temperature,
+                            max_tokens=config.summary_max_tokens, min_output=min(config.summary_max_tokens, 512),
+                            role="rollsum_summary", what=f"the summary after chapter {index}")
+    return reply.text.strip()
+
+
 def write(ctx: RunContext[RollSumConfig]) -> None:
     store, config = ctx.store, ctx.config
     budget = run_budget(ctx)
@@ -69,11 +79,7 @@ def write(ctx: RunContext[RollSumConfig]) -> None:
                                                                  index - 1),
                                        config.chapter_attempts, on_attempt=record_attempt(ctx))
             ratio = drafter.ratio
-            reply = budget.generate(ctx.llm, summary_messages(summary, index, outcome.text),
-                                    temperature=config.temperature, max_tokens=config.summary_max_tokens,
-                                    min_output=min(config.summary_max_tokens, 512), role="rollsum_summary",
-                                    what=f"the summary after chapter {index}")
-            summary = reply.text.strip()
+            summary = summarize(ctx, budget, summary, index, outcome.text)
             stats = {"attempts": outcome.attempts, "first_attempt_pass": outcome.first_attempt_pass,
                      "words": outcome.words, "target": gate.target, "degraded": outcome.degraded,
                      "summary_words": count_words(summary)}
@@ -93,5 +99,5 @@ def write_story(store: RunStore, llm: LLM, config: RollSumConfig | Mapping[str, 
 
 
 PIPELINE = pipelines.register(
-    pipelines.Pipeline("rollsum", "chapter", write, version="1", settings=RollSumConfig)
+    pipelines.Pipeline("rollsum", "chapter", write, version="1", settings=RollSumConfig, rederive=rederive_rollsum)
 )

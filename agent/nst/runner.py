@@ -18,6 +18,7 @@ from agent.nst.config import NstConfig
 from agent.nst.length import initial_ratio
 from agent.nst.loop import ChapterLoop
 from agent.nst.planning import frozen_plan
+from agent.nst.rederive import rederive_nst
 from agent.nst.state import NarrativeState
 from agent.run_context import EventSink, RunContext
 from agent.store import RunStore
@@ -59,4 +60,5 @@ def write_story(store: RunStore, llm: LLM, config: NstConfig | Mapping[str, Any]
         write(ctx)
 
 
-PIPELINE = pipelines.register(pipelines.Pipeline("nst", "chapter", write, version="1", settings=NstConfig))
+PIPELINE = pipelines.register(pipelines.Pipeline("nst", "chapter", write, version="1", settings=NstConfig,
+                                                rederive=rederive_nst))

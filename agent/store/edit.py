@@ -3,9 +3,10 @@
 The old text stays as a version (chapters: ``chapter_versions``; Magnet paragraphs:
 ``paragraph_versions``). A Magnet step's edited world variables become the stored state at
 that step. Units after the edited one were written from the old text, so the run's plan
-records ``stale_after`` (the edited unit and why); ``fabula fork RUN --at N`` then continues
-a copy from N+1. Re-deriving an NstAgent chapter's state update from edited text needs the
-pipeline's update step and is not done here: the record says so (``state_rederived``).
+records ``stale_after`` (the edited unit, why, and from which unit on the stored states do not
+follow from the current text); ``fabula fork RUN --at N`` then continues a copy from N+1.
+Re-deriving an NstAgent chapter's state from edited text needs the pipeline's update step
+(``agent.pipelines.rederive``); until it has run, the edited chapter's own state counts as stale.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import json
 import time
 from typing import Any
 
-from agent.store.config import canonical_json
 from agent.store.errors import CommitError, StoreError
 from agent.store.fork import STALE_KEY
 from agent.store.records import Chapter, Paragraph
@@ -25,16 +25,41 @@ VARIABLES_HEADER = "--- world variables (one per line: key = JSON value; delete 
 
 
 def mark_stale(store: RunStore, unit: int, *, what: str, state_rederived: bool) -> dict[str, Any] | None:
-    """Record that units after ``unit`` predate an edit (the earliest edit wins); ``None`` if none follow."""
+    """Record that units after ``unit`` predate an edit (the earliest edit wins) and from which unit
+    on the stored states do not follow from the current text (``state_stale_from``: ``unit`` itself
+    when its state was not re-derived from the edit, else ``unit + 1``; None when no state is
+    stale). Returns the record, or ``None`` (and no record) when nothing is stale."""
     last = store.info().last_unit
     previous = store.get_plan(STALE_KEY)
-    first = min(unit, previous["unit"]) if isinstance(previous, dict) else unit
-    record = {"unit": first, "last_unit": last, "what": what, "state_rederived": state_rederived,
-              "at": time.time()}
-    if first >= last and state_rederived:
+    previous = previous if isinstance(previous, dict) else {}
+    first = min(unit, previous["unit"]) if "unit" in previous else unit
+    earlier = _stale_from(previous)
+    mine = unit + 1 if state_rederived else unit
+    stale_from = earlier if earlier is not None and earlier < unit else mine
+    stale_from = stale_from if stale_from <= last else None
+    if first >= last and stale_from is None:
+        store.delete_plan(STALE_KEY)
         return None
+    record = {"unit": first, "last_unit": last, "what": what,
+              "state_rederived": stale_from is None or stale_from > first, "state_stale_from": stale_from,
+              "at": time.time()}
     store.put_plan(STALE_KEY, record)
     return record
+
+
+def _stale_from(record: dict[str, Any]) -> int | None:
+    """The first unit whose state is stale, from a record (older records say only ``state_rederived``)."""
+    if not record:
+        return None
+    if "state_stale_from" in record:
+        return record["state_stale_from"]
+    return record["unit"] + (1 if record.get("state_rederived") else 0)
+
+
+def state_stale_from(store: RunStore) -> int | None:
+    """The first unit whose stored state does not follow from the current text (None: none)."""
+    record = store.get_plan(STALE_KEY)
+    return _stale_from(record) if isinstance(record, dict) else None
 
 
 def edit_chapter(store: RunStore, index: int, text: str, *, title: str | None = None) -> Chapter:
@@ -106,8 +131,7 @@ def edit_step(store: RunStore, step: int, paragraphs: list[str] | None = None,
             table.set(key, value, step=step, by="edit")
             changed.append(key)
         if changed:
-            with store._write() as conn:
-                conn.execute("UPDATE states SET state = ? WHERE unit = ?", (canonical_json(state), step))
+            store.replace_state(step, state)
     if revised or changed:
         what = f"step {step} edited" + (f" (variables {', '.join(changed)})" if changed else "")
         mark_stale(store, step, what=what, state_rederived=True)

@@ -215,7 +215,7 @@ class RunStore:
 
     @contextmanager
     def session(self, kind: str, *, config: dict[str, Any] | None = None,
-                transport: dict[str, Any] | None = None) -> Iterator[int]:
+                transport: dict[str, Any] | None = None, keep_status: bool = False) -> Iterator[int]:
         """Hold the run for writing while a pipeline works on it (``kind``: start, resume).
 
         Only one process at a time: a second one gets :class:`RunBusyError`. ``config``
@@ -223,7 +223,8 @@ class RunStore:
         previous sessions' rows. ``transport`` (backend, endpoint without credentials, model) is
         kept in this session's row: a server may move between sessions. The session's end sets
         the status: completed (if the pipeline called :meth:`finish`), stopped (returned early
-        or Ctrl-C) or failed.
+        or Ctrl-C) or failed. ``keep_status``: work on committed units that does not advance the
+        run (``fabula edit`` re-deriving a state) leaves the run's status as it found it.
         """
         lock = FileLock(str(inside(self.run_dir, LOCK_NAME)))
         try:
@@ -237,6 +238,7 @@ class RunStore:
                     conn.execute("UPDATE run SET config = ?, fingerprint = ? WHERE id = 1",
                                  (_json(config, "config"), fingerprint(config)))
                 info = RunInfo.from_row(conn.execute("SELECT * FROM run").fetchone())
+                kept = (info.status, info.error) if keep_status else None
                 cursor = conn.execute(
                     "INSERT INTO sessions (kind, pid, host, config, fingerprint, started_at, last_at) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -258,17 +260,20 @@ class RunStore:
                 outcome, error = "failed", (str(exc).splitlines() or [type(exc).__name__])[0]
                 raise
             finally:
-                self._end_session(outcome, error)
+                self._end_session(outcome, error, kept)
         finally:
             lock.release()
 
-    def _end_session(self, outcome: str, error: str | None) -> None:
+    def _end_session(self, outcome: str, error: str | None, kept: tuple[str, str | None] | None = None) -> None:
         now = time.time()
         status = {"completed": "completed", "failed": "failed"}.get(outcome, "stopped")
+        run_error = error
+        if kept is not None:
+            status, run_error = kept
         with suppress(sqlite3.Error), self._write() as conn:
             conn.execute("UPDATE sessions SET ended_at = ?, last_at = ?, outcome = ? WHERE id = ?",
                          (now, now, outcome, self._session_id))
-            conn.execute("UPDATE run SET status = ?, error = ?, updated_at = ? WHERE id = 1", (status, error, now))
+            conn.execute("UPDATE run SET status = ?, error = ?, updated_at = ? WHERE id = 1", (status, run_error, now))
         self._session_id = None
 
     # -- plan ----------------------------------------------------------------------------
@@ -289,6 +294,10 @@ class RunStore:
 
     def plan(self) -> dict[str, Any]:
         return {r[0]: json.loads(r[1]) for r in self._read("SELECT key, value FROM plan ORDER BY key")}
+
+    def delete_plan(self, key: str) -> None:
+        with self._write() as conn:
+            conn.execute("DELETE FROM plan WHERE key = ?", (key,))
 
     def get_plan(self, key: str, default: Any = None) -> Any:
         rows = self._read("SELECT value FROM plan WHERE key = ?", (key,))
@@ -346,6 +355,14 @@ class RunStore:
         with self._write() as conn:
             return chapter_rows.revise(conn, index, without_nul(text), title=title, reason=reason,
                                        unit=self._unit(conn))
+
+    def replace_state(self, unit: int, state: Any) -> None:
+        """Replace the state stored with committed ``unit`` (an edit, or a state re-derived from an
+        edited text); the unit must exist."""
+        with self._write() as conn:
+            cursor = conn.execute("UPDATE states SET state = ? WHERE unit = ?", (_json(state, "state"), unit))
+            if cursor.rowcount != 1:
+                raise CommitError(f"unit {unit} has no stored state")
 
     def chapter(self, index: int) -> Chapter | None:
         with self._lock:
