@@ -106,7 +106,7 @@ def ensure_embedded_model(*, verify: bool = False, log=print) -> EmbeddedModel:
             staged = Path(scratch) / "model"
             _convert(gguf, staged)
             _write_manifest(staged)
-            if not _gguf_ok(gguf_path(), deep=False):  # kept: llama.cpp servers serve the GGUF itself
+            if gguf.is_file() and not _gguf_ok(gguf_path(), deep=False):  # kept for llama.cpp servers
                 os.replace(gguf, gguf_path())
             if target.exists():
                 shutil.rmtree(target)
