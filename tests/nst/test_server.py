@@ -1,4 +1,5 @@
-"""One chapter against the CPU vLLM server: later turns reuse the earlier turns' prefix."""
+"""One chapter against each real server (vLLM CPU, llama-cpp-python); on vLLM later turns are also
+seen reusing the earlier turns' prefix (llama-cpp-python does not report cached tokens)."""
 
 from __future__ import annotations
 
@@ -16,20 +17,21 @@ PLAN = {"outline": [{"id": 1, "title": "The wish", "description": "A fisherman c
 
 
 @pytest.mark.server
-def test_one_chapter_reuses_the_prefix_cache(tmp_path, vllm_server):
+def test_one_chapter(tmp_path, served):
     from agent.llm import open_llm
 
     config = {**NST_DEFAULTS, "prompt": "A fisherman finds a talking fish.", "words": 160, "max_turns": 6,
               "update_max_tokens": 400, "tool_max_tokens": 96}
     store = RunStore.create(tmp_path / "run", pipeline="nst", config=config)
-    llm = open_llm("endpoint", endpoint=vllm_server.endpoint, model=vllm_server.model, thinking="off")
+    llm = open_llm("endpoint", endpoint=served.endpoint, model=served.model, thinking="off")
     llm.recorders.append(store.recorder)
     try:
-        ChapterLoop(llm, store, plan=PLAN, story_prompt=config["prompt"], state=NarrativeState(), index=1,
+        result = ChapterLoop(llm, store, plan=PLAN, story_prompt=config["prompt"], state=NarrativeState(), index=1,
                     config=config, ratio=1.4).run()
     finally:
         llm.close()
     calls = store.llm_calls()
-    assert len(calls) >= 2
-    assert any(c.cached_prompt_tokens > 0 for c in calls[1:]), [(c.role, c.cached_prompt_tokens) for c in calls]
+    assert len(calls) >= 2 and result.text.strip()
+    if llm.probe.kind == "vllm":
+        assert any(c.cached_prompt_tokens > 0 for c in calls[1:]), [(c.role, c.cached_prompt_tokens) for c in calls]
     store.close()
