@@ -1,9 +1,10 @@
 """The ``endpoint`` backend: any OpenAI-compatible chat server, vLLM first.
 
-Constraints travel in the fields current vLLM enforces: ``response_format`` (json_schema,
-strict) for JSON, and the top-level ``structured_outputs`` object (what the OpenAI SDK
-sends as ``extra_body``) for regex and choice. The removed ``guided_*`` fields are never
-sent: vLLM >= 0.12 ignores them silently and answers unconstrained.
+Constraints travel in the fields the probed server kind reads (:mod:`agent.llm.shapes`):
+for vLLM ``response_format`` (json_schema, strict) and the top-level ``structured_outputs``
+object (what the OpenAI SDK sends as ``extra_body``); llama.cpp, SGLang, TGI and Ollama get
+their own shapes. The removed ``guided_*`` fields are never sent: vLLM >= 0.12 ignores them
+silently and answers unconstrained.
 
 What the server is and enforces is probed when the backend opens (:mod:`agent.llm.probe`),
 every call is bounded in time and size (:mod:`agent.llm.http`), and the probe decides how a
