@@ -9,6 +9,7 @@ import json
 import pytest
 
 from agent.llm import Choice, JsonSchema, Regex, Request, open_llm, shapes
+from agent.llm.context import server_context
 from agent.llm.probe import PROBE_SCHEMA
 from agent.llm.sampling import Sampling
 from tests.kind_servers import MODEL, KindServer
@@ -45,7 +46,7 @@ def test_the_probe_tells_each_server_kind_apart_by_its_own_routes(serve, kind, v
     assert (probe.kind, probe.version, probe.context_length, probe.model) == (kind, version, context, MODEL)
     assert probe.json_schema_enforced is True  # the probe asked in the shape this kind reads
     assert probe.regex_enforced is (kind in ("vllm", "sglang", "tgi"))
-    assert llm.context_length == context
+    assert llm.context_length == context and server_context(llm) == context  # what a run budgets against
     llm.close()
 
 
