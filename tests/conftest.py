@@ -154,7 +154,11 @@ def llamacpp_llm(llamacpp_server: RunningServer):
     llm.close()
 
 
-@pytest.fixture(params=["vllm", "llamacpp"])
+@pytest.fixture(params=["vllm", pytest.param("llamacpp", marks=pytest.mark.slow)])
 def served(request) -> RunningServer:
-    """Each real server in turn (a test that takes it runs against vLLM and llama-cpp-python)."""
+    """Each real server in turn (a test that takes it runs against vLLM and llama-cpp-python).
+
+    The llama-cpp-python runs are ``slow``: it answers one request at a time and its grammar
+    sampling is slow, so one Magnet step took 144 s and one NST chapter 473 s here (vLLM: seconds
+    to a minute or two); FABULA_SLOW_TESTS=1 runs them."""
     return request.getfixturevalue(f"{request.param}_server")
