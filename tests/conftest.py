@@ -158,7 +158,7 @@ def llamacpp_llm(llamacpp_server: RunningServer):
 def served(request) -> RunningServer:
     """Each real server in turn (a test that takes it runs against vLLM and llama-cpp-python).
 
-    The llama-cpp-python runs are ``slow``: it answers one request at a time and its grammar
-    sampling is slow, so one Magnet step took 144 s and one NST chapter 473 s here (vLLM: seconds
-    to a minute or two); FABULA_SLOW_TESTS=1 runs them."""
+    The llama-cpp-python runs are ``slow``: one Magnet step took 144 s and one NST chapter 473 s
+    here (vLLM: 153 s and 264 s), about 10 more minutes that would take CI past 45 minutes on a
+    clean machine with the 6.5-minute compile; FABULA_SLOW_TESTS=1 runs them."""
     return request.getfixturevalue(f"{request.param}_server")
