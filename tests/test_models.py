@@ -101,3 +101,29 @@ def test_home_follows_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("FABULA_HOME", str(tmp_path))
     assert models.embedded_model_dir() == tmp_path / "models" / models.EMBEDDED_NAME
     assert models.embedded_model_status() == "not converted yet"
+
+
+def test_the_gguf_is_extracted_once_verified_and_replaced_when_damaged(tmp_path, monkeypatch):
+    """llama.cpp servers serve the GGUF itself: kept under $FABULA_HOME, fetched once, re-fetched if cut."""
+    import hashlib
+
+    from serve import models
+
+    payload = b"GGUF" + bytes(range(256)) * 4
+    fetched: list[Path] = []
+
+    def fake_fetch(scratch: Path) -> Path:
+        out = scratch / "x.gguf"
+        out.write_bytes(payload)
+        fetched.append(out)
+        return out
+
+    monkeypatch.setenv("FABULA_HOME", str(tmp_path))
+    monkeypatch.setattr(models, "_fetch_gguf", fake_fetch)
+    monkeypatch.setattr(models, "GGUF_SIZE", len(payload))
+    monkeypatch.setattr(models, "GGUF_SHA256", hashlib.sha256(payload).hexdigest())
+    path = models.ensure_gguf(log=lambda m: None)
+    assert path == tmp_path / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf" and path.read_bytes() == payload
+    assert models.ensure_gguf(verify=True, log=lambda m: None) == path and len(fetched) == 1
+    path.write_bytes(payload[:-1])  # cut short: fetched again
+    assert models.ensure_gguf(log=lambda m: None).read_bytes() == payload and len(fetched) == 2

@@ -23,3 +23,11 @@ def test_install_hints_name_an_install_that_works():
     offenders = [str(p.relative_to(ROOT)) for folder in ("agent", "serve", "grammars", "scripts")
                  for p in (ROOT / folder).rglob("*.py") if "pip install 'fabula[" in p.read_text()]
     assert offenders == []
+
+
+def test_the_cached_llama_cpp_build_installs_the_version_the_extra_pins():
+    """scripts/setup-llamacpp compiles and caches one version; the ``llamacpp`` extra must name it."""
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    pinned = re.search(r"==([\d.]+)", data["project"]["optional-dependencies"]["llamacpp"][0]).group(1)
+    script = (ROOT / "scripts" / "setup-llamacpp").read_text()
+    assert f'version="{pinned}"' in script

@@ -126,7 +126,12 @@ class ContextInfo:
 
 
 def server_context(llm: Any) -> int | None:
-    """``max_model_len`` of the served model from ``GET /v1/models`` (vLLM, SGLang), if reported."""
+    """The served model's context: what the endpoint's probe found (vLLM's ``max_model_len``,
+    llama-server's ``n_ctx``, TGI's ``max_total_tokens``, the ``num_ctx`` fabula asks Ollama for),
+    else ``max_model_len`` from ``GET /v1/models`` through a ``_request`` method, if reported."""
+    probed = getattr(llm, "context_length", None)
+    if isinstance(probed, int) and not isinstance(probed, bool) and probed > 0:
+        return probed
     request = getattr(llm, "_request", None)
     if request is None:
         return None

@@ -1,9 +1,10 @@
 """The ``endpoint`` backend: any OpenAI-compatible chat server, vLLM first.
 
-Constraints travel in the fields current vLLM enforces: ``response_format`` (json_schema,
-strict) for JSON, and the top-level ``structured_outputs`` object (what the OpenAI SDK
-sends as ``extra_body``) for regex and choice. The removed ``guided_*`` fields are never
-sent: vLLM >= 0.12 ignores them silently and answers unconstrained.
+Constraints travel in the fields the probed server kind reads (:mod:`agent.llm.shapes`):
+for vLLM ``response_format`` (json_schema, strict) and the top-level ``structured_outputs``
+object (what the OpenAI SDK sends as ``extra_body``); llama.cpp, SGLang, TGI and Ollama get
+their own shapes. The removed ``guided_*`` fields are never sent: vLLM >= 0.12 ignores them
+silently and answers unconstrained.
 
 What the server is and enforces is probed when the backend opens (:mod:`agent.llm.probe`),
 every call is bounded in time and size (:mod:`agent.llm.http`), and the probe decides how a
@@ -87,7 +88,7 @@ class EndpointLLM(LLM):
                     self.probe = identify(self._http, entries, chosen)
             super().__init__(chosen or "", thinking=thinking)
             if probe == "full" and self.probe is not None:
-                check_enforcement(self._http, self.probe, thinking_field=self._thinking_field())
+                check_enforcement(self._http, self.probe, thinking=self._thinking())
                 if self.probe.json_schema_enforced is False and not allow_unconstrained:
                     raise UnenforcedConstraintError(
                         f"endpoint {self.base_url} ({self.probe.kind}) does not enforce JSON-schema constraints "
@@ -110,9 +111,16 @@ class EndpointLLM(LLM):
         return self.probe.context_length if self.probe else None
 
     # -- LLM -------------------------------------------------------------------------------
+    @property
+    def kind(self) -> str:
+        """The server kind the probe found (``other`` when not probed): it picks the request shape."""
+        return self.probe.kind if self.probe else "other"
+
     def _complete(self, request: Request) -> RawReply:
-        data = self._http.request_json("POST", "/chat/completions", body=self.payload(request))
-        return self._read_reply(data)
+        kind = self.kind
+        wire = shapes.to_wire(kind, self.payload(request), context_tokens=self.context_length)
+        data = self._http.request_json("POST", shapes.chat_url(kind, self._http.base_url), body=wire)
+        return self._read_reply(shapes.from_wire(kind, data))
 
     def _read_reply(self, data: Any) -> RawReply:
         def bad(what: str) -> LLMError:
@@ -179,10 +187,8 @@ class EndpointLLM(LLM):
         with ThreadPoolExecutor(max_workers=min(self.concurrency, len(requests))) as pool:
             return list(pool.map(one, requests))
 
-    def _thinking_field(self) -> dict[str, Any]:
-        if self.thinking == "auto":
-            return {}
-        return {"chat_template_kwargs": {"enable_thinking": self.thinking == "on"}}
+    def _thinking(self) -> bool | None:
+        return None if self.thinking == "auto" else self.thinking == "on"
 
     def _regex_for(self, schema: dict[str, Any]) -> str | None:
         """A regex for ``schema`` when the server would ignore some of its numeric ranges (not
@@ -215,13 +221,14 @@ class EndpointLLM(LLM):
         if request.seed is not None:
             body["seed"] = request.seed
         body.update(sampling_fields(request.sampling))
-        body.update(self._thinking_field())
+        kind = self.kind
+        body.update(shapes.thinking_field(kind, self._thinking()))
         constraint = request.constraint
-        kind = self.probe.kind if self.probe else "other"
         if constraint is not None:
             if constraint.kind == "json":
                 regex = self._regex_for(constraint.json_schema or {})
-                body.update(shapes.regex_field(kind, regex) if regex else shapes.json_field(constraint))
+                body.update(shapes.regex_field(kind, regex) if regex
+                            else shapes.json_field(kind, constraint.name, constraint.decoding_schema))
             elif constraint.kind == "regex":
                 body.update(shapes.regex_field(kind, constraint.pattern or ""))
             else:

@@ -19,7 +19,8 @@ from agent.llm.http import BoundedClient, one_line
 from agent.llm.types import EndpointUnavailableError, LLMError
 
 ServerKind = str
-"""``vllm``, ``sglang``, ``llama.cpp``, ``ollama`` or ``other``."""
+"""One of :data:`agent.llm.shapes.KINDS`: ``vllm``, ``sglang``, ``llama.cpp`` (llama-server),
+``llama-cpp-python``, ``ollama``, ``tgi`` or ``other``."""
 
 _OWNERS = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llama.cpp", "llama.cpp": "llama.cpp",
            "library": "ollama", "ollama": "ollama"}
@@ -92,51 +93,92 @@ def choose_model(client: BoundedClient, entries: list[dict[str, Any]], wanted: s
 
 
 def identify(client: BoundedClient, entries: list[dict[str, Any]], model: str) -> ServerProbe:
-    """The cheap part (GETs only): kind, version, served models and context length."""
+    """The cheap part (GETs only): kind, version, served models and context length.
+
+    ``/v1/models`` names vLLM, SGLang and llama-server by ``owned_by``; llama-cpp-python's server
+    answers ``owned_by: "me"`` with a ``permissions`` list; TGI and Ollama are told apart by
+    their own routes (``/info``, ``/api/version``), which the others do not serve.
+    """
     probe = ServerProbe(endpoint=client.shown, models=[e["id"] for e in entries], model=model)
     entry = next((e for e in entries if e["id"] == model), {})
     owner = str(entry.get("owned_by") or "").lower()
     probe.kind = _OWNERS.get(owner, "other")
+    if owner == "me" and isinstance(entry.get("permissions"), list):
+        probe.kind = "llama-cpp-python"
     for key in ("max_model_len", "context_length", "context_window", "n_ctx"):
         value = entry.get(key) if isinstance(entry, dict) else None
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        if _positive(value):
             probe.context_length = value
             break
     meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
-    if probe.context_length is None and isinstance(meta.get("n_ctx_train"), int):
-        probe.context_length = meta["n_ctx_train"]
+    served = meta.get("n_ctx") if _positive(meta.get("n_ctx")) else meta.get("n_ctx_train")
+    if probe.context_length is None and _positive(served):
+        probe.context_length = served  # llama-server: the slot's context, else the trained one
         probe.kind = "llama.cpp" if probe.kind == "other" else probe.kind
+    root = client.base_url.removesuffix("/v1")
     if probe.kind in ("vllm", "other"):
-        version = _get_quietly(client, client.base_url.removesuffix("/v1") + "/version")
+        version = _get_quietly(client, root + "/version")
         if isinstance(version, dict) and isinstance(version.get("version"), str):
             probe.version = version["version"][:40]
             probe.kind = "vllm" if probe.kind == "other" and "max_model_len" in entry else probe.kind
+    if probe.kind == "other":
+        _identify_tgi(client, probe, root)
+    if probe.kind in ("other", "ollama"):
+        _identify_ollama(client, probe, root)
     return probe
 
 
-def check_enforcement(client: BoundedClient, probe: ServerProbe, *, thinking_field: dict[str, Any]) -> None:
+def _identify_tgi(client: BoundedClient, probe: ServerProbe, root: str) -> None:
+    info = _get_quietly(client, root + "/info")
+    if isinstance(info, dict) and (info.get("router") == "text-generation-router"
+                                   or ("model_id" in info and "max_total_tokens" in info)):
+        probe.kind = "tgi"
+        probe.version = str(info.get("version") or "")[:40] or None
+        if _positive(info.get("max_total_tokens")):
+            probe.context_length = info["max_total_tokens"]
+
+
+def _identify_ollama(client: BoundedClient, probe: ServerProbe, root: str) -> None:
+    """Ollama: ``/api/version``, and the model's context from ``/api/show`` (capped: see shapes)."""
+    version = _get_quietly(client, root + "/api/version")
+    if not (isinstance(version, dict) and isinstance(version.get("version"), str)):
+        return
+    probe.kind, probe.version = "ollama", version["version"][:40]
+    try:
+        shown = client.request_json("POST", root + "/api/show", body={"model": probe.model}, budget_s=10,
+                                    retry=False)
+    except LLMError:
+        shown = None
+    info = shown.get("model_info") if isinstance(shown, dict) else None
+    trained = [v for k, v in info.items() if k.endswith(".context_length") and _positive(v)] \
+        if isinstance(info, dict) else []
+    probe.context_length = min(trained[0], shapes.OLLAMA_NUM_CTX_CAP) if trained else shapes.OLLAMA_NUM_CTX_CAP
+
+
+def check_enforcement(client: BoundedClient, probe: ServerProbe, *, thinking: bool | None) -> None:
     """The costly part: four tiny requests that show what the server enforces."""
-    base = {"model": probe.model, "messages": PROBE_ASK, "temperature": 0, "max_tokens": 32, **thinking_field}
-    reply = _post_quietly(client, {**base, "response_format": {
-        "type": "json_schema", "json_schema": {"name": "fabula_probe", "schema": PROBE_SCHEMA, "strict": True}}})
+    kind = probe.kind
+    base = {"model": probe.model, "messages": PROBE_ASK, "temperature": 0, "max_tokens": 32,
+            **shapes.thinking_field(kind, thinking)}
+    reply = _post_quietly(client, probe, {**base, **shapes.json_field(kind, "fabula_probe", PROBE_SCHEMA)})
     if reply is not None:
         probe.json_schema_enforced = _answered(reply, {"fabula_probe": "qx7"})
         if probe.json_schema_enforced is None:
             probe.degraded.append("JSON-schema probe inconclusive (a JSON reply cut at its length limit)")
         usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
         probe.cached_tokens_reported = isinstance(usage.get("prompt_tokens_details"), dict)
-        if thinking_field:
-            probe.thinking_switch = probe.kind in ("vllm", "sglang") or None
+        if thinking is not None:
+            probe.thinking_switch = kind in ("vllm", "sglang", "ollama") or None
     if probe.json_schema_enforced:
         # Outlines ignores minimum/maximum, xgrammar enforces them: ask for a number below the bound.
-        ranged = _post_quietly(client, {**base, "messages": RANGE_ASK, "response_format": {
-            "type": "json_schema", "json_schema": {"name": "fabula_range", "schema": RANGE_SCHEMA, "strict": True}}})
+        ranged = _post_quietly(client, probe, {**base, "messages": RANGE_ASK,
+                                               **shapes.json_field(kind, "fabula_range", RANGE_SCHEMA)})
         probe.ranges_enforced = _answered(ranged, lambda v: isinstance(v.get("n"), int) and v["n"] >= RANGE_MIN)
-    regex_field = shapes.regex_field(probe.kind, "qx7[0-9]")
-    regex = _post_quietly(client, {**base, **regex_field}) if regex_field else None
+    regex_field = shapes.regex_field(kind, "qx7[0-9]")
+    regex = _post_quietly(client, probe, {**base, **regex_field}) if regex_field else None
     probe.regex_enforced = regex is not None and _content(regex).strip()[:4] in {f"qx7{d}" for d in range(10)}
     # A server that reads min_tokens refuses min_tokens > max_tokens; one that ignores it answers.
-    refused = _post_quietly(client, {**base, "max_tokens": 1, "min_tokens": 2}, want_status=True)
+    refused = _post_quietly(client, probe, {**base, "max_tokens": 1, "min_tokens": 2}, want_status=True)
     probe.min_tokens = refused == 400
     if probe.json_schema_enforced is False:
         probe.degraded.append("JSON-schema constraints not enforced: replies are parsed, validated and re-asked")
@@ -147,6 +189,10 @@ def check_enforcement(client: BoundedClient, probe: ServerProbe, *, thinking_fie
         probe.degraded.append("min_tokens ignored: length is kept by feedback only")
     if probe.cached_tokens_reported is False:
         probe.degraded.append("cached prompt tokens not reported: cache hits are counted as 0")
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _answered(reply: Any, expected: Any) -> bool | None:
@@ -186,10 +232,13 @@ def _get_quietly(client: BoundedClient, path: str) -> Any:
         return None
 
 
-def _post_quietly(client: BoundedClient, body: dict[str, Any], want_status: bool = False) -> Any:
+def _post_quietly(client: BoundedClient, probe: ServerProbe, body: dict[str, Any], want_status: bool = False) -> Any:
     """A probe request; a refusal is a finding, but a server that does not answer is an error."""
+    kind = probe.kind
+    wire = shapes.to_wire(kind, body, context_tokens=probe.context_length)
     try:
-        reply = client.request_json("POST", "/chat/completions", body=body, budget_s=120, retry=False)
+        reply = shapes.from_wire(kind, client.request_json("POST", shapes.chat_url(kind, client.base_url),
+                                                           body=wire, budget_s=120, retry=False))
     except EndpointUnavailableError:
         raise
     except LLMError as exc:

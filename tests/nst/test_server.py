@@ -1,6 +1,8 @@
-"""A whole NstAgent story against the CPU vLLM server (``--max-model-len 4096``, the tiny-cpu
-preset): the context comes from the server, every request is fitted to it before it is sent
-(the server refuses nothing for length), and later calls reuse the earlier calls' prefix."""
+"""NstAgent against the real servers. A whole story against the CPU vLLM server
+(``--max-model-len 4096``, the tiny-cpu preset): the context comes from the server, every
+request is fitted to it before it is sent (the server refuses nothing for length), and later
+calls reuse the earlier calls' prefix. One chapter against llama-cpp-python's server (slow:
+473 s measured here)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import pytest
 from agent.llm.context import is_length_rejection
 from agent.nst import runner
 from agent.nst.config import NST_DEFAULTS, NstConfig
+from agent.nst.loop import ChapterLoop
+from agent.nst.state import NarrativeState
 from agent.store import RunStore
 from serve.presets import get_preset
 
@@ -49,4 +53,23 @@ def test_a_story_fits_the_servers_context_and_reuses_its_prefix_cache(tmp_path, 
     assert any(c.cached_prompt_tokens > 0 for c in calls[1:]), [(c.role, c.cached_prompt_tokens) for c in calls]
     assert any(t.tool == "update" and t.ok for t in store.tool_calls())
     print(len(calls), [(c.index, c.words, c.degraded_reason) for c in store.chapters()], len(clamps))
+    store.close()
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_one_chapter_on_llama_cpp_python(tmp_path, llamacpp_server):
+    from agent.llm import open_llm
+
+    config = {**NST_DEFAULTS, "prompt": "A fisherman finds a talking fish.", "words": 160, "max_turns": 6,
+              "update_max_tokens": 400, "tool_max_tokens": 96}
+    store = RunStore.create(tmp_path / "run", pipeline="nst", config=config)
+    llm = open_llm("endpoint", endpoint=llamacpp_server.endpoint, model=llamacpp_server.model, thinking="off")
+    llm.recorders.append(store.recorder)
+    try:
+        result = ChapterLoop(llm, store, plan={"outline": OUTLINE}, story_prompt=config["prompt"],
+                             state=NarrativeState(), index=1, config=config, ratio=1.4).run()
+    finally:
+        llm.close()
+    assert len(store.llm_calls()) >= 2 and result.text.strip()
     store.close()
