@@ -15,6 +15,7 @@ each resumable; a second Ctrl-C leaves at once (like a kill: at most the units i
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Sequence
@@ -125,6 +126,8 @@ class _Story:
         self.tracker.started(key)
         status, error = "failed", None
         try:
+            if (self.path / DB_NAME).exists() and _never_started(self.path):
+                _remove_run_files(self.path)  # killed while its run was being created: nothing in it
             if (self.path / DB_NAME).exists():
                 with RunStore.open(self.path) as store:
                     if store.info().status != "completed":
@@ -162,6 +165,26 @@ class _Story:
             return self.row.words
         self.batch.record_stats(self.row.key, stats)
         return stats.words
+
+
+def _never_started(path: Path) -> bool:
+    """True when the run database holds no run record (a kill landed inside ``RunStore.create``)."""
+    db = path / DB_NAME
+    if db.stat().st_size == 0:
+        return True
+    try:
+        conn = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=10.0)
+        try:
+            return conn.execute("SELECT count(*) FROM run").fetchone()[0] == 0
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return False  # not ours to judge: opening it reports what is wrong, and the story fails with that
+
+
+def _remove_run_files(path: Path) -> None:
+    for name in (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journal"):
+        (path / name).unlink(missing_ok=True)
 
 
 def run(folder: str | os.PathLike[str], *, llm: LLMOptions | None = None, concurrency: int | None = None,
@@ -233,32 +256,38 @@ def _threads(batch: BatchStore, todo: list[StoryRow], k: int, tracker: Tracker, 
     guard = threading.Lock()
     crashed: list[BaseException] = []
 
-    def worker() -> None:
-        while not stop.is_set():
-            with guard:
-                if not queue:
-                    return
-                row = queue.pop()
-            try:
-                _Story(batch, row, tracker, stop).write(pipeline, llm, None, force)
-            except KeyboardInterrupt:
-                return
-            except BaseException as exc:  # the batch database itself failed: stop everything
-                crashed.append(exc)
-                stop.set()
-                return
+    left = [k]
+    all_done = threading.Event()
 
-    threads = [threading.Thread(target=worker, name=f"fabula-batch-{n}", daemon=True) for n in range(k)]
-    for thread in threads:
-        thread.start()
+    def worker() -> None:
+        try:
+            while not stop.is_set():
+                with guard:
+                    if not queue:
+                        return
+                    row = queue.pop()
+                _Story(batch, row, tracker, stop).write(pipeline, llm, None, force)
+        except KeyboardInterrupt:
+            return
+        except BaseException as exc:  # the batch database itself failed: stop everything
+            crashed.append(exc)
+            stop.set()
+        finally:
+            with guard:
+                left[0] -= 1
+                if not left[0]:
+                    all_done.set()
+
+    for n in range(k):
+        threading.Thread(target=worker, name=f"fabula-batch-{n}", daemon=True).start()
     try:
-        _join(threads)
+        _wait(all_done)
     except KeyboardInterrupt:
         stop.set()
         running = tracker.snapshot().running
         tracker.note(f"stopping: {running} stor{'y' if running == 1 else 'ies'} end at their next model call "
                      "(Ctrl-C again to leave at once)")
-        _join(threads)
+        _wait(all_done)
         raise
     if crashed:
         raise crashed[0]
@@ -266,10 +295,11 @@ def _threads(batch: BatchStore, todo: list[StoryRow], k: int, tracker: Tracker, 
         raise KeyboardInterrupt
 
 
-def _join(threads: list[threading.Thread]) -> None:
-    while any(t.is_alive() for t in threads):
-        for thread in threads:
-            thread.join(0.2)
+def _wait(done: threading.Event) -> None:
+    """Wait for the workers. Not ``Thread.join``: a Ctrl-C that lands inside ``join`` can leave a
+    live thread marked as finished (CPython issue 45274), and the batch would leave early."""
+    while not done.wait(0.2):
+        pass
 
 
 def run_batch(folder: str | os.PathLike[str], pipeline: str | None = None, *, prompts: str | os.PathLike[str] | None

@@ -47,6 +47,7 @@ def test_ids_pick_prompts_by_their_id_field_in_file_order(prompts):
     assert batch.parse_ids("1-20,35") == [("1", "20"), ("35", None)]
     picked = batch.plan_stories("direct", prompts=prompts, ids="35,1-10", words=1000)
     assert [s.key for s in picked] == ["3", "7", "35"]
+    assert [s.key for s in batch.plan_stories("direct", prompts=prompts, ids="7-12", words=1000)] == ["7", "12"]
     assert [s.config["prompt_id"] for s in picked] == ["3", "7", "35"]
     assert picked[0].config["prompt"] == "Story 3: a bell rings at sea." and picked[0].run_dir == "3"
     assert [s.key for s in batch.plan_stories("nst", prompts=prompts, words=1000)] == ["3", "7", "12", "20", "35",
@@ -316,3 +317,23 @@ def test_a_magnet_batch_from_a_folder_of_story_definitions(tmp_path, capsys, mon
             assert store.info().pipeline == "magnet" and store.info().unit_kind == "step"
             assert store.info().config["story"]["target_words"] == 150
             assert row.words == store.words_written() and row.units == store.info().last_unit
+
+
+def test_a_story_whose_run_completed_just_before_a_kill_is_not_written_again(tmp_path, prompts, monkeypatch, home):
+    """Killed after a story's run finished but before the batch recorded it: resume only records it."""
+    import sqlite3
+
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: Author())
+    out = tmp_path / "batch"
+    llm = LLMOptions("endpoint", endpoint="http://127.0.0.1:9/v1")
+    assert batch.run_batch(out, "direct", prompts=prompts, ids="3,7", words=1000, llm=llm).complete
+    conn = sqlite3.connect(out / "batch.db")
+    with conn:  # as a SIGKILLed batch leaves it: the story still marked running by a process that is gone
+        conn.execute("UPDATE stories SET status = 'running', words = 0, pid = 2147483646 WHERE key = '7'")
+    conn.close()
+    with BatchStore.open(out, readonly=True) as db:
+        assert db.story("7").live_status == "interrupted"
+    result = batch.run(out, llm=llm)
+    assert result.complete and [r.words for r in result.stories] == [1000, 1000]
+    with RunStore.open(out / "7", readonly=True) as store:
+        assert [r[0] for r in store.query("SELECT kind FROM sessions ORDER BY id")] == ["start"]
