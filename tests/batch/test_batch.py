@@ -337,3 +337,23 @@ def test_a_story_whose_run_completed_just_before_a_kill_is_not_written_again(tmp
     assert result.complete and [r.words for r in result.stories] == [1000, 1000]
     with RunStore.open(out / "7", readonly=True) as store:
         assert [r[0] for r in store.query("SELECT kind FROM sessions ORDER BY id")] == ["start"]
+
+
+def test_a_story_killed_while_its_run_was_being_created_starts_again(tmp_path, prompts, monkeypatch, home):
+    import sqlite3
+
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: Author())
+    out = tmp_path / "batch"
+    llm = LLMOptions("endpoint", endpoint="http://127.0.0.1:9/v1")
+    specs = batch.plan_stories("direct", prompts=prompts, ids="3,7", words=1000)
+    batch.create(out, "direct", specs, llm).close()
+    (out / "7").mkdir()
+    (out / "7" / "run.db").write_bytes(b"")  # what a kill inside RunStore.create can leave
+    conn = sqlite3.connect(out / "batch.db")
+    with conn:
+        conn.execute("UPDATE stories SET status = 'running', attempts = 1, pid = 2147483646 WHERE key = '7'")
+    conn.close()
+    result = batch.run(out, llm=llm)
+    assert result.complete, [r.error for r in result.stories]
+    with RunStore.open(out / "7", readonly=True) as store:
+        assert store.info().status == "completed" and store.words_written() == 1000
