@@ -18,12 +18,15 @@ import importlib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agent.llm.options import LLMOptions
 from agent.run_context import EventSink, RunContext
 from agent.settings import Settings
 from agent.store import Change, RunStore, StoreError, config_changes
+
+if TYPE_CHECKING:
+    from agent.llm import LLM
 
 Runner = Callable[[RunContext[Any]], None]
 
@@ -117,24 +120,26 @@ def get(name: str) -> Pipeline:
 
 
 def _run(pipeline: Pipeline, store: RunStore, config: dict[str, Any], llm: LLMOptions,
-         events: EventSink | None) -> None:
-    with RunContext(store, pipeline.typed(config), open_llm=llm.open, events=events) as ctx:
+         events: EventSink | None, model: LLM | None = None) -> None:
+    with RunContext(store, pipeline.typed(config), llm=model, open_llm=llm.open, events=events) as ctx:
         pipeline.run(ctx)
 
 
 def start(run_dir: str | os.PathLike[str], name: str, config: Mapping[str, Any], llm: LLMOptions, *,
-          target_units: int | None = None, initial_state: Any = None, events: EventSink | None = None) -> RunStore:
+          target_units: int | None = None, initial_state: Any = None, events: EventSink | None = None,
+          model: LLM | None = None) -> RunStore:
     """Create a run of pipeline ``name`` in ``run_dir`` and run it; returns the (open) store.
 
     The configuration is validated before the run directory is created, so bad settings leave
-    nothing behind."""
+    nothing behind. ``model``: an open model to use (and leave open) instead of opening one from
+    ``llm``, for a caller that runs several stories one after another on one loaded model."""
     pipeline = get(name)
     full = pipeline.configure(config, llm)
     store = RunStore.create(run_dir, pipeline=name, config=full, unit_kind=pipeline.unit, model=llm.model,
                             backend=llm.backend, target_units=target_units, initial_state=initial_state)
     try:
         with store.session("start", transport=llm.transport()):
-            _run(pipeline, store, full, llm, events)
+            _run(pipeline, store, full, llm, events, model)
     except BaseException:
         store.close()
         raise
@@ -177,13 +182,14 @@ def plan_resume(store: RunStore, *, overrides: Mapping[str, Any] | None = None,
 
 
 def resume(store: RunStore, *, overrides: Mapping[str, Any] | None = None, llm: LLMOptions | None = None,
-           force: bool = False, events: EventSink | None = None) -> ResumePlan:
-    """Continue the run from its last committed unit (refused on a changed config unless ``force``)."""
+           force: bool = False, events: EventSink | None = None, model: LLM | None = None) -> ResumePlan:
+    """Continue the run from its last committed unit (refused on a changed config unless ``force``);
+    ``model`` as for :func:`start`."""
     plan = plan_resume(store, overrides=overrides, llm=llm)
     if plan.changes and not force:
         raise ConfigChangedError(plan.changes)
     with store.session("resume", config=plan.config if plan.changes else None, transport=plan.llm.transport()):
-        _run(plan.pipeline, store, plan.config, plan.llm, events)
+        _run(plan.pipeline, store, plan.config, plan.llm, events, model)
     return plan
 
 

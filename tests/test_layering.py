@@ -31,6 +31,7 @@ ALLOWED: dict[str, set[str]] = {
     "agent.pipelines": {"agent.llm", "agent.store", "agent.run_context", "agent.settings"},
     "agent.nst": PIPELINE_DEPS,
     "agent.magnet": PIPELINE_DEPS,
+    "agent.batch": PIPELINE_DEPS | {"agent.nst", "agent.magnet"},
     "agent.eval": {"agent.errors", "agent.text", "agent.repetition", "agent.quotes", "agent.gate", "agent.llm",
                    "agent.store", "grammars", "serve"},
 }

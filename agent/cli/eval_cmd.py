@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.cli.errors import CLIError
-from agent.cli.rundir import open_run, store_errors
+from agent.cli.rundir import expand_batches, open_run, store_errors
 
 
 def add_parser(sub) -> None:
@@ -86,7 +86,7 @@ def _selection(p: argparse.ArgumentParser) -> None:
 
 
 def _runs(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="runs, or batch folders (their completed stories)")
 
 
 def _judge_options(p: argparse.ArgumentParser) -> None:
@@ -134,10 +134,11 @@ def _judge_each_run(args: argparse.Namespace, judge_run: Callable[[Any, Any, lis
     returns its number of failed judgments), close the judges; exit 1 if any judgment failed."""
     from agent.eval.story import load_story
 
+    run_dirs = expand_batches(args.run_dirs)
     judges = open_judges(args)
     failed = 0
     try:
-        for run_dir in args.run_dirs:
+        for run_dir in run_dirs:
             with open_run(run_dir, readonly=False) as store:
                 failed += judge_run(store, load_story(store), judges, run_dir)
     finally:
@@ -234,7 +235,7 @@ def _rows(run_dirs: list[str]) -> list[dict[str, Any]]:
     from agent.eval.collect import run_row
 
     rows = []
-    for run_dir in run_dirs:
+    for run_dir in expand_batches(run_dirs):
         with open_run(run_dir) as store:
             rows.append(run_row(store))
     return rows
@@ -243,7 +244,7 @@ def _rows(run_dirs: list[str]) -> list[dict[str, Any]]:
 def run_metrics(args: argparse.Namespace) -> int:
     from agent.eval.textmetrics import model_free_metrics
 
-    for run_dir in args.run_dirs:
+    for run_dir in expand_batches(args.run_dirs):
         with open_run(run_dir) as store:
             metrics = model_free_metrics(store)
         if args.json:

@@ -86,3 +86,35 @@ class ProgressDisplay:
         else:
             self.stream.write(text + "\n")
         self.stream.flush()
+
+
+class BatchDisplay:
+    """A batch's progress (``agent.batch.tracker.Update``): one live line across every story
+    (stories done/running/failed, words of the target, tokens/s, ETA), a kept line when a story
+    ends; plain lines in a log, at most one every ``PLAIN_EVERY_S`` between stories' ends."""
+
+    def __init__(self, *, quiet: bool = False, stream: TextIO | None = None, tty: bool | None = None) -> None:
+        self.lines = ProgressDisplay(quiet=quiet, stream=stream, tty=tty)
+        self._last_plain = 0.0
+
+    def __call__(self, update) -> None:
+        if self.lines.quiet:
+            return
+        if update.kind == "note":
+            self.lines._line(str(update.detail), keep=True)
+        elif update.kind == "ended":
+            error = f": {update.detail}" if update.detail else ""
+            self.lines._line(f"story {update.key} {update.status}{error}  [{self.totals(update.snapshot)}]", keep=True)
+        elif update.kind in ("event", "started"):
+            now = time.monotonic()
+            if not self.lines.tty and now - self._last_plain < PLAIN_EVERY_S:
+                return
+            self._last_plain = now
+            self.lines._line(f"batch  [{self.totals(update.snapshot)}]", keep=not self.lines.tty)
+
+    @staticmethod
+    def totals(s) -> str:
+        rate = f"{s.tokens_per_s:.1f} tok/s" if s.tokens_per_s else "- tok/s"
+        failed = f", {s.failed} failed" if s.failed else ""
+        return (f"{s.completed}/{s.total} done, {s.running} running{failed}; {s.words}/{s.target_words} words, "
+                f"{s.calls} calls, {rate}, {_duration(s.elapsed_s)} elapsed, ETA {_duration(s.eta_s)}")

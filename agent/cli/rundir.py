@@ -60,3 +60,21 @@ def discard_if_unused(out: Path, existed: bool) -> None:
               file=sys.stderr)
         return
     shutil.rmtree(out, ignore_errors=True)
+
+
+def expand_batches(paths: list[str]) -> list[str]:
+    """Run directories with every batch folder (``fabula batch``) replaced by its completed
+    stories' runs, in the batch's order; a note on stderr says how many of each batch are used."""
+    from agent.batch import BatchStore, is_batch
+
+    out: list[str] = []
+    for path in paths:
+        if not is_batch(path) or (Path(path) / "run.db").exists():
+            out.append(path)
+            continue
+        with BatchStore.open(path, readonly=True) as batch:
+            rows = batch.stories()
+            done = [str(batch.run_path(r)) for r in rows if r.status == "completed"]
+        print(f"fabula: batch {path}: {len(done)} of {len(rows)} stories completed, those are used", file=sys.stderr)
+        out.extend(done)
+    return out

@@ -1,0 +1,177 @@
+"""Which stories a batch writes: prompts picked from a prompt set, or Magnet story definitions.
+
+Every story's full configuration is built and validated here, before anything is created, so
+a bad id, file or setting is one line and leaves nothing behind. Each story is a
+:class:`StorySpec`: a key (the prompt's id or the definition's file name), the folder its run
+goes into, and the configuration its run starts with.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent import pipelines
+from agent.errors import InputError
+from agent.llm.options import LLMOptions
+from agent.text import read_capped
+
+PROMPT_PIPELINES = ("nst", "rollsum", "direct")
+STORY_PIPELINES = ("magnet", "single")
+PIPELINES = PROMPT_PIPELINES + STORY_PIPELINES
+MAX_PROMPT_SET_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class StorySpec:
+    """One story of a batch: ``key`` (unique), ``run_dir`` (a folder name inside the batch), ``config``."""
+
+    key: str
+    run_dir: str
+    config: dict[str, Any]
+
+
+def parse_ids(spec: str) -> list[tuple[str, str | None]]:
+    """``"1-20,35"`` as ``[("1", "20"), ("35", None)]``: inclusive numeric ranges and single ids."""
+    parts = [p.strip() for p in spec.split(",")]
+    if not spec.strip() or any(not p for p in parts):
+        raise InputError(f"--ids: empty id in {spec!r}; use e.g. 1-20,35")
+    out: list[tuple[str, str | None]] = []
+    for part in parts:
+        match = re.fullmatch(r"(\d+)\s*-\s*(\d+)", part)
+        if match:
+            low, high = match.groups()
+            if int(low) > int(high):
+                raise InputError(f"--ids: range {part} runs backwards")
+            out.append((low, high))
+        elif "-" in part or any(c.isspace() for c in part):
+            raise InputError(f"--ids: {part!r} is neither an id nor a range LOW-HIGH")
+        else:
+            out.append((part, None))
+    return out
+
+
+def _read_prompt_set(path: str | Path) -> list[tuple[str, str]]:
+    """``(id, prompt)`` of every line of a JSONL prompt set, in file order (ids unique)."""
+    try:
+        lines = read_capped(path, MAX_PROMPT_SET_BYTES).decode("utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read --prompts {path}: {exc}") from exc
+    items: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}:{number}: not a JSON object ({exc.msg})") from exc
+        if not isinstance(item, dict) or item.get("id") is None:
+            raise InputError(f"{path}:{number}: a prompt needs an id and a prompt")
+        key = str(item["id"])
+        if not isinstance(item.get("prompt"), str) or not item["prompt"].strip():
+            raise InputError(f"{path}:{number}: id {key} has no prompt text")
+        if key in seen:
+            raise InputError(f"{path}:{number}: id {key} appears twice")
+        seen.add(key)
+        items.append((key, item["prompt"].strip()))
+    if not items:
+        raise InputError(f"{path}: no prompts in the file")
+    return items
+
+
+def select_prompts(path: str | Path, ids: str | None) -> list[tuple[str, str]]:
+    """The prompts of the set that ``ids`` picks (all without it), in file order."""
+    items = _read_prompt_set(path)
+    if ids is None:
+        return items
+    wanted = parse_ids(ids)
+    picked: set[str] = set()
+    for low, high in wanted:
+        if high is None:
+            if low not in {key for key, _ in items}:
+                raise InputError(f"no prompt with id {low} in {path}")
+            picked.add(low)
+            continue
+        hits = {key for key, _ in items if key.isdigit() and int(low) <= int(key) <= int(high)}
+        if not hits:
+            raise InputError(f"no prompt with an id in {low}-{high} in {path}")
+        picked |= hits
+    return [(key, prompt) for key, prompt in items if key in picked]
+
+
+def _folder_name(key: str, taken: set[str]) -> str:
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", key).strip(".-")[:60] or "story"
+    name, n = base, 2
+    while name in taken:
+        name, n = f"{base}-{n}", n + 1
+    taken.add(name)
+    return name
+
+
+def plan_stories(pipeline: str, *, prompts: str | Path | None = None, ids: str | None = None,
+                 stories: str | Path | None = None, words: int | None = None,
+                 settings: Mapping[str, Any] | None = None, profile: str = "default") -> list[StorySpec]:
+    """Every story of a new batch with its validated configuration.
+
+    ``prompts`` (a JSONL set, ``ids`` picking some) feeds nst, rollsum and direct; ``stories``
+    (a folder of Magnet TOML definitions) feeds magnet and single. ``words`` is each story's
+    target (for Magnet it overrides the definition's length); ``settings`` are ``--set`` values,
+    applied to every story after the ``profile``."""
+    if pipeline not in PIPELINES:
+        raise InputError(f"unknown pipeline {pipeline!r}; use one of {', '.join(PIPELINES)}")
+    registered = pipelines.get(pipeline)
+    shared: dict[str, Any] = {}
+    if registered.settings is not None:
+        shared.update(registered.settings.profile_settings(profile))  # type: ignore[attr-defined]
+    shared.update(settings or {})
+    if pipeline in PROMPT_PIPELINES:
+        if prompts is None or stories is not None:
+            raise InputError(f"a {pipeline} batch takes its stories from --prompts FILE.jsonl (not --stories)")
+        if words is None:
+            raise InputError(f"a {pipeline} batch needs --words N")
+        specs = _prompt_specs(select_prompts(prompts, ids), words, shared)
+    else:
+        if stories is None or prompts is not None:
+            raise InputError(f"a {pipeline} batch takes its stories from --stories DIR of TOML definitions "
+                             "(not --prompts)")
+        if ids is not None:
+            raise InputError("--ids only goes with --prompts")
+        specs = _definition_specs(Path(stories), words, shared)
+    for spec in specs:  # every setting of every story checked before anything is created
+        registered.configure(spec.config, LLMOptions())
+    return specs
+
+
+def _prompt_specs(items: Sequence[tuple[str, str]], words: int, shared: Mapping[str, Any]) -> list[StorySpec]:
+    taken: set[str] = set()
+    return [StorySpec(key, _folder_name(key, taken), {**shared, "prompt": prompt, "prompt_id": key, "words": words})
+            for key, prompt in items]
+
+
+def _definition_specs(folder: Path, words: int | None, shared: Mapping[str, Any]) -> list[StorySpec]:
+    from agent.magnet.definition import load_definition
+
+    if not folder.is_dir():
+        raise InputError(f"--stories {folder}: not a folder of story definitions")
+    files = sorted(folder.glob("*.toml"))
+    if not files:
+        raise InputError(f"--stories {folder}: no .toml story definitions in it")
+    taken: set[str] = set()
+    specs = []
+    for path in files:
+        story = load_definition(path).with_length(words=words)
+        specs.append(StorySpec(path.stem, _folder_name(path.stem, taken), {**shared, "story": story.to_dict()}))
+    return specs
+
+
+def target_words(config: Mapping[str, Any]) -> int:
+    """A story's target length from its configuration (either family of pipelines)."""
+    story = config.get("story")
+    if isinstance(story, Mapping):
+        return int(story.get("target_words") or 0)
+    return int(config.get("words") or 0)
