@@ -223,6 +223,11 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     server.start()
     try:
+        if config.parallel.headless:  # engines only: this node has no API to poll (docs/scale-out.md)
+            print(f"fabula: headless: this node runs data-parallel ranks for the API server at "
+                  f"{config.parallel.data_address}; Ctrl-C stops them", flush=True)
+            code = server.process.wait()
+            raise ServeError(f"vLLM exited with code {code}:\n{server.log_tail()}")
         server.wait_ready(args.ready_timeout, progress=lambda m: print(f"fabula: {m}", flush=True))
         print(f"fabula: ready in {time.monotonic() - started:.0f} s: endpoint={config.endpoint} "
               f"model={config.served_name}", flush=True)
