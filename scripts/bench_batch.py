@@ -8,9 +8,10 @@ Two measurements, each on servers started here exactly as a user starts them:
    and the ratio (target: >= 3x at K = 8; vLLM batches concurrent requests).
 2. **Cache affinity**: K/2 multi-call stories (Direct with a narrow gate, so drafts are re-asked
    with the story's prompt as their prefix) at once on one replica (the plain server above) and
-   through ``fabula serve --replicas 2`` (sglang-router, cache-aware policy): each story's share
-   of prompt tokens served from the prefix cache, and how many requests each replica served
-   (target: the share no lower with two replicas than with one). On a 2-core machine the two
+   through ``fabula serve --replicas 2`` (sglang-router with its ``cache_aware`` policy, then a
+   second router with the ``manual`` policy over the same replicas, keyed by fabula's per-run
+   header): each story's share of prompt tokens served from the prefix cache, and how many
+   requests each replica served (target: the share no lower with two replicas than with one). On a 2-core machine the two
    replicas share the cores the single server had, so no speed-up is expected or measured.
 
 The stories are driven by :func:`run_stories`, a small stand-in for ``agent.batch`` (issue #11
@@ -105,9 +106,10 @@ def read_result(i: int, store: RunStore, seconds: float) -> StoryResult:
                        round(seconds, 1))
 
 
-def story_configs(k: int, words: int, *, attempts: int, narrow: bool) -> list[dict[str, Any]]:
+def story_configs(k: int, words: int, *, attempts: int, narrow: bool, tag: str = "") -> list[dict[str, Any]]:
+    """K Direct stories; ``tag`` starts every prompt so that no earlier run's cache serves them."""
     gate = {"gate_low": 0.9, "gate_high": 1.1} if narrow else {}
-    return [{"prompt": PREMISES[i % len(PREMISES)] + ("" if i < len(PREMISES) else f" (variant {i})"),
+    return [{"prompt": tag + PREMISES[i % len(PREMISES)] + ("" if i < len(PREMISES) else f" (variant {i})"),
              "words": words, "attempts": attempts, "min_tokens": False, **gate} for i in range(k)]
 
 
@@ -201,6 +203,35 @@ def affinity(rows: list[StoryResult], served: list[int]) -> dict[str, Any]:
             "requests_per_replica": served}
 
 
+POLICIES = ("cache_aware", "manual")
+
+
+def through_router(policy: str, fleet_endpoint: str, port: int, multi: list[dict[str, Any]],
+                   work: Path) -> dict[str, Any]:
+    """The multi-call stories through a router with ``policy`` over the fleet's two replicas:
+    the fleet's own router (cache_aware), or a second router started here over the same replicas."""
+    from serve.replicas import Router, RouterConfig
+
+    router = None
+    endpoint = fleet_endpoint
+    if policy != "cache_aware":
+        config = RouterConfig(worker_urls=(f"http://127.0.0.1:{port + 1}", f"http://127.0.0.1:{port + 2}"),
+                              port=free_port(), policy=policy, metrics_port=free_port())
+        router = Router(config, work / f"router-{policy}.log")
+        router.start()
+        router.wait_ready(120)
+        endpoint = config.endpoint
+    try:
+        configs = [{**c, "prompt": f"[{policy}] " + c["prompt"]} for c in multi]  # fresh prefixes per policy
+        before = [requests_served(port + 1), requests_served(port + 2)]
+        rows, _ = timed(configs, endpoint, work / f"two-replicas-{policy}", len(configs))
+        after = [requests_served(port + 1), requests_served(port + 2)]
+        return affinity(rows, [a - b for a, b in zip(after, before, strict=True)])
+    finally:
+        if router is not None:
+            router.stop()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--k", type=int, default=8, help="stories at once (default 8)")
@@ -234,10 +265,8 @@ def main() -> int:
         fleet = Served("--preset", "tiny-cpu", "--replicas", "2", "--port", str(port), "--cpu-kv-cache-gib", "1")
         try:
             print(f"router + 2 replicas ready in {fleet.start_s:.0f} s at {fleet.endpoint}", flush=True)
-            before = [requests_served(port + 1), requests_served(port + 2)]
-            rows, _ = timed(multi, fleet.endpoint, work / "two-replicas", len(multi))
-            after = [requests_served(port + 1), requests_served(port + 2)]
-            results["two_replicas"] = affinity(rows, [a - b for a, b in zip(after, before, strict=True)])
+            for policy in POLICIES:
+                results[f"two_replicas_{policy}"] = through_router(policy, fleet.endpoint, port, multi, work)
         finally:
             fleet.stop()
     print_table(results)
@@ -257,16 +286,18 @@ def print_table(r: dict[str, Any]) -> None:
               f"{m['tokens_per_s']} | {m['words_per_min']} |")
     met = "met" if r["speedup_tokens_per_s"] >= 3 else "missed"
     print(f"\nconcurrent / sequential tokens/s: {r['speedup_tokens_per_s']}x (target >= 3x at K=8: {met})")
-    if "two_replicas" in r:
+    if "one_replica" in r and "two_replicas_cache_aware" in r:
         print("\n| serving | stories | calls | cache share per story | min | mean | requests per replica |")
         print("|---|---|---|---|---|---|---|")
-        for name, key in (("1 replica", "one_replica"), ("router + 2 replicas", "two_replicas")):
+        rows = [("1 replica", "one_replica")] + [(f"router ({p}) + 2 replicas", f"two_replicas_{p}") for p in POLICIES]
+        for name, key in rows:
             m = r[key]
             print(f"| {name} | {m['stories']} | {m['calls']} | {m['cache_share_per_story']} | {m['cache_share_min']} "
                   f"| {m['cache_share_mean']} | {m['requests_per_replica'] or '-'} |")
-        met = "met" if r["two_replicas"]["cache_share_min"] >= r["one_replica"]["cache_share_min"] - 0.02 else "missed"
-        print(f"\nper-story cache share with 2 replicas no lower than with 1: {met} (2 cores: the replicas share "
-              "the cores one server had, so no speed-up is expected)")
+        for p in POLICIES:
+            met = r[f"two_replicas_{p}"]["cache_share_min"] >= r["one_replica"]["cache_share_min"] - 0.02
+            print(f"\n{p}: per-story cache share with 2 replicas no lower than with 1: {'met' if met else 'missed'}")
+        print("(2 cores: the two replicas share the cores one server had, so no speed-up is expected or measured)")
 
 
 if __name__ == "__main__":
