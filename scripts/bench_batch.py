@@ -11,8 +11,9 @@ Two measurements, each on servers started here exactly as a user starts them:
    through ``fabula serve --replicas 2`` (sglang-router with its ``cache_aware`` policy, then a
    second router with the ``manual`` policy over the same replicas, keyed by fabula's per-run
    header): each story's share of prompt tokens served from the prefix cache, and how many
-   requests each replica served (target: the share no lower with two replicas than with one). On a 2-core machine the two
-   replicas share the cores the single server had, so no speed-up is expected or measured.
+   requests each replica served (target: the share no lower with two replicas than with one).
+   On a 2-core machine the two replicas share the cores the single server had, so no speed-up
+   is expected or measured.
 
 The stories are driven by :func:`run_stories`, a small stand-in for ``agent.batch`` (issue #11
 item 1, built separately): it runs each story through ``agent.pipelines.start`` in its own run
@@ -152,6 +153,7 @@ class Served:
         self.start_s = time.monotonic() - started
         line = next(x for x in self.lines if "ready in" in x)
         self.endpoint = line.split("endpoint=")[1].split()[0]
+        self.model = line.split("model=")[1].split()[0]
 
     def _pump(self) -> None:
         assert self.process.stdout is not None
@@ -206,17 +208,17 @@ def affinity(rows: list[StoryResult], served: list[int]) -> dict[str, Any]:
 POLICIES = ("cache_aware", "manual")
 
 
-def through_router(policy: str, fleet_endpoint: str, port: int, multi: list[dict[str, Any]],
+def through_router(policy: str, fleet: Served, port: int, multi: list[dict[str, Any]],
                    work: Path) -> dict[str, Any]:
     """The multi-call stories through a router with ``policy`` over the fleet's two replicas:
     the fleet's own router (cache_aware), or a second router started here over the same replicas."""
     from serve.replicas import Router, RouterConfig
 
     router = None
-    endpoint = fleet_endpoint
+    endpoint = fleet.endpoint
     if policy != "cache_aware":
         config = RouterConfig(worker_urls=(f"http://127.0.0.1:{port + 1}", f"http://127.0.0.1:{port + 2}"),
-                              port=free_port(), policy=policy, metrics_port=free_port())
+                              model_id=fleet.model, port=free_port(), policy=policy, metrics_port=free_port())
         router = Router(config, work / f"router-{policy}.log")
         router.start()
         router.wait_ready(120)
@@ -266,7 +268,7 @@ def main() -> int:
         try:
             print(f"router + 2 replicas ready in {fleet.start_s:.0f} s at {fleet.endpoint}", flush=True)
             for policy in POLICIES:
-                results[f"two_replicas_{policy}"] = through_router(policy, fleet.endpoint, port, multi, work)
+                results[f"two_replicas_{policy}"] = through_router(policy, fleet, port, multi, work)
         finally:
             fleet.stop()
     print_table(results)

@@ -16,14 +16,19 @@ on GPU its own ``CUDA_VISIBLE_DEVICES``.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.error import URLError
+from urllib.request import Request, urlopen
 
-from serve.launcher import ServeConfig, ServeError, Server, is_loopback
+from serve.launcher import ServeConfig, ServeError, Server
 
 POLICIES = ("cache_aware", "manual")
 
@@ -33,6 +38,8 @@ class RouterConfig:
     """sglang-router's settings, each one chosen for vLLM workers started by fabula."""
 
     worker_urls: tuple[str, ...]
+    model_id: str = "default"
+    """The served model name; registered with each worker (the router cannot ask vLLM for it)."""
     host: str = "127.0.0.1"
     port: int = 8000
     policy: str = "cache_aware"
@@ -58,7 +65,6 @@ def router_command(config: RouterConfig) -> list[str]:
     """The exact argv for sglang-router in front of vLLM replicas."""
     argv = [
         sys.executable, "-m", "sglang_router.launch_router",
-        "--worker-urls", *config.worker_urls,
         "--policy", config.policy,
         "--host", config.host,
         "--port", str(config.port),
@@ -66,8 +72,8 @@ def router_command(config: RouterConfig) -> list[str]:
         "--prometheus-port", str(config.metrics_port),
         "--log-level", config.log_level,
         "--request-timeout-secs", str(config.request_timeout_s),
-        # The replicas are ready before the router starts; the default 30 s between checks
-        # would only delay the router's start.
+        # The workers are registered once the router answers (Router.wait_ready), each ready
+        # already; the default 30 s between start-up checks would only delay serving.
         "--worker-startup-check-interval", "1",
         # fabula's client already retries what is safe to retry (agent/llm/http.py); a second
         # layer of retries would resend a long generation up to 5 times.
@@ -155,14 +161,14 @@ def _ranges(cpus: list[int]) -> str:
     return ",".join(out)
 
 
-def check_router_host(host: str, allow_remote: bool) -> None:
-    """The router is the only thing that may listen beyond loopback, and only when asked for."""
-    if not is_loopback(host) and not allow_remote:
-        raise ServeError(f"--host {host} would expose the router beyond this machine; pass --allow-remote too")
-
-
 class Router(Server):
-    """The sglang-router process: started, polled and stopped like a vLLM server."""
+    """The sglang-router process: started, given its workers, polled and stopped like a vLLM server.
+
+    Workers are registered through the router's ``POST /workers`` with their model name rather
+    than ``--worker-urls``: the router learns a worker's model from SGLang's ``/server_info`` or
+    ``/model_info``, which vLLM does not have, and would list the model as ``unknown`` (a client
+    that picks the served model from ``/v1/models`` then asks vLLM for ``unknown`` and gets 404).
+    """
 
     ready_paths = ("/readiness", "/v1/models")  # /readiness: at least one healthy worker
 
@@ -174,3 +180,32 @@ class Router(Server):
 
     def command(self) -> tuple[list[str], dict[str, str]]:
         return router_command(self.router), dict(os.environ)
+
+    def wait_ready(self, timeout_s: float, progress: Callable[[str], None] | None = None) -> None:
+        """Wait for the router's API, register every worker, then wait until the model is listed."""
+        deadline = time.monotonic() + timeout_s
+        saved, self.ready_paths = self.ready_paths, ("/health",)
+        try:
+            super().wait_ready(timeout_s, progress)
+        finally:
+            self.ready_paths = saved
+        for url in self.router.worker_urls:
+            self._post("/workers", {"url": url, "model_id": self.router.model_id})
+        while time.monotonic() < deadline:
+            listed = self._get("/v1/models")
+            if self._get("/readiness") is not None and listed and self.router.model_id.encode() in listed:
+                return
+            if self.process is not None and self.process.poll() is not None:
+                break
+            time.sleep(0.5)
+        raise ServeError(f"the router did not list {self.router.model_id} within {timeout_s:.0f} s:\n"
+                         f"{self.log_tail()}")
+
+    def _post(self, path: str, body: dict) -> None:
+        request = Request(f"http://127.0.0.1:{self.router.port}{path}", data=json.dumps(body).encode(),
+                          headers={"Content-Type": "application/json"}, method="POST")
+        try:
+            with urlopen(request, timeout=10) as response:
+                response.read()
+        except (URLError, OSError, ValueError) as exc:
+            raise ServeError(f"the router refused worker {body.get('url')}: {exc}") from None

@@ -145,7 +145,7 @@ def test_the_router_command_parses_under_sglang_routers_parser(policy):
     argv = router_command(config)
     assert argv[1:3] == ["-m", "sglang_router.launch_router"]
     parsed = parse_router_args(argv[3:])
-    assert parsed.worker_urls == list(config.worker_urls) and parsed.policy == policy
+    assert parsed.worker_urls == [] and parsed.policy == policy  # workers come by POST /workers
     assert (parsed.host, parsed.port, parsed.prometheus_port) == ("127.0.0.1", 9100, 9103)
     assert parsed.prometheus_host == "127.0.0.1"
     assert parsed.assignment_mode == ("min_group" if policy == "manual" else "random")
@@ -157,10 +157,13 @@ def test_replicas_dry_run_prints_every_replica_and_the_router(capsys):
     if "CPU cores" in out.err:  # a one-core machine
         pytest.skip(out.err.strip())
     lines = out.out.strip().splitlines()
-    assert len(lines) == 3
+    assert len(lines) == 5
     assert "--port 9201" in lines[0] and "--port 9202" in lines[1]
     assert "sglang_router.launch_router" in lines[2] and "--port 9200" in lines[2]
-    assert "http://127.0.0.1:9201 http://127.0.0.1:9202" in lines[2] and "--policy cache_aware" in lines[2]
+    assert "--policy cache_aware" in lines[2]
+    for line, port in zip(lines[3:], (9201, 9202), strict=True):
+        assert line.startswith("curl -X POST http://127.0.0.1:9200/workers")
+        assert f'"url": "http://127.0.0.1:{port}"' in line and '"model_id": "SmolLM2-135M-Instruct"' in line
 
 
 def test_a_dead_replica_is_one_line_and_stop_ends_every_process(tmp_path):
@@ -243,3 +246,64 @@ def test_stop_before_start_is_harmless(tmp_path):
     fleet = Fleet(replica_configs(base, 2, cpus=[0, 1]), RouterConfig(worker_urls=("http://x:1",)), tmp_path)
     fleet.stop()  # the finally of a start that failed early
     assert fleet.report_dead(lambda line: None) == []
+
+
+@needs_router
+def test_the_real_router_lists_the_served_model_and_passes_the_routing_key_on(tmp_path):
+    """sglang-router in front of a vLLM-shaped worker (no /server_info, no /model_info): with the
+    workers registered by ``Router.wait_ready`` the router lists the served model (not ``unknown``),
+    forwards chat requests with fabula's routing header, and passes cached-token usage back."""
+    import json
+    import urllib.request
+
+    from serve.replicas import Router
+    from tests.cli.fake_server import _Handler
+    from tests.conftest import free_port
+
+    seen: list[tuple[str, str | None]] = []
+
+    class VllmLike(_Handler):
+        model = "SmolLM2-135M-Instruct"
+
+        def do_GET(self) -> None:
+            seen.append((self.path, None))
+            if self.path == "/health":
+                self.send_response(200)
+                self.end_headers()
+                return
+            super().do_GET()
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append((f"POST {self.path} {body['model']}", self.headers.get("X-SMG-Routing-Key")))
+            reply = json.dumps({"id": "c", "object": "chat.completion", "model": body["model"], "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 40, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 32}}})
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply.encode())
+
+    worker = ThreadingHTTPServer(("127.0.0.1", 0), VllmLike)
+    threading.Thread(target=worker.serve_forever, daemon=True).start()
+    config = RouterConfig(worker_urls=(f"http://127.0.0.1:{worker.server_address[1]}",),
+                          model_id="SmolLM2-135M-Instruct", port=free_port(), metrics_port=free_port())
+    router = Router(config, tmp_path / "router.log")
+    router.start()
+    try:
+        router.wait_ready(60)
+        with urllib.request.urlopen(f"http://127.0.0.1:{config.port}/v1/models", timeout=5) as response:
+            assert [m["id"] for m in json.load(response)["data"]] == ["SmolLM2-135M-Instruct"]
+        from agent.llm import open_llm
+
+        llm = open_llm("endpoint", endpoint=config.endpoint, probe="light", routing_key="run-1")
+        try:
+            completion = llm.generate([{"role": "user", "content": "hi"}], temperature=0, max_tokens=4)
+        finally:
+            llm.close()
+        assert completion.text == "hi" and completion.usage.cached_prompt_tokens == 32
+        assert ("POST /v1/chat/completions SmolLM2-135M-Instruct", "run-1") in seen
+    finally:
+        router.stop()
+        worker.shutdown()

@@ -8,6 +8,7 @@ manual`` keeps a story on one replica by key, and ``cache_aware`` does so by pro
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import signal
 import sys
@@ -44,13 +45,18 @@ def run_fleet(args: argparse.Namespace, config) -> int:
         replicas = replica_configs(config, args.replicas, gpus=gpus)
     except ServeError as exc:
         raise CLIError(str(exc)) from None
-    router = RouterConfig(worker_urls=tuple(r.endpoint.removesuffix("/v1") for r in replicas), host=config.host,
+    router = RouterConfig(worker_urls=tuple(r.endpoint.removesuffix("/v1") for r in replicas),
+                          model_id=config.served_name, host=config.host,
                           port=config.port, policy=args.router_policy, metrics_port=config.port + args.replicas + 1)
     if args.dry_run:
         for replica in replicas:
             argv, env = server_command(replica)
             print(shown_command([*pinning(replica), *argv], env))
         print(shlex.join(router_command(router)))
+        for url in router.worker_urls:  # the router learns each worker and its model by POST /workers
+            body = json.dumps({"url": url, "model_id": router.model_id})
+            print(shlex.join(["curl", "-X", "POST", f"http://127.0.0.1:{router.port}/workers",
+                              "-H", "Content-Type: application/json", "-d", body]))
         return 0
     from agent.cli.serve_cmd import check_model_present
 
