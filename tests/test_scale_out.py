@@ -271,19 +271,26 @@ def test_the_real_router_lists_the_served_model_and_passes_the_routing_key_on(tm
                 self.send_response(200)
                 self.end_headers()
                 return
+            if self.path == "/v1/models":
+                self._reply({"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "vllm",
+                                                         "max_model_len": 4096}]})
+                return
             super().do_GET()
 
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append((f"POST {self.path} {body['model']}", self.headers.get("X-SMG-Routing-Key")))
-            reply = json.dumps({"id": "c", "object": "chat.completion", "model": body["model"], "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 40, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 32}}})
+        def _reply(self, body: dict) -> None:
+            reply = json.dumps(body).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(reply)))
             self.end_headers()
-            self.wfile.write(reply.encode())
+            self.wfile.write(reply)
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append((f"POST {self.path} {body['model']}", self.headers.get("X-SMG-Routing-Key")))
+            self._reply({"id": "c", "object": "chat.completion", "model": body["model"], "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 40, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 32}}})
 
     worker = ThreadingHTTPServer(("127.0.0.1", 0), VllmLike)
     threading.Thread(target=worker.serve_forever, daemon=True).start()
@@ -303,6 +310,8 @@ def test_the_real_router_lists_the_served_model_and_passes_the_routing_key_on(tm
         finally:
             llm.close()
         assert completion.text == "hi" and completion.usage.cached_prompt_tokens == 32
+        # what the server is and its context come from a worker behind the router
+        assert (llm.probe.kind, llm.context_length) == ("vllm", 4096)
         assert ("POST /v1/chat/completions SmolLM2-135M-Instruct", "run-1") in seen
     finally:
         router.stop()
