@@ -34,7 +34,7 @@ PREMISES = [
 
 @pytest.fixture(scope="module")
 def router_endpoint() -> Iterator[str]:
-    """``fabula serve --replicas 2 --router-policy manual`` on free ports; yields the router's endpoint."""
+    """``fabula serve --replicas 2`` (cache_aware policy) on free ports; yields the router's endpoint."""
     missing = _missing("vllm", "sglang_router")
     if missing:
         pytest.skip(f"missing {', '.join(missing)}: run scripts/setup to run the router test")
