@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from serve.launcher import ServeConfig, ServeError, Server
@@ -34,19 +33,29 @@ class Fleet:
         self._reported: set[int] = set()
 
     def start(self, timeout_s: float, say: Say) -> None:
-        """Start every replica, wait for all of them, then start the router and wait for it."""
+        """Start every replica, wait for all of them, then start the router and wait for it.
+
+        One loop polls them all (no threads), so Ctrl-C during start-up stops at once."""
         for server in self.replicas:
             server.start()
-        with ThreadPoolExecutor(max_workers=len(self.replicas)) as pool:
-            waits = [pool.submit(server.wait_ready, timeout_s) for server in self.replicas]
-            deadline = time.monotonic() + timeout_s
-            while not all(w.done() for w in waits) and time.monotonic() < deadline:
-                for w in waits:
-                    if w.done() and w.exception() is not None:
-                        raise w.exception()  # type: ignore[misc]  # the first failure, with its log
-                time.sleep(0.5)
-            for w in waits:
-                w.result()
+        waiting = list(self.replicas)
+        deadline = time.monotonic() + timeout_s
+        next_note = time.monotonic() + 30
+        while waiting:
+            for server in list(waiting):
+                code = server.process.poll() if server.process else None
+                if code is not None:
+                    raise ServeError(f"{server.name} exited with code {code} before it was ready:\n"
+                                     f"{server.log_tail()}")
+                if server.answers():
+                    waiting.remove(server)
+            if time.monotonic() > deadline:
+                raise ServeError(f"{waiting[0].name} was not ready after {timeout_s:.0f} s:\n{waiting[0].log_tail()}")
+            if waiting and time.monotonic() > next_note:
+                say(f"{len(self.replicas) - len(waiting)} of {len(self.replicas)} replicas ready "
+                    f"({waiting[0].name}: {waiting[0].log_last_line()})")
+                next_note = time.monotonic() + 30
+            time.sleep(0.5 if waiting else 0)
         say(f"{len(self.replicas)} replicas ready; starting sglang-router ({self.router.router.policy})")
         self.router.start()
         self.router.wait_ready(min(timeout_s, 120.0))
@@ -78,5 +87,7 @@ class Fleet:
     def stop(self) -> None:
         """The router first (no new requests reach a stopping replica), then all replicas at once."""
         self.router.stop(grace_s=10.0)
-        with ThreadPoolExecutor(max_workers=max(len(self.replicas), 1)) as pool:
-            list(pool.map(lambda server: server.stop(), self.replicas))
+        for server in self.replicas:  # SIGINT to all first, so they shut down together
+            server.interrupt()
+        for server in self.replicas:
+            server.stop()

