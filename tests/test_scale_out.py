@@ -316,3 +316,16 @@ def test_the_real_router_lists_the_served_model_and_passes_the_routing_key_on(tm
     finally:
         router.stop()
         worker.shutdown()
+
+
+def test_a_replica_that_dies_while_starting_stops_the_start_with_its_name(tmp_path):
+    base = ServeConfig(model_path="/m", served_name="m", device="cpu", port=9500)
+    fleet = Fleet(replica_configs(base, 2, cpus=[0, 1]), RouterConfig(worker_urls=("http://x:1",)), tmp_path)
+    fleet.replicas[0].command = lambda: ([sys.executable, "-c", "import time; time.sleep(60)"], {})
+    fleet.replicas[1].command = lambda: ([sys.executable, "-c", "print('no model'); raise SystemExit(3)"], {})
+    try:
+        with pytest.raises(ServeError, match=r"replica 2 \(port 9502\) exited with code 3 before it was ready"):
+            fleet.start(30, lambda line: None)
+    finally:
+        fleet.stop()
+    assert fleet.replicas[0].process.poll() is not None and fleet.router.process is None
