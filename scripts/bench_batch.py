@@ -63,6 +63,14 @@ PREMISES = [
 ]
 
 
+NOTES = (" Keep the tone quiet and precise. The weather matters to the plot. Every object that appears early "
+         "returns at the end. Dialogue is sparse and each line reveals character. The ending is earned, not "
+         "announced. Names are short and easy to remember. Time passes in one night or one day at most. The "
+         "narrator never explains what the reader can infer. Small sensory details anchor every scene. ") * 3
+"""Writing notes that make each multi-call story's prompt ~350 tokens: vLLM's CPU backend caches
+in 128-token blocks, and a shorter prompt would have no full block to find in the cache."""
+
+
 @dataclass
 class StoryResult:
     """What one run directory says about its story (read back from its run store)."""
@@ -257,7 +265,8 @@ def main() -> int:
         results["speedup_tokens_per_s"] = round(results["concurrent"]["tokens_per_s"]
                                                 / results["sequential"]["tokens_per_s"], 2)
         if not args.skip_router:
-            multi = story_configs(max(args.k // 2, 2), 40, attempts=3, narrow=True)
+            multi = [{**c, "prompt": c["prompt"] + NOTES}
+                     for c in story_configs(max(args.k // 2, 2), 40, attempts=3, narrow=True)]
             rows, _ = timed(multi, one.endpoint, work / "one-replica", len(multi))
             results["one_replica"] = affinity(rows, [])
     finally:
