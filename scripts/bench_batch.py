@@ -194,7 +194,7 @@ def requests_served(port: int) -> int:
 def throughput(rows: list[StoryResult], seconds: float) -> dict[str, Any]:
     tokens = sum(r.completion_tokens for r in rows)
     words = sum(r.words for r in rows)
-    return {"stories": len(rows), "finished": sum(r.status == "finished" for r in rows), "seconds": round(seconds, 1),
+    return {"stories": len(rows), "finished": sum(r.status == "completed" for r in rows), "seconds": round(seconds, 1),
             "completion_tokens": tokens, "words": words, "tokens_per_s": round(tokens / seconds, 2),
             "words_per_min": round(60 * words / seconds, 1)}
 
@@ -207,7 +207,7 @@ def timed(configs: list[dict[str, Any]], endpoint: str, out: Path, concurrency: 
 
 def affinity(rows: list[StoryResult], served: list[int]) -> dict[str, Any]:
     shares = [r.cache_share for r in rows]
-    return {"stories": len(rows), "finished": sum(r.status == "finished" for r in rows),
+    return {"stories": len(rows), "finished": sum(r.status == "completed" for r in rows),
             "calls": sum(r.calls for r in rows), "cache_share_per_story": [round(s, 3) for s in shares],
             "cache_share_min": round(min(shares), 3), "cache_share_mean": round(sum(shares) / len(shares), 3),
             "requests_per_replica": served}

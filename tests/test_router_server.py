@@ -100,7 +100,7 @@ def test_stories_at_once_through_the_router_each_stay_on_their_replica(router_en
     with ThreadPoolExecutor(max_workers=len(PREMISES)) as pool:
         results = list(pool.map(lambda i: write_direct(tmp_path / f"story-{i}", PREMISES[i] + NOTES, router_endpoint),
                                 range(len(PREMISES))))
-    assert [status for status, _ in results] == ["finished"] * len(PREMISES)
+    assert [status for status, _ in results] == ["completed"] * len(PREMISES)
     follow_ups = 0
     for _, calls in results:
         first = calls[0]
