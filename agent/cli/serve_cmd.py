@@ -42,6 +42,31 @@ def add_parser(sub) -> None:
     parser.add_argument("--cpu-kv-cache-gib", type=int, default=2, help="KV cache size on CPU (GiB)")
     parser.add_argument("--ready-timeout", type=float, default=900, help="seconds to wait for the server")
     parser.add_argument("--log-file", type=Path, help="server log (default: $FABULA_HOME/logs/serve-PORT.log)")
+    parallel = parser.add_argument_group(
+        "parallelism", "vLLM's own: one model over several GPUs or nodes (docs/scale-out.md); default: the preset's")
+    parallel.add_argument("--tensor-parallel-size", type=int, metavar="N", help="split the model over N GPUs")
+    parallel.add_argument("--pipeline-parallel-size", type=int, metavar="N", help="N pipeline stages (nodes)")
+    parallel.add_argument("--data-parallel-size", type=int, metavar="N",
+                          help="N copies behind vLLM's balancer (not cache-aware; see --replicas)")
+    parallel.add_argument("--enable-expert-parallel", action="store_true", default=None,
+                          help="spread a MoE model's experts over the GPUs")
+    parallel.add_argument("--distributed-executor-backend", choices=["mp", "ray"],
+                          help="ray: one model over several nodes of a Ray cluster")
+    parallel.add_argument("--data-parallel-backend", choices=["mp", "ray"],
+                          help="ray: start the DP ranks of every node from this one command")
+    parallel.add_argument("--data-parallel-size-local", type=int, metavar="N", help="DP ranks on this node")
+    parallel.add_argument("--data-parallel-address", metavar="HOST", help="the DP head node's address")
+    parallel.add_argument("--data-parallel-rpc-port", type=int, metavar="PORT", help="the DP head node's RPC port")
+    parallel.add_argument("--data-parallel-start-rank", type=int, metavar="R", help="first DP rank on this node")
+    parallel.add_argument("--headless", action="store_true", default=None,
+                          help="engines only, no API server (a DP deployment's other nodes)")
+    fleet = parser.add_argument_group("replicas", "N servers behind sglang-router, each story on one replica")
+    fleet.add_argument("--replicas", type=int, default=1, metavar="N",
+                       help="start N replicas (ports after --port; on CPU each on its own cores) and "
+                       "sglang-router on --port")
+    fleet.add_argument("--router-policy", choices=["cache_aware", "manual"], default="cache_aware",
+                       help="cache_aware: by shared prompt prefix; manual: by fabula's per-run routing key "
+                       "(default: cache_aware)")
     parser.add_argument("--dry-run", action="store_true", help="print the vLLM command and exit")
     parser.add_argument("vllm_args", nargs=argparse.REMAINDER, help="extra vLLM arguments after '--'")
     parser.set_defaults(handler=run)
@@ -93,9 +118,28 @@ def resolve_config(args: argparse.Namespace):
         cpu_kv_cache_gib=args.cpu_kv_cache_gib, served_name=args.served_name,
     )
     config.extra_args += extra
+    config.parallel = parallelism(args, config.parallel)
     if args.model and not args.served_name and preset.name == "custom":
         config.served_name = Path(model_path).name or model_path
     return config
+
+
+def parallelism(args: argparse.Namespace, base):
+    """The preset's layout with every parallelism flag given on the command line applied."""
+    from dataclasses import replace
+
+    given = {
+        "tensor": args.tensor_parallel_size, "pipeline": args.pipeline_parallel_size,
+        "data": args.data_parallel_size, "expert": args.enable_expert_parallel,
+        "executor": args.distributed_executor_backend, "data_backend": args.data_parallel_backend,
+        "data_local": args.data_parallel_size_local, "data_address": args.data_parallel_address,
+        "data_rpc_port": args.data_parallel_rpc_port, "data_start_rank": args.data_parallel_start_rank,
+        "headless": args.headless,
+    }
+    try:
+        return replace(base, **{k: v for k, v in given.items() if v is not None})
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
 
 
 def check_numbers(args: argparse.Namespace) -> None:
@@ -128,7 +172,9 @@ def check_exposure(args: argparse.Namespace) -> None:
 def check_extra(extra: list[str]) -> None:
     """Settings fabula owns cannot be overridden after ``--`` (silently exposing or leaking)."""
     owned = {"--host": "--host (with --allow-remote)", "--port": "--port", "--api-key": "--api-key",
-             "--served-model-name": "--served-name", "--model": "--model"}
+             "--served-model-name": "--served-name", "--model": "--model",
+             "--tensor-parallel-size": "--tensor-parallel-size", "--data-parallel-size": "--data-parallel-size",
+             "--pipeline-parallel-size": "--pipeline-parallel-size"}
     for arg in extra:
         name = arg.split("=", 1)[0]
         if name in owned:
@@ -154,6 +200,10 @@ def run(args: argparse.Namespace) -> int:
     from serve.models import fabula_home
 
     config = resolve_config(args)
+    if args.replicas != 1:
+        from agent.cli.serve_fleet import run_fleet
+
+        return run_fleet(args, config)
     if args.dry_run:
         print(shown_command(*server_command(config)))
         return 0
@@ -173,6 +223,11 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     server.start()
     try:
+        if config.parallel.headless:  # engines only: this node has no API to poll (docs/scale-out.md)
+            print(f"fabula: headless: this node runs data-parallel ranks for the API server at "
+                  f"{config.parallel.data_address}; Ctrl-C stops them", flush=True)
+            code = server.process.wait()
+            raise ServeError(f"vLLM exited with code {code}:\n{server.log_tail()}")
         server.wait_ready(args.ready_timeout, progress=lambda m: print(f"fabula: {m}", flush=True))
         print(f"fabula: ready in {time.monotonic() - started:.0f} s: endpoint={config.endpoint} "
               f"model={config.served_name}", flush=True)

@@ -39,6 +39,7 @@ def open_llm(
     probe: Literal["off", "light", "full"] = "full",
     call_timeout_s: float | None = None,
     allow_unconstrained: bool | None = None,
+    routing_key: str | None = None,
 ) -> LLM:
     """Open a model. Unset arguments fall back to ``FABULA_ENDPOINT``, ``FABULA_MODEL``,
     ``FABULA_API_KEY`` (:func:`agent.llm.options.resolve`, the one place that rule lives),
@@ -48,6 +49,7 @@ def open_llm(
 
     An endpoint is probed as it opens (``probe="full"``: what it is, what it serves, what it
     enforces; the findings are ``llm.probe``); ``"light"`` asks only what it is and serves.
+    ``routing_key`` travels with every request so a router keeps them on one replica.
     """
     from agent.llm.options import resolve
 
@@ -64,7 +66,7 @@ def open_llm(
         cap_mib = _env_seconds("FABULA_MAX_REPLY_MIB", 32.0)  # same bounds check: a positive number
         return EndpointLLM(options.endpoint, options.model, api_key=options.api_key, thinking=thinking,
                            timeout_s=call_timeout_s, probe=probe, allow_unconstrained=allow_unconstrained,
-                           max_response_bytes=max(int(cap_mib * 2**20), 1024))
+                           max_response_bytes=max(int(cap_mib * 2**20), 1024), routing_key=routing_key)
     if options.backend == "embedded":
         from agent.llm.embedded import EmbeddedLLM
 

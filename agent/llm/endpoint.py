@@ -37,6 +37,7 @@ from agent.llm.types import (
 )
 
 ProbeLevel = Literal["off", "light", "full"]
+ROUTING_HEADER = "X-SMG-Routing-Key"
 _JSON_WHITESPACE = r"[ ]?"
 
 __all__ = ["EndpointLLM", "normalize_base_url", "redact_url"]
@@ -67,8 +68,14 @@ class EndpointLLM(LLM):
         probe: ProbeLevel = "light",
         allow_unconstrained: bool = False,
         reasks: int = 2,
+        routing_key: str | None = None,
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        if routing_key:
+            # sglang-router's manual policy keeps every request with this key on one replica
+            # (serve/replicas.py): one story's prefix stays in one replica's cache. Any other
+            # server ignores the header.
+            headers[ROUTING_HEADER] = routing_key
         self.limits = HttpLimits(call_budget_s=timeout_s, connect_timeout_s=connect_timeout_s,
                                  max_retries=max_retries, backoff_s=backoff_s,
                                  max_response_bytes=max_response_bytes)

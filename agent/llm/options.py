@@ -49,14 +49,25 @@ class LLMOptions:
         """Open the model; with ``store``, every call is recorded in its ledger."""
         from agent.llm import open_llm
 
+        key = routing_key(store) if store is not None and self.backend == "endpoint" else None
         llm = open_llm(self.backend, model=self.model, endpoint=self.endpoint,  # type: ignore[arg-type]
-                       api_key=self.api_key, thinking=self.thinking or "off")  # type: ignore[arg-type]
+                       api_key=self.api_key, thinking=self.thinking or "off",  # type: ignore[arg-type]
+                       routing_key=key)
         if store is not None:
             llm.recorders.append(store.recorder)
             probe = getattr(llm, "probe", None)  # the server's capabilities, recorded once per session
             if probe is not None:
                 store.record_server_probe(probe.as_dict())
         return llm
+
+
+def routing_key(store: Any) -> str:
+    """A run's key for a router's sticky routing: the same for every session of the run (its
+    folder and creation time), different for every run, revealing neither."""
+    import hashlib
+
+    seed = f"{store.run_dir.resolve()}|{store.info().created_at!r}"
+    return "run-" + hashlib.sha256(seed.encode()).hexdigest()[:16]
 
 
 def resolve(*, backend: str | None = None, endpoint: str | None = None, model: str | None = None,

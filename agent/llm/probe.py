@@ -102,6 +102,9 @@ def identify(client: BoundedClient, entries: list[dict[str, Any]], model: str) -
     probe = ServerProbe(endpoint=client.shown, models=[e["id"] for e in entries], model=model)
     entry = next((e for e in entries if e["id"] == model), {})
     owner = str(entry.get("owned_by") or "").lower()
+    if owner == "local":  # sglang-router lists its own entry: what the server is, a worker says
+        entry = _behind_router(client, model) or entry
+        owner = str(entry.get("owned_by") or "").lower()
     probe.kind = _OWNERS.get(owner, "other")
     if owner == "me" and isinstance(entry.get("permissions"), list):
         probe.kind = "llama-cpp-python"
@@ -223,6 +226,23 @@ def _content(reply: Any) -> str:
     except (KeyError, IndexError, TypeError):
         return ""
     return content if isinstance(content, str) else ""
+
+
+def _behind_router(client: BoundedClient, model: str) -> dict[str, Any] | None:
+    """The model's ``/v1/models`` entry from a worker behind sglang-router (``GET /workers``
+    lists them); ``None`` when the router's workers cannot be reached from here."""
+    listing = _get_quietly(client, client.base_url.removesuffix("/v1") + "/workers")
+    workers = listing.get("workers") if isinstance(listing, dict) else None
+    for worker in workers if isinstance(workers, list) else []:
+        url = worker.get("url") if isinstance(worker, dict) else None
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            continue
+        models = _get_quietly(client, url.rstrip("/") + "/v1/models")
+        data = models.get("data") if isinstance(models, dict) else None
+        for entry in data if isinstance(data, list) else []:
+            if isinstance(entry, dict) and entry.get("id") == model:
+                return entry
+    return None
 
 
 def _get_quietly(client: BoundedClient, path: str) -> Any:
