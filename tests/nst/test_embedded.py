@@ -57,9 +57,10 @@ def test_a_short_story_in_a_small_context_on_the_embedded_model(tmp_path, embedd
 
     4,096 tokens, not 2,048: the tiny model's drafts run to max_tokens, its learnt tokens per word
     climbs towards 4, and at 2,048 a chapter after such a chapter has no room left for a 300-word
-    draft, so the run stops by design (seen on one run of two)."""
+    draft, so the run stops by design (seen on one run of two). 200 words in 4 turns a chapter, not
+    500 in 5: the same planner, drafts and update, in 6.5 minutes instead of 12.4 (measured here)."""
     config = {**NST_DEFAULTS, "prompt": "A fisherman finds a talking fish that grants one wish.", "prompt_id": None,
-              "words": 500, "plan_cache": str(tmp_path / "plans"), "max_turns": 5, "tool_max_tokens": 96,
+              "words": 200, "plan_cache": str(tmp_path / "plans"), "max_turns": 4, "tool_max_tokens": 96,
               "update_max_tokens": 400, "context_tokens": CONTEXT, "llm": {"backend": "embedded", "model": None}}
     store = RunStore.create(tmp_path / "run", pipeline="nst", config=config)
     embedded_llm.recorders.append(store.recorder)
