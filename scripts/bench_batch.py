@@ -15,10 +15,8 @@ Two measurements, each on servers started here exactly as a user starts them:
    On a 2-core machine the two replicas share the cores the single server had, so no speed-up
    is expected or measured.
 
-The stories are driven by :func:`run_stories`, a small stand-in for ``agent.batch`` (issue #11
-item 1, built separately): it runs each story through ``agent.pipelines.start`` in its own run
-directory, K at a time. When ``agent.batch`` lands, swap :func:`run_stories` for it; the tables
-read the run directories only.
+The stories are written by ``agent.batch.run_batch`` (what ``fabula batch`` runs), K at a time,
+one run directory each; the tables read the run directories.
 
     flock /tmp/fabula-heavy.lock .venv/bin/python scripts/bench_batch.py          # K = 8, a few minutes
     .venv/bin/python scripts/bench_batch.py --k 4 --skip-router
@@ -39,7 +37,6 @@ import tempfile
 import threading
 import time
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent import pipelines  # noqa: E402
+from agent.batch.runner import run_batch  # noqa: E402
 from agent.llm.options import LLMOptions  # noqa: E402
 from agent.store import RunStore  # noqa: E402
 
@@ -97,21 +94,21 @@ class StoryResult:
 
 
 def run_stories(configs: list[dict[str, Any]], endpoint: str, out: Path, concurrency: int) -> list[StoryResult]:
-    """K Direct stories, ``concurrency`` at a time, one run directory each under ``out``.
-
-    A stand-in for ``agent.batch`` (issue #11 item 1): replace this function with it when it
-    lands; everything after reads the run directories."""
-
-    def one(i: int) -> StoryResult:
-        started = time.monotonic()
-        store = pipelines.start(out / f"story-{i:02d}", "direct", configs[i], LLMOptions("endpoint", endpoint=endpoint))
-        try:
-            return read_result(i, store, time.monotonic() - started)
-        finally:
-            store.close()
-
-    with ThreadPoolExecutor(max_workers=max(concurrency, 1)) as pool:
-        return list(pool.map(one, range(len(configs))))
+    """K Direct stories as one batch (``agent.batch.run_batch``, the engine behind ``fabula
+    batch``), ``concurrency`` at a time, one run directory each under ``out``; the stories'
+    prompts differ, every other setting is the same for all of them."""
+    shared = {key: value for key, value in configs[0].items() if key not in ("prompt", "words")}
+    assert all({k: v for k, v in c.items() if k not in ("prompt", "words")} == shared for c in configs)
+    out.mkdir(parents=True, exist_ok=True)
+    prompts = out.with_name(out.name + "-prompts.jsonl")
+    prompts.write_text("".join(json.dumps({"id": i + 1, "prompt": c["prompt"]}) + "\n" for i, c in enumerate(configs)))
+    result = run_batch(out, "direct", prompts=prompts, words=configs[0]["words"], settings=shared,
+                       llm=LLMOptions("endpoint", endpoint=endpoint), concurrency=max(concurrency, 1))
+    rows = []
+    for i, story in enumerate(result.stories):
+        with RunStore.open(out / story.run_dir, readonly=True) as store:
+            rows.append(read_result(i, store, (story.ended_at or 0) - (story.started_at or 0)))
+    return rows
 
 
 def read_result(i: int, store: RunStore, seconds: float) -> StoryResult:

@@ -1,5 +1,6 @@
 """Two tiny-cpu vLLM replicas (one core each) behind sglang-router, started by ``fabula serve
---replicas 2``: four short stories at once through the router's one endpoint all complete, and
+--replicas 2``: a ``fabula batch`` of four short stories at once through the router's one endpoint
+all complete (``agent.batch.run_batch``, the engine behind the command), and
 every request of a story after its first finds that story's prompt in the cache, i.e. it
 reached the replica that served the story before."""
 
@@ -12,7 +13,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -81,25 +81,34 @@ def router_endpoint() -> Iterator[str]:
     assert process.returncode == 0, "\n".join(output[-20:])
 
 
-def write_direct(run_dir, premise: str, endpoint: str):
-    """One short Direct story (a 40-word target, a narrow gate: most first drafts are re-asked)."""
-    from agent import pipelines
-    from agent.llm.options import LLMOptions
+def write_batch(folder, premises: list[str], endpoint: str) -> list[tuple[str, list[dict]]]:
+    """The premises as one ``fabula batch`` of short Direct stories, all at once, through the
+    router (a 40-word target, a narrow gate: most first drafts are re-asked); each story's status
+    and its answered calls in order."""
+    import json
 
-    config = {"prompt": premise, "words": 40, "gate_low": 0.9, "gate_high": 1.1, "attempts": 3,
-              "min_tokens": False}
-    store = pipelines.start(run_dir, "direct", config, LLMOptions("endpoint", endpoint=endpoint))
-    try:
-        return store.info().status, [dict(r) for r in store.query(
-            "SELECT prompt_tokens, cached_prompt_tokens FROM llm_calls WHERE error IS NULL ORDER BY id")]
-    finally:
-        store.close()
+    from agent.batch.runner import run_batch
+    from agent.llm.options import LLMOptions
+    from agent.store import RunStore
+
+    prompts = folder.parent / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"id": i + 1, "prompt": p}) + "\n" for i, p in enumerate(premises)))
+    result = run_batch(folder, "direct", prompts=prompts, words=40, concurrency=len(premises),
+                       settings={"gate_low": 0.9, "gate_high": 1.1, "attempts": 3, "min_tokens": False},
+                       llm=LLMOptions("endpoint", endpoint=endpoint))
+    out = []
+    for story in result.stories:
+        store = RunStore.open(folder / story.run_dir, readonly=True)
+        try:
+            out.append((story.status, [dict(r) for r in store.query(
+                "SELECT prompt_tokens, cached_prompt_tokens FROM llm_calls WHERE error IS NULL ORDER BY id")]))
+        finally:
+            store.close()
+    return out
 
 
 def test_stories_at_once_through_the_router_each_stay_on_their_replica(router_endpoint, tmp_path):
-    with ThreadPoolExecutor(max_workers=len(PREMISES)) as pool:
-        results = list(pool.map(lambda i: write_direct(tmp_path / f"story-{i}", PREMISES[i] + NOTES, router_endpoint),
-                                range(len(PREMISES))))
+    results = write_batch(tmp_path / "batch", [premise + NOTES for premise in PREMISES], router_endpoint)
     assert [status for status, _ in results] == ["completed"] * len(PREMISES)
     follow_ups = 0
     for _, calls in results:
