@@ -130,14 +130,19 @@ def main() -> int:
                              "on the tiny model run for hours: every draft runs to its token limit)")
     parser.add_argument("--skip-nst", action="store_true")
     parser.add_argument("--skip-magnet", action="store_true")
+    parser.add_argument("--profiles", default="default,small",
+                        help="profiles in the order they run (default: default,small); each row prints as it ends")
     parser.add_argument("--keep", metavar="DIR", help="keep the runs in DIR (default: a temporary folder)")
     args = parser.parse_args()
+    unknown = set(args.profiles.split(",")) - {"default", "small"}
+    if unknown:
+        parser.error(f"--profiles: unknown profile(s) {', '.join(sorted(unknown))}; use default and/or small")
     llm = pipelines.LLMOptions(backend="embedded")
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(args.keep or tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        for profile in ("default", "small"):
+        for profile in args.profiles.split(","):
             if not args.skip_magnet:
                 rows.append(magnet_run(folder, profile, args.magnet_words, llm))
                 print(json.dumps(rows[-1]), flush=True)
