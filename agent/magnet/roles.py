@@ -23,6 +23,7 @@ from typing import Any
 
 from agent.llm import LLM, Completion, LLMError, Request
 from agent.llm.budget import Budget
+from agent.llm.context import is_length_rejection
 from agent.llm.types import Message
 from agent.magnet import prompts, schemas
 from agent.magnet.definition import StoryDefinition
@@ -67,17 +68,43 @@ class ActionResult:
                 "updates": [asdict(u) for u in self.updates], "attempts": [asdict(a) for a in self.attempts]}
 
 
-def ask_many(llm: LLM, requests: Sequence[Request], retries: int) -> list[Completion | LLMError]:
-    """Run requests concurrently; re-ask the failed ones (together) up to ``retries`` times."""
+def ask_many(llm: LLM, requests: Sequence[Request], retries: int,
+             budget: Budget | None = None) -> list[Completion | LLMError]:
+    """Run requests concurrently; re-ask the failed ones (together) up to ``retries`` times.
+
+    With ``budget``: a request the server refused for its length (our count of its prompt was
+    short) widens the budget's reserve, as NstAgent's calls do, and is fitted again before it is
+    re-asked, so the retry is not the same refused request; later requests are fitted under the
+    wider reserve too."""
+    requests = list(requests)
     results: list[Completion | LLMError] = list(llm.generate_many(requests, return_exceptions=True))
-    for _ in range(retries):
+    for attempt in range(retries + 1):
         failed = [i for i, r in enumerate(results) if isinstance(r, LLMError)]
         if not failed:
+            break
+        refused = [i for i in failed if is_length_rejection(results[i])]
+        # one widening per round, however many requests of the batch were refused (one lesson
+        # about the counter); it holds even when no retry is left, so later requests fit
+        if budget is not None and refused and budget.refused(results[refused[0]], f"the {requests[refused[0]].role} "
+                                                             "request") and attempt < retries:
+            for i in refused:
+                requests[i] = _refit(budget, requests[i])
+        if attempt == retries:
             break
         again = llm.generate_many([_fresh(requests[i]) for i in failed], return_exceptions=True)
         for i, result in zip(failed, again, strict=True):
             results[i] = result
     return results
+
+
+def _refit(budget: Budget, request: Request) -> Request:
+    """``request`` with ``max_tokens`` fitted again under the widened reserve (the prompt is kept:
+    what could give way already did when the request was first fitted)."""
+    floor = MIN_STRUCTURED_REPLY if request.output_type is not None else max(request.min_tokens or 0, MIN_PROSE_REPLY)
+    max_tokens = budget.fit(lambda: request.messages, max_tokens=request.max_tokens,
+                            min_output=min(floor, request.max_tokens), what=f"the {request.role} request")
+    min_tokens = (min(request.min_tokens, max_tokens - 1) or None) if request.min_tokens else None
+    return replace(_fresh(request), max_tokens=max_tokens, min_tokens=min_tokens)
 
 
 MIN_STRUCTURED_REPLY = 96
@@ -178,7 +205,7 @@ def propose_actions(llm: LLM, scene: Scene, settings: MagnetSettings) -> list[Ac
         final = round_no == rounds - 1
         replies = ask_many(llm, [scene.request(build(n), action_types[n], temperature=settings.character_temperature,
                                                max_tokens=settings.action_tokens, role="character")
-                                 for n in pending], settings.retries)
+                                 for n in pending], settings.retries, scene.budget)
         proposed: list[str] = []
         for name, reply in zip(pending, replies, strict=True):
             result = results[name]
@@ -219,7 +246,7 @@ def review(llm: LLM, scene: Scene, settings: MagnetSettings, results: list[Actio
     requests = [scene.request(build(r), critic_type, temperature=settings.critic_temperature,
                               max_tokens=settings.critic_tokens, role="critic") for r in results]
     again: list[str] = []
-    for result, reply in zip(results, ask_many(llm, requests, settings.retries), strict=True):
+    for result, reply in zip(results, ask_many(llm, requests, settings.retries, scene.budget), strict=True):
         attempt = result.attempts[-1]
         if isinstance(reply, LLMError):
             attempt.verdict = "critic-failed"
@@ -304,7 +331,7 @@ def select(llm: LLM, scene: Scene, settings: MagnetSettings,
                                                       scene.ending, scene.memory),
                             schemas.selection_type(names, ids), temperature=settings.narrator_temperature,
                             max_tokens=settings.selection_tokens, role="narrator-select")
-    reply = ask_many(llm, [request], settings.retries)[0]
+    reply = ask_many(llm, [request], settings.retries, scene.budget)[0]
     if isinstance(reply, LLMError):
         note = f"selection failed {settings.retries + 1} time(s), kept the first action alone ({names[0]})"
         scene.fail("narrator-select", reply, note)
@@ -321,7 +348,7 @@ def write_prose(llm: LLM, messages: list, settings: MagnetSettings, *, temperatu
     request = Request(messages, None, temperature=temperature, max_tokens=max_tokens, min_tokens=min_tokens,
                       role=role)
     for _ in range(settings.retries + 1):
-        reply = ask_many(llm, [_fresh(request)], settings.retries)[0]
+        reply = ask_many(llm, [_fresh(request)], settings.retries, budget)[0]
         if isinstance(reply, LLMError):
             raise reply
         text, trimmed = _paragraph_of(reply)
@@ -387,7 +414,8 @@ def next_goal(llm: LLM, scene: Scene, settings: MagnetSettings, prior_goals: Seq
     reply = ask_many(llm, [scene.request(lambda: prompts.goal(scene.story, scene.goal, prior_goals, scene.recent,
                                                               scene.world, status, beat=beat, memory=scene.memory),
                                          NextGoal, temperature=settings.goal_temperature,
-                                         max_tokens=settings.goal_tokens, role="goal")], settings.retries)[0]
+                                         max_tokens=settings.goal_tokens, role="goal")], settings.retries,
+                 scene.budget)[0]
     if isinstance(reply, LLMError):
         scene.fail("goal", reply, f"kept the current goal ({status} goal not generated)")
         return None

@@ -8,6 +8,7 @@ from collections import Counter
 
 import pytest
 
+from agent.llm import LLMError
 from agent.llm.budget import ContextExceededError
 from agent.llm.context import CharsEstimate
 from agent.magnet.roles import GIVE_WAY
@@ -106,3 +107,37 @@ def test_a_context_nothing_fits_stops_the_run_with_one_line(tmp_path):
         run(tmp_path, 512)
     with RunStore.open(tmp_path / "run", readonly=True) as store:
         assert store.info().status == "failed" and store.info().last_unit == 0
+
+
+def test_a_server_that_refuses_for_length_widens_the_reserve_and_the_retry_fits(tmp_path):
+    """The run's counter under-counts (a server's real context is 150 tokens smaller than the
+    count allows): a refused request is fitted again under a wider reserve (90 tokens a round
+    here) and re-asked, not sent again unchanged, and the requests after it are fitted under the
+    wider reserve too."""
+    counter, hidden = CharsEstimate(), 150
+
+    def server(request, n):
+        if counter.count(request.messages) + request.max_tokens > ROOMY - RESERVE - hidden:  # the real limit
+            return LLMError("endpoint x refused POST /chat/completions: HTTP 400: This model's maximum context "
+                            f"length is {ROOMY - hidden} tokens")
+        return None
+
+    llm = StoryLLM(narrator=paragraph, recap=recap, fail=server)
+    settings = MagnetSettings(history_window=3, recall_paragraphs=4, recall_words=200, recap_every=3,
+                              context_tokens=ROOMY, context_reserve=RESERVE, retries=2)
+    config = {**settings.as_config(), "story": story(words=900).to_dict()}
+    store = RunStore.create(tmp_path / "run", pipeline="magnet", config=config, unit_kind="step")
+    with store.session("start"):
+        write_story(store, llm, config)
+    refusals = [t.arguments for t in store.tool_calls() if t.tool == "budget"
+                and t.arguments["action"] == "server_refused_length"]
+    assert refusals, "no request was refused: the test's server is not tight enough"
+    assert store.info().status == "completed"
+    failures = [f for s in store.steps() for f in s["record"]["failures"]]
+    assert not failures, failures  # every refused request succeeded on a retry
+    limit = ROOMY - RESERVE - hidden
+    over = [i for i, r in enumerate(llm.requests) if counter.count(r.messages) + r.max_tokens > limit]
+    # two rounds of refusals (90 + 90 >= 150 tokens) and never again, for the rest of the story
+    assert len(refusals) == 2 and refusals[-1]["slack"] >= hidden, refusals
+    assert len(llm.requests) - max(over) > 20, (over, len(llm.requests))
+    store.close()
