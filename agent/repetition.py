@@ -92,13 +92,29 @@ _PERIODIC_TAIL = re.compile(r"(.{1,12}?)\1{11,}$", re.DOTALL)
 a number ("25000000000...", "{ 100 } { 100 } ...") that word n-grams cannot see."""
 TAIL_CHARS = 400
 MIN_LOOP_CHARS = 40
+_RUN_ON = re.compile(r"[A-Za-z\u00C0-\u024F]{80,}")
+"""Eighty Latin letters with no space, digit or mark between them: no word of a language written
+with spaces is that long (German's longest compounds stay under 70), and compact JSON has quotes
+and colons between its words; the tiny model's runaway string fields are ("...Charangaperservice
+AvatarImmutableParisalshipResposal..." for 4,096 tokens, seen in a chapter update)."""
 
 
 def is_looping(text: str) -> bool:
-    """A reply that mostly repeats itself (used on structured replies cut at max_tokens): its
-    words repeat (4-gram rate), or it ends in one short piece of characters over and over."""
+    """A reply that mostly repeats itself or ran away (used on structured replies cut at
+    max_tokens): its words repeat (4-gram rate), or its end ran away (:func:`runs_away`)."""
     toks = tokens(text)
     if len(toks) >= 24 and (repeated_ngram_rate(toks, 4) or 0.0) >= LOOP_RATE:
         return True
-    tail = _PERIODIC_TAIL.search(text.rstrip()[-TAIL_CHARS:])
-    return tail is not None and tail.end() - tail.start() >= MIN_LOOP_CHARS
+    return runs_away(text)
+
+
+def runs_away(text: str) -> bool:
+    """The end of a reply has gone off the rails in a way that shows while it is written: one
+    short piece over and over (a loop inside a word or number), or a run-on "word" of Latin
+    letters (word salad inside a string field). Looks at the tail only, so a backend can call it
+    during generation and stop there instead of at ``max_tokens``."""
+    tail = text.rstrip()[-TAIL_CHARS:]
+    periodic = _PERIODIC_TAIL.search(tail)
+    if periodic is not None and periodic.end() - periodic.start() >= MIN_LOOP_CHARS:
+        return True
+    return _RUN_ON.search(tail) is not None

@@ -81,3 +81,19 @@ def test_sampling_settings_are_honoured(embedded_llm):
 def test_min_tokens_with_a_schema_is_refused_loudly(embedded_llm):
     with pytest.raises(UnsupportedSettingError):
         embedded_llm.generate(ASK, CharacterSheet, temperature=0.5, max_tokens=100, min_tokens=5)
+
+
+def test_a_runaway_structured_reply_stops_early_and_is_asked_once_more(embedded_llm):
+    """A constraint that only lets the model write letters, at least 300 of them: its reply runs
+    on as one "word". The backend stops it within a check (32 tokens) of 80 letters instead of at
+    max_tokens=400, the LLM layer asks once more with a firmer penalty, and both calls are short."""
+    calls = []
+    embedded_llm.recorders.append(calls.append)
+    try:
+        with pytest.raises(TruncatedOutputError, match="repeated itself") as error:
+            embedded_llm.generate([{"role": "user", "content": "Write one very long word."}],
+                                  Regex(r"[a-z]{300,2000}"), temperature=0.7, max_tokens=400, seed=0)
+    finally:
+        embedded_llm.recorders.remove(calls.append)
+    assert error.value.looped
+    assert len(calls) == 2 and all(c.completion_tokens <= 96 for c in calls), [c.completion_tokens for c in calls]

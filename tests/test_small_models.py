@@ -175,3 +175,53 @@ def test_a_loop_inside_a_word_or_number_counts_as_looping():
     assert not is_looping('{"verdict": "accept", "feedback": "The guard hides the key under the desk and '
                           'waits.", "world_updates": [{"subject": "world", "attribute": "alarm_state", '
                           '"value": "armed"}], "goal_reached": false, "note": "====="}')
+
+
+SALAD = ('{ "tool": "update", "upsert_character_state": [{ "name": "Amirayeezah  3.27.2026,Syd$ 2019,Tue$$ '
+         "CharangaperserviceAvatarImmutableParisalshipResposalMerdeJaLeJeLaBothSideCasarlineArnaudangeauset"
+         "MesTypeLasTeorleansTrueZombieWeaveTheMacheRoachesLavarraciaMatingTwoDroogsStingrayPurpleRedPart")
+"""The start of a chapter update the tiny model ran to 4,096 tokens (bench_small, small profile)."""
+
+
+def test_a_run_on_word_counts_as_running_away_and_real_text_does_not():
+    from agent.repetition import runs_away
+
+    assert runs_away(SALAD) and is_looping(SALAD)
+    compact = json.dumps({"tool": "update", "upsert_character_state": [
+        {"name": "Lucia Ashcombe", "lucia_ashcombe_holding_back_evidence": "true", "location": "the_east_wing"}]},
+        separators=(",", ":"))
+    for text in (compact, "Rindfleischetikettierungsüberwachungsaufgabenübertragungsgesetz was repealed in 2013.",
+                 "漁師は言葉を話す魚を釣り上げた。" * 40, "A quiet harbour at dawn, gulls crying over the water. " * 3):
+        assert not runs_away(text), text
+
+
+class _Tokenizer:
+    """Decodes token ids into the characters of a fixed text, one character per id."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def decode(self, ids, skip_special_tokens=True) -> str:
+        return "".join(self.text[i] for i in ids)
+
+
+def test_the_embedded_backend_stops_a_runaway_structured_reply_at_once():
+    """Checked every 32 tokens on the reply's tail: the salad stops within 32 tokens of its
+    running away, a well-formed reply of the same length runs on."""
+    import torch
+
+    from agent.llm.embedded import RunawayStop
+
+    def first_stop(text: str) -> int | None:
+        stop = RunawayStop(_Tokenizer(text), prompt_tokens=10)
+        for n in range(11, len(text) + 1):
+            if bool(stop(torch.arange(n).unsqueeze(0), None)[0]):
+                return n - 10
+        return None
+
+    well_formed = ('{ "tool": "update", "upsert_character_state": [{ "name": "Tomas", "location": "the harbour", '
+                   '"mood": "tired but hopeful after the long night at sea" }], "add_past_event": [] }')
+    assert first_stop(" " * 10 + well_formed) is None
+    salad_start = SALAD.index("Charanga")
+    stopped_at = first_stop(" " * 10 + SALAD)
+    assert stopped_at is not None and stopped_at <= salad_start + 80 + 32, (stopped_at, salad_start)

@@ -18,6 +18,7 @@ from agent.llm.bounds import decoding_regex
 from agent.llm.constraints import Constraint
 from agent.llm.sampling import Sampling
 from agent.llm.types import LLMError, RawReply, ThinkingMode, UnsupportedSettingError, Usage
+from agent.repetition import runs_away
 
 # Compact JSON: no free whitespace between tokens, so a small model cannot loop on spaces.
 _JSON_WHITESPACE = r"[ ]?"
@@ -123,6 +124,12 @@ class EmbeddedLLM(LLM):
                 from transformers import LogitsProcessorList
 
                 kwargs["logits_processor"] = LogitsProcessorList(processors)
+            runaway = None
+            if request.constraint is not None:
+                from transformers import StoppingCriteriaList
+
+                runaway = RunawayStop(self.tokenizer, int(prompt_ids.shape[1]))
+                kwargs["stopping_criteria"] = StoppingCriteriaList([runaway])
             if request.seed is not None:
                 torch.manual_seed(request.seed)
             with torch.inference_mode():
@@ -141,6 +148,8 @@ class EmbeddedLLM(LLM):
                 text, finish_reason = text[:cut], "stop"
         if not finished and len(new_ids) < request.max_tokens:
             finish_reason = "stop"
+        if runaway is not None and runaway.stopped:
+            finish_reason = "length"  # cut short, as if at max_tokens: the layer above retries it once
         return RawReply(
             text=text,
             finish_reason=finish_reason,
@@ -158,6 +167,27 @@ class EmbeddedLLM(LLM):
     def _pad_id(self) -> int:
         pad = self.tokenizer.pad_token_id
         return pad if pad is not None else self.tokenizer.eos_token_id
+
+
+class RunawayStop:
+    """A ``generate`` stopping criterion for structured replies: every ``every`` new tokens, stop
+    if the reply's tail ran away (:func:`agent.repetition.runs_away`). The grammar keeps a string
+    field open as long as the model wants; the tiny model once filled a 4,096-token update with
+    word salad (386 s) before it was cut. Stopped here, the reply counts as cut at its limit and
+    looped, so the LLM layer asks once more with a firmer penalty, minutes earlier."""
+
+    def __init__(self, tokenizer: Any, prompt_tokens: int, *, every: int = 32, window: int = 192) -> None:
+        self.tokenizer, self.prompt_tokens, self.every, self.window = tokenizer, prompt_tokens, every, window
+        self.stopped = False
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        new = int(input_ids.shape[1]) - self.prompt_tokens
+        if new > 0 and new % self.every == 0 and not self.stopped:
+            start = max(self.prompt_tokens, int(input_ids.shape[1]) - self.window)
+            self.stopped = runs_away(self.tokenizer.decode(input_ids[0, start:].tolist(), skip_special_tokens=True))
+        return torch.full((int(input_ids.shape[0]),), self.stopped, dtype=torch.bool, device=input_ids.device)
 
 
 def _constraint_regex(constraint: Constraint, build_regex_from_schema) -> str:
