@@ -85,12 +85,13 @@ def ask_many(llm: LLM, requests: Sequence[Request], retries: int,
         refused = [i for i in failed if is_length_rejection(results[i])]
         # one widening per round, however many requests of the batch were refused (one lesson
         # about the counter); it holds even when no retry is left, so later requests fit
-        if budget is not None and refused and budget.refused(results[refused[0]], f"the {requests[refused[0]].role} "
-                                                             "request") and attempt < retries:
-            for i in refused:
-                requests[i] = _refit(budget, requests[i])
+        widened = bool(refused) and budget is not None and budget.refused(results[refused[0]],
+                                                                          f"the {requests[refused[0]].role} request")
         if attempt == retries:
             break
+        if widened:
+            for i in refused:
+                requests[i] = _refit(budget, requests[i])
         again = llm.generate_many([_fresh(requests[i]) for i in failed], return_exceptions=True)
         for i, result in zip(failed, again, strict=True):
             results[i] = result
@@ -100,7 +101,7 @@ def ask_many(llm: LLM, requests: Sequence[Request], retries: int,
 def _refit(budget: Budget, request: Request) -> Request:
     """``request`` with ``max_tokens`` fitted again under the widened reserve (the prompt is kept:
     what could give way already did when the request was first fitted)."""
-    floor = MIN_STRUCTURED_REPLY if request.output_type is not None else max(request.min_tokens or 0, MIN_PROSE_REPLY)
+    floor = min_reply(request.output_type, request.min_tokens)
     max_tokens = budget.fit(lambda: request.messages, max_tokens=request.max_tokens,
                             min_output=min(floor, request.max_tokens), what=f"the {request.role} request")
     min_tokens = (min(request.min_tokens, max_tokens - 1) or None) if request.min_tokens else None
@@ -112,6 +113,12 @@ MIN_STRUCTURED_REPLY = 96
 MIN_PROSE_REPLY = 64
 GIVE_WAY = ("drop_recalled_paragraph", "drop_recap", "shorten_recent_window")
 """What a step's prompts give up when the context is tight, in this order."""
+
+
+def min_reply(output_type: Any, min_tokens: int | None) -> int:
+    """The least room a request is fitted with: a JSON reply's floor, or a paragraph's (at least
+    its ``min_tokens``)."""
+    return MIN_STRUCTURED_REPLY if output_type is not None else max(min_tokens or 0, MIN_PROSE_REPLY)
 
 
 def _fresh(request: Request) -> Request:
@@ -167,9 +174,8 @@ class Scene:
                 role: str, min_tokens: int | None = None) -> Request:
         """The request ``build()`` makes from the scene, fitted to the context (see the module doc)."""
         if self.budget is not None:
-            floor = max(min_tokens or 0, MIN_PROSE_REPLY) if output_type is None else MIN_STRUCTURED_REPLY
-            max_tokens = self.budget.fit(build, max_tokens=max_tokens, min_output=floor, shrink=self.give_way,
-                                         what=f"the {role} request of step {self.step}")
+            max_tokens = self.budget.fit(build, max_tokens=max_tokens, min_output=min_reply(output_type, min_tokens),
+                                         shrink=self.give_way, what=f"the {role} request of step {self.step}")
             if min_tokens is not None:
                 min_tokens = min(min_tokens, max_tokens - 1) or None
         return Request(build(), output_type, temperature=temperature, max_tokens=max_tokens, min_tokens=min_tokens,
