@@ -125,7 +125,21 @@ class WritingControls(Settings):
 
 SMALL_PROSE = {"repetition_penalty": 1.2, "frequency_penalty": 0.4, "presence_penalty": 0.2, "top_p": 0.9}
 SMALL_STRUCTURED = {"repetition_penalty": 1.1, "frequency_penalty": 0.3}
-"""The small-model profile's sampling: penalties that stop a 135M-1B model's loops on both backends.
+"""The small-model profile's sampling for short prompts (Magnet's, about a thousand tokens, and its
+320-token paragraphs): penalties that stop a 135M-1B model's loops on both backends. The
+repetition penalty also keeps the narrator from copying the prompt's actions word for word.
 Structured replies get a frequency penalty too: their loops are often inside one string (a
 number's zeros, a "{ 100 }" run), which a repetition penalty of 1.1 barely slows; the grammar
 leaves the structural tokens no choice, so the penalty only weighs on the free text."""
+SMALL_PROSE_LONG_PROMPTS = {"repetition_penalty": 1.1, "presence_penalty": 0.3, "frequency_penalty": 0.1, "min_p": 0.1}
+SMALL_STRUCTURED_LONG_PROMPTS = {"frequency_penalty": 0.3, "min_p": 0.1}
+"""... and for long prompts and long replies (the NstAgent family: chapters of 500+ words, prompts
+that hold earlier chapters). A repetition penalty weighs on every token of the prompt too (in
+transformers and in vLLM alike), and once a prompt holds a chapter that is nearly every common
+English word: at 1.2 (prose) and 1.1 (tool calls) the tiny model's second chapter was salad from
+its first word, and its tool calls' titles were salad too. So tool calls get none, and prose a
+light one (1.1; with none at all the tiny model began its chapter by copying the tool-call JSON
+of its conversation). The frequency penalty grows with each use, so it stays small for prose (at
+0.4 a 700-word draft priced "the" out of reach and ended in salad). ``min_p`` drops every token
+under a tenth of the likeliest one's probability, which is where salad comes from when sampling
+(no effect on greedy calls)."""

@@ -20,7 +20,7 @@ from agent.store.snapshots import ChapterSnapshot, StepRecord, StepState, StoryT
 LEGACY = Path(__file__).resolve().parent / "fixtures" / "legacy_d73c811"
 PIPELINES = ["nst", "rollsum", "direct", "magnet", "single"]
 NEW_SETTINGS = {"failed_call_budget", "profile", "prose_sampling", "structured_sampling", "repetition_guard",
-                "repetition_max_rate", "repetition_max_span", "trim_cut_drafts"}
+                "repetition_max_rate", "repetition_max_span", "trim_cut_drafts", "critic_example"}
 MAGNET_MEMORY_SETTINGS = {"recall_paragraphs", "recall_words", "recap_every", "recap_tokens", "recap_temperature"}
 """Magnet's long-range memory settings, added by #9."""
 ADDED_BY_ISSUE_13 = {"context_tokens", "context_reserve", "min_past_events", "evidence", "arc_chapters",

@@ -17,6 +17,7 @@ from agent.magnet.settings import MagnetSettings
 from agent.nst.config import NstConfig
 from agent.nst.drafting import Drafter, Guard, draft_until_gate, whole_sentences
 from agent.repetition import is_looping, measure
+from agent.settings import SMALL_PROSE, SMALL_PROSE_LONG_PROMPTS, SMALL_STRUCTURED, SMALL_STRUCTURED_LONG_PROMPTS
 from agent.store import RunStore
 from tests.scripted import ScriptedLLM
 from tests.test_endpoint_protocol import USER, FakeServer, chat_reply
@@ -83,8 +84,8 @@ def test_per_role_defaults_come_from_the_pipeline_settings():
     llm.sampling_policy = settings.sampling_for
     llm.generate(USER, temperature=0.35, max_tokens=4, role="narrator")
     llm.generate(USER, temperature=0.1, max_tokens=4, role="critic")
-    assert llm.requests[0].sampling == settings.prose_sampling and llm.requests[0].sampling.repetition_penalty
-    assert llm.requests[1].sampling == settings.structured_sampling
+    assert llm.requests[0].sampling == settings.prose_sampling == Sampling(**SMALL_PROSE)
+    assert llm.requests[1].sampling == settings.structured_sampling == Sampling(**SMALL_STRUCTURED)
 
 
 def test_a_looping_structured_reply_is_retried_once_with_a_firmer_penalty():
@@ -129,9 +130,26 @@ def test_trimming_accepts_a_cut_draft_that_fits_once_cut_back():
     assert whole_sentences("One. Two") == "One."
 
 
+def test_trimming_cuts_a_draft_that_ran_past_the_range_back_to_a_sentence_inside_it():
+    # 20 sentences of 7 words: 140 words for a 56-84 range, cut at the token limit mid-sentence
+    text = " ".join(f"Sentence number {i} tells of the harbour." for i in range(20)) + " And then the"
+    gate = Gate.for_target(70)
+    attempt = Drafter(ScriptedLLM([(text, "length")]), gate, 1.3, temperature=0.7, cap=512, use_min=False,
+                      role="nst_prose", trim=True).attempt([{"role": "user", "content": "write"}])
+    assert attempt.accepted and attempt.trimmed and attempt.words == 84
+    assert attempt.text.endswith("11 tells of the harbour.")
+    assert whole_sentences(text, max_words=84).endswith("11 tells of the harbour.")
+    assert whole_sentences(text, max_words=5) == ""  # no complete sentence fits
+    assert whole_sentences(text).endswith("19 tells of the harbour.")  # without a bound: the last whole one
+
+
 def test_the_small_profile_is_a_bundle_of_settings_recorded_in_the_run():
     config = NstConfig.parse({"prompt": "x", "words": 600, **NstConfig.profile_settings("small")})
-    assert config.profile == "small" and config.trim_cut_drafts and config.prose_sampling.repetition_penalty
+    assert config.profile == "small" and config.trim_cut_drafts
+    assert config.prose_sampling == Sampling(**SMALL_PROSE_LONG_PROMPTS)
+    assert config.structured_sampling == Sampling(**SMALL_STRUCTURED_LONG_PROMPTS)
+    assert config.structured_sampling.repetition_penalty is None  # it would weigh on the chapters in the prompt
+    assert config.min_past_events == 1 and NstConfig.parse({"prompt": "x", "words": 600}).min_past_events == 0
     assert NstConfig.parse({"prompt": "x", "words": 600}).prose_sampling == Sampling()  # default: the papers'
     with pytest.raises(ConfigError, match="unknown profile"):
         NstConfig.profile_settings("tiny")
@@ -154,7 +172,7 @@ def test_the_cli_profile_reaches_the_stored_config_and_show(tmp_path, monkeypatc
     with RunStore.open(run, readonly=True) as store:
         assert store.info().config["profile"] == "small"
         calls = store.llm_calls()
-    assert {c.role: c.sampling for c in calls}["narrator"]["repetition_penalty"] == 1.2
+    assert {c.role: c.sampling for c in calls}["narrator"] == SMALL_PROSE
     assert main(["show", str(run)]) == 0
     assert "profile small" in capsys.readouterr().out
 

@@ -16,6 +16,7 @@ from agent.nst.config import NstConfig
 from agent.nst.loop import ChapterLoop
 from agent.nst.state import NarrativeState
 from agent.repetition import measure
+from agent.settings import SMALL_PROSE, SMALL_PROSE_LONG_PROMPTS
 from agent.store import RunStore
 from tests.magnet.test_embedded_magnet import STORY
 
@@ -36,7 +37,7 @@ def _magnet_step(llm, tmp_path) -> str:
     narrator = [c for c in store.llm_calls() if c.role == "narrator"]
     text = "\n".join(p.text for p in store.paragraphs() if p.kind == "narration")
     store.close()
-    assert narrator and all(c.sampling and c.sampling["repetition_penalty"] == 1.2 for c in narrator)
+    assert narrator and all(c.sampling == SMALL_PROSE for c in narrator)
     return text
 
 
@@ -55,7 +56,7 @@ def _nst_chapter(llm, tmp_path) -> str:
         llm.sampling_policy = None
     prose = [c for c in store.llm_calls() if c.role == "nst_prose"]
     store.close()
-    assert prose and all(c.sampling and c.sampling["frequency_penalty"] == 0.4 for c in prose)
+    assert prose and all(c.sampling == SMALL_PROSE_LONG_PROMPTS for c in prose)
     return result.text
 
 

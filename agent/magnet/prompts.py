@@ -47,6 +47,17 @@ CRITIC_STATELESS_SYSTEM = (
     "(verdict revise, with one sentence of feedback) if it is vague, out of character, implausible, repetitive or "
     "does not advance the goal; otherwise accept it, and say whether it completes the current goal."
 )
+CRITIC_EXAMPLE = (
+    ' A complete reply looks like this: {"verdict": "accept", "feedback": "Searching the study is concrete and '
+    'brings Lucia closer to the hidden will.", "world_updates": [{"subject": "Lucia Ashcombe", "attribute": '
+    '"location", "value": "the study"}], "goal_reached": false}'
+)
+CRITIC_STATELESS_EXAMPLE = (
+    ' A complete reply looks like this: {"verdict": "accept", "feedback": "Searching the study is concrete and '
+    'brings Lucia closer to the hidden will.", "goal_reached": false}'
+)
+"""Appended to the critic's instructions when ``critic_example`` is on (the small profile): with it
+the tiny model writes a sentence of feedback instead of digits and junk that run to its limit."""
 SELECT_SYSTEM = (
     "You are the narrator of a story. Several characters have each proposed an action, with the changes it would "
     "make to the world state and whether it would complete the current goal. Choose the actions that fit the "
@@ -207,8 +218,11 @@ def revision(messages: list[Message], action: str, feedback: str) -> list[Messag
 
 
 def critic(story: StoryDefinition, char: Character, action: str, goal: str, recent: Sequence[str],
-           world: WorldGraph | None, *, final: bool, memory: Memory = NO_MEMORY) -> list[Message]:
+           world: WorldGraph | None, *, final: bool, memory: Memory = NO_MEMORY,
+           example: bool = False) -> list[Message]:
     system = CRITIC_SYSTEM if world is not None else CRITIC_STATELESS_SYSTEM
+    if example:
+        system += CRITIC_EXAMPLE if world is not None else CRITIC_STATELESS_EXAMPLE
     task = (f"Proposed action of {char.name}: {action}\n\n"
             + ("This action is final (the revision maximum is reached). State its effects."
                if final else "Judge it."))

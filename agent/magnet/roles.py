@@ -247,7 +247,8 @@ def review(llm: LLM, scene: Scene, settings: MagnetSettings, results: list[Actio
 
     def build(r: ActionResult) -> Callable[[], list[Message]]:
         return lambda: prompts.critic(story, story.character(r.character), r.action, scene.goal, scene.recent,
-                                      scene.world, final=final, memory=scene.memory)
+                                      scene.world, final=final, memory=scene.memory,
+                                      example=settings.critic_example)
 
     requests = [scene.request(build(r), critic_type, temperature=settings.critic_temperature,
                               max_tokens=settings.critic_tokens, role="critic") for r in results]

@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Self
 from pydantic import Field, model_validator
 
 from agent.gate import DEFAULT_HIGH, DEFAULT_LOW
-from agent.settings import SMALL_PROSE, SMALL_STRUCTURED, WritingControls
+from agent.settings import SMALL_PROSE_LONG_PROMPTS, SMALL_STRUCTURED_LONG_PROMPTS, WritingControls
 
 PLANNER_VERSION = "1"
 MIN_WORDS = 500
@@ -26,7 +26,8 @@ class StoryTarget(WritingControls):
 
     PROSE_ROLES: ClassVar[frozenset[str]] = frozenset({"nst_prose", "rollsum_chapter", "direct_story"})
     PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": {
-        "prose_sampling": SMALL_PROSE, "structured_sampling": SMALL_STRUCTURED, "min_tokens": True,
+        "prose_sampling": SMALL_PROSE_LONG_PROMPTS, "structured_sampling": SMALL_STRUCTURED_LONG_PROMPTS,
+        "min_tokens": True,
         "trim_cut_drafts": True}}
 
     prompt: str = Field(min_length=1, max_length=200_000)
@@ -67,6 +68,10 @@ class Planned(StoryTarget):
 
 
 class NstConfig(Planned):
+    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": {**StoryTarget.PROFILES["small"], "min_past_events": 1}}
+    """The small profile also asks every state update for at least one past event: a tiny model's
+    cheapest legal update is an empty one, and an empty chronology leaves later chapters nothing."""
+
     state: bool = True
     """--no-state: no state, no update tool, no state guidance."""
     lookback: bool = True

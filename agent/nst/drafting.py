@@ -126,7 +126,7 @@ class Drafter:
         self.ratio = update_ratio(self.ratio, reply)
         trimmed = False
         if truncated and self.trim:
-            cut = whole_sentences(text)
+            cut = whole_sentences(text, max_words=self.gate.high)
             if cut and self.gate.accepts(count_words(cut)):
                 text, words, truncated, trimmed = cut, count_words(cut), False, True
         repeated = self.guard.check(text) if self.guard is not None else None
@@ -134,15 +134,32 @@ class Drafter:
         return Attempt(text, words, truncated, accepted, max_tokens, min_tokens, reply, repeated, trimmed)
 
 
-def whole_sentences(text: str) -> str:
-    """``text`` up to its last complete sentence (empty when it has fewer than two sentences)."""
+SENTENCE_ENDS = (".", "!", "?", "\"", "”", "’", "'", "。", "！", "？")
+"""How a complete sentence ends (a closing quote after the punctuation counts)."""
+
+
+def whole_sentences(text: str, max_words: int | None = None) -> str:
+    """``text`` up to its last complete sentence, or, with ``max_words``, up to the last sentence
+    end that keeps it within that many words (empty for a text of fewer than two sentences, or
+    when no complete sentence fits).
+
+    A draft cut at its token limit has run past the gate's top (``max_tokens`` is sized above
+    it), so cutting only the unfinished sentence would leave it too long: the story up to an
+    earlier sentence is what may lie inside the range."""
     spans = sentence_spans(text)
     if len(spans) < 2:
         return ""
-    last = spans[-1]
-    ends_whole = text[last[0]:last[1]].rstrip().endswith((".", "!", "?", "\"", "”", "’", "'", "。", "！", "？"))
-    keep = spans if ends_whole else spans[:-1]
-    return text[: keep[-1][1]].rstrip()
+    if not text[spans[-1][0]:spans[-1][1]].rstrip().endswith(SENTENCE_ENDS):
+        spans = spans[:-1]
+    if max_words is not None:
+        total, keep = 0, 0
+        for start, end in spans:
+            total += count_words(text[start:end])
+            if total > max_words:
+                break
+            keep += 1
+        spans = spans[:keep]
+    return text[: spans[-1][1]].rstrip() if spans else ""
 
 
 @dataclass(frozen=True)

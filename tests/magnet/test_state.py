@@ -57,6 +57,25 @@ def test_the_critic_prompt_example_is_valid_under_the_grammar():
     request.output_type.model_validate(reply)
 
 
+def test_the_small_profile_shows_the_critic_one_complete_reply_valid_under_its_grammar():
+    llm = StoryLLM()
+    _steps(llm, 1, MagnetSettings.parse(MagnetSettings.profile_settings("small")))
+    request = llm.by_role("critic")[0]
+    system = request.messages[0]["content"]
+    assert system.endswith(prompts.CRITIC_EXAMPLE)
+    example = json.loads(prompts.CRITIC_EXAMPLE.partition(": ")[2])
+    example["world_updates"] = [{**u, "subject": "Ann"} for u in example["world_updates"]]
+    request.output_type.model_validate(example)
+    stateless = StoryLLM()
+    _steps(stateless, 1, MagnetSettings.parse({**MagnetSettings.profile_settings("small"), "structured_state": False}))
+    request = stateless.by_role("critic")[0]
+    assert request.messages[0]["content"].endswith(prompts.CRITIC_STATELESS_EXAMPLE)
+    request.output_type.model_validate(json.loads(prompts.CRITIC_STATELESS_EXAMPLE.partition(": ")[2]))
+    plain = StoryLLM()
+    _steps(plain, 1)
+    assert "A complete reply" not in plain.by_role("critic")[0].messages[0]["content"]  # the paper's prompt
+
+
 def test_critic_spellings_never_create_a_second_variable():
     spellings = [
         [{"subject": "Ann", "attribute": "holding_back_evidence", "value": "false"}],        # unprefixed
