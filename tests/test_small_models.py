@@ -16,6 +16,7 @@ from agent.llm.sampling import Sampling
 from agent.magnet.settings import MagnetSettings
 from agent.nst.config import NstConfig
 from agent.nst.drafting import Drafter, Guard, draft_until_gate, whole_sentences
+from agent.nst.length import size_tokens
 from agent.repetition import is_looping, measure
 from agent.settings import SMALL_PROSE, SMALL_PROSE_LONG_PROMPTS, SMALL_STRUCTURED, SMALL_STRUCTURED_LONG_PROMPTS
 from agent.store import RunStore
@@ -128,6 +129,17 @@ def test_trimming_accepts_a_cut_draft_that_fits_once_cut_back():
                      role="nst_prose")
     assert not strict.attempt([{"role": "user", "content": "write"}]).accepted  # the papers' rule by default
     assert whole_sentences("One. Two") == "One."
+
+
+def test_with_trimming_the_ceiling_sits_just_over_the_range_so_a_long_draft_is_cut_and_trimmed():
+    gate = Gate.for_target(500)  # 400-600
+    loose, _ = size_tokens(gate, 1.4, cap=32768, use_min=False)
+    tight, floor = size_tokens(gate, 1.4, cap=32768, use_min=True, trim=True)
+    assert gate.high * 1.4 < tight < loose and floor < gate.low * 1.4
+    llm = ScriptedLLM([("One sentence here. " * 10, "stop")])
+    Drafter(llm, gate, 1.4, temperature=0.7, cap=32768, use_min=False, role="nst_prose",
+            trim=True).attempt([{"role": "user", "content": "write"}])
+    assert llm.requests[0].max_tokens == tight
 
 
 def test_trimming_cuts_a_draft_that_ran_past_the_range_back_to_a_sentence_inside_it():

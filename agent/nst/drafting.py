@@ -117,7 +117,8 @@ class Drafter:
 
     def attempt(self, messages: list[Message]) -> Attempt:
         """One draft, its ``max_tokens`` fitted to the context (``messages`` may shrink in place)."""
-        max_tokens, min_tokens = size_tokens(self.gate, self.ratio, cap=self.cap, use_min=self.use_min)
+        max_tokens, min_tokens = size_tokens(self.gate, self.ratio, cap=self.cap, use_min=self.use_min,
+                                             trim=self.trim)
         reply = self.budget.generate(self.llm, messages, temperature=self.temperature, max_tokens=max_tokens,
                                      min_output=self.min_output(), min_tokens=min_tokens, role=self.role,
                                      what=f"a draft of {self.gate.describe()}", shrink=self.shrink)

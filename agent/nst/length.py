@@ -43,14 +43,23 @@ def update_ratio(ratio: float, reply: Completion, *, weight: float = 0.5) -> flo
     return (1 - weight) * ratio + weight * measured
 
 
-def size_tokens(gate: Gate, ratio: float, *, cap: int, use_min: bool) -> tuple[int, int | None]:
+HEADROOM = 1.25
+TRIM_HEADROOM = 1.05
+
+
+def size_tokens(gate: Gate, ratio: float, *, cap: int, use_min: bool,
+                trim: bool = False) -> tuple[int, int | None]:
     """``(max_tokens, min_tokens)`` for a prose reply aimed at ``gate``.
 
     The ceiling leaves 25% over the top of the range (a longer reply is rejected anyway, and a
     cut one always is); the floor asks for 90% of the bottom, so an under-estimated ratio
-    cannot push a draft past the top.
+    cannot push a draft past the top. With trimming (``trim_cut_drafts``) the ceiling sits just
+    over the top instead: a draft that would run long is cut there and trimmed back to its last
+    sentence inside the range, rather than finishing too long and being rejected (the tiny
+    model's chapter drafts ended at 999 and 735 words for ranges of 440-660 and 320-480).
     """
-    max_tokens = min(cap, math.ceil(gate.high * ratio * 1.25) + 64)
+    headroom = TRIM_HEADROOM if trim else HEADROOM
+    max_tokens = min(cap, math.ceil(gate.high * ratio * headroom) + 64)
     if not use_min:
         return max_tokens, None
     return max_tokens, max(0, min(max_tokens - 1, math.floor(gate.low * ratio * 0.9)))

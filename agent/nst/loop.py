@@ -130,7 +130,8 @@ class ChapterLoop:
         return math.ceil(self.gate.high * max(self.ratio, 1.0) * margin) + 16
 
     def prose_tokens(self) -> int:
-        return size_tokens(self.gate, self.ratio, cap=self.config.prose_max_tokens_cap, use_min=False)[0]
+        return size_tokens(self.gate, self.ratio, cap=self.config.prose_max_tokens_cap, use_min=False,
+                           trim=self.config.trim_cut_drafts)[0]
 
     def update_output(self) -> int:
         """The least room an update reply gets: a sixth of the context, 256 to 1024 tokens."""
