@@ -73,8 +73,9 @@ class MagnetSettings(ParagraphSettings):
     """Tokens kept free of every request (prompt + max_tokens <= context - reserve)."""
     critic_example: bool = False
     """End the critic's instructions with one complete example reply. Off by default (the paper's
-    prompt has none); the small profile turns it on: replaying the demo's critic prompts on the
-    135M model, 3 of 9 replies ran away (digits and junk in ``feedback``) without it, 1 of 9 with it."""
+    prompt has none); the small profile turns it on: replaying the demo's three critic prompts on
+    the 135M model (three seeds each), 3 of 9 replies ran away (digits and junk in ``feedback``)
+    without an example, 1 of 9 with one."""
     critic: bool = True
     goal_shift: bool = True
     structured_state: bool = True
