@@ -47,15 +47,12 @@ CRITIC_STATELESS_SYSTEM = (
     "(verdict revise, with one sentence of feedback) if it is vague, out of character, implausible, repetitive or "
     "does not advance the goal; otherwise accept it, and say whether it completes the current goal."
 )
-CRITIC_EXAMPLE = (
-    ' A complete reply looks like this: {"verdict": "accept", "feedback": "Searching the study is concrete and '
-    'brings Lucia closer to the hidden will.", "world_updates": [{"subject": "Lucia Ashcombe", "attribute": '
-    '"location", "value": "the study"}], "goal_reached": false}'
-)
-CRITIC_STATELESS_EXAMPLE = (
-    ' A complete reply looks like this: {"verdict": "accept", "feedback": "Searching the study is concrete and '
-    'brings Lucia closer to the hidden will.", "goal_reached": false}'
-)
+_EXAMPLE_REPLY = {"verdict": "accept", "feedback": "Searching the study is concrete and brings Lucia closer to the "
+                  "hidden will.", "world_updates": [{"subject": "Lucia Ashcombe", "attribute": "location",
+                                                     "value": "the study"}], "goal_reached": False}
+CRITIC_EXAMPLE = " A complete reply looks like this: " + json.dumps(_EXAMPLE_REPLY)
+CRITIC_STATELESS_EXAMPLE = " A complete reply looks like this: " + json.dumps(
+    {k: v for k, v in _EXAMPLE_REPLY.items() if k != "world_updates"})
 """Appended to the critic's instructions when ``critic_example`` is on (the small profile): with it
 the tiny model writes a sentence of feedback instead of digits and junk that run to its limit."""
 SELECT_SYSTEM = (
