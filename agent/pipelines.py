@@ -17,10 +17,11 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from agent.llm.options import LLMOptions
+from agent.llm.options import LLMOptions, ModelFlags, StoredModel
+from agent.llm.options import resolve as resolve_model
 from agent.run_context import EventSink, RunContext
 from agent.settings import Settings
 from agent.store import Change, RunStore, StoreError, config_changes
@@ -121,23 +122,29 @@ def get(name: str) -> Pipeline:
 
 def _run(pipeline: Pipeline, store: RunStore, config: dict[str, Any], llm: LLMOptions,
          events: EventSink | None, model: LLM | None = None) -> None:
+    if model is not None:
+        llm.attach_run(model, store)
     with RunContext(store, pipeline.typed(config), llm=model, open_llm=llm.open, events=events) as ctx:
         pipeline.run(ctx)
 
 
 def start(run_dir: str | os.PathLike[str], name: str, config: Mapping[str, Any], llm: LLMOptions, *,
           target_units: int | None = None, initial_state: Any = None, events: EventSink | None = None,
-          model: LLM | None = None) -> RunStore:
+          model: LLM | None = None, notes: Mapping[str, Any] | None = None) -> RunStore:
     """Create a run of pipeline ``name`` in ``run_dir`` and run it; returns the (open) store.
 
     The configuration is validated before the run directory is created, so bad settings leave
     nothing behind. ``model``: an open model to use (and leave open) instead of opening one from
-    ``llm``, for a caller that runs several stories one after another on one loaded model."""
+    ``llm``, for a caller that runs several stories one after another on one loaded model (or
+    that opened the run's one client before creating it). ``notes``: plan entries stored with
+    the run before it starts (how the CLI chose the profile, say)."""
     pipeline = get(name)
     full = pipeline.configure(config, llm)
     store = RunStore.create(run_dir, pipeline=name, config=full, unit_kind=pipeline.unit, model=llm.model,
                             backend=llm.backend, target_units=target_units, initial_state=initial_state)
     try:
+        for key, value in (notes or {}).items():
+            store.put_plan(key, value)
         with store.session("start", transport=llm.transport()):
             _run(pipeline, store, full, llm, events, model)
     except BaseException:
@@ -156,26 +163,29 @@ class ResumePlan:
     changes: list[Change]
 
 
+def stored_model(store: RunStore) -> StoredModel:
+    """What a run recorded about its model: the configuration's ``llm`` and the transport of its
+    latest session (the server it was written on, without credentials)."""
+    info = store.info()
+    llm = info.config.get("llm") if isinstance(info.config.get("llm"), dict) else {}
+    return StoredModel.from_record(llm, store.last_transport(), backend=info.backend, model=info.model)
+
+
 def plan_resume(store: RunStore, *, overrides: Mapping[str, Any] | None = None,
                 llm: LLMOptions | None = None) -> ResumePlan:
     """Rebuild the run's configuration as it would be now and list what changed.
 
-    Unset model settings keep their stored values; ``overrides`` replace top-level config keys
-    and are validated like a new run's settings (an invalid value is refused before anything
-    is stored; a stored value that is invalid can be replaced this way)."""
+    ``llm``: what the caller chose (the CLI's resolved choice, or a few fields from Python);
+    unset fields come from the run's record (``agent.llm.options.resolve``, the one merge), so
+    a resume continues on the server the run was written on. ``overrides`` replace top-level
+    config keys and are validated like a new run's settings (an invalid value is refused
+    before anything is stored; a stored value that is invalid can be replaced this way)."""
     info = store.info()
     pipeline = get(info.pipeline)
     stored = dict(info.config)
-    stored_llm = stored.get("llm") if isinstance(stored.get("llm"), dict) else {}
-    given = llm or LLMOptions()
-    backend = given.backend or stored_llm.get("backend") or info.backend
-    effective_llm = LLMOptions(
-        backend=backend,
-        model=given.model or stored_llm.get("model") or info.model,
-        thinking=given.thinking or stored_llm.get("thinking") or "off",
-        endpoint=given.endpoint if backend == "endpoint" else None,
-        api_key=given.api_key if backend == "endpoint" else None,
-    )
+    effective_llm = resolve_model(ModelFlags.of(llm) if llm is not None else None, stored=stored_model(store))
+    if llm is not None and llm.origin:  # a choice resolved by the caller keeps saying where it came from
+        effective_llm = replace(effective_llm, origin={**effective_llm.origin, **llm.origin})
     base = {k: v for k, v in stored.items() if k not in ("pipeline_version", "llm")}
     current = pipeline.configure({**base, **(overrides or {})}, effective_llm)
     return ResumePlan(pipeline, current, effective_llm, config_changes(stored, current))
@@ -194,7 +204,7 @@ def resume(store: RunStore, *, overrides: Mapping[str, Any] | None = None, llm: 
 
 
 def rederive(store: RunStore, unit: int, *, llm: LLMOptions | None = None,
-             events: EventSink | None = None) -> Rederived:
+             events: EventSink | None = None, model: LLM | None = None) -> Rederived:
     """Re-derive the state stored with committed ``unit`` from its current text (after ``fabula
     edit``), with the run's stored configuration and model (``llm`` overrides the transport).
 
@@ -207,10 +217,13 @@ def rederive(store: RunStore, unit: int, *, llm: LLMOptions | None = None,
         return Rederived(unit, True, f"a {info.pipeline} run keeps no state derived from its text by the model")
     plan = plan_resume(store, llm=llm)
     config = pipeline.typed(info.config)  # as the unit was written, not as a resume would be
-    with store.session("rederive", transport=plan.llm.transport(), keep_status=True), \
-            RunContext(store, config, open_llm=plan.llm.open, events=events) as ctx, ctx.unit(unit):
-        return pipeline.rederive(ctx, unit)
+    with store.session("rederive", transport=plan.llm.transport(), keep_status=True):
+        if model is not None:
+            plan.llm.attach_run(model, store)
+        with RunContext(store, config, llm=model, open_llm=plan.llm.open, events=events) as ctx, ctx.unit(unit):
+            return pipeline.rederive(ctx, unit)
 
 
 __all__ = ["BUILTIN", "ConfigChangedError", "LLMOptions", "NoRunnerError", "Pipeline", "Rederived", "Rederiver",
-           "ResumePlan", "Runner", "get", "plan_resume", "rederive", "register", "resume", "start"]
+           "ResumePlan", "Runner", "get", "plan_resume", "rederive", "register", "resume", "start",
+           "stored_model"]

@@ -22,6 +22,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER_READY_TIMEOUT_S = 900
+_ISOLATED_CONFIG = Path(os.environ.get("TMPDIR", "/tmp")) / f"fabula-tests-{os.getpid()}" / "config.toml"
+os.environ["FABULA_CONFIG"] = str(_ISOLATED_CONFIG)
+"""No test (nor the CLI it starts in a subprocess) reads the developer's own config file: a
+test that wants one writes this path or sets FABULA_CONFIG itself."""
+
+
+@pytest.fixture(autouse=True)
+def _no_config_file():
+    _ISOLATED_CONFIG.unlink(missing_ok=True)
+    yield
+    _ISOLATED_CONFIG.unlink(missing_ok=True)
 
 
 def _missing(*modules: str) -> list[str]:

@@ -92,7 +92,7 @@ def test_start_hands_the_runner_a_typed_config_and_a_lazy_model(tmp_path, monkey
         ctx.store.commit_chapter(1, "t", "text", state={})
         ctx.store.finish()
 
-    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: opened.append(1))
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: opened.append(1))
     pipelines.register(pipelines.Pipeline("typed-test", "chapter", run, settings=MagnetSettings))
     pipelines.start(tmp_path / "r", "typed-test", {"shift_every": 7}, pipelines.LLMOptions("scripted")).close()
     assert isinstance(seen["config"], MagnetSettings) and seen["config"].shift_every == 7

@@ -218,7 +218,7 @@ def test_every_request_of_a_run_carries_the_runs_routing_key(tmp_path, monkeypat
     with RunStore.open(tmp_path / "a") as again:
         assert routing_key(again) == key  # a resumed run lands where its prefix is cached
         opened: dict = {}
-        monkeypatch.setattr(agent.llm, "open_llm", lambda *a, **kw: opened.update(kw) or _Closed())
+        monkeypatch.setattr(LLMOptions, "_build", lambda self, probe, key: opened.update(routing_key=key) or _Closed())
         LLMOptions("endpoint", endpoint="http://127.0.0.1:1/v1").open(again)
         assert opened["routing_key"] == key
         LLMOptions("embedded").open(again)

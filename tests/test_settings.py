@@ -34,7 +34,7 @@ def test_bad_magnet_settings_are_one_line_and_create_nothing(tmp_path, capsys, s
 
 def test_setting_is_an_alias_of_set(tmp_path, monkeypatch):
     llm = StoryLLM()
-    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: llm)
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: llm)
     assert main(["write", "magnet", STORY, "--words", "150", "--setting", "narrator_temperature=0.5",
                  "--set", "max_revisions=1", "--out", str(tmp_path / "run")]) == 0
     with RunStore.open(tmp_path / "run", readonly=True) as store:

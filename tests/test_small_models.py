@@ -176,7 +176,7 @@ def test_the_cli_profile_reaches_the_stored_config_and_show(tmp_path, monkeypatc
     from tests.magnet.story_llm import StoryLLM
 
     llm = StoryLLM()
-    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: llm)
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: llm)
     run = tmp_path / "run"
     assert main(["write", "magnet", "agent/magnet/examples/mystery_codicil.toml", "--words", "150",
                  "--profile", "small", "--out", str(run)]) == 0

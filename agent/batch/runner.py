@@ -26,9 +26,10 @@ from typing import TYPE_CHECKING, Any
 from agent import pipelines
 from agent.batch.store import BatchStore, Stats, StoryRow, is_batch
 from agent.batch.stories import StorySpec, plan_stories
+from agent.batch.streak import FailureStreak
 from agent.batch.tracker import Sink, Snapshot, Tracker
 from agent.errors import InputError
-from agent.llm.options import LLMOptions
+from agent.llm.options import LLMOptions, ModelFlags, StoredModel, resolve
 from agent.run_context import Event
 from agent.store import RunStore
 from agent.store.paths import DB_NAME
@@ -49,6 +50,8 @@ class BatchResult:
     wall_s: float
     concurrency: int
     notes: list[str] = field(default_factory=list)
+    stopped_early: str | None = None
+    """Why the batch stopped starting stories (several in a row failed with one cause)."""
 
     def count(self, status: str) -> int:
         return sum(1 for s in self.stories if s.live_status == status)
@@ -81,12 +84,10 @@ def check_concurrency(concurrency: int) -> None:
 
 
 def effective_llm(stored: dict[str, Any], given: LLMOptions | None) -> LLMOptions:
-    """The batch's model as stored; the transport (endpoint, key) from ``given``, else as stored."""
-    endpoint = (given.endpoint if given else None) or stored.get("endpoint")
-    backend = stored.get("backend") or "embedded"
-    return LLMOptions(backend, stored.get("model"), stored.get("thinking") or "off",
-                      endpoint if backend == "endpoint" else None,
-                      given.api_key if given and backend == "endpoint" else None)
+    """The batch's model: what the caller chose (the CLI's resolved choice, or a few fields from
+    Python), the rest as the batch stored it (``agent.llm.options.resolve``, the one merge)."""
+    record = StoredModel.from_record(stored, {"endpoint": stored.get("endpoint")})
+    return resolve(ModelFlags.of(given) if given is not None else None, stored=record)
 
 
 def read_stats(store: RunStore) -> Stats:
@@ -119,7 +120,8 @@ class _Story:
         if self.stop.is_set():
             raise KeyboardInterrupt  # stop at this call: what is committed stays, the run resumes
 
-    def write(self, pipeline: str, llm: LLMOptions, model: LLM | None, force: bool) -> str:
+    def write(self, pipeline: str, llm: LLMOptions, model: LLM | None, force: bool,
+              streak: FailureStreak | None = None) -> str:
         """Start or continue the story; returns its status (completed, failed, stopped)."""
         key = self.row.key
         self.batch.mark_started(key)
@@ -146,6 +148,8 @@ class _Story:
             words = self._refresh()
             self.batch.mark_ended(key, status, error=error)
             self.tracker.ended(key, status, words, error)
+            if streak is not None:
+                streak.record(status, error)
         return status
 
     def _outcome(self, store: RunStore) -> tuple[str, str | None]:
@@ -235,22 +239,28 @@ def _run(batch: BatchStore, given: LLMOptions | None, concurrency: int | None, s
         if model is None and todo:
             model = owned = llm.open()  # loaded once for every story
     started = time.monotonic()
+    streak = FailureStreak()
     try:
         if k == 1:
             for row in todo:
-                if stop.is_set():
+                if stop.is_set() or streak.tripped:
                     break
-                _Story(batch, row, tracker, stop).write(info["pipeline"], llm, model, force)
+                _Story(batch, row, tracker, stop).write(info["pipeline"], llm, model, force, streak)
         else:
-            _threads(batch, todo, k, tracker, stop, info["pipeline"], llm, force)
+            _threads(batch, todo, k, tracker, stop, info["pipeline"], llm, force, streak)
     finally:
         if owned is not None:
             owned.close()
-    return BatchResult(batch.folder, batch.stories(), tracker.snapshot(), time.monotonic() - started, k, notes)
+    stories = batch.stories()
+    early = None
+    if streak.tripped:
+        early = streak.describe(sum(1 for r in stories if r.status == "pending"))
+        tracker.note(early)
+    return BatchResult(batch.folder, stories, tracker.snapshot(), time.monotonic() - started, k, notes, early)
 
 
 def _threads(batch: BatchStore, todo: list[StoryRow], k: int, tracker: Tracker, stop: threading.Event,
-             pipeline: str, llm: LLMOptions, force: bool) -> None:
+             pipeline: str, llm: LLMOptions, force: bool, streak: FailureStreak) -> None:
     """K workers take the next story until none is left or the batch is stopped."""
     queue = list(reversed(todo))
     guard = threading.Lock()
@@ -261,12 +271,12 @@ def _threads(batch: BatchStore, todo: list[StoryRow], k: int, tracker: Tracker, 
 
     def worker() -> None:
         try:
-            while not stop.is_set():
+            while not stop.is_set() and not streak.tripped:
                 with guard:
                     if not queue:
                         return
                     row = queue.pop()
-                _Story(batch, row, tracker, stop).write(pipeline, llm, None, force)
+                _Story(batch, row, tracker, stop).write(pipeline, llm, None, force, streak)
         except KeyboardInterrupt:
             return
         except BaseException as exc:  # the batch database itself failed: stop everything

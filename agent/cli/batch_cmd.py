@@ -12,13 +12,17 @@ import argparse
 import json
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.cli.errors import CLIError
-from agent.cli.options import add_model_options, call_timeout, check_server, model_options
+from agent.cli.options import add_model_options, choose_model, open_client
+from agent.cli.profile_choice import PROFILE_CHOICES, PROFILE_HELP, choose_profile
 from agent.cli.progress import BatchDisplay, _duration
-from agent.llm.options import LLMOptions, resolve
+from agent.llm.options import LLMOptions, StoredModel
 from agent.settings import parse_assignments
+
+if TYPE_CHECKING:
+    from agent.llm import LLM
 
 PIPELINES = ("nst", "rollsum", "direct", "magnet", "single")
 
@@ -42,8 +46,7 @@ def add_parser(sub) -> None:
                         help="stories written at once against the server (default 1; the embedded model: 1)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                         help="any setting of the pipeline, for every story (VALUE is JSON, else a string)")
-    parser.add_argument("--profile", choices=["default", "small"], default="default",
-                        help="small: the aids that keep 135M-4B models writing; default: as the papers")
+    parser.add_argument("--profile", choices=PROFILE_CHOICES, help=PROFILE_HELP)
     parser.add_argument("--quiet", action="store_true", help="no live progress")
     add_model_options(parser)
     parser.set_defaults(handler=run_new)
@@ -53,10 +56,7 @@ def add_parser(sub) -> None:
     resume.add_argument("batch_dir", metavar="DIR")
     resume.add_argument("--concurrency", type=int, metavar="K", help="stories at once (default: as before)")
     resume.add_argument("--force", action="store_true", help="resume stories whose configuration changed")
-    resume.add_argument("--endpoint", metavar="URL", help="server base URL (default: FABULA_ENDPOINT, else as stored)")
-    resume.add_argument("--api-key", metavar="KEY", help="bearer token for the server (env FABULA_API_KEY)")
-    resume.add_argument("--call-timeout", metavar="S", type=call_timeout,
-                        help="total seconds one model call may take (env FABULA_CALL_TIMEOUT)")
+    add_model_options(resume, stored="the batch")
     resume.add_argument("--quiet", action="store_true", help="no live progress")
     resume.set_defaults(handler=run_resume)
     show = inner.add_parser("show", help="every story of a batch: status, words, calls, tokens, time, error")
@@ -83,54 +83,77 @@ def run_new(args: argparse.Namespace) -> int:
             and not MIN_WORDS <= args.words <= MAX_WORDS:
         raise CLIError(f"--words must be between {MIN_WORDS} and {MAX_WORDS}, got {args.words}")
     check_concurrency(args.concurrency)
-    specs = plan_stories(args.pipeline, prompts=args.prompts, ids=args.ids, stories=args.stories, words=args.words,
-                         settings=parse_assignments(args.overrides), profile=args.profile)
-    llm = check_server(model_options(args))
+    settings = parse_assignments(args.overrides)
+    plan_stories(args.pipeline, prompts=args.prompts, ids=args.ids, stories=args.stories, words=args.words,
+                 settings=settings)  # every story checked before the model is opened
+    llm, model = open_client(choose_model(args))
+    try:
+        profile = choose_profile(args.profile, model)
+        specs = plan_stories(args.pipeline, prompts=args.prompts, ids=args.ids, stories=args.stories,
+                             words=args.words, settings=settings, profile=profile.name)
+    except BaseException:
+        model.close()
+        raise
+    if profile.reason and profile.name != "default":
+        print(f"fabula: {profile.reason}", file=sys.stderr)
     print(f"fabula: batch of {len(specs)} {args.pipeline} stor{'y' if len(specs) == 1 else 'ies'} into {args.out}, "
           f"{args.concurrency} at a time, with {llm.describe()}"
-          + (f", profile {args.profile}" if args.profile != "default" else ""), file=sys.stderr)
-    create(args.out, args.pipeline, specs, llm, concurrency=args.concurrency).close()
-    return _write(args.out, llm, args.concurrency, quiet=args.quiet)
+          + (f", profile {profile.name}" if profile.name != "default" else ""), file=sys.stderr)
+    try:
+        create(args.out, args.pipeline, specs, llm, concurrency=args.concurrency).close()
+    except BaseException:
+        model.close()
+        raise
+    return _write(args.out, llm, args.concurrency, quiet=args.quiet, model=model)
 
 
 def run_resume(args: argparse.Namespace) -> int:
-    import os
-
     from agent.batch import BatchStore
-    from agent.batch.runner import check_concurrency, effective_llm
+    from agent.batch.runner import check_concurrency
 
-    if args.call_timeout is not None:
-        os.environ["FABULA_CALL_TIMEOUT"] = str(args.call_timeout)
     if args.concurrency is not None:
         check_concurrency(args.concurrency)
-    given = resolve(backend="endpoint", endpoint=args.endpoint, api_key=args.api_key)
     with BatchStore.open(args.batch_dir, readonly=True) as batch:
         info, rows = batch.info(), batch.stories()
-    llm = effective_llm(info["llm"], given)
+    stored = info["llm"] if isinstance(info.get("llm"), dict) else {}
+    chosen = choose_model(args, stored=StoredModel.from_record(stored, {"endpoint": stored.get("endpoint")}))
     left = sum(1 for r in rows if r.status != "completed")
     if not left:
         print(f"{args.batch_dir}: every story is completed ({len(rows)}); nothing to do")
         return 0
-    llm = check_server(llm)
+    llm, model = open_client(chosen)
     print(f"fabula: resuming batch {args.batch_dir}: {left} of {len(rows)} stories left, "
           f"{args.concurrency or info['concurrency']} at a time, with {llm.describe()}", file=sys.stderr)
-    return _write(args.batch_dir, llm, args.concurrency, quiet=args.quiet, force=args.force)
+    return _write(args.batch_dir, chosen, args.concurrency, quiet=args.quiet, force=args.force, model=model)
 
 
-def _write(folder: str, llm: LLMOptions, concurrency: int | None, *, quiet: bool, force: bool = False) -> int:
+def _write(folder: str, llm: LLMOptions, concurrency: int | None, *, quiet: bool, force: bool = False,
+           model: LLM | None = None) -> int:
+    """Write the batch. ``model``: the client the command opened to check the server; the
+    embedded model is kept and shared by every story (loaded once), a server's client is closed
+    (each story opens its own, with its own routing key)."""
     from agent.batch import run
 
+    if model is not None and llm.backend == "endpoint":
+        model.close()
+        model = None
     try:
-        result = run(folder, llm=llm, concurrency=concurrency, sink=BatchDisplay(quiet=quiet), force=force)
+        result = run(folder, llm=llm, concurrency=concurrency, sink=BatchDisplay(quiet=quiet), force=force,
+                     model=model)
     except KeyboardInterrupt:
         print(f"fabula: batch stopped; every story is resumable: fabula batch resume {folder}", file=sys.stderr)
         raise
+    finally:
+        if model is not None:
+            model.close()
     s = result.snapshot
     rate = f", {s.completion_tokens / result.wall_s:.1f} completion tokens/s" if result.wall_s > 0 else ""
     print(f"{folder}: {result.count('completed')} of {len(result.stories)} stories completed, "
           f"{result.count('failed')} failed; {s.words_this_session} words, {s.calls} calls and "
           f"{s.completion_tokens} completion tokens in {_duration(result.wall_s)}{rate} "
           f"({result.concurrency} at a time)")
+    if result.stopped_early:
+        print(result.stopped_early)
     for row in result.stories:
         if row.status == "failed":
             print(f"  {row.key} failed: {row.error}")

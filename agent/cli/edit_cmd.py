@@ -20,7 +20,9 @@ import tempfile
 from pathlib import Path
 
 from agent.cli.errors import CLIError
+from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.rundir import open_run, store_errors
+from agent.llm.options import LLMOptions
 from agent.store import RunStore
 from agent.store.edit import edit_chapter, edit_step, mark_stale, parse_step_document, state_stale_from, step_document
 from agent.store.fork import STALE_KEY
@@ -44,12 +46,7 @@ def add_parser(sub) -> None:
     parser.add_argument("--no-rederive", action="store_true",
                         help="--chapter: do not re-derive the chapter's state from the edited text (no model "
                         "call; the state after it is then marked stale)")
-    group = parser.add_argument_group("model that re-derives the state (default: as stored in RUN)")
-    group.add_argument("--backend", choices=["embedded", "endpoint"])
-    group.add_argument("--model", metavar="NAME")
-    group.add_argument("--thinking", choices=["off", "on", "auto"])
-    group.add_argument("--endpoint", metavar="URL", help="server base URL (env FABULA_ENDPOINT)")
-    group.add_argument("--api-key", metavar="KEY", help="bearer token for the server (env FABULA_API_KEY)")
+    add_model_options(parser, stored="RUN")
     parser.set_defaults(handler=run)
 
 
@@ -85,6 +82,9 @@ def _edit_chapter(args: argparse.Namespace, store: RunStore) -> int:
     current = store.chapter(args.chapter)
     if current is None:
         raise CLIError(f"chapter {args.chapter} does not exist (last committed: {info.last_unit})")
+    from agent import pipelines
+
+    llm = None if args.no_rederive else choose_model(args, stored=pipelines.stored_model(store))  # bad flags: now
     text = _read(args.file) if args.file else in_editor(current.text, ".md")
     if text == current.text and args.title is None:
         if args.no_rederive or state_stale_from(store) != args.chapter:
@@ -102,17 +102,33 @@ def _edit_chapter(args: argparse.Namespace, store: RunStore) -> int:
         line = f"the state after chapter {args.chapter} was not re-derived (--no-rederive) and is marked stale"
         ok = False
     else:
-        from agent import pipelines
-
-        llm = pipelines.LLMOptions(backend=args.backend, model=args.model, thinking=args.thinking,
-                                   endpoint=args.endpoint, api_key=args.api_key)
-        with store_errors():
-            result = pipelines.rederive(store, args.chapter, llm=llm)
-        line, ok = result.what, result.ok
+        line, ok = _rederive(store, args.chapter, llm)
     with store_errors():
         mark_stale(store, args.chapter, what=what, state_rederived=ok)
     print(line + _next_step(args, store, ok), file=sys.stderr)
     return 0 if ok or args.no_rederive else 1
+
+
+def _rederive(store: RunStore, chapter: int, llm: LLMOptions | None) -> tuple[str, bool]:
+    """Re-derive the edited chapter's state on the run's model; a server that cannot be reached
+    keeps the edit (already stored) and the state marked stale, to retry later."""
+    from agent import pipelines
+
+    if pipelines.get(store.info().pipeline).rederive is None or llm is None:
+        with store_errors():
+            result = pipelines.rederive(store, chapter, llm=llm)
+        return result.what, result.ok
+    try:
+        llm, model = open_client(llm)
+    except CLIError as exc:
+        cause = str(exc).removesuffix("; nothing was started")
+        return f"the edit is stored but the state after it was not re-derived: {cause}", False
+    try:
+        with store_errors():
+            result = pipelines.rederive(store, chapter, llm=llm, model=model)
+    finally:
+        model.close()
+    return result.what, result.ok
 
 
 def _next_step(args: argparse.Namespace, store: RunStore, ok: bool) -> str:

@@ -104,16 +104,13 @@ def _judge_options(p: argparse.ArgumentParser) -> None:
 
 def open_judges(args: argparse.Namespace) -> list[Any]:
     """The judges named on the command line (one per --judge-model)."""
+    from agent.cli.options import choose_judge
     from agent.eval.judge import Judge
-    from agent.llm import open_llm
-    from agent.llm.options import resolve
 
     names = args.judge_model or [None]
     judges = []
     for name in names:
-        options = resolve(endpoint=args.judge_endpoint, model=name, api_key=args.judge_api_key, purpose="judge")
-        llm = open_llm(options.backend, model=options.model, endpoint=options.endpoint,  # type: ignore[arg-type]
-                       api_key=options.api_key, thinking="off")
+        llm = choose_judge(args.judge_endpoint, name, args.judge_api_key).open()
         judges.append(Judge(llm, name or llm.model, temperature=args.judge_temperature,
                             max_tokens=args.judge_max_tokens, seed=args.judge_seed,
                             endpoint=args.judge_endpoint or "embedded"))

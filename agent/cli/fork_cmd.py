@@ -10,6 +10,8 @@ import sys
 from typing import Any
 
 from agent.cli.errors import CLIError
+from agent.cli.options import add_model_options, choose_model, open_client
+from agent.cli.progress import ProgressDisplay
 from agent.cli.rundir import open_run, store_errors
 from agent.store.fork import fork_run
 
@@ -26,12 +28,8 @@ def add_parser(sub) -> None:
     parser.add_argument("--prompt", metavar="TEXT", help="a new story prompt (NstAgent: prompt; Magnet: premise)")
     parser.add_argument("--no-run", action="store_true", help="only create the fork; continue later with "
                         "`fabula resume NEW`")
-    group = parser.add_argument_group("model (default: as stored in RUN)")
-    group.add_argument("--backend", choices=["embedded", "endpoint"])
-    group.add_argument("--model", metavar="NAME")
-    group.add_argument("--thinking", choices=["off", "on", "auto"])
-    group.add_argument("--endpoint", metavar="URL", help="server base URL (env FABULA_ENDPOINT)")
-    group.add_argument("--api-key", metavar="KEY", help="bearer token for the server (env FABULA_API_KEY)")
+    parser.add_argument("--quiet", action="store_true", help="no live progress line")
+    add_model_options(parser, stored="RUN")
     parser.set_defaults(handler=run)
 
 
@@ -64,25 +62,37 @@ def run(args: argparse.Namespace) -> int:
     if not args.prompt and args.prompt is not None:
         raise CLIError("--prompt is empty")
     overrides = parse_overrides(args.overrides)
-    llm = pipelines.LLMOptions(backend=args.backend, model=args.model, thinking=args.thinking,
-                               endpoint=args.endpoint, api_key=args.api_key)
     with open_run(args.run_dir) as source:
         if args.prompt:
             overrides = with_prompt(source.info().config, overrides, args.prompt)
         with store_errors():
-            plan = pipelines.plan_resume(source, overrides=overrides, llm=llm)
-            fork = fork_run(source, args.out, at=args.at, config=plan.config)
-    with fork:
-        unit = fork.info().unit_kind
-        print(f"forked {args.run_dir} at {unit} {args.at} into {fork.run_dir}", file=sys.stderr)
-        for change in plan.changes:
-            print(f"  changed: {change.describe()}", file=sys.stderr)
-        if args.no_run:
-            print(f"continue it with: fabula resume {args.out}", file=sys.stderr)
-            return 0
-        with store_errors():
-            pipelines.resume(fork, llm=llm)
-        after = fork.info()
+            plan = pipelines.plan_resume(source, overrides=overrides,
+                                         llm=choose_model(args, stored=pipelines.stored_model(source)))
+        model = None if args.no_run else open_client(plan.llm)[1]  # before the fork exists: a refusal leaves none
+        try:
+            with store_errors():
+                fork = fork_run(source, args.out, at=args.at, config=plan.config)
+        except BaseException:
+            if model is not None:
+                model.close()
+            raise
+    try:
+        with fork:
+            unit = fork.info().unit_kind
+            print(f"forked {args.run_dir} at {unit} {args.at} into {fork.run_dir}", file=sys.stderr)
+            for change in plan.changes:
+                print(f"  changed: {change.describe()}", file=sys.stderr)
+            if model is None:
+                print(f"continue it with: fabula resume {args.out}", file=sys.stderr)
+                return 0
+            print(f"fabula: continuing {args.out} at {unit} {args.at + 1} with {plan.llm.describe()}", file=sys.stderr)
+            with store_errors():
+                pipelines.resume(fork, llm=plan.llm, model=model,
+                                 events=ProgressDisplay(unit_name=unit, quiet=args.quiet))
+            after = fork.info()
+    finally:
+        if model is not None:
+            model.close()
     print(f"{args.out}: {after.status} at {after.unit_kind} {after.last_unit}"
           + (f" of {after.target_units}" if after.target_units is not None else ""))
     return 0 if after.status == "completed" else 1

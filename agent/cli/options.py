@@ -1,7 +1,9 @@
-"""Options shared by every command that talks to a model, resolved in one place.
+"""The one model option group every model command takes, and the one way it is resolved.
 
-Flags, then environment (``FABULA_ENDPOINT``/``FABULA_MODEL``/``FABULA_API_KEY``; judges read
-``FABULA_JUDGE_*``), then the embedded default: :func:`agent.llm.options.resolve`.
+``add_model_options`` gives each command the same flags; :func:`choose_model` merges them with
+the environment, the config file and (for a stored run) the run's record through
+:func:`agent.llm.options.resolve`; :func:`open_client` opens the one client a command uses,
+before anything is created or any run's status is touched, within the call timeout.
 """
 
 from __future__ import annotations
@@ -9,25 +11,15 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
+from agent.cli import config_file
 from agent.cli.errors import CLIError
-from agent.llm.options import LLMOptions, resolve
+from agent.llm.options import LLMOptions, ModelChoiceError, ModelFlags, StoredModel, resolve
 
-
-class _ToEnvironment(argparse.Action):
-    """Store the value and export it as an environment setting, so that every way a command
-    opens its model (``prompt``, ``write``, ``resume``, judges) sees the same transport limits.
-    Like ``--endpoint``, these are transport settings: never part of a run's configuration."""
-
-    def __init__(self, *args, env: str, **kwargs) -> None:
-        self.env = env
-        super().__init__(*args, **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
-        if self.nargs == 0:
-            values = True
-        setattr(namespace, self.dest, values)
-        os.environ[self.env] = "1" if values is True else str(values)
+if TYPE_CHECKING:
+    from agent.llm import LLM
 
 
 def call_timeout(text: str) -> float:
@@ -41,66 +33,82 @@ def call_timeout(text: str) -> float:
     return value
 
 
-def add_model_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("model")
+def add_model_options(parser: argparse.ArgumentParser, *, stored: str | None = None) -> None:
+    """The model flags. ``stored``: the command continues a stored run (or batch) of that name,
+    whose model and server are the defaults."""
+    default = f"as recorded in {stored}" if stored else None
+    group = parser.add_argument_group("model" + (f" (default: {default})" if stored else ""))
     group.add_argument("--backend", choices=["embedded", "endpoint"],
-                       help="embedded (in-process tiny model) or endpoint (an OpenAI-compatible server); "
-                       "default: endpoint if --endpoint/FABULA_ENDPOINT is set, else embedded")
-    group.add_argument("--endpoint", metavar="URL", help="server base URL (env FABULA_ENDPOINT)")
-    group.add_argument("--model", metavar="NAME", help="model name on the server (env FABULA_MODEL)")
-    group.add_argument("--api-key", metavar="KEY", help="bearer token for the server (env FABULA_API_KEY)")
-    group.add_argument("--thinking", choices=["off", "on", "auto"], default="off",
-                       help="thinking mode of Qwen3-class models (default: off)")
-    group.add_argument("--call-timeout", metavar="S", type=call_timeout, action=_ToEnvironment,
-                       env="FABULA_CALL_TIMEOUT",
+                       help="embedded (in-process tiny model) or endpoint (an OpenAI-compatible server); default: "
+                       + (default or "endpoint if an endpoint is set (flag, FABULA_ENDPOINT, config file), else "
+                          "embedded"))
+    group.add_argument("--endpoint", metavar="URL",
+                       help="server base URL (env FABULA_ENDPOINT, config endpoint"
+                       + (f", else the server {stored} was written on" if stored else "") + ")")
+    group.add_argument("--model", metavar="NAME",
+                       help="model name on the server (" + (default + "; " if stored else "")
+                       + "env FABULA_MODEL, config model)")
+    group.add_argument("--api-key", metavar="KEY",
+                       help="bearer token for the server (env FABULA_API_KEY, config api_key; never stored in a run)")
+    group.add_argument("--thinking", choices=["off", "on", "auto"],
+                       help=f"thinking mode of Qwen3-class models (default: {default or 'off'})")
+    group.add_argument("--call-timeout", metavar="S", type=call_timeout,
                        help="total seconds one model call may take on a server, retries included "
-                       "(env FABULA_CALL_TIMEOUT; default 600)")
-    group.add_argument("--allow-unconstrained", nargs=0, default=False, action=_ToEnvironment,
-                       env="FABULA_ALLOW_UNCONSTRAINED",
-                       help="use a server that does not enforce JSON-schema constraints: parse, validate "
-                       "and re-ask instead of stopping")
+                       "(env FABULA_CALL_TIMEOUT, config call_timeout; default 600)")
+    group.add_argument("--allow-unconstrained", action="store_const", const=True, default=None,
+                       help="use a server that does not enforce JSON-schema constraints: parse, validate and re-ask "
+                       "instead of stopping (env FABULA_ALLOW_UNCONSTRAINED=1, config allow_unconstrained)")
 
 
-def model_options(args: argparse.Namespace) -> LLMOptions:
-    """The model a command will use: flags, then environment, then the embedded default."""
-    return resolve(backend=args.backend, endpoint=args.endpoint, model=args.model, api_key=args.api_key,
-                   thinking=getattr(args, "thinking", None))
+def model_flags(args: argparse.Namespace) -> ModelFlags:
+    return ModelFlags(backend=getattr(args, "backend", None), endpoint=getattr(args, "endpoint", None),
+                      model=getattr(args, "model", None), api_key=getattr(args, "api_key", None),
+                      thinking=getattr(args, "thinking", None), call_timeout_s=getattr(args, "call_timeout", None),
+                      allow_unconstrained=getattr(args, "allow_unconstrained", None))
 
 
-def open_model(args: argparse.Namespace, *, constrained: bool = True):
-    """Open the model; a server is probed fully only when constrained replies will be asked."""
-    from agent.llm import open_llm
-
-    options = model_options(args)
+def choose_model(args: argparse.Namespace, *, stored: StoredModel | None = None,
+                 flags: ModelFlags | None = None) -> LLMOptions:
+    """The model a command uses: flags, environment, config file, the run's record, the default."""
     try:
-        return open_llm(options.backend, model=options.model, endpoint=options.endpoint, api_key=options.api_key,
-                        thinking=args.thinking, probe="full" if constrained else "light")
-    except ValueError as exc:
-        raise CLIError(str(exc)) from exc
+        return resolve(flags or model_flags(args), environ=os.environ, config=config_file.load().values,
+                       stored=stored)
+    except ModelChoiceError as exc:
+        raise CLIError(str(exc)) from None
 
 
-def check_server(options: LLMOptions) -> LLMOptions:
-    """Before a run is created: an unreachable server is one line, and a server that serves one
-    model names it (so the run records the model, not ``null``)."""
+def choose_judge(endpoint: str | None, model: str | None, api_key: str | None) -> LLMOptions:
+    """A judge's model: its own flags, then ``FABULA_JUDGE_*``, then the config file's ``judge_*``."""
+    try:
+        return resolve(ModelFlags(endpoint=endpoint, model=model, api_key=api_key, thinking="off"), purpose="judge",
+                       environ=os.environ, config=config_file.load().values)
+    except ModelChoiceError as exc:
+        raise CLIError(str(exc)) from None
+
+
+def open_client(options: LLMOptions, *, probe: str = "full") -> tuple[LLMOptions, LLM]:
+    """Open the one client a command uses, before anything is created: a server that cannot be
+    reached (within the call timeout), refuses the key or does not serve the model is one line
+    and exit 2 (nothing was started). Returns the options with the model the server serves
+    filled in (so a run records the model, not ``null``) and the open model."""
     from agent.llm import EndpointUnavailableError, LLMError
-    from agent.llm.endpoint import EndpointLLM
 
-    if options.backend != "endpoint":
-        return options
-    if not options.endpoint:
-        raise CLIError("the endpoint backend needs --endpoint URL (or FABULA_ENDPOINT)")
     try:
-        llm = EndpointLLM(options.endpoint, options.model, api_key=options.api_key, probe="light")
+        llm = options.open() if probe == "full" else options.open(probe=probe)  # type: ignore[arg-type]
     except EndpointUnavailableError as exc:
-        raise CLIError(f"cannot reach the server: {str(exc).splitlines()[0]}", exit_code=1) from exc
+        raise CLIError(f"cannot reach the server: {_first(exc)}; nothing was started") from exc
     except (LLMError, ValueError) as exc:
-        raise CLIError(str(exc).splitlines()[0]) from exc
-    try:
-        served = llm.served_models()  # type: ignore[attr-defined]
-    except LLMError as exc:
-        raise CLIError(f"cannot reach the server: {str(exc).splitlines()[0]}", exit_code=1) from exc
-    finally:
-        llm.close()
-    if options.model is None and len(served) == 1:
-        return LLMOptions(options.backend, served[0], options.thinking, options.endpoint, options.api_key)
-    return options
+        raise CLIError(f"{_first(exc)}; nothing was started") from exc
+    if options.backend == "endpoint" and not options.model and llm.model:
+        options = replace(options, model=llm.model)
+    return options, llm
+
+
+def open_model(args: argparse.Namespace, *, constrained: bool = True) -> LLM:
+    """``fabula prompt``'s model: resolved and opened as every command's; a server is probed fully
+    only when constrained replies will be asked."""
+    return open_client(choose_model(args), probe="full" if constrained else "light")[1]
+
+
+def _first(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

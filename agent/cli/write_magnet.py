@@ -13,12 +13,14 @@ import argparse
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from agent import pipelines
 from agent.cli.errors import CLIError
-from agent.cli.options import add_model_options, check_server, model_options
+from agent.cli.options import add_model_options, choose_model, open_client
+from agent.cli.profile_choice import PROFILE_CHOICES, PROFILE_HELP, choose_profile
 from agent.cli.progress import ProgressDisplay
 from agent.cli.rundir import discard_if_unused, store_errors
 from agent.llm.options import LLMOptions
@@ -59,9 +61,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     length.add_argument("--words", type=int, metavar="N", help="target length in words (overrides the file)")
     parser.add_argument("--page-words", type=int, metavar="N", help="words per page (default 500)")
     parser.add_argument("--out", metavar="RUN_DIR", help="run directory (default: runs/<title>-<time>)")
-    parser.add_argument("--profile", choices=["default", "small"], default="default",
-                        help="small: sampling penalties and the other aids that keep small models writing "
-                        "(each still a setting); default: as the paper")
+    parser.add_argument("--profile", choices=PROFILE_CHOICES, help=PROFILE_HELP)
     parser.add_argument("--set", "--setting", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                         help="any other setting, e.g. --set narrator_temperature=0.5 (see agent/magnet/settings.py; "
                         "--setting is an alias)")
@@ -79,12 +79,12 @@ def load_story(args: argparse.Namespace):
     return load_definition(path).with_length(pages=args.pages, words=args.words, page_words=args.page_words)
 
 
-def settings_config(args: argparse.Namespace, flags: dict[str, Any]) -> dict[str, Any]:
+def settings_config(args: argparse.Namespace, flags: dict[str, Any], profile: str = "default") -> dict[str, Any]:
     """The settings the user changed (the pipeline's defaults fill in the rest); validated when
     the run is configured, so a bad value is one line and nothing is created."""
     from agent.magnet.settings import MagnetSettings
 
-    out = MagnetSettings.profile_settings(args.profile)
+    out = MagnetSettings.profile_settings(profile)
     out.update(parse_assignments(args.overrides))
     out.update({key: value for key, value in flags.items() if value is not None})
     return out
@@ -97,21 +97,30 @@ def _run_dir(args: argparse.Namespace, title: str) -> str:
     return f"runs/{slug}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def _start(args: argparse.Namespace, name: str, config: dict[str, Any]) -> int:
-    pipelines.get(name).configure(config, LLMOptions())  # every setting checked before anything is created
-    llm = check_server(model_options(args))
-    run_dir = _run_dir(args, config["story"]["title"])
-    print(f"fabula: writing {config['story']['title']!r} ({config['story']['target_words']} words) with {name} "
-          f"into {run_dir} with {llm.describe()}" + (f", profile {config.get('profile')}"
-                                                      if config.get("profile", "default") != "default" else ""),
-          file=sys.stderr)
-    existed = Path(run_dir).exists()
+def _start(args: argparse.Namespace, name: str, build: Callable[[str], dict[str, Any]]) -> int:
+    """Check every setting, open the one client, let the profile follow the model, write."""
+    pipelines.get(name).configure(build("default"), LLMOptions())  # checked before anything is opened
+    llm, model = open_client(choose_model(args))
     try:
-        with store_errors():
-            store = pipelines.start(run_dir, name, config, llm, events=ProgressDisplay(unit_name="step"))
-    except BaseException:
-        discard_if_unused(Path(run_dir), existed)
-        raise
+        profile = choose_profile(args.profile, model)
+        config = build(profile.name)
+        pipelines.get(name).configure(config, LLMOptions())
+        run_dir = _run_dir(args, config["story"]["title"])
+        if profile.reason and profile.name != "default":
+            print(f"fabula: {profile.reason}", file=sys.stderr)
+        print(f"fabula: writing {config['story']['title']!r} ({config['story']['target_words']} words) with {name} "
+              f"into {run_dir} with {llm.describe()}"
+              + (f", profile {profile.name}" if profile.name != "default" else ""), file=sys.stderr)
+        existed = Path(run_dir).exists()
+        try:
+            with store_errors():
+                store = pipelines.start(run_dir, name, config, llm, events=ProgressDisplay(unit_name="step"),
+                                        model=model, notes={"profile_choice": profile.record()})
+        except BaseException:
+            discard_if_unused(Path(run_dir), existed)
+            raise
+    finally:
+        model.close()
     try:
         info = store.info()
         words = sum(p.words for p in store.paragraphs())
@@ -126,16 +135,20 @@ def run_magnet(args: argparse.Namespace) -> int:
     story = load_story(args)
     flags = {"max_revisions": args.max_revisions, "stall_steps": args.stall_steps,
              "shift_every": args.shift_every, "history_window": args.history_window}
-    config = settings_config(args, flags)
-    if args.no_critic:
-        config["critic"] = False
-    if args.no_goal_shift:
-        config["goal_shift"] = False
-    if args.no_structured_state:
-        config["structured_state"] = False
-    return _start(args, "magnet", {**config, "story": story.to_dict()})
+
+    def build(profile: str) -> dict[str, Any]:
+        config = settings_config(args, flags, profile)
+        if args.no_critic:
+            config["critic"] = False
+        if args.no_goal_shift:
+            config["goal_shift"] = False
+        if args.no_structured_state:
+            config["structured_state"] = False
+        return {**config, "story": story.to_dict()}
+
+    return _start(args, "magnet", build)
 
 
 def run_single(args: argparse.Namespace) -> int:
     story = load_story(args)
-    return _start(args, "single", {**settings_config(args, {}), "story": story.to_dict()})
+    return _start(args, "single", lambda profile: {**settings_config(args, {}, profile), "story": story.to_dict()})

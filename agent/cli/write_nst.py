@@ -16,7 +16,8 @@ from typing import Any
 
 from agent import pipelines
 from agent.cli.errors import CLIError
-from agent.cli.options import add_model_options, check_server, model_options
+from agent.cli.options import add_model_options, choose_model, open_client
+from agent.cli.profile_choice import PROFILE_CHOICES, PROFILE_HELP, choose_profile
 from agent.cli.progress import ProgressDisplay
 from agent.cli.rundir import discard_if_unused, store_errors
 from agent.llm.options import LLMOptions
@@ -56,9 +57,7 @@ def add_parser(sub) -> None:
             parser.add_argument("--plan-cache", metavar="DIR", help="plan cache folder (default $FABULA_HOME/plans)")
         parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                             help="any other setting (VALUE is JSON, else a string), e.g. --set read_budget=5")
-        parser.add_argument("--profile", choices=["default", "small"], default="default",
-                            help="small: the aids that keep 135M-4B models writing (sampling penalties, trimming "
-                            "of cut drafts, ...), each still a setting of its own; default: as the papers")
+        parser.add_argument("--profile", choices=PROFILE_CHOICES, help=PROFILE_HELP)
         parser.add_argument("--quiet", action="store_true", help="no live progress line")
         add_model_options(parser)
         parser.set_defaults(handler=run, writer=name)
@@ -104,7 +103,8 @@ def prompt_from_set(path: str, prompt_id: str) -> str:
     raise CLIError(f"no prompt with id {prompt_id} in {path}")
 
 
-def build_config(args: argparse.Namespace, prompt: str, prompt_id: str | None) -> dict[str, Any]:
+def build_config(args: argparse.Namespace, prompt: str, prompt_id: str | None,
+                 profile: str = "default") -> dict[str, Any]:
     """The run's settings from the flags and ``--set``, validated (one line per bad value)."""
     if not MIN_WORDS <= args.words <= MAX_WORDS:
         raise CLIError(f"--words must be between {MIN_WORDS} and {MAX_WORDS}, got {args.words}")
@@ -117,7 +117,7 @@ def build_config(args: argparse.Namespace, prompt: str, prompt_id: str | None) -
              else None}
     config.update({k: v for k, v in flags.items() if v is not None})
     pipeline = pipelines.get(args.writer)
-    config.update(pipeline.settings.profile_settings(args.profile))  # type: ignore[union-attr]
+    config.update(pipeline.settings.profile_settings(profile))  # type: ignore[union-attr]
     config.update(parse_assignments(args.overrides))
     pipeline.configure(config, LLMOptions())  # validates every setting before anything is created
     return config
@@ -149,19 +149,27 @@ def summary_lines(store, writer: str) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     prompt, prompt_id = load_prompt(args)
-    config = build_config(args, prompt, prompt_id)
-    llm = check_server(model_options(args))
-    out = Path(args.out or f"runs/{args.writer}-{time.strftime('%Y%m%d-%H%M%S')}")
-    existed = out.exists()
-    print(f"fabula: writing {args.writer} ({config['words']} words) into {out} with {llm.describe()}"
-          + (f", profile {args.profile}" if args.profile != "default" else ""), file=sys.stderr)
-    store = None
+    build_config(args, prompt, prompt_id)  # every setting checked before the model is opened
+    llm, model = open_client(choose_model(args))
     try:
-        with store_errors():
-            store = pipelines.start(out, args.writer, config, llm, events=ProgressDisplay(quiet=args.quiet))
-    except BaseException:
-        discard_if_unused(out, existed)
-        raise
+        profile = choose_profile(args.profile, model)
+        config = build_config(args, prompt, prompt_id, profile.name)
+        out = Path(args.out or f"runs/{args.writer}-{time.strftime('%Y%m%d-%H%M%S')}")
+        existed = out.exists()
+        if profile.reason and profile.name != "default":
+            print(f"fabula: {profile.reason}", file=sys.stderr)
+        print(f"fabula: writing {args.writer} ({config['words']} words) into {out} with {llm.describe()}"
+              + (f", profile {profile.name}" if profile.name != "default" else ""), file=sys.stderr)
+        store = None
+        try:
+            with store_errors():
+                store = pipelines.start(out, args.writer, config, llm, events=ProgressDisplay(quiet=args.quiet),
+                                        model=model, notes={"profile_choice": profile.record()})
+        except BaseException:
+            discard_if_unused(out, existed)
+            raise
+    finally:
+        model.close()
     try:
         for line in summary_lines(store, args.writer):
             print(line)

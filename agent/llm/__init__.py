@@ -41,50 +41,26 @@ def open_llm(
     allow_unconstrained: bool | None = None,
     routing_key: str | None = None,
 ) -> LLM:
-    """Open a model. Unset arguments fall back to ``FABULA_ENDPOINT``, ``FABULA_MODEL``,
-    ``FABULA_API_KEY`` (:func:`agent.llm.options.resolve`, the one place that rule lives),
-    ``FABULA_CALL_TIMEOUT`` (seconds per call, all retries included), ``FABULA_MAX_REPLY_MIB``
-    (the cap on one reply's size, default 32) and ``FABULA_ALLOW_UNCONSTRAINED=1``; with no
-    endpoint anywhere the embedded default is used.
+    """Open a model from Python. Unset arguments fall back to the environment
+    (``FABULA_ENDPOINT``, ``FABULA_MODEL``, ``FABULA_API_KEY``, ``FABULA_CALL_TIMEOUT``,
+    ``FABULA_MAX_REPLY_MIB``, ``FABULA_ALLOW_UNCONSTRAINED``) through
+    :func:`agent.llm.options.resolve`, the one place that rule lives; with no endpoint anywhere
+    the embedded default is used. (The CLI resolves its own flags, the config file and a run's
+    record with the same function, and opens the result: it never calls this.)
 
     An endpoint is probed as it opens (``probe="full"``: what it is, what it serves, what it
     enforces; the findings are ``llm.probe``); ``"light"`` asks only what it is and serves.
     ``routing_key`` travels with every request so a router keeps them on one replica.
     """
-    from agent.llm.options import resolve
+    from agent.llm.options import ModelChoiceError, ModelFlags, resolve
 
-    options = resolve(backend=backend, endpoint=endpoint, model=model, api_key=api_key)
-    if options.backend == "endpoint":
-        if not options.endpoint:
-            raise LLMSetupError("the endpoint backend needs --endpoint URL (or FABULA_ENDPOINT)")
-        from agent.llm.endpoint import EndpointLLM
-
-        if call_timeout_s is None:
-            call_timeout_s = _env_seconds("FABULA_CALL_TIMEOUT", 600.0)
-        if allow_unconstrained is None:
-            allow_unconstrained = os.environ.get("FABULA_ALLOW_UNCONSTRAINED", "") in ("1", "true", "yes")
-        cap_mib = _env_seconds("FABULA_MAX_REPLY_MIB", 32.0)  # same bounds check: a positive number
-        return EndpointLLM(options.endpoint, options.model, api_key=options.api_key, thinking=thinking,
-                           timeout_s=call_timeout_s, probe=probe, allow_unconstrained=allow_unconstrained,
-                           max_response_bytes=max(int(cap_mib * 2**20), 1024), routing_key=routing_key)
-    if options.backend == "embedded":
-        from agent.llm.embedded import EmbeddedLLM
-
-        return EmbeddedLLM(options.model, thinking=thinking)
-    raise LLMSetupError(f"unknown backend {options.backend!r}; use embedded or endpoint")
-
-
-def _env_seconds(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if not raw:
-        return default
+    flags = ModelFlags(backend=backend, endpoint=endpoint, model=model, api_key=api_key, thinking=thinking,
+                       call_timeout_s=call_timeout_s, allow_unconstrained=allow_unconstrained)
     try:
-        value = float(raw)
-    except ValueError:
-        raise LLMError(f"{name} must be a number, got {raw!r}") from None
-    if not 0 < value <= 86400:
-        raise LLMError(f"{name} must be between 0 and 86400, got {raw}")
-    return value
+        options = resolve(flags, environ=os.environ)
+    except ModelChoiceError as exc:
+        raise LLMError(str(exc)) from None
+    return options.open(probe=probe, routing_key=routing_key)
 
 
 __all__ = [

@@ -106,6 +106,12 @@ class LLM(ABC):
         """Release backend resources (HTTP connections, model memory)."""
         return None
 
+    @property
+    def parameter_count(self) -> int | None:
+        """The model's size in parameters where the backend knows it (``None``: unknown); it lets
+        ``--profile auto`` give a tiny model the small profile (:mod:`agent.llm.size`)."""
+        return None
+
     def __enter__(self) -> LLM:
         return self
 

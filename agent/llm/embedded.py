@@ -63,6 +63,10 @@ class EmbeddedLLM(LLM):
         self._vocabulary = None
         self._indexes: dict[str, Any] = {}
 
+    @property
+    def parameter_count(self) -> int | None:
+        return sum(p.numel() for p in self.hf_model.parameters())
+
     # -- constraints -----------------------------------------------------------------------
     def _vocab(self):
         """The Outlines vocabulary of this tokenizer (built once per process)."""

@@ -108,6 +108,15 @@ class EndpointLLM(LLM):
     def close(self) -> None:
         self._http.close()
 
+    def set_routing_key(self, key: str) -> None:
+        """Keep every later request of this client on one replica behind a router (a run's key)."""
+        self._http.set_header(ROUTING_HEADER, key)
+
+    @property
+    def parameter_count(self) -> int | None:
+        """The model's parameters, where the server reports them (llama-server's ``meta.n_params``)."""
+        return self.probe.parameters if self.probe else None
+
     def served_models(self) -> list[str]:
         """The model names the server offers (``GET /v1/models``)."""
         return [e["id"] for e in list_models(self._http)]

@@ -126,6 +126,11 @@ class BoundedClient:
     def close(self) -> None:
         self._client.close()
 
+    def set_header(self, name: str, value: str) -> None:
+        """Send ``name: value`` with every later request (a run's routing key, set once the run exists)."""
+        self._headers[name] = value
+        self._client.headers[name] = value
+
     def at_root(self, limits: HttpLimits) -> BoundedClient:
         """A client for the server's root, beside ``/v1`` (vLLM's ``/tokenize``), with the same
         credentials and its own ``limits``."""

@@ -44,6 +44,8 @@ class ServerProbe:
     models: list[str] = field(default_factory=list)
     model: str | None = None
     context_length: int | None = None
+    parameters: int | None = None
+    """The model's parameter count, where the server reports it (llama-server's ``meta.n_params``)."""
     json_schema_enforced: bool | None = None
     regex_enforced: bool | None = None
     ranges_enforced: bool | None = None
@@ -114,6 +116,8 @@ def identify(client: BoundedClient, entries: list[dict[str, Any]], model: str) -
             probe.context_length = value
             break
     meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
+    if _positive(meta.get("n_params")):
+        probe.parameters = meta["n_params"]
     served = meta.get("n_ctx") if _positive(meta.get("n_ctx")) else meta.get("n_ctx_train")
     if probe.context_length is None and _positive(served):
         probe.context_length = served  # llama-server: the slot's context, else the trained one

@@ -213,6 +213,18 @@ class RunStore:
             return "interrupted"
         return "running"
 
+    def last_transport(self) -> dict[str, Any] | None:
+        """How the latest session that recorded one reached its model (backend, endpoint without
+        credentials, model): where ``fabula resume`` finds the run's server again."""
+        for (config,) in self._read("SELECT config FROM sessions ORDER BY id DESC"):
+            try:
+                transport = json.loads(config).get("transport")
+            except (TypeError, ValueError, AttributeError):
+                continue
+            if isinstance(transport, dict):
+                return transport
+        return None
+
     @contextmanager
     def session(self, kind: str, *, config: dict[str, Any] | None = None,
                 transport: dict[str, Any] | None = None, keep_status: bool = False) -> Iterator[int]:

@@ -160,7 +160,7 @@ class Doomed(Author):
 
 def test_a_failing_story_does_not_stop_the_others_and_resume_retries_it(tmp_path, prompts, capsys, monkeypatch,
                                                                         home):
-    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: Doomed())
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: Doomed())
     monkeypatch.setattr(Doomed, "broken", True)
     out = tmp_path / "batch"
     with models_server() as url:
@@ -192,7 +192,7 @@ def test_a_failing_story_does_not_stop_the_others_and_resume_retries_it(tmp_path
 
 
 def test_eval_accepts_a_batch_folder_as_its_completed_runs(tmp_path, prompts, capsys, monkeypatch, home):
-    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: Doomed())
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: Doomed())
     out = tmp_path / "batch"
     result = batch.run_batch(out, "direct", prompts=prompts, ids="3-12", words=1000,
                              llm=LLMOptions("endpoint", endpoint="http://127.0.0.1:9/v1"), concurrency=2)
@@ -211,7 +211,7 @@ def test_eval_accepts_a_batch_folder_as_its_completed_runs(tmp_path, prompts, ca
 
 def test_a_stopped_batch_leaves_every_story_resumable(tmp_path, prompts, monkeypatch, home):
     """``stop`` (what Ctrl-C sets): stories end at their next model call, committed units stay."""
-    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: Author())
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: Author())
     stop = threading.Event()
     seen: list[str] = []
 
@@ -274,7 +274,7 @@ def test_k_stories_run_at_the_same_time_against_one_server(tmp_path, prompts, k,
 
 
 def test_the_embedded_backend_writes_one_story_at_a_time(tmp_path, prompts, monkeypatch, home):
-    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: Author())
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: Author())
     notes: list[str] = []
     result = batch.run_batch(tmp_path / "batch", "direct", prompts=prompts, ids="3,7", words=1000,
                              llm=LLMOptions("embedded"), concurrency=4,
@@ -299,7 +299,7 @@ def test_a_magnet_batch_from_a_folder_of_story_definitions(tmp_path, capsys, mon
     stories.mkdir()
     for name in ("mystery_codicil", "thriller_museum"):
         shutil.copy(ROOT / "agent" / "magnet" / "examples" / f"{name}.toml", stories)
-    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: StoryLLM())
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: StoryLLM())
     out = tmp_path / "batch"
     with models_server() as url:
         secret = url.replace("http://", "http://user:hunter2@")
@@ -323,7 +323,7 @@ def test_a_story_whose_run_completed_just_before_a_kill_is_not_written_again(tmp
     """Killed after a story's run finished but before the batch recorded it: resume only records it."""
     import sqlite3
 
-    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: Author())
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: Author())
     out = tmp_path / "batch"
     llm = LLMOptions("endpoint", endpoint="http://127.0.0.1:9/v1")
     assert batch.run_batch(out, "direct", prompts=prompts, ids="3,7", words=1000, llm=llm).complete
@@ -342,7 +342,7 @@ def test_a_story_whose_run_completed_just_before_a_kill_is_not_written_again(tmp
 def test_a_story_killed_while_its_run_was_being_created_starts_again(tmp_path, prompts, monkeypatch, home):
     import sqlite3
 
-    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: Author())
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: Author())
     out = tmp_path / "batch"
     llm = LLMOptions("endpoint", endpoint="http://127.0.0.1:9/v1")
     specs = batch.plan_stories("direct", prompts=prompts, ids="3,7", words=1000)

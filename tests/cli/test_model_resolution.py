@@ -66,7 +66,12 @@ def test_the_run_records_backend_endpoint_and_model_without_credentials(tmp_path
     from agent.store.stats import summarize
     from tests.magnet.story_llm import StoryLLM
 
-    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: StoryLLM())
+    def serving_its_only_model(self, store=None, **kw):
+        llm = StoryLLM()
+        llm.model = self.model or "fake-model"  # what the server's GET /v1/models names
+        return llm
+
+    monkeypatch.setattr(pipelines.LLMOptions, "open", serving_its_only_model)
     with models_server() as url:
         secret = url.replace("http://", "http://user:hunter2@")
         monkeypatch.setenv("FABULA_ENDPOINT", secret)

@@ -7,6 +7,7 @@ import json
 import pytest
 
 import agent.llm
+import agent.llm.options
 from agent.cli import main
 from agent.eval.collect import run_row
 from agent.eval.compare import compare
@@ -190,6 +191,7 @@ def test_compare_and_report_from_stored_judgments_only(tmp_path, scripted_cli, m
     def no_model(*args, **kwargs):
         raise AssertionError("a report must not call a model")
     monkeypatch.setattr(agent.llm, "open_llm", no_model)
+    monkeypatch.setattr(agent.llm.options.LLMOptions, "open", no_model)
     scripted_cli["fn"] = no_model
     assert main(["eval", "compare", *a_runs, "--vs", *b_runs, "--metric", "instance_ced", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -20,7 +20,7 @@ from tests.magnet.story_llm import StoryLLM, story
 def main() -> int:
     command, run_dir, *rest = sys.argv[1:]
     delay = float(rest[0]) if rest else 0.0
-    pipelines.LLMOptions.open = lambda self, store=None: StoryLLM(delay=delay)  # type: ignore[method-assign]
+    pipelines.LLMOptions.open = lambda self, store=None, **kw: StoryLLM(delay=delay)  # type: ignore[method-assign]
     if command == "start":
         config = {**MagnetSettings().as_config(), "story": story(words=600).to_dict()}
         pipelines.start(run_dir, runner.NAME, config, pipelines.LLMOptions(backend="scripted")).close()

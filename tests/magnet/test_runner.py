@@ -140,7 +140,7 @@ def test_resume_after_a_failure_continues_without_loss_or_duplicates(tmp_path):
 
 def test_cli_write_and_resume(tmp_path, monkeypatch, capsys):
     scripted = {"llm": StoryLLM(fail=lambda r, n: LLMError("boom") if r.role == "narrator" and n in (4, 5) else None)}
-    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: scripted["llm"])
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: scripted["llm"])
     path = tmp_path / "s.toml"
     path.write_text(
         'title = "T"\ngenre = "mystery"\ngoal = "Find it."\nwords = 300\n'
@@ -177,7 +177,7 @@ def test_cli_refuses_a_bad_definition_in_one_line(tmp_path, capsys):
 
 def test_single_baseline(tmp_path, monkeypatch):
     llm = StoryLLM()
-    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: llm)
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: llm)
     path = tmp_path / "s.toml"
     path.write_text('title = "T"\ngenre = "g"\ngoal = "x"\nwords = 300\n[[characters]]\nname = "A"\nrole = "r"\n'
                     'description = "d"\npersonality = "p"\ngoals = "g"\nlocation = "l"\n')

@@ -31,7 +31,7 @@ def test_edit_then_fork_on_the_tiny_model(tmp_path, embedded_llm, monkeypatch, c
     with RunStore.create(run_dir, pipeline="nst", config=config) as store, store.session("start"):
         runner.write_story(store, Author(), config)
     monkeypatch.setattr(embedded_llm, "close", lambda: None)  # the session's model outlives each command
-    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: embedded_llm)
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: embedded_llm)
     edited = tmp_path / "ch1.md"
     edited.write_text(EDITED, encoding="utf-8")
     with RunStore.open(run_dir, readonly=True) as store:

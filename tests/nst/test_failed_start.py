@@ -19,7 +19,7 @@ class NoOutline(Author):
 
 def test_a_failed_plan_keeps_the_run_and_its_ledger(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("FABULA_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: NoOutline())
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: NoOutline())
     out = tmp_path / "run"
     code = main(["write", "nst", "--prompt", "A keeper.", "--words", "1000", "--out", str(out), "--quiet"])
     err = capsys.readouterr().err.strip().splitlines()
@@ -28,14 +28,14 @@ def test_a_failed_plan_keeps_the_run_and_its_ledger(tmp_path, monkeypatch, capsy
     with RunStore.open(out, readonly=True) as store:
         assert store.info().status == "failed" and "no valid outline" in store.info().error
         assert store.query("SELECT count(*) FROM llm_calls WHERE role = 'plan_outline'")[0][0] == 3
-    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: Author())
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: Author())
     assert main(["resume", str(out)]) == 0
     with RunStore.open(out, readonly=True) as store:
         assert store.info().status == "completed" and store.info().last_unit == 2
 
 
 def test_a_start_that_spent_no_call_leaves_nothing(tmp_path, monkeypatch, capsys):
-    def refuse(self, store=None):
+    def refuse(self, store=None, **kw):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(pipelines.LLMOptions, "open", refuse)

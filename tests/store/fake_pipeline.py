@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from agent import pipelines
 from agent.llm.base import LLM, Request
+from agent.llm.options import register_backend
 from agent.llm.types import RawReply, Usage
 from agent.run_context import RunContext
 
@@ -53,6 +54,8 @@ def run(ctx: RunContext[dict[str, Any]]) -> None:
     store.finish()
 
 
+register_backend("scripted", lambda options, probe, key: EchoLLM(options.model or "fake-model"))
+"""Runs stored with this backend resume on the scripted model (the CLI opens a run's model first)."""
 PIPELINE = pipelines.register(pipelines.Pipeline(NAME, "chapter", run, version="1", defaults={"delay": 0.0}))
 
 

@@ -108,7 +108,7 @@ def test_magnet_edit_step_sets_the_state_and_a_fork_continues_from_it(tmp_path, 
     from agent.magnet.settings import MagnetSettings
     from tests.magnet.story_llm import StoryLLM, story
 
-    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: _recording(StoryLLM(), store))
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: _recording(StoryLLM(), store))
     config = {**MagnetSettings().as_config(), "story": story(words=400).to_dict()}
     run_dir = tmp_path / "m"
     pipelines.start(run_dir, runner.NAME, config, pipelines.LLMOptions(backend="scripted")).close()
