@@ -76,8 +76,8 @@ class AuthorServer:
                     if owner.stall_models:
                         time.sleep(120)  # accepts, never answers (the client's timeout ends it)
                         return
-                    self._send(200, {"object": "list", "data": [{"id": owner.model, "object": "model", "owned_by": "vllm",
-                                                                  "max_model_len": 32768}]})
+                    entry = {"id": owner.model, "object": "model", "owned_by": "vllm", "max_model_len": 32768}
+                    self._send(200, {"object": "list", "data": [entry]})
                 elif self.path == "/version":
                     self._send(200, {"version": "0.32.0"})
                 else:

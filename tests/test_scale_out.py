@@ -187,7 +187,6 @@ def test_a_dead_replica_is_one_line_and_stop_ends_every_process(tmp_path):
 
 def test_every_request_of_a_run_carries_the_runs_routing_key(tmp_path, monkeypatch):
     """sglang-router's manual policy maps ``X-SMG-Routing-Key`` to one replica."""
-    import agent.llm
     from agent.llm.options import LLMOptions, routing_key
     from agent.store import RunStore
     from tests.cli.fake_server import _Handler

@@ -77,7 +77,7 @@ def test_fork_and_edit_use_the_runs_server_and_a_fork_resumes_as_printed(server,
     assert main(["fork", str(out), "--at", "1", "--out", str(fork), "--no-run"]) == 0
     printed = capsys.readouterr().err.strip().splitlines()[-1]
     assert printed == f"continue it with: fabula resume {fork}"
-    assert main(printed.removeprefix("continue it with: fabula ").split() + ["--quiet"]) == 0
+    assert main([*printed.removeprefix("continue it with: fabula ").split(), "--quiet"]) == 0
     with RunStore.open(fork, readonly=True) as store:
         assert (store.info().status, store.info().last_unit) == ("completed", 2)
 
