@@ -54,6 +54,9 @@ def add_parser(sub) -> None:
             parser.add_argument("--max-turns", type=int, help="turn cap per chapter (default 50)")
         if name != "direct":
             parser.add_argument("--plan-cache", metavar="DIR", help="plan cache folder (default $FABULA_HOME/plans)")
+            parser.add_argument("--plan-only", action="store_true",
+                                help="stop once the outline is stored: see or change it with fabula outline RUN "
+                                "[--edit], then write the chapters with fabula resume RUN")
         parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                             help="any other setting (VALUE is JSON, else a string), e.g. --set read_budget=5")
         parser.add_argument("--profile", choices=["default", "small"], default="default",
@@ -158,14 +161,27 @@ def run(args: argparse.Namespace) -> int:
     store = None
     try:
         with store_errors():
-            store = pipelines.start(out, args.writer, config, llm, events=ProgressDisplay(quiet=args.quiet))
+            store = pipelines.start(out, args.writer, config, llm, events=ProgressDisplay(quiet=args.quiet),
+                                    plan_only=getattr(args, "plan_only", False))
     except BaseException:
         discard_if_unused(out, existed)
         raise
     try:
+        if getattr(args, "plan_only", False):
+            return _planned(store, args.writer)
         for line in summary_lines(store, args.writer):
             print(line)
         print(f"run directory: {store.run_dir}")
         return 0 if store.info().status == "completed" else 1
     finally:
         store.close()
+
+
+def _planned(store, writer: str) -> int:
+    """After ``--plan-only``: what was planned and the two next steps."""
+    title = store.get_plan("title") or "(untitled)"
+    print(f"{writer}: outline stored: \"{title}\", {len(store.get_plan('outline') or [])} chapter(s); "
+          "no chapter written")
+    print(f"see or change it: fabula outline {store.run_dir}    write it: fabula resume {store.run_dir}")
+    print(f"run directory: {store.run_dir}")
+    return 0
