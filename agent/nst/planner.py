@@ -81,17 +81,17 @@ def validate_outline(outline: Outline, words: int, chapters: int, low: float = D
             raise ValueError(f"chapter {c.id} has an empty title or description")
         if c.target_words <= 0:
             raise ValueError(f"chapter {c.id} has a non-positive target ({c.target_words})")
+    total = sum(c.target_words for c in items)
+    gate = Gate.for_target(words, low, high)
+    if not gate.accepts(total):
+        raise ValueError(f"the chapter targets sum to {total} words; they must sum to between {gate.low} and "
+                         f"{gate.high} (the story is {words} words)")
     if strict:
         lo, hi = target_range(words, chapters, low, high)
         for c in items:
             if not lo <= c.target_words <= hi:
                 raise ValueError(f"chapter {c.id} has a target of {c.target_words} words; each chapter's must be "
                                  f"between {lo} and {hi} (around an even share of {round(words / chapters)})")
-    total = sum(c.target_words for c in items)
-    gate = Gate.for_target(words, low, high)
-    if not gate.accepts(total):
-        raise ValueError(f"the chapter targets sum to {total} words; they must sum to between {gate.low} and "
-                         f"{gate.high} (the story is {words} words)")
     return [c.model_dump() for c in items]
 
 
