@@ -80,7 +80,7 @@ def _shown(store: RunStore, as_json: bool) -> str:
         return json.dumps(to_json(title, outline, run=str(store.run_dir), words=words, written=written,
                                   premise=premise, edits=len(edits(store))), ensure_ascii=False, indent=2) + "\n"
     notes = [f"The outline of {store.run_dir}: {len(outline)} chapters, {words} words, {written} written.",
-             "Change it with: fabula outline RUN --edit (or --file F). Lines starting with # are ignored;",
+             f"Change it with: fabula outline {store.run_dir} --edit (or --file F). Lines starting with # are ignored;",
              "the chapter count stays as planned and written chapters keep their entries."]
     return render_text(title, outline, premise=premise if isinstance(premise, str) else None, notes=notes)
 

@@ -178,10 +178,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _planned(store, writer: str) -> int:
-    """After ``--plan-only``: what was planned and the two next steps."""
+    """After ``--plan-only``: what was planned, and the two next steps."""
     title = store.get_plan("title") or "(untitled)"
-    print(f"{writer}: outline stored: \"{title}\", {len(store.get_plan('outline') or [])} chapter(s); "
-          "no chapter written")
-    print(f"see or change it: fabula outline {store.run_dir}    write it: fabula resume {store.run_dir}")
-    print(f"run directory: {store.run_dir}")
+    print(f"{writer}: outline stored: \"{title}\", {len(store.get_plan('outline') or [])} chapter(s); no chapter "
+          f"written (status {store.info().status})")
+    print(f"next: fabula outline {store.run_dir}    (print it; --edit to change it)")
+    print(f"      fabula resume {store.run_dir}    (write the chapters from it)")
     return 0

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from typing import Any
 
 from agent.errors import InputError
@@ -38,7 +39,8 @@ def render_text(title: str | None, outline: list[dict[str, Any]], *, premise: st
     lines = [f"# {note}" for note in notes]
     if premise:
         lines += ["# Premise (the planner's; not read back):",
-                  *(f"#   {line}" if line.strip() else "#" for line in premise.strip().splitlines())]
+                  *(f"#   {line}" if line else "#" for paragraph in premise.strip().splitlines()
+                    for line in textwrap.wrap(paragraph, 96) or [""])]
     lines += [f"Title: {title or ''}"]
     for c in outline:
         lines += ["", f"Chapter {c['id']}: {c['title']}", f"Target: {c['target_words']} words",
