@@ -18,7 +18,7 @@ from agent.cli.edit_cmd import in_editor
 from agent.cli.errors import CLIError
 from agent.cli.rundir import open_run, store_errors
 from agent.errors import InputError
-from agent.nst.outline_edit import apply, stored_outline
+from agent.nst.outline_edit import apply, check, stored_outline
 from agent.nst.outline_form import parse, render_text, to_json
 from agent.store import RunStore
 from agent.store.plan_edits import edits
@@ -56,8 +56,10 @@ def run(args: argparse.Namespace) -> int:
             shown = _shown(store, args.json)
         text = _read(args.file) if args.file is not None else in_editor(shown, ".json" if args.json else ".txt")
         try:
-            with store_errors():
-                edit = apply(store, *parse(text))
+            edited = parse(text)
+            check(store, *edited)  # a refused edit leaves no trace in the run
+            with store_errors(), store.session("outline", keep_status=True):  # no resume starts meanwhile
+                edit = apply(store, *edited)
         except InputError as exc:
             kept = f"; your edit is kept in {_keep(text, args.json)}" if args.edit else ""
             raise CLIError(f"{str(exc).splitlines()[0]}{kept}") from None

@@ -22,6 +22,7 @@ from agent.cli.rundir import discard_if_unused, store_errors
 from agent.llm.options import LLMOptions
 from agent.nst.config import MAX_WORDS, MIN_WORDS
 from agent.settings import parse_assignments
+from agent.store import RunStore
 from agent.store.snapshots import ChapterSnapshot, StoryTarget
 from agent.text import read_capped
 
@@ -177,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
         store.close()
 
 
-def _planned(store, writer: str) -> int:
+def _planned(store: RunStore, writer: str) -> int:
     """After ``--plan-only``: what was planned, and the two next steps."""
     title = store.get_plan("title") or "(untitled)"
     print(f"{writer}: outline stored: \"{title}\", {len(store.get_plan('outline') or [])} chapter(s); no chapter "

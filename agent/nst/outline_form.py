@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import textwrap
+from collections.abc import Sequence
 from typing import Any
 
 from agent.errors import InputError
@@ -34,7 +35,7 @@ class OutlineFormError(InputError, ValueError):
 
 
 def render_text(title: str | None, outline: list[dict[str, Any]], *, premise: str | None = None,
-                notes: list[str] = ()) -> str:
+                notes: Sequence[str] = ()) -> str:
     """The text form; ``notes`` and the premise become comment lines."""
     lines = [f"# {note}" for note in notes]
     if premise:

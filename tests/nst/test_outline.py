@@ -125,12 +125,14 @@ def test_an_edit_breaking_a_planner_rule_is_refused_in_one_line_and_nothing_is_s
     for old, new in zip(replacements[::2], replacements[1::2], strict=True):
         assert old in text
         text = text.replace(old, new, -1 if rule == "total outside the gate" else 1)
-    with RunStore.open(run, readonly=True) as store:
-        before = store.plan(), store.info().status
+    def stored():
+        with RunStore.open(run, readonly=True) as store:
+            return store.plan(), store.info().status, store.query("SELECT count(*) FROM sessions")[0][0]
+
+    before = stored()
     code, err = edit(tmp_path, capsys, run, text)
     assert code == 2 and len(err) == 1 and err[0].startswith("fabula: error: ") and message in err[0], err
-    with RunStore.open(run, readonly=True) as store:
-        assert (store.plan(), store.info().status) == before
+    assert stored() == before
 
 
 def test_a_json_edit_is_held_to_the_same_rules(tmp_path, capsys):
@@ -259,3 +261,12 @@ def test_export_uses_the_planners_title_and_records_title_and_author(tmp_path, c
 ])
 def test_a_heading_never_says_chapter_n_twice(index, title, heading):
     assert chapter_heading(index, title) == heading
+
+
+def test_an_outline_is_not_changed_while_the_run_is_written(tmp_path, capsys):
+    run = plan_only(tmp_path, capsys)
+    text = printed_outline(capsys, run).replace("Part 2", "Renamed")
+    with RunStore.open(run) as writer, writer.session("resume"):
+        code, err = edit(tmp_path, capsys, run, text)
+    assert code == 1 and len(err) == 1 and "is being written" in err[0]
+    assert edit(tmp_path, capsys, run, text)[0] == 0
