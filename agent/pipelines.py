@@ -121,23 +121,25 @@ def get(name: str) -> Pipeline:
 
 
 def _run(pipeline: Pipeline, store: RunStore, config: dict[str, Any], llm: LLMOptions,
-         events: EventSink | None, model: LLM | None = None) -> None:
+         events: EventSink | None, model: LLM | None = None, plan_only: bool = False) -> None:
     if model is not None:
         llm.attach_run(model, store)
-    with RunContext(store, pipeline.typed(config), llm=model, open_llm=llm.open, events=events) as ctx:
+    with RunContext(store, pipeline.typed(config), llm=model, open_llm=llm.open, events=events,
+                    plan_only=plan_only) as ctx:
         pipeline.run(ctx)
 
 
 def start(run_dir: str | os.PathLike[str], name: str, config: Mapping[str, Any], llm: LLMOptions, *,
           target_units: int | None = None, initial_state: Any = None, events: EventSink | None = None,
-          model: LLM | None = None, notes: Mapping[str, Any] | None = None) -> RunStore:
+          model: LLM | None = None, notes: Mapping[str, Any] | None = None, plan_only: bool = False) -> RunStore:
     """Create a run of pipeline ``name`` in ``run_dir`` and run it; returns the (open) store.
 
     The configuration is validated before the run directory is created, so bad settings leave
     nothing behind. ``model``: an open model to use (and leave open) instead of opening one from
     ``llm``, for a caller that runs several stories one after another on one loaded model (or
     that opened the run's one client before creating it). ``notes``: plan entries stored with
-    the run before it starts (how the CLI chose the profile, say)."""
+    the run before it starts (how the CLI chose the profile, say). ``plan_only``: a planned
+    pipeline stores its outline and stops (resumable; not a setting)."""
     pipeline = get(name)
     full = pipeline.configure(config, llm)
     store = RunStore.create(run_dir, pipeline=name, config=full, unit_kind=pipeline.unit, model=llm.model,
@@ -146,7 +148,7 @@ def start(run_dir: str | os.PathLike[str], name: str, config: Mapping[str, Any],
         for key, value in (notes or {}).items():
             store.put_plan(key, value)
         with store.session("start", transport=llm.transport()):
-            _run(pipeline, store, full, llm, events, model)
+            _run(pipeline, store, full, llm, events, model, plan_only)
     except BaseException:
         store.close()
         raise

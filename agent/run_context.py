@@ -56,14 +56,20 @@ def ignore(event: Event) -> None:
 
 
 class RunContext(Generic[C]):
-    """A run in progress: ``store``, ``config`` (typed), ``llm`` (opened on first use), ``emit``."""
+    """A run in progress: ``store``, ``config`` (typed), ``llm`` (opened on first use), ``emit``.
+
+    ``plan_only``: a planned pipeline stops once its outline is stored (``write --plan-only``). It is
+    an instruction to this session, not a setting: it is not stored, so the resume that writes
+    the chapters sees the same configuration."""
 
     def __init__(self, store: RunStore, config: C, *, llm: LLM | None = None,
-                 open_llm: Callable[[RunStore], LLM] | None = None, events: EventSink | None = None) -> None:
+                 open_llm: Callable[[RunStore], LLM] | None = None, events: EventSink | None = None,
+                 plan_only: bool = False) -> None:
         if llm is None and open_llm is None:
             raise ValueError("a run context needs a model or a way to open one")
         self.store = store
         self.config = config
+        self.plan_only = plan_only
         self._llm = llm
         self._open_llm = open_llm
         self._opened = False

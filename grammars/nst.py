@@ -31,8 +31,10 @@ class OutlineChapter(Grammar):
 
 @register("nst_outline")
 class Outline(Grammar):
-    """The frozen chapter-level outline every chapter-based method writes from."""
+    """The frozen chapter-level outline every chapter-based method writes from, with the book's title
+    (asked first: a title the model has committed to colours the chapters it then plans)."""
 
+    title: str = Field(min_length=1, description="the title of the book")
     chapters: list[OutlineChapter] = Field(min_length=1)
 
 

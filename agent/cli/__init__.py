@@ -21,6 +21,7 @@ from agent.cli import (
     fork_cmd,
     grammars_cmd,
     models_cmd,
+    outline_cmd,
     prompt_cmd,
     resume_cmd,
     runs_cmd,
@@ -35,8 +36,8 @@ from agent.cli import (
 from agent.cli.errors import describe, log_internal_error
 
 COMMAND_MODULES = [prompt_cmd, models_cmd, serve_cmd, grammars_cmd, runs_cmd, show_cmd, search_cmd, export_cmd,
-                   resume_cmd, write_cmd, batch_cmd, eval_cmd, view_cmd, watch_cmd, fork_cmd, edit_cmd, story_cmd,
-                   config_cmd]
+                   outline_cmd, resume_cmd, write_cmd, batch_cmd, eval_cmd, view_cmd, watch_cmd, fork_cmd, edit_cmd,
+                   story_cmd, config_cmd]
 
 
 def build_parser() -> argparse.ArgumentParser:

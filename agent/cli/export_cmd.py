@@ -1,5 +1,6 @@
 """``fabula export RUN_DIR --format md|txt|json|html|epub [-o FILE]``: the story, verbatim; or, for a
-Magnet run, ``--graph json|dot|svg``: its world graph."""
+Magnet run, ``--graph json|dot|svg``: its world graph. ``--title``/``--author`` name the book, for this
+export and the later ones (kept in the run's plan)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from agent.cli.rundir import open_run, store_errors
 from agent.magnet.history import GRAPH_FORMATS, render_graph
 from agent.store.export import FORMATS, export
 from agent.store.paths import check_output_file, write_atomic
+from agent.store.plan_edits import revise_plan
 
 
 def add_parser(sub) -> None:
@@ -26,6 +28,10 @@ def add_parser(sub) -> None:
                         help="Magnet runs: export the world graph (entities and relations now) instead of the story")
     parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default, or -: standard output)")
     parser.add_argument("--force", action="store_true", help="replace FILE if it exists (a regular file only)")
+    parser.add_argument("--title", metavar="TEXT", help="the book's title (default: the planner's); recorded in "
+                        "the run, so later exports keep it")
+    parser.add_argument("--author", metavar="NAME", help="the author line (default: fabula and the model); "
+                        "recorded in the run, so later exports keep it")
     parser.set_defaults(handler=run)
 
 
@@ -33,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     output = None if args.output in (None, "-") else args.output
     with store_errors():
         target = check_output_file(output, force=args.force) if output else None
+    _record_book_meta(args)
     if args.format == "db":
         return _copy_database(args, target)
     with open_run(args.run_dir) as store:
@@ -62,6 +69,21 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError(f"cannot write {args.output}: {exc.strerror or exc}", exit_code=1) from exc
     print(f"wrote {target}", file=sys.stderr)
     return 0
+
+
+def _record_book_meta(args: argparse.Namespace) -> None:
+    """Keep ``--title``/``--author`` in the run's plan (the previous values in its edit record)."""
+    values = {key: " ".join(str(value).split()) for key, value in (("title", args.title), ("author", args.author))
+              if value is not None}
+    if not values:
+        return
+    for key, value in values.items():
+        if not value:
+            raise CLIError(f"--{key} is empty")
+    with open_run(args.run_dir, readonly=False) as store, store_errors():
+        changed = revise_plan(store, values, by="export")
+    if changed:
+        print(f"recorded {' and '.join(changed)} in {args.run_dir}", file=sys.stderr)
 
 
 def _copy_database(args: argparse.Namespace, target) -> int:

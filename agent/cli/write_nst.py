@@ -23,6 +23,7 @@ from agent.cli.rundir import discard_if_unused, store_errors
 from agent.llm.options import LLMOptions
 from agent.nst.config import MAX_WORDS, MIN_WORDS
 from agent.settings import parse_assignments
+from agent.store import RunStore
 from agent.store.snapshots import ChapterSnapshot, StoryTarget
 from agent.text import read_capped
 
@@ -55,6 +56,9 @@ def add_parser(sub) -> None:
             parser.add_argument("--max-turns", type=int, help="turn cap per chapter (default 50)")
         if name != "direct":
             parser.add_argument("--plan-cache", metavar="DIR", help="plan cache folder (default $FABULA_HOME/plans)")
+            parser.add_argument("--plan-only", action="store_true",
+                                help="stop once the outline is stored: see or change it with fabula outline RUN "
+                                "[--edit], then write the chapters with fabula resume RUN")
         parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                             help="any other setting (VALUE is JSON, else a string), e.g. --set read_budget=5")
         parser.add_argument("--profile", choices=PROFILE_CHOICES, help=PROFILE_HELP)
@@ -164,16 +168,29 @@ def run(args: argparse.Namespace) -> int:
         try:
             with store_errors():
                 store = pipelines.start(out, args.writer, config, llm, events=ProgressDisplay(quiet=args.quiet),
-                                        model=model, notes={"profile_choice": profile.record()})
+                                        model=model, notes={"profile_choice": profile.record()},
+                                        plan_only=getattr(args, "plan_only", False))
         except BaseException:
             discard_if_unused(out, existed)
             raise
     finally:
         model.close()
     try:
+        if getattr(args, "plan_only", False):
+            return _planned(store, args.writer)
         for line in summary_lines(store, args.writer):
             print(line)
         print(f"run directory: {store.run_dir}")
         return 0 if store.info().status == "completed" else 1
     finally:
         store.close()
+
+
+def _planned(store: RunStore, writer: str) -> int:
+    """After ``--plan-only``: what was planned, and the two next steps."""
+    title = store.get_plan("title") or "(untitled)"
+    print(f"{writer}: outline stored: \"{title}\", {len(store.get_plan('outline') or [])} chapter(s); no chapter "
+          f"written (status {store.info().status})")
+    print(f"next: fabula outline {store.run_dir}    (print it; --edit to change it)")
+    print(f"      fabula resume {store.run_dir}    (write the chapters from it)")
+    return 0

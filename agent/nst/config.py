@@ -14,7 +14,8 @@ from pydantic import Field, model_validator
 from agent.gate import DEFAULT_HIGH, DEFAULT_LOW
 from agent.settings import SMALL_PROSE_LONG_PROMPTS, SMALL_STRUCTURED_LONG_PROMPTS, WritingControls
 
-PLANNER_VERSION = "1"
+PLANNER_VERSION = "2"
+"""2: the outline stage also asks for the book's title (a version-1 cached plan has none)."""
 MIN_WORDS = 500
 MAX_WORDS = 300_000
 TOKEN_CAP = 262_144

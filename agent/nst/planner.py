@@ -2,8 +2,8 @@
 
 Each stage is fed the story prompt and the previous stage; the chapter outline stage is also
 fed the premise (the reference code keeps it; a synopsis alone drops its cast and ending).
-Every stage's request is fitted to the context (``agent.nst.budget``). The chapter outline is validated
-(non-empty, chapters numbered 1..n, positive targets summing to within ±20% of the total)
+Every stage's request is fitted to the context (``agent.nst.budget``). The chapter outline (with the
+book's title) is validated (non-empty, chapters numbered 1..n, positive targets summing to within ±20% of the total)
 and re-asked with the error a bounded number of times; the plan is then frozen and cached.
 """
 
@@ -59,15 +59,21 @@ def stages_for(words: int) -> list[str]:
 
 
 def validate_outline(outline: Outline, words: int, chapters: int, low: float = DEFAULT_LOW,
-                     high: float = DEFAULT_HIGH) -> list[dict[str, Any]]:
-    """The outline as plain dicts, or ``ValueError`` naming the first broken rule."""
+                     high: float = DEFAULT_HIGH, *, strict: bool = False) -> list[dict[str, Any]]:
+    """The outline's chapters as plain dicts, or ``ValueError`` naming the first broken rule.
+
+    ``strict``: also the rules the narrowed grammar (:func:`outline_schema`) enforces while decoding,
+    exactly ``chapters`` chapters and each target inside :func:`target_range`, for an outline no
+    decoder constrained (a writer's edit, ``fabula outline --edit``); a model's reply keeps the slack."""
     items = outline.chapters
+    if not outline.title.strip():
+        raise ValueError("the outline has no title")
     if not items:
         raise ValueError("the outline has no chapters")
     ids = [c.id for c in items]
     if ids != list(range(1, len(items) + 1)):
         raise ValueError(f"chapter ids must be 1, 2, ..., {len(items)} in order; got {ids}")
-    slack = max(1, round(0.25 * chapters))
+    slack = 0 if strict else max(1, round(0.25 * chapters))
     if abs(len(items) - chapters) > slack:
         raise ValueError(f"the outline has {len(items)} chapters; write {chapters}")
     for c in items:
@@ -80,6 +86,12 @@ def validate_outline(outline: Outline, words: int, chapters: int, low: float = D
     if not gate.accepts(total):
         raise ValueError(f"the chapter targets sum to {total} words; they must sum to between {gate.low} and "
                          f"{gate.high} (the story is {words} words)")
+    if strict:
+        lo, hi = target_range(words, chapters, low, high)
+        for c in items:
+            if not lo <= c.target_words <= hi:
+                raise ValueError(f"chapter {c.id} has a target of {c.target_words} words; each chapter's must be "
+                                 f"between {lo} and {hi} (around an even share of {round(words / chapters)})")
     return [c.model_dump() for c in items]
 
 
@@ -98,8 +110,9 @@ def _stage_prompt(stage: str, prompt: str, previous: str | None, words: int, cha
                 f"paragraph of what happens; the acts together will span {chapters} chapters.")
     else:
         per = max(1, round(words / chapters))
-        task = (f"Write the chapter outline of the story as JSON: exactly {chapters} chapters with ids 1 to "
-                f"{chapters}, each with a title, a description of 2-4 sentences of what happens, and target_words. "
+        task = (f"Write the chapter outline of the story as JSON: the book's title, then exactly {chapters} chapters "
+                f"with ids 1 to {chapters}, each with a title, a description of 2-4 sentences of what happens, and "
+                "target_words. "
                 f"The targets must sum to {words} words (about {per} each; vary them if the story needs it).")
     return f"{context}\n{task}"
 
@@ -128,8 +141,8 @@ def make_plan(llm: LLM, prompt: str, words: int, *, temperature: float, max_toke
             plan[stage] = text
             previous = f"{previous}\n\n{text}" if previous and stage == "acts" else text
             continue
-        plan["outline"] = _outline(llm, messages, words, chapters, temperature, attempts, gate_low, gate_high,
-                                   budget)
+        plan["title"], plan["outline"] = _outline(llm, messages, words, chapters, temperature, attempts,
+                                                  gate_low, gate_high, budget)
     return plan
 
 
@@ -141,10 +154,15 @@ def target_choices(words: int, chapters: int, low: float = DEFAULT_LOW, high: fl
     bounds are not enforced by every decoder, a closed enum is.
     """
     per = words / chapters
-    lo, hi = bounds(per, low, high)
+    lo, hi = target_range(words, chapters, low, high)
     step = next((s for s in (500, 250, 100, 50, 25, 10, 5, 1) if hi - lo >= 4 * s), 1)
     values = list(range(math.ceil(lo / step) * step, hi + 1, step))
     return values or [round(per)]
+
+
+def target_range(words: int, chapters: int, low: float = DEFAULT_LOW, high: float = DEFAULT_HIGH) -> tuple[int, int]:
+    """The words one chapter's target may have: the gate around an even share of the story."""
+    return bounds(words / chapters, low, high)
 
 
 def outline_schema(words: int, chapters: int, low: float = DEFAULT_LOW, high: float = DEFAULT_HIGH) -> JsonSchema:
@@ -162,7 +180,8 @@ def outline_schema(words: int, chapters: int, low: float = DEFAULT_LOW, high: fl
 
 
 def _outline(llm: LLM, messages: list[Message], words: int, chapters: int, temperature: float,
-             attempts: int, low: float, high: float, budget: Budget) -> list[dict[str, Any]]:
+             attempts: int, low: float, high: float, budget: Budget) -> tuple[str, list[dict[str, Any]]]:
+    """The book's title and the validated chapters."""
     tokens = 160 * chapters + 256
     errors: list[str] = []
     grammar = outline_schema(words, chapters, low, high)
@@ -181,7 +200,8 @@ def _outline(llm: LLM, messages: list[Message], words: int, chapters: int, tempe
             errors.append(str(exc))
             continue
         try:
-            return validate_outline(Outline.model_validate(reply.parsed), words, chapters, low, high)
+            parsed = Outline.model_validate(reply.parsed)
+            return " ".join(parsed.title.split()), validate_outline(parsed, words, chapters, low, high)
         except ValueError as exc:
             errors.append(str(exc))
             messages = [*messages, {"role": "assistant", "content": reply.text},

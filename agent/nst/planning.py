@@ -15,10 +15,11 @@ from agent.nst.plan_cache import PlanCache, cache_key, plan_digest
 from agent.nst.planner import make_plan
 from agent.run_context import RunContext
 
-PLAN_KEYS = ("premise", "synopsis", "acts", "outline", "words", "chapters", "notes")
+PLAN_KEYS = ("title", "premise", "synopsis", "acts", "outline", "words", "chapters", "notes")
 
 
 def frozen_plan(ctx: RunContext[Any], budget: Budget | None = None) -> dict[str, Any]:
+    """The plan to write from; stored in the run on first use."""
     store, config = ctx.store, ctx.config
     assert isinstance(config, Planned)
     stored = store.plan()
@@ -45,3 +46,12 @@ def frozen_plan(ctx: RunContext[Any], budget: Budget | None = None) -> dict[str,
     store.put_plan("source", source)
     store.put_plan("outline", plan["outline"])  # last: its presence means the plan is complete
     return store.plan()
+
+
+def stop_after_plan(ctx: RunContext[Any], outline: list[dict[str, Any]]) -> bool:
+    """True when the run was started with ``--plan-only``: the outline is stored, no chapter is
+    written, and the run is left stopped (resumable) for ``fabula outline`` and ``fabula resume``."""
+    if not ctx.plan_only:
+        return False
+    ctx.emit("note", f"outline stored ({len(outline)} chapters); no chapter written (plan only)")
+    return True

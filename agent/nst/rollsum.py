@@ -20,7 +20,7 @@ from agent.nst.budget import Budget, run_budget
 from agent.nst.config import RollSumConfig
 from agent.nst.drafting import Drafter, draft_until_gate, record_attempt
 from agent.nst.length import initial_ratio
-from agent.nst.planning import frozen_plan
+from agent.nst.planning import frozen_plan, stop_after_plan
 from agent.nst.prompts import outline_block
 from agent.nst.rederive import rederive_rollsum
 from agent.run_context import EventSink, RunContext
@@ -65,6 +65,8 @@ def write(ctx: RunContext[RollSumConfig]) -> None:
     plan = frozen_plan(ctx, budget)
     outline = plan["outline"]
     store.set_target(len(outline))
+    if stop_after_plan(ctx, outline):
+        return
     last = store.info().last_unit
     previous = ChapterSnapshot.read(store.state(last) if last else None)
     summary = previous.summary or ""

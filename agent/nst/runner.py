@@ -17,7 +17,7 @@ from agent.nst.budget import run_budget
 from agent.nst.config import NstConfig
 from agent.nst.length import initial_ratio
 from agent.nst.loop import ChapterLoop
-from agent.nst.planning import frozen_plan
+from agent.nst.planning import frozen_plan, stop_after_plan
 from agent.nst.rederive import rederive_nst
 from agent.nst.state import NarrativeState
 from agent.run_context import EventSink, RunContext
@@ -32,6 +32,8 @@ def write(ctx: RunContext[NstConfig]) -> None:
     plan = frozen_plan(ctx, budget)
     outline = plan["outline"]
     store.set_target(len(outline))
+    if stop_after_plan(ctx, outline):
+        return
     last = store.info().last_unit
     previous = ChapterSnapshot.read(store.state(last) if last else None)
     state = NarrativeState.from_json(previous.narrative)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agent.store.export import story_title
+from agent.store.export import chapter_heading, story_title
 from agent.store.runstore import RunStore
 
 
@@ -44,17 +44,17 @@ class Book:
 
 
 def author_line(store: RunStore) -> str:
-    """Who wrote it: the configured author if any, else fabula with the run's model."""
+    """Who wrote it: the author recorded by ``export --author``, else a configured one, else fabula
+    with the run's model."""
     info = store.info()
-    configured = info.config.get("author")
-    if isinstance(configured, str) and configured.strip():
-        return configured.strip()
+    for configured in (store.get_plan("author"), info.config.get("author")):
+        if isinstance(configured, str) and configured.strip():
+            return " ".join(configured.split())
     return f"fabula ({info.model})" if info.model else "fabula"
 
 
 def heading(index: int, title: str) -> str:
-    title = " ".join(title.split())
-    return f"Chapter {index}: {title}" if title else f"Chapter {index}"
+    return chapter_heading(index, title)
 
 
 def blocks(text: str) -> list[str]:

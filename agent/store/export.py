@@ -12,6 +12,7 @@ book); EPUB and the self-contained HTML live in ``export_epub`` and ``agent.view
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -24,7 +25,8 @@ JSON_FORMAT_VERSION = 1
 
 
 def story_title(store: RunStore) -> str:
-    """The plan's title if it has one, else the run directory's name."""
+    """The plan's title (the planner's, an outline edit's or ``export --title``) if it has one, else
+    the run directory's name."""
     for key in ("title", "premise_title"):
         value = store.get_plan(key)
         if isinstance(value, str) and value.strip():
@@ -47,8 +49,7 @@ def _sections(store: RunStore) -> list[tuple[str | None, str]]:
     chapter when its steps record chapters."""
     chapters = store.chapters()
     if chapters:
-        return [((f"Chapter {c.index}: {_one_line(c.title)}" if c.title.strip() else f"Chapter {c.index}")
-                 + degraded_marker(c), c.text) for c in chapters]
+        return [(chapter_heading(c.index, c.title) + degraded_marker(c), c.text) for c in chapters]
     paragraphs = store.paragraphs()
     if not paragraphs:
         return []
@@ -113,6 +114,13 @@ def to_json(store: RunStore) -> dict[str, Any]:
         "paragraphs": [p.as_dict() for p in store.paragraphs()],
         "final_state": store.state(),
     }
+
+
+def chapter_heading(index: int, title: str) -> str:
+    """``Chapter N: TITLE``; a title that only repeats "Chapter N" (what a model often names a chapter),
+    or opens with it, is not said twice: "Chapter 1" and "Chapter 1: The Bell", never "Chapter 1: Chapter 1"."""
+    title = re.sub(rf"^chapter\s+{index}(?!\d)\s*[:.\-\u2013\u2014]*\s*", "", _one_line(title), flags=re.IGNORECASE)
+    return f"Chapter {index}: {title}" if title else f"Chapter {index}"
 
 
 def degraded_marker(chapter: Chapter) -> str:

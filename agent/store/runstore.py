@@ -296,6 +296,13 @@ class RunStore:
                          "SET value = excluded.value, updated_at = excluded.updated_at",
                          (key, _json(value, "plan"), time.time()))
 
+    def update_plan(self, values: dict[str, Any]) -> None:
+        """Store several parts of the plan in one transaction (a writer's edit lands whole or not at all)."""
+        rows = [(key, _json(value, "plan"), time.time()) for key, value in values.items()]
+        with self._write() as conn:
+            conn.executemany("INSERT INTO plan (key, value, updated_at) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE "
+                             "SET value = excluded.value, updated_at = excluded.updated_at", rows)
+
     def record_server_probe(self, probe: dict[str, Any]) -> None:
         """Keep what the model server was found to be and enforce (the endpoint backend's probe,
         taken when a session opens the model), so a degraded run shows why."""

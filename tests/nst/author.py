@@ -22,6 +22,8 @@ _LINE = ("the lantern keeper walked along the harbour wall while gulls circled o
          "against shuttered windows as fishermen mended torn nets beside quiet boats, and a child "
          "counted copper coins under flickering lamps near the chapel steps")
 WORDS = tuple(re.findall(r"[^\s;,]+", _LINE))
+BOOK_TITLE = "The Bell Keeper"
+"""The title every scripted outline gives the book."""
 
 
 def offered(request: Request) -> list[str]:
@@ -142,7 +144,8 @@ def outline_json(request: Request) -> str:
     per = words / chapters
     choices = per_chapter_choices(request) or [round(per)]
     target = min(choices, key=lambda c: abs(c - per))
-    return json.dumps({"chapters": [{"id": i, "title": f"Part {i}", "description": f"Things happen in part {i}.",
+    return json.dumps({"title": BOOK_TITLE,
+                       "chapters": [{"id": i, "title": f"Part {i}", "description": f"Things happen in part {i}.",
                                      "target_words": target} for i in range(1, chapters + 1)]})
 
 

@@ -36,8 +36,8 @@ def test_stages_grow_with_length():
 
 def outline(*targets: int, ids: list[int] | None = None) -> Outline:
     ids = ids or list(range(1, len(targets) + 1))
-    return Outline.model_validate({"chapters": [{"id": i, "title": f"T{i}", "description": "d", "target_words": t}
-                                                for i, t in zip(ids, targets, strict=True)]})
+    return Outline.model_validate({"title": "B", "chapters": [
+        {"id": i, "title": f"T{i}", "description": "d", "target_words": t} for i, t in zip(ids, targets, strict=True)]})
 
 
 def test_outline_validation_rules():
@@ -52,9 +52,9 @@ def test_outline_validation_rules():
 
 
 def test_invalid_outline_is_reasked_with_the_error():
-    bad = json.dumps({"chapters": [{"id": 1, "title": "A", "description": " ", "target_words": 300},
+    bad = json.dumps({"title": "B", "chapters": [{"id": 1, "title": "A", "description": " ", "target_words": 300},
                                    {"id": 2, "title": "B", "description": "d", "target_words": 300}]})
-    good = json.dumps({"chapters": [{"id": 1, "title": "A", "description": "d", "target_words": 300},
+    good = json.dumps({"title": "B", "chapters": [{"id": 1, "title": "A", "description": "d", "target_words": 300},
                                     {"id": 2, "title": "B", "description": "d", "target_words": 300}]})
     llm = ScriptedLLM([bad, good])
     plan = make_plan(llm, "p", 600, temperature=0.7, max_tokens=100, attempts=3)
@@ -75,14 +75,15 @@ def test_the_outline_grammar_carries_count_ids_and_length():
         choices = target_choices(words, chapters)
         assert props["target_words"]["enum"] == choices and len(choices) >= 2
         assert 0.8 * words <= chapters * min(choices) and chapters * max(choices) <= 1.2 * words
-    llm = ScriptedLLM([json.dumps({"chapters": [{"id": 1, "title": "A", "description": "d", "target_words": 100},
-                                                {"id": 2, "title": "B", "description": "d", "target_words": 100}]})])
+    llm = ScriptedLLM([json.dumps({"title": "B", "chapters": [
+        {"id": 1, "title": "A", "description": "d", "target_words": 100},
+        {"id": 2, "title": "B", "description": "d", "target_words": 100}]})])
     with pytest.raises(PlanError, match="not one of"):
         make_plan(llm, "p", 600, temperature=0.7, max_tokens=100, attempts=1)
 
 
 def test_outline_attempts_are_bounded():
-    bad = json.dumps({"chapters": [{"id": 1, "title": "A", "description": "d", "target_words": 1}]})
+    bad = json.dumps({"title": "B", "chapters": [{"id": 1, "title": "A", "description": "d", "target_words": 1}]})
     llm = ScriptedLLM([bad] * 3)
     with pytest.raises(PlanError, match="after 3 attempt"):
         make_plan(llm, "p", 600, temperature=0.7, max_tokens=100, attempts=3)

@@ -1,0 +1,122 @@
+"""The frozen outline as a writer reads and edits it: one text form that ``fabula outline`` prints
+and ``fabula outline --edit``/``--file`` reads back, and the same outline as JSON (``--json``).
+
+The text form::
+
+    Title: The Bell of the Drowned
+
+    Chapter 1: The Keeper
+    Target: 600 words
+    What happens in the chapter (the summary), on as many lines as it needs.
+
+Lines starting with ``#`` are comments (the premise is shown there: it is the planner's input,
+not the chapters'). Reading either form only parses it; the planner's rules are checked by
+``agent.nst.outline_edit``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from collections.abc import Sequence
+from typing import Any
+
+from agent.errors import InputError
+
+CHAPTER = re.compile(r"^chapter\s+(\d+)\s*:\s*(.*?)\s*$", re.IGNORECASE)
+TARGET = re.compile(r"^target\s*:\s*(\S+?)(?:\s+words?)?\s*$", re.IGNORECASE)
+TITLE = re.compile(r"^title\s*:\s*(.*?)\s*$", re.IGNORECASE)
+FIELDS = ("id", "title", "target_words", "description")
+
+
+class OutlineFormError(InputError, ValueError):
+    """An edited outline that cannot be read (before any planner rule is checked)."""
+
+
+def render_text(title: str | None, outline: list[dict[str, Any]], *, premise: str | None = None,
+                notes: Sequence[str] = ()) -> str:
+    """The text form; ``notes`` and the premise become comment lines."""
+    lines = [f"# {note}" for note in notes]
+    if premise:
+        lines += ["# Premise (the planner's; not read back):",
+                  *(f"#   {line}" if line else "#" for paragraph in premise.strip().splitlines()
+                    for line in textwrap.wrap(paragraph, 96) or [""])]
+    lines += [f"Title: {title or ''}"]
+    for c in outline:
+        lines += ["", f"Chapter {c['id']}: {c['title']}", f"Target: {c['target_words']} words",
+                  str(c["description"]).strip()]
+    return "\n".join(lines) + "\n"
+
+
+def parse_text(text: str) -> tuple[str, list[dict[str, Any]]]:
+    """The title and chapters of the text form; ``OutlineFormError`` names the line that breaks it."""
+    title: str | None = None
+    chapters: list[dict[str, Any]] = []
+    body: list[str] = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if line.startswith("#"):
+            continue
+        if (match := CHAPTER.match(line)) is not None:
+            _close(chapters, body)
+            chapters.append({"id": int(match.group(1)), "title": match.group(2), "target_words": None,
+                             "description": ""})
+            body = []
+        elif chapters and chapters[-1]["target_words"] is None and line:
+            target = TARGET.match(line)
+            if target is None or not target.group(1).isdigit():
+                raise OutlineFormError(f"line {number}: chapter {chapters[-1]['id']} needs 'Target: N words' "
+                                       f"right after its heading, got {line[:60]!r}")
+            chapters[-1]["target_words"] = int(target.group(1))
+        elif chapters:
+            body.append(raw.rstrip())
+        elif (match := TITLE.match(line)) is not None:
+            if title is not None:
+                raise OutlineFormError(f"line {number}: a second 'Title:' line")
+            title = match.group(1)
+        elif line:
+            raise OutlineFormError(f"line {number}: expected 'Title: ...' or 'Chapter N: TITLE', got {line[:60]!r}")
+    _close(chapters, body)
+    for c in chapters:
+        if c["target_words"] is None:
+            raise OutlineFormError(f"chapter {c['id']} has no 'Target: N words' line")
+    return title or "", chapters
+
+
+def _close(chapters: list[dict[str, Any]], body: list[str]) -> None:
+    if chapters:
+        chapters[-1]["description"] = "\n".join(body).strip()
+
+
+def to_json(title: str | None, outline: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    """The JSON form: ``title`` and ``chapters`` (what ``--file`` reads back) and ``extra`` facts."""
+    return {"title": title or "", **extra, "chapters": [{k: c.get(k) for k in FIELDS} for c in outline]}
+
+
+def parse_json(text: str) -> tuple[str, list[dict[str, Any]]]:
+    """The title and chapters of the JSON form (other top-level keys, as ``--json`` prints them, ignored)."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise OutlineFormError(f"not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("chapters"), list):
+        raise OutlineFormError("the JSON outline needs an object with a 'chapters' list")
+    title = data.get("title", "")
+    if not isinstance(title, str):
+        raise OutlineFormError("the JSON outline's 'title' must be a string")
+    chapters = []
+    for n, item in enumerate(data["chapters"], 1):
+        if not isinstance(item, dict) or set(item) != set(FIELDS):
+            raise OutlineFormError(f"JSON chapter {n} must have exactly the keys {', '.join(FIELDS)}")
+        if not all(isinstance(item[k], int) and not isinstance(item[k], bool) for k in ("id", "target_words")) \
+                or not all(isinstance(item[k], str) for k in ("title", "description")):
+            raise OutlineFormError(f"JSON chapter {n}: id and target_words must be integers, title and "
+                                   "description strings")
+        chapters.append({k: item[k] for k in FIELDS})
+    return title, chapters
+
+
+def parse(text: str) -> tuple[str, list[dict[str, Any]]]:
+    """Either form: JSON if the text starts with ``{``, else the text form."""
+    return parse_json(text) if text.lstrip().startswith("{") else parse_text(text)
