@@ -16,7 +16,7 @@ def add_parser(sub) -> None:
     parser = sub.add_parser("resume", help="continue a run from its last committed chapter or step",
                             description="Continue a run. A configuration that differs from the stored one "
                             "(model, settings, pipeline version) is refused unless --force.")
-    parser.add_argument("run_dir", metavar="RUN_DIR")
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory")
     parser.add_argument("--force", action="store_true", help="resume even if the configuration changed")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                         help="change one configuration value (VALUE is JSON, else a string); needs --force")

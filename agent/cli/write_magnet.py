@@ -58,7 +58,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     length.add_argument("--pages", type=float, metavar="N", help="target length in pages (overrides the file)")
     length.add_argument("--words", type=int, metavar="N", help="target length in words (overrides the file)")
     parser.add_argument("--page-words", type=int, metavar="N", help="words per page (default 500)")
-    parser.add_argument("--out", metavar="RUN_DIR", help="run directory (default: runs/<title>-<time>)")
+    parser.add_argument("-o", "--out", metavar="RUN_DIR", help="run directory (default: runs/<title>-<time>)")
     parser.add_argument("--profile", choices=["default", "small"], default="default",
                         help="small: sampling penalties and the other aids that keep small models writing "
                         "(each still a setting); default: as the paper")
