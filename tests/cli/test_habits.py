@@ -117,10 +117,12 @@ def test_completion_scripts_name_every_command(capsys):
 
 
 def test_a_reader_that_goes_away_ends_quietly(tmp_path, monkeypatch):
-    run = _run(tmp_path, chapters=40)
+    run = _run(tmp_path, chapters=40)  # 130 KB of story: more than a pipe holds
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FABULA_HOME": str(tmp_path / "home")}
-    for command in (["show", str(run)], ["export", str(run), "--format", "txt"]):
-        result = subprocess.run(["bash", "-c", 'set -o pipefail; "$@" | head -c 10 >/dev/null', "sh",
+    # a reader that stops after 10 bytes of a long story, and one gone before the first byte
+    for command, reader in ((["export", str(run), "--format", "txt"], "head -c 10 >/dev/null"),
+                            (["show", str(run)], "true"), (["runs", str(tmp_path)], "true")):
+        result = subprocess.run(["bash", "-c", f'set -o pipefail; "$@" | {reader}', "sh",
                                  sys.executable, "-m", "agent.cli", *command],
                                 capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
         assert result.stderr == "", result.stderr
@@ -154,6 +156,11 @@ def test_the_live_line_fits_80_columns_in_a_writers_words():
         assert words in text, words
     for internal in ("plan_outline", "nst_turn", " done", "committed"):
         assert internal not in text, internal
+    narrow = io.StringIO()
+    for event in events:
+        ProgressDisplay(stream=narrow, tty=True, width=30)(event)
+    cut = narrow.getvalue().replace("\033[K", "").replace("\n", "\r").split("\r")
+    assert all(len(line) < 30 for line in cut) and any(line.endswith("…") for line in cut), cut
 
 
 def _run(tmp_path: Path, chapters: int = 2) -> Path:
@@ -161,6 +168,6 @@ def _run(tmp_path: Path, chapters: int = 2) -> Path:
                             backend="endpoint", initial_state={})
     store.set_target(chapters)
     for i in range(1, chapters + 1):
-        store.commit_chapter(i, f"Title {i}", "Lanterns swung over the harbour. " * 40, state={"after": i})
+        store.commit_chapter(i, f"Title {i}", "Lanterns swung over the harbour. " * 100, state={"after": i})
     store.close()
     return tmp_path / "run"
