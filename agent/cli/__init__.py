@@ -25,6 +25,7 @@ from agent.cli import (
     fork_cmd,
     grammars_cmd,
     models_cmd,
+    progress,
     prompt_cmd,
     resume_cmd,
     runs_cmd,
@@ -68,6 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     stderr = sys.stderr
+    progress.VERBOSE = bool(getattr(args, "verbose", False))
     try:
         if getattr(args, "quiet", False):
             sys.stderr = open(os.devnull, "w")  # noqa: SIM115  (restored below; errors print to the real one)
@@ -93,6 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{where} (this is a bug in fabula, not in your input)", file=stderr)
         return 70
     finally:
+        progress.VERBOSE = False
         if sys.stderr is not stderr:
             sys.stderr.close()
             sys.stderr = stderr

@@ -21,6 +21,8 @@ from typing import TextIO
 from agent.run_context import Event
 
 PLAIN_EVERY_S = 15.0
+VERBOSE = False
+"""Every display's ``verbose`` unless it is given: the command line's ``-v`` (set by ``agent.cli.main``)."""
 
 ROLE_WORDS = {
     "plan_premise": "planning the premise", "plan_synopsis": "planning the synopsis",
@@ -81,10 +83,10 @@ def fit(parts: list[str], width: int, sep: str = "  ") -> str:
 class ProgressDisplay:
     """An event sink that draws progress on ``stream`` (stderr by default)."""
 
-    def __init__(self, *, quiet: bool = False, verbose: bool = False, unit_name: str = "chapter",
+    def __init__(self, *, quiet: bool = False, verbose: bool | None = None, unit_name: str = "chapter",
                  stream: TextIO | None = None, tty: bool | None = None, width: int | None = None) -> None:
         self.quiet = quiet
-        self.verbose = verbose
+        self.verbose = VERBOSE if verbose is None else verbose
         self.unit_name = unit_name
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
@@ -158,7 +160,7 @@ class BatchDisplay:
     a kept line when a story ends; plain lines in a log, at most one every ``PLAIN_EVERY_S``
     between stories' ends."""
 
-    def __init__(self, *, quiet: bool = False, verbose: bool = False, stream: TextIO | None = None,
+    def __init__(self, *, quiet: bool = False, verbose: bool | None = None, stream: TextIO | None = None,
                  tty: bool | None = None, width: int | None = None) -> None:
         self.lines = ProgressDisplay(quiet=quiet, verbose=verbose, stream=stream, tty=tty, width=width)
         self._last_plain = 0.0

@@ -163,6 +163,16 @@ def test_the_live_line_fits_80_columns_in_a_writers_words():
     assert all(len(line) < 30 for line in cut) and any(line.endswith("…") for line in cut), cut
 
 
+def test_verbose_keeps_every_calls_line():
+    call = Event("call", 2, 5, "nst_prose", words=10)
+    for verbose, lines in ((False, 1), (True, 3)):
+        log = io.StringIO()
+        display = ProgressDisplay(stream=log, tty=False, verbose=verbose)
+        for _ in range(3):
+            display(call)
+        assert log.getvalue().count("chapter 2/5: drafting") == lines
+
+
 def _run(tmp_path: Path, chapters: int = 2) -> Path:
     store = RunStore.create(tmp_path / "run", pipeline="nst", config={"chapters": chapters}, model="m",
                             backend="endpoint", initial_state={})
