@@ -185,3 +185,25 @@ def test_prompt_ids_are_in_the_prompt_set(shown):
         assert select_prompts(ROOT / path, words[words.index("--id") + 1]), shown.where
     if "--ids" in words:
         assert select_prompts(ROOT / path, words[words.index("--ids") + 1]), shown.where
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _anchors(doc: Path) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    headings = re.findall(r"^#+ (.+)$", FENCE.sub("", doc.read_text(encoding="utf-8")), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda d: d.name)
+def test_links_between_the_docs_resolve(doc):
+    broken = []
+    for target in LINK.findall(FENCE.sub("", doc.read_text(encoding="utf-8"))):
+        if target.startswith(("http://", "https://", "mailto:")):
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (doc.parent / path).resolve() if path else doc
+        if not linked.exists() or (anchor and linked.suffix == ".md" and anchor not in _anchors(linked)):
+            broken.append(target)
+    assert broken == []
