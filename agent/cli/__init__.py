@@ -18,6 +18,7 @@ from importlib import metadata
 
 from agent.cli import (
     batch_cmd,
+    common,
     completion_cmd,
     edit_cmd,
     eval_cmd,
@@ -72,7 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress.VERBOSE = bool(getattr(args, "verbose", False))
     try:
         if getattr(args, "quiet", False):
-            sys.stderr = open(os.devnull, "w")  # noqa: SIM115  (restored below; errors print to the real one)
+            common._LOUD = stderr  # warnings and errors still reach the real stderr
+            sys.stderr = open(os.devnull, "w")  # noqa: SIM115  (restored below)
         code = int(args.handler(args) or 0)
         sys.stdout.flush()  # a reader gone is found here, not in the interpreter's exit
         return code
@@ -96,6 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 70
     finally:
         progress.VERBOSE = False
+        common._LOUD = None
         if sys.stderr is not stderr:
             sys.stderr.close()
             sys.stderr = stderr

@@ -14,6 +14,7 @@ import sys
 import time
 from typing import Any
 
+from agent.cli.common import loud
 from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, call_timeout, check_server, model_options
 from agent.cli.progress import BatchDisplay, _duration
@@ -123,7 +124,7 @@ def _write(folder: str, llm: LLMOptions, concurrency: int | None, *, quiet: bool
     try:
         result = run(folder, llm=llm, concurrency=concurrency, sink=BatchDisplay(quiet=quiet), force=force)
     except KeyboardInterrupt:
-        print(f"fabula: batch stopped; every story is resumable: fabula batch resume {folder}", file=sys.stderr)
+        print(f"fabula: batch stopped; every story is resumable: fabula batch resume {folder}", file=loud())
         raise
     s = result.snapshot
     rate = f", {s.completion_tokens / result.wall_s:.1f} completion tokens/s" if result.wall_s > 0 else ""

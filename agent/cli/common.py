@@ -1,15 +1,27 @@
 """Habits every ``fabula`` command shares, added in one place after the parser tree is built.
 
-Every command (each parser with a handler) gets ``-q/--quiet`` (no progress or other chatter on
-stderr; errors still print) and ``-v/--verbose`` (more detail: every model call's line, and an
-internal error's traceback on stderr). A command that already defines both keeps its own (e.g.
-``prompt -v``: usage and latency); a lone ``--quiet`` is replaced by the shared pair.
+Every command (each parser with a handler) gets ``-q/--quiet`` and ``-v/--verbose``. ``-q``: no
+progress or other chatter on stderr; errors, warnings and the notes that go with an error still
+print (through :func:`loud`). ``-v``: more detail (every model call's line, and an internal
+error's traceback). A command that already defines both keeps its own (e.g. ``prompt -v``: usage
+and latency); a lone ``--quiet`` is replaced by the shared pair.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Iterator
+from typing import TextIO
+
+_LOUD: TextIO | None = None
+"""The real stderr while ``-q`` points ``sys.stderr`` at /dev/null (set by ``agent.cli.main``)."""
+
+
+def loud() -> TextIO:
+    """Where warnings and the notes that go with an error are printed: stderr, even under ``-q``."""
+    return _LOUD or sys.stderr
+
 
 QUIET_HELP = "no progress or other chatter on stderr (errors still print)"
 VERBOSE_HELP = "more detail on stderr: every model call's line, and an internal error's traceback"

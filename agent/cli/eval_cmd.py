@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agent.cli.common import loud
 from agent.cli.errors import CLIError
 from agent.cli.rundir import expand_batches, open_run, store_errors
 
@@ -299,4 +300,4 @@ def run_compare(args: argparse.Namespace) -> int:
                           "notes": notes, "selection": selection}))
     else:
         print("\n".join(render(comparisons, notes)))
-    return 0 if comparisons else (print("fabula: no paired, scored runs to compare", file=sys.stderr) or 1)
+    return 0 if comparisons else (print("fabula: no paired, scored runs to compare", file=loud()) or 1)

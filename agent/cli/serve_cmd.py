@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from agent.cli.common import loud
 from agent.cli.errors import CLIError
 
 
@@ -169,7 +170,7 @@ def check_exposure(args: argparse.Namespace) -> None:
         args.host = "0.0.0.0"
     print(f"fabula: warning: the server will listen on {args.host}, reachable from other machines"
           f"{'' if args.api_key or os.environ.get('FABULA_SERVE_API_KEY') else ' by anyone (no --api-key)'}",
-          file=sys.stderr, flush=True)
+          file=loud(), flush=True)
 
 
 def check_extra(extra: list[str]) -> None:

@@ -6,6 +6,7 @@ import argparse
 import ipaddress
 import sys
 
+from agent.cli.common import loud
 from agent.cli.errors import CLIError
 
 LOOPBACK = "127.0.0.1"
@@ -34,7 +35,7 @@ def listen_address(host: str | None) -> str:
     except ValueError:
         loopback = host == "localhost"
     if not loopback:
-        print(f"fabula view: listening on {host}: anyone who can reach it can read these runs", file=sys.stderr)
+        print(f"fabula view: listening on {host}: anyone who can reach it can read these runs", file=loud())
     return host
 
 

@@ -108,6 +108,21 @@ def test_quiet_silences_chatter_and_verbose_shows_the_traceback(tmp_path, capsys
     assert "Traceback (most recent call last)" in capsys.readouterr().err
 
 
+def test_quiet_keeps_warnings_and_the_notes_that_go_with_an_error(monkeypatch, capsys, tmp_path):
+    from agent.cli.common import loud
+
+    def talks(args):
+        print("resuming at chapter 3", file=sys.stderr)
+        print("fabula: warning: listening on 0.0.0.0", file=loud())
+        return 0
+
+    monkeypatch.setattr(show_cmd, "run", talks)
+    assert main(["show", "RUN", "-q"]) == 0
+    assert capsys.readouterr().err == "fabula: warning: listening on 0.0.0.0\n"
+    assert main(["show", "RUN"]) == 0
+    assert capsys.readouterr().err.count("\n") == 2
+
+
 def test_completion_scripts_name_every_command(capsys):
     for shell in ("bash", "zsh"):
         assert main(["completion", shell]) == 0
