@@ -56,7 +56,20 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(short, long, action="store_true", help=help_)
 
 
+def describe_subcommands(parser: argparse.ArgumentParser) -> None:
+    """A subcommand without a description of its own gets its one-line help as one, so that its
+    ``--help`` page says what it does."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help for choice in action._choices_actions}
+            for name, child in action.choices.items():
+                if not child.description and helps.get(name):
+                    text = str(helps[name])
+                    child.description = text[0].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
 def apply_everywhere(root: argparse.ArgumentParser) -> None:
     for _, parser in walk(root):
+        describe_subcommands(parser)
         if is_command(parser):
             add_output_options(parser)

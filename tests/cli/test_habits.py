@@ -60,6 +60,7 @@ def test_every_option_and_subcommand_has_help():
                 if (*path, flag) not in LEAD_MODEL_GROUPS:
                     missing.append((*path, flag))
     assert missing == []
+    assert [path for path, parser in _tree() if not (parser.description or "").strip()] == []  # each --help page
 
 
 def test_every_command_takes_quiet_and_verbose():
