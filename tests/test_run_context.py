@@ -68,7 +68,7 @@ def test_magnet_steps_report_every_call(tmp_path):
 
 def test_display_on_a_terminal_and_in_a_log():
     tty, log = io.StringIO(), io.StringIO()
-    live, plain = ProgressDisplay(stream=tty, tty=True), ProgressDisplay(stream=log, tty=False)
+    live, plain = ProgressDisplay(stream=tty, tty=True, width=120), ProgressDisplay(stream=log, tty=False)
     call = Event("call", unit=2, units=5, detail="nst_prose", words=1200, target_words=5000, calls=7,
                  prompt_tokens=1000, cached_prompt_tokens=800, completion_tokens=300, elapsed_s=65, eta_s=200)
     for display in (live, plain):
@@ -76,10 +76,9 @@ def test_display_on_a_terminal_and_in_a_log():
         display(call)  # a log gets at most one call line per interval
         display(Event("committed", unit=2, units=5, words=2400, target_words=5000, data={"words": 1200}))
     assert tty.getvalue().count("\r\033[K") == 3
-    assert "chapter 2/5  nst_prose done  [1200/5000 words, 7 calls, 1000+300 tokens (80% cached)" in tty.getvalue()
-    assert "ETA 3m20s" in tty.getvalue()
+    assert "chapter 2/5: drafting  1200/5000 words  ETA 3m20s  7 calls  1.3k tokens (80% cached)" in tty.getvalue()
     lines = log.getvalue().splitlines()
-    assert len(lines) == 2 and lines[1].startswith("chapter 2/5 committed: 1200 words")
+    assert len(lines) == 2 and lines[1].startswith("chapter 2/5 written (1200 words)  2400/5000 words")
 
 
 def test_start_hands_the_runner_a_typed_config_and_a_lazy_model(tmp_path, monkeypatch):

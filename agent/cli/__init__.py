@@ -1,19 +1,25 @@
 """The ``fabula`` command: the one place that wires the packages together.
 
 Each subcommand lives in its own module with an ``add_parser(subparsers)`` function. fabula's
-own errors become one ``fabula: error: ...`` line (exit 2: bad input, 1: the run failed);
-anything else is an internal error, reported with the path of a log holding the traceback.
+own errors become one ``fabula: error: ...`` line (exit 2: bad input, nothing was created; 1: the
+run failed, ``fabula resume`` continues it); anything else is an internal error (exit 70), reported
+with the path of a log holding the traceback. A reader that goes away (``fabula show RUN | head -1``)
+ends the command quietly, as other CLIs do (exit 141, like a shell's SIGPIPE).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 from importlib import metadata
 
 from agent.cli import (
     batch_cmd,
+    common,
+    completion_cmd,
     config_cmd,
     edit_cmd,
     eval_cmd,
@@ -22,6 +28,7 @@ from agent.cli import (
     grammars_cmd,
     models_cmd,
     outline_cmd,
+    progress,
     prompt_cmd,
     resume_cmd,
     runs_cmd,
@@ -33,11 +40,12 @@ from agent.cli import (
     watch_cmd,
     write_cmd,
 )
+from agent.cli.common import apply_everywhere
 from agent.cli.errors import describe, log_internal_error
 
 COMMAND_MODULES = [prompt_cmd, models_cmd, serve_cmd, grammars_cmd, runs_cmd, show_cmd, search_cmd, export_cmd,
                    outline_cmd, resume_cmd, write_cmd, batch_cmd, eval_cmd, view_cmd, watch_cmd, fork_cmd, edit_cmd,
-                   story_cmd, config_cmd]
+                   story_cmd, config_cmd, completion_cmd]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMAND_MODULES:
         module.add_parser(sub)
+    apply_everywhere(parser)
     return parser
 
 
@@ -62,22 +71,52 @@ def version() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    stderr = sys.stderr
+    progress.VERBOSE = bool(getattr(args, "verbose", False))
     try:
-        return int(args.handler(args) or 0)
+        if getattr(args, "quiet", False):
+            common._LOUD = stderr  # warnings and errors still reach the real stderr
+            sys.stderr = open(os.devnull, "w")  # noqa: SIM115  (restored below)
+        code = int(args.handler(args) or 0)
+        sys.stdout.flush()  # a reader gone is found here, not in the interpreter's exit
+        return code
     except KeyboardInterrupt:
-        print("fabula: interrupted", file=sys.stderr)
+        print("fabula: interrupted", file=stderr)
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
     except Exception as exc:
         known = describe(exc)
         if known is not None:
             message, code = known
-            print(f"fabula: error: {message}", file=sys.stderr)
+            print(f"fabula: error: {message}", file=stderr)
             return code
         log = log_internal_error(exc)
         where = f"; the traceback is in {log}" if log else ""
+        if getattr(args, "verbose", False):
+            traceback.print_exception(exc, file=stderr)
         print(f"fabula: internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-              f"{where} (this is a bug in fabula, not in your input)", file=sys.stderr)
+              f"{where} (this is a bug in fabula, not in your input)", file=stderr)
         return 70
+    finally:
+        progress.VERBOSE = False
+        common._LOUD = None
+        if sys.stderr is not stderr:
+            sys.stderr.close()
+            sys.stderr = stderr
+
+
+def _reader_gone() -> int:
+    """Standard output's reader closed the pipe: stop quietly. Python would still try to flush
+    stdout at exit and report that failure, so stdout is pointed at /dev/null first (as the
+    CPython documentation on SIGPIPE recommends)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (e.g. a captured stdout)
+        pass
+    return 141
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from agent.cli.common import loud
 from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.profile_choice import PROFILE_CHOICES, PROFILE_HELP, choose_profile
@@ -41,7 +42,7 @@ def add_parser(sub) -> None:
     parser.add_argument("--ids", metavar="SPEC", help="the prompts to write by id, e.g. 1-20,35 (default: all)")
     parser.add_argument("--words", type=int, metavar="N", help="each story's target length in words (Magnet: "
                         "overrides the definitions)")
-    parser.add_argument("--out", metavar="DIR", help="the batch folder (new or empty)")
+    parser.add_argument("-o", "--out", metavar="DIR", help="the batch folder (new or empty)")
     parser.add_argument("--concurrency", type=int, default=1, metavar="K",
                         help="stories written at once against the server (default 1; the embedded model: 1)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
@@ -53,14 +54,14 @@ def add_parser(sub) -> None:
     inner = parser.add_subparsers(dest="batch_command", metavar="{resume,show}")
     resume = inner.add_parser("resume", help="continue a batch: interrupted stories from their last committed unit, "
                               "failed and stopped ones retried")
-    resume.add_argument("batch_dir", metavar="DIR")
+    resume.add_argument("batch_dir", metavar="DIR", help="the batch folder")
     resume.add_argument("--concurrency", type=int, metavar="K", help="stories at once (default: as before)")
     resume.add_argument("--force", action="store_true", help="resume stories whose configuration changed")
     add_model_options(resume, stored="the batch")
     resume.add_argument("--quiet", action="store_true", help="no live progress")
     resume.set_defaults(handler=run_resume)
     show = inner.add_parser("show", help="every story of a batch: status, words, calls, tokens, time, error")
-    show.add_argument("batch_dir", metavar="DIR")
+    show.add_argument("batch_dir", metavar="DIR", help="the batch folder")
     show.add_argument("--json", action="store_true", help="one JSON object: the batch, its stories and totals")
     show.set_defaults(handler=run_show)
 
@@ -141,7 +142,7 @@ def _write(folder: str, llm: LLMOptions, concurrency: int | None, *, quiet: bool
         result = run(folder, llm=llm, concurrency=concurrency, sink=BatchDisplay(quiet=quiet), force=force,
                      model=model)
     except KeyboardInterrupt:
-        print(f"fabula: batch stopped; every story is resumable: fabula batch resume {folder}", file=sys.stderr)
+        print(f"fabula: batch stopped; every story is resumable: fabula batch resume {folder}", file=loud())
         raise
     finally:
         if model is not None:

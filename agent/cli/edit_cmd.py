@@ -34,10 +34,10 @@ def add_parser(sub) -> None:
                             "paragraphs and world variables (--step) in $EDITOR, or read them from --file, and "
                             "store the result as a new version. Then `fabula fork RUN --at N --out NEW` continues "
                             "a copy from N+1.")
-    parser.add_argument("run_dir", metavar="RUN")
+    parser.add_argument("run_dir", metavar="RUN", help="the run directory")
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--chapter", type=int, metavar="N")
-    which.add_argument("--step", type=int, metavar="N")
+    which.add_argument("--chapter", type=int, metavar="N", help="the chapter to edit (NstAgent, RollSum, Direct)")
+    which.add_argument("--step", type=int, metavar="N", help="the Magnet step to edit (paragraphs and world variables)")
     parser.add_argument("--file", metavar="F", help="take the new text from F ('-': standard input) instead of "
                         "$EDITOR; for --step, paragraphs then optionally the world-variables block")
     parser.add_argument("--title", help="--chapter: also change the chapter's title")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agent.cli.common import loud
 from agent.cli.errors import CLIError
 from agent.cli.rundir import expand_batches, open_run, store_errors
 
@@ -43,14 +44,15 @@ def add_parser(sub) -> None:
     p.set_defaults(handler=run_editorial)
 
     p = ev.add_parser("inject", help="judge recall check: plant contradictions in copies of a story and judge them")
-    p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("--out", required=True, metavar="DIR", help="folder for the injected copies (made if missing)")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="the run to copy and plant contradictions in")
+    p.add_argument("-o", "--out", required=True, metavar="DIR", help="folder for the injected copies (made if missing)")
     p.add_argument("--depths", default="adjacent,midpoint,opening",
                    help="where the earlier half goes: adjacent (just before the window), midpoint (of the prefix), "
                    "opening (first chapter); comma-separated (default: all three)")
     p.add_argument("--controls", type=int, default=2, help="control pairs that do not contradict (default 2)")
     p.add_argument("--no-judge", action="store_true", help="only make the injected copies")
-    p.add_argument("--window-chapters", type=int, metavar="K")
+    p.add_argument("--window-chapters", type=int, metavar="K", help="judge the last K chapters of each copy "
+                   "(default: by length)")
     _judge_options(p)
     p.set_defaults(handler=run_inject)
 
@@ -61,12 +63,12 @@ def add_parser(sub) -> None:
 
     p = ev.add_parser("report", help="Markdown report with tables and plots, from stored judgments only")
     _runs(p)
-    p.add_argument("--out", required=True, metavar="DIR", help="folder for report.md, metrics.json and plots")
+    p.add_argument("-o", "--out", required=True, metavar="DIR", help="folder for report.md, metrics.json and plots")
     _selection(p)
     p.set_defaults(handler=run_report)
 
     p = ev.add_parser("compare", help="paired comparison A vs B (vs C ...): t-test, bootstrap CI, Holm")
-    p.add_argument("a", nargs="+", metavar="A_RUN")
+    p.add_argument("a", nargs="+", metavar="A_RUN", help="the runs to compare (or batch folders)")
     p.add_argument("--vs", nargs="+", action="append", required=True, metavar="B_RUN",
                    help="baseline runs; repeat --vs for several baselines (Holm then runs across the baselines "
                    "at each length)")
@@ -75,7 +77,7 @@ def add_parser(sub) -> None:
     p.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     p.add_argument("--allow-mixed", action="store_true",
                    help="pair runs judged by different judge setups or criteria (marked in the output)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the comparisons as JSON")
     _selection(p)
     p.set_defaults(handler=run_compare)
 
@@ -97,9 +99,10 @@ def _judge_options(p: argparse.ArgumentParser) -> None:
                    help="judge model name (env FABULA_JUDGE_MODEL; repeat for several judges: averaged where "
                    "the protocol says so)")
     g.add_argument("--judge-api-key", metavar="KEY", help="env FABULA_JUDGE_API_KEY")
-    g.add_argument("--judge-temperature", type=float, default=0.1)
-    g.add_argument("--judge-max-tokens", type=int, default=8192)
-    g.add_argument("--judge-seed", type=int, default=0)
+    g.add_argument("--judge-temperature", type=float, default=0.1, help="the judge's temperature (default 0.1)")
+    g.add_argument("--judge-max-tokens", type=int, default=8192, metavar="N",
+                   help="longest judgment in tokens (default 8192)")
+    g.add_argument("--judge-seed", type=int, default=0, metavar="N", help="the judge's seed (default 0)")
 
 
 def open_judges(args: argparse.Namespace) -> list[Any]:
@@ -294,4 +297,4 @@ def run_compare(args: argparse.Namespace) -> int:
                           "notes": notes, "selection": selection}))
     else:
         print("\n".join(render(comparisons, notes)))
-    return 0 if comparisons else (print("fabula: no paired, scored runs to compare", file=sys.stderr) or 1)
+    return 0 if comparisons else (print("fabula: no paired, scored runs to compare", file=loud()) or 1)

@@ -20,13 +20,14 @@ def add_parser(sub) -> None:
     parser = sub.add_parser("export", help="write a run's story as Markdown, text, JSON, HTML or EPUB",
                             description="Export the story. html: one self-contained page with the state timeline "
                             "and costs; epub: a book with a table of contents; md: YAML front matter for pandoc.")
-    parser.add_argument("run_dir", metavar="RUN_DIR")
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory")
     parser.add_argument("--format", choices=(*FORMATS, *BOOK_FORMATS, "db"), default="md",
                         help="md, txt, json, html, epub, or db: a consistent single-file copy of the run "
                         "database (SQLite backup; safe while the run is being written)")
     parser.add_argument("--graph", choices=GRAPH_FORMATS, metavar="{json,dot,svg}",
                         help="Magnet runs: export the world graph (entities and relations now) instead of the story")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default, or -: standard output)")
+    parser.add_argument("-o", "--out", "--output", dest="output", metavar="FILE",
+                        help="write to FILE (default, or -: standard output)")
     parser.add_argument("--force", action="store_true", help="replace FILE if it exists (a regular file only)")
     parser.add_argument("--title", metavar="TEXT", help="the book's title (default: the planner's); recorded in "
                         "the run, so later exports keep it")

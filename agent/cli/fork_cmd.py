@@ -20,9 +20,10 @@ def add_parser(sub) -> None:
     parser = sub.add_parser("fork", help="a new run sharing chapters/steps 1..N, continued with other settings",
                             description="Copy units 1..N of RUN (text, versions, state, ledger) into NEW, change "
                             "settings or the prompt, and continue NEW from N+1. RUN is opened read-only.")
-    parser.add_argument("run_dir", metavar="RUN")
+    parser.add_argument("run_dir", metavar="RUN", help="the run to fork (opened read-only)")
     parser.add_argument("--at", type=int, required=True, metavar="N", help="keep units 1..N (0: only the plan)")
-    parser.add_argument("--out", required=True, metavar="NEW", help="directory of the new run (must not hold one)")
+    parser.add_argument("-o", "--out", required=True, metavar="NEW",
+                        help="directory of the new run (must not hold one)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                         help="change one configuration value (VALUE is JSON, else a string)")
     parser.add_argument("--prompt", metavar="TEXT", help="a new story prompt (NstAgent: prompt; Magnet: premise)")

@@ -12,7 +12,8 @@ def add_parser(sub) -> None:
     listing = inner.add_parser("list", help="list registered grammars")
     listing.set_defaults(handler=run_list)
     export = inner.add_parser("export", help="write <name>.schema.json for every grammar into DIR")
-    export.add_argument("directory", type=Path)
+    export.add_argument("directory", type=Path, nargs="?", metavar="DIR", help="the folder (made if missing)")
+    export.add_argument("-o", "--out", type=Path, dest="out", metavar="DIR", help="the folder, as an option")
     export.set_defaults(handler=run_export)
 
 
@@ -26,8 +27,11 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    from agent.cli.errors import CLIError
     from grammars import export_schemas
 
-    for path in export_schemas(args.directory):
+    if (args.directory is None) == (args.out is None):
+        raise CLIError("give the folder once: fabula grammars export DIR (or -o DIR)")
+    for path in export_schemas(args.directory or args.out):
         print(path)
     return 0

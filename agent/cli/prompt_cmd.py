@@ -24,9 +24,10 @@ def add_parser(sub) -> None:
     shape = parser.add_mutually_exclusive_group()
     shape.add_argument("--schema", metavar="FILE.json", type=Path, help="constrain the reply to a JSON Schema")
     shape.add_argument("--grammar", metavar="NAME", help="constrain the reply to a registered grammar")
-    parser.add_argument("--temperature", type=float, default=0.7)
-    parser.add_argument("--max-tokens", type=int, default=512)
-    parser.add_argument("--seed", type=int)
+    parser.add_argument("--temperature", type=float, default=0.7, help="sampling temperature (default 0.7)")
+    parser.add_argument("--max-tokens", type=int, default=512, metavar="N",
+                        help="longest reply in tokens (default 512)")
+    parser.add_argument("--seed", type=int, metavar="N", help="sampling seed (default: none)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print usage and latency to stderr")
     add_model_options(parser)
     parser.set_defaults(handler=run)

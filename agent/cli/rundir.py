@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from agent.cli.common import loud
 from agent.cli.errors import CLIError
 from agent.store import CommitError, RunBusyError, RunStore, StoreError
 
@@ -57,7 +58,7 @@ def discard_if_unused(out: Path, existed: bool) -> None:
         calls = 0
     if calls:
         print(f"fabula: the run is kept in {out} ({calls} model call(s) recorded); fabula resume {out} continues it",
-              file=sys.stderr)
+              file=loud())
         return
     shutil.rmtree(out, ignore_errors=True)
 

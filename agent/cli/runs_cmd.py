@@ -16,7 +16,8 @@ def add_parser(sub) -> None:
     parser = sub.add_parser("runs", help="list the runs in a folder (pipeline, status, words, chapters)",
                             description="List every run directory directly inside DIR (and DIR itself if it is one).")
     parser.add_argument("dir", nargs="?", default=".", help="folder holding run directories (default: .)")
-    parser.add_argument("--json", action="store_true", help="one JSON object per run")
+    parser.add_argument("--json", action="store_true", help="one JSON object per run, with the keys of "
+                        "`fabula show --json` (run_dir, pipeline, status, units_done, target_units, words, ...)")
     parser.set_defaults(handler=run)
 
 
@@ -29,19 +30,19 @@ def run(args: argparse.Namespace) -> int:
     folder = Path(args.dir).expanduser()
     if not folder.is_dir():
         raise CLIError(f"no such folder: {args.dir}")
-    rows = []
+    rows, names = [], []
     for path in find_runs(folder.resolve()):
         name = str(path.relative_to(folder.resolve())) if path != folder.resolve() else "."
+        where = str(Path(args.dir) / name) if name != "." else args.dir
+        names.append(name)
         try:
             with RunStore.open(path, readonly=True) as store:
                 s = summarize(store)
-            rows.append({"run": name, "pipeline": s.pipeline, "status": s.status, "units": s.units_done,
-                         "unit": s.unit_kind, "target": s.target_units, "words": s.words,
-                         "chapters": s.chapters, "steps": s.steps, "degraded": len(s.degraded)})
+            rows.append({"run_dir": where, **s.as_dict()})
         except (StoreError, OSError) as exc:
-            rows.append({"run": name, "error": str(exc)})
+            rows.append({"run_dir": where, "error": str(exc)})
         except Exception as exc:  # sqlite3.DatabaseError and friends: one bad run must not hide the rest
-            rows.append({"run": name, "error": f"unreadable: {exc}"})
+            rows.append({"run_dir": where, "error": f"unreadable: {exc}"})
     if args.json:
         for row in rows:
             print(json.dumps(row, ensure_ascii=False))
@@ -49,14 +50,14 @@ def run(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no runs in {args.dir}")
         return 0
-    width = max(len(r["run"]) for r in rows)
+    width = max(len(n) for n in names)
     print(f"{'RUN':{width}}  {'PIPELINE':10} {'STATUS':11} {'PROGRESS':>11} {'WORDS':>8}  DEGRADED")
-    for r in rows:
-        if "error" in r:
-            print(f"{r['run']:{width}}  error: {r['error']}")
+    for name, r in zip(names, rows, strict=True):
+        if "pipeline" not in r:
+            print(f"{name:{width}}  error: {r['error']}")
             continue
-        done = f"{r['units']}/{r['target']}" if r["target"] is not None else str(r["units"])
-        progress = f"{done} {'ch' if r['unit'] == 'chapter' else 'st'}"
-        print(f"{r['run']:{width}}  {r['pipeline']:10} {r['status']:11} {progress:>11} {r['words']:>8}  "
-              f"{r['degraded'] or '-'}")
+        done = f"{r['units_done']}/{r['target_units']}" if r["target_units"] is not None else str(r["units_done"])
+        progress = f"{done} {'ch' if r['unit_kind'] == 'chapter' else 'st'}"
+        print(f"{name:{width}}  {r['pipeline']:10} {r['status']:11} {progress:>11} {r['words']:>8}  "
+              f"{len(r['degraded']) or '-'}")
     return 0

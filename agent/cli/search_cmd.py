@@ -18,8 +18,8 @@ def add_parser(sub) -> None:
     parser = sub.add_parser("search", help="BM25 search over a run's chapters (the writer's search tool)",
                             description="Rank sentence windows of the run's chapters by BM25; the query is "
                             "split into terms and matched as an OR of them.")
-    parser.add_argument("run_dir", metavar="RUN_DIR")
-    parser.add_argument("query", metavar="QUERY")
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory")
+    parser.add_argument("query", metavar="QUERY", help="words to look for (any of them)")
     parser.add_argument("-k", type=int, default=8, help="how many windows to return (default: 8)")
     parser.add_argument("--before", type=int, metavar="N",
                         help="only chapters before N (what the writer of chapter N sees)")

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from agent.cli.common import loud
 from agent.cli.errors import CLIError
 
 
@@ -24,18 +25,21 @@ def add_parser(sub) -> None:
     parser.add_argument("--model", metavar="PATH_OR_ID",
                         help="serve this folder or HF id (with --preset: replaces the preset's model)")
     parser.add_argument("--served-name", help="the model name clients use (default: from preset/folder)")
-    parser.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto")
+    parser.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto",
+                        help="where vLLM runs (default auto: the GPU if there is one, else the CPU)")
     parser.add_argument("--host", default="127.0.0.1",
                         help="bind address (default: 127.0.0.1); anything but loopback needs --allow-remote")
     parser.add_argument("--allow-remote", action="store_true",
                         help="allow a non-loopback or empty --host (every interface): the server is then "
                         "reachable from the network; use with --api-key")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     parser.add_argument("--api-key", help="require this bearer token (passed to vLLM as VLLM_API_KEY, never "
                         "on its command line; env FABULA_SERVE_API_KEY also works)")
-    parser.add_argument("--max-model-len", type=int)
-    parser.add_argument("--gpu-memory-utilization", type=float)
-    parser.add_argument("--dtype")
+    parser.add_argument("--max-model-len", type=int, metavar="N",
+                        help="context length in tokens (default: the preset's)")
+    parser.add_argument("--gpu-memory-utilization", type=float, metavar="F",
+                        help="share of GPU memory vLLM may take, 0-1 (default: the preset's)")
+    parser.add_argument("--dtype", help="weights' dtype, e.g. bfloat16 (default: the preset's; float32 on CPU)")
     parser.add_argument("--structured-backend", choices=STRUCTURED_BACKENDS,
                         help="vLLM's structured-output backend (default: the preset's; xgrammar on GPU, "
                         "outlines on CPU)")
@@ -166,7 +170,7 @@ def check_exposure(args: argparse.Namespace) -> None:
         args.host = "0.0.0.0"
     print(f"fabula: warning: the server will listen on {args.host}, reachable from other machines"
           f"{'' if args.api_key or os.environ.get('FABULA_SERVE_API_KEY') else ' by anyone (no --api-key)'}",
-          file=sys.stderr, flush=True)
+          file=loud(), flush=True)
 
 
 def check_extra(extra: list[str]) -> None:

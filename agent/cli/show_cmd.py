@@ -12,8 +12,9 @@ from agent.store.stats import RunSummary, summarize
 
 def add_parser(sub) -> None:
     parser = sub.add_parser("show", help="progress, words, calls, tokens and degraded chapters of a run")
-    parser.add_argument("run_dir", metavar="RUN_DIR")
-    parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory")
+    parser.add_argument("--json", action="store_true", help="print the summary as one JSON object (the keys of "
+                        "`fabula runs --json`, plus history and server_probe)")
     parser.add_argument("--history", action="store_true",
                         help="Magnet runs: also list every world-state commit per timestep (when, by whom, why); "
                         "the graph itself: python -m agent.magnet.history RUN_DIR --format json|dot|svg")

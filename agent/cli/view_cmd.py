@@ -6,6 +6,7 @@ import argparse
 import ipaddress
 import sys
 
+from agent.cli.common import loud
 from agent.cli.errors import CLIError
 
 LOOPBACK = "127.0.0.1"
@@ -16,11 +17,11 @@ def add_parser(sub) -> None:
                             description="Serve a read-only web view of one run or of every run in a folder: the "
                             "story, the state over time, the call ledger and evaluation judgments, updated live "
                             "while a run is written. Bound to 127.0.0.1 unless --host is given.")
-    parser.add_argument("path", metavar="RUN_OR_FOLDER")
+    parser.add_argument("path", metavar="RUN_OR_FOLDER", help="one run directory, or a folder of runs")
     parser.add_argument("--port", type=int, default=8765, help="port (default 8765)")
     parser.add_argument("--host", default=None,
                         help=f"address to listen on (default {LOOPBACK}); anything else exposes your runs")
-    parser.add_argument("--poll", type=float, default=1.5, metavar="SECONDS",
+    parser.add_argument("--poll", "--interval", dest="poll", type=float, default=1.5, metavar="SECONDS",
                         help="how often open pages check for new units (default 1.5; 0: never)")
     parser.set_defaults(handler=run)
 
@@ -34,7 +35,7 @@ def listen_address(host: str | None) -> str:
     except ValueError:
         loopback = host == "localhost"
     if not loopback:
-        print(f"fabula view: listening on {host}: anyone who can reach it can read these runs", file=sys.stderr)
+        print(f"fabula view: listening on {host}: anyone who can reach it can read these runs", file=loud())
     return host
 
 

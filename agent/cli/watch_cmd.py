@@ -16,10 +16,11 @@ def add_parser(sub) -> None:
                             description="Print what a run has written so far, then each new chapter or Magnet "
                             "paragraph as it is committed; returns when the run stops running (or on Ctrl-C). "
                             "Read-only.")
-    parser.add_argument("run_dir", metavar="RUN_DIR")
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory")
     parser.add_argument("--from", dest="start", type=int, default=1, metavar="N",
                         help="start at chapter/step N (default 1: everything so far)")
-    parser.add_argument("--interval", type=float, default=1.0, metavar="SECONDS", help="poll interval (default 1)")
+    parser.add_argument("--interval", "--poll", dest="interval", type=float, default=1.0, metavar="SECONDS",
+                        help="how often to look for new units (default 1)")
     parser.add_argument("--wait", action="store_true",
                         help="keep waiting after the run stops (e.g. for a later `fabula resume`)")
     parser.set_defaults(handler=run)

@@ -60,7 +60,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     length.add_argument("--pages", type=float, metavar="N", help="target length in pages (overrides the file)")
     length.add_argument("--words", type=int, metavar="N", help="target length in words (overrides the file)")
     parser.add_argument("--page-words", type=int, metavar="N", help="words per page (default 500)")
-    parser.add_argument("--out", metavar="RUN_DIR", help="run directory (default: runs/<title>-<time>)")
+    parser.add_argument("-o", "--out", metavar="RUN_DIR", help="run directory (default: runs/<title>-<time>)")
     parser.add_argument("--profile", choices=PROFILE_CHOICES, help=PROFILE_HELP)
     parser.add_argument("--set", "--setting", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                         help="any other setting, e.g. --set narrator_temperature=0.5 (see agent/magnet/settings.py; "

@@ -45,7 +45,7 @@ def add_parser(sub) -> None:
         parser.add_argument("--id", dest="prompt_id", metavar="N", help="the prompt's id in --prompts")
         parser.add_argument("--words", type=int, required=True, metavar="N",
                             help=f"target length in words ({MIN_WORDS}-{MAX_WORDS})")
-        parser.add_argument("--out", metavar="RUN_DIR", help="run directory (default: runs/<pipeline>-<time>)")
+        parser.add_argument("-o", "--out", metavar="RUN_DIR", help="run directory (default: runs/<pipeline>-<time>)")
         parser.add_argument("--temperature", type=float, help="sampling temperature (default 0.7)")
         parser.add_argument("--context-tokens", type=int, metavar="N",
                             help="the model's context length (default: the server's max_model_len, else the "

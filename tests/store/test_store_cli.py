@@ -61,7 +61,13 @@ def test_runs_lists_every_run_and_survives_a_bad_one(run_dir, capsys):
     assert "broken  error:" in out
     main(["runs", str(parent), "--json"])
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert {r["run"] for r in rows} == {"run", "broken"}
+    assert {Path(r["run_dir"]).name for r in rows} == {"run", "broken"}
+    # one shape per kind of record: a run in `runs --json` has the keys of `show --json`
+    listed = next(r for r in rows if "pipeline" in r)
+    main(["show", listed["run_dir"], "--json"])
+    shown = json.loads(capsys.readouterr().out)
+    assert set(shown) - {"server_probe", "history"} == set(listed)
+    assert listed["units_done"] == shown["units_done"] == 3 and listed["target_units"] == 3
 
 
 def test_search_json_lines(run_dir, capsys):
