@@ -26,16 +26,9 @@ SHELL_BLOCKS = {"", "sh", "bash", "shell", "console"}
 REPO_DIRS = ("agent/", "docs/", "examples/", "grammars/", "scripts/", "serve/", "tests/")
 SHELL_OPERATORS = {"|", "||", "&&", ";", ">", ">>", "<", "2>", "&"}
 
-PENDING = {
-    ("config", None): "fabula config show|set|unset|path (the lead, #26 item 2)",
-    ("outline", None): "fabula outline RUN [--edit|--file F] (helper outline, #26 item 4)",
-    ("write", "--plan-only"): "write nst|rollsum --plan-only (helper outline, #26 item 4)",
-    ("export", "--title"): "export --title/--author (helper outline, #26 item 4)",
-    ("export", "--author"): "export --title/--author (helper outline, #26 item 4)",
-}
-"""Commands the docs show that land with other branches of #26, not yet on this one: a command
-using one of them may fail to parse here. The lead empties this after merging; every command
-then has to parse."""
+PENDING: dict[tuple[str, str | None], str] = {}
+"""Commands the docs may show before the branch that adds them lands (empty: every command shown
+has to parse)."""
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,8 @@ from agent.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[2]
 
-LEAD_MODEL_GROUPS = {("fabula", cmd, flag) for cmd in ("resume", "fork", "edit")
-                     for flag in ("--backend", "--model", "--thinking")}
-"""Options without help today that the lead's one shared model option group (#26 item 1,
-agent/cli/options.py add_model_options, every option with help) replaces. The lead empties
-this set after merging; the test then holds for every option."""
+LEAD_MODEL_GROUPS: set[tuple[str, ...]] = set()
+"""Options allowed without help (none: every option has its help)."""
 
 WRITES = {
     ("write", "nst"): ["--prompt", "p", "--words", "500"],

@@ -20,7 +20,7 @@ PROMPT = "A lighthouse keeper finds a bell that rings by itself."
 
 def _write(server: AuthorServer, out, *extra: str) -> int:
     return main(["write", "nst", "--prompt", PROMPT, "--words", "1000", "--endpoint", server.url, "--out", str(out),
-                 "--quiet", *extra])
+                 *extra])
 
 
 def _stopped_after_chapter_one(server: AuthorServer, out) -> None:
@@ -50,7 +50,7 @@ def test_resume_with_no_flags_continues_on_the_server_the_run_was_written_on(ser
     _stopped_after_chapter_one(server, out)
     before = len(server.chats)
     capsys.readouterr()
-    assert main(["resume", str(out), "--quiet"]) == 0
+    assert main(["resume", str(out)]) == 0
     err = capsys.readouterr().err
     assert f"at {server.url}, model scripted-author (endpoint from the run's record)" in err
     assert len(server.chats) > before  # chapter 2 was written by this server
@@ -126,7 +126,7 @@ def test_the_config_file_is_below_the_environment_and_flags(server, tmp_path, mo
     assert shown["endpoint"]["value"] == server.url and shown["endpoint"]["source"].startswith("config file")
     assert shown["call_timeout"]["value"] == 30.0
     out = tmp_path / "run"
-    assert main(["write", "nst", "--prompt", PROMPT, "--words", "1000", "--out", str(out), "--quiet"]) == 0
+    assert main(["write", "nst", "--prompt", PROMPT, "--words", "1000", "--out", str(out)]) == 0
     assert f"at {server.url}, model scripted-author (endpoint from config file)" in capsys.readouterr().err
     monkeypatch.setenv("FABULA_ENDPOINT", "http://127.0.0.1:9/v1")  # the environment beats the file ...
     assert main(["write", "nst", "--prompt", PROMPT, "--words", "1000", "--out", str(tmp_path / "x")]) == 2
