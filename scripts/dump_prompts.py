@@ -1,0 +1,69 @@
+"""Dump every request of scripted runs of each pipeline, to show a refactor changes no prompt.
+
+    PYTHONPATH=$PWD python scripts/dump_prompts.py OUT.jsonl
+
+Runs nst, rollsum and direct on the scripted author (tests/nst/author.py) and magnet and single
+on the scripted story model (tests/magnet/story_llm.py), in a temporary folder, and writes one
+JSON line per request: the pipeline, the messages, the sampling settings and the grammar. Run it
+before and after a change and ``diff`` the two files: empty means no prompt changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _finish(store: Any) -> None:
+    info = store.info()
+    print(f"{info.pipeline}: {info.status}, {info.last_unit} unit(s)", file=sys.stderr)
+    store.close()
+
+
+def main(out: str) -> int:
+    home = tempfile.mkdtemp(prefix="fabula-dump-")
+    os.environ["FABULA_HOME"] = home
+    from agent import pipelines
+    from agent.llm.base import LLM, Request
+    from tests.magnet.story_llm import StoryLLM, story
+    from tests.nst.author import Author
+
+    lines: list[str] = []
+    current = {"pipeline": ""}
+    original = LLM._prepare
+
+    def record(self: LLM, request: Request) -> Request:
+        prepared = original(self, request)
+        schema = prepared.constraint.json_schema if prepared.constraint is not None else None
+        entry: dict[str, Any] = {"pipeline": current["pipeline"], "role": prepared.role,
+                                 "messages": prepared.messages, "temperature": prepared.temperature,
+                                 "max_tokens": prepared.max_tokens, "min_tokens": prepared.min_tokens,
+                                 "stop": prepared.stop, "seed": prepared.seed, "schema": schema}
+        lines.append(json.dumps(entry, sort_keys=True, ensure_ascii=False, default=str))
+        return prepared
+
+    LLM._prepare = record  # type: ignore[method-assign]
+    llm = pipelines.LLMOptions(backend="scripted", model="scripted")
+    for name in ("nst", "rollsum", "direct"):
+        current["pipeline"] = name
+        config = {"prompt": "A keeper finds a bell in the harbour.", "prompt_id": None, "words": 3000,
+                  **({"plan_cache": str(Path(home) / "plans" / name)} if name != "direct" else {})}
+        _finish(pipelines.start(Path(home) / name, name, config, llm, model=Author()))
+    for name in ("magnet", "single"):
+        current["pipeline"] = name
+        config = {"story": story(words=600).to_dict()}
+        _finish(pipelines.start(Path(home) / name, name, config, llm, model=StoryLLM()))
+    Path(out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"{len(lines)} requests written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
