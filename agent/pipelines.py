@@ -1,10 +1,13 @@
 """The pipeline registry: how a stored run is started and resumed.
 
-A pipeline registers a :class:`Pipeline`: its unit, its typed settings (``agent.settings``)
-and a runner ``run(ctx)`` that continues from ``ctx.store.next_unit()`` and commits each unit
+A pipeline registers a :class:`Pipeline`: its unit, its typed settings (``agent.settings``),
+what it takes (a prompt or a story file), how its stored state is read and shown, its progress
+vocabulary, and a runner ``run(ctx)`` that continues from ``ctx.store.next_unit()`` and commits each unit
 with ``store.commit_chapter``/``commit_step``, calling ``store.finish()`` after the last one.
 Starting and resuming are then the same call; the store's in-order, once-only commits make
-a resume after any kill safe.
+a resume after any kill safe. The CLI, batch, the view and the store's readers ask the record
+(:func:`get`, :func:`names`) instead of listing pipelines: adding one is its own package and one
+line in :data:`BUILTIN`.
 
 The stored configuration (the settings, validated, with the model settings under ``llm``) is
 fingerprinted. A resume rebuilds the configuration as it would be now (the stored values, the
@@ -18,6 +21,7 @@ import importlib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from agent.llm.options import LLMOptions, ModelFlags, StoredModel
@@ -25,6 +29,7 @@ from agent.llm.options import resolve as resolve_model
 from agent.run_context import EventSink, RunContext
 from agent.settings import Settings
 from agent.store import Change, RunStore, StoreError, config_changes
+from agent.store.snapshots import ChapterSnapshot, Record, RunTarget, StepState
 
 if TYPE_CHECKING:
     from agent.llm import LLM
@@ -44,11 +49,47 @@ class Rederived:
 
 
 Rederiver = Callable[[RunContext[Any], int], Rederived]
+InputKind = Literal["prompt", "story"]
+"""What a pipeline writes from: a prompt (and ``--words``), or a story definition file."""
+
+
+@dataclass(frozen=True)
+class Flag:
+    """An option of ``fabula write NAME`` that sets one setting: a value (``kind`` int, float,
+    ...) or, with ``kind`` None, a switch that sets ``value``."""
+
+    option: str
+    setting: str
+    help: str
+    kind: Callable[[str], Any] | None = None
+    value: Any = False
+    metavar: str | None = None
+
+    @property
+    def dest(self) -> str:
+        return self.option.lstrip("-").replace("-", "_")
+
+    def add_to(self, parser: Any) -> None:
+        """Add the option to an argparse parser (or group)."""
+        if self.kind is None:
+            parser.add_argument(self.option, action="store_true", help=self.help)
+        else:
+            parser.add_argument(self.option, type=self.kind, help=self.help,
+                                **({"metavar": self.metavar} if self.metavar else {}))
+
+    def read(self, args: Any) -> Any:
+        """The setting's value from parsed arguments (None: the option was not given)."""
+        given = getattr(args, self.dest, None)
+        if self.kind is None:
+            return self.value if given else None
+        return given
 
 
 @dataclass(frozen=True)
 class Pipeline:
-    """A registered pipeline: its name, what its unit is, its settings and the runner."""
+    """A registered pipeline: its name, what its unit is, its settings and the runner, and how
+    the rest of fabula speaks of it (what it takes, its options, how its state is read and
+    shown, the words its progress uses)."""
 
     name: str
     unit: Literal["chapter", "step"]
@@ -62,10 +103,42 @@ class Pipeline:
     """Re-derives the state stored with a committed unit from its (edited) text, within a run
     context whose ledger attributes the calls to that unit; None: the pipeline's states are not
     derived from its text by a model call (see :func:`rederive`)."""
+    takes: InputKind = "prompt"
+    """A prompt (``fabula write NAME --prompt ... --words N``, batch ``--prompts``) or a story
+    definition file (``fabula write NAME STORY.toml``, batch ``--stories``)."""
+    help: str = ""
+    """One line for ``fabula write --help``."""
+    description: str = ""
+    """``fabula write NAME --help``'s description (default: ``help`` and a full stop)."""
+    planned: bool = False
+    """An outline is stored before the first unit (``--plan-only``, ``--plan-cache``, ``fabula outline``)."""
+    flags: tuple[Flag, ...] = ()
+    """The pipeline's own options of ``fabula write NAME``."""
+    flag_group: str | None = None
+    """A heading for them in the help (None: listed with the others)."""
+    state: type[Record] | None = None
+    """The reader of the state stored with each unit (default: by unit, ChapterSnapshot or StepState)."""
+    story_config: Callable[[Path, int | None], dict[str, Any]] | None = None
+    """A story pipeline: the configuration entries of a story file (``words`` overriding its length)."""
+    graph: Callable[[RunStore, int | None], str] | None = None
+    """An SVG of the stored state at a unit (None: the state has no graph to show)."""
+    history: Callable[[RunStore], list[str]] | None = None
+    """The lines of ``fabula show --history`` (None: the pipeline keeps no commit history)."""
+    progress: Mapping[str, str] = field(default_factory=dict)
+    """What a model call of each of its roles is doing, as a writer would say it."""
 
     def __post_init__(self) -> None:
         if self.settings is not None and not self.defaults:
             object.__setattr__(self, "defaults", self.settings.defaults())
+        if not self.description and self.help:
+            object.__setattr__(self, "description", self.help + ".")
+        if self.state is None:
+            object.__setattr__(self, "state", ChapterSnapshot if self.unit == "chapter" else StepState)
+
+    @staticmethod
+    def target(config: Mapping[str, Any]) -> RunTarget:
+        """What a run was asked to write, from its stored configuration."""
+        return RunTarget.of(dict(config))
 
     def typed(self, config: Mapping[str, Any]) -> Any:
         """The run's configuration as the runner reads it (validated), from a stored dict."""
@@ -109,6 +182,25 @@ class ConfigChangedError(StoreError):
 def register(pipeline: Pipeline) -> Pipeline:
     _REGISTRY[pipeline.name] = pipeline
     return pipeline
+
+
+def names(takes: InputKind | None = None) -> tuple[str, ...]:
+    """The pipelines fabula knows (built in, then registered), those that take ``takes`` if given."""
+    every = list(BUILTIN) + [name for name in _REGISTRY if name not in BUILTIN]
+    return tuple(name for name in every if takes is None or get(name).takes == takes)
+
+
+def known(name: str) -> Pipeline | None:
+    """The pipeline called ``name``, or None when this version of fabula has none by that name."""
+    try:
+        return get(name)
+    except NoRunnerError:
+        return None
+
+
+def spoken(items: tuple[str, ...] | list[str], last: str = "and") -> str:
+    """``a, b and c``: names in a sentence."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} {last} {items[-1]}"
 
 
 def get(name: str) -> Pipeline:
@@ -226,6 +318,6 @@ def rederive(store: RunStore, unit: int, *, llm: LLMOptions | None = None,
             return pipeline.rederive(ctx, unit)
 
 
-__all__ = ["BUILTIN", "ConfigChangedError", "LLMOptions", "NoRunnerError", "Pipeline", "Rederived", "Rederiver",
-           "ResumePlan", "Runner", "get", "plan_resume", "rederive", "register", "resume", "start",
-           "stored_model"]
+__all__ = ["BUILTIN", "ConfigChangedError", "Flag", "InputKind", "LLMOptions", "NoRunnerError", "Pipeline",
+           "Rederived", "Rederiver", "ResumePlan", "Runner", "get", "known", "names", "plan_resume", "rederive",
+           "register", "resume", "spoken", "start", "stored_model"]

@@ -15,7 +15,7 @@ from agent import pipelines
 from agent.cli import main
 from agent.eval.story import load_story
 from agent.store import RunStore
-from agent.store.snapshots import ChapterSnapshot, StepRecord, StepState, StoryTarget
+from agent.store.snapshots import ChapterSnapshot, RunTarget, StepRecord, StepState
 
 LEGACY = Path(__file__).resolve().parent / "fixtures" / "legacy_d73c811"
 PIPELINES = ["nst", "rollsum", "direct", "magnet", "single"]
@@ -37,7 +37,7 @@ def run(tmp_path, request):
 def test_legacy_run_reads_through_the_typed_records(run):
     with RunStore.open(run, readonly=True) as store:
         info = store.info()
-        target = StoryTarget.of(info.config)
+        target = RunTarget.of(info.config)
         assert target.words and target.prompt
         assert load_story(store).target_words == target.words
         if info.unit_kind == "chapter":

@@ -20,9 +20,6 @@ from agent.errors import InputError
 from agent.llm.options import LLMOptions
 from agent.text import read_capped
 
-PROMPT_PIPELINES = ("nst", "rollsum", "direct")
-STORY_PIPELINES = ("magnet", "single")
-PIPELINES = PROMPT_PIPELINES + STORY_PIPELINES
 MAX_PROMPT_SET_BYTES = 64 << 20
 
 
@@ -118,18 +115,18 @@ def plan_stories(pipeline: str, *, prompts: str | Path | None = None, ids: str |
                  settings: Mapping[str, Any] | None = None, profile: str = "default") -> list[StorySpec]:
     """Every story of a new batch with its validated configuration.
 
-    ``prompts`` (a JSONL set, ``ids`` picking some) feeds nst, rollsum and direct; ``stories``
-    (a folder of Magnet TOML definitions) feeds magnet and single. ``words`` is each story's
+    ``prompts`` (a JSONL set, ``ids`` picking some) feeds the pipelines that take a prompt;
+    ``stories`` (a folder of story definitions) feeds those that take a story file. ``words`` is each story's
     target (for Magnet it overrides the definition's length); ``settings`` are ``--set`` values,
     applied to every story after the ``profile``."""
-    if pipeline not in PIPELINES:
-        raise InputError(f"unknown pipeline {pipeline!r}; use one of {', '.join(PIPELINES)}")
+    if pipeline not in pipelines.names():
+        raise InputError(f"unknown pipeline {pipeline!r}; use one of {', '.join(pipelines.names())}")
     registered = pipelines.get(pipeline)
     shared: dict[str, Any] = {}
     if registered.settings is not None:
         shared.update(registered.settings.profile_settings(profile))  # type: ignore[attr-defined]
     shared.update(settings or {})
-    if pipeline in PROMPT_PIPELINES:
+    if registered.takes == "prompt":
         if prompts is None or stories is not None:
             raise InputError(f"a {pipeline} batch takes its stories from --prompts FILE.jsonl (not --stories)")
         if words is None:
@@ -141,7 +138,7 @@ def plan_stories(pipeline: str, *, prompts: str | Path | None = None, ids: str |
                              "(not --prompts)")
         if ids is not None:
             raise InputError("--ids only goes with --prompts")
-        specs = _definition_specs(Path(stories), words, shared)
+        specs = _definition_specs(registered, Path(stories), words, shared)
     for spec in specs:  # every setting of every story checked before anything is created
         registered.configure(spec.config, LLMOptions())
     return specs
@@ -153,9 +150,9 @@ def _prompt_specs(items: Sequence[tuple[str, str]], words: int, shared: Mapping[
             for key, prompt in items]
 
 
-def _definition_specs(folder: Path, words: int | None, shared: Mapping[str, Any]) -> list[StorySpec]:
-    from agent.magnet.definition import load_definition
-
+def _definition_specs(pipeline: pipelines.Pipeline, folder: Path, words: int | None,
+                      shared: Mapping[str, Any]) -> list[StorySpec]:
+    assert pipeline.story_config is not None, f"{pipeline.name} takes a story file but cannot read one"
     if not folder.is_dir():
         raise InputError(f"--stories {folder}: not a folder of story definitions")
     files = sorted(folder.glob("*.toml"))
@@ -164,14 +161,11 @@ def _definition_specs(folder: Path, words: int | None, shared: Mapping[str, Any]
     taken: set[str] = set()
     specs = []
     for path in files:
-        story = load_definition(path).with_length(words=words)
-        specs.append(StorySpec(path.stem, _folder_name(path.stem, taken), {**shared, "story": story.to_dict()}))
+        specs.append(StorySpec(path.stem, _folder_name(path.stem, taken),
+                               {**shared, **pipeline.story_config(path, words=words)}))
     return specs
 
 
 def target_words(config: Mapping[str, Any]) -> int:
     """A story's target length from its configuration (either family of pipelines)."""
-    story = config.get("story")
-    if isinstance(story, Mapping):
-        return int(story.get("target_words") or 0)
-    return int(config.get("words") or 0)
+    return pipelines.Pipeline.target(config).words or 0

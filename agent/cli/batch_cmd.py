@@ -14,6 +14,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from agent import pipelines
 from agent.cli.common import loud
 from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, choose_model, open_client
@@ -25,20 +26,20 @@ from agent.settings import parse_assignments
 if TYPE_CHECKING:
     from agent.llm import LLM
 
-PIPELINES = ("nst", "rollsum", "direct", "magnet", "single")
 
 
 def add_parser(sub) -> None:
+    prompted, storied = pipelines.spoken(pipelines.names("prompt")), pipelines.spoken(pipelines.names("story"))
     parser = sub.add_parser("batch", help="write many stories at once: a prompt set or a folder of Magnet stories",
                             description="Write one run per story into DIR, K at a time against one server, with a "
                             "batch database (DIR/batch.db) of every story's status and figures. 'fabula batch resume "
                             "DIR' continues (failed stories are retried); 'fabula batch show DIR' reports.")
-    parser.add_argument("--pipeline", choices=PIPELINES, help="the pipeline every story is written with")
+    parser.add_argument("--pipeline", choices=pipelines.names(), help="the pipeline every story is written with")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--prompts", metavar="FILE.jsonl", help="a prompt set (one JSON object a line with id and "
-                        "prompt), for nst, rollsum and direct")
-    source.add_argument("--stories", metavar="DIR", help="a folder of Magnet story definitions (*.toml), for magnet "
-                        "and single")
+                        f"prompt), for {prompted}")
+    source.add_argument("--stories", metavar="DIR", help="a folder of Magnet story definitions (*.toml), for "
+                        f"{storied}")
     parser.add_argument("--ids", metavar="SPEC", help="the prompts to write by id, e.g. 1-20,35 (default: all)")
     parser.add_argument("--words", type=int, metavar="N", help="each story's target length in words (Magnet: "
                         "overrides the definitions)")
@@ -76,11 +77,11 @@ def run_new(args: argparse.Namespace) -> int:
         raise CLIError(f"fabula batch needs {' and '.join(missing)} (or: fabula batch resume DIR, fabula batch show "
                        "DIR)")
     if args.prompts is None and args.stories is None:
-        raise CLIError("fabula batch needs --prompts FILE.jsonl (nst, rollsum, direct) or --stories DIR (magnet, "
-                       "single)")
+        raise CLIError(f"fabula batch needs --prompts FILE.jsonl ({', '.join(pipelines.names('prompt'))}) or "
+                       f"--stories DIR ({', '.join(pipelines.names('story'))})")
     if args.ids is not None and args.prompts is None:
         raise CLIError("--ids only goes with --prompts")
-    if args.words is not None and args.pipeline in ("nst", "rollsum", "direct") \
+    if args.words is not None and pipelines.get(args.pipeline).takes == "prompt" \
             and not MIN_WORDS <= args.words <= MAX_WORDS:
         raise CLIError(f"--words must be between {MIN_WORDS} and {MAX_WORDS}, got {args.words}")
     check_concurrency(args.concurrency)

@@ -18,22 +18,27 @@ import sys
 import time
 from typing import TextIO
 
+from agent import pipelines
 from agent.run_context import Event
 
 PLAIN_EVERY_S = 15.0
 VERBOSE = False
 """Every display's ``verbose`` unless it is given: the command line's ``-v`` (set by ``agent.cli.main``)."""
 
-ROLE_WORDS = {
-    "plan_premise": "planning the premise", "plan_synopsis": "planning the synopsis",
-    "plan_acts": "planning the acts", "plan_outline": "planning the outline",
-    "nst_turn": "choosing the next step", "nst_prose": "drafting", "nst_digest": "digesting older events",
-    "rollsum_summary": "summing up the story so far", "rollsum_chapter": "drafting",
-    "direct_story": "writing the story", "character": "the characters act", "critic": "the critic reads",
-    "narrator": "narrating", "narrator-select": "the narrator chooses", "goal": "choosing the next goal",
-    "transition": "writing a transition", "recap": "recapping", "baseline": "writing", "prompt": "answering",
-}
-"""What a model call of each role is doing, as a writer would say it."""
+ROLE_WORDS = {"prompt": "answering"}
+"""What a model call of a role no pipeline owns is doing; each pipeline's own roles are worded
+in its record (``Pipeline.progress``), see :func:`role_words`."""
+_ROLE_WORDS: dict[str, str] = {}
+
+
+def role_words() -> dict[str, str]:
+    """What a model call of each role is doing, as a writer would say it: every pipeline's
+    vocabulary, then the roles no pipeline owns."""
+    if not _ROLE_WORDS:
+        for name in pipelines.names():
+            _ROLE_WORDS.update(pipelines.get(name).progress)
+        _ROLE_WORDS.update(ROLE_WORDS)
+    return _ROLE_WORDS
 TOOL_WORDS = {"read": "reading back", "search": "searching", "write": "writing", "correct": "correcting",
               "update": "updating the story state", "finish": "finishing the chapter", "budget": "fitting the context"}
 """What each NstAgent tool is doing."""
@@ -124,7 +129,7 @@ class ProgressDisplay:
     def _doing(event: Event) -> str:
         if event.kind == "call":
             role = event.detail or "call"
-            words = ROLE_WORDS.get(role) or ("judging" if role.startswith("judge") else role.replace("_", " "))
+            words = role_words().get(role) or ("judging" if role.startswith("judge") else role.replace("_", " "))
             return words + (" (the call failed, retrying)" if event.data.get("failed") else "")
         if event.kind == "draft":
             verdict = "accepted" if event.data.get("accepted") else "rejected"

@@ -57,12 +57,14 @@ def _server_lines(probe: dict | None) -> list[str]:
 
 
 def _magnet_history(store) -> list[str]:
+    """The run's commit history, from its pipeline's record (a pipeline without one refuses)."""
+    from agent import pipelines
     from agent.cli.errors import CLIError
-    from agent.magnet.history import render_text
 
-    if store.info().pipeline != "magnet":
+    described = pipelines.known(store.info().pipeline)
+    if described is None or described.history is None:
         raise CLIError(f"--history is for Magnet runs; this is a {store.info().pipeline} run")
-    return render_text(store)
+    return described.history(store)
 
 
 def render(s: RunSummary, path: str) -> list[str]:

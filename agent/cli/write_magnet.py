@@ -1,4 +1,5 @@
-"""``fabula write magnet STORY.toml`` and ``fabula write single --story STORY.toml``.
+"""``fabula write NAME STORY.toml`` for every pipeline that writes from a story definition file:
+``fabula write magnet STORY.toml`` and ``fabula write single --story STORY.toml``.
 
 Magnet: character agents, critic, narrator and goal sequencing over a world graph; the
 single-model baseline writes the same definition without any of them. Both are step runs:
@@ -28,29 +29,15 @@ from agent.settings import parse_assignments
 
 
 def add_parser(sub) -> None:
-    magnet = sub.add_parser("magnet", help="Magnet: persona agents, critic, narrator, goal sequencing",
-                            description="Write a story with Magnet from a story definition (TOML). Examples: "
-                            "agent/magnet/examples/*.toml.")
-    _common(magnet)
-    group = magnet.add_argument_group("Magnet (paper defaults; all recorded in the run)")
-    group.add_argument("--max-revisions", type=int, metavar="N", help="critic revisions per action (default 3)")
-    group.add_argument("--stall-steps", type=int, metavar="N", help="replace a goal not completed in N steps "
-                       "(default 15)")
-    group.add_argument("--shift-every", type=int, metavar="N", help="domain-shifting goal every N steps (default 40)")
-    group.add_argument("--history-window", type=int, metavar="N", help="recent paragraphs each role sees (default 3)")
-    group.add_argument("--no-critic", action="store_true",
-                       help="ablation: no critic; each character states its own world updates and goal completion")
-    group.add_argument("--no-goal-shift", action="store_true",
-                       help="ablation: no goal generator; the initial goal stays (the ending is cued to the narrator)")
-    group.add_argument("--no-structured-state", action="store_true",
-                       help="ablation: no world graph; no role sees or writes state")
-    magnet.set_defaults(handler=run_magnet)
-
-    single = sub.add_parser("single", help="the single-model baseline on a Magnet story definition",
-                            description="One model writes the story paragraph by paragraph from the definition, "
-                            "without agents, critic, state or goals, to the same length.")
-    _common(single)
-    single.set_defaults(handler=run_single)
+    for name in pipelines.names(takes="story"):
+        described = pipelines.get(name)
+        parser = sub.add_parser(name, help=described.help, description=described.description)
+        _common(parser)
+        if described.flags:
+            group = parser.add_argument_group(described.flag_group) if described.flag_group else parser
+            for flag in described.flags:
+                flag.add_to(group)
+        parser.set_defaults(handler=run, writer=name)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -68,15 +55,17 @@ def _common(parser: argparse.ArgumentParser) -> None:
     add_model_options(parser)
 
 
-def load_story(args: argparse.Namespace):
-    from agent.magnet.definition import load_definition
-
+def load_story(args: argparse.Namespace) -> dict[str, Any]:
+    """The configuration entries of the story definition the arguments name (its length as asked)."""
     if args.story_file and args.story and args.story_file != args.story:
         raise CLIError("give the story definition once (positional or --story)")
     path = args.story_file or args.story
     if not path:
-        raise CLIError("a story definition is needed: fabula write magnet STORY.toml")
-    return load_definition(path).with_length(pages=args.pages, words=args.words, page_words=args.page_words)
+        first = pipelines.names(takes="story")[0]
+        raise CLIError(f"a story definition is needed: fabula write {first} STORY.toml")
+    reader = pipelines.get(args.writer).story_config
+    assert reader is not None, f"{args.writer} takes a story file but cannot read one"
+    return reader(Path(path), pages=args.pages, words=args.words, page_words=args.page_words)
 
 
 def settings_config(args: argparse.Namespace, flags: dict[str, Any], profile: str = "default") -> dict[str, Any]:
@@ -131,24 +120,15 @@ def _start(args: argparse.Namespace, name: str, build: Callable[[str], dict[str,
         store.close()
 
 
-def run_magnet(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     story = load_story(args)
-    flags = {"max_revisions": args.max_revisions, "stall_steps": args.stall_steps,
-             "shift_every": args.shift_every, "history_window": args.history_window}
+    flags = pipelines.get(args.writer).flags
+    values = {flag.setting: flag.read(args) for flag in flags if flag.kind is not None}
+    switches = {flag.setting: flag.read(args) for flag in flags if flag.kind is None}
 
     def build(profile: str) -> dict[str, Any]:
-        config = settings_config(args, flags, profile)
-        if args.no_critic:
-            config["critic"] = False
-        if args.no_goal_shift:
-            config["goal_shift"] = False
-        if args.no_structured_state:
-            config["structured_state"] = False
-        return {**config, "story": story.to_dict()}
+        config = settings_config(args, values, profile)
+        config.update({key: value for key, value in switches.items() if value is not None})
+        return {**config, **story}
 
-    return _start(args, "magnet", build)
-
-
-def run_single(args: argparse.Namespace) -> int:
-    story = load_story(args)
-    return _start(args, "single", lambda profile: {**settings_config(args, {}, profile), "story": story.to_dict()})
+    return _start(args, args.writer, build)

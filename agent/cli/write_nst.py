@@ -1,4 +1,4 @@
-"""``fabula write nst|rollsum|direct``: start a NstAgent run or one of its baselines.
+"""``fabula write NAME`` for every pipeline that writes from a prompt (NstAgent and its baselines).
 
 Input is checked before anything is created (prompt, length, prompt file, the server), so a
 bad invocation leaves no run directory behind; a run that fails later is stored as failed,
@@ -24,19 +24,17 @@ from agent.llm.options import LLMOptions
 from agent.nst.config import MAX_WORDS, MIN_WORDS
 from agent.settings import parse_assignments
 from agent.store import RunStore
-from agent.store.snapshots import ChapterSnapshot, StoryTarget
+from agent.store.snapshots import ChapterSnapshot, RunTarget
 from agent.text import read_capped
 
 MAX_PROMPT_BYTES = 1 << 20
 MAX_PROMPT_SET_BYTES = 64 << 20
-HELP = {"nst": "NstAgent: chapters written with tools against a tracked narrative state",
-        "rollsum": "baseline: chapters from the same outline with a rolling story-so-far summary",
-        "direct": "baseline: the whole story in one call"}
 
 
 def add_parser(sub) -> None:
-    for name in ("nst", "rollsum", "direct"):
-        parser = sub.add_parser(name, help=HELP[name], description=HELP[name] + ".")
+    for name in pipelines.names(takes="prompt"):
+        described = pipelines.get(name)
+        parser = sub.add_parser(name, help=described.help, description=described.description)
         source = parser.add_mutually_exclusive_group(required=True)
         source.add_argument("--prompt", metavar="TEXT", help="the story prompt")
         source.add_argument("--prompt-file", metavar="FILE", help="a text file holding the story prompt")
@@ -50,11 +48,10 @@ def add_parser(sub) -> None:
         parser.add_argument("--context-tokens", type=int, metavar="N",
                             help="the model's context length (default: the server's max_model_len, else the "
                             "embedded model's config); every request is fitted to it")
-        if name == "nst":
-            parser.add_argument("--no-state", action="store_true", help="ablation: no narrative state or update")
-            parser.add_argument("--no-lookback", action="store_true", help="ablation: no read, search or correct")
-            parser.add_argument("--max-turns", type=int, help="turn cap per chapter (default 50)")
-        if name != "direct":
+        group = parser.add_argument_group(described.flag_group) if described.flag_group else parser
+        for flag in described.flags:
+            flag.add_to(group)
+        if described.planned:
             parser.add_argument("--plan-cache", metavar="DIR", help="plan cache folder (default $FABULA_HOME/plans)")
             parser.add_argument("--plan-only", action="store_true",
                                 help="stop once the outline is stored: see or change it with fabula outline RUN "
@@ -113,14 +110,12 @@ def build_config(args: argparse.Namespace, prompt: str, prompt_id: str | None,
     if not MIN_WORDS <= args.words <= MAX_WORDS:
         raise CLIError(f"--words must be between {MIN_WORDS} and {MAX_WORDS}, got {args.words}")
     config: dict[str, Any] = {"prompt": prompt, "prompt_id": prompt_id, "words": args.words}
-    flags = {"temperature": args.temperature, "max_turns": getattr(args, "max_turns", None),
-             "context_tokens": getattr(args, "context_tokens", None),
-             "state": False if getattr(args, "no_state", False) else None,
-             "lookback": False if getattr(args, "no_lookback", False) else None,
+    pipeline = pipelines.get(args.writer)
+    flags = {"temperature": args.temperature, "context_tokens": getattr(args, "context_tokens", None),
+             **{flag.setting: flag.read(args) for flag in pipeline.flags},
              "plan_cache": str(Path(args.plan_cache).expanduser().resolve()) if getattr(args, "plan_cache", None)
              else None}
     config.update({k: v for k, v in flags.items() if v is not None})
-    pipeline = pipelines.get(args.writer)
     config.update(pipeline.settings.profile_settings(profile))  # type: ignore[union-attr]
     config.update(parse_assignments(args.overrides))
     pipeline.configure(config, LLMOptions())  # validates every setting before anything is created
@@ -138,7 +133,7 @@ def summary_lines(store, writer: str) -> list[str]:
     prompt = sum(c.prompt_tokens for c in calls)
     cached = sum(c.cached_prompt_tokens for c in calls)
     lines = [f"{writer}: {info.status}, {len(chapters)} of {info.target_units} chapter(s), {words} words "
-             f"(target {StoryTarget.of(info.config).words})",
+             f"(target {RunTarget.of(info.config).words})",
              f"degraded chapters: {', '.join(map(str, degraded)) if degraded else 'none'}"]
     if firsts:
         lines.append(f"first-attempt gate pass: {sum(firsts)}/{len(firsts)} ({100 * sum(firsts) / len(firsts):.0f}%)")

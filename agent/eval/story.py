@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from agent.store import RunStore
 from agent.store.records import Paragraph
-from agent.store.snapshots import StoryTarget
+from agent.store.snapshots import RunTarget
 from agent.text import count_words
 
 
@@ -60,7 +60,7 @@ def load_story(store: RunStore) -> Story:
         sections = [Section(c.index, c.title, c.text, c.words) for c in store.chapters()]
     else:
         sections = _magnet_sections(store)
-    target = StoryTarget.of(info.config)
+    target = RunTarget.of(info.config)
     return Story(str(store.run_dir), info.pipeline, sections, target.prompt, target.key, target.words)
 
 

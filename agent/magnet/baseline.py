@@ -14,7 +14,7 @@ from typing import Any
 
 from agent import pipelines
 from agent.llm import LLM
-from agent.magnet import ending, prompts
+from agent.magnet import describe, ending, prompts
 from agent.magnet.definition import StoryDefinition
 from agent.magnet.roles import write_prose
 from agent.magnet.settings import SingleConfig
@@ -72,4 +72,9 @@ def write_baseline(store: RunStore, llm: LLM, config: SingleConfig | dict[str, A
         write(ctx)
 
 
-PIPELINE = pipelines.register(pipelines.Pipeline(NAME, "step", write, version="1", settings=SingleConfig))
+PIPELINE = pipelines.register(pipelines.Pipeline(
+    NAME, "step", write, version="1", settings=SingleConfig, takes="story",
+    help="the single-model baseline on a Magnet story definition",
+    description="One model writes the story paragraph by paragraph from the definition, without agents, critic, "
+    "state or goals, to the same length.", story_config=describe.story_config, graph=describe.graph,
+    progress=describe.PROGRESS))

@@ -14,7 +14,7 @@ from typing import Any
 from agent import pipelines
 from agent.llm import LLM
 from agent.llm.budget import run_budget
-from agent.magnet import ending
+from agent.magnet import describe, ending
 from agent.magnet.definition import StoryDefinition
 from agent.magnet.loop import StepOutcome, initial_state, run_step
 from agent.magnet.memory import prepare
@@ -104,4 +104,25 @@ def _estimate(story: StoryDefinition, state: dict[str, Any], step: int) -> int:
     return step + max(1, math.ceil((story.target_words - state["words"]) / per_step))
 
 
-PIPELINE = pipelines.register(pipelines.Pipeline(NAME, "step", write, version=VERSION, settings=MagnetConfig))
+FLAGS = (
+    pipelines.Flag("--max-revisions", "max_revisions", "critic revisions per action (default 3)", int, metavar="N"),
+    pipelines.Flag("--stall-steps", "stall_steps", "replace a goal not completed in N steps (default 15)", int,
+                   metavar="N"),
+    pipelines.Flag("--shift-every", "shift_every", "domain-shifting goal every N steps (default 40)", int, metavar="N"),
+    pipelines.Flag("--history-window", "history_window", "recent paragraphs each role sees (default 3)", int,
+                   metavar="N"),
+    pipelines.Flag("--no-critic", "critic",
+                   "ablation: no critic; each character states its own world updates and goal completion"),
+    pipelines.Flag("--no-goal-shift", "goal_shift",
+                   "ablation: no goal generator; the initial goal stays (the ending is cued to the narrator)"),
+    pipelines.Flag("--no-structured-state", "structured_state",
+                   "ablation: no world graph; no role sees or writes state"),
+)
+"""``fabula write magnet``'s own options, in the order of its help."""
+
+PIPELINE = pipelines.register(pipelines.Pipeline(
+    NAME, "step", write, version=VERSION, settings=MagnetConfig, takes="story",
+    help="Magnet: persona agents, critic, narrator, goal sequencing",
+    description="Write a story with Magnet from a story definition (TOML). Examples: agent/magnet/examples/*.toml.",
+    flags=FLAGS, flag_group="Magnet (paper defaults; all recorded in the run)", story_config=describe.story_config,
+    graph=describe.graph, history=describe.history, progress=describe.PROGRESS))

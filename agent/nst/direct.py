@@ -58,4 +58,6 @@ def write_story(store: RunStore, llm: LLM, config: DirectConfig | Mapping[str, A
         write(ctx)
 
 
-PIPELINE = pipelines.register(pipelines.Pipeline("direct", "chapter", write, version="1", settings=DirectConfig))
+PIPELINE = pipelines.register(pipelines.Pipeline(
+    "direct", "chapter", write, version="1", settings=DirectConfig, help="baseline: the whole story in one call",
+    progress={"direct_story": "writing the story"}))

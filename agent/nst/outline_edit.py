@@ -22,8 +22,6 @@ from agent.store import RunStore
 from agent.store.plan_edits import revise_plan
 from grammars.nst import Outline, OutlineChapter
 
-PLANNED = ("nst", "rollsum")
-
 
 class OutlineEditError(InputError):
     """An edited outline that breaks a planner rule; nothing is stored."""
@@ -44,8 +42,10 @@ class OutlineEdit:
 def stored_outline(store: RunStore) -> tuple[str | None, list[dict[str, Any]]]:
     """The run's title and frozen outline; ``InputError`` if the run has none (yet)."""
     info = store.info()
-    if info.pipeline not in PLANNED:
-        raise InputError(f"{store.run_dir} is a {info.pipeline} run; only nst and rollsum runs write from an outline")
+    described = pipelines.known(info.pipeline)
+    if described is None or not described.planned:
+        planned = pipelines.spoken([name for name in pipelines.names() if pipelines.get(name).planned])
+        raise InputError(f"{store.run_dir} is a {info.pipeline} run; only {planned} runs write from an outline")
     plan = store.plan()
     if not isinstance(plan.get("outline"), list):
         raise InputError(f"{store.run_dir} has no outline yet (its planning did not finish): fabula resume "

@@ -18,6 +18,11 @@ from agent.run_context import RunContext
 PLAN_KEYS = ("title", "premise", "synopsis", "acts", "outline", "words", "chapters", "notes")
 
 
+PLANNING_WORDS = {"plan_premise": "planning the premise", "plan_synopsis": "planning the synopsis",
+                  "plan_acts": "planning the acts", "plan_outline": "planning the outline"}
+"""What a model call of each planner stage is doing, as a writer would say it (progress)."""
+
+
 def frozen_plan(ctx: RunContext[Any], budget: Budget | None = None) -> dict[str, Any]:
     """The plan to write from; stored in the run on first use."""
     store, config = ctx.store, ctx.config

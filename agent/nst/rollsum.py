@@ -20,7 +20,7 @@ from agent.nst.budget import Budget, run_budget
 from agent.nst.config import RollSumConfig
 from agent.nst.drafting import Drafter, draft_until_gate, record_attempt
 from agent.nst.length import initial_ratio
-from agent.nst.planning import frozen_plan, stop_after_plan
+from agent.nst.planning import PLANNING_WORDS, frozen_plan, stop_after_plan
 from agent.nst.prompts import outline_block
 from agent.nst.rederive import rederive_rollsum
 from agent.run_context import EventSink, RunContext
@@ -100,6 +100,7 @@ def write_story(store: RunStore, llm: LLM, config: RollSumConfig | Mapping[str, 
         write(ctx)
 
 
-PIPELINE = pipelines.register(
-    pipelines.Pipeline("rollsum", "chapter", write, version="1", settings=RollSumConfig, rederive=rederive_rollsum)
-)
+PIPELINE = pipelines.register(pipelines.Pipeline(
+    "rollsum", "chapter", write, version="1", settings=RollSumConfig, rederive=rederive_rollsum, planned=True,
+    help="baseline: chapters from the same outline with a rolling story-so-far summary",
+    progress={**PLANNING_WORDS, "rollsum_summary": "summing up the story so far", "rollsum_chapter": "drafting"}))

@@ -17,7 +17,7 @@ from agent.nst.budget import run_budget
 from agent.nst.config import NstConfig
 from agent.nst.length import initial_ratio
 from agent.nst.loop import ChapterLoop
-from agent.nst.planning import frozen_plan, stop_after_plan
+from agent.nst.planning import PLANNING_WORDS, frozen_plan, stop_after_plan
 from agent.nst.rederive import rederive_nst
 from agent.nst.state import NarrativeState
 from agent.run_context import EventSink, RunContext
@@ -62,5 +62,13 @@ def write_story(store: RunStore, llm: LLM, config: NstConfig | Mapping[str, Any]
         write(ctx)
 
 
-PIPELINE = pipelines.register(pipelines.Pipeline("nst", "chapter", write, version="1", settings=NstConfig,
-                                                rederive=rederive_nst))
+FLAGS = (pipelines.Flag("--no-state", "state", "ablation: no narrative state or update"),
+         pipelines.Flag("--no-lookback", "lookback", "ablation: no read, search or correct"),
+         pipelines.Flag("--max-turns", "max_turns", "turn cap per chapter (default 50)", int))
+"""``fabula write nst``'s own options, in the order of its help."""
+PROGRESS = {**PLANNING_WORDS, "nst_turn": "choosing the next step", "nst_prose": "drafting",
+            "nst_digest": "digesting older events"}
+
+PIPELINE = pipelines.register(pipelines.Pipeline(
+    "nst", "chapter", write, version="1", settings=NstConfig, rederive=rederive_nst, planned=True, flags=FLAGS,
+    help="NstAgent: chapters written with tools against a tracked narrative state", progress=PROGRESS))

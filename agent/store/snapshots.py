@@ -93,7 +93,7 @@ class StepRecord(Record):
     """The chapter the step belongs to (None: the story has no chapters, or an older run)."""
 
 
-class StoryTarget(BaseModel):
+class RunTarget(BaseModel):
     """What a run was asked to write, read from any pipeline's stored configuration."""
 
     model_config = ConfigDict(frozen=True)
@@ -103,7 +103,7 @@ class StoryTarget(BaseModel):
     words: int | None = None
 
     @classmethod
-    def of(cls, config: dict[str, Any]) -> StoryTarget:
+    def of(cls, config: dict[str, Any]) -> RunTarget:
         """NstAgent family: ``prompt``/``words``; Magnet family: the story definition's
         ``target_words`` (older shapes: ``words``, or ``pages`` x ``page_words``)."""
         story = config.get("story")

@@ -9,6 +9,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from agent import pipelines
 from agent.store import RunStore, StoreError
 from agent.store.book import Book, read_book
 from agent.store.costs import calls, per_unit
@@ -79,11 +80,10 @@ def state(store: RunStore, unit: int | None = None) -> dict[str, Any]:
     units = timeline(store)
     info = store.info()
     graph, graph_error = None, None
-    if info.pipeline in ("magnet", "single") or info.unit_kind == "step":
-        from agent.magnet.history import graph_json, graph_svg
-
+    described = pipelines.known(info.pipeline)
+    if described is not None and described.graph is not None:
         try:
-            graph = Markup(graph_svg(graph_json(store, unit)))
+            graph = Markup(described.graph(store, unit))
         except StoreError as exc:
             graph_error = str(exc)
     return {"units": units, "graph": graph, "graph_error": graph_error, "graph_unit": unit or info.last_unit,
