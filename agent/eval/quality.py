@@ -30,7 +30,7 @@ from agent.store import RunStore
 from agent.store import judgments as stored
 from agent.store.paths import write_atomic
 from grammars.judges import CriterionDesign, CriterionScore
-from serve.models import fabula_home
+from serve.home import fabula_home
 
 KIND = "quality"
 CRITERIA_KIND = "quality_criteria"

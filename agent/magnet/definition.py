@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import InputError
+from agent.limits import DEFAULT_PAGE_WORDS, MAX_PAGE_WORDS, MAX_PAGES, MAX_WORDS
 from agent.text import read_capped
 
-DEFAULT_PAGE_WORDS = 500
 SCALARS = (str, int, float, bool)
 MAX_PROBLEMS = 10
 KEY_RULE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -378,7 +378,7 @@ def _variables(value: Any, p: _Problems, at: str, who: str | None = None) -> dic
     return out
 
 
-LIMITS = {"words": 300_000, "pages": 600, "page_words": 5_000}
+LIMITS = {"words": MAX_WORDS, "pages": MAX_PAGES, "page_words": MAX_PAGE_WORDS}
 """Upper bounds of the length fields: a longer story is a typo, not a plan (NstAgent's own bound)."""
 
 

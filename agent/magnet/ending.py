@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.limits import CLOSING_TOKENS_PER_WORD
 from agent.magnet.definition import StoryDefinition
 from agent.magnet.settings import MagnetSettings
 
@@ -55,14 +56,11 @@ def max_steps(story: StoryDefinition, settings: MagnetSettings) -> int:
     return max(4, int(settings.max_steps_factor * story.target_words / max(1, settings.paragraph_min_tokens)))
 
 
-TOKENS_PER_WORD = 1.35
-
-
 def final_budget(story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any]) -> tuple[int, int]:
     """``(min_tokens, max_tokens)`` of the closing paragraph, sized to the words still missing
     (bounded at three ordinary paragraphs), so the story reaches its target as it ends."""
     remaining = max(0, story.target_words - state["words"])
-    want = int(remaining * TOKENS_PER_WORD)
+    want = int(remaining * CLOSING_TOKENS_PER_WORD)
     cap = 3 * settings.paragraph_tokens
     low = min(max(settings.paragraph_min_tokens, want), cap - 60)
     return low, min(cap, max(settings.paragraph_tokens, low + 80))

@@ -13,11 +13,10 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from agent.limits import TOKEN_CAP
 from agent.settings import SMALL_PROSE, SMALL_STRUCTURED, WritingControls
 
 TOKENS = 32768
-CONTEXT_CAP = 262_144
-"""No model fabula serves has a longer context; a larger setting is a typo."""
 PROSE = frozenset({"narrator", "transition", "baseline"})
 """The roles that write story text (the rest answer in JSON)."""
 SMALL = {"prose_sampling": SMALL_PROSE, "structured_sampling": SMALL_STRUCTURED}
@@ -66,7 +65,7 @@ class MagnetSettings(ParagraphSettings):
     """Refresh the running recap every N steps by one bounded call (0: no recap)."""
     recap_tokens: int = Field(220, ge=16, le=TOKENS)
     recap_temperature: float = Field(0.1, ge=0.0, le=2.0)
-    context_tokens: int | None = Field(None, ge=512, le=CONTEXT_CAP)
+    context_tokens: int | None = Field(None, ge=512, le=TOKEN_CAP)
     """The model's context; None: the server's max_model_len, else the embedded model's config, else
     unknown (nothing fitted). Every request is fitted to it, memory giving way first (agent.magnet.roles)."""
     context_reserve: int = Field(64, ge=0, le=16384)

@@ -12,14 +12,13 @@ from typing import Any, ClassVar, Self
 from pydantic import Field, model_validator
 
 from agent.gate import DEFAULT_HIGH, DEFAULT_LOW
+from agent.limits import MAX_WORDS, TOKEN_CAP
 from agent.settings import SMALL_PROSE_LONG_PROMPTS, SMALL_STRUCTURED_LONG_PROMPTS, WritingControls
 
 PLANNER_VERSION = "2"
 """2: the outline stage also asks for the book's title (a version-1 cached plan has none)."""
 MIN_WORDS = 500
-MAX_WORDS = 300_000
-TOKEN_CAP = 262_144
-"""No model fabula serves has a longer context; a larger token setting is a typo."""
+__all__ = ["MAX_WORDS", "MIN_WORDS", "TOKEN_CAP"]  # the shared limits (agent.limits), re-exported
 
 
 class StoryTarget(WritingControls):

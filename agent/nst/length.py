@@ -9,15 +9,14 @@ from __future__ import annotations
 import math
 
 from agent.gate import Gate
+from agent.limits import CJK_TOKENS_PER_WORD, LATIN_TOKENS_PER_WORD
 from agent.llm.types import Completion
 from agent.text import CJK_CHAR, count_words
 
-LATIN_TOKENS_PER_WORD = 1.4
-CJK_TOKENS_PER_WORD = 1.5
 RATIO_BOUNDS = (0.5, 4.0)
 """A measured ratio outside this is a broken reply, not a property of the model."""
 
-__all__ = ["Gate", "initial_ratio", "size_tokens", "update_ratio"]
+__all__ = ["CJK_TOKENS_PER_WORD", "LATIN_TOKENS_PER_WORD", "Gate", "initial_ratio", "size_tokens", "update_ratio"]
 
 
 def initial_ratio(sample: str, configured: float | None) -> float:

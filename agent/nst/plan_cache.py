@@ -16,7 +16,7 @@ from typing import Any
 
 from agent.nst.config import PLANNER_VERSION
 from agent.store.config import canonical_json, fingerprint
-from serve.models import fabula_home
+from serve.home import fabula_home
 
 
 def default_dir() -> Path:

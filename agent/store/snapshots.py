@@ -15,8 +15,7 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
-MAGNET_PAGE_WORDS = 500
-"""Magnet's default words per page, used only when a story definition gives pages alone."""
+from agent.limits import DEFAULT_PAGE_WORDS
 
 
 class Record(BaseModel):
@@ -94,7 +93,8 @@ class StepRecord(Record):
 
 
 class RunTarget(BaseModel):
-    """What a run was asked to write, read from any pipeline's stored configuration."""
+    """What a run was asked to write, read from any pipeline's stored configuration (a run's
+    target as the store reads it; ``agent.nst.config.StoryTarget`` is NstAgent's settings)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -130,7 +130,7 @@ def _magnet_words(story: dict[str, Any]) -> int | None:
             return int(value)
     pages = story.get("pages")
     if isinstance(pages, int | float) and pages > 0:
-        return round(float(pages) * int(story.get("page_words") or MAGNET_PAGE_WORDS))
+        return round(float(pages) * int(story.get("page_words") or DEFAULT_PAGE_WORDS))
     return None
 
 
