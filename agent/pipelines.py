@@ -185,9 +185,10 @@ def register(pipeline: Pipeline) -> Pipeline:
 
 
 def names(takes: InputKind | None = None) -> tuple[str, ...]:
-    """The pipelines fabula knows (built in, then registered), those that take ``takes`` if given."""
-    every = list(BUILTIN) + [name for name in _REGISTRY if name not in BUILTIN]
-    return tuple(name for name in every if takes is None or get(name).takes == takes)
+    """The pipelines fabula offers (``fabula write``, ``batch --pipeline``), in :data:`BUILTIN`'s
+    order, those that take ``takes`` if given. A pipeline registered from Python (a test's) runs
+    and resumes (:func:`get`) but is not offered."""
+    return tuple(name for name in BUILTIN if takes is None or get(name).takes == takes)
 
 
 def known(name: str) -> Pipeline | None:

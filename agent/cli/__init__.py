@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     for module in COMMAND_MODULES:
         module.add_parser(sub)
     apply_everywhere(parser)
+    parser.set_defaults(root_parser=parser)  # for `fabula completion`, which completes every command
     return parser
 
 

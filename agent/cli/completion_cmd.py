@@ -25,7 +25,5 @@ def run(args: argparse.Namespace) -> int:
         import shtab
     except ImportError as exc:
         raise CLIError("shell completion needs shtab: pip install shtab") from exc
-    from agent.cli import build_parser
-
-    sys.stdout.write(shtab.complete(build_parser(), shell=args.shell))
+    sys.stdout.write(shtab.complete(args.root_parser, shell=args.shell))
     return 0

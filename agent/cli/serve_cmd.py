@@ -12,6 +12,7 @@ from pathlib import Path
 
 from agent.cli.common import loud
 from agent.cli.errors import CLIError
+from agent.cli.serve_checks import check_model_present
 
 
 def add_parser(sub) -> None:
@@ -183,20 +184,6 @@ def check_extra(extra: list[str]) -> None:
         name = arg.split("=", 1)[0]
         if name in owned:
             raise CLIError(f"{name} after '--' is refused: fabula sets it; use fabula serve's {owned[name]}")
-
-
-def check_model_present(config) -> None:
-    """A Hugging Face id must already be in the HF cache: say how to fetch it, do not let vLLM fail."""
-    from serve.launcher import fetch_command, hf_cache_dir, in_hf_cache
-
-    model = config.model_path
-    if Path(model).expanduser().exists() or os.environ.get("HF_HUB_OFFLINE") == "0":
-        return
-    if model.startswith(("/", ".", "~")) or model.count("/") != 1:
-        raise CLIError(f"model folder {model} does not exist")
-    if not in_hf_cache(model):
-        raise CLIError(f"{model} is not in the Hugging Face cache ({hf_cache_dir()}); fabula never downloads "
-                       f"weights. Fetch it with:  {fetch_command(model)}   (or pass --model /path/to/folder)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -58,7 +58,7 @@ def run_fleet(args: argparse.Namespace, config) -> int:
             print(shlex.join(["curl", "-X", "POST", f"http://127.0.0.1:{router.port}/workers",
                               "-H", "Content-Type: application/json", "-d", body]))
         return 0
-    from agent.cli.serve_cmd import check_model_present
+    from agent.cli.serve_checks import check_model_present
 
     check_model_present(config)
     if not vllm_importable():

@@ -6,19 +6,15 @@ the draft-retention rule), so every turn reuses the previous turn's prefix in th
 cache. The loop is bounded by ``max_turns``: if no draft passed the gate by then, the closest
 rejected draft is kept and the chapter is marked degraded.
 
-Every request fits the context (``agent.nst.budget``). Before the first turn the chapter prompt
-must leave the chapter room to work (a draft, the accepted text and its update); if it does not,
-older arcs of past events are digested (``agent.nst.consolidate``, step c) and then the outline
-is abridged to the acts around this chapter (step d). During the chapter a read returns the
-page that fits (step a, ``tools.Read``) and a call that would not fit drops the retained
-rejected draft (step b), then earlier read results. Each step is recorded in the ledger.
+Every request fits the context: the chapter's share of it, and what gives way in which order,
+is :class:`agent.nst.chapter_budget.ChapterBudget`'s (older arcs of past events digested by
+``agent.nst.consolidate``, the outline abridged, pages of reads, the retained draft dropped).
+The tools (``agent.nst.tools``) ask the loop only what their ``Chapter`` protocol offers.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,31 +24,22 @@ from agent.gate import Gate
 from agent.llm import LLM, OutputValidationError, TruncatedOutputError
 from agent.llm.types import Completion, Message
 from agent.nst.budget import Budget, ContextExceededError
+from agent.nst.chapter_budget import MIN_TURN_OUTPUT, ChapterBudget
 from agent.nst.config import NstConfig
 from agent.nst.consolidate import consolidate_one
 from agent.nst.drafting import Drafter, clean_prose
-from agent.nst.drafts import Draft, DraftKeeper, placeholder
-from agent.nst.length import size_tokens
+from agent.nst.drafts import Draft, DraftKeeper
 from agent.nst.prompts import chapter_prompt, prose_request, system_prompt
 from agent.nst.state import NarrativeState, UpdateError, describe_update
 from agent.nst.tools import TOOLS, ChapterSession, ToolError, check_allowed, legal_tools, turn_grammar, unwrap
 from agent.store import RunStore
+from agent.store.records import Chapter
+from agent.store.search import Hit
 from agent.text import count_words
 from grammars.nst import EventUpdate, UpdateCall
 
 Emit = Callable[..., None]
 LEDGER_RESULT_CHARS = 4000
-TURN_SLACK = 400
-"""Room kept for the short messages the writes add (calls, prose requests, verdicts, a rejected draft's
-placeholder); a sixteenth of a smaller context."""
-MIN_TURN_OUTPUT = 128
-MIN_UPDATE_OUTPUT = 1024
-MIN_READ_PAGE = 200
-READ_PAGE_SHARE = 16
-ESTIMATE_MARGIN = 1.4
-"""The characters estimate counts English prose at about 1.85 tokens a word against a model's ~1.3."""
-READ_REMOVED = "[lookup result removed to make room in the context; look it up again if needed]"
-LOOKUP_RESULT = re.compile(r"^(Chapter \d+: |\d+ passage\(s\) for )")
 
 __all__ = ["ChapterError", "ChapterLoop", "ChapterResult", "clean_prose"]
 
@@ -73,7 +60,7 @@ class ChapterResult:
 
 
 class ChapterLoop:
-    """Runs one chapter. Construct, then :meth:`run`."""
+    """Runs one chapter. Construct, then :meth:`run`. Implements ``agent.nst.tools.Chapter``."""
 
     def __init__(self, llm: LLM, store: RunStore, *, plan: dict[str, Any], story_prompt: str,
                  state: NarrativeState, index: int, config: NstConfig | Mapping[str, Any], ratio: float,
@@ -95,6 +82,7 @@ class ChapterLoop:
                                 search_budget=cfg.search_budget, correct_budget=cfg.correct_budget,
                                 failed_budget=cfg.failed_call_budget, min_events=cfg.min_past_events,
                                 open_requirements=tuple(state.future_requirements))
+        self.room = ChapterBudget(self.budget, self.gate, cfg, self.s, lambda: self.drafter.ratio)
         self.abridged = False
         self.out_of_room = False
         """A call did not fit the context: the chapter ended early (the cap's degraded path)."""
@@ -123,60 +111,26 @@ class ChapterLoop:
                     completed=self.s.index - 1, chapter=self.item, gate=self.gate, lookback=self.s.lookback,
                     abridged=self.abridged)}]
 
-    def text_tokens(self) -> int:
-        """Tokens of an accepted chapter in the conversation (the top of the gate, at the ratio);
-        an estimating counter counts prose higher than the model's tokenizer, so it gets margin."""
-        margin = 1.0 if self.budget.counter.exact else ESTIMATE_MARGIN
-        return math.ceil(self.gate.high * max(self.ratio, 1.0) * margin) + 16
-
-    def prose_tokens(self) -> int:
-        return size_tokens(self.gate, self.ratio, cap=self.config.prose_max_tokens_cap, use_min=False,
-                           trim=self.config.trim_cut_drafts)[0]
-
-    def update_output(self) -> int:
-        """The least room an update reply gets: a sixth of the context, 256 to 1024 tokens."""
-        context = self.budget.context
-        floor = MIN_UPDATE_OUTPUT if context is None else max(256, min(MIN_UPDATE_OUTPUT, context // 6))
-        return min(self.config.update_max_tokens, floor)
-
-    def work_room(self) -> int:
-        """Tokens the chapter still needs beyond its conversation so far."""
-        s = self.s
-        update = self.update_output() if s.with_state else 0
-        slack = TURN_SLACK if self.budget.context is None else min(TURN_SLACK, max(96, self.budget.context // 16))
-        if not s.written:
-            return max(self.prose_tokens(), self.text_tokens() + update) + slack
-        if s.with_state and not s.updated:
-            return update + slack
-        return MIN_TURN_OUTPUT  # a turn that does not fit now ends the chapter (finish_without_turn)
-
     def fit_prompt(self) -> None:
         """Make the chapter prompt leave the chapter its working room (steps c, then d)."""
-        budget, cfg = self.budget, self.config
-        if budget.limit is None:
-            return
-        while True:
-            prompt = budget.count(self.messages)
-            over = prompt + self.work_room() > budget.limit
-            state_tokens = budget.count([{"role": "user", "content": self.state.render()}]) if cfg.state else 0
-            crowded = cfg.state and state_tokens > cfg.state_share * (budget.context or 0)
-            if not over and not crowded:
-                return
-            if cfg.state:
-                digested = consolidate_one(self.llm, budget, self.state, self.s.index, arc_chapters=cfg.arc_chapters,
-                                           max_tokens=cfg.digest_max_tokens, temperature=cfg.temperature)
-                if digested is not None:
-                    self.state = digested
-                    self.messages = self._opening()
-                    continue
-            if not over:
-                return  # the state is large but the chapter fits: nothing more gives way
-            if not self.abridged:
-                self.abridged = True
-                self.messages = self._opening()
-                budget.note("abridge_outline", chapter=self.s.index, prompt_tokens=prompt)
-                continue
-            raise budget.fail(f"chapter {self.s.index}'s prompt and its working room", prompt, self.work_room())
+        self.room.fit_prompt(lambda: self.messages, lambda: self.state, self._digest, self._abridge)
+
+    def _digest(self) -> bool:
+        digested = consolidate_one(self.llm, self.budget, self.state, self.s.index,
+                                   arc_chapters=self.config.arc_chapters, max_tokens=self.config.digest_max_tokens,
+                                   temperature=self.config.temperature)
+        if digested is None:
+            return False
+        self.state = digested
+        self.messages = self._opening()
+        return True
+
+    def _abridge(self) -> bool:
+        if self.abridged:
+            return False
+        self.abridged = True
+        self.messages = self._opening()
+        return True
 
     def _out_of_room(self) -> bool:
         """A call of this chapter cannot fit even after everything gave way: end the chapter the
@@ -194,61 +148,29 @@ class ChapterLoop:
         return False
 
     def _shrink(self) -> str | None:
-        """Free room in the conversation: the retained rejected draft first (step b), then read results."""
-        kept = self.drafts.kept
-        if kept is not None and self.messages[kept.message]["content"] != placeholder(kept):
-            self.messages[kept.message] = {"role": "assistant", "content": placeholder(kept)}
-            self.drafts.kept = None
-            return "drop_retained_draft"
-        for i, message in enumerate(self.messages):
-            if i > 1 and message["role"] == "user" and LOOKUP_RESULT.match(message["content"]):
-                self.messages[i] = {"role": "user", "content": READ_REMOVED}
-                return "drop_lookup_result"
-        return None
+        return self.room.shrink(self.messages, self.drafts)
 
-    def lookup_room(self) -> int | None:
-        """Tokens a read or search result may take now (None: unbounded)."""
-        budget = self.budget
-        if budget.limit is None:
-            return None
-        return budget.limit - budget.count(self.messages) - self.work_room() - 64
+    # -- what a tool may ask (agent.nst.tools.Chapter) -------------------------------------
+    @property
+    def session(self) -> ChapterSession:
+        return self.s
+
+    def committed(self, chapter: int) -> Chapter | None:
+        return self.store.chapter(chapter)
 
     def read_window(self, text: str, offset: int, chapter: int) -> int:
-        """Where a read of ``text`` from ``offset`` ends: the end, or the page that fits (step a)."""
-        budget = self.budget
-        room = self.lookup_room()
-        if room is None:
-            return len(text)
-        # a page never takes more than a sixteenth of the context, so what a chapter spends on
-        # lookback does not depend on how much room the story's length happens to leave
-        room = min(room, (budget.context or 0) // READ_PAGE_SHARE)
-        rest = text[offset:]
-        whole = budget.count([{"role": "user", "content": rest}])
-        if whole <= room:
-            return len(text)
-        if room < MIN_READ_PAGE:
-            budget.note("refuse_read", chapter=chapter, room=room)
-            raise ToolError("there is no room in the context for a read now; continue with the chapter")
-        cut = int(len(rest) * room / whole * 0.95)
-        space = rest.rfind("\n", 0, cut)
-        space = space if space > cut // 2 else rest.rfind(" ", 0, cut)
-        end = offset + (space if space > 0 else cut)
-        budget.note("page_read", chapter=chapter, offset=offset, end=end, of=len(text), room=room)
-        return end
+        return self.room.read_window(self.messages, text, offset, chapter)
+
+    def search(self, query: str) -> tuple[list[Hit], list[tuple[str, str]]]:
+        hits = self.store.search(query, k=int(self.config.search_hits), before=self.s.index)
+        events = self.state.find_events(query) if self.s.with_state and self.state.digests else []
+        return hits, events
 
     def fit_lookup(self, passages: list[str]) -> list[str]:
-        """The best-ranked search passages that fit the room left (step a for search)."""
-        room = self.lookup_room()
-        if room is None:
-            return passages
-        kept: list[str] = []
-        for passage in passages:
-            if self.budget.count([{"role": "user", "content": "\n".join([*kept, passage])}]) > room:
-                break
-            kept.append(passage)
-        if len(kept) < len(passages):
-            self.budget.note("trim_search", chapter=self.s.index, kept=len(kept), of=len(passages), room=room)
-        return kept
+        return self.room.fit_lookup(self.messages, passages)
+
+    def correct(self, chapter: int, span: str, new: str, reason: str) -> None:
+        self.store.correct_chapter(chapter, span, new, reason=reason)
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> ChapterResult:
@@ -298,7 +220,7 @@ class ChapterLoop:
     def _turn(self, tools: list[str]) -> None:
         s, cfg = self.s, self.config
         max_tokens = cfg.update_max_tokens if "update" in tools else cfg.tool_max_tokens
-        floor = self.update_output() if "update" in tools else MIN_TURN_OUTPUT
+        floor = self.room.update_output() if "update" in tools else MIN_TURN_OUTPUT
         try:
             reply = self._generate(self.messages, turn_grammar(s, tools), max_tokens, "nst_turn", floor)
         except (TruncatedOutputError, OutputValidationError) as exc:
@@ -427,7 +349,7 @@ class ChapterLoop:
         self._arguments = {}
         try:
             reply = self._generate(self.messages, grammar, max_tokens, "nst_turn",
-                                   min(max_tokens, min_output or self.update_output()))
+                                   min(max_tokens, min_output or self.room.update_output()))
         except ContextExceededError as exc:
             self.budget.note("skip_fallback_update", chapter=self.s.index, error=str(exc)[:200])
             self.last_error = str(exc)

@@ -30,6 +30,7 @@ from agent.nst.config import NstConfig, RollSumConfig
 from agent.nst.length import initial_ratio
 from agent.nst.loop import ChapterLoop
 from agent.nst.state import NarrativeState
+from agent.nst.summary import summarize
 from agent.pipelines import Rederived
 from agent.run_context import RunContext
 from agent.store import StoreError
@@ -92,8 +93,6 @@ def rederive_nst(ctx: RunContext[NstConfig], index: int) -> Rederived:
 
 def rederive_rollsum(ctx: RunContext[RollSumConfig], index: int) -> Rederived:
     """Chapter ``index``'s story-so-far summary from the previous one and the edited text."""
-    from agent.nst.rollsum import summarize
-
     chapter = ctx.store.chapter(index)
     if chapter is None:
         raise StoreError(f"chapter {index} does not exist")

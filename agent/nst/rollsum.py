@@ -16,19 +16,18 @@ from agent import pipelines
 from agent.gate import Gate
 from agent.llm import LLM
 from agent.llm.types import Message
-from agent.nst.budget import Budget, run_budget
+from agent.nst.budget import run_budget
 from agent.nst.config import RollSumConfig
 from agent.nst.drafting import Drafter, draft_until_gate, record_attempt
 from agent.nst.length import initial_ratio
 from agent.nst.planning import PLANNING_WORDS, frozen_plan, stop_after_plan
 from agent.nst.prompts import outline_block
 from agent.nst.rederive import rederive_rollsum
+from agent.nst.summary import SYSTEM, summarize
 from agent.run_context import EventSink, RunContext
 from agent.store import RunStore
 from agent.store.snapshots import ChapterSnapshot
 from agent.text import count_words
-
-SYSTEM = "You are a novelist writing a long story one chapter at a time. Write in the language of the prompt."
 
 
 def chapter_messages(prompt: str, outline: list[dict[str, Any]], summary: str, item: dict[str, Any],
@@ -40,23 +39,6 @@ def chapter_messages(prompt: str, outline: list[dict[str, Any]], summary: str, i
             f"Length: {gate.describe()}.\nThe outline is a plan, not prose: expand it into scenes with dialogue, "
             "sensory detail and inner experience.\nReply with the chapter's prose only: no title line, no notes.")
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
-
-
-def summary_messages(summary: str, index: int, text: str) -> list[Message]:
-    user = (f"Summary of the story so far:\n{summary or '(empty: this is the first chapter)'}\n\n"
-            f"New chapter {index}:\n{text}\n\nRewrite the summary of the story so far so that it also covers the "
-            "new chapter. Keep every fact a later chapter may need: names, ages, dates, places, what each "
-            "character knows and has, promises not yet kept. Reply with the summary only.")
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
-
-
-def summarize(ctx: RunContext[RollSumConfig], budget: Budget, summary: str, index: int, text: str) -> str:
-    """The summary after chapter ``index`` (also how ``fabula edit`` re-derives it from an edited chapter)."""
-    config = ctx.config
-    reply = budget.generate(ctx.llm, summary_messages(summary, index, text), temperature=config.temperature,
-                            max_tokens=config.summary_max_tokens, min_output=min(config.summary_max_tokens, 512),
-                            role="rollsum_summary", what=f"the summary after chapter {index}")
-    return reply.text.strip()
 
 
 def write(ctx: RunContext[RollSumConfig]) -> None:

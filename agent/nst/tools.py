@@ -8,6 +8,10 @@ still checks every rule (the grammar narrows, the controller decides): a server 
 constraint, or a call over budget, gets an error telling the model how to proceed, and every
 failed call is charged against a small per-chapter budget, after which only the required
 steps are offered.
+
+A tool asks the chapter in flight only what :class:`Chapter` offers (its session, a committed
+chapter, a window of text that fits, a search, a correction, a draft, an update); the chapter
+loop implements it, so this module does not know the loop.
 """
 
 from __future__ import annotations
@@ -16,19 +20,17 @@ import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, Field, RootModel, create_model
 
 from agent.gate import Gate
 from agent.store import CommitError
-from agent.store.search import MAX_TERMS, dropped_terms
+from agent.store.records import Chapter as StoredChapter
+from agent.store.search import MAX_TERMS, Hit, dropped_terms
 from agent.text import count_words
 from grammars.base import Grammar
-from grammars.nst import TOOL_CALLS, CorrectCall, KeyedEntry, ReadCall
-
-if TYPE_CHECKING:
-    from agent.nst.loop import ChapterLoop
+from grammars.nst import TOOL_CALLS, CorrectCall, KeyedEntry, ReadCall, UpdateCall
 
 
 class ToolError(ValueError):
@@ -90,6 +92,35 @@ class ChapterSession:
         return self.lookback and self.failed < self.failed_budget
 
 
+class Chapter(Protocol):
+    """What a tool may ask of the chapter in flight; ``agent.nst.loop.ChapterLoop`` implements it."""
+
+    @property
+    def session(self) -> ChapterSession:
+        """The controller's record of the chapter (counters, the accepted draft, what is done)."""
+
+    def committed(self, chapter: int) -> StoredChapter | None:
+        """An earlier chapter as the store holds it."""
+
+    def read_window(self, text: str, offset: int, chapter: int) -> int:
+        """Where a read of ``text`` from ``offset`` ends (the page that fits); ToolError without room."""
+
+    def search(self, query: str) -> tuple[list[Hit], list[tuple[str, str]]]:
+        """The best passages of earlier chapters, and digested past events, for ``query``."""
+
+    def fit_lookup(self, passages: list[str]) -> list[str]:
+        """The best-ranked passages that fit the room left."""
+
+    def correct(self, chapter: int, span: str, new: str, reason: str) -> None:
+        """Replace ``span`` in committed ``chapter`` (CommitError if the store refuses)."""
+
+    def write_draft(self, title: str) -> str:
+        """One draft of the chapter under its gate; the verdict for the model."""
+
+    def apply_update(self, call: UpdateCall) -> str:
+        """Apply the chapter's state transition; what it did, for the model (ToolError if refused)."""
+
+
 class Tool(ABC):
     """One tool of the chapter loop."""
 
@@ -114,7 +145,7 @@ class Tool(ABC):
         return self.call
 
     @abstractmethod
-    def run(self, loop: ChapterLoop, call: Any) -> str:
+    def run(self, chapter: Chapter, call: Any) -> str:
         """Carry the call out; its result goes back to the model. Raises :class:`ToolError`."""
 
 
@@ -153,12 +184,12 @@ class Read(Lookback):
     def grammar(self, s: ChapterSession) -> type[BaseModel]:
         return _with_chapters(ReadCall, s.chapters_available())
 
-    def run(self, loop: ChapterLoop, call: Any) -> str:
-        s = loop.s
+    def run(self, chapter: Chapter, call: Any) -> str:
+        s = chapter.session
         if call.chapter == s.index and s.written:
             text, title = s.accepted_text or "", s.accepted_title or ""
         elif 1 <= call.chapter < s.index:
-            row = loop.store.chapter(call.chapter)
+            row = chapter.committed(call.chapter)
             if row is None:
                 raise ToolError(f"chapter {call.chapter} is not in the store")
             text, title = row.text, row.title
@@ -169,7 +200,7 @@ class Read(Lookback):
         offset = int(getattr(call, "offset", 0) or 0)
         if offset >= len(text) and offset:
             raise ToolError(f"offset {offset} is past the end of chapter {call.chapter} ({len(text)} characters)")
-        end = loop.read_window(text, offset, call.chapter)
+        end = chapter.read_window(text, offset, call.chapter)
         s.reads += 1
         head = f"Chapter {call.chapter}: {title}"
         if offset == 0 and end >= len(text):
@@ -185,21 +216,20 @@ class Search(Lookback):
     def legal(self, s: ChapterSession) -> bool:
         return s.may_explore() and self.has_budget(s) and s.index > 1
 
-    def run(self, loop: ChapterLoop, call: Any) -> str:
-        s = loop.s
+    def run(self, chapter: Chapter, call: Any) -> str:
+        s = chapter.session
         if not call.query.strip():
             raise ToolError("the search query is empty")
         s.searches += 1
-        hits = loop.store.search(call.query, k=int(loop.config.search_hits), before=s.index)
+        hits, events = chapter.search(call.query)
         note = (f" (only the first {MAX_TERMS} terms of the query were searched)"
                 if dropped_terms(call.query) else "")
-        events = loop.state.find_events(call.query) if s.with_state and loop.state.digests else []
         if not hits and not events:
             return f"No passages in chapters 1 to {s.index - 1} match {call.query!r}{note}."
         found = [f"[chapter {h.chapter}] {h.text}" for h in hits]
         # consolidated events are digested in the prompt but stay findable, word for word
         found += [f"[past event {key}] {text}" for key, text in events]
-        kept = loop.fit_lookup(found)
+        kept = chapter.fit_lookup(found)
         if not kept:
             raise ToolError("there is no room in the context for search results now; continue with the chapter")
         return "\n".join([f"{len(kept)} passage(s) for {call.query!r}{note}:", *kept])
@@ -214,8 +244,8 @@ class Correct(Lookback):
     def grammar(self, s: ChapterSession) -> type[BaseModel]:
         return _with_chapters(CorrectCall, s.chapters_available())
 
-    def run(self, loop: ChapterLoop, call: Any) -> str:
-        s = loop.s
+    def run(self, chapter: Chapter, call: Any) -> str:
+        s = chapter.session
         if call.old == call.new:
             raise ToolError("old and new are the same; nothing to correct")
         if call.chapter == s.index and s.written:
@@ -227,12 +257,12 @@ class Correct(Lookback):
                                 f"{s.gate.low}-{s.gate.high}; make a smaller correction")
             s.accepted_text = revised
         elif 1 <= call.chapter < s.index:
-            row = loop.store.chapter(call.chapter)
+            row = chapter.committed(call.chapter)
             if row is None:
                 raise ToolError(f"chapter {call.chapter} is not in the store")
             span = find_span(row.text, call.old)
             try:
-                loop.store.correct_chapter(call.chapter, span, call.new, reason=f"correct: {call.reason}")
+                chapter.correct(call.chapter, span, call.new, reason=f"correct: {call.reason}")
             except CommitError as exc:
                 raise ToolError(str(exc)) from exc
         else:
@@ -251,8 +281,8 @@ class Write(Tool):
     def refusal(self, s: ChapterSession) -> str:
         return "the chapter is already written and accepted; proceed with the next step"
 
-    def run(self, loop: ChapterLoop, call: Any) -> str:
-        return loop.write_draft(call.title)
+    def run(self, chapter: Chapter, call: Any) -> str:
+        return chapter.write_draft(call.title)
 
 
 class Update(Tool):
@@ -271,8 +301,8 @@ class Update(Tool):
             return "the state is already updated for this chapter; finish"
         return "update comes after the accepted write; write the chapter first"
 
-    def run(self, loop: ChapterLoop, call: Any) -> str:
-        return loop.apply_update(call)
+    def run(self, chapter: Chapter, call: Any) -> str:
+        return chapter.apply_update(call)
 
 
 class Finish(Tool):
@@ -284,8 +314,8 @@ class Finish(Tool):
     def refusal(self, s: ChapterSession) -> str:
         return f"cannot finish yet: still needed: {', '.join(s.required()[:-1])}"
 
-    def run(self, loop: ChapterLoop, call: Any) -> str:
-        loop.s.finished = True
+    def run(self, chapter: Chapter, call: Any) -> str:
+        chapter.session.finished = True
         return "chapter finished"
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agent.store.export import chapter_heading, story_title
+from agent.store.export import author_line, chapter_heading, story_title
 from agent.store.runstore import RunStore
 
 
@@ -41,16 +41,6 @@ class Book:
     @property
     def words(self) -> int:
         return sum(s.words for s in self.sections)
-
-
-def author_line(store: RunStore) -> str:
-    """Who wrote it: the author recorded by ``export --author``, else a configured one, else fabula
-    with the run's model."""
-    info = store.info()
-    for configured in (store.get_plan("author"), info.config.get("author")):
-        if isinstance(configured, str) and configured.strip():
-            return " ".join(configured.split())
-    return f"fabula ({info.model})" if info.model else "fabula"
 
 
 def heading(index: int, title: str) -> str:

@@ -34,6 +34,16 @@ def story_title(store: RunStore) -> str:
     return store.run_dir.name
 
 
+def author_line(store: RunStore) -> str:
+    """Who wrote it: the author recorded by ``export --author``, else a configured one, else fabula
+    with the run's model."""
+    info = store.info()
+    for configured in (store.get_plan("author"), info.config.get("author")):
+        if isinstance(configured, str) and configured.strip():
+            return " ".join(configured.split())
+    return f"fabula ({info.model})" if info.model else "fabula"
+
+
 def export(store: RunStore, fmt: str) -> str:
     if fmt == "md":
         return _markdown(store)
@@ -77,8 +87,6 @@ def _markdown(store: RunStore) -> str:
 
 def front_matter(store: RunStore) -> str:
     """A YAML block; every value is a JSON string or number, which YAML reads as written."""
-    from agent.store.book import author_line
-
     info = store.info()
     fields: dict[str, Any] = {"title": story_title(store), "author": author_line(store),
                               "date": time.strftime("%Y-%m-%d", time.gmtime(info.created_at)),

@@ -1,0 +1,156 @@
+"""One chapter's share of the context: what it needs, what gives way, and the room for lookups.
+
+The run's :class:`agent.nst.budget.Budget` knows the context and counts tokens; a
+:class:`ChapterBudget` applies it to the chapter in flight. Before the first turn the chapter
+prompt must leave the chapter room to work (a draft, the accepted text and its update); if it
+does not, older arcs of past events are digested (step c) and then the outline is abridged to
+the acts around this chapter (step d). During the chapter a read returns the page that fits
+(step a), a search the passages that fit, and a call that would not fit drops the retained
+rejected draft (step b), then earlier read results. Each step is noted in the ledger.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+
+from agent.gate import Gate
+from agent.llm.types import Message
+from agent.nst.budget import Budget
+from agent.nst.config import NstConfig
+from agent.nst.drafts import DraftKeeper, placeholder
+from agent.nst.length import size_tokens
+from agent.nst.state import NarrativeState
+from agent.nst.tools import ChapterSession, ToolError
+
+TURN_SLACK = 400
+"""Room kept for the short messages the writes add (calls, prose requests, verdicts, a rejected draft's
+placeholder); a sixteenth of a smaller context."""
+MIN_TURN_OUTPUT = 128
+MIN_UPDATE_OUTPUT = 1024
+MIN_READ_PAGE = 200
+READ_PAGE_SHARE = 16
+ESTIMATE_MARGIN = 1.4
+"""The characters estimate counts English prose at about 1.85 tokens a word against a model's ~1.3."""
+READ_REMOVED = "[lookup result removed to make room in the context; look it up again if needed]"
+LOOKUP_RESULT = re.compile(r"^(Chapter \d+: |\d+ passage\(s\) for )")
+
+
+class ChapterBudget:
+    """What one chapter may spend: sized from the gate, the measured ratio and the run's budget."""
+
+    def __init__(self, budget: Budget, gate: Gate, config: NstConfig, session: ChapterSession,
+                 ratio: Callable[[], float]) -> None:
+        self.budget, self.gate, self.config, self.s = budget, gate, config, session
+        self._ratio = ratio
+
+    def text_tokens(self) -> int:
+        """Tokens of an accepted chapter in the conversation (the top of the gate, at the ratio);
+        an estimating counter counts prose higher than the model's tokenizer, so it gets margin."""
+        margin = 1.0 if self.budget.counter.exact else ESTIMATE_MARGIN
+        return math.ceil(self.gate.high * max(self._ratio(), 1.0) * margin) + 16
+
+    def prose_tokens(self) -> int:
+        return size_tokens(self.gate, self._ratio(), cap=self.config.prose_max_tokens_cap, use_min=False,
+                           trim=self.config.trim_cut_drafts)[0]
+
+    def update_output(self) -> int:
+        """The least room an update reply gets: a sixth of the context, 256 to 1024 tokens."""
+        context = self.budget.context
+        floor = MIN_UPDATE_OUTPUT if context is None else max(256, min(MIN_UPDATE_OUTPUT, context // 6))
+        return min(self.config.update_max_tokens, floor)
+
+    def work_room(self) -> int:
+        """Tokens the chapter still needs beyond its conversation so far."""
+        s = self.s
+        update = self.update_output() if s.with_state else 0
+        slack = TURN_SLACK if self.budget.context is None else min(TURN_SLACK, max(96, self.budget.context // 16))
+        if not s.written:
+            return max(self.prose_tokens(), self.text_tokens() + update) + slack
+        if s.with_state and not s.updated:
+            return update + slack
+        return MIN_TURN_OUTPUT  # a turn that does not fit now ends the chapter (finish_without_turn)
+
+    def fit_prompt(self, messages: Callable[[], list[Message]], state: Callable[[], NarrativeState],
+                   digest: Callable[[], bool], abridge: Callable[[], bool]) -> None:
+        """Make the chapter prompt (``messages()``) leave the chapter its working room: ``digest``
+        the oldest arc of past events while the prompt is over or the state crowds the context
+        (step c; False when nothing is left to digest), then ``abridge`` the outline once (step d;
+        False when it already is); past that the chapter cannot be written in this context."""
+        budget, cfg = self.budget, self.config
+        if budget.limit is None:
+            return
+        while True:
+            prompt = budget.count(messages())
+            over = prompt + self.work_room() > budget.limit
+            state_tokens = budget.count([{"role": "user", "content": state().render()}]) if cfg.state else 0
+            crowded = cfg.state and state_tokens > cfg.state_share * (budget.context or 0)
+            if not over and not crowded:
+                return
+            if cfg.state and digest():
+                continue
+            if not over:
+                return  # the state is large but the chapter fits: nothing more gives way
+            if abridge():
+                budget.note("abridge_outline", chapter=self.s.index, prompt_tokens=prompt)
+                continue
+            raise budget.fail(f"chapter {self.s.index}'s prompt and its working room", prompt, self.work_room())
+
+    @staticmethod
+    def shrink(messages: list[Message], drafts: DraftKeeper) -> str | None:
+        """Free room in the conversation: the retained rejected draft first (step b), then read results."""
+        kept = drafts.kept
+        if kept is not None and messages[kept.message]["content"] != placeholder(kept):
+            messages[kept.message] = {"role": "assistant", "content": placeholder(kept)}
+            drafts.kept = None
+            return "drop_retained_draft"
+        for i, message in enumerate(messages):
+            if i > 1 and message["role"] == "user" and LOOKUP_RESULT.match(message["content"]):
+                messages[i] = {"role": "user", "content": READ_REMOVED}
+                return "drop_lookup_result"
+        return None
+
+    def lookup_room(self, messages: list[Message]) -> int | None:
+        """Tokens a read or search result may take now (None: unbounded)."""
+        budget = self.budget
+        if budget.limit is None:
+            return None
+        return budget.limit - budget.count(messages) - self.work_room() - 64
+
+    def read_window(self, messages: list[Message], text: str, offset: int, chapter: int) -> int:
+        """Where a read of ``text`` from ``offset`` ends: the end, or the page that fits (step a)."""
+        budget = self.budget
+        room = self.lookup_room(messages)
+        if room is None:
+            return len(text)
+        # a page never takes more than a sixteenth of the context, so what a chapter spends on
+        # lookback does not depend on how much room the story's length happens to leave
+        room = min(room, (budget.context or 0) // READ_PAGE_SHARE)
+        rest = text[offset:]
+        whole = budget.count([{"role": "user", "content": rest}])
+        if whole <= room:
+            return len(text)
+        if room < MIN_READ_PAGE:
+            budget.note("refuse_read", chapter=chapter, room=room)
+            raise ToolError("there is no room in the context for a read now; continue with the chapter")
+        cut = int(len(rest) * room / whole * 0.95)
+        space = rest.rfind("\n", 0, cut)
+        space = space if space > cut // 2 else rest.rfind(" ", 0, cut)
+        end = offset + (space if space > 0 else cut)
+        budget.note("page_read", chapter=chapter, offset=offset, end=end, of=len(text), room=room)
+        return end
+
+    def fit_lookup(self, messages: list[Message], passages: list[str]) -> list[str]:
+        """The best-ranked search passages that fit the room left (step a for search)."""
+        room = self.lookup_room(messages)
+        if room is None:
+            return passages
+        kept: list[str] = []
+        for passage in passages:
+            if self.budget.count([{"role": "user", "content": "\n".join([*kept, passage])}]) > room:
+                break
+            kept.append(passage)
+        if len(kept) < len(passages):
+            self.budget.note("trim_search", chapter=self.s.index, kept=len(kept), of=len(passages), room=room)
+        return kept
