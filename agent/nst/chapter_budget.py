@@ -111,6 +111,18 @@ class ChapterBudget:
                 return "drop_lookup_result"
         return None
 
+    def free_room_after_cut(self, messages: list[Message], drafts: DraftKeeper, wanted: int) -> None:
+        """A reply cut at a ``max_tokens`` the context imposed would be cut again if asked again:
+        free room in the conversation, or, with nothing left to give, end the chapter as out of room
+        (the loop catches the error) instead of spending the turn cap on the same cut reply."""
+        budget = self.budget
+        done = self.shrink(messages, drafts)
+        prompt = budget.count(messages)
+        if done is None:
+            raise budget.fail(f"a turn of chapter {self.s.index} (its reply was cut at the context edge)", prompt,
+                              wanted)
+        budget.note(done, what=f"a turn of chapter {self.s.index}", prompt_tokens=prompt)
+
     def lookup_room(self, messages: list[Message]) -> int | None:
         """Tokens a read or search result may take now (None: unbounded)."""
         budget = self.budget

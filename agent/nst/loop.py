@@ -6,42 +6,33 @@ the draft-retention rule), so every turn reuses the previous turn's prefix in th
 cache. The loop is bounded by ``max_turns``: if no draft passed the gate by then, the closest
 rejected draft is kept and the chapter is marked degraded.
 
-Every request fits the context: the chapter's share of it, and what gives way in which order,
-is :class:`agent.nst.chapter_budget.ChapterBudget`'s (older arcs of past events digested by
-``agent.nst.consolidate``, the outline abridged, pages of reads, the retained draft dropped).
-The tools (``agent.nst.tools``) ask the loop only what their ``Chapter`` protocol offers.
+What the chapter holds and what a tool may ask of it is ``agent.nst.chapter.ChapterInFlight``;
+every request fits the context: the chapter's share of it, and what gives way in which order,
+is ``agent.nst.chapter_budget.ChapterBudget``'s (older arcs of past events digested, the outline
+abridged, pages of reads, the retained draft dropped). The tools ask only what their
+``Chapter`` protocol offers.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent.errors import FabulaError
-from agent.gate import Gate
-from agent.llm import LLM, OutputValidationError, TruncatedOutputError
-from agent.llm.types import Completion, Message
-from agent.nst.budget import Budget, ContextExceededError
-from agent.nst.chapter_budget import MIN_TURN_OUTPUT, ChapterBudget
-from agent.nst.config import NstConfig
-from agent.nst.consolidate import consolidate_one
-from agent.nst.drafting import Drafter, clean_prose
-from agent.nst.drafts import Draft, DraftKeeper
-from agent.nst.prompts import chapter_prompt, prose_request, system_prompt
-from agent.nst.state import NarrativeState, UpdateError, describe_update
-from agent.nst.tools import TOOLS, ChapterSession, ToolError, check_allowed, legal_tools, turn_grammar, unwrap
-from agent.store import RunStore
-from agent.store.records import Chapter
-from agent.store.search import Hit
+from agent.llm import OutputValidationError, TruncatedOutputError
+from agent.nst.budget import ContextExceededError
+from agent.nst.chapter import ChapterInFlight
+from agent.nst.chapter_budget import MIN_TURN_OUTPUT
+from agent.nst.drafting import clean_prose
+from agent.nst.prompts import prose_request
+from agent.nst.state import NarrativeState
+from agent.nst.tools import TOOLS, ToolError, check_allowed, legal_tools, turn_grammar, unwrap
+from agent.nst.updating import ASK_AFTER_CAP, ASK_AFTER_EDIT, ASK_ONE_EVENT
 from agent.text import count_words
 from grammars.nst import EventUpdate, UpdateCall
 
-Emit = Callable[..., None]
-LEDGER_RESULT_CHARS = 4000
-
-__all__ = ["ChapterError", "ChapterLoop", "ChapterResult", "clean_prose"]
+__all__ = ["ChapterError", "ChapterInFlight", "ChapterLoop", "ChapterResult", "clean_prose"]
 
 
 class ChapterError(FabulaError, RuntimeError):
@@ -59,78 +50,8 @@ class ChapterResult:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
-class ChapterLoop:
-    """Runs one chapter. Construct, then :meth:`run`. Implements ``agent.nst.tools.Chapter``."""
-
-    def __init__(self, llm: LLM, store: RunStore, *, plan: dict[str, Any], story_prompt: str,
-                 state: NarrativeState, index: int, config: NstConfig | Mapping[str, Any], ratio: float,
-                 emit: Emit | None = None, budget: Budget | None = None) -> None:
-        cfg = NstConfig.coerce(config) if not isinstance(config, NstConfig) else config
-        self.llm, self.store, self.config = llm, store, cfg
-        self.budget = budget or Budget(None)
-        self.outline = plan["outline"]
-        self.story_prompt = story_prompt
-        self.item = self.outline[index - 1]
-        self.gate = Gate.for_target(int(self.item["target_words"]), cfg.gate_low, cfg.gate_high)
-        self.drafter = Drafter.for_config(llm, self.gate, ratio, cfg, "nst_prose", budget=self.budget,
-                                          shrink=self._shrink)
-        self.state = state
-        self.new_state: NarrativeState | None = None
-        self.emit = emit
-        self.s = ChapterSession(index=index, gate=self.gate, with_state=cfg.state, lookback=cfg.lookback,
-                                max_turns=cfg.max_turns, read_budget=cfg.read_budget,
-                                search_budget=cfg.search_budget, correct_budget=cfg.correct_budget,
-                                failed_budget=cfg.failed_call_budget, min_events=cfg.min_past_events,
-                                open_requirements=tuple(state.future_requirements))
-        self.room = ChapterBudget(self.budget, self.gate, cfg, self.s, lambda: self.drafter.ratio)
-        self.abridged = False
-        self.out_of_room = False
-        """A call did not fit the context: the chapter ended early (the cap's degraded path)."""
-        self.last_update = None
-        """What the last applied update did (``agent.nst.state.Applied``)."""
-        self.last_error: str | None = None
-        """Why the last recorded call failed, if it did."""
-        self.messages: list[Message] = self._opening()
-        self.drafts = DraftKeeper()
-        self._arguments: dict[str, Any] = {}
-        """The ledger arguments of the call in flight (the write tool adds its draft's facts)."""
-        self.stats: dict[str, Any] = {"turns": 0, "attempts": 0, "first_attempt_pass": None, "invalid_turns": 0,
-                                      "failed_calls": 0, "tools": {}, "prompt_tokens": 0, "cached_prompt_tokens": 0,
-                                      "completion_tokens": 0, "calls": 0}
-
-    @property
-    def ratio(self) -> float:
-        return self.drafter.ratio
-
-    # -- the prompt, fitted ------------------------------------------------------------------
-    def _opening(self) -> list[Message]:
-        cfg = self.config
-        return [{"role": "system", "content": system_prompt(with_state=cfg.state)},
-                {"role": "user", "content": chapter_prompt(
-                    story_prompt=self.story_prompt, outline=self.outline, state=self.state if cfg.state else None,
-                    completed=self.s.index - 1, chapter=self.item, gate=self.gate, lookback=self.s.lookback,
-                    abridged=self.abridged)}]
-
-    def fit_prompt(self) -> None:
-        """Make the chapter prompt leave the chapter its working room (steps c, then d)."""
-        self.room.fit_prompt(lambda: self.messages, lambda: self.state, self._digest, self._abridge)
-
-    def _digest(self) -> bool:
-        digested = consolidate_one(self.llm, self.budget, self.state, self.s.index,
-                                   arc_chapters=self.config.arc_chapters, max_tokens=self.config.digest_max_tokens,
-                                   temperature=self.config.temperature)
-        if digested is None:
-            return False
-        self.state = digested
-        self.messages = self._opening()
-        return True
-
-    def _abridge(self) -> bool:
-        if self.abridged:
-            return False
-        self.abridged = True
-        self.messages = self._opening()
-        return True
+class ChapterLoop(ChapterInFlight):
+    """Runs one chapter: construct (see :class:`agent.nst.chapter.ChapterInFlight`), then :meth:`run`."""
 
     def _out_of_room(self) -> bool:
         """A call of this chapter cannot fit even after everything gave way: end the chapter the
@@ -138,7 +59,8 @@ class ChapterLoop:
         s = self.s
         if s.written and s.required() == ["finish"]:  # written and updated: what is left is optional
             self.budget.note("finish_without_turn", chapter=s.index)
-            self._record("finish", {"tool": "finish", "automatic": True, "budget": True}, "chapter finished", True)
+            self.ledger.record("finish", {"tool": "finish", "automatic": True, "budget": True}, "chapter finished",
+                               True)
             s.finished = True
             return True
         if s.written or self.drafts.best() is not None:
@@ -147,39 +69,13 @@ class ChapterLoop:
             return True
         return False
 
-    def _shrink(self) -> str | None:
-        return self.room.shrink(self.messages, self.drafts)
-
-    # -- what a tool may ask (agent.nst.tools.Chapter) -------------------------------------
-    @property
-    def session(self) -> ChapterSession:
-        return self.s
-
-    def committed(self, chapter: int) -> Chapter | None:
-        return self.store.chapter(chapter)
-
-    def read_window(self, text: str, offset: int, chapter: int) -> int:
-        return self.room.read_window(self.messages, text, offset, chapter)
-
-    def search(self, query: str) -> tuple[list[Hit], list[tuple[str, str]]]:
-        hits = self.store.search(query, k=int(self.config.search_hits), before=self.s.index)
-        events = self.state.find_events(query) if self.s.with_state and self.state.digests else []
-        return hits, events
-
-    def fit_lookup(self, passages: list[str]) -> list[str]:
-        return self.room.fit_lookup(self.messages, passages)
-
-    def correct(self, chapter: int, span: str, new: str, reason: str) -> None:
-        self.store.correct_chapter(chapter, span, new, reason=reason)
-
-    # -- the loop ------------------------------------------------------------------------
     def run(self) -> ChapterResult:
         s = self.s
         self.fit_prompt()
         while s.turn < s.max_turns and not s.finished:
             tools = legal_tools(s)
             if tools == ["finish"]:
-                self._record("finish", {"tool": "finish", "automatic": True}, "chapter finished", True)
+                self.ledger.record("finish", {"tool": "finish", "automatic": True}, "chapter finished", True)
                 s.finished = True
                 break
             s.turn += 1
@@ -226,9 +122,9 @@ class ChapterLoop:
         except (TruncatedOutputError, OutputValidationError) as exc:
             self.stats["invalid_turns"] += 1
             s.failed += 1
-            self._record("invalid", {"offered": tools}, None, False, str(exc))
+            self.ledger.record("invalid", {"offered": tools}, None, False, str(exc))
             if isinstance(exc, TruncatedOutputError) and self.budget.clamped:
-                self._free_room_after_cut(max_tokens)
+                self.room.free_room_after_cut(self.messages, self.drafts, max_tokens)
             return
         call = unwrap(reply.parsed)
         self.messages.append({"role": "assistant", "content": reply.text.strip()})
@@ -242,78 +138,9 @@ class ChapterLoop:
         except ToolError as exc:
             s.failed += 1
             result, ok, error = f"ERROR: {exc}", False, str(exc)
-        self._record(call.tool, arguments, result, ok, error)
+        self.ledger.record(call.tool, arguments, result, ok, error)
         if not s.finished:
             self.messages.append({"role": "user", "content": f"{result}\n\n{self._next_hint()}"})
-
-    def _free_room_after_cut(self, wanted: int) -> None:
-        """A reply cut at a ``max_tokens`` the context imposed would be cut again if asked again:
-        free room in the conversation, or, with nothing left to give, end the chapter as out of room
-        (``run`` catches the error) instead of spending the turn cap on the same cut reply."""
-        budget = self.budget
-        done = self._shrink()
-        prompt = budget.count(self.messages)
-        if done is None:
-            raise budget.fail(f"a turn of chapter {self.s.index} (its reply was cut at the context edge)", prompt,
-                              wanted)
-        budget.note(done, what=f"a turn of chapter {self.s.index}", prompt_tokens=prompt)
-
-    # -- what the write and update tools do -------------------------------------------------
-    def write_draft(self, title: str) -> str:
-        """One draft of the chapter under the gate (the ``write`` tool)."""
-        s = self.s
-        self.messages.append({"role": "user", "content": prose_request(s.index, title, self.gate)})
-        attempt = self.drafter.attempt(self.messages)
-        self._count(attempt.reply)
-        self.messages.append({"role": "assistant", "content": attempt.text})
-        s.attempts += 1
-        if self.stats["first_attempt_pass"] is None:
-            self.stats["first_attempt_pass"] = attempt.accepted
-        self._arguments.update(attempt.facts())
-        self._emit("draft", words=attempt.words, accepted=attempt.accepted)
-        if attempt.accepted:
-            s.accepted_title, s.accepted_text = title, attempt.text
-            return f"ACCEPTED: {attempt.words} words ({self.gate.describe()})."
-        draft = Draft(title, attempt.text, attempt.words, attempt.truncated, self.gate.distance(attempt.words),
-                      len(self.messages) - 1)
-        self._arguments["kept_in_context"] = self.drafts.reject(draft, self.messages)
-        return attempt.feedback(self.gate)
-
-    def apply_update(self, call: UpdateCall) -> str:
-        """Apply the chapter's state transition per entry (the ``update`` tool): entries whose
-        evidence is not in the accepted chapter are refused and named, the rest applies; after
-        a refusal one more update may fix the refused entries."""
-        s = self.s
-        base = self.new_state if self.new_state is not None else self.state
-        text = s.accepted_text if self.config.evidence else None
-        retry = s.retry_update
-        try:
-            applied = base.apply(call, chapter=s.index, text=text)
-        except UpdateError as exc:
-            if retry:  # the one retry of refused entries is spent; the entries applied before stay
-                s.retry_update = False
-                raise ToolError(f"update rejected, nothing more was applied: {exc}. The state keeps what the "
-                                "first update applied; finish the chapter.") from exc
-            raise ToolError(f"update rejected, nothing was applied: {exc}. Call update again with the "
-                            "problems fixed.") from exc
-        self.new_state = applied.state
-        self.last_update = applied
-        s.updated = True
-        s.retry_update = bool(applied.refused) and not retry
-        s.open_requirements = tuple(applied.state.future_requirements)
-        self._arguments["refused"] = applied.refused
-        counts = applied.state.counts()
-        message = (f"State updated: {describe_update(call)}; {applied.applied} entries applied. The state now "
-                   f"holds {counts['characters']} characters, {counts['past_events']} past events, "
-                   f"{counts['open_requirements']} open requirements.")
-        if applied.notes:
-            message += " Note: " + "; ".join(applied.notes) + "."
-        if applied.refused:
-            message += (f" REFUSED {len(applied.refused)} entr{'y' if len(applied.refused) == 1 else 'ies'}: "
-                        + "; ".join(applied.refused) + "."
-                        + (" You may call update once more with only the refused entries, fixed." if s.retry_update
-                           else ""))
-        return message
 
     def update_from_text(self, title: str, text: str) -> bool:
         """One update call for chapter text that already exists (``fabula edit``: the writer's
@@ -328,19 +155,16 @@ class ChapterLoop:
         self.messages += [{"role": "assistant", "content": json.dumps({"tool": "write", "title": title})},
                           {"role": "user", "content": prose_request(s.index, title, self.gate)},
                           {"role": "assistant", "content": text},
-                          {"role": "user", "content": "The writer has edited this chapter by hand: the text above is "
-                           "the chapter as it now stands and is kept. Call update now with what it changed."}]
+                          {"role": "user", "content": ASK_AFTER_EDIT}]
         return self._fallback_call(TOOLS["update"].grammar(s), self.config.update_max_tokens)
 
     def _fallback_update(self) -> None:
         """Update calls past the cap, so the chapter kept still reaches the state: the full update
         first; if that is cut off or invalid, the one most important event alone (a bounded reply)."""
-        self.messages.append({"role": "user", "content": "The turn limit is reached. The chapter above is kept. "
-                              "Call update now with what it changed."})
+        self.messages.append({"role": "user", "content": ASK_AFTER_CAP})
         if self._fallback_call(TOOLS["update"].grammar(self.s), self.config.update_max_tokens):
             return
-        self.messages.append({"role": "user", "content": "That update could not be applied. Record only the one "
-                              "most important event of this chapter, as a single past event."})
+        self.messages.append({"role": "user", "content": ASK_ONE_EVENT})
         # one event is a short reply: it may still fit where the full update did not
         self._fallback_call(EventUpdate, self.config.update_max_tokens, MIN_TURN_OUTPUT)
 
@@ -352,10 +176,10 @@ class ChapterLoop:
                                    min(max_tokens, min_output or self.room.update_output()))
         except ContextExceededError as exc:
             self.budget.note("skip_fallback_update", chapter=self.s.index, error=str(exc)[:200])
-            self.last_error = str(exc)
+            self.ledger.last_error = str(exc)
             return False
         except (TruncatedOutputError, OutputValidationError) as exc:
-            self._record("invalid", {"offered": ["update"], "fallback": True}, None, False, str(exc))
+            self.ledger.record("invalid", {"offered": ["update"], "fallback": True}, None, False, str(exc))
             return False
         self.messages.append({"role": "assistant", "content": reply.text})
         call = reply.parsed if isinstance(reply.parsed, UpdateCall) else reply.parsed.as_update()
@@ -363,41 +187,12 @@ class ChapterLoop:
             result, ok, error = self.apply_update(call), True, None
         except ToolError as exc:
             result, ok, error = f"ERROR: {exc}", False, str(exc)
-        self._record("update", {**call.model_dump(), **self._arguments, "fallback": True}, result, ok, error)
+        self.ledger.record("update", {**call.model_dump(), **self._arguments, "fallback": True}, result, ok, error)
         if not ok:
             self.messages.append({"role": "user", "content": result})
         return ok
 
-    # -- plumbing --------------------------------------------------------------------------
     def _next_hint(self) -> str:
         tools = legal_tools(self.s)
         left = self.s.turns_left()
         return f"Available now: {', '.join(tools)}. Turns left in this chapter: {left}."
-
-    def _generate(self, messages: list[Message], output_type: Any, max_tokens: int, role: str,
-                  min_output: int) -> Completion:
-        reply = self.budget.generate(self.llm, messages, output_type, temperature=self.config.temperature,
-                                     max_tokens=max_tokens, min_output=min_output, role=role,
-                                     what=f"a turn of chapter {self.s.index}", shrink=self._shrink)
-        self._count(reply)
-        return reply
-
-    def _count(self, reply: Completion) -> None:
-        usage = reply.usage
-        self.stats["calls"] += 1
-        self.stats["prompt_tokens"] += usage.prompt_tokens
-        self.stats["cached_prompt_tokens"] += usage.cached_prompt_tokens
-        self.stats["completion_tokens"] += usage.completion_tokens
-
-    def _record(self, tool: str, arguments: dict[str, Any], result: str | None, ok: bool,
-                error: str | None = None) -> None:
-        self.last_error = None if ok else (error or "failed")
-        if result is not None and len(result) > LEDGER_RESULT_CHARS:
-            result = result[:LEDGER_RESULT_CHARS] + f"... [{len(result)} characters]"
-        self.store.record_tool_call(turn=self.s.turn, tool=tool, arguments=arguments, result=result, ok=ok,
-                                    error=error)
-        self._emit("tool", tool=tool, ok=ok)
-
-    def _emit(self, kind: str, **data: Any) -> None:
-        if self.emit is not None:
-            self.emit(kind, data.get("tool"), turn=self.s.turn, attempts=self.s.attempts, **data)

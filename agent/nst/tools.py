@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from pydantic import BaseModel, Field, RootModel, create_model
 
 from agent.gate import Gate
+from agent.nst.config import NstConfig
 from agent.store import CommitError
 from agent.store.records import Chapter as StoredChapter
 from agent.store.search import MAX_TERMS, Hit, dropped_terms
@@ -67,6 +68,15 @@ class ChapterSession:
     """Past events every update must add (the run's ``min_past_events``)."""
     retry_update: bool = False
     """An update had entries refused: one more update may fix them (optional)."""
+
+    @classmethod
+    def for_config(cls, index: int, gate: Gate, config: NstConfig,
+                   open_requirements: tuple[str, ...]) -> ChapterSession:
+        """The session of chapter ``index`` under a run's settings (``agent.nst.config.NstConfig``)."""
+        return cls(index=index, gate=gate, with_state=config.state, lookback=config.lookback,
+                   max_turns=config.max_turns, read_budget=config.read_budget, search_budget=config.search_budget,
+                   correct_budget=config.correct_budget, failed_budget=config.failed_call_budget,
+                   min_events=config.min_past_events, open_requirements=open_requirements)
 
     @property
     def written(self) -> bool:
