@@ -40,8 +40,7 @@ def write(ctx: RunContext[SingleConfig]) -> None:
         started = time.perf_counter()
         recent = [p.text for p in store.paragraphs()[-settings.history_window:]]
         final = ending.is_final_paragraph(story, state)
-        cue = ending.cue(story, {**state, "ending": story.target_words - state["words"]
-                                 <= settings.ending_paragraphs * ending.paragraph_words(state)})
+        cue = ending.cue(story, {**state, "ending": ending.in_ending_window(story, settings, state)})
         low, high = (ending.final_budget(story, settings, state) if final
                      else (settings.paragraph_min_tokens, settings.paragraph_tokens))
         with ctx.unit(step):
@@ -51,7 +50,7 @@ def write(ctx: RunContext[SingleConfig]) -> None:
             words = count_words(text)
             state = {**state, "words": state["words"] + words, "narrations": state["narrations"] + 1,
                      "narration_words": state["narration_words"] + words}
-            state["finished"] = final or state["words"] >= story.target_words
+            state["finished"] = ending.stop_reason(story, state, final) is not None
             record = {"step": step, "final_paragraph": final, "paragraph_trimmed": trimmed,
                       "words_total": state["words"], "wall_s": round(time.perf_counter() - started, 3)}
             store.commit_step(step, [text], state=state, record=record)

@@ -5,6 +5,9 @@ paragraphs' worth of words remain, the goal generator is asked for a concluding 
 goal sequencing ablated, only the narrator is told). Once that goal is reached, or when
 the next paragraph is likely to reach the target, the narrator is told to write the final
 paragraph; the run stops when the target is reached or right after that final paragraph.
+
+This module is the one stopping rule of Magnet and of its single-model baseline: the words
+still missing (:func:`remaining`), the ending window, the final paragraph and the stop.
 """
 
 from __future__ import annotations
@@ -24,29 +27,48 @@ def paragraph_words(state: dict[str, Any]) -> float:
     return state.get("narration_words", 0) / steps if steps else DEFAULT_PARAGRAPH_WORDS
 
 
+def remaining(story: StoryDefinition, state: dict[str, Any]) -> int:
+    """Words still missing to the story's target (negative past it)."""
+    return story.target_words - state["words"]
+
+
+def in_ending_window(story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any]) -> bool:
+    """The remaining words fit in ``settings.ending_paragraphs`` paragraphs."""
+    return remaining(story, state) <= settings.ending_paragraphs * paragraph_words(state)
+
+
 def should_conclude(story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any]) -> bool:
     """True once, when the remaining words fit in the ending window."""
     if state.get("ending"):
         return False
-    remaining = story.target_words - state["words"]
-    return remaining <= settings.ending_paragraphs * paragraph_words(state)
+    return in_ending_window(story, settings, state)
 
 
 def is_final_paragraph(story: StoryDefinition, state: dict[str, Any]) -> bool:
     """The next narration should close the story."""
     if state.get("final_next"):
         return True
-    return story.target_words - state["words"] <= paragraph_words(state)
+    return remaining(story, state) <= paragraph_words(state)
+
+
+def stop_reason(story: StoryDefinition, state: dict[str, Any], final_paragraph: bool) -> str | None:
+    """Why the story stops after this step (None: it goes on): its final paragraph is written, or
+    the target length is reached."""
+    if final_paragraph:
+        return "final paragraph written"
+    if state["words"] >= story.target_words:
+        return "target length reached"
+    return None
 
 
 def cue(story: StoryDefinition, state: dict[str, Any]) -> str:
     """What the prompts say about the ending ("" far from it)."""
-    remaining = max(0, story.target_words - state["words"])
+    left = max(0, remaining(story, state))
     if is_final_paragraph(story, state):
         return ("This is the final paragraph of the story: resolve the current goal and bring the whole story to a "
                 "satisfying close. Do not open new threads.")
     if state.get("ending"):
-        return (f"The story is nearing its end (about {remaining} words remain): move toward resolving the "
+        return (f"The story is nearing its end (about {left} words remain): move toward resolving the "
                 "main conflict; do not open new threads.")
     return ""
 
@@ -59,8 +81,7 @@ def max_steps(story: StoryDefinition, settings: MagnetSettings) -> int:
 def final_budget(story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any]) -> tuple[int, int]:
     """``(min_tokens, max_tokens)`` of the closing paragraph, sized to the words still missing
     (bounded at three ordinary paragraphs), so the story reaches its target as it ends."""
-    remaining = max(0, story.target_words - state["words"])
-    want = int(remaining * CLOSING_TOKENS_PER_WORD)
+    want = int(max(0, remaining(story, state)) * CLOSING_TOKENS_PER_WORD)
     cap = 3 * settings.paragraph_tokens
     low = min(max(settings.paragraph_min_tokens, want), cap - 60)
     return low, min(cap, max(settings.paragraph_tokens, low + 80))

@@ -72,15 +72,7 @@ def run_step(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state: 
     narration = narrate(llm, scene, settings, actions,
                         budget=ending.final_budget(story, settings, state) if final_paragraph else None)
 
-    # World-state commit: selected actions only, in the narrator's order (Section 3.3).
-    by_name = {a.character: a for a in actions}
-    commits = []
-    goal_reached = False
-    for order, name in enumerate(narration.order):
-        chosen = by_name[name]
-        if world is not None:
-            commits.extend(world.apply(step, order, name, chosen.action, chosen.updates))
-        goal_reached = goal_reached or chosen.goal_reached
+    commits, goal_reached = _commit_selected(world, step, narration, actions)
     state["world"] = world.to_json() if world is not None else None
 
     paragraphs: list[str | tuple[str, str]] = [narration.paragraph]
@@ -91,19 +83,41 @@ def run_step(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state: 
 
     goal_before = state["goal"]
     # A story that has just ended needs no next goal and no transition into it.
-    ended = final_paragraph or state["words"] >= story.target_words
+    ended = ending.stop_reason(story, state, final_paragraph) is not None
     event = None if ended else sequence_goal(llm, story, settings, state, step, goal_reached, scene,
                                              [*recent, narration.paragraph])
     if event and event.get("transition"):
         paragraphs.append(("transition", event["transition"]))
         state["words"] += count_words(event["transition"])
 
-    if final_paragraph:
-        state["finished"], state["finish_reason"] = True, "final paragraph written"
-    elif state["words"] >= story.target_words:
-        state["finished"], state["finish_reason"] = True, "target length reached"
+    reason = ending.stop_reason(story, state, final_paragraph)
+    if reason is not None:
+        state["finished"], state["finish_reason"] = True, reason
+    return StepOutcome(paragraphs, state, _record(step, goal_before, chapter, results, actions, narration, commits,
+                                                  goal_reached, event, scene, memory, final_paragraph, state,
+                                                  settings))
 
-    record = {
+
+def _commit_selected(world: WorldGraph | None, step: int, narration: Any,
+                     actions: list[Any]) -> tuple[list[Any], bool]:
+    """World-state commit: selected actions only, in the narrator's order (Section 3.3); and
+    whether a selected action reached the goal."""
+    by_name = {a.character: a for a in actions}
+    commits = []
+    goal_reached = False
+    for order, name in enumerate(narration.order):
+        chosen = by_name[name]
+        if world is not None:
+            commits.extend(world.apply(step, order, name, chosen.action, chosen.updates))
+        goal_reached = goal_reached or chosen.goal_reached
+    return commits, goal_reached
+
+
+def _record(step: int, goal_before: str | None, chapter: int | None, results: list[Any], actions: list[Any],
+            narration: Any, commits: list[Any], goal_reached: bool, event: dict[str, Any] | None, scene: Scene,
+            memory: Memory, final_paragraph: bool, state: dict[str, Any], settings: MagnetSettings) -> dict[str, Any]:
+    """The step's record (the ``steps`` table): what each role did, what was committed, what gave way."""
+    return {
         "step": step,
         "goal": goal_before,
         "chapter": chapter,
@@ -126,7 +140,6 @@ def run_step(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state: 
         "words_total": state["words"],
         "ablations": settings.ablations(),
     }
-    return StepOutcome(paragraphs, state, record)
 
 
 def sequence_goal(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any], step: int,

@@ -101,7 +101,7 @@ def _estimate(story: StoryDefinition, state: dict[str, Any], step: int) -> int:
     if state["finished"]:
         return step
     per_step = max(1.0, state["words"] / step)
-    return step + max(1, math.ceil((story.target_words - state["words"]) / per_step))
+    return step + max(1, math.ceil(ending.remaining(story, state) / per_step))
 
 
 FLAGS = (

@@ -88,94 +88,21 @@ class NarrativeState:
         """``U(s, Δ)`` per entry. With ``text`` (the accepted chapter), every new or changed entry
         must quote it. Raises :class:`UpdateError` only when the update changed nothing and
         refused something (so the model sees it failed)."""
-        body = normalize(text) if text is not None else None
-        refused: list[str] = []
-        notes: list[str] = []
-        applied = 0
-        characters = dict(self.characters)
-        provenance = {c: dict(self.provenance.get(c, {})) for c in COLLECTIONS}
-
-        def supported(where: str, quote: str) -> bool:
-            if body is None or occurs(quote, body):
-                return True
-            refused.append(f"{where}: the evidence {_short(quote)!r} does not occur in chapter {chapter}; "
-                           "copy a passage of the chapter exactly")
-            return False
-
-        seen: set[str] = set()
-        for snap in update.upsert_character_state:
-            name = snap.name.strip()
-            if not name:
-                refused.append("upsert_character_state: a character has an empty name")
-                continue
-            folded = name.casefold()
-            if folded in seen:
-                refused.append(f"upsert_character_state {name!r}: appears twice in this update")
-                continue
-            seen.add(folded)
-            facts: dict[str, str] = {}
-            bad_fact = next((f.key for f in snap.facts if KEY.fullmatch(f.key) is None), None)
-            if bad_fact is not None:
-                refused.append(f"upsert_character_state {name!r}: fact key {bad_fact!r} must match "
-                               "^[a-z][a-z0-9_]{0,63}$")
-                continue
-            for fact in snap.facts:
-                facts[fact.key] = fact.value
-            entry: dict[str, Any] = {f: getattr(snap, f) for f in SNAPSHOT_FIELDS}
-            if facts:
-                entry["facts"] = facts
-            existing = [k for k in characters if k.casefold() == folded]
-            if existing and characters[existing[0]] == entry and existing[0] == name:
-                continue  # unchanged: nothing to prove
-            if not supported(f"upsert_character_state {name!r}", snap.evidence):
-                continue
-            for old in existing:
-                del characters[old]
-                provenance["characters"].pop(old, None)
-            characters[name] = entry
-            provenance["characters"][name] = {"chapter": chapter, "quote": snap.evidence}
-            applied += 1
-        events = dict(self.past_events)
-        for item in update.add_past_event:
-            where = f"add_past_event {item.key!r}"
-            if not _key_ok(item.key, where, refused):
-                continue
-            if item.key in events:
-                if events[item.key] != item.description:
-                    refused.append(f"{where}: the key already exists with a different text; past events never "
-                                   "change, choose a new key")
-                continue
-            if not supported(where, item.evidence):
-                continue
-            events[item.key] = item.description
-            provenance["past_events"][item.key] = {"chapter": chapter, "quote": item.evidence}
-            applied += 1
-        requirements = dict(self.future_requirements)
-        for item in update.add_future_requirement:
-            where = f"add_future_requirement {item.key!r}"
-            if not _key_ok(item.key, where, refused):
-                continue
-            if item.key in requirements:
-                if requirements[item.key] != item.description:
-                    refused.append(f"{where}: the key is already open with a different text")
-                continue
-            if not supported(where, item.evidence):
-                continue
-            requirements[item.key] = item.description
-            provenance["future_requirements"][item.key] = {"chapter": chapter, "quote": item.evidence}
-            applied += 1
-        for key in update.resolve_future_requirement:
-            if key not in requirements:
-                notes.append(f"resolve {key!r}: no open requirement has this key (ignored)")
-                continue
-            del requirements[key]
-            provenance["future_requirements"].pop(key, None)
-            applied += 1
-        if refused and not applied:
-            raise UpdateError("; ".join(refused))
-        state = NarrativeState(characters, events, requirements, {c: v for c, v in provenance.items() if v},
+        t = _Transition(normalize(text) if text is not None else None, chapter,
+                        {c: dict(self.provenance.get(c, {})) for c in COLLECTIONS})
+        characters = t.upsert_characters(dict(self.characters), update.upsert_character_state)
+        events = t.add_keyed(dict(self.past_events), update.add_past_event, "past_events", "add_past_event",
+                             "the key already exists with a different text; past events never change, choose a "
+                             "new key")
+        requirements = t.add_keyed(dict(self.future_requirements), update.add_future_requirement,
+                                   "future_requirements", "add_future_requirement",
+                                   "the key is already open with a different text")
+        t.resolve(requirements, update.resolve_future_requirement)
+        if t.refused and not t.applied:
+            raise UpdateError("; ".join(t.refused))
+        state = NarrativeState(characters, events, requirements, {c: v for c, v in t.provenance.items() if v},
                                list(self.digests))
-        return Applied(state, refused, applied, notes)
+        return Applied(state, t.refused, t.applied, t.notes)
 
     # -- the prompt ------------------------------------------------------------------------
     def render(self) -> str:
@@ -225,3 +152,84 @@ def describe_update(update: UpdateCall) -> str:
     return (f"{len(update.upsert_character_state)} character(s) upserted, {len(update.add_past_event)} event(s) "
             f"added, {len(update.add_future_requirement)} requirement(s) added, "
             f"{len(update.resolve_future_requirement)} resolved")
+
+
+@dataclass
+class _Transition:
+    """One update being applied: what it refused, noted and applied, and the provenance it writes."""
+
+    body: str | None
+    """The accepted chapter, normalized (None: evidence is not checked)."""
+    chapter: int
+    provenance: dict[str, dict[str, Any]]
+    refused: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    applied: int = 0
+
+    def supported(self, where: str, quote: str) -> bool:
+        if self.body is None or occurs(quote, self.body):
+            return True
+        self.refused.append(f"{where}: the evidence {_short(quote)!r} does not occur in chapter {self.chapter}; "
+                            "copy a passage of the chapter exactly")
+        return False
+
+    def upsert_characters(self, characters: dict[str, dict[str, Any]], snaps: Any) -> dict[str, dict[str, Any]]:
+        seen: set[str] = set()
+        for snap in snaps:
+            name = snap.name.strip()
+            if not name:
+                self.refused.append("upsert_character_state: a character has an empty name")
+                continue
+            folded = name.casefold()
+            if folded in seen:
+                self.refused.append(f"upsert_character_state {name!r}: appears twice in this update")
+                continue
+            seen.add(folded)
+            bad_fact = next((f.key for f in snap.facts if KEY.fullmatch(f.key) is None), None)
+            if bad_fact is not None:
+                self.refused.append(f"upsert_character_state {name!r}: fact key {bad_fact!r} must match "
+                                    "^[a-z][a-z0-9_]{0,63}$")
+                continue
+            facts = {fact.key: fact.value for fact in snap.facts}
+            entry: dict[str, Any] = {f: getattr(snap, f) for f in SNAPSHOT_FIELDS}
+            if facts:
+                entry["facts"] = facts
+            existing = [k for k in characters if k.casefold() == folded]
+            if existing and characters[existing[0]] == entry and existing[0] == name:
+                continue  # unchanged: nothing to prove
+            if not self.supported(f"upsert_character_state {name!r}", snap.evidence):
+                continue
+            for old in existing:
+                del characters[old]
+                self.provenance["characters"].pop(old, None)
+            characters[name] = entry
+            self.provenance["characters"][name] = {"chapter": self.chapter, "quote": snap.evidence}
+            self.applied += 1
+        return characters
+
+    def add_keyed(self, table: dict[str, str], items: Any, collection: str, what: str,
+                  exists: str) -> dict[str, str]:
+        """New keyed entries (past events, requirements); a key that exists with another text is refused."""
+        for item in items:
+            where = f"{what} {item.key!r}"
+            if not _key_ok(item.key, where, self.refused):
+                continue
+            if item.key in table:
+                if table[item.key] != item.description:
+                    self.refused.append(f"{where}: {exists}")
+                continue
+            if not self.supported(where, item.evidence):
+                continue
+            table[item.key] = item.description
+            self.provenance[collection][item.key] = {"chapter": self.chapter, "quote": item.evidence}
+            self.applied += 1
+        return table
+
+    def resolve(self, requirements: dict[str, str], keys: Any) -> None:
+        for key in keys:
+            if key not in requirements:
+                self.notes.append(f"resolve {key!r}: no open requirement has this key (ignored)")
+                continue
+            del requirements[key]
+            self.provenance["future_requirements"].pop(key, None)
+            self.applied += 1
