@@ -42,7 +42,11 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the section and sentence sampler (default 0)")
     _judge_options(p)
     p.set_defaults(handler=run_editorial)
+    _add_inject(ev)
+    _add_tables(ev)
 
+
+def _add_inject(ev) -> None:
     p = ev.add_parser("inject", help="judge recall check: plant contradictions in copies of a story and judge them")
     p.add_argument("run_dir", metavar="RUN_DIR", help="the run to copy and plant contradictions in")
     p.add_argument("-o", "--out", required=True, metavar="DIR", help="folder for the injected copies (made if missing)")
@@ -56,6 +60,9 @@ def add_parser(sub) -> None:
     _judge_options(p)
     p.set_defaults(handler=run_inject)
 
+
+def _add_tables(ev) -> None:
+    """The commands that read stored judgments and metrics only: metrics, report, compare."""
     p = ev.add_parser("metrics", help="model-free metrics of runs (no judge)")
     _runs(p)
     p.add_argument("--json", action="store_true", help="one JSON object per run")

@@ -23,21 +23,10 @@ def say(message: str) -> None:
 
 def run_fleet(args: argparse.Namespace, config) -> int:
     """Plan the replicas and the router, then run them until Ctrl-C (or print them with --dry-run)."""
-    from serve.fleet import Fleet
-    from serve.home import fabula_home
-    from serve.launcher import ServeError, server_command, shown_command, vllm_importable
-    from serve.replicas import RouterConfig, pinning, replica_configs, router_command, router_installed
+    from serve.launcher import ServeError, server_command, shown_command
+    from serve.replicas import RouterConfig, pinning, replica_configs, router_command
 
-    if args.replicas < 2:
-        raise CLIError(f"--replicas must be 2 or more (1 is a plain server), got {args.replicas}")
-    if config.api_key:
-        raise CLIError("--api-key is not supported with --replicas yet: sglang-router would need it on its "
-                       "command line, visible to every user of this machine; keep the router on loopback")
-    if (args.data_parallel_size or 1) != 1:
-        raise CLIError("--replicas replaces vLLM's data parallelism (each replica is one copy of the model "
-                       "behind the router); drop --data-parallel-size")
-    if config.port + args.replicas + 1 > 65535:
-        raise CLIError(f"--port {config.port} leaves no room for {args.replicas} replica ports after it")
+    _check_fleet(args, config)
     try:
         gpus = None  # counted on this node; a dry run plans for as many as it needs
         if args.dry_run and config.device == "gpu":
@@ -58,7 +47,30 @@ def run_fleet(args: argparse.Namespace, config) -> int:
             print(shlex.join(["curl", "-X", "POST", f"http://127.0.0.1:{router.port}/workers",
                               "-H", "Content-Type: application/json", "-d", body]))
         return 0
+    return _serve(args, config, replicas, router)
+
+
+def _check_fleet(args: argparse.Namespace, config) -> None:
+    """Refuse what a fleet cannot do, before anything is planned."""
+    if args.replicas < 2:
+        raise CLIError(f"--replicas must be 2 or more (1 is a plain server), got {args.replicas}")
+    if config.api_key:
+        raise CLIError("--api-key is not supported with --replicas yet: sglang-router would need it on its "
+                       "command line, visible to every user of this machine; keep the router on loopback")
+    if (args.data_parallel_size or 1) != 1:
+        raise CLIError("--replicas replaces vLLM's data parallelism (each replica is one copy of the model "
+                       "behind the router); drop --data-parallel-size")
+    if config.port + args.replicas + 1 > 65535:
+        raise CLIError(f"--port {config.port} leaves no room for {args.replicas} replica ports after it")
+
+
+def _serve(args: argparse.Namespace, config, replicas, router) -> int:
+    """Start the replicas and the router, and watch them until Ctrl-C."""
     from agent.cli.serve_checks import check_model_present
+    from serve.fleet import Fleet
+    from serve.home import fabula_home
+    from serve.launcher import vllm_importable
+    from serve.replicas import router_installed
 
     check_model_present(config)
     if not vllm_importable():
