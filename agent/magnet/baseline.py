@@ -15,7 +15,6 @@ from typing import Any
 from agent import pipelines
 from agent.llm import LLM
 from agent.magnet import describe, ending, prompts
-from agent.magnet.definition import StoryDefinition
 from agent.magnet.roles import write_prose
 from agent.magnet.settings import SingleConfig
 from agent.run_context import EventSink, RunContext
@@ -28,7 +27,7 @@ NAME = "single"
 
 def write(ctx: RunContext[SingleConfig]) -> None:
     store, config = ctx.store, ctx.config
-    story = StoryDefinition.from_dict(config.story)
+    story = config.story
     settings = config.magnet_settings()
     if store.get_plan("title") is None:
         store.put_plan("title", story.title)

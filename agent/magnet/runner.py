@@ -30,7 +30,7 @@ def write(ctx: RunContext[MagnetConfig], *, max_new_steps: int | None = None) ->
     """Continue the story from the last committed step until the ending rules stop it
     (or, with ``max_new_steps``, after that many steps: the run is then left resumable)."""
     store, settings = ctx.store, ctx.config
-    story = StoryDefinition.from_dict(settings.story)
+    story = settings.story
     if store.get_plan("title") is None:
         store.put_plan("title", story.title)
     state = store.state() or initial_state(story, settings)

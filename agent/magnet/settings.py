@@ -9,12 +9,23 @@ with one line instead of dividing by zero or sending the whole story.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar
 
-from pydantic import Field
+from pydantic import (
+    BeforeValidator,
+    Field,
+    InstanceOf,
+    PrivateAttr,
+    SerializationInfo,
+    ValidatorFunctionWrapHandler,
+    field_serializer,
+    model_validator,
+)
 
 from agent.limits import TOKEN_CAP
-from agent.settings import SMALL_PROSE, SMALL_STRUCTURED, WritingControls
+from agent.magnet.definition import StoryDefinition
+from agent.settings import SMALL_PROSE, SMALL_STRUCTURED, Settings, WritingControls
 
 TOKENS = 32768
 PROSE = frozenset({"narrator", "transition", "baseline"})
@@ -92,18 +103,45 @@ class MagnetSettings(ParagraphSettings):
                                       ("no-structured-state", self.structured_state)) if not on]
 
 
-class MagnetConfig(MagnetSettings):
+def _story(value: Any) -> StoryDefinition:
+    """A story definition from its stored form (or as it is)."""
+    if isinstance(value, StoryDefinition):
+        return value
+    if not isinstance(value, Mapping):
+        raise ValueError("a story definition (a table of title, genre, goal, characters, ...) is needed")
+    try:
+        return StoryDefinition.from_dict(dict(value))
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"not a story definition ({type(exc).__name__}: {exc})") from None
+
+
+class StoryInput(Settings):
+    """A pipeline that writes from a story definition: ``story`` is typed (a
+    :class:`~agent.magnet.definition.StoryDefinition`, checked on every parse) and stored as it
+    was given, so a run written before a field was added keeps its configuration and fingerprint."""
+
+    story: Annotated[InstanceOf[StoryDefinition], BeforeValidator(_story)]
+    _stored_story: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_stored_story(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        model = handler(data)
+        raw = data.get("story") if isinstance(data, Mapping) else None
+        model._stored_story = dict(raw) if isinstance(raw, Mapping) else model.story.to_dict()
+        return model
+
+    @field_serializer("story")
+    def _dump_story(self, story: StoryDefinition, info: SerializationInfo) -> dict[str, Any]:
+        return self._stored_story or story.to_dict()
+
+
+class MagnetConfig(StoryInput, MagnetSettings):
     """A Magnet run's whole configuration: the settings and the story definition."""
 
-    story: dict[str, Any]
 
-
-
-
-class SingleConfig(ParagraphSettings):
+class SingleConfig(StoryInput, ParagraphSettings):
     """The single-model baseline: the story definition and the settings it shares with Magnet."""
-
-    story: dict[str, Any]
 
     def magnet_settings(self) -> MagnetSettings:
         """The Magnet settings the shared helpers (ending, prose) read."""
