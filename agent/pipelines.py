@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from agent.errors import InputError
 from agent.llm.options import LLMOptions, ModelFlags, StoredModel
 from agent.llm.options import resolve as resolve_model
 from agent.run_context import EventSink, RunContext
@@ -126,6 +127,9 @@ class Pipeline:
     """The lines of ``fabula show --history`` (None: the pipeline keeps no commit history)."""
     progress: Mapping[str, str] = field(default_factory=dict)
     """What a model call of each of its roles is doing, as a writer would say it."""
+    words: tuple[int, int] | None = None
+    """The range of ``--words`` that ``fabula write`` and ``fabula batch`` accept (None: the
+    story file sets the length and checks it)."""
 
     def __post_init__(self) -> None:
         if self.settings is not None and not self.defaults:
@@ -134,6 +138,12 @@ class Pipeline:
             object.__setattr__(self, "description", self.help + ".")
         if self.state is None:
             object.__setattr__(self, "state", ChapterSnapshot if self.unit == "chapter" else StepState)
+
+    def check_words(self, words: int) -> int:
+        """``--words`` checked against the pipeline's range, once, where the command line is read."""
+        if self.words is not None and not self.words[0] <= words <= self.words[1]:
+            raise InputError(f"--words must be between {self.words[0]} and {self.words[1]}, got {words}")
+        return words
 
     @staticmethod
     def target(config: Mapping[str, Any]) -> RunTarget:

@@ -30,7 +30,7 @@ ALLOWED: dict[str, set[str]] = {
     "agent.llm": {"agent.errors", "agent.text", "agent.repetition", "grammars", "serve"},
     "agent.store": {"agent.errors", "agent.limits", "agent.text", "agent.llm", "agent.gate"},
     "agent.run_context": {"agent.llm", "agent.store"},
-    "agent.pipelines": {"agent.llm", "agent.store", "agent.run_context", "agent.settings"},
+    "agent.pipelines": {"agent.errors", "agent.llm", "agent.store", "agent.run_context", "agent.settings"},
     "agent.nst": PIPELINE_DEPS,
     "agent.magnet": PIPELINE_DEPS,
     "agent.batch": PIPELINE_DEPS | {"agent.nst", "agent.magnet"},

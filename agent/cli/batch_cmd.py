@@ -70,7 +70,6 @@ def add_parser(sub) -> None:
 def run_new(args: argparse.Namespace) -> int:
     from agent.batch import create, plan_stories
     from agent.batch.runner import check_concurrency
-    from agent.nst.config import MAX_WORDS, MIN_WORDS
 
     missing = [flag for flag, value in (("--pipeline", args.pipeline), ("--out", args.out)) if value is None]
     if missing:
@@ -81,9 +80,8 @@ def run_new(args: argparse.Namespace) -> int:
                        f"--stories DIR ({', '.join(pipelines.names('story'))})")
     if args.ids is not None and args.prompts is None:
         raise CLIError("--ids only goes with --prompts")
-    if args.words is not None and pipelines.get(args.pipeline).takes == "prompt" \
-            and not MIN_WORDS <= args.words <= MAX_WORDS:
-        raise CLIError(f"--words must be between {MIN_WORDS} and {MAX_WORDS}, got {args.words}")
+    if args.words is not None:
+        pipelines.get(args.pipeline).check_words(args.words)
     check_concurrency(args.concurrency)
     settings = parse_assignments(args.overrides)
     plan_stories(args.pipeline, prompts=args.prompts, ids=args.ids, stories=args.stories, words=args.words,

@@ -21,7 +21,6 @@ from agent.cli.profile_choice import PROFILE_CHOICES, PROFILE_HELP, choose_profi
 from agent.cli.progress import ProgressDisplay
 from agent.cli.rundir import discard_if_unused, store_errors
 from agent.llm.options import LLMOptions
-from agent.nst.config import MAX_WORDS, MIN_WORDS
 from agent.settings import parse_assignments
 from agent.store import RunStore
 from agent.store.snapshots import ChapterSnapshot, RunTarget
@@ -41,8 +40,9 @@ def add_parser(sub) -> None:
         source.add_argument("--prompts", metavar="FILE.jsonl", help="a prompt set (one JSON object a line, "
                             "with id and prompt); pick one with --id")
         parser.add_argument("--id", dest="prompt_id", metavar="N", help="the prompt's id in --prompts")
+        low, high = described.words or (1, 0)
         parser.add_argument("--words", type=int, required=True, metavar="N",
-                            help=f"target length in words ({MIN_WORDS}-{MAX_WORDS})")
+                            help=f"target length in words ({low}-{high})")
         parser.add_argument("-o", "--out", metavar="RUN_DIR", help="run directory (default: runs/<pipeline>-<time>)")
         parser.add_argument("--temperature", type=float, help="sampling temperature (default 0.7)")
         parser.add_argument("--context-tokens", type=int, metavar="N",
@@ -107,10 +107,8 @@ def prompt_from_set(path: str, prompt_id: str) -> str:
 def build_config(args: argparse.Namespace, prompt: str, prompt_id: str | None,
                  profile: str = "default") -> dict[str, Any]:
     """The run's settings from the flags and ``--set``, validated (one line per bad value)."""
-    if not MIN_WORDS <= args.words <= MAX_WORDS:
-        raise CLIError(f"--words must be between {MIN_WORDS} and {MAX_WORDS}, got {args.words}")
-    config: dict[str, Any] = {"prompt": prompt, "prompt_id": prompt_id, "words": args.words}
     pipeline = pipelines.get(args.writer)
+    config: dict[str, Any] = {"prompt": prompt, "prompt_id": prompt_id, "words": pipeline.check_words(args.words)}
     flags = {"temperature": args.temperature, "context_tokens": getattr(args, "context_tokens", None),
              **{flag.setting: flag.read(args) for flag in pipeline.flags},
              "plan_cache": str(Path(args.plan_cache).expanduser().resolve()) if getattr(args, "plan_cache", None)

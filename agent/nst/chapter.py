@@ -10,10 +10,8 @@ drives it turn by turn.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from agent.gate import Gate
 from agent.llm import LLM
 from agent.llm.types import Completion, Message
 from agent.nst.budget import Budget
@@ -39,15 +37,15 @@ class ChapterInFlight:
     is ``agent.nst.loop.ChapterLoop``."""
 
     def __init__(self, llm: LLM, store: RunStore, *, plan: dict[str, Any], story_prompt: str,
-                 state: NarrativeState, index: int, config: NstConfig | Mapping[str, Any], ratio: float,
+                 state: NarrativeState, index: int, config: NstConfig, ratio: float,
                  emit: Emit | None = None, budget: Budget | None = None) -> None:
-        cfg = NstConfig.coerce(config) if not isinstance(config, NstConfig) else config
+        cfg = config
         self.llm, self.store, self.config = llm, store, cfg
         self.budget = budget or Budget(None)
         self.outline = plan["outline"]
         self.story_prompt = story_prompt
         self.item = self.outline[index - 1]
-        self.gate = Gate.for_target(int(self.item["target_words"]), cfg.gate_low, cfg.gate_high)
+        self.gate = cfg.gate(int(self.item["target_words"]))
         self.drafter = Drafter.for_config(llm, self.gate, ratio, cfg, "nst_prose", budget=self.budget,
                                           shrink=self._shrink)
         self.state = state

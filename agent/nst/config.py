@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Self
 
 from pydantic import Field, model_validator
 
-from agent.gate import DEFAULT_HIGH, DEFAULT_LOW
+from agent.gate import DEFAULT_HIGH, DEFAULT_LOW, Gate
 from agent.limits import MAX_WORDS, TOKEN_CAP
 from agent.settings import SMALL_PROSE_LONG_PROMPTS, SMALL_STRUCTURED_LONG_PROMPTS, WritingControls
 
@@ -50,6 +50,10 @@ class StoryTarget(WritingControls):
     model's config, else unknown (nothing budgeted). Every request is fitted to it (agent.nst.budget)."""
     context_reserve: int = Field(64, ge=0, le=16384)
     """Tokens kept free of every request (prompt + max_tokens <= context - reserve)."""
+
+    def gate(self, target_words: int) -> Gate:
+        """The length gate of a chapter (or story) of ``target_words``, at this run's bounds."""
+        return Gate.for_target(target_words, self.gate_low, self.gate_high)
 
     @model_validator(mode="after")
     def _prompt_not_blank(self) -> Self:

@@ -11,11 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent import pipelines
-from agent.gate import Gate
 from agent.llm import LLM
 from agent.llm.types import Message
 from agent.nst.budget import run_budget
-from agent.nst.config import DirectConfig
+from agent.nst.config import MAX_WORDS, MIN_WORDS, DirectConfig
 from agent.nst.drafting import Drafter, draft_until_gate, record_attempt
 from agent.nst.length import initial_ratio
 from agent.run_context import EventSink, RunContext
@@ -31,7 +30,7 @@ def write(ctx: RunContext[DirectConfig]) -> None:
     if store.next_unit() > 1:
         store.finish()
         return
-    gate = Gate.for_target(config.words, config.gate_low, config.gate_high)
+    gate = config.gate(config.words)
     budget = run_budget(ctx)
     ctx.set_progress(words=0, units=1, target_words=config.words)
     base: list[Message] = [{"role": "system", "content": SYSTEM},
@@ -60,4 +59,4 @@ def write_story(store: RunStore, llm: LLM, config: DirectConfig | Mapping[str, A
 
 PIPELINE = pipelines.register(pipelines.Pipeline(
     "direct", "chapter", write, version="1", settings=DirectConfig, help="baseline: the whole story in one call",
-    progress={"direct_story": "writing the story"}))
+    progress={"direct_story": "writing the story"}, words=(MIN_WORDS, MAX_WORDS)))

@@ -17,7 +17,7 @@ from agent.gate import Gate
 from agent.llm import LLM
 from agent.llm.types import Message
 from agent.nst.budget import run_budget
-from agent.nst.config import RollSumConfig
+from agent.nst.config import MAX_WORDS, MIN_WORDS, RollSumConfig
 from agent.nst.drafting import Drafter, draft_until_gate, record_attempt
 from agent.nst.length import initial_ratio
 from agent.nst.planning import PLANNING_WORDS, frozen_plan, stop_after_plan
@@ -56,7 +56,7 @@ def write(ctx: RunContext[RollSumConfig]) -> None:
     ctx.set_progress(words=store.words_written(), units=len(outline), target_words=config.words)
     for index in range(store.next_unit(), len(outline) + 1):
         item = outline[index - 1]
-        gate = Gate.for_target(int(item["target_words"]), config.gate_low, config.gate_high)
+        gate = config.gate(int(item["target_words"]))
         with ctx.unit(index):
             drafter = Drafter.for_config(ctx.llm, gate, ratio, config, "rollsum_chapter", budget=budget)
             outcome = draft_until_gate(drafter, chapter_messages(config.prompt, outline, summary, item, gate,
@@ -85,4 +85,5 @@ def write_story(store: RunStore, llm: LLM, config: RollSumConfig | Mapping[str, 
 PIPELINE = pipelines.register(pipelines.Pipeline(
     "rollsum", "chapter", write, version="1", settings=RollSumConfig, rederive=rederive_rollsum, planned=True,
     help="baseline: chapters from the same outline with a rolling story-so-far summary",
-    progress={**PLANNING_WORDS, "rollsum_summary": "summing up the story so far", "rollsum_chapter": "drafting"}))
+    progress={**PLANNING_WORDS, "rollsum_summary": "summing up the story so far", "rollsum_chapter": "drafting"},
+    words=(MIN_WORDS, MAX_WORDS)))

@@ -14,7 +14,7 @@ from typing import Any
 from agent import pipelines
 from agent.llm import LLM
 from agent.nst.budget import run_budget
-from agent.nst.config import NstConfig
+from agent.nst.config import MAX_WORDS, MIN_WORDS, NstConfig
 from agent.nst.length import initial_ratio
 from agent.nst.loop import ChapterLoop
 from agent.nst.planning import PLANNING_WORDS, frozen_plan, stop_after_plan
@@ -71,4 +71,5 @@ PROGRESS = {**PLANNING_WORDS, "nst_turn": "choosing the next step", "nst_prose":
 
 PIPELINE = pipelines.register(pipelines.Pipeline(
     "nst", "chapter", write, version="1", settings=NstConfig, rederive=rederive_nst, planned=True, flags=FLAGS,
-    help="NstAgent: chapters written with tools against a tracked narrative state", progress=PROGRESS))
+    help="NstAgent: chapters written with tools against a tracked narrative state", progress=PROGRESS,
+    words=(MIN_WORDS, MAX_WORDS)))

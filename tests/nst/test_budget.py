@@ -21,7 +21,7 @@ from agent.llm.context import (
 )
 from agent.nst import direct, rollsum, runner
 from agent.nst.budget import Budget, ContextExceededError
-from agent.nst.config import DIRECT_DEFAULTS, NST_DEFAULTS, ROLLSUM_DEFAULTS
+from agent.nst.config import DIRECT_DEFAULTS, NST_DEFAULTS, ROLLSUM_DEFAULTS, NstConfig
 from agent.nst.loop import ChapterLoop
 from agent.nst.state import NarrativeState
 from agent.store import RunStore
@@ -95,7 +95,7 @@ def run_loop(store, config, author, *, context, state=None, index=3, plan=None, 
     plan = plan or {"outline": [{"id": i, "title": f"Part {i}", "description": f"Part {i} happens.",
                                  "target_words": 100} for i in range(1, 6)]}
     loop = ChapterLoop(author, store, plan=plan, story_prompt="prompt", state=state or NarrativeState(),
-                       index=index, config={**config, **kw}, ratio=1.3, budget=budget)
+                       index=index, config=NstConfig.coerce({**config, **kw}), ratio=1.3, budget=budget)
     return loop, loop.run()
 
 
@@ -131,7 +131,7 @@ def test_a_read_is_paged_when_the_whole_chapter_does_not_fit(store, config):
 def test_the_retained_draft_gives_way_before_the_request_is_clamped(store, config):
     plan = {"outline": [{"id": 1, "title": "P", "description": "d", "target_words": 100}]}
     probe = ChapterLoop(Author(), store, plan=plan, story_prompt="prompt", state=NarrativeState(), index=1,
-                        config=config, ratio=1.3, budget=Budget(10_000))
+                        config=NstConfig.coerce(config), ratio=1.3, budget=Budget(10_000))
     context = CharsEstimate().count(probe.messages) + 64 + 1000  # the chapter fits; not with a 400-word draft kept
     sizes = iter([400, 100])
 
@@ -269,7 +269,7 @@ def test_baselines_run_as_the_reference_code_does(tmp_path, config):
 def test_rejections_that_fill_the_context_end_the_chapter_degraded_not_the_run(store, config):
     plan = {"outline": [{"id": 1, "title": "P", "description": "d", "target_words": 100}]}
     probe = ChapterLoop(Author(), store, plan=plan, story_prompt="prompt", state=NarrativeState(), index=1,
-                        config=config, ratio=1.3, budget=Budget(10_000))
+                        config=NstConfig.coerce(config), ratio=1.3, budget=Budget(10_000))
     context = CharsEstimate().count(probe.messages) + 64 + 1000
     author = Author(length=lambda request, attempt: 30)  # never in the gate: the rounds pile up
     author.recorders.append(store.recorder)

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from agent.nst.config import NstConfig
 from agent.nst.length import Gate, size_tokens
 from agent.nst.loop import ChapterLoop
 from agent.nst.state import NarrativeState
@@ -34,7 +35,7 @@ def commit_earlier(store, upto: int) -> None:
 
 def run_chapter(store, config, author, index=1, narrative=None, **kw):
     loop = ChapterLoop(author, store, plan=PLAN, story_prompt="prompt", state=narrative or NarrativeState(),
-                       index=index, config={**config, **kw}, ratio=1.3)
+                       index=index, config=NstConfig.coerce({**config, **kw}), ratio=1.3)
     return loop, loop.run()
 
 

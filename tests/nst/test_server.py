@@ -74,7 +74,7 @@ def test_one_chapter_on_llama_cpp_python(tmp_path, llamacpp_server):
     llm.recorders.append(store.recorder)
     try:
         result = ChapterLoop(llm, store, plan={"outline": OUTLINE}, story_prompt=config["prompt"],
-                             state=NarrativeState(), index=1, config=config, ratio=1.4).run()
+                             state=NarrativeState(), index=1, config=NstConfig.coerce(config), ratio=1.4).run()
     finally:
         llm.close()
     assert len(store.llm_calls()) >= 2 and result.text.strip()

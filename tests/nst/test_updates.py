@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from agent.nst.config import NstConfig
 from agent.nst.loop import ChapterLoop
 from agent.nst.state import NarrativeState
 from agent.nst.tools import update_grammar
@@ -16,7 +17,7 @@ PLAN = {"outline": [{"id": i, "title": f"Part {i}", "description": f"Part {i} ha
 
 def run_chapter(store, config, author, state=None, index=1, **kw):
     loop = ChapterLoop(author, store, plan=PLAN, story_prompt="prompt", state=state or NarrativeState(),
-                       index=index, config={**config, **kw}, ratio=1.3)
+                       index=index, config=NstConfig.coerce({**config, **kw}), ratio=1.3)
     return loop, loop.run()
 
 
