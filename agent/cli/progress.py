@@ -85,6 +85,24 @@ def fit(parts: list[str], width: int, sep: str = "  ") -> str:
     return line if len(line) <= room else line[: room - 1] + "…"
 
 
+def step_line(event: Event) -> str:
+    """A committed timestep (Magnet and its single-model baseline): its words of the target, what
+    the step did (the actions selected, critic revisions, world commits, failed calls), its tokens
+    and time, and a new goal on a second line."""
+    d = event.data
+    line = f"step {d['step']:>3}  {event.words}/{event.target_words} words"
+    if "selected" in d:
+        line += (f"  selected {','.join(d['selected'])}  revisions {d['revisions']}"
+                 + (f" ({d['capped']} capped)" if d.get("capped") else "") + f"  commits {d['commits']}"
+                 + (f"  failed calls {d['failed_calls']}" if d.get("failed_calls") else ""))
+    line += f"  tokens {event.prompt_tokens}+{event.completion_tokens}  {d['wall_s']:.1f}s"
+    goal = d.get("goal")
+    if goal:
+        text = goal["text"]
+        line += f"\n      goal ({goal['kind']}): {text if len(text) <= 100 else text[:97] + '...'}"
+    return line
+
+
 class ProgressDisplay:
     """An event sink that draws progress on ``stream`` (stderr by default)."""
 
@@ -105,7 +123,8 @@ class ProgressDisplay:
             self._line([f"planning the {event.detail}" if event.detail else "planning"], keep=True)
         elif event.kind == "committed":
             flag = " (degraded)" if event.data.get("degraded") else ""
-            text = event.detail or f"{self._unit(event)} written ({event.data.get('words')} words){flag}"
+            text = event.detail or (step_line(event) if "step" in event.data
+                                    else f"{self._unit(event)} written ({event.data.get('words')} words){flag}")
             self._line([text, *self._totals(event)], keep=True)
         elif event.kind == "note":
             self._line([str(event.detail)], keep=True, fitted=False)

@@ -54,8 +54,7 @@ def write(ctx: RunContext[SingleConfig]) -> None:
                       "words_total": state["words"], "wall_s": round(time.perf_counter() - started, 3)}
             store.commit_step(step, [text], state=state, record=record)
         ctx.set_progress(words=state["words"])
-        ctx.emit("committed", f"step {step:>3}  {state['words']}/{story.target_words} words  tokens "
-                 f"{ctx.prompt_tokens}+{ctx.completion_tokens}  {record['wall_s']:.1f}s", words=words)
+        ctx.emit("committed", words=words, step=step, wall_s=record["wall_s"])
         step += 1
     if not state["finished"]:
         store.put_plan("bound_hit", {"max_steps": bound, "words": state["words"]})

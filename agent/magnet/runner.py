@@ -16,7 +16,7 @@ from agent.llm import LLM
 from agent.llm.budget import run_budget
 from agent.magnet import describe, ending
 from agent.magnet.definition import StoryDefinition
-from agent.magnet.loop import StepOutcome, initial_state, run_step
+from agent.magnet.loop import initial_state, run_step
 from agent.magnet.memory import prepare
 from agent.magnet.settings import MagnetConfig
 from agent.run_context import EventSink, RunContext
@@ -61,7 +61,7 @@ def write(ctx: RunContext[MagnetConfig], *, max_new_steps: int | None = None) ->
         state = outcome.state
         store.set_target(_estimate(story, state, step))
         ctx.set_progress(words=state["words"], units=store.info().target_units)
-        ctx.emit("committed", progress_line(story, outcome, ctx), words=outcome.record["words_total"])
+        ctx.emit("committed", words=outcome.record["words_total"], **step_facts(outcome.record))
         step += 1
     store.finish()
     ctx.emit("note", f"done: {state['words']} words in {step - 1} steps ({state.get('finish_reason') or 'stopped'}); "
@@ -76,24 +76,14 @@ def write_story(store: RunStore, llm: LLM, config: MagnetConfig | dict[str, Any]
         write(ctx, max_new_steps=max_new_steps)
 
 
-def progress_line(story: StoryDefinition, outcome: StepOutcome, ctx: RunContext[Any]) -> str:
-    r = outcome.record
-    revisions = sum(a["revisions"] for a in r["actions"])
-    capped = sum(1 for a in r["actions"] if a["capped"])
-    event = r["goal_event"]
-    goal = event["goal"] if event else r["goal"]
-    line = (f"step {r['step']:>3}  {r['words_total']}/{story.target_words} words  selected "
-            f"{','.join(r['selected'])}  revisions {revisions}" + (f" ({capped} capped)" if capped else "")
-            + f"  commits {len(r['commits'])}"
-            + (f"  failed calls {len(r['failures'])}" if r.get("failures") else "")
-            + f"  tokens {ctx.prompt_tokens}+{ctx.completion_tokens}  {r['wall_s']:.1f}s")
-    if event:
-        line += f"\n      goal ({event['kind']}): {_short(goal)}"
-    return line
-
-
-def _short(text: str, n: int = 100) -> str:
-    return text if len(text) <= n else text[: n - 3] + "..."
+def step_facts(record: dict[str, Any]) -> dict[str, Any]:
+    """What a committed timestep's progress event carries (worded by the CLI: ``agent.cli.progress``)."""
+    event = record["goal_event"]
+    return {"step": record["step"], "selected": list(record["selected"]),
+            "revisions": sum(a["revisions"] for a in record["actions"]),
+            "capped": sum(1 for a in record["actions"] if a["capped"]), "commits": len(record["commits"]),
+            "failed_calls": len(record.get("failures") or []), "wall_s": record["wall_s"],
+            "goal": {"kind": event["kind"], "text": event["goal"]} if event else None}
 
 
 def _estimate(story: StoryDefinition, state: dict[str, Any], step: int) -> int:

@@ -1,0 +1,28 @@
+"""Magnet and its single-model baseline report progress like the NstAgent family: each committed
+step is an event with facts (``detail`` None), and the CLI's display words it."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from agent import pipelines
+from agent.cli.progress import ProgressDisplay
+from tests.magnet.story_llm import StoryLLM, story
+
+
+@pytest.mark.parametrize("name", ["magnet", "single"])
+def test_committed_steps_are_facts_the_display_words(tmp_path, name):
+    events = []
+    pipelines.start(tmp_path / name, name, {"story": story(words=300).to_dict()},
+                    pipelines.LLMOptions(backend="scripted"), model=StoryLLM(), events=events.append).close()
+    committed = [e for e in events if e.kind == "committed"]
+    assert committed and all(e.detail is None and e.data["step"] == n for n, e in enumerate(committed, 1))
+    out = io.StringIO()
+    display = ProgressDisplay(stream=out, tty=False)
+    for event in committed:
+        display(event)
+    first = out.getvalue().splitlines()[0]
+    assert first.startswith(f"step   1  {committed[0].words}/300 words")
+    assert ("selected " in first) == (name == "magnet") and " tokens " in first
