@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agent import keyvalue
 from agent.errors import ConfigError
 from agent.llm.sampling import Sampling
 
@@ -78,14 +79,10 @@ def parse_assignments(items: Iterable[str], *, flag: str = "--set") -> dict[str,
     """``KEY=VALUE`` pairs; VALUE is JSON (number, true/false, null, list), else a plain string."""
     out: dict[str, Any] = {}
     for item in items:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
+        pair = keyvalue.split(item)
+        if pair is None:
             raise ConfigError(f"{flag} needs KEY=VALUE, got {item!r}")
-        try:
-            out[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key] = raw
+        out[pair[0]] = keyvalue.value(pair[1])
     return out
 
 

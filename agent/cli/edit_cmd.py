@@ -11,7 +11,6 @@ edited paragraphs."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import subprocess
@@ -23,6 +22,7 @@ from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.rundir import open_run, store_errors
 from agent.llm.options import LLMOptions
+from agent.settings import parse_assignments
 from agent.store import RunStore
 from agent.store.edit import edit_chapter, edit_step, mark_stale, parse_step_document, state_stale_from, step_document
 from agent.store.fork import STALE_KEY
@@ -162,14 +162,7 @@ def run(args: argparse.Namespace) -> int:
             paragraphs, variables = parse_step_document(edited)
         else:
             paragraphs, variables = None, {}
-        for item in args.var:
-            key, sep, raw = item.partition("=")
-            if not sep or not key.strip():
-                raise CLIError(f"--var needs KEY=VALUE, got {item!r}")
-            try:
-                variables[key.strip()] = json.loads(raw)
-            except json.JSONDecodeError:
-                variables[key.strip()] = raw
+        variables.update(parse_assignments(args.var, flag="--var"))
         with store_errors():
             revised, changed = edit_step(store, args.step, paragraphs, variables)
         if not revised and not changed:

@@ -5,7 +5,6 @@ never written."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -13,6 +12,7 @@ from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.progress import ProgressDisplay
 from agent.cli.rundir import open_run, store_errors
+from agent.settings import parse_assignments
 from agent.store.fork import fork_run
 
 
@@ -34,19 +34,6 @@ def add_parser(sub) -> None:
     parser.set_defaults(handler=run)
 
 
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise CLIError(f"--set needs KEY=VALUE, got {item!r}")
-        try:
-            out[key.strip()] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key.strip()] = raw
-    return out
-
-
 def with_prompt(config: dict[str, Any], overrides: dict[str, Any], prompt: str) -> dict[str, Any]:
     """The override that sets the story prompt: ``prompt`` (NstAgent family) or the Magnet premise."""
     story = overrides.get("story", config.get("story"))
@@ -62,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.prompt and args.prompt is not None:
         raise CLIError("--prompt is empty")
-    overrides = parse_overrides(args.overrides)
+    overrides = parse_assignments(args.overrides)
     with open_run(args.run_dir) as source:
         if args.prompt:
             overrides = with_prompt(source.info().config, overrides, args.prompt)

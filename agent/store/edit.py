@@ -15,6 +15,7 @@ import json
 import time
 from typing import Any
 
+from agent import keyvalue
 from agent.store.errors import CommitError, StoreError
 from agent.store.fork import STALE_KEY
 from agent.store.records import Chapter, Paragraph
@@ -93,13 +94,10 @@ def parse_step_document(document: str) -> tuple[list[str], dict[str, Any]]:
     for number, line in enumerate(tail.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        key, sep, raw = line.partition("=")
-        if not sep or not key.strip():
+        pair = keyvalue.split(line)
+        if pair is None:
             raise StoreError(f"world variable line {number}: expected `key = value`, got {line!r}")
-        try:
-            variables[key.strip()] = json.loads(raw)
-        except json.JSONDecodeError:
-            variables[key.strip()] = raw.strip()
+        variables[pair[0]] = keyvalue.value(pair[1], strip=True)
     return paragraphs, variables
 
 

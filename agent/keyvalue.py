@@ -1,0 +1,28 @@
+"""``KEY=VALUE``, read one way everywhere: ``--set`` (write, resume, fork, batch), ``fabula edit
+--var`` and the world-variable lines of an edited step document.
+
+VALUE is JSON (a number, true/false, null, a list or an object) when it parses as JSON, else
+the text as it is. Each caller says how a malformed item is refused (its flag, its line).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def split(item: str) -> tuple[str, str] | None:
+    """``(key, raw value)`` of ``KEY=VALUE`` (the key stripped); None without ``=`` or a key."""
+    key, sep, raw = item.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        return None
+    return key, raw
+
+
+def value(raw: str, *, strip: bool = False) -> Any:
+    """The value of ``raw``: its JSON, else the text (``strip``: without surrounding space)."""
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw.strip() if strip else raw
