@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.llm.constraints import Constraint, OutputType, to_constraint
+from agent.llm.context import TokenCounter
 from agent.llm.sampling import NONE, Sampling
 from agent.llm.types import (
     CallRecord,
@@ -110,6 +111,21 @@ class LLM(ABC):
     def parameter_count(self) -> int | None:
         """The model's size in parameters where the backend knows it (``None``: unknown); it lets
         ``--profile auto`` give a tiny model the small profile (:mod:`agent.llm.size`)."""
+        return None
+
+    @property
+    def context_length(self) -> int | None:
+        """The context a server reports for this model, in tokens (``None``: it says nothing)."""
+        return None
+
+    @property
+    def model_context(self) -> int | None:
+        """The context the model's own configuration gives, in tokens (``None``: unknown)."""
+        return None
+
+    def token_counter(self) -> TokenCounter | None:
+        """A counter of chat requests as this model sees them (its tokenizer, its server's
+        ``/tokenize``); ``None``: the backend has none and a run estimates (``agent.llm.context``)."""
         return None
 
     def __enter__(self) -> LLM:

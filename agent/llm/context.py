@@ -125,54 +125,29 @@ class ContextInfo:
                 "exact_counts": self.exact}
 
 
+def _positive(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def server_context(llm: Any) -> int | None:
-    """The served model's context: what the endpoint's probe found (vLLM's ``max_model_len``,
-    llama-server's ``n_ctx``, TGI's ``max_total_tokens``, the ``num_ctx`` fabula asks Ollama for),
-    else ``max_model_len`` from ``GET /v1/models`` through a ``_request`` method, if reported."""
-    probed = getattr(llm, "context_length", None)
-    if isinstance(probed, int) and not isinstance(probed, bool) and probed > 0:
-        return probed
-    request = getattr(llm, "_request", None)
-    if request is None:
-        return None
-    try:
-        data = request("GET", "/models")
-    except Exception:
-        return None
-    for entry in data.get("data", []) if isinstance(data, dict) else []:
-        if entry.get("id") == llm.model or len(data["data"]) == 1:
-            value = entry.get("max_model_len") or entry.get("context_length")
-            if isinstance(value, int) and value > 0:
-                return value
-    return None
+    """The served model's context, as the backend states it (``LLM.context_length``: what the
+    endpoint's probe found: vLLM's ``max_model_len``, llama-server's ``n_ctx``, TGI's
+    ``max_total_tokens``, the ``num_ctx`` fabula asks Ollama for)."""
+    return _positive(getattr(llm, "context_length", None))
 
 
 def embedded_context(llm: Any) -> int | None:
-    """The embedded model's ``max_position_embeddings`` (its config's context)."""
-    config = getattr(getattr(llm, "hf_model", None), "config", None)
-    value = getattr(config, "max_position_embeddings", None)
-    return int(value) if isinstance(value, int) and value > 0 else None
+    """The model's own configured context (``LLM.model_context``: the embedded model's
+    ``max_position_embeddings``)."""
+    return _positive(getattr(llm, "model_context", None))
 
 
 def counter_for(llm: Any) -> TokenCounter:
-    """The best counter for ``llm``: its tokenizer, the server's ``/tokenize``, else the estimate."""
-    backend = getattr(llm, "backend", "")
-    if hasattr(getattr(llm, "tokenizer", None), "apply_chat_template"):  # embedded, or a model that carries one
-        return TemplateCounter(llm.tokenizer, name=f"{llm.model} tokenizer (in process)")
-    http = getattr(llm, "_http", None)
-    if backend == "endpoint" and hasattr(http, "at_root"):
-        from agent.llm.http import HttpLimits
-
-        limits = getattr(llm, "limits", None)
-        budget = min(TOKENIZE_BUDGET_S, limits.call_budget_s if limits is not None else TOKENIZE_BUDGET_S)
-        counter = ServerCounter(http.at_root(HttpLimits(call_budget_s=budget, max_retries=0,
-                                                        max_response_bytes=TOKENIZE_MAX_BYTES)), llm.model)
-        try:
-            counter.count([{"role": "user", "content": "probe"}])
-            return counter
-        except Exception:
-            counter.close()
-    return CharsEstimate()
+    """The best counter for ``llm``: what the backend offers (``LLM.token_counter``: its tokenizer
+    in process, its server's ``/tokenize``), else the estimate."""
+    offer = getattr(llm, "token_counter", None)
+    counter = offer() if callable(offer) else None
+    return counter if counter is not None else CharsEstimate()
 
 
 def resolve_context(llm: Any, configured: int | None) -> tuple[ContextInfo, TokenCounter]:

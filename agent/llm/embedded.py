@@ -16,6 +16,7 @@ from typing import Any
 from agent.llm.base import LLM, Request
 from agent.llm.bounds import decoding_regex
 from agent.llm.constraints import Constraint
+from agent.llm.context import TemplateCounter, TokenCounter
 from agent.llm.sampling import Sampling
 from agent.llm.types import LLMError, RawReply, ThinkingMode, UnsupportedSettingError, Usage
 from agent.repetition import runs_away
@@ -66,6 +67,16 @@ class EmbeddedLLM(LLM):
     @property
     def parameter_count(self) -> int | None:
         return sum(p.numel() for p in self.hf_model.parameters())
+
+    @property
+    def model_context(self) -> int | None:
+        """The model config's ``max_position_embeddings``."""
+        value = getattr(getattr(self.hf_model, "config", None), "max_position_embeddings", None)
+        return int(value) if isinstance(value, int) and value > 0 else None
+
+    def token_counter(self) -> TokenCounter | None:
+        """The model's own tokenizer and chat template, in process."""
+        return TemplateCounter(self.tokenizer, name=f"{self.model} tokenizer (in process)")
 
     # -- constraints -----------------------------------------------------------------------
     def _vocab(self):

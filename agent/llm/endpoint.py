@@ -23,6 +23,7 @@ from typing import Any, Literal
 from agent.llm import shapes
 from agent.llm.base import LLM, Request
 from agent.llm.bounds import decoding_regex, unenforced_bounds
+from agent.llm.context import TOKENIZE_BUDGET_S, TOKENIZE_MAX_BYTES, ServerCounter, TokenCounter
 from agent.llm.http import BoundedClient, HttpLimits, normalize_base_url, one_line, redact_url
 from agent.llm.probe import ServerProbe, check_enforcement, choose_model, identify, list_models
 from agent.llm.sampling import Sampling
@@ -125,6 +126,19 @@ class EndpointLLM(LLM):
     def context_length(self) -> int | None:
         """The server's context length for this model, when it says (vLLM's ``max_model_len``)."""
         return self.probe.context_length if self.probe else None
+
+    def token_counter(self) -> TokenCounter | None:
+        """The server's own count (vLLM's ``POST /tokenize``, at the root beside ``/v1``), through a
+        bounded client; ``None`` when the server does not answer a probe count."""
+        budget = min(TOKENIZE_BUDGET_S, self.limits.call_budget_s)
+        counter = ServerCounter(self._http.at_root(HttpLimits(call_budget_s=budget, max_retries=0,
+                                                              max_response_bytes=TOKENIZE_MAX_BYTES)), self.model)
+        try:
+            counter.count([{"role": "user", "content": "probe"}])
+            return counter
+        except Exception:
+            counter.close()
+            return None
 
     # -- LLM -------------------------------------------------------------------------------
     @property

@@ -215,14 +215,11 @@ def test_a_run_that_cannot_fit_stops_with_one_line_and_resumes_with_a_larger_con
 def test_the_context_comes_from_the_setting_the_server_or_the_model():
     class Served:
         backend, model = "endpoint", "m"
-
-        def _request(self, method, path):
-            assert (method, path) == ("GET", "/models")
-            return {"data": [{"id": "m", "max_model_len": 4096}]}
+        context_length = 4096  # what a backend states it knows (agent.llm.base.LLM.context_length)
 
     class Embedded:
         backend, model = "scripted", "x"
-        hf_model = type("M", (), {"config": type("C", (), {"max_position_embeddings": 8192})()})()
+        model_context = 8192  # the model config's max_position_embeddings (LLM.model_context)
 
     assert server_context(Served()) == 4096 and embedded_context(Embedded()) == 8192
     info, _ = resolve_context(Embedded(), None)
