@@ -10,7 +10,6 @@ the same length rule: a closing cue for the last paragraph, a stop at the target
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from agent import pipelines
 from agent.llm import LLM
@@ -62,10 +61,9 @@ def write(ctx: RunContext[SingleConfig]) -> None:
     ctx.emit("note", f"done: {state['words']} words in {step - 1} steps")
 
 
-def write_baseline(store: RunStore, llm: LLM, config: SingleConfig | dict[str, Any], *,
-                   events: EventSink | None = None) -> None:
+def write_baseline(store: RunStore, llm: LLM, config: SingleConfig, *, events: EventSink | None = None) -> None:
     """:func:`write` for a caller that holds an open model (tests, benchmarks)."""
-    with RunContext(store, SingleConfig.coerce(config), llm=llm, events=events) as ctx:
+    with RunContext(store, config, llm=llm, events=events) as ctx:
         write(ctx)
 
 

@@ -7,9 +7,6 @@ committed as one chapter so that ``show``, ``export`` and evaluation read it lik
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from agent import pipelines
 from agent.llm import LLM
 from agent.llm.types import Message
@@ -50,10 +47,9 @@ def write(ctx: RunContext[DirectConfig]) -> None:
     store.finish()
 
 
-def write_story(store: RunStore, llm: LLM, config: DirectConfig | Mapping[str, Any], *,
-                events: EventSink | None = None) -> None:
+def write_story(store: RunStore, llm: LLM, config: DirectConfig, *, events: EventSink | None = None) -> None:
     """:func:`write` for a caller that holds an open model (tests, benchmarks)."""
-    with RunContext(store, DirectConfig.coerce(config), llm=llm, events=events) as ctx:
+    with RunContext(store, config, llm=llm, events=events) as ctx:
         write(ctx)
 
 

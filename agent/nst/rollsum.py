@@ -9,7 +9,6 @@ summary is method-internal state: it is stored with the chapter and never counts
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from agent import pipelines
@@ -75,10 +74,9 @@ def write(ctx: RunContext[RollSumConfig]) -> None:
     store.finish()
 
 
-def write_story(store: RunStore, llm: LLM, config: RollSumConfig | Mapping[str, Any], *,
-                events: EventSink | None = None) -> None:
+def write_story(store: RunStore, llm: LLM, config: RollSumConfig, *, events: EventSink | None = None) -> None:
     """:func:`write` for a caller that holds an open model (tests, benchmarks)."""
-    with RunContext(store, RollSumConfig.coerce(config), llm=llm, events=events) as ctx:
+    with RunContext(store, config, llm=llm, events=events) as ctx:
         write(ctx)
 
 

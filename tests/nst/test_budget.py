@@ -21,7 +21,7 @@ from agent.llm.context import (
 )
 from agent.nst import direct, rollsum, runner
 from agent.nst.budget import Budget, ContextExceededError
-from agent.nst.config import DIRECT_DEFAULTS, NST_DEFAULTS, ROLLSUM_DEFAULTS, NstConfig
+from agent.nst.config import DIRECT_DEFAULTS, NST_DEFAULTS, ROLLSUM_DEFAULTS, DirectConfig, NstConfig, RollSumConfig
 from agent.nst.loop import ChapterLoop
 from agent.nst.state import NarrativeState
 from agent.store import RunStore
@@ -249,7 +249,7 @@ def test_baselines_run_as_the_reference_code_does(tmp_path, config):
     store = RunStore.create(tmp_path / "d", pipeline="direct", config=d_config)
     author = Author(length=lambda request, attempt: 300)
     with store.session("start"):
-        direct.write_story(store, author, d_config)
+        direct.write_story(store, author, DirectConfig.coerce(d_config))
     assert len(author.requests) == 10 and store.chapters()[0].degraded
     assert all(r.min_tokens is None for r in author.requests)
     rs_config = {**ROLLSUM_DEFAULTS, **{k: config[k] for k in ("prompt", "prompt_id", "words", "plan_cache")},
@@ -258,7 +258,7 @@ def test_baselines_run_as_the_reference_code_does(tmp_path, config):
     drafts = iter(([100] * 49 + [500]) * 2)
     author = Author(length=lambda request, attempt: next(drafts))
     with rs.session("start"):
-        rollsum.write_story(rs, author, rs_config)
+        rollsum.write_story(rs, author, RollSumConfig.coerce(rs_config))
     chapters = [r for r in author.requests if r.role == "rollsum_chapter"]
     assert len(chapters) == 2 * 50 and not any(c.degraded for c in rs.chapters())
 

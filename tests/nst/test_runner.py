@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent.nst import direct, rollsum, runner
-from agent.nst.config import DIRECT_DEFAULTS, ROLLSUM_DEFAULTS
+from agent.nst.config import DIRECT_DEFAULTS, ROLLSUM_DEFAULTS, DirectConfig, RollSumConfig
 from agent.store import RunStore
 from tests.nst.author import Author, default_policy
 
@@ -72,7 +72,7 @@ def test_rollsum_reads_the_same_frozen_plan(tmp_path, config):
     sizes = iter([100, 600, 600])
     author = attach(rs_store, Author(length=lambda request, attempt: next(sizes)))
     with rs_store.session("start"):
-        rollsum.write_story(rs_store, author, rs_config)
+        rollsum.write_story(rs_store, author, RollSumConfig.coerce(rs_config))
     assert rs_store.plan()["digest"] == nst_store.plan()["digest"] and rs_store.plan()["source"] == "cache"
     assert [c.words for c in rs_store.chapters()] == [600, 600]
     roles = [r.role for r in author.requests]
@@ -88,10 +88,10 @@ def test_direct_bounded_attempts_and_gate(tmp_path, config):
     sizes = iter([500, (1000, "length"), 700])
     author = Author(length=lambda request, attempt: next(sizes))
     with store.session("start"):
-        direct.write_story(store, author, d_config)
+        direct.write_story(store, author, DirectConfig.coerce(d_config))
     (chapter,) = store.chapters()
     assert chapter.degraded and chapter.words == 700 and len(author.requests) == 3
     ok_store = RunStore.create(tmp_path / "e", pipeline="direct", config=d_config)
     with ok_store.session("start"):
-        direct.write_story(ok_store, Author(length=lambda request, attempt: 1100), d_config)
+        direct.write_story(ok_store, Author(length=lambda request, attempt: 1100), DirectConfig.coerce(d_config))
     assert not ok_store.chapters()[0].degraded and ok_store.info().status == "completed"
