@@ -40,6 +40,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agent.llm.context import TemplateCounter
 from agent.nst import planner, runner
 from agent.nst.config import NST_DEFAULTS
 from agent.store import RunStore
@@ -105,6 +106,10 @@ class LonghaulAuthor(Author):
         super().__init__(policy=self.turn, length=self.draft_length, tokens_per_word=ratio)
         self.tokenizer = tokenizer
         self.model = name
+
+    def token_counter(self) -> TemplateCounter:
+        """The run counts with the tokenizer it is measured with (the backend's stated capability)."""
+        return TemplateCounter(self.tokenizer, name=f"{self.model} tokenizer (in process)")
 
     # -- prose --------------------------------------------------------------------------
     @staticmethod
