@@ -2,7 +2,8 @@
 
     PYTHONPATH=$PWD python scripts/dump_prompts.py OUT.jsonl
 
-Runs nst, rollsum and direct on the scripted author (tests/nst/author.py) and magnet and single
+Runs nst, rollsum and direct on the scripted author (tests/nst/author.py; nst also in a small context,
+so the chapter budget gives way) and magnet and single
 on the scripted story model (tests/magnet/story_llm.py), in a temporary folder, and writes one
 JSON line per request: the pipeline, the messages, the sampling settings and the grammar. Run it
 before and after a change and ``diff`` the two files: empty means no prompt changed.
@@ -22,8 +23,11 @@ sys.path.insert(0, str(ROOT))
 
 
 def _finish(store: Any) -> None:
-    info = store.info()
-    print(f"{info.pipeline}: {info.status}, {info.last_unit} unit(s)", file=sys.stderr)
+    from agent.store.stats import summarize
+
+    info, actions = store.info(), summarize(store).budget_actions
+    print(f"{info.pipeline}: {info.status}, {info.last_unit} unit(s)"
+          + (f"; gave way: {actions}" if actions else ""), file=sys.stderr)
     store.close()
 
 
@@ -56,6 +60,11 @@ def main(out: str) -> int:
         config = {"prompt": "A keeper finds a bell in the harbour.", "prompt_id": None, "words": 3000,
                   **({"plan_cache": str(Path(home) / "plans" / name)} if name != "direct" else {})}
         _finish(pipelines.start(Path(home) / name, name, config, llm, model=Author()))
+    # a budgeted run: the chapter prompt fitted, reads paged, drafts dropped (a context of 8000 tokens)
+    current["pipeline"] = "nst-budgeted"
+    config = {"prompt": "A keeper finds a bell in the harbour.", "prompt_id": None, "words": 4000,
+              "context_tokens": 8000, "plan_cache": str(Path(home) / "plans" / "budgeted")}
+    _finish(pipelines.start(Path(home) / "nst-budgeted", "nst", config, llm, model=Author()))
     for name in ("magnet", "single"):
         current["pipeline"] = name
         config = {"story": story(words=600).to_dict()}
