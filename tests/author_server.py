@@ -57,6 +57,8 @@ class AuthorServer:
         self.fail_after: int | None = None
         """Answer HTTP 500 once this many story chats were answered (a server that breaks mid-run)."""
         self.chats: list[dict[str, Any]] = []
+        self.model_lists = 0
+        """``GET /v1/models`` requests answered: one per client opened (each client probes once)."""
         self._lock = threading.Lock()
         owner = self
 
@@ -74,6 +76,7 @@ class AuthorServer:
 
             def do_GET(self) -> None:
                 if self.path.startswith("/v1/models"):
+                    owner.model_lists += 1
                     if owner.stall_models:
                         time.sleep(120)  # accepts, never answers (the client's timeout ends it)
                         return

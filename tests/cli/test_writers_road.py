@@ -58,6 +58,14 @@ def test_resume_with_no_flags_continues_on_the_server_the_run_was_written_on(ser
         assert (store.info().status, store.info().last_unit) == ("completed", 2)
 
 
+def test_a_write_and_a_resume_each_open_one_client(server, tmp_path):
+    out = tmp_path / "run"
+    _stopped_after_chapter_one(server, out)
+    assert server.model_lists == 1  # the pre-run check is the run's own client: one probe, not two
+    assert main(["resume", str(out)]) == 0
+    assert server.model_lists == 2
+
+
 def test_a_moved_server_is_given_with_endpoint_and_is_no_configuration_change(server, tmp_path, capsys):
     out = tmp_path / "run"
     _stopped_after_chapter_one(server, out)
