@@ -156,7 +156,7 @@ def test_kill_and_resume_with_no_flags_on_the_real_cpu_server(vllm_server, tmp_p
     env["FABULA_HOME"] = os.environ.get("FABULA_HOME") or str(Path.home() / ".cache" / "fabula")  # the model
     run, book = tmp_path / "keeper", tmp_path / "keeper.epub"
     planned = fabula(env, "write", "nst", "--prompt", PROMPT, "--words", "500", "--endpoint", vllm_server.endpoint,
-                     "-o", run, "--plan-only", timeout=900)
+                     "-o", run, "--plan-only", "--set", "max_turns=6", timeout=900)  # turns bounded: CI's time
     assert planned.returncode == DONE, planned.stderr
     assert "profile small for the tiny model" in planned.stderr  # --profile auto on a 135M model
     with RunStore.open(run, readonly=True) as store:
