@@ -4,7 +4,8 @@ It lets CLI tests walk a writer's road through ``--endpoint URL`` — the real e
 probe, bounded client and ledger — without a model: each chat request is turned back into the
 :class:`Request` the author answers (its role inferred from the request itself: the outline's
 schema name, a tool turn's schema, the prose instruction, a planner stage's system prompt).
-It answers the probe as a schema-enforcing vLLM does. ``stall_models`` makes ``GET /v1/models``
+It answers the probe as a schema-enforcing vLLM does; it has no ``/tokenize`` (prompts are then
+counted with the characters estimate, as for the author in process). ``stall_models`` makes ``GET /v1/models``
 hang (a server that accepts connections and never answers); ``fail_chats`` answers every chat
 with HTTP 500 (a broken server); ``delay_s`` slows every chat (to kill a run mid-chapter).
 """
@@ -56,6 +57,8 @@ class AuthorServer:
         self.fail_after: int | None = None
         """Answer HTTP 500 once this many story chats were answered (a server that breaks mid-run)."""
         self.chats: list[dict[str, Any]] = []
+        self.model_lists = 0
+        """``GET /v1/models`` requests answered: one per client opened (each client probes once)."""
         self._lock = threading.Lock()
         owner = self
 
@@ -73,6 +76,7 @@ class AuthorServer:
 
             def do_GET(self) -> None:
                 if self.path.startswith("/v1/models"):
+                    owner.model_lists += 1
                     if owner.stall_models:
                         time.sleep(120)  # accepts, never answers (the client's timeout ends it)
                         return
@@ -86,10 +90,6 @@ class AuthorServer:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"null")
-                if self.path == "/tokenize":
-                    text = json.dumps(body.get("messages") or body.get("prompt") or "")
-                    self._send(200, {"count": max(1, len(text) // 4), "max_model_len": 32768})
-                    return
                 if self.path != "/v1/chat/completions":
                     self._send(404, {"error": "no route"})
                     return

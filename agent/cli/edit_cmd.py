@@ -120,6 +120,7 @@ def _rederive(store: RunStore, chapter: int, llm: LLMOptions | None) -> tuple[st
         return result.what, result.ok
     try:
         llm, model = open_client(llm)
+        print(f"fabula: re-deriving the state of chapter {chapter} with {llm.describe()}", file=sys.stderr)
     except CLIError as exc:
         cause = str(exc).removesuffix("; nothing was started")
         return f"the edit is stored but the state after it was not re-derived: {cause}", False

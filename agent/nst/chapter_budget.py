@@ -11,12 +11,12 @@ rejected draft (step b), then earlier read results. Each step is noted in the le
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 
 from agent.gate import Gate
 from agent.llm.types import Message
+from agent.nst import room
 from agent.nst.budget import Budget
 from agent.nst.config import NstConfig
 from agent.nst.drafts import DraftKeeper, placeholder
@@ -24,15 +24,9 @@ from agent.nst.length import size_tokens
 from agent.nst.state import NarrativeState
 from agent.nst.tools import ChapterSession, ToolError
 
-TURN_SLACK = 400
-"""Room kept for the short messages the writes add (calls, prose requests, verdicts, a rejected draft's
-placeholder); a sixteenth of a smaller context."""
 MIN_TURN_OUTPUT = 128
-MIN_UPDATE_OUTPUT = 1024
 MIN_READ_PAGE = 200
 READ_PAGE_SHARE = 16
-ESTIMATE_MARGIN = 1.4
-"""The characters estimate counts English prose at about 1.85 tokens a word against a model's ~1.3."""
 READ_REMOVED = "[lookup result removed to make room in the context; look it up again if needed]"
 LOOKUP_RESULT = re.compile(r"^(Chapter \d+: |\d+ passage\(s\) for )")
 
@@ -46,30 +40,26 @@ class ChapterBudget:
         self._ratio = ratio
 
     def text_tokens(self) -> int:
-        """Tokens of an accepted chapter in the conversation (the top of the gate, at the ratio);
-        an estimating counter counts prose higher than the model's tokenizer, so it gets margin."""
-        margin = 1.0 if self.budget.counter.exact else ESTIMATE_MARGIN
-        return math.ceil(self.gate.high * max(self._ratio(), 1.0) * margin) + 16
+        return room.text_tokens(self.gate, self._ratio(), exact=self.budget.counter.exact)
 
     def prose_tokens(self) -> int:
         return size_tokens(self.gate, self._ratio(), cap=self.config.prose_max_tokens_cap, use_min=False,
                            trim=self.config.trim_cut_drafts)[0]
 
     def update_output(self) -> int:
-        """The least room an update reply gets: a sixth of the context, 256 to 1024 tokens."""
-        context = self.budget.context
-        floor = MIN_UPDATE_OUTPUT if context is None else max(256, min(MIN_UPDATE_OUTPUT, context // 6))
-        return min(self.config.update_max_tokens, floor)
+        return room.update_output(self.budget.context, self.config.update_max_tokens)
 
     def work_room(self) -> int:
-        """Tokens the chapter still needs beyond its conversation so far."""
-        s = self.s
-        update = self.update_output() if s.with_state else 0
-        slack = TURN_SLACK if self.budget.context is None else min(TURN_SLACK, max(96, self.budget.context // 16))
+        """Tokens the chapter still needs beyond its conversation so far (``agent.nst.room``: the
+        planner sizes chapters with the same rule)."""
+        s, cfg = self.s, self.config
         if not s.written:
-            return max(self.prose_tokens(), self.text_tokens() + update) + slack
+            return room.unwritten_room(self.gate, self._ratio(), context=self.budget.context,
+                                       exact=self.budget.counter.exact, prose_cap=cfg.prose_max_tokens_cap,
+                                       trim=cfg.trim_cut_drafts, update_max_tokens=cfg.update_max_tokens,
+                                       with_state=s.with_state)
         if s.with_state and not s.updated:
-            return update + slack
+            return self.update_output() + room.turn_slack(self.budget.context)
         return MIN_TURN_OUTPUT  # a turn that does not fit now ends the chapter (finish_without_turn)
 
     def fit_prompt(self, messages: Callable[[], list[Message]], state: Callable[[], NarrativeState],

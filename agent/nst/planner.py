@@ -119,10 +119,12 @@ def _stage_prompt(stage: str, prompt: str, previous: str | None, words: int, cha
 
 def make_plan(llm: LLM, prompt: str, words: int, *, temperature: float, max_tokens: int, attempts: int,
               on_stage: Callable[[str], None] | None = None, gate_low: float = DEFAULT_LOW,
-              gate_high: float = DEFAULT_HIGH, budget: Budget | None = None) -> dict[str, Any]:
-    """Run every stage for ``words`` and return the plan (premise..outline)."""
+              gate_high: float = DEFAULT_HIGH, budget: Budget | None = None,
+              chapters: int | None = None) -> dict[str, Any]:
+    """Run every stage for ``words`` and return the plan (premise..outline). ``chapters``: the
+    count to plan (default :func:`chapter_count`; more when the context needs shorter chapters)."""
     budget = budget or Budget(None)
-    chapters = chapter_count(words)
+    chapters = chapters or chapter_count(words)
     plan: dict[str, Any] = {"words": words, "chapters": chapters, "notes": []}
     previous: str | None = None
     for stage in stages_for(words):

@@ -11,6 +11,7 @@ from typing import Any
 
 from agent.nst.budget import Budget
 from agent.nst.config import Planned
+from agent.nst.fit_chapters import fit_chapters
 from agent.nst.plan_cache import PlanCache, cache_key, plan_digest
 from agent.nst.planner import make_plan
 from agent.run_context import RunContext
@@ -31,7 +32,11 @@ def frozen_plan(ctx: RunContext[Any], budget: Budget | None = None) -> dict[str,
     if "outline" in stored:
         return stored
     model = (store.info().config.get("llm") or {}).get("model") or ctx.llm.model
+    fitted = fit_chapters(config, budget)
     key = cache_key(model, config.prompt, config.prompt_id, config.words)
+    if fitted is not None:
+        key["chapters"] = fitted.chapters  # a plan fitted to a small context is not the default plan
+        ctx.emit("note", fitted.describe())
     cache = PlanCache(config.plan_cache)
     plan = cache.get(key)
     source = "cache"
@@ -41,7 +46,8 @@ def frozen_plan(ctx: RunContext[Any], budget: Budget | None = None) -> dict[str,
             plan = make_plan(ctx.llm, config.prompt, config.words, temperature=config.temperature,
                              max_tokens=config.planner_max_tokens, attempts=config.outline_attempts,
                              on_stage=lambda stage: ctx.emit("plan", stage), gate_low=config.gate_low,
-                             gate_high=config.gate_high, budget=budget)
+                             gate_high=config.gate_high, budget=budget,
+                             chapters=fitted.chapters if fitted is not None else None)
         cache.put(key, plan)
     for name in PLAN_KEYS:
         if name in plan and name != "outline":
@@ -49,6 +55,8 @@ def frozen_plan(ctx: RunContext[Any], budget: Budget | None = None) -> dict[str,
     store.put_plan("digest", plan_digest(plan))
     store.put_plan("cache_key", key)
     store.put_plan("source", source)
+    if fitted is not None:
+        store.put_plan("chapters_fitted", fitted.record())
     store.put_plan("outline", plan["outline"])  # last: its presence means the plan is complete
     return store.plan()
 

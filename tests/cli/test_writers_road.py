@@ -58,6 +58,14 @@ def test_resume_with_no_flags_continues_on_the_server_the_run_was_written_on(ser
         assert (store.info().status, store.info().last_unit) == ("completed", 2)
 
 
+def test_a_write_and_a_resume_each_open_one_client(server, tmp_path):
+    out = tmp_path / "run"
+    _stopped_after_chapter_one(server, out)
+    assert server.model_lists == 1  # the pre-run check is the run's own client: one probe, not two
+    assert main(["resume", str(out)]) == 0
+    assert server.model_lists == 2
+
+
 def test_a_moved_server_is_given_with_endpoint_and_is_no_configuration_change(server, tmp_path, capsys):
     out = tmp_path / "run"
     _stopped_after_chapter_one(server, out)
@@ -188,3 +196,13 @@ def test_batch_stops_starting_stories_after_consecutive_failures_with_one_cause(
     capsys.readouterr()
     assert main(["batch", "resume", str(out), "--quiet"]) == 0  # no flags: the batch's own server
     assert "8 of 8 stories completed" in capsys.readouterr().out
+
+
+def test_chapters_that_cannot_fit_the_context_are_planned_shorter_not_stopped(server, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["write", "nst", "--prompt", PROMPT, "--words", "2000", "--context-tokens", "5000", "--endpoint",
+                 server.url, "--out", str(out)]) == 0  # the 2 planned chapters stopped in chapter 2
+    assert "planning 5 chapters instead of 2: a chapter of the planned length needs about" in capsys.readouterr().err
+    with RunStore.open(out, readonly=True) as store:
+        assert (store.info().status, store.info().last_unit) == ("completed", 5)
+        assert store.get_plan("chapters_fitted")["planned"] == 2
