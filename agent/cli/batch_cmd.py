@@ -14,6 +14,7 @@ import sys
 import time
 from typing import Any
 
+from agent.cli.checks import output_dir
 from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, call_timeout, check_server, model_options
 from agent.cli.progress import BatchDisplay, _duration
@@ -85,6 +86,7 @@ def run_new(args: argparse.Namespace) -> int:
     check_concurrency(args.concurrency)
     specs = plan_stories(args.pipeline, prompts=args.prompts, ids=args.ids, stories=args.stories, words=args.words,
                          settings=parse_assignments(args.overrides), profile=args.profile)
+    output_dir(args.out)
     llm = check_server(model_options(args))
     print(f"fabula: batch of {len(specs)} {args.pipeline} stor{'y' if len(specs) == 1 else 'ies'} into {args.out}, "
           f"{args.concurrency} at a time, with {llm.describe()}"

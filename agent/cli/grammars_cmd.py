@@ -26,8 +26,9 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    from agent.cli.checks import output_dir
     from grammars import export_schemas
 
-    for path in export_schemas(args.directory):
+    for path in export_schemas(output_dir(args.directory, flag="DIR")):
         print(path)
     return 0

@@ -10,6 +10,7 @@ from pathlib import Path
 import jsonschema
 from pydantic import BaseModel
 
+from agent.cli.checks import finite
 from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, open_model
 from agent.text import read_capped
@@ -24,7 +25,7 @@ def add_parser(sub) -> None:
     shape = parser.add_mutually_exclusive_group()
     shape.add_argument("--schema", metavar="FILE.json", type=Path, help="constrain the reply to a JSON Schema")
     shape.add_argument("--grammar", metavar="NAME", help="constrain the reply to a registered grammar")
-    parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument("--temperature", type=finite(0.0, 2.0), default=0.7)
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--seed", type=int)
     parser.add_argument("-v", "--verbose", action="store_true", help="print usage and latency to stderr")

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from agent.cli.errors import CLIError
+from agent.cli.errors import DISK_FULL, CLIError
 from agent.store import CommitError, RunBusyError, RunStore, StoreError
 
 
@@ -29,6 +29,8 @@ def store_errors() -> Iterator[None]:
         if "readonly" in str(exc) or "read-only" in str(exc):
             raise CLIError(f"the run is on a read-only file system ({exc}); show, search and export work "
                            "there, writing does not", exit_code=1) from exc
+        if "database or disk is full" in str(exc):
+            raise CLIError(DISK_FULL, exit_code=1) from exc
         raise CLIError(f"the run database is damaged or unreadable: {exc}", exit_code=1) from exc
     except sqlite3.DatabaseError as exc:
         raise CLIError(f"the run database is damaged or unreadable: {exc}", exit_code=1) from exc

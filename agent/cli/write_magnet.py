@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agent import pipelines
+from agent.cli.checks import output_dir
 from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, check_server, model_options
 from agent.cli.progress import ProgressDisplay
@@ -99,8 +100,9 @@ def _run_dir(args: argparse.Namespace, title: str) -> str:
 
 def _start(args: argparse.Namespace, name: str, config: dict[str, Any]) -> int:
     pipelines.get(name).configure(config, LLMOptions())  # every setting checked before anything is created
-    llm = check_server(model_options(args))
     run_dir = _run_dir(args, config["story"]["title"])
+    output_dir(run_dir)
+    llm = check_server(model_options(args))
     print(f"fabula: writing {config['story']['title']!r} ({config['story']['target_words']} words) with {name} "
           f"into {run_dir} with {llm.describe()}" + (f", profile {config.get('profile')}"
                                                       if config.get("profile", "default") != "default" else ""),

@@ -8,13 +8,13 @@ never as completed, and ``fabula resume`` continues it.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from agent import pipelines
+from agent.cli.checks import output_dir
 from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, check_server, model_options
 from agent.cli.progress import ProgressDisplay
@@ -26,7 +26,6 @@ from agent.store.snapshots import ChapterSnapshot, StoryTarget
 from agent.text import read_capped
 
 MAX_PROMPT_BYTES = 1 << 20
-MAX_PROMPT_SET_BYTES = 64 << 20
 HELP = {"nst": "NstAgent: chapters written with tools against a tracked narrative state",
         "rollsum": "baseline: chapters from the same outline with a rolling story-so-far summary",
         "direct": "baseline: the whole story in one call"}
@@ -86,22 +85,10 @@ def load_prompt(args: argparse.Namespace) -> tuple[str, str | None]:
 
 
 def prompt_from_set(path: str, prompt_id: str) -> str:
-    try:
-        lines = read_capped(path, MAX_PROMPT_SET_BYTES).decode("utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CLIError(f"cannot read --prompts {path}: {exc}") from exc
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CLIError(f"{path}:{number}: not a JSON object ({exc.msg})") from exc
-        if isinstance(item, dict) and str(item.get("id")) == str(prompt_id):
-            if not isinstance(item.get("prompt"), str):
-                raise CLIError(f"{path}:{number}: id {prompt_id} has no prompt text")
-            return item["prompt"]
-    raise CLIError(f"no prompt with id {prompt_id} in {path}")
+    """The prompt ``prompt_id`` of a set read and validated whole (``agent.prompt_set``, as ``batch`` reads it)."""
+    from agent.prompt_set import prompt_by_id
+
+    return prompt_by_id(path, prompt_id)
 
 
 def build_config(args: argparse.Namespace, prompt: str, prompt_id: str | None) -> dict[str, Any]:
@@ -150,8 +137,9 @@ def summary_lines(store, writer: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     prompt, prompt_id = load_prompt(args)
     config = build_config(args, prompt, prompt_id)
-    llm = check_server(model_options(args))
     out = Path(args.out or f"runs/{args.writer}-{time.strftime('%Y%m%d-%H%M%S')}")
+    output_dir(out)
+    llm = check_server(model_options(args))
     existed = out.exists()
     print(f"fabula: writing {args.writer} ({config['words']} words) into {out} with {llm.describe()}"
           + (f", profile {args.profile}" if args.profile != "default" else ""), file=sys.stderr)

@@ -229,6 +229,9 @@ class BoundedClient:
         except (ValueError, UnicodeDecodeError):
             raise LLMError(f"endpoint {self.shown} answered {what} with something that is not JSON: "
                            f"{one_line(repr(data[:200]))}") from None
+        except RecursionError:  # e.g. [[[[...]]]] 100,000 deep: valid JSON no reply is shaped like
+            raise LLMError(f"endpoint {self.shown} answered {what} with JSON nested too deeply to be a reply: "
+                           f"{one_line(repr(data[:60]))}") from None
 
 
 def retry_after_s(value: str | None) -> float | None:
@@ -250,7 +253,7 @@ def error_text(data: bytes) -> str:
     """The message inside an error reply, as one short line."""
     try:
         parsed = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return one_line(data[:300].decode("utf-8", "replace"))
     error = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
     if isinstance(error, dict):

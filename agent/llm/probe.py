@@ -209,6 +209,8 @@ def _answered(reply: Any, expected: Any) -> bool | None:
     text = _content(reply).strip()
     try:
         value = json.loads(text)
+    except RecursionError:
+        return False
     except ValueError:
         try:
             cut = reply["choices"][0]["finish_reason"] == "length"
