@@ -110,3 +110,129 @@ def test_a_long_query_says_only_the_first_terms_are_searched(tmp_path, capsys):
     query = " ".join(f"word{i}" for i in range(100)) + " lamp"
     assert main(["search", str(tmp_path / "run"), query]) == 0
     assert f"only the first {MAX_TERMS} are searched" in capsys.readouterr().err
+
+
+# -- #23 round two ------------------------------------------------------------------------------
+def usage_error(capsys, code) -> str:
+    """A refusal in one line: fabula's own (``fabula: error:``) or argparse's for a bad flag value
+    (``fabula CMD: error: argument ...``, exit 2, after the usage line)."""
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code in (1, 2) and err and "Traceback" not in "\n".join(err) and "internal error" not in "\n".join(err), err
+    assert err[-1].startswith("fabula: error: ") or (code == 2 and ": error: argument " in err[-1]), err
+    return err[-1]
+
+
+def run_cli(argv) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:  # argparse refuses a flag's value
+        return int(exc.code or 0)
+
+
+DEEP_TOML = "a = " + "[" * 100_000 + "]" * 100_000 + "\n"
+DEEP_JSONL = "[" * 100_000 + "]" * 100_000 + "\n"
+
+
+@pytest.mark.parametrize("argv", [
+    ["story", "check", "{toml}"],
+    ["write", "magnet", "{toml}", "--out", "{tmp}/run"],
+    ["write", "nst", "--prompts", "{jsonl}", "--id", "1", "--words", "1000", "--out", "{tmp}/run"],
+    ["batch", "--pipeline", "nst", "--prompts", "{jsonl}", "--words", "1000", "--out", "{tmp}/run"],
+])
+def test_input_nested_too_deeply_is_one_line(argv, tmp_path, capsys):
+    (tmp_path / "deep.toml").write_text(DEEP_TOML)
+    (tmp_path / "deep.jsonl").write_text(DEEP_JSONL)
+    argv = [a.format(toml=tmp_path / "deep.toml", jsonl=tmp_path / "deep.jsonl", tmp=tmp_path)
+            for a in argv]
+    assert "nested too deeply" in one_error(capsys, run_cli(argv))
+    assert not (tmp_path / "run").exists()
+
+
+def _unusable_dirs(tmp_path):
+    (tmp_path / "file").write_text("x")
+    return {"under a file": str(tmp_path / "file" / "run"), "a file": str(tmp_path / "file"),
+            "under /proc": "/proc/fabula-run", "a 300-char name": str(tmp_path / ("a" * 300)),
+            "/dev/null": "/dev/null"}
+
+
+@pytest.mark.parametrize("where", ["under a file", "a file", "under /proc", "a 300-char name", "/dev/null"])
+@pytest.mark.parametrize("command", ["write nst", "write magnet", "batch", "grammars export", "eval report",
+                                     "eval inject", "fork"])
+def test_every_command_that_writes_a_folder_refuses_an_unusable_one_in_one_line(command, where, tmp_path, capsys,
+                                                                                 request):
+    """One output-folder check (agent.cli.checks.output_dir) at every door that writes a folder:
+    before any model is asked, one line, nothing made."""
+    from tests.hostile_server import HostileServer
+
+    server = HostileServer("ok")  # a server that answers: the folder, not the server, must stop the command
+    request.addfinalizer(server.close)
+    out = _unusable_dirs(tmp_path)[where]
+    run = tmp_path / "src"
+    with RunStore.create(run, pipeline="nst", config={"words": 1000, "prompt": "p"}) as store:
+        store.commit_chapter(1, "One", "The keeper lit the lamp.", state={})
+    argv = {"write nst": ["write", "nst", "--prompt", "x", "--words", "1000", "--out", out, "--endpoint",
+                          server.url],
+            "write magnet": ["write", "magnet", STORY, "--out", out, "--endpoint", server.url],
+            "batch": ["batch", "--pipeline", "magnet", "--stories", "agent/magnet/examples", "--out", out,
+                      "--endpoint", server.url],
+            "grammars export": ["grammars", "export", out],
+            "eval report": ["eval", "report", str(run), "--out", out],
+            "eval inject": ["eval", "inject", str(run), "--out", out, "--no-judge"],
+            "fork": ["fork", str(run), "--at", "1", "--out", out, "--no-run"]}[command]
+    usage_error(capsys, run_cli(argv))
+    assert server.posts == [] and not (tmp_path / "file" / "run").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["prompt", "hi", "--temperature", "nan", "--endpoint", "{url}"],
+    ["prompt", "hi", "--temperature", "inf", "--endpoint", "{url}"],
+    ["view", "{run}", "--poll", "nan"], ["view", "{run}", "--poll", "inf"], ["view", "{run}", "--poll", "-1"],
+    ["watch", "{run}", "--interval", "nan"], ["watch", "{run}", "--interval", "inf"],
+    ["watch", "{run}", "--interval", "0"],
+    ["eval", "compare", "{run}", "--vs", "{run}", "--resamples", "1000000000000"],
+    ["eval", "inject", "{run}", "--out", "{tmp}/x", "--controls", "-1", "--no-judge"],
+    ["write", "magnet", STORY, "--pages", "0.0001", "--endpoint", "{url}", "--out", "{tmp}/m"],
+    ["view", "{run}", "--host", "999.1.1.1"],
+])
+def test_numbers_and_addresses_are_checked_at_every_door(argv, capsys, monkeypatch, tmp_path, request):
+    """One finite-number type (agent.cli.checks) for every float flag: nan, inf and out-of-range
+    values are refused at parse time, before a server, a web server or a run is touched."""
+    import uvicorn
+
+    from tests.hostile_server import HostileServer
+
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: pytest.fail("the web server was started"))
+    server = HostileServer("ok")
+    request.addfinalizer(server.close)
+    with RunStore.create(tmp_path / "run", pipeline="nst", config={"words": 1000, "prompt": "p"}) as store:
+        store.commit_chapter(1, "One", "The keeper lit the lamp. " * 40, state={})
+        store.finish()
+    usage_error(capsys, run_cli([a.format(url=server.url, run=tmp_path / "run", tmp=tmp_path) for a in argv]))
+    assert server.posts == [] and not (tmp_path / "x").exists() and not (tmp_path / "m").exists()
+
+
+def test_a_config_column_that_is_not_json_is_one_line_in_every_command(tmp_path, capsys):
+    import sqlite3
+
+    run = tmp_path / "run"
+    with RunStore.create(run, pipeline="nst", config={"words": 1000, "prompt": "p"}) as store:
+        store.commit_chapter(1, "One", "The keeper lit the lamp.", state={})
+    with sqlite3.connect(run / "run.db") as conn:
+        conn.execute("UPDATE run SET config = '{not json'")
+    for argv in (["show", str(run)], ["export", str(run)], ["search", str(run), "lamp"], ["resume", str(run)],
+                 ["eval", "metrics", str(run)], ["fork", str(run), "--at", "1", "--out", str(tmp_path / "f")]):
+        assert "damaged" in one_error(capsys, run_cli(argv)), argv
+
+
+def test_binary_chapter_text_is_read_as_text_by_export_search_and_metrics(tmp_path, capsys):
+    import sqlite3
+
+    run = tmp_path / "run"
+    with RunStore.create(run, pipeline="nst", config={"words": 1000, "prompt": "p"}) as store:
+        store.commit_chapter(1, "One", "The keeper lit the lamp.", state={})
+    with sqlite3.connect(run / "run.db") as conn:
+        conn.execute("UPDATE chapters SET text = ?", (b"\xff\xfe\x00The lamp, binary",))
+    for argv in (["export", str(run)], ["search", str(run), "lamp"], ["eval", "metrics", str(run)], ["show", str(run)]):
+        code = run_cli(argv)
+        captured = capsys.readouterr()
+        assert code == 0 and "internal error" not in captured.err and "b'\\xff" not in captured.out, (argv, captured)

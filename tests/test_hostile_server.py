@@ -270,3 +270,74 @@ def test_fabula_write_magnet_against_a_hostile_server_is_one_line_and_keeps_noth
 
         with RunStore.open(out, readonly=True) as store:
             assert store.info().status == "failed" and store.query("SELECT count(*) FROM llm_calls")[0][0] > 0
+
+
+# -- #23: nested payloads and huge numbers ------------------------------------------------------
+DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+@pytest.mark.parametrize("where", ["reply", "content", "error", "models"])
+def test_json_nested_too_deeply_is_one_line(hostile, where):
+    """A server's JSON nested 100,000 deep (anywhere: the reply, its constrained content, an error
+    body, the model list) is one LLMError line, never a RecursionError."""
+    server = hostile("raw")
+    server.raw = DEEP
+    if where == "content":
+        server.raw = b'{"choices": [{"message": {"content": "' + DEEP + b'"}, "finish_reason": "stop"}]}'
+    elif where == "error":
+        server._answer = lambda handler: handler._send(400, DEEP)  # type: ignore[method-assign]
+    elif where == "models":
+        server.models = DEEP
+    with pytest.raises(LLMError) as info:
+        llm = EndpointLLM(server.url, None if where == "models" else "m", backoff_s=0.01)
+        try:
+            llm.generate(USER, {"type": "object"} if where == "content" else None, temperature=0, max_tokens=5)
+        finally:
+            llm.close()
+    assert "\n" not in str(info.value) and len(str(info.value)) < 500, info.value
+    assert where == "content" or server.url in str(info.value)
+
+
+def test_fabula_prompt_against_deeply_nested_json_is_one_error_line(hostile):
+    server = hostile("raw")
+    server.raw = DEEP
+    result = _prompt("--endpoint", server.url, "--call-timeout", "5")
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1 and lines[0].startswith("fabula: error: endpoint "), \
+        result.stderr
+
+
+@pytest.mark.parametrize("count", [10**30, 2**63, -1, 2**31])
+def test_absurd_usage_numbers_count_as_unknown(hostile, count):
+    server = hostile("shape")
+    server.body = {**reply("fine"), "usage": {"prompt_tokens": count, "completion_tokens": count,
+                                              "prompt_tokens_details": {"cached_tokens": count}}}
+    llm = EndpointLLM(server.url, "m")
+    try:
+        usage = llm.generate(USER, temperature=0, max_tokens=5).usage
+    finally:
+        llm.close()
+    assert usage.prompt_tokens == usage.completion_tokens == usage.cached_prompt_tokens == 0
+
+
+def test_a_run_against_a_server_reporting_10_to_the_30_tokens_completes(tmp_path, monkeypatch, capsys):
+    """The ledger stores 64-bit integers: a count of 10**30 read as is stopped the run mid-story
+    (OverflowError); read where the reply is read, it is no count and the run completes."""
+    from agent.cli import main
+    from agent.store import RunStore
+    from tests.nst.author_server import AuthorServer
+
+    monkeypatch.setenv("FABULA_HOME", str(tmp_path / "home"))
+    server = AuthorServer()
+    server.prompt_tokens = 10**30
+    try:
+        code = main(["write", "direct", "--prompt", "a bell rings", "--words", "1000", "--out", str(tmp_path / "run"),
+                     "--endpoint", server.url, "--quiet"])
+    finally:
+        server.close()
+    assert code in (0, 1), capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "internal error" not in err and "Overflow" not in err, err
+    with RunStore.open(tmp_path / "run", readonly=True) as store:
+        calls = store.llm_calls()
+    assert calls and all(0 <= c.prompt_tokens < 2**31 for c in calls)

@@ -128,6 +128,8 @@ class StoryDefinition:
             total = _positive_int(words, where, "words")
         elif pages is not None:
             total = round(_positive_number(pages, where, "pages") * pw)
+            if total < 1:
+                raise DefinitionError(f"{where}: --pages {pages:g} is less than one word (at {pw} words a page)")
         elif page_words is not None:
             total = round(self.target_words / self.page_words * pw)
         else:

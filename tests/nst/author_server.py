@@ -38,6 +38,8 @@ class AuthorServer:
         self.author = author or Author()
         self.delay_s = delay_s
         self.count = 0
+        self.prompt_tokens: int = 100
+        """What every reply reports as its prompt tokens (a hostile test sets 10**30)."""
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -70,7 +72,7 @@ class AuthorServer:
                 text, finish = outer.author.reply(request)
                 self._send({"model": "scripted-author", "choices": [{"message": {"content": text},
                                                                      "finish_reason": finish}],
-                            "usage": {"prompt_tokens": 100, "completion_tokens": len(text) // 4,
+                            "usage": {"prompt_tokens": outer.prompt_tokens, "completion_tokens": len(text) // 4,
                                       "prompt_tokens_details": {"cached_tokens": 60}}})
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
