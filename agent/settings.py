@@ -75,17 +75,27 @@ def describe_validation(exc: ValidationError, cls: type[Settings], owner: str | 
 
 
 def parse_assignments(items: Iterable[str], *, flag: str = "--set") -> dict[str, Any]:
-    """``KEY=VALUE`` pairs; VALUE is JSON (number, true/false, null, list), else a plain string."""
+    """``KEY=VALUE`` pairs; VALUE is JSON (number, true/false, null, list), else a plain string.
+
+    A VALUE that starts as JSON does (``{``, ``[``, ``"``) must be JSON: ``x={"a":`` is refused,
+    not stored as the string it happens to be. Every ``--set``/``--var`` door reads pairs here."""
     out: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         key = key.strip()
         if not sep or not key:
             raise ConfigError(f"{flag} needs KEY=VALUE, got {item!r}")
+        if key in out:
+            raise ConfigError(f"{flag} {key} is given twice")
         try:
             out[key] = json.loads(raw)
-        except json.JSONDecodeError:
+        except json.JSONDecodeError as exc:
+            if raw.lstrip()[:1] in ("{", "[", '"'):
+                raise ConfigError(f"{flag} {key}: {raw[:40]!r} is not valid JSON ({exc.msg}); quote a plain "
+                                  "string that starts with {, [ or \"") from None
             out[key] = raw
+        except RecursionError:
+            raise ConfigError(f"{flag} {key}: the JSON value is nested too deeply") from None
     return out
 
 

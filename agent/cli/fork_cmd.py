@@ -5,7 +5,6 @@ never written."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -36,16 +35,9 @@ def add_parser(sub) -> None:
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise CLIError(f"--set needs KEY=VALUE, got {item!r}")
-        try:
-            out[key.strip()] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key.strip()] = raw
-    return out
+    from agent.settings import parse_assignments
+
+    return parse_assignments(items)
 
 
 def with_prompt(config: dict[str, Any], overrides: dict[str, Any], prompt: str) -> dict[str, Any]:
