@@ -339,7 +339,11 @@ def test_a_story_whose_run_completed_just_before_a_kill_is_not_written_again(tmp
         assert [r[0] for r in store.query("SELECT kind FROM sessions ORDER BY id")] == ["start"]
 
 
-def test_a_story_killed_while_its_run_was_being_created_starts_again(tmp_path, prompts, monkeypatch, home):
+@pytest.mark.parametrize("left", ["empty file", "no tables yet", "tables, no run row"])
+def test_a_story_killed_while_its_run_was_being_created_starts_again(tmp_path, prompts, monkeypatch, home, left):
+    """#23: a kill inside RunStore.create leaves an empty file, a 4 KiB database without tables
+    (the real bug behind the flaky kill test: it failed as "some other program's database"), or
+    fabula's tables without the run row; each starts again. Some other program's database does not."""
     import sqlite3
 
     monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: Author())
@@ -348,7 +352,17 @@ def test_a_story_killed_while_its_run_was_being_created_starts_again(tmp_path, p
     specs = batch.plan_stories("direct", prompts=prompts, ids="3,7", words=1000)
     batch.create(out, "direct", specs, llm).close()
     (out / "7").mkdir()
-    (out / "7" / "run.db").write_bytes(b"")  # what a kill inside RunStore.create can leave
+    db = out / "7" / "run.db"
+    db.write_bytes(b"")  # what a kill inside RunStore.create can leave
+    if left != "empty file":
+        from agent.store.migrations import migrate
+
+        with sqlite3.connect(db, isolation_level=None) as made:
+            made.execute("PRAGMA journal_mode = WAL")  # the file is created, its schema not yet written
+            if left == "tables, no run row":
+                migrate(made)
+        made.close()
+        assert db.stat().st_size > 0
     conn = sqlite3.connect(out / "batch.db")
     with conn:
         conn.execute("UPDATE stories SET status = 'running', attempts = 1, pid = 2147483646 WHERE key = '7'")
@@ -357,3 +371,21 @@ def test_a_story_killed_while_its_run_was_being_created_starts_again(tmp_path, p
     assert result.complete, [r.error for r in result.stories]
     with RunStore.open(out / "7", readonly=True) as store:
         assert store.info().status == "completed" and store.words_written() == 1000
+
+
+def test_some_other_programs_database_in_a_story_folder_is_not_removed(tmp_path, prompts, monkeypatch, home):
+    import sqlite3
+
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: Author())
+    out = tmp_path / "batch"
+    llm = LLMOptions("endpoint", endpoint="http://127.0.0.1:9/v1")
+    batch.create(out, "direct", batch.plan_stories("direct", prompts=prompts, ids="3,7", words=1000), llm).close()
+    (out / "7").mkdir()
+    with sqlite3.connect(out / "7" / "run.db") as other:
+        other.execute("CREATE TABLE photos (id INTEGER)")
+    other.close()
+    result = batch.run(out, llm=llm)
+    assert not result.complete and (out / "7" / "run.db").exists()
+    with sqlite3.connect(out / "7" / "run.db") as other:
+        assert other.execute("SELECT name FROM sqlite_master").fetchall() == [("photos",)]
+    other.close()

@@ -39,6 +39,12 @@ class AuthorServer:
         self.delay_s = delay_s
         self.count = 0
         self.prompt_tokens: int = 100
+        self.gate = threading.Event()
+        """Open (set) by default; a test clears it to hold every author request at the door (the
+        probe is still answered), then knows exactly where each writer is: waiting on a call."""
+        self.gate.set()
+        self.waiting = 0
+        self._waiting_lock = threading.Lock()
         """What every reply reports as its prompt tokens (a hostile test sets 10**30)."""
         outer = self
 
@@ -63,6 +69,12 @@ class AuthorServer:
                 if probe is not None:
                     self._send(probe[1], probe[0])
                     return
+                if not outer.gate.is_set():
+                    with outer._waiting_lock:
+                        outer.waiting += 1
+                    outer.gate.wait()
+                    with outer._waiting_lock:
+                        outer.waiting -= 1
                 time.sleep(outer.delay_s)
                 outer.count += 1
                 schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
@@ -81,5 +93,6 @@ class AuthorServer:
         self.thread.start()
 
     def close(self) -> None:
+        self.gate.set()
         self.httpd.shutdown()
         self.httpd.server_close()
