@@ -3,6 +3,7 @@ a hang or a wrong success; each gives one ``fabula: error:`` line and a non-zero
 
 from __future__ import annotations
 
+import json
 import math
 import string
 
@@ -236,3 +237,110 @@ def test_binary_chapter_text_is_read_as_text_by_export_search_and_metrics(tmp_pa
         code = run_cli(argv)
         captured = capsys.readouterr()
         assert code == 0 and "internal error" not in captured.err and "b'\\xff" not in captured.out, (argv, captured)
+
+
+# -- #23: hangs and unbounded work ---------------------------------------------------------------
+@pytest.mark.parametrize("extra", [["--replicas", "0"], ["--replicas", "-1"], ["--tensor-parallel-size", "0"],
+                                   ["--dtype", "bogus"], ["--log-file", "{tmp}"], ["--served-name", ""],
+                                   ["--model", "/nonexistent/model"], ["--", "--host", "0.0.0.0"]])
+def test_serve_dry_run_validates_every_option_before_preparing_the_model(extra, tmp_path, capsys, monkeypatch):
+    from serve import models
+
+    monkeypatch.setattr(models, "ensure_embedded_model", lambda **k: pytest.fail("the model was prepared first"))
+    one_error(capsys, run_cli(["serve", "--dry-run", *[a.format(tmp=tmp_path) for a in extra]]))
+
+
+def test_serve_dry_run_prepares_nothing(capsys, monkeypatch):
+    from serve import models
+
+    monkeypatch.setattr(models, "ensure_embedded_model", lambda **k: pytest.fail("a dry run prepared the model"))
+    assert run_cli(["serve", "--dry-run"]) == 0
+    assert str(models.embedded_model_dir()) in capsys.readouterr().out
+
+
+def test_edit_file_from_an_endless_device_is_one_line(tmp_path, capsys):
+    run = tmp_path / "run"
+    with RunStore.create(run, pipeline="nst", config={"words": 1000, "prompt": "p"}) as store:
+        store.commit_chapter(1, "One", "The keeper lit the lamp.", state={})
+    assert "fabula reads at most" in one_error(capsys, run_cli(["edit", str(run), "--chapter", "1", "--file",
+                                                                 "/dev/zero", "--no-rederive"]))
+
+
+@pytest.mark.parametrize("argv", [["write", "nst", "--prompt-file", "{fifo}", "--words", "1000", "--out", "{tmp}/r"],
+                                  ["story", "check", "{fifo}"], ["edit", "{tmp}/run", "--chapter", "1", "--file",
+                                                                 "{fifo}", "--no-rederive"]])
+def test_a_fifo_nobody_writes_to_does_not_block(argv, tmp_path):
+    """open() of a FIFO without a writer blocks forever; fabula's capped reader opens it without
+    blocking and reads it as empty."""
+    import os
+    import subprocess
+    import sys
+
+    os.mkfifo(tmp_path / "fifo")
+    with RunStore.create(tmp_path / "run", pipeline="nst", config={"words": 1000, "prompt": "p"}) as store:
+        store.commit_chapter(1, "One", "The keeper lit the lamp.", state={})
+    argv = [a.format(fifo=tmp_path / "fifo", tmp=tmp_path) for a in argv]
+    try:
+        result = subprocess.run([sys.executable, "-m", "agent.cli", *argv], capture_output=True, text=True, timeout=20,
+                                env={**os.environ, "FABULA_HOME": str(tmp_path / "home")})
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{argv[0]} blocked on a FIFO with no writer")
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode in (1, 2) and lines and lines[-1].startswith("fabula: error: "), result.stderr
+
+
+def test_a_pipe_with_a_writer_is_still_read(tmp_path, capsys):
+    import os
+    import threading
+
+    os.mkfifo(tmp_path / "fifo")
+    writer = threading.Thread(target=lambda: (tmp_path / "fifo").write_text('title = "T"\n'), daemon=True)
+    writer.start()
+    code = run_cli(["story", "check", str(tmp_path / "fifo")])
+    writer.join(5)
+    assert code == 2 and "genre" in capsys.readouterr().err  # read whole: its problems are the file's
+
+
+# -- #23: edit refuses what it would ignore ------------------------------------------------------
+@pytest.fixture(scope="module")
+def step_run(tmp_path_factory):
+    from agent import pipelines
+    from agent.magnet import runner
+    from agent.magnet.settings import MagnetSettings
+    from tests.magnet.story_llm import StoryLLM, story
+
+    run = tmp_path_factory.mktemp("edit") / "m"
+    original = pipelines.LLMOptions.open
+    pipelines.LLMOptions.open = lambda self, store=None: StoryLLM()  # type: ignore[method-assign]
+    try:
+        config = {**MagnetSettings().as_config(), "story": story(words=200).to_dict()}
+        pipelines.start(run, runner.NAME, config, pipelines.LLMOptions(backend="scripted")).close()
+    finally:
+        pipelines.LLMOptions.open = original  # type: ignore[method-assign]
+    return run
+
+
+@pytest.mark.parametrize("argv", [
+    ["--step", "1", "--var", "bogus.key=1"], ["--step", "1", "--var", "world.nonexistent_var=1"],
+    ["--step", "1", "--var", "goals=[]"], ["--step", "1", "--var", 'x={"a":'], ["--step", "1", "--title", "T"],
+])
+def test_edit_step_refuses_unknown_variables_broken_json_and_chapter_flags(step_run, argv, capsys):
+    from agent.store import RunStore as Store
+
+    with Store.open(step_run, readonly=True) as store:
+        before = json.dumps(store.state(1), sort_keys=True)
+    one_error(capsys, run_cli(["edit", str(step_run), *argv]))
+    with Store.open(step_run, readonly=True) as store:
+        assert json.dumps(store.state(1), sort_keys=True) == before
+
+
+@pytest.mark.parametrize("argv", [["--var", "world.x=1"], ["--title", ""], ["--title", "   "], ["--title", "a\x1bb"]])
+def test_edit_chapter_refuses_step_flags_and_empty_titles(argv, tmp_path, capsys):
+    (tmp_path / "new.md").write_text("The keeper lit two lamps.")
+    run = tmp_path / "run"
+    with RunStore.create(run, pipeline="nst", config={"words": 1000, "prompt": "p"}) as store:
+        store.commit_chapter(1, "One", "The keeper lit the lamp.", state={})
+    one_error(capsys, run_cli(["edit", str(run), "--chapter", "1", "--file", str(tmp_path / "new.md"),
+                               "--no-rederive", *argv]))
+    with RunStore.open(run, readonly=True) as store:
+        assert store.chapter(1).version == 1 and store.chapter(1).title == "One"
