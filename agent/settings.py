@@ -18,6 +18,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from agent.errors import ConfigError
 from agent.llm.sampling import Sampling
 
+STORY_WORDS = (500, 300_000)
+"""The story lengths a user may ask for, however it is given (``--words``, ``--set words=``, a
+batch, a resume or a fork): the NstAgent family's ``MIN_WORDS``/``MAX_WORDS``. The settings type
+itself allows shorter stories (tests and benchmarks of tiny models write 40-300 words)."""
+USER_LIMITS: dict[str, tuple[int, int]] = {"words": STORY_WORDS}
+"""Ranges a value given on the command line must meet on top of its settings type: every
+``--set``/``--var`` door reads its pairs with :func:`parse_assignments`, which checks them."""
+
 RESERVED = ("pipeline_version", "llm")
 """Keys of a stored configuration that belong to the registry, not to the pipeline's settings."""
 
@@ -96,7 +104,17 @@ def parse_assignments(items: Iterable[str], *, flag: str = "--set") -> dict[str,
             out[key] = raw
         except RecursionError:
             raise ConfigError(f"{flag} {key}: the JSON value is nested too deeply") from None
+        check_user_value(key, out[key], flag=flag)
     return out
+
+
+def check_user_value(key: str, value: Any, *, flag: str = "--set") -> None:
+    """A user-given setting inside :data:`USER_LIMITS` (the same range as its own flag checks)."""
+    if key in USER_LIMITS:
+        low, high = USER_LIMITS[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ConfigError(f"{flag} {key}: must be a whole number between {low} and {high}, got "
+                              f"{json.dumps(value)[:40]}")
 
 
 class WritingControls(Settings):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import string
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -344,3 +345,148 @@ def test_edit_chapter_refuses_step_flags_and_empty_titles(argv, tmp_path, capsys
                                "--no-rederive", *argv]))
     with RunStore.open(run, readonly=True) as store:
         assert store.chapter(1).version == 1 and store.chapter(1).title == "One"
+
+
+# -- #23: wrong successes --------------------------------------------------------------------------
+@pytest.mark.parametrize("value", ["5", "0", "-3", "499", "300001", "1e9", "true", '"600"', "[600]"])
+@pytest.mark.parametrize("door", ["write", "resume", "fork"])
+def test_words_given_by_set_pass_the_same_range_as_words(door, value, tmp_path, capsys):
+    """`--set words=5` went around the range `--words` enforces: every door that takes --set now
+    checks it (agent.settings.USER_LIMITS, read by parse_assignments)."""
+    from tests.hostile_server import HostileServer
+
+    server = HostileServer("ok")
+    try:
+        run = tmp_path / "run"
+        if door == "write":
+            argv = ["write", "nst", "--prompt", "x", "--words", "1000", "--set", f"words={value}", "--out", str(run),
+                    "--endpoint", server.url]
+        else:
+            with RunStore.create(run, pipeline="nst", config={"words": 1000, "prompt": "p"}) as store:
+                store.commit_chapter(1, "One", "The keeper lit the lamp.", state={})
+            argv = (["resume", str(run), "--force"] if door == "resume"
+                    else ["fork", str(run), "--at", "1", "--out", str(tmp_path / "f"), "--no-run"])
+            argv += ["--set", f"words={value}", "--endpoint", server.url]
+        assert "words" in one_error(capsys, run_cli(argv))
+        assert server.posts == [] and not (tmp_path / "f").exists()
+    finally:
+        server.close()
+
+
+def test_a_batch_refuses_settings_it_would_silently_replace(tmp_path, capsys):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": 1, "prompt": "a bell"}\n')
+    for setting in ("words=700", "prompt=x"):
+        one_error(capsys, run_cli(["batch", "--pipeline", "nst", "--prompts", str(prompts), "--words", "1000",
+                                   "--set", setting, "--out", str(tmp_path / "b"), "--endpoint", "http://127.0.0.1:9/v1"]))
+    one_error(capsys, run_cli(["batch", "--pipeline", "magnet", "--stories", "agent/magnet/examples", "--set",
+                               "story={}", "--out", str(tmp_path / "b"), "--endpoint", "http://127.0.0.1:9/v1"]))
+    assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("value", ["{}", "[]", '{"characters": []}', '{"characters": [{"x": 1}]}'])
+def test_set_story_is_a_story_definition_or_refused(value, tmp_path, capsys):
+    from agent import pipelines
+    from agent.errors import ConfigError
+    from agent.magnet.settings import MagnetSettings
+
+    one_error(capsys, run_cli(["write", "magnet", STORY, "--set", f"story={value}", "--out", str(tmp_path / "r"),
+                               "--endpoint", "http://127.0.0.1:9/v1"]))
+    with pytest.raises(ConfigError, match="story"):  # resume and fork --set validate through the type
+        pipelines.get("magnet").configure({**MagnetSettings().as_config(), "story": json.loads(value)},
+                                          pipelines.LLMOptions())
+
+
+def test_resume_of_a_completed_run_checks_set_and_says_it_changes_nothing(tmp_path, capsys):
+    run = tmp_path / "run"
+    with RunStore.create(run, pipeline="nst", config={"words": 1000, "prompt": "p"}) as store:
+        store.commit_chapter(1, "One", "The keeper lit the lamp.", state={})
+        store.finish()
+    assert "read_budgett" in one_error(capsys, run_cli(["resume", str(run), "--set", "read_budgett=2"]))
+    assert "fabula fork" in one_error(capsys, run_cli(["resume", str(run), "--set", "read_budget=2"]))
+    assert run_cli(["resume", str(run)]) == 0
+
+
+@pytest.mark.parametrize("inside", [".", "sub", "sub/deeper"])
+def test_a_fork_inside_the_run_it_copies_is_refused(inside, tmp_path, capsys):
+    run = tmp_path / "run"
+    with RunStore.create(run, pipeline="nst", config={"words": 1000, "prompt": "p"}) as store:
+        store.commit_chapter(1, "One", "The keeper lit the lamp.", state={})
+    assert "outside the run" in one_error(capsys, run_cli(["fork", str(run), "--at", "1", "--out", str(run / inside),
+                                                           "--no-run"]))
+    assert sorted(p.name for p in run.iterdir() if p.is_dir()) == []
+
+
+@pytest.mark.parametrize("lines, problem", [
+    (['{"id": 1, "prompt": "a"}', '{"id": 1, "prompt": "b"}'], "appears twice"),
+    (['{"id": 1, "prompt": "a"}', '{"id": "1", "prompt": "b"}'], "appears twice"),
+    (['{"id": [1], "prompt": "a"}'], "string or an integer"),
+    (['{"id": true, "prompt": "a"}'], "string or an integer"),
+    (['{"id": {"a": 1}, "prompt": "a"}'], "string or an integer"),
+    (['{"id": 1, "prompt": "a"}', '{"id": 2, "prompt": "b"'], "not a JSON object"),
+    (['{"id": 1, "prompt": "a"}', '{"id": "", "prompt": "b"}'], "printable"),
+    (['{"id": 1, "prompt": "a"}', '{"id": 2}'], "needs an id and a prompt"),
+])
+@pytest.mark.parametrize("command", ["write", "batch"])
+def test_a_prompt_set_is_read_and_validated_whole_the_same_way_by_write_and_batch(command, lines, problem, tmp_path,
+                                                                                   capsys):
+    """`write nst --prompts F --id 1` stopped at the first match; both commands now read the set
+    through agent.prompt_set: a broken line after the wanted one, duplicate ids (1 and "1" too) and
+    ids that are lists or booleans are refused the same way."""
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("\n".join(lines) + "\n")
+    argv = (["write", "nst", "--prompts", str(prompts), "--id", "1", "--words", "1000"] if command == "write"
+            else ["batch", "--pipeline", "nst", "--prompts", str(prompts), "--words", "1000"])
+    assert problem in one_error(capsys, run_cli([*argv, "--out", str(tmp_path / "r"), "--endpoint",
+                                                 "http://127.0.0.1:9/v1"]))
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("name, problem", [("Ann\x07Lee", "control characters"), ("A" * 100_000, "at most 80"),
+                                           ("Ann\x1b[31mLee", "control characters")])
+def test_story_check_refuses_names_that_are_not_names(name, problem, tmp_path, capsys):
+    import tomllib
+
+    data = tomllib.loads(Path(STORY).read_text(encoding="utf-8"))
+    data["characters"][0]["name"] = name
+    path = tmp_path / "s.toml"
+    path.write_text(_toml(data))
+    code = run_cli(["story", "check", str(path)])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and all(line.startswith("fabula: error: ") and len(line) < 600 for line in lines), lines
+    assert any(problem in line and "characters[0].name" in line for line in lines), lines
+
+
+def test_story_check_refuses_thousands_of_characters(tmp_path, capsys):
+    import tomllib
+
+    data = tomllib.loads(Path(STORY).read_text(encoding="utf-8"))
+    data["characters"] = [{"name": f"P{i}", "role": "r", "description": "d", "personality": "p", "goals": "g",
+                           "location": "l"} for i in range(5000)]
+    data.pop("focal", None)
+    path = tmp_path / "s.toml"
+    path.write_text(_toml(data))
+    assert "at most 64" in one_error(capsys, run_cli(["story", "check", str(path)]))
+
+
+def _toml(data) -> str:
+    """A small TOML writer for the story format (strings, numbers, booleans, lists, tables)."""
+    def value(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int | float):
+            return repr(v)
+        if isinstance(v, str):
+            return json.dumps(v)
+        if isinstance(v, list):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{json.dumps(k)} = {value(x)}" for k, x in v.items()) + "}"
+        raise TypeError(v)
+
+    out = [f"{k} = {value(v)}" for k, v in data.items() if k != "characters" and not isinstance(v, dict)]
+    out += [f"[{k}]\n" + "\n".join(f"{json.dumps(a)} = {value(b)}" for a, b in v.items())
+            for k, v in data.items() if isinstance(v, dict)]
+    for char in data.get("characters", []):
+        out.append("[[characters]]\n" + "\n".join(f"{json.dumps(a)} = {value(b)}" for a, b in char.items()))
+    return "\n\n".join(out) + "\n"

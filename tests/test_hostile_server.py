@@ -341,3 +341,15 @@ def test_a_run_against_a_server_reporting_10_to_the_30_tokens_completes(tmp_path
     with RunStore.open(tmp_path / "run", readonly=True) as store:
         calls = store.llm_calls()
     assert calls and all(0 <= c.prompt_tokens < 2**31 for c in calls)
+
+
+def test_fabula_prompt_warns_and_exits_3_when_the_reply_was_cut(hostile):
+    """A reply cut at --max-tokens (finish_reason=length) is printed, never passed off as whole:
+    a warning line on stderr and exit 3."""
+    server = hostile("shape")
+    server.body = reply("The keeper lit the", finish="length")
+    result = _prompt("--endpoint", server.url, "--max-tokens", "5")
+    assert result.returncode == 3 and result.stdout.strip() == "The keeper lit the", result.stderr
+    assert "cut at --max-tokens 5" in result.stderr and "Traceback" not in result.stderr
+    server.body = reply("Whole.")
+    assert _prompt("--endpoint", server.url).returncode == 0

@@ -100,6 +100,10 @@ def plan_stories(pipeline: str, *, prompts: str | Path | None = None, ids: str |
     if pipeline not in PIPELINES:
         raise InputError(f"unknown pipeline {pipeline!r}; use one of {', '.join(PIPELINES)}")
     registered = pipelines.get(pipeline)
+    for key in ("words", "prompt", "prompt_id", "story"):
+        if key in (settings or {}):
+            raise InputError(f"--set {key} is not a batch setting: each story's "
+                             f"{'length comes from --words' if key == 'words' else 'text comes from its source'}")
     shared: dict[str, Any] = {}
     if registered.settings is not None:
         shared.update(registered.settings.profile_settings(profile))  # type: ignore[attr-defined]

@@ -41,6 +41,10 @@ def run(args: argparse.Namespace) -> int:
                                endpoint=given.endpoint, api_key=given.api_key)
     with open_run(args.run_dir, readonly=False) as store:
         info = store.info()
+        if info.status == "completed" and overrides:
+            pipelines.get(info.pipeline).configure({**info.config, **overrides}, pipelines.LLMOptions())
+            raise CLIError(f"{args.run_dir} is completed: --set changes nothing there; continue a copy with "
+                           f"changed settings: fabula fork {args.run_dir} --at N --out NEW --set ...")
         if info.status == "completed":
             print(f"{args.run_dir}: already completed ({info.last_unit} {info.unit_kind}s); nothing to do")
             return 0

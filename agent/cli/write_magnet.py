@@ -86,7 +86,10 @@ def settings_config(args: argparse.Namespace, flags: dict[str, Any]) -> dict[str
     from agent.magnet.settings import MagnetSettings
 
     out = MagnetSettings.profile_settings(args.profile)
-    out.update(parse_assignments(args.overrides))
+    given = parse_assignments(args.overrides)
+    if "story" in given:
+        raise CLIError("--set story: the story comes from STORY.toml (its length from --words or --pages)")
+    out.update(given)
     out.update({key: value for key, value in flags.items() if value is not None})
     return out
 

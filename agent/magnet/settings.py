@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from agent.settings import SMALL_PROSE, SMALL_STRUCTURED, WritingControls
 
@@ -93,10 +93,26 @@ class MagnetSettings(ParagraphSettings):
                                       ("no-structured-state", self.structured_state)) if not on]
 
 
+def _story_definition(value: Any) -> Any:
+    """A stored story definition (``StoryDefinition.to_dict()``): ``--set story={}`` or ``[]`` on a
+    resume or fork is refused here, not left to fail (or be ignored) later."""
+    from agent.magnet.definition import StoryDefinition
+
+    if not isinstance(value, dict) or not isinstance(value.get("characters"), list) or not value["characters"]:
+        raise ValueError("must be a whole story definition (title, characters, ...), as read from a STORY.toml")
+    try:
+        StoryDefinition.from_dict(value)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"is not a story definition ({type(exc).__name__}: {exc})") from None
+    return value
+
+
 class MagnetConfig(MagnetSettings):
     """A Magnet run's whole configuration: the settings and the story definition."""
 
     story: dict[str, Any]
+
+    _check_story = field_validator("story")(classmethod(lambda cls, value: _story_definition(value)))
 
 
 
@@ -105,6 +121,8 @@ class SingleConfig(ParagraphSettings):
     """The single-model baseline: the story definition and the settings it shares with Magnet."""
 
     story: dict[str, Any]
+
+    _check_story = field_validator("story")(classmethod(lambda cls, value: _story_definition(value)))
 
     def magnet_settings(self) -> MagnetSettings:
         """The Magnet settings the shared helpers (ending, prose) read."""

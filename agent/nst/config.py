@@ -12,11 +12,10 @@ from typing import Any, ClassVar, Self
 from pydantic import Field, model_validator
 
 from agent.gate import DEFAULT_HIGH, DEFAULT_LOW
-from agent.settings import SMALL_PROSE_LONG_PROMPTS, SMALL_STRUCTURED_LONG_PROMPTS, WritingControls
+from agent.settings import SMALL_PROSE_LONG_PROMPTS, SMALL_STRUCTURED_LONG_PROMPTS, STORY_WORDS, WritingControls
 
 PLANNER_VERSION = "1"
-MIN_WORDS = 500
-MAX_WORDS = 300_000
+MIN_WORDS, MAX_WORDS = STORY_WORDS
 TOKEN_CAP = 262_144
 """No model fabula serves has a longer context; a larger token setting is a typo."""
 

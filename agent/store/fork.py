@@ -33,9 +33,11 @@ def fork_run(source: RunStore, out: str | Path, *, at: int, config: dict[str, An
     if at < 0 or at > info.last_unit:
         raise StoreError(f"--at must be between 0 and {info.last_unit} (the last committed {info.unit_kind}), "
                          f"not {at}")
+    wanted = Path(out).expanduser().resolve()
+    if wanted.is_relative_to(source.run_dir.resolve()):
+        raise StoreError(f"the fork must go outside the run it copies ({out} is "
+                         f"{'that run' if wanted == source.run_dir.resolve() else 'inside it'})")
     target = new_run_dir(out)
-    if target == source.run_dir:
-        raise StoreError("the fork must go to another directory")
     db = target / DB_NAME
     src = connect(source.path, readonly=True)
     dst = sqlite3.connect(str(db))
