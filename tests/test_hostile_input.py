@@ -373,15 +373,19 @@ def test_words_given_by_set_pass_the_same_range_as_words(door, value, tmp_path, 
         server.close()
 
 
-def test_a_batch_refuses_settings_it_would_silently_replace(tmp_path, capsys):
+@pytest.mark.parametrize("argv", [["--pipeline", "nst", "--prompts", "{p}", "--words", "1000", "--set", "words=700"],
+                                  ["--pipeline", "nst", "--prompts", "{p}", "--words", "1000", "--set", "prompt=x"],
+                                  ["--pipeline", "magnet", "--stories", "agent/magnet/examples", "--set", "story={}"]])
+def test_a_batch_refuses_settings_it_would_silently_replace(argv, tmp_path, capsys, request):
+    from tests.hostile_server import HostileServer
+
+    server = HostileServer("ok")
+    request.addfinalizer(server.close)
     prompts = tmp_path / "p.jsonl"
     prompts.write_text('{"id": 1, "prompt": "a bell"}\n')
-    for setting in ("words=700", "prompt=x"):
-        one_error(capsys, run_cli(["batch", "--pipeline", "nst", "--prompts", str(prompts), "--words", "1000",
-                                   "--set", setting, "--out", str(tmp_path / "b"), "--endpoint", "http://127.0.0.1:9/v1"]))
-    one_error(capsys, run_cli(["batch", "--pipeline", "magnet", "--stories", "agent/magnet/examples", "--set",
-                               "story={}", "--out", str(tmp_path / "b"), "--endpoint", "http://127.0.0.1:9/v1"]))
-    assert not (tmp_path / "b").exists()
+    one_error(capsys, run_cli(["batch", *[a.format(p=prompts) for a in argv], "--out", str(tmp_path / "b"),
+                               "--endpoint", server.url]))
+    assert not (tmp_path / "b").exists() and server.posts == []
 
 
 @pytest.mark.parametrize("value", ["{}", "[]", '{"characters": []}', '{"characters": [{"x": 1}]}'])
