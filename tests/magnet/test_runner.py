@@ -263,3 +263,26 @@ def test_a_resumed_run_continues_from_the_state_it_stopped_at(tmp_path):
     assert store.steps()[2]["record"]["words_total"] > stopped_words  # step 3 went on from step 2's total
     world = store.state()["world"]["variables"]
     assert {k: set(v) for k, v in world.items()} == {k: set(v) for k, v in whole.state()["world"]["variables"].items()}
+
+
+LOOPED = "The keeper counted the lanterns by the door again. " * 12
+CLEAN = ("Rain fell on the old house. A gull cried over the grey harbour while the tide turned, and nobody spoke "
+         "of the missing will that night.")
+
+
+@pytest.mark.parametrize("second, kept", [(CLEAN, CLEAN), (LOOPED + LOOPED, LOOPED)])
+def test_the_paragraph_repetition_guard_asks_again_and_keeps_the_less_repetitive(tmp_path, second, kept):
+    """#23: `_unrepeated` had no scripted test (disabled, every test passed). A looping paragraph
+    is asked for once more with the repeated passage quoted; the less repetitive of the two is kept."""
+    llm = StoryLLM(narrator=lambda request, n: LOOPED if n == 1 else second)
+    store = _run(tmp_path, llm, _config(words=100, goal_shift=False))
+    narrator = llm.by_role("narrator")
+    assert len(narrator) == 2 and "REJECTED: the draft repeats itself" in narrator[1].messages[-1]["content"]
+    assert narrator[1].messages[-2] == {"role": "assistant", "content": LOOPED.strip()}
+    assert [p.text for p in store.paragraphs() if p.kind == "narration"] == [kept.strip()]
+
+
+def test_the_repetition_guard_off_sends_one_call(tmp_path):
+    llm = StoryLLM(narrator=lambda request, n: LOOPED)
+    store = _run(tmp_path, llm, _config(words=100, goal_shift=False, repetition_guard=False))
+    assert len(llm.by_role("narrator")) == 1 and store.paragraphs()[0].text == LOOPED.strip()
