@@ -113,7 +113,7 @@ def check_user_value(key: str, value: Any, *, flag: str = "--set") -> None:
     if key in USER_LIMITS:
         low, high = USER_LIMITS[key]
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ConfigError(f"{flag} {key}: must be a whole number between {low} and {high}, got "
+            raise ConfigError(f"setting {key} ({flag}): must be a whole number between {low} and {high}, got "
                               f"{json.dumps(value)[:40]}")
 
 

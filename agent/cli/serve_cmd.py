@@ -166,8 +166,8 @@ def check_options(args: argparse.Namespace) -> None:
         raise CLIError(f"--replicas must be between 1 and {MAX_REPLICAS}, got {args.replicas}")
     for flag in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "data_parallel_size_local"):
         value = getattr(args, flag)
-        if value is not None and not 1 <= value <= 4096:
-            raise CLIError(f"--{flag.replace('_', '-')} must be between 1 and 4096, got {value}")
+        if value is not None and not 1 <= value <= 1024:  # serve.parallel's range, checked before any work
+            raise CLIError(f"--{flag.replace('_', '-')} must be between 1 and 1024, got {value}")
     if args.data_parallel_start_rank is not None and not 0 <= args.data_parallel_start_rank <= 4096:
         raise CLIError(f"--data-parallel-start-rank must be between 0 and 4096, got {args.data_parallel_start_rank}")
     if args.data_parallel_rpc_port is not None and not 1 <= args.data_parallel_rpc_port <= 65535:
