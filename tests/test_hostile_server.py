@@ -353,3 +353,41 @@ def test_fabula_prompt_warns_and_exits_3_when_the_reply_was_cut(hostile):
     assert "cut at --max-tokens 5" in result.stderr and "Traceback" not in result.stderr
     server.body = reply("Whole.")
     assert _prompt("--endpoint", server.url).returncode == 0
+
+
+@pytest.mark.parametrize("status, cause", [(401, "HTTP 401"), ("401 after the probe", "HTTP 401"),
+                                           (500, "HTTP 500"), (200, "not JSON")])
+def test_magnet_against_a_failing_server_says_the_servers_cause_and_stops_at_a_401(hostile, tmp_path, status,
+                                                                                    cause):
+    """#23: every Magnet server failure ended as "step 1: no character produced an action", after
+    8 calls even on a 401. The line now carries the server's cause, and a refused credential
+    stops at the first refusal: in the probe, or in the run's first round of calls."""
+    from agent.llm.probe import PROBE_ASK, RANGE_ASK
+
+    server = hostile("custom")
+    refused = (401, {"error": {"message": "invalid api key"}})
+    if status == 200:
+        server.behaviour = "garbage"
+    elif status == 500:
+        server.custom = lambda body: (500, {"error": {"message": "boom"}})
+    elif status == 401:
+        server.custom = lambda body: refused
+    else:  # the probe is answered (an open /v1 proxy in front of a keyed backend), the story's calls are not
+        server.custom = lambda body: (200, reply("Hello there!")) if body["messages"] in (PROBE_ASK, RANGE_ASK) \
+            else refused
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FABULA_")}
+    env.update(PYTHONPATH=str(ROOT), FABULA_HOME=str(tmp_path / "home"))
+    result = subprocess.run([sys.executable, "-m", "agent.cli", "write", "magnet",
+                             str(ROOT / "agent" / "magnet" / "examples" / "mystery_codicil.toml"), "--words", "150",
+                             "--endpoint", server.url, "--call-timeout", "5", "--allow-unconstrained", "--out",
+                             str(tmp_path / "run")], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
+    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("fabula: error:")]
+    assert result.returncode != 0 and len(errors) == 1 and cause in errors[0], result.stderr
+    story = [b for b, path in zip(server.bodies, server.paths, strict=True)
+             if path.endswith("/chat/completions") and b["messages"] not in (PROBE_ASK, RANGE_ASK)]
+    if status == 401:
+        assert story == [] and server.paths.count("/v1/chat/completions") == 1  # the probe's first, no more
+    elif status != 200 and status != 500:
+        characters = len(__import__("tomllib").loads((ROOT / "agent/magnet/examples/mystery_codicil.toml")
+                                                     .read_text())["characters"])
+        assert len(story) <= characters, len(story)  # the first round only, never re-asked

@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import httpx
 
-from agent.llm.types import EndpointUnavailableError, LLMError
+from agent.llm.types import AuthenticationError, EndpointUnavailableError, LLMError
 
 _RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
 
@@ -185,6 +185,9 @@ class BoundedClient:
                 if status < 400:
                     return self._decode(data, what)
                 problem = f"HTTP {status}: {error_text(data)}"
+                if status in (401, 403):
+                    raise AuthenticationError(f"endpoint {self.shown} refused {what}: {problem} (check --api-key or "
+                                              "FABULA_API_KEY)")
                 if status not in _RETRYABLE_STATUS:
                     raise LLMError(f"endpoint {self.shown} refused {what}: {problem}")
                 last_problem = problem
