@@ -494,3 +494,49 @@ def _toml(data) -> str:
     for char in data.get("characters", []):
         out.append("[[characters]]\n" + "\n".join(f"{json.dumps(a)} = {value(b)}" for a, b in char.items()))
     return "\n\n".join(out) + "\n"
+
+
+# -- #23: a full disk ---------------------------------------------------------------------------
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 512 KiB tmpfs, nearly full (root only: mounting needs it)."""
+    import os
+    import subprocess
+
+    mount = tmp_path / "full"
+    mount.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def test_a_full_disk_is_reported_as_a_full_disk_with_nothing_lost(full_disk, tmp_path, capsys):
+    import hashlib
+
+    source = tmp_path / "src"
+    with RunStore.create(source, pipeline="nst", config={"words": 1000, "prompt": "p"}) as store:
+        store.commit_chapter(1, "One", "The keeper lit the lamp. " * 3000, state={})
+        store.finish()
+    on_disk = full_disk / "run"  # a run living on the disk that fills up
+    with RunStore.create(on_disk, pipeline="nst", config={"words": 1000, "prompt": "p"}) as store:
+        store.commit_chapter(1, "One", "The keeper lit the lamp.", state={})
+    digest = hashlib.sha256((source / "run.db").read_bytes()).hexdigest()
+    free = __import__("shutil").disk_usage(full_disk).free
+    (full_disk / "filler").write_bytes(b"\0" * max(0, free - 8192))
+    big = tmp_path / "big.md"
+    big.write_text("The keeper lit two lamps. " * 20_000)
+    for argv in (["fork", str(source), "--at", "1", "--out", str(full_disk / "fork"), "--no-run"],
+                 ["export", str(source), "-o", str(full_disk / "out.md")],
+                 ["grammars", "export", str(full_disk / "g")],
+                 ["edit", str(on_disk), "--chapter", "1", "--file", str(big), "--no-rederive"]):
+        line = one_error(capsys, run_cli(argv))
+        assert "disk is full" in line and "nothing already committed was lost" in line, (argv, line)
+    assert hashlib.sha256((source / "run.db").read_bytes()).hexdigest() == digest
+    assert not (full_disk / "fork").exists()  # no half-made fork left behind
+    (full_disk / "filler").unlink()
+    with RunStore.open(on_disk, readonly=True) as store:
+        assert store.chapter(1).version == 1 and store.chapter(1).text == "The keeper lit the lamp."

@@ -64,3 +64,14 @@ def output_dir(path: str | os.PathLike[str], *, flag: str = "--out") -> Path:
         return check_output_dir(path, what=flag)
     except StoreError as exc:
         raise CLIError(str(exc)) from exc
+
+
+def cannot_write(path: str | os.PathLike[str], exc: OSError) -> CLIError:
+    """The one line for a file that could not be written: a full disk says so (nothing committed is lost)."""
+    import errno
+
+    from agent.cli.errors import DISK_FULL
+
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return CLIError(f"{DISK_FULL} (writing {path})", exit_code=1)
+    return CLIError(f"cannot write {path}: {exc.strerror or exc}", exit_code=1)

@@ -45,10 +45,10 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
         if "database or disk is full" in str(exc):
             return DISK_FULL, 1
         return f"the run database is damaged or unreadable: {exc}", 1
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DISK_FULL + (f" (writing {exc.filename})" if exc.filename else ""), 1
     if isinstance(exc, OSError) and exc.errno in _FILE_SYSTEM_ERRORS and exc.filename is not None:
         # a path fabula was told to use and cannot: the file system's answer, not a bug
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            return f"{DISK_FULL} (writing {exc.filename})", 1
         return f"cannot use {exc.filename}: {exc.strerror}", 1
     return None
 

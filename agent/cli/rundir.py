@@ -11,6 +11,7 @@ from pathlib import Path
 
 from agent.cli.errors import DISK_FULL, CLIError
 from agent.store import CommitError, RunBusyError, RunStore, StoreError
+from agent.store.errors import DiskFullError
 
 
 @contextmanager
@@ -18,7 +19,7 @@ def store_errors() -> Iterator[None]:
     """Turn store and SQLite failures into a ``CLIError`` (2: the input is wrong, 1: it broke)."""
     try:
         yield
-    except (RunBusyError, CommitError) as exc:
+    except (RunBusyError, CommitError, DiskFullError) as exc:
         raise CLIError(str(exc), exit_code=1) from exc
     except StoreError as exc:
         raise CLIError(str(exc)) from exc

@@ -34,6 +34,7 @@ from agent.store.config import canonical_json, fingerprint
 from agent.store.db import APPLICATION_ID, atomic, connect, looks_like_sqlite
 from agent.store.errors import (
     CommitError,
+    DiskFullError,
     NotARunError,
     RunBusyError,
     SchemaTooNewError,
@@ -480,6 +481,10 @@ def _check_database(db: Path) -> int:
         if app_id == APPLICATION_ID:
             conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()
     except sqlite3.DatabaseError as exc:
+        if _disk_full(db.parent):  # SQLite cannot make its -shm file: "disk I/O error", not damage
+            raise DiskFullError(f"the disk is full; nothing already committed was lost (SQLite cannot open {db} "
+                                f"without a little free space: {exc}); free some space, then run the command "
+                                "again") from exc
         raise NotARunError(f"{db} is corrupt: {exc}") from exc
     finally:
         conn.close()
@@ -488,3 +493,13 @@ def _check_database(db: Path) -> int:
     if version > LATEST:
         raise SchemaTooNewError(f"{db} has schema version {version}; this fabula knows up to {LATEST} (upgrade fabula)")
     return version
+
+
+def _disk_full(folder: Path) -> bool:
+    """The file system holding ``folder`` has (next to) no free space left."""
+    import shutil
+
+    try:
+        return shutil.disk_usage(folder).free < 64 * 1024
+    except OSError:
+        return False
