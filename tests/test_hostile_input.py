@@ -375,7 +375,7 @@ def test_words_given_by_set_pass_the_same_range_as_words(door, value, tmp_path, 
 
 @pytest.mark.parametrize("argv", [["--pipeline", "nst", "--prompts", "{p}", "--words", "1000", "--set", "words=700"],
                                   ["--pipeline", "nst", "--prompts", "{p}", "--words", "1000", "--set", "prompt=x"],
-                                  ["--pipeline", "magnet", "--stories", "agent/magnet/examples", "--set", "story={}"]])
+                                  ["--pipeline", "magnet", "--stories", "agent/magnet/examples", "--set", "story={{}}"]])
 def test_a_batch_refuses_settings_it_would_silently_replace(argv, tmp_path, capsys, request):
     from tests.hostile_server import HostileServer
 
