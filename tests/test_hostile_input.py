@@ -540,3 +540,22 @@ def test_a_full_disk_is_reported_as_a_full_disk_with_nothing_lost(full_disk, tmp
     (full_disk / "filler").unlink()
     with RunStore.open(on_disk, readonly=True) as store:
         assert store.chapter(1).version == 1 and store.chapter(1).text == "The keeper lit the lamp."
+
+
+@pytest.mark.parametrize("table", ["chapters", "states", "llm_calls"])
+def test_a_dropped_table_is_a_damaged_run_not_a_completed_one(table, tmp_path, capsys):
+    import sqlite3
+
+    run = tmp_path / "run"
+    with RunStore.create(run, pipeline="nst", config={"words": 1000, "prompt": "p"}) as store:
+        store.commit_chapter(1, "One", "The keeper lit the lamp.", state={})
+        store.finish()
+    with sqlite3.connect(run / "run.db") as conn:
+        for name in [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")]:
+            conn.execute(f'DROP TRIGGER "{name}"')
+        conn.execute("PRAGMA foreign_keys = OFF")
+        conn.execute(f"DROP TABLE {table}")
+    conn.close()
+    for argv in (["resume", str(run)], ["show", str(run)], ["export", str(run)]):
+        line = one_error(capsys, run_cli(argv))
+        assert "damaged" in line and table in line and "already completed" not in line, line
