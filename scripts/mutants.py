@@ -243,13 +243,15 @@ def copy_tree(target: Path) -> None:
             shutil.copy2(source, target / name)
 
 
-def run_tests(tree: Path, tests: tuple[str, ...], python: str) -> tuple[bool, float]:
+def run_tests(tree: Path, tests: tuple[str, ...], python: str, *, show: bool = False) -> tuple[bool, float]:
     started = time.monotonic()
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
     try:
         done = subprocess.run([python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", PYTEST_FILTER,
                                *tests], cwd=tree, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
         failed = done.returncode != 0
+        if failed and show:
+            print(done.stdout[-3000:], file=sys.stderr)
     except subprocess.TimeoutExpired:
         failed = True  # a mutant that makes the tests hang is caught by the suite's timeout too
     return failed, time.monotonic() - started
@@ -265,8 +267,9 @@ def main() -> int:
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp)
+        tree.chmod(0o755)  # the read-only-folder test runs fabula as an unprivileged user from this tree
         copy_tree(tree)
-        baseline, _ = run_tests(tree, tuple(sorted({t for m in chosen for t in m.tests})), python)
+        baseline, _ = run_tests(tree, tuple(sorted({t for m in chosen for t in m.tests})), python, show=True)
         if baseline:
             print("the unmutated tree fails its tests: fix that first", file=sys.stderr)
             return 2
