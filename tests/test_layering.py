@@ -24,6 +24,7 @@ ALLOWED: dict[str, set[str]] = {
     "agent.repetition": {"agent.text"},
     "agent.quotes": set(),
     "agent.gate": set(),
+    "agent.prompt_set": {"agent.errors", "agent.text"},
     "agent.settings": {"agent.errors", "agent.llm"},
     "agent.llm": {"agent.errors", "agent.text", "agent.repetition", "grammars", "serve"},
     "agent.store": {"agent.errors", "agent.text", "agent.llm", "agent.gate"},
@@ -31,7 +32,7 @@ ALLOWED: dict[str, set[str]] = {
     "agent.pipelines": {"agent.llm", "agent.store", "agent.run_context", "agent.settings"},
     "agent.nst": PIPELINE_DEPS,
     "agent.magnet": PIPELINE_DEPS,
-    "agent.batch": PIPELINE_DEPS | {"agent.nst", "agent.magnet"},
+    "agent.batch": PIPELINE_DEPS | {"agent.nst", "agent.magnet", "agent.prompt_set"},
     "agent.eval": {"agent.errors", "agent.text", "agent.repetition", "agent.quotes", "agent.gate", "agent.llm",
                    "agent.store", "grammars", "serve"},
 }
