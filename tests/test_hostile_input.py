@@ -375,7 +375,8 @@ def test_words_given_by_set_pass_the_same_range_as_words(door, value, tmp_path, 
 
 @pytest.mark.parametrize("argv", [["--pipeline", "nst", "--prompts", "{p}", "--words", "1000", "--set", "words=700"],
                                   ["--pipeline", "nst", "--prompts", "{p}", "--words", "1000", "--set", "prompt=x"],
-                                  ["--pipeline", "magnet", "--stories", "agent/magnet/examples", "--set", "story={{}}"]])
+                                  ["--pipeline", "magnet", "--stories", "agent/magnet/examples", "--set",
+                                   "story={{}}"]])
 def test_a_batch_refuses_settings_it_would_silently_replace(argv, tmp_path, capsys, request):
     from tests.hostile_server import HostileServer
 
@@ -559,3 +560,15 @@ def test_a_dropped_table_is_a_damaged_run_not_a_completed_one(table, tmp_path, c
     for argv in (["resume", str(run)], ["show", str(run)], ["export", str(run)]):
         line = one_error(capsys, run_cli(argv))
         assert "damaged" in line and table in line and "already completed" not in line, line
+
+
+@pytest.mark.parametrize("where", ["a file", "under a file", "under /proc"])
+def test_plan_cache_must_be_a_usable_folder(where, tmp_path, capsys, request):
+    from tests.hostile_server import HostileServer
+
+    server = HostileServer("ok")
+    request.addfinalizer(server.close)
+    out = _unusable_dirs(tmp_path)[where]
+    one_error(capsys, run_cli(["write", "nst", "--prompt", "x", "--words", "1000", "--plan-cache", out, "--out",
+                               str(tmp_path / "r"), "--endpoint", server.url]))
+    assert not (tmp_path / "r").exists() and server.posts == []

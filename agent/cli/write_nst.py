@@ -100,7 +100,7 @@ def build_config(args: argparse.Namespace, prompt: str, prompt_id: str | None) -
              "context_tokens": getattr(args, "context_tokens", None),
              "state": False if getattr(args, "no_state", False) else None,
              "lookback": False if getattr(args, "no_lookback", False) else None,
-             "plan_cache": str(Path(args.plan_cache).expanduser().resolve()) if getattr(args, "plan_cache", None)
+             "plan_cache": str(output_dir(args.plan_cache, flag="--plan-cache")) if getattr(args, "plan_cache", None)
              else None}
     config.update({k: v for k, v in flags.items() if v is not None})
     pipeline = pipelines.get(args.writer)
