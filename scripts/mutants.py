@@ -219,8 +219,9 @@ MUTANTS = [
     Mutant("output-dir-unprobed", "output paths", "agent/store/paths.py",
            'probe = tempfile.mkdtemp(dir=existing, prefix=".fabula-probe-")', "probe = tempfile.mkdtemp()",
            ("tests/test_hostile_input.py::test_every_command_that_writes_a_folder_refuses_an_unusable_one_in_one_line",)),
-    Mutant("finite-accepts-nan", "numbers", "agent/cli/checks.py", "if not math.isfinite(value) or not inside:",
-           "if not inside:",
+    # (dropping math.isfinite alone is an equivalent mutant: nan and inf fail every bounded comparison)
+    Mutant("finite-unbounded", "numbers", "agent/cli/checks.py",
+           "inside = (low < value if low_open else low <= value) and value <= high", "inside = True",
            ("tests/test_hostile_input.py::test_numbers_and_addresses_are_checked_at_every_door",)),
     Mutant("serve-checks-after-prepare", "serve", "agent/cli/serve_cmd.py",
            "    check_options(args)  # every option", "    pass  # every option",

@@ -181,8 +181,10 @@ def test_every_command_that_writes_a_folder_refuses_an_unusable_one_in_one_line(
             "eval report": ["eval", "report", str(run), "--out", out],
             "eval inject": ["eval", "inject", str(run), "--out", out, "--no-judge"],
             "fork": ["fork", str(run), "--at", "1", "--out", out, "--no-run"]}[command]
-    usage_error(capsys, run_cli(argv))
+    line = usage_error(capsys, run_cli(argv))
     assert server.posts == [] and not (tmp_path / "file" / "run").exists()
+    if where == "under /proc":  # found by the write probe, before any work: not when the folder is made
+        assert "cannot write in /proc" in line, line
 
 
 @pytest.mark.parametrize("argv", [
