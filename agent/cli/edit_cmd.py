@@ -61,7 +61,11 @@ def _read(path: str) -> str:
     from agent.text import InputTooLargeError, read_capped
 
     try:
-        data = sys.stdin.buffer.read(MAX_EDIT_BYTES + 1) if path == "-" else read_capped(path, MAX_EDIT_BYTES)
+        if path == "-":
+            stdin = getattr(sys.stdin, "buffer", None)
+            data = stdin.read(MAX_EDIT_BYTES + 1) if stdin else sys.stdin.read(MAX_EDIT_BYTES + 1).encode("utf-8")
+        else:
+            data = read_capped(path, MAX_EDIT_BYTES)
         if len(data) > MAX_EDIT_BYTES:
             raise InputTooLargeError(f"larger than {MAX_EDIT_BYTES >> 20} MiB; fabula reads at most that")
         return data.decode("utf-8")
