@@ -24,6 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PYTEST_FILTER = "not slow and not server and not embedded"
 TIMEOUT_S = 150
+BASELINE_TIMEOUT_S = 900
+"""The unmutated run of every chosen mutant's tests at once (the union of the files)."""
 
 
 @dataclass(frozen=True)
@@ -245,16 +247,19 @@ def copy_tree(target: Path) -> None:
             shutil.copy2(source, target / name)
 
 
-def run_tests(tree: Path, tests: tuple[str, ...], python: str, *, show: bool = False) -> tuple[bool, float]:
+def run_tests(tree: Path, tests: tuple[str, ...], python: str, *, show: bool = False,
+              timeout_s: float = TIMEOUT_S) -> tuple[bool, float]:
     started = time.monotonic()
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
     try:
         done = subprocess.run([python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", PYTEST_FILTER,
-                               *tests], cwd=tree, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+                               *tests], cwd=tree, env=env, capture_output=True, text=True, timeout=timeout_s)
         failed = done.returncode != 0
         if failed and show:
             print(done.stdout[-3000:], file=sys.stderr)
     except subprocess.TimeoutExpired:
+        if show:
+            print(f"the tests ran past {timeout_s:.0f} s", file=sys.stderr)
         failed = True  # a mutant that makes the tests hang is caught by the suite's timeout too
     return failed, time.monotonic() - started
 
@@ -271,7 +276,8 @@ def main() -> int:
         tree = Path(tmp)
         tree.chmod(0o755)  # the read-only-folder test runs fabula as an unprivileged user from this tree
         copy_tree(tree)
-        baseline, _ = run_tests(tree, tuple(sorted({t for m in chosen for t in m.tests})), python, show=True)
+        baseline, _ = run_tests(tree, tuple(sorted({t for m in chosen for t in m.tests})), python, show=True,
+                                timeout_s=BASELINE_TIMEOUT_S)
         if baseline:
             print("the unmutated tree fails its tests: fix that first", file=sys.stderr)
             return 2
