@@ -6,6 +6,9 @@ that rule; the mutant is killed when they fail. A mutant whose source no longer 
 code moved) is reported as stale, not counted. Usage:
 
     PYTHON=.venv/bin/python python scripts/mutants.py [--only ID ...] [--json bench-results/mutants.json]
+
+73 mutants (#23: 18 of hardening round two); all 73 killed at 7242f69, in 12 minutes on two shared
+cores (baseline included): it fits a 45-minute CI job.
 """
 
 from __future__ import annotations
