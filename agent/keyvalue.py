@@ -20,9 +20,21 @@ def split(item: str) -> tuple[str, str] | None:
     return key, raw
 
 
+class MalformedValue(ValueError):
+    """A VALUE that starts as JSON does but is not JSON (or is nested beyond parsing)."""
+
+
 def value(raw: str, *, strip: bool = False) -> Any:
-    """The value of ``raw``: its JSON, else the text (``strip``: without surrounding space)."""
+    """The value of ``raw``: its JSON, else the text (``strip``: without surrounding space).
+
+    A VALUE that starts as JSON does (``{``, ``[``, ``"``) must be JSON: ``x={"a":`` is refused,
+    not kept as the string it happens to be."""
     try:
         return json.loads(raw)
-    except json.JSONDecodeError:
+    except json.JSONDecodeError as exc:
+        if raw.lstrip()[:1] in ("{", "[", '"'):
+            raise MalformedValue(f"{raw[:40]!r} is not valid JSON ({exc.msg}); quote a plain string that starts "
+                                 "with {, [ or \"") from None
         return raw.strip() if strip else raw
+    except RecursionError:
+        raise MalformedValue("the JSON value is nested too deeply") from None

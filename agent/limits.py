@@ -6,6 +6,8 @@ copy; a pipeline's own knobs stay in its settings.
 
 from __future__ import annotations
 
+MIN_WORDS = 500
+"""The shortest story a user may ask NstAgent's family for (``--words`` and ``--set words`` alike)."""
 MAX_WORDS = 300_000
 """The longest story any pipeline is asked for (NstAgent's ``words``, a story definition's length)."""
 TOKEN_CAP = 262_144

@@ -17,7 +17,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent import keyvalue
 from agent.errors import ConfigError
+from agent.limits import MAX_WORDS, MIN_WORDS
 from agent.llm.sampling import Sampling
+
+STORY_WORDS = (MIN_WORDS, MAX_WORDS)
+"""The story lengths a user may ask for, however it is given (``--words``, ``--set words=``, a
+batch, a resume or a fork): the NstAgent family's ``MIN_WORDS``/``MAX_WORDS``. The settings type
+itself allows shorter stories (tests and benchmarks of tiny models write 40-300 words)."""
+USER_LIMITS: dict[str, tuple[int, int]] = {"words": STORY_WORDS}
+"""Ranges a value given on the command line must meet on top of its settings type: every
+``--set``/``--var`` door reads its pairs with :func:`parse_assignments`, which checks them."""
 
 RESERVED = ("pipeline_version", "llm")
 """Keys of a stored configuration that belong to the registry, not to the pipeline's settings."""
@@ -76,14 +85,33 @@ def describe_validation(exc: ValidationError, cls: type[Settings], owner: str | 
 
 
 def parse_assignments(items: Iterable[str], *, flag: str = "--set") -> dict[str, Any]:
-    """``KEY=VALUE`` pairs; VALUE is JSON (number, true/false, null, list), else a plain string."""
+    """``KEY=VALUE`` pairs; VALUE is JSON (number, true/false, null, list), else a plain string.
+
+    A VALUE that starts as JSON does (``{``, ``[``, ``"``) must be JSON: ``x={"a":`` is refused,
+    not stored as the string it happens to be. Every ``--set``/``--var`` door reads pairs here."""
     out: dict[str, Any] = {}
     for item in items:
         pair = keyvalue.split(item)
         if pair is None:
             raise ConfigError(f"{flag} needs KEY=VALUE, got {item!r}")
-        out[pair[0]] = keyvalue.value(pair[1])
+        key, raw = pair
+        if key in out:
+            raise ConfigError(f"{flag} {key} is given twice")
+        try:
+            out[key] = keyvalue.value(raw)
+        except keyvalue.MalformedValue as exc:
+            raise ConfigError(f"{flag} {key}: {exc}") from None
+        check_user_value(key, out[key], flag=flag)
     return out
+
+
+def check_user_value(key: str, value: Any, *, flag: str = "--set") -> None:
+    """A user-given setting inside :data:`USER_LIMITS` (the same range as its own flag checks)."""
+    if key in USER_LIMITS:
+        low, high = USER_LIMITS[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ConfigError(f"setting {key} ({flag}): must be a whole number between {low} and {high}, got "
+                              f"{json.dumps(value)[:40]}")
 
 
 class WritingControls(Settings):

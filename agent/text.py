@@ -11,8 +11,10 @@ counts as one word.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 
 CJK_CLASS = (
     "\u3040-\u3096"  # hiragana
@@ -113,7 +115,16 @@ class InputTooLargeError(OSError):
 def read_capped(path: str | os.PathLike[str], limit: int) -> bytes:
     """At most ``limit`` bytes of a file; a longer one (or an endless device) raises
     :class:`InputTooLargeError` instead of filling memory."""
-    with open(path, "rb") as handle:
+    # opened without blocking: a FIFO nobody writes to would block open() forever; once open, a
+    # pipe with a writer is read normally and one without reads as empty (EOF)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as handle:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", str(path))
+        if stat.S_ISSOCK(mode):
+            raise OSError(errno.EINVAL, "is a socket, not a file", str(path))
+        os.set_blocking(fd, True)
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise InputTooLargeError(f"larger than {limit // (1 << 20)} MiB; fabula reads at most that")

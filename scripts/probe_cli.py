@@ -57,7 +57,8 @@ def classify(case: Case, code: int | None, out: str, err: str) -> str:
         return "data lost" if "lost" in problem else "wrong success"
     if case.must_fail:
         lines = [ln for ln in err.strip().splitlines() if ln.startswith("fabula: error:")]
-        return "one clear line" if code != 0 and len(lines) == 1 else "wrong success"
+        usage = code == 2 and ": error: argument " in (err.strip().splitlines() or [""])[-1]  # argparse's own line
+        return "one clear line" if code != 0 and (len(lines) == 1 or usage) else "wrong success"
     return "one clear line" if code == 0 else "wrong success"
 
 
@@ -91,6 +92,55 @@ def make_run(folder: Path) -> Path:
     with RunStore.create(folder / "run", pipeline="nst", config={"prompt": "p", "words": 1000}) as store:
         store.commit_chapter(1, "One", "The keeper lit the lamp. The sea was calm.", state={})
     return folder / "run"
+
+
+def round_two(tmp: Path, run: Path, url: str, nothing_left: Callable[[Path], Callable[[], str | None]]) -> list[Case]:
+    """#23's classes: nested payloads, unusable output paths, special files, unvalidated numbers,
+    serve options checked before any work, every setting through every door."""
+    (tmp / "file").write_text("x")
+    (tmp / "deep.toml").write_text("a = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    (tmp / "deep.jsonl").write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    (tmp / "dup.jsonl").write_text('{"id": 1, "prompt": "a"}\n{"id": "1", "prompt": "b"}\n')
+    os.mkfifo(tmp / "fifo")
+    nst = ["write", "nst", "--words", "1000", "--endpoint", f"{url}/ok/v1"]
+    return [
+        Case("story check: TOML nested 100,000 deep", ["story", "check", str(tmp / "deep.toml")]),
+        Case("--prompts: JSONL nested 100,000 deep", ["write", "nst", "--prompts", str(tmp / "deep.jsonl"), "--id", "1",
+                                                     "--words", "1000", "--out", str(tmp / "r1")],
+             nothing_left(tmp / "r1")),
+        Case("--prompts: ids 1 and \"1\"", ["batch", "--pipeline", "nst", "--prompts", str(tmp / "dup.jsonl"),
+                                            "--words", "1000", "--out", str(tmp / "b1")], nothing_left(tmp / "b1")),
+        Case("write --out under a file", [*nst, "--prompt", "x", "--out", str(tmp / "file" / "run")]),
+        Case("write --out under /proc", [*nst, "--prompt", "x", "--out", "/proc/fabula-run"]),
+        Case("write --out a 300-char name", [*nst, "--prompt", "x", "--out", str(tmp / ("a" * 300))]),
+        Case("grammars export /dev/null", ["grammars", "export", "/dev/null"]),
+        Case("grammars export /proc/x", ["grammars", "export", "/proc/x"]),
+        Case("eval report --out FILE", ["eval", "report", str(run), "--out", str(tmp / "file")]),
+        Case("fork --out inside the run", ["fork", str(run), "--at", "1", "--out", str(run / "sub"), "--no-run"],
+             nothing_left(run / "sub")),
+        Case("prompt --temperature nan", ["prompt", "hi", "--temperature", "nan", "--endpoint", f"{url}/ok/v1"]),
+        Case("view --poll nan", ["view", str(run), "--poll", "nan"]),
+        Case("view --poll -1", ["view", str(run), "--poll", "-1"]),
+        Case("view --host 999.1.1.1", ["view", str(run), "--host", "999.1.1.1"]),
+        Case("watch --interval inf", ["watch", str(run), "--interval", "inf"]),
+        Case("eval compare --resamples 1e12", ["eval", "compare", str(run), "--vs", str(run), "--resamples",
+                                               "1000000000000"]),
+        Case("eval inject --controls -1", ["eval", "inject", str(run), "--out", str(tmp / "i"), "--controls", "-1"],
+             nothing_left(tmp / "i")),
+        Case("magnet --pages 0.0001", ["write", "magnet", STORY, "--pages", "0.0001", "--out", str(tmp / "m9")],
+             nothing_left(tmp / "m9")),
+        Case("--set words=5", [*nst, "--prompt", "x", "--set", "words=5", "--out", str(tmp / "n5")],
+             nothing_left(tmp / "n5")),
+        Case("--set story={}", ["write", "magnet", STORY, "--set", "story={}", "--out", str(tmp / "m8")],
+             nothing_left(tmp / "m8")),
+        Case("--prompt-file FIFO without a writer", [*nst, "--prompt-file", str(tmp / "fifo"), "--out",
+                                                     str(tmp / "f")]),
+        Case("edit --file /dev/zero", ["edit", str(run), "--chapter", "1", "--file", "/dev/zero", "--no-rederive"]),
+        Case("edit --chapter --var", ["edit", str(run), "--chapter", "1", "--var", "x=1", "--no-rederive"]),
+        *[Case(f"serve --dry-run {' '.join(a)}", ["serve", "--dry-run", *a])
+          for a in (["--replicas", "0"], ["--tensor-parallel-size", "0"], ["--dtype", "bogus"],
+                    ["--log-file", str(tmp)], ["--served-name", ""], ["--model", "/nonexistent"])],
+    ]
 
 
 def main() -> int:
@@ -167,6 +217,7 @@ def main() -> int:
         Case("serve --cpu-kv-cache-gib -2", ["serve", "--cpu-kv-cache-gib", "-2", "--dry-run"]),
         Case("serve --ready-timeout -5", ["serve", "--ready-timeout", "-5", "--dry-run"]),
     ]
+    cases += round_two(tmp, run, url, nothing_left)
     rows = []
     for case in cases:
         code, out, err = fabula(case.argv, env)

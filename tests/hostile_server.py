@@ -25,6 +25,7 @@ def reply(content: Any = "ok", finish: str = "stop") -> dict[str, Any]:
 
 class HostileServer:
     """Behaviours: ``custom`` (``self.custom(request_body) -> (status, reply)``),
+    ``raw`` (``self.raw`` bytes as the body, e.g. JSON nested 100,000 deep),
     ``ok``, ``endless`` (a body that never ends), ``trickle`` (one byte at a
     time, forever), ``silent`` (accepts, never answers), ``garbage`` (not JSON), ``shape``
     (``self.body`` as the JSON reply), ``flaky`` (``self.failures`` 500s, then ok),
@@ -34,6 +35,7 @@ class HostileServer:
         self.behaviour = behaviour
         self.models: Any = {"object": "list", "data": [{"id": "m", "owned_by": "hostile"}]}
         self.body: Any = reply()
+        self.raw = b""
         self.failures = 2
         self.retry_after = "1"
         self.posts: list[float] = []
@@ -60,7 +62,8 @@ class HostileServer:
                 self.wfile.write(data)
 
             def do_GET(self):
-                self._send(200, json.dumps(owner.models).encode())
+                models = owner.models  # bytes: sent as they are
+                self._send(200, models if isinstance(models, bytes) else json.dumps(models).encode())
 
             def do_POST(self):
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
@@ -80,6 +83,8 @@ class HostileServer:
         if kind == "custom":
             status, body = self.custom(self.bodies[-1])
             handler._send(status, json.dumps(body).encode())
+        elif kind == "raw":
+            handler._send(200, self.raw)
         elif kind == "ok":
             handler._send(200, json.dumps(reply()).encode())
         elif kind == "shape":

@@ -270,3 +270,124 @@ def test_fabula_write_magnet_against_a_hostile_server_is_one_line_and_keeps_noth
 
         with RunStore.open(out, readonly=True) as store:
             assert store.info().status == "failed" and store.query("SELECT count(*) FROM llm_calls")[0][0] > 0
+
+
+# -- #23: nested payloads and huge numbers ------------------------------------------------------
+DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+@pytest.mark.parametrize("where", ["reply", "content", "error", "models"])
+def test_json_nested_too_deeply_is_one_line(hostile, where):
+    """A server's JSON nested 100,000 deep (anywhere: the reply, its constrained content, an error
+    body, the model list) is one LLMError line, never a RecursionError."""
+    server = hostile("raw")
+    server.raw = DEEP
+    if where == "content":
+        server.raw = b'{"choices": [{"message": {"content": "' + DEEP + b'"}, "finish_reason": "stop"}]}'
+    elif where == "error":
+        server._answer = lambda handler: handler._send(400, DEEP)  # type: ignore[method-assign]
+    elif where == "models":
+        server.models = DEEP
+    with pytest.raises(LLMError) as info:
+        llm = EndpointLLM(server.url, None if where == "models" else "m", backoff_s=0.01)
+        try:
+            llm.generate(USER, {"type": "object"} if where == "content" else None, temperature=0, max_tokens=5)
+        finally:
+            llm.close()
+    assert "\n" not in str(info.value) and len(str(info.value)) < 500, info.value
+    assert where == "content" or server.url in str(info.value)
+
+
+def test_fabula_prompt_against_deeply_nested_json_is_one_error_line(hostile):
+    server = hostile("raw")
+    server.raw = DEEP
+    result = _prompt("--endpoint", server.url, "--call-timeout", "5")
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1 and lines[0].startswith("fabula: error: endpoint "), \
+        result.stderr
+
+
+@pytest.mark.parametrize("count", [10**30, 2**63, -1, 2**31])
+def test_absurd_usage_numbers_count_as_unknown(hostile, count):
+    server = hostile("shape")
+    server.body = {**reply("fine"), "usage": {"prompt_tokens": count, "completion_tokens": count,
+                                              "prompt_tokens_details": {"cached_tokens": count}}}
+    llm = EndpointLLM(server.url, "m")
+    try:
+        usage = llm.generate(USER, temperature=0, max_tokens=5).usage
+    finally:
+        llm.close()
+    assert usage.prompt_tokens == usage.completion_tokens == usage.cached_prompt_tokens == 0
+
+
+def test_a_run_against_a_server_reporting_10_to_the_30_tokens_completes(tmp_path, monkeypatch, capsys):
+    """The ledger stores 64-bit integers: a count of 10**30 read as is stopped the run mid-story
+    (OverflowError); read where the reply is read, it is no count and the run completes."""
+    from agent.cli import main
+    from agent.store import RunStore
+    from tests.nst.author_server import AuthorServer
+
+    monkeypatch.setenv("FABULA_HOME", str(tmp_path / "home"))
+    server = AuthorServer()
+    server.prompt_tokens = 10**30
+    try:
+        code = main(["write", "direct", "--prompt", "a bell rings", "--words", "1000", "--out", str(tmp_path / "run"),
+                     "--endpoint", server.url, "--quiet"])
+    finally:
+        server.close()
+    assert code in (0, 1), capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "internal error" not in err and "Overflow" not in err, err
+    with RunStore.open(tmp_path / "run", readonly=True) as store:
+        calls = store.llm_calls()
+    assert calls and all(0 <= c.prompt_tokens < 2**31 for c in calls)
+
+
+def test_fabula_prompt_warns_and_exits_3_when_the_reply_was_cut(hostile):
+    """A reply cut at --max-tokens (finish_reason=length) is printed, never passed off as whole:
+    a warning line on stderr and exit 3."""
+    server = hostile("shape")
+    server.body = reply("The keeper lit the", finish="length")
+    result = _prompt("--endpoint", server.url, "--max-tokens", "5")
+    assert result.returncode == 3 and result.stdout.strip() == "The keeper lit the", result.stderr
+    assert "cut at --max-tokens 5" in result.stderr and "Traceback" not in result.stderr
+    server.body = reply("Whole.")
+    assert _prompt("--endpoint", server.url).returncode == 0
+
+
+@pytest.mark.parametrize("status, cause", [(401, "HTTP 401"), ("401 after the probe", "HTTP 401"),
+                                           (500, "HTTP 500"), (200, "not JSON")])
+def test_magnet_against_a_failing_server_says_the_servers_cause_and_stops_at_a_401(hostile, tmp_path, status,
+                                                                                    cause):
+    """#23: every Magnet server failure ended as "step 1: no character produced an action", after
+    8 calls even on a 401. The line now carries the server's cause, and a refused credential
+    stops at the first refusal: in the probe, or in the run's first round of calls."""
+    from agent.llm.probe import PROBE_ASK, RANGE_ASK
+
+    server = hostile("custom")
+    refused = (401, {"error": {"message": "invalid api key"}})
+    if status == 200:
+        server.behaviour = "garbage"
+    elif status == 500:
+        server.custom = lambda body: (500, {"error": {"message": "boom"}})
+    elif status == 401:
+        server.custom = lambda body: refused
+    else:  # the probe is answered (an open /v1 proxy in front of a keyed backend), the story's calls are not
+        server.custom = lambda body: (200, reply("Hello there!")) if body["messages"] in (PROBE_ASK, RANGE_ASK) \
+            else refused
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FABULA_")}
+    env.update(PYTHONPATH=str(ROOT), FABULA_HOME=str(tmp_path / "home"))
+    result = subprocess.run([sys.executable, "-m", "agent.cli", "write", "magnet",
+                             str(ROOT / "agent" / "magnet" / "examples" / "mystery_codicil.toml"), "--words", "150",
+                             "--endpoint", server.url, "--call-timeout", "5", "--allow-unconstrained", "--out",
+                             str(tmp_path / "run")], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
+    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("fabula: error:")]
+    assert result.returncode != 0 and len(errors) == 1 and cause in errors[0], result.stderr
+    story = [b for b, path in zip(server.bodies, server.paths, strict=True)
+             if path.endswith("/chat/completions") and b["messages"] not in (PROBE_ASK, RANGE_ASK)]
+    if status == 401:
+        assert story == [] and server.paths.count("/v1/chat/completions") == 1  # the probe's first, no more
+    elif status != 200 and status != 500:
+        characters = len(__import__("tomllib").loads((ROOT / "agent/magnet/examples/mystery_codicil.toml")
+                                                     .read_text())["characters"])
+        assert len(story) <= characters, len(story)  # the first round only, never re-asked

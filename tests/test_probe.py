@@ -199,3 +199,18 @@ def test_a_json_probe_reply_cut_at_its_length_is_inconclusive_not_a_refusal(serv
     llm = open_llm("endpoint", endpoint=server.url)  # not refused: the server may well enforce schemas
     assert llm.probe.json_schema_enforced is None
     assert any("inconclusive" in note for note in llm.probe.degraded)
+
+
+@pytest.mark.parametrize("ignoring", ['{"reply": "Hello there!"}', '{"fabula_probe": "something else"}',
+                                      '{"fabula_probe": "qx7", "extra": 1}', '["fabula_probe", "qx7"]'])
+def test_a_server_that_answers_json_but_ignores_the_schema_is_found_not_enforcing(servers, ignoring):
+    """#23: no fake server answered JSON while ignoring the schema, so "any JSON counts as
+    enforced" passed. JSON of another shape is not the constrained answer."""
+    server = HostileServer("custom")
+    server.models = {"data": [{"id": "m", "owned_by": "vllm", "max_model_len": 4096}]}
+    server.custom = lambda body: (200, reply(ignoring if "response_format" in body else "Hello there!"))
+    servers.append(server)
+    with pytest.raises(UnenforcedConstraintError):
+        open_llm("endpoint", endpoint=server.url)
+    llm = open_llm("endpoint", endpoint=server.url, allow_unconstrained=True)
+    assert llm.probe.json_schema_enforced is False

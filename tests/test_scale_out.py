@@ -91,10 +91,10 @@ def test_the_multi_gpu_presets_say_how_they_split():
 
 @pytest.mark.parametrize("args, needle", [
     (["--replicas", "2", "--api-key", "k"], "--api-key is not supported with --replicas"),
-    (["--replicas", "0"], "--replicas must be 2 or more"),
+    (["--replicas", "0"], "--replicas must be between 1 and 64"),
     (["--replicas", "9"], "9 CPU replicas need at least 9 CPU cores"),
     (["--replicas", "2", "--data-parallel-size", "2"], "--replicas replaces vLLM's data parallelism"),
-    (["--tensor-parallel-size", "0"], "tensor parallel size must be an integer between 1 and 1024"),
+    (["--tensor-parallel-size", "0"], "--tensor-parallel-size must be between 1 and 1024"),
     (["--data-parallel-size", "2", "--data-parallel-start-rank", "2"], "--data-parallel-start-rank"),
     (["--headless"], "--headless needs --data-parallel-start-rank"),
     (["--", "--tensor-parallel-size", "2"], "--tensor-parallel-size after '--' is refused"),

@@ -255,3 +255,18 @@ def test_the_embedded_backend_stops_a_runaway_structured_reply_at_once():
     salad_start = SALAD.index("Charanga")
     stopped_at = first_stop(" " * 10 + SALAD)
     assert stopped_at is not None and stopped_at <= salad_start + 80 + 32, (stopped_at, salad_start)
+
+
+def test_each_repetition_limit_rejects_alone():
+    """#23: the limits were tested only with a sample that broke both (`or` -> `and` passed)."""
+    from agent.repetition import Repetition
+
+    assert Repetition(rate=0.9, span_words=5, span="x").exceeds(0.35, 24)  # the rate alone
+    assert Repetition(rate=0.05, span_words=30, span="x").exceeds(0.35, 24)  # the span alone
+    assert not Repetition(rate=0.05, span_words=5, span="x").exceeds(0.35, 24)
+    assert not Repetition(rate=0.35, span_words=23, span="x").exceeds(0.35, 24)  # both at their edge: kept
+    assert Repetition(rate=0.0, span_words=24, span="x").exceeds(0.35, 24)
+    rate_only = measure("the cat sat on the mat " * 4 + "and then")  # short repeats: a high rate, a short span
+    assert rate_only.rate > 0.35 and rate_only.span_words < 100 and rate_only.exceeds(0.35, 100)
+    span_only = measure(" ".join(f"w{i}" for i in range(300)) + " " + " ".join(f"w{i}" for i in range(30)))
+    assert span_only.rate < 0.35 and span_only.span_words >= 24 and span_only.exceeds(0.35, 24)

@@ -172,13 +172,21 @@ class _Story:
 
 
 def _never_started(path: Path) -> bool:
-    """True when the run database holds no run record (a kill landed inside ``RunStore.create``)."""
+    """True when the run database holds no run record (a kill landed inside ``RunStore.create``):
+    an empty file, a database with no tables yet (created, killed before its schema was
+    written: SQLite leaves a 4 KiB file), or fabula's tables without the run row. A database
+    with tables but none of fabula's is some other program's: not ours to remove."""
     db = path / DB_NAME
     if db.stat().st_size == 0:
         return True
     try:
         conn = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=10.0)
         try:
+            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not tables:
+                return True
+            if "run" not in tables:
+                return False
             return conn.execute("SELECT count(*) FROM run").fetchone()[0] == 0
         finally:
             conn.close()

@@ -8,7 +8,6 @@ goes into, and the configuration its run starts with.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,9 +17,6 @@ from typing import Any
 from agent import pipelines
 from agent.errors import InputError
 from agent.llm.options import LLMOptions
-from agent.text import read_capped
-
-MAX_PROMPT_SET_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -53,32 +49,10 @@ def parse_ids(spec: str) -> list[tuple[str, str | None]]:
 
 
 def _read_prompt_set(path: str | Path) -> list[tuple[str, str]]:
-    """``(id, prompt)`` of every line of a JSONL prompt set, in file order (ids unique)."""
-    try:
-        lines = read_capped(path, MAX_PROMPT_SET_BYTES).decode("utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read --prompts {path}: {exc}") from exc
-    items: list[tuple[str, str]] = []
-    seen: set[str] = set()
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}:{number}: not a JSON object ({exc.msg})") from exc
-        if not isinstance(item, dict) or item.get("id") is None:
-            raise InputError(f"{path}:{number}: a prompt needs an id and a prompt")
-        key = str(item["id"])
-        if not isinstance(item.get("prompt"), str) or not item["prompt"].strip():
-            raise InputError(f"{path}:{number}: id {key} has no prompt text")
-        if key in seen:
-            raise InputError(f"{path}:{number}: id {key} appears twice")
-        seen.add(key)
-        items.append((key, item["prompt"].strip()))
-    if not items:
-        raise InputError(f"{path}: no prompts in the file")
-    return items
+    """``(id, prompt)`` of every line of a JSONL prompt set, in file order (``agent.prompt_set``)."""
+    from agent.prompt_set import read_prompt_set
+
+    return read_prompt_set(path)
 
 
 def select_prompts(path: str | Path, ids: str | None) -> list[tuple[str, str]]:
@@ -122,6 +96,10 @@ def plan_stories(pipeline: str, *, prompts: str | Path | None = None, ids: str |
     if pipeline not in pipelines.names():
         raise InputError(f"unknown pipeline {pipeline!r}; use one of {', '.join(pipelines.names())}")
     registered = pipelines.get(pipeline)
+    for key in ("words", "prompt", "prompt_id", "story"):
+        if key in (settings or {}):
+            raise InputError(f"--set {key} is not a batch setting: each story's "
+                             f"{'length comes from --words' if key == 'words' else 'text comes from its source'}")
     shared: dict[str, Any] = {}
     if registered.settings is not None:
         shared.update(registered.settings.profile_settings(profile))  # type: ignore[attr-defined]

@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from agent import pipelines
+from agent.cli.checks import output_dir
 from agent.cli.common import loud
 from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, choose_model, open_client
@@ -86,6 +87,7 @@ def run_new(args: argparse.Namespace) -> int:
     settings = parse_assignments(args.overrides)
     plan_stories(args.pipeline, prompts=args.prompts, ids=args.ids, stories=args.stories, words=args.words,
                  settings=settings)  # every story checked before the model is opened
+    output_dir(args.out)
     llm, model = open_client(choose_model(args))
     try:
         profile = choose_profile(args.profile, model)

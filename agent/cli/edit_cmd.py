@@ -50,13 +50,24 @@ def add_parser(sub) -> None:
     parser.set_defaults(handler=run)
 
 
+MAX_EDIT_BYTES = 16 << 20
+"""A chapter or a step is some KiB; a --file over this is the wrong file (or /dev/zero)."""
+
+
 def _read(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
+    from agent.text import InputTooLargeError, read_capped
+
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CLIError(f"cannot read {path}: {exc}") from exc
+        if path == "-":
+            stdin = getattr(sys.stdin, "buffer", None)
+            data = stdin.read(MAX_EDIT_BYTES + 1) if stdin else sys.stdin.read(MAX_EDIT_BYTES + 1).encode("utf-8")
+        else:
+            data = read_capped(path, MAX_EDIT_BYTES)
+        if len(data) > MAX_EDIT_BYTES:
+            raise InputTooLargeError(f"larger than {MAX_EDIT_BYTES >> 20} MiB; fabula reads at most that")
+        return data.decode("utf-8")
+    except (OSError, UnicodeDecodeError, InputTooLargeError) as exc:
+        raise CLIError(f"cannot read --file {path}: {exc}") from exc
 
 
 def in_editor(text: str, suffix: str) -> str:
@@ -147,7 +158,21 @@ def _next_step(args: argparse.Namespace, store: RunStore, ok: bool) -> str:
     return tail
 
 
+def check_flags(args: argparse.Namespace) -> None:
+    """Each flag goes with the unit it edits: none is silently ignored."""
+    if args.chapter is not None and args.var:
+        raise CLIError("--var sets a Magnet step's world variable; it does not go with --chapter")
+    if args.step is not None and args.title is not None:
+        raise CLIError("--title changes a chapter's title; it does not go with --step")
+    if args.step is not None and args.no_rederive:
+        raise CLIError("--no-rederive goes with --chapter (a step's world state is what the edit sets)")
+    if args.title is not None and (not args.title.strip() or any(not c.isprintable() for c in args.title)
+                                   or len(args.title) > 300):
+        raise CLIError(f"--title {args.title[:40]!r}: give a title of 1-300 printable characters")
+
+
 def run(args: argparse.Namespace) -> int:
+    check_flags(args)
     with open_run(args.run_dir, readonly=False) as store:
         if store.live_status() == "running":
             raise CLIError(f"{args.run_dir} is being written; edit it once it stops", exit_code=1)

@@ -9,6 +9,7 @@ message that blames the user's input.
 
 from __future__ import annotations
 
+import errno
 import sqlite3
 import time
 import traceback
@@ -41,8 +42,22 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
     if isinstance(exc, ServeError | ModelUnavailableError):
         return str(exc), 1
     if isinstance(exc, sqlite3.DatabaseError):
+        if "database or disk is full" in str(exc):
+            return DISK_FULL, 1
         return f"the run database is damaged or unreadable: {exc}", 1
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DISK_FULL + (f" (writing {exc.filename})" if exc.filename else ""), 1
+    if isinstance(exc, OSError) and exc.errno in _FILE_SYSTEM_ERRORS and exc.filename is not None:
+        # a path fabula was told to use and cannot: the file system's answer, not a bug
+        return f"cannot use {exc.filename}: {exc.strerror}", 1
     return None
+
+
+DISK_FULL = ("the disk is full; nothing already committed was lost (free some space, then run the same command "
+             "again or fabula resume the run)")
+_FILE_SYSTEM_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG,
+                       errno.ENOTDIR, errno.EISDIR, errno.ENOENT, errno.EEXIST, errno.ELOOP, errno.EXDEV, errno.EBUSY,
+                       errno.ETXTBSY, errno.EMLINK, errno.ENXIO, errno.ENODEV}
 
 
 def log_internal_error(exc: BaseException) -> Path | None:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agent.cli.checks import bounded_int, output_dir
 from agent.cli.common import loud
 from agent.cli.errors import CLIError
 from agent.cli.rundir import expand_batches, open_run, store_errors
@@ -53,7 +54,8 @@ def _add_inject(ev) -> None:
     p.add_argument("--depths", default="adjacent,midpoint,opening",
                    help="where the earlier half goes: adjacent (just before the window), midpoint (of the prefix), "
                    "opening (first chapter); comma-separated (default: all three)")
-    p.add_argument("--controls", type=int, default=2, help="control pairs that do not contradict (default 2)")
+    p.add_argument("--controls", type=bounded_int(0, 100), default=2,
+                   help="control pairs that do not contradict (default 2)")
     p.add_argument("--no-judge", action="store_true", help="only make the injected copies")
     p.add_argument("--window-chapters", type=int, metavar="K", help="judge the last K chapters of each copy "
                    "(default: by length)")
@@ -81,7 +83,8 @@ def _add_tables(ev) -> None:
                    "at each length)")
     p.add_argument("--metric", action="append", help="metric to compare (repeatable; default: all)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    p.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+    p.add_argument("--resamples", type=bounded_int(100, 1_000_000), default=10_000,
+                   help="bootstrap resamples (default 10000)")
     p.add_argument("--allow-mixed", action="store_true",
                    help="pair runs judged by different judge setups or criteria (marked in the output)")
     p.add_argument("--json", action="store_true", help="print the comparisons as JSON")
@@ -215,7 +218,7 @@ def run_inject(args: argparse.Namespace) -> int:
     if bad:
         raise CLIError(f"unknown depth(s) {', '.join(bad)}; use {', '.join(DEPTHS)}")
     with store_errors():
-        copies = make_injected_copies(args.run_dir, Path(args.out), depths=depths, controls=args.controls,
+        copies = make_injected_copies(args.run_dir, output_dir(args.out), depths=depths, controls=args.controls,
                                       window_chapters=args.window_chapters)
     print(f"{len(copies)} injected copies in {args.out}")
     if args.no_judge:
@@ -268,6 +271,7 @@ def run_report(args: argparse.Namespace) -> int:
     from agent.eval.eligibility import select
     from agent.eval.report import write_report
 
+    output_dir(args.out)
     rows = _rows(args.run_dirs)
     kept, selection = select([r for r in rows if not r.get("injection")], include_incomplete=args.include_incomplete)
     print("\n".join(selection))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from agent.cli.checks import cannot_write
 from agent.cli.errors import CLIError
 from agent.cli.export_book import BOOK_FORMATS, book_bytes
 from agent.cli.rundir import open_run, store_errors
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         write_atomic(target, data)
     except OSError as exc:
-        raise CLIError(f"cannot write {args.output}: {exc.strerror or exc}", exit_code=1) from exc
+        raise cannot_write(args.output, exc) from exc
     print(f"wrote {target}", file=sys.stderr)
     return 0
 
@@ -94,6 +95,6 @@ def _copy_database(args: argparse.Namespace, target) -> int:
         try:
             store.backup_to(target)
         except OSError as exc:
-            raise CLIError(f"cannot write {args.output}: {exc.strerror or exc}", exit_code=1) from exc
+            raise cannot_write(args.output, exc) from exc
     print(f"wrote {target} (a complete copy of the run database)", file=sys.stderr)
     return 0

@@ -27,11 +27,12 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    from agent.cli.checks import output_dir
     from agent.cli.errors import CLIError
     from grammars import export_schemas
 
     if (args.directory is None) == (args.out is None):
         raise CLIError("give the folder once: fabula grammars export DIR (or -o DIR)")
-    for path in export_schemas(args.directory or args.out):
+    for path in export_schemas(output_dir(args.directory or args.out, flag="DIR")):
         print(path)
     return 0

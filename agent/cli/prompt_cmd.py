@@ -10,6 +10,7 @@ from pathlib import Path
 import jsonschema
 from pydantic import BaseModel
 
+from agent.cli.checks import finite
 from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, open_model
 from agent.text import read_capped
@@ -24,13 +25,18 @@ def add_parser(sub) -> None:
     shape = parser.add_mutually_exclusive_group()
     shape.add_argument("--schema", metavar="FILE.json", type=Path, help="constrain the reply to a JSON Schema")
     shape.add_argument("--grammar", metavar="NAME", help="constrain the reply to a registered grammar")
-    parser.add_argument("--temperature", type=float, default=0.7, help="sampling temperature (default 0.7)")
+    parser.add_argument("--temperature", type=finite(0.0, 2.0), default=0.7, help="sampling temperature (default 0.7)")
     parser.add_argument("--max-tokens", type=int, default=512, metavar="N",
-                        help="longest reply in tokens (default 512)")
+                        help="longest reply in tokens (default 512); a reply cut there is printed with a warning, "
+                        "exit 3")
     parser.add_argument("--seed", type=int, metavar="N", help="sampling seed (default: none)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print usage and latency to stderr")
     add_model_options(parser)
     parser.set_defaults(handler=run)
+
+
+CUT_EXIT = 3
+"""``fabula prompt``'s exit code when the reply was cut at --max-tokens: printed, but incomplete."""
 
 
 def load_output_type(args: argparse.Namespace):
@@ -93,4 +99,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"[{completion.model}] prompt={u.prompt_tokens} cached={u.cached_prompt_tokens} "
               f"completion={u.completion_tokens} finish={completion.finish_reason} "
               f"latency={completion.latency_s:.2f}s", file=sys.stderr)
+    if completion.finish_reason == "length":  # printed (it may be what was wanted), never passed off as whole
+        print(f"fabula: warning: the reply was cut at --max-tokens {args.max_tokens} (finish_reason=length); it is "
+              "incomplete (exit 3): raise --max-tokens for the whole reply", file=sys.stderr)
+        return CUT_EXIT
     return 0

@@ -38,6 +38,10 @@ def run(args: argparse.Namespace) -> int:
         info = store.info()
         if store.live_status() == "running":
             raise CLIError(f"{args.run_dir} is still running in another process", exit_code=1)
+        if info.status == "completed" and overrides:
+            pipelines.get(info.pipeline).configure({**info.config, **overrides}, pipelines.LLMOptions())
+            raise CLIError(f"{args.run_dir} is completed: --set changes nothing there; continue a copy with "
+                           f"changed settings: fabula fork {args.run_dir} --at N --out NEW --set ...")
         plan = pipelines.plan_resume(store, overrides=overrides,
                                      llm=choose_model(args, stored=pipelines.stored_model(store)))
         if info.status == "completed":

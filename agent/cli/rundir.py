@@ -10,8 +10,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from agent.cli.common import loud
-from agent.cli.errors import CLIError
+from agent.cli.errors import DISK_FULL, CLIError
 from agent.store import CommitError, RunBusyError, RunStore, StoreError
+from agent.store.errors import DiskFullError
 
 
 @contextmanager
@@ -19,7 +20,7 @@ def store_errors() -> Iterator[None]:
     """Turn store and SQLite failures into a ``CLIError`` (2: the input is wrong, 1: it broke)."""
     try:
         yield
-    except (RunBusyError, CommitError) as exc:
+    except (RunBusyError, CommitError, DiskFullError) as exc:
         raise CLIError(str(exc), exit_code=1) from exc
     except StoreError as exc:
         raise CLIError(str(exc)) from exc
@@ -30,6 +31,8 @@ def store_errors() -> Iterator[None]:
         if "readonly" in str(exc) or "read-only" in str(exc):
             raise CLIError(f"the run is on a read-only file system ({exc}); show, search and export work "
                            "there, writing does not", exit_code=1) from exc
+        if "database or disk is full" in str(exc):
+            raise CLIError(DISK_FULL, exit_code=1) from exc
         raise CLIError(f"the run database is damaged or unreadable: {exc}", exit_code=1) from exc
     except sqlite3.DatabaseError as exc:
         raise CLIError(f"the run database is damaged or unreadable: {exc}", exit_code=1) from exc

@@ -80,7 +80,7 @@ def add_parser(sub) -> None:
 def resolve_config(args: argparse.Namespace):
     """Preset + overrides → a ServeConfig; converts the embedded model when needed."""
     from serve.launcher import ServeConfig, gpu_present
-    from serve.models import ensure_embedded_model
+    from serve.models import embedded_model_dir, ensure_embedded_model
     from serve.presets import Preset, get_preset
 
     if not 1 <= args.port <= 65535:
@@ -88,6 +88,7 @@ def resolve_config(args: argparse.Namespace):
     if args.gpu_memory_utilization is not None and not 0 < args.gpu_memory_utilization <= 1:
         raise CLIError("--gpu-memory-utilization must be in (0, 1]")
     check_numbers(args)
+    check_options(args)  # every option before anything is prepared (the embedded model: a minute)
     check_exposure(args)
     if args.preset or not args.model:
         try:
@@ -109,6 +110,8 @@ def resolve_config(args: argparse.Namespace):
         model_path = args.model
         if Path(model_path).expanduser().exists():
             model_path = str(Path(model_path).expanduser().resolve())
+    elif preset.embedded and args.dry_run:  # a dry run prepares nothing: where the model will be
+        model_path = str(embedded_model_dir())
     elif preset.embedded:
         model_path = str(ensure_embedded_model(log=lambda m: print(m, flush=True)).path)
     else:
@@ -155,6 +158,46 @@ def check_numbers(args: argparse.Namespace) -> None:
         raise CLIError(f"--max-model-len must be between 16 and 10000000, got {args.max_model_len}")
     if not (math.isfinite(args.ready_timeout) and 0 < args.ready_timeout <= 86400):
         raise CLIError(f"--ready-timeout must be between 0 and 86400 seconds, got {args.ready_timeout}")
+
+
+DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+MAX_REPLICAS = 64
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """What can be checked without vLLM or a model, checked first: counts, names, paths, the
+    flags after '--'. ``--dry-run`` shows a command only after it passes these."""
+    if not 1 <= args.replicas <= MAX_REPLICAS:
+        raise CLIError(f"--replicas must be between 1 and {MAX_REPLICAS}, got {args.replicas}")
+    for flag in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "data_parallel_size_local"):
+        value = getattr(args, flag)
+        if value is not None and not 1 <= value <= 1024:  # serve.parallel's range, checked before any work
+            raise CLIError(f"--{flag.replace('_', '-')} must be between 1 and 1024, got {value}")
+    if args.data_parallel_start_rank is not None and not 0 <= args.data_parallel_start_rank <= 4096:
+        raise CLIError(f"--data-parallel-start-rank must be between 0 and 4096, got {args.data_parallel_start_rank}")
+    if args.data_parallel_rpc_port is not None and not 1 <= args.data_parallel_rpc_port <= 65535:
+        raise CLIError(f"--data-parallel-rpc-port must be between 1 and 65535, got {args.data_parallel_rpc_port}")
+    if args.dtype is not None and args.dtype not in DTYPES:
+        raise CLIError(f"--dtype {args.dtype!r} is not one of {', '.join(DTYPES)}")
+    if args.served_name is not None:
+        name = args.served_name
+        if not name.strip() or len(name) > 200 or any(c.isspace() or not c.isprintable() for c in name):
+            raise CLIError(f"--served-name {name!r}: give a name of 1-200 printable characters without spaces")
+    if args.log_file is not None:
+        log = Path(args.log_file).expanduser()
+        if log.is_dir():
+            raise CLIError(f"--log-file {args.log_file} is a folder; give a file in it, e.g. {log / 'serve.log'}")
+        if log.exists() and not log.is_file():
+            raise CLIError(f"--log-file {args.log_file} is not a regular file")
+        from agent.cli.checks import output_dir
+
+        output_dir(log.parent, flag="--log-file's folder")
+    if args.model:
+        model = args.model
+        looks_like_path = model.startswith(("/", ".", "~")) or model.count("/") != 1
+        if looks_like_path and not Path(model).expanduser().exists():
+            raise CLIError(f"--model {model}: no such model folder (a Hugging Face id is OWNER/NAME)")
+    check_extra([a for a in args.vllm_args if a != "--"])
 
 
 def check_exposure(args: argparse.Namespace) -> None:

@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from agent.cli.errors import CLIError
+from agent.cli.checks import cannot_write
 from agent.store.paths import check_output_file, write_atomic
 
 
@@ -34,7 +34,7 @@ def run_schema(args: argparse.Namespace) -> int:
     try:
         write_atomic(target, text.encode("utf-8"))
     except OSError as exc:
-        raise CLIError(f"cannot write {args.output}: {exc.strerror or exc}", exit_code=1) from exc
+        raise cannot_write(args.output, exc) from exc
     print(f"wrote {target}", file=sys.stderr)
     return 0
 

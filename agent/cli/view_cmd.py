@@ -6,6 +6,7 @@ import argparse
 import ipaddress
 import sys
 
+from agent.cli.checks import finite
 from agent.cli.common import loud
 from agent.cli.errors import CLIError
 
@@ -21,7 +22,7 @@ def add_parser(sub) -> None:
     parser.add_argument("--port", type=int, default=8765, help="port (default 8765)")
     parser.add_argument("--host", default=None,
                         help=f"address to listen on (default {LOOPBACK}); anything else exposes your runs")
-    parser.add_argument("--poll", "--interval", dest="poll", type=float, default=1.5, metavar="SECONDS",
+    parser.add_argument("--poll", "--interval", dest="poll", type=finite(0.0, 3600.0), default=1.5, metavar="SECONDS",
                         help="how often open pages check for new units (default 1.5; 0: never)")
     parser.set_defaults(handler=run)
 
@@ -37,6 +38,24 @@ def listen_address(host: str | None) -> str:
     if not loopback:
         print(f"fabula view: listening on {host}: anyone who can reach it can read these runs", file=loud())
     return host
+
+
+def _check_bind(host: str, port: int) -> None:
+    """The address can be listened on (a valid, local address; the port free): else one line, not the
+    web server's own error after it started."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError, ValueError) as exc:
+        raise CLIError(f"--host {host}: not an address to listen on ({exc})") from exc
+    family, kind, proto, _, address = infos[0]
+    try:
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+    except OSError as exc:
+        raise CLIError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", exit_code=1) from exc
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
     except StoreError as exc:
         raise CLIError(str(exc)) from exc
     host = listen_address(args.host)
+    _check_bind(host, args.port)
     print(f"fabula view: http://{host}:{args.port}/ (Ctrl-C stops it)", file=sys.stderr)
     uvicorn.run(app, host=host, port=args.port, log_level="warning")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from agent.cli.checks import finite
 from agent.cli.errors import CLIError
 from agent.cli.rundir import store_errors
 from agent.store.follow import follow
@@ -19,8 +20,8 @@ def add_parser(sub) -> None:
     parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory")
     parser.add_argument("--from", dest="start", type=int, default=1, metavar="N",
                         help="start at chapter/step N (default 1: everything so far)")
-    parser.add_argument("--interval", "--poll", dest="interval", type=float, default=1.0, metavar="SECONDS",
-                        help="how often to look for new units (default 1)")
+    parser.add_argument("--interval", "--poll", dest="interval", type=finite(0.0, 3600.0, low_open=True), default=1.0,
+                        metavar="SECONDS", help="how often to look for new units (default 1)")
     parser.add_argument("--wait", action="store_true",
                         help="keep waiting after the run stops (e.g. for a later `fabula resume`)")
     parser.set_defaults(handler=run)

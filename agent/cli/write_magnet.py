@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agent import pipelines
+from agent.cli.checks import output_dir
 from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.profile_choice import PROFILE_CHOICES, PROFILE_HELP, choose_profile
@@ -74,7 +75,10 @@ def settings_config(args: argparse.Namespace, flags: dict[str, Any], profile: st
     from agent.magnet.settings import MagnetSettings
 
     out = MagnetSettings.profile_settings(profile)
-    out.update(parse_assignments(args.overrides))
+    given = parse_assignments(args.overrides)
+    if "story" in given:
+        raise CLIError("--set story: the story comes from STORY.toml (its length from --words or --pages)")
+    out.update(given)
     out.update({key: value for key, value in flags.items() if value is not None})
     return out
 
@@ -87,8 +91,10 @@ def _run_dir(args: argparse.Namespace, title: str) -> str:
 
 
 def _start(args: argparse.Namespace, name: str, build: Callable[[str], dict[str, Any]]) -> int:
-    """Check every setting, open the one client, let the profile follow the model, write."""
-    pipelines.get(name).configure(build("default"), LLMOptions())  # checked before anything is opened
+    """Check every setting and the run folder, open the one client, let the profile follow the model, write."""
+    checked = build("default")
+    pipelines.get(name).configure(checked, LLMOptions())  # checked before anything is opened
+    output_dir(_run_dir(args, checked["story"]["title"]))
     llm, model = open_client(choose_model(args))
     try:
         profile = choose_profile(args.profile, model)

@@ -8,13 +8,13 @@ never as completed, and ``fabula resume`` continues it.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from agent import pipelines
+from agent.cli.checks import output_dir
 from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.profile_choice import PROFILE_CHOICES, PROFILE_HELP, choose_profile
@@ -27,7 +27,6 @@ from agent.store.snapshots import ChapterSnapshot, RunTarget
 from agent.text import read_capped
 
 MAX_PROMPT_BYTES = 1 << 20
-MAX_PROMPT_SET_BYTES = 64 << 20
 
 
 def add_parser(sub) -> None:
@@ -86,22 +85,10 @@ def load_prompt(args: argparse.Namespace) -> tuple[str, str | None]:
 
 
 def prompt_from_set(path: str, prompt_id: str) -> str:
-    try:
-        lines = read_capped(path, MAX_PROMPT_SET_BYTES).decode("utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CLIError(f"cannot read --prompts {path}: {exc}") from exc
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CLIError(f"{path}:{number}: not a JSON object ({exc.msg})") from exc
-        if isinstance(item, dict) and str(item.get("id")) == str(prompt_id):
-            if not isinstance(item.get("prompt"), str):
-                raise CLIError(f"{path}:{number}: id {prompt_id} has no prompt text")
-            return item["prompt"]
-    raise CLIError(f"no prompt with id {prompt_id} in {path}")
+    """The prompt ``prompt_id`` of a set read and validated whole (``agent.prompt_set``, as ``batch`` reads it)."""
+    from agent.prompt_set import prompt_by_id
+
+    return prompt_by_id(path, prompt_id)
 
 
 def build_config(args: argparse.Namespace, prompt: str, prompt_id: str | None,
@@ -111,7 +98,7 @@ def build_config(args: argparse.Namespace, prompt: str, prompt_id: str | None,
     config: dict[str, Any] = {"prompt": prompt, "prompt_id": prompt_id, "words": pipeline.check_words(args.words)}
     flags = {"temperature": args.temperature, "context_tokens": getattr(args, "context_tokens", None),
              **{flag.setting: flag.read(args) for flag in pipeline.flags},
-             "plan_cache": str(Path(args.plan_cache).expanduser().resolve()) if getattr(args, "plan_cache", None)
+             "plan_cache": str(output_dir(args.plan_cache, flag="--plan-cache")) if getattr(args, "plan_cache", None)
              else None}
     config.update({k: v for k, v in flags.items() if v is not None})
     config.update(pipeline.settings.profile_settings(profile))  # type: ignore[union-attr]
@@ -147,6 +134,7 @@ def summary_lines(store, writer: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     prompt, prompt_id = load_prompt(args)
     build_config(args, prompt, prompt_id)  # every setting checked before the model is opened
+    output_dir(Path(args.out or "runs"))
     llm, model = open_client(choose_model(args))
     try:
         profile = choose_profile(args.profile, model)

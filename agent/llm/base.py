@@ -252,8 +252,8 @@ def _check_arguments(request: Request) -> None:
             message.get("content"), str
         ):
             raise ValueError(f"bad message (need role system/user/assistant and string content): {message!r}")
-    if request.temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {request.temperature}")
+    if not 0 <= request.temperature < float("inf"):  # nan and inf too
+        raise ValueError(f"temperature must be a finite number >= 0, got {request.temperature}")
     if request.max_tokens < 1:
         raise ValueError(f"max_tokens must be >= 1, got {request.max_tokens}")
     if request.min_tokens is not None and not 0 <= request.min_tokens <= request.max_tokens:

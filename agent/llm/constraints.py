@@ -91,6 +91,8 @@ class Constraint:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise OutputValidationError(f"reply for {self.name} is not JSON ({exc}): {text[:80]!r}") from exc
+        except RecursionError:
+            raise OutputValidationError(f"reply for {self.name} is JSON nested too deeply: {text[:80]!r}") from None
         if self.model is not None:
             try:
                 return self.model.model_validate(data)

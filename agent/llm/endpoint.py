@@ -266,9 +266,14 @@ class EndpointLLM(LLM):
         return body
 
 
+MAX_TOKEN_COUNT = 2**31 - 1
+"""The most tokens one reply may report; a larger count (10**30) is no count at all, and
+would not fit the ledger's 64-bit integers."""
+
+
 def _count(value: Any) -> int:
-    """A token count from a reply; anything that is not a non-negative integer counts as 0."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+    """A token count from a reply; anything that is not an integer in 0..MAX_TOKEN_COUNT counts as 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKEN_COUNT else 0
 
 
 def sampling_fields(sampling: Sampling) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import httpx
 
-from agent.llm.types import EndpointUnavailableError, LLMError
+from agent.llm.types import AuthenticationError, EndpointUnavailableError, LLMError
 
 _RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
 
@@ -190,6 +190,9 @@ class BoundedClient:
                 if status < 400:
                     return self._decode(data, what)
                 problem = f"HTTP {status}: {error_text(data)}"
+                if status in (401, 403):
+                    raise AuthenticationError(f"endpoint {self.shown} refused {what}: {problem} (check --api-key or "
+                                              "FABULA_API_KEY)")
                 if status not in _RETRYABLE_STATUS:
                     raise LLMError(f"endpoint {self.shown} refused {what}: {problem}")
                 last_problem = problem
@@ -234,6 +237,9 @@ class BoundedClient:
         except (ValueError, UnicodeDecodeError):
             raise LLMError(f"endpoint {self.shown} answered {what} with something that is not JSON: "
                            f"{one_line(repr(data[:200]))}") from None
+        except RecursionError:  # e.g. [[[[...]]]] 100,000 deep: valid JSON no reply is shaped like
+            raise LLMError(f"endpoint {self.shown} answered {what} with JSON nested too deeply to be a reply: "
+                           f"{one_line(repr(data[:60]))}") from None
 
 
 def retry_after_s(value: str | None) -> float | None:
@@ -255,7 +261,7 @@ def error_text(data: bytes) -> str:
     """The message inside an error reply, as one short line."""
     try:
         parsed = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return one_line(data[:300].decode("utf-8", "replace"))
     error = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
     if isinstance(error, dict):

@@ -16,7 +16,7 @@ from typing import Any
 
 from agent.llm import shapes
 from agent.llm.http import BoundedClient, one_line
-from agent.llm.types import EndpointUnavailableError, LLMError
+from agent.llm.types import AuthenticationError, EndpointUnavailableError, LLMError
 
 ServerKind = str
 """One of :data:`agent.llm.shapes.KINDS`: ``vllm``, ``sglang``, ``llama.cpp`` (llama-server),
@@ -213,6 +213,8 @@ def _answered(reply: Any, expected: Any) -> bool | None:
     text = _content(reply).strip()
     try:
         value = json.loads(text)
+    except RecursionError:
+        return False
     except ValueError:
         try:
             cut = reply["choices"][0]["finish_reason"] == "length"
@@ -263,7 +265,7 @@ def _post_quietly(client: BoundedClient, probe: ServerProbe, body: dict[str, Any
     try:
         reply = shapes.from_wire(kind, client.request_json("POST", shapes.chat_url(kind, client.base_url),
                                                            body=wire, budget_s=120, retry=False))
-    except EndpointUnavailableError:
+    except (EndpointUnavailableError, AuthenticationError):  # no finding: every later request fails alike
         raise
     except LLMError as exc:
         if want_status:

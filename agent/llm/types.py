@@ -48,6 +48,11 @@ class EndpointUnavailableError(LLMError):
     """The server could not be reached (or kept failing) within the retry budget."""
 
 
+class AuthenticationError(LLMError):
+    """The server refused the credentials (HTTP 401/403): no retry or other request can succeed,
+    so a pipeline stops at the first one instead of asking again."""
+
+
 class UnsupportedSettingError(LLMError):
     """A sampling setting the chosen backend cannot honour; refused rather than ignored."""
 

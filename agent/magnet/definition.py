@@ -21,6 +21,10 @@ from agent.text import read_capped
 
 SCALARS = (str, int, float, bool)
 MAX_PROBLEMS = 10
+MAX_NAME_CHARS = 80
+"""A character's name is a name: at most this many characters, printable, on one line."""
+MAX_CHARACTERS = 64
+"""Every character's card is in every prompt of a step: more than this is not a story the model can hold."""
 KEY_RULE = re.compile(r"^[a-z][a-z0-9_]*$")
 """Variable names: snake_case, as the critic's grammar writes them."""
 
@@ -124,6 +128,8 @@ class StoryDefinition:
             total = _positive_int(words, where, "words")
         elif pages is not None:
             total = round(_positive_number(pages, where, "pages") * pw)
+            if total < 1:
+                raise DefinitionError(f"{where}: --pages {pages:g} is less than one word (at {pw} words a page)")
         elif page_words is not None:
             total = round(self.target_words / self.page_words * pw)
         else:
@@ -149,6 +155,8 @@ def load_definition(path: str | Path) -> StoryDefinition:
         raise DefinitionError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     except tomllib.TOMLDecodeError as exc:
         raise DefinitionError(f"{where}: not valid TOML ({exc})") from exc
+    except RecursionError:
+        raise DefinitionError(f"{where}: not a story definition (arrays or tables nested too deeply)") from None
     return parse_definition(data, where)
 
 
@@ -190,6 +198,8 @@ def parse_definition(data: dict[str, Any], where: str = "story definition") -> S
         p.add("characters", "no characters defined (add [[characters]] tables)")
     elif not isinstance(characters, list) or not all(isinstance(c, dict) for c in characters):
         p.add("characters", "must be an array of tables ([[characters]])")
+    elif len(characters) > MAX_CHARACTERS:
+        p.add("characters", f"{len(characters)} characters; a story has at most {MAX_CHARACTERS}")
     else:
         parsed = [_character(item, p, f"characters[{i}]") for i, item in enumerate(characters)]
     _names(parsed, p)
@@ -226,6 +236,12 @@ def _character(item: dict[str, Any], p: _Problems, at: str) -> Character:
     before = len(p.lines)
     _no_unknown(item, CHARACTER_KEYS, p, at + ".", who)
     name = _text(item, "name", p, at + ".")
+    if len(name) > MAX_NAME_CHARS:
+        p.add(f"{at}.name", f"is {len(name)} characters long; a name has at most {MAX_NAME_CHARS}")
+        name, who = name[:MAX_NAME_CHARS], None
+    if any(not c.isprintable() for c in name):
+        p.add(f"{at}.name", f"{name!r} holds control characters; a name is printable text")
+        name, who = "".join(c for c in name if c.isprintable()), None
     if name.casefold() == "world":
         p.add(f"{at}.name", "'world' is reserved for the world node")
     relationships = item.get("relationships", {})

@@ -68,7 +68,8 @@ def run_step(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state: 
     results = propose_actions(llm, scene, settings)
     actions = [a for a in results if a.attempts]
     if not actions:
-        raise LLMError(f"step {step}: no character produced an action")
+        causes = [r.error for r in results if r.error]
+        raise LLMError(f"step {step}: no character produced an action" + (f" ({causes[0]})" if causes else ""))
     narration = narrate(llm, scene, settings, actions,
                         budget=ending.final_budget(story, settings, state) if final_paragraph else None)
 

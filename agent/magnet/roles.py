@@ -24,7 +24,7 @@ from typing import Any
 from agent.llm import LLM, Completion, LLMError, Request
 from agent.llm.budget import Budget
 from agent.llm.context import is_length_rejection
-from agent.llm.types import Message
+from agent.llm.types import AuthenticationError, Message
 from agent.magnet import prompts, schemas
 from agent.magnet.definition import StoryDefinition
 from agent.magnet.prompts import NO_MEMORY, Candidate, Memory
@@ -79,6 +79,7 @@ def ask_many(llm: LLM, requests: Sequence[Request], retries: int,
     requests = list(requests)
     results: list[Completion | LLMError] = list(llm.generate_many(requests, return_exceptions=True))
     for attempt in range(retries + 1):
+        _stop_at_authentication(results)
         failed = [i for i, r in enumerate(results) if isinstance(r, LLMError)]
         if not failed:
             break
@@ -96,6 +97,13 @@ def ask_many(llm: LLM, requests: Sequence[Request], retries: int,
         for i, result in zip(failed, again, strict=True):
             results[i] = result
     return results
+
+
+def _stop_at_authentication(results: Sequence[Completion | LLMError]) -> None:
+    """A refused credential fails every later call the same way: the run stops at the first."""
+    for result in results:
+        if isinstance(result, AuthenticationError):
+            raise result
 
 
 def _refit(budget: Budget, request: Request) -> Request:

@@ -17,7 +17,6 @@ from agent.settings import SMALL_PROSE_LONG_PROMPTS, SMALL_STRUCTURED_LONG_PROMP
 
 PLANNER_VERSION = "2"
 """2: the outline stage also asks for the book's title (a version-1 cached plan has none)."""
-MIN_WORDS = 500
 
 
 class StoryTarget(WritingControls):

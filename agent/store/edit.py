@@ -97,7 +97,10 @@ def parse_step_document(document: str) -> tuple[list[str], dict[str, Any]]:
         pair = keyvalue.split(line)
         if pair is None:
             raise StoreError(f"world variable line {number}: expected `key = value`, got {line!r}")
-        variables[pair[0]] = keyvalue.value(pair[1], strip=True)
+        try:
+            variables[pair[0]] = keyvalue.value(pair[1], strip=True)
+        except keyvalue.MalformedValue as exc:
+            raise StoreError(f"world variable line {number}: {pair[0]}: {exc}") from None
     return paragraphs, variables
 
 
@@ -122,6 +125,11 @@ def edit_step(store: RunStore, step: int, paragraphs: list[str] | None = None,
         if table is None:
             raise StoreError(f"step {step} has no world variables (a run without structured state?)")
         current = table.items()
+        unknown = sorted(set(variables) - set(current))
+        if unknown:
+            raise StoreError(f"step {step} has no world variable {', '.join(map(repr, unknown[:5]))}; an edit "
+                             f"changes the variables the story has ({', '.join(sorted(current)[:12]) or 'none'}"
+                             f"{', ...' if len(current) > 12 else ''})")
         for key, value in variables.items():
             old = current.get(key)
             if old is not None and json.dumps(old.get("value"), sort_keys=True) == json.dumps(value, sort_keys=True):

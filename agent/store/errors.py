@@ -31,6 +31,12 @@ class RunBusyError(StoreError):
     exit_code = 1
 
 
+class DiskFullError(StoreError):
+    """The disk holding the run is full: nothing committed is lost, nothing more can be written."""
+
+    exit_code = 1
+
+
 class CommitError(StoreError):
     """A unit could not be committed (out of order, already committed, bad data)."""
 

@@ -11,6 +11,7 @@ continues from N+1; where it came from is kept in its plan under ``forked_from``
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
 from pathlib import Path
@@ -33,19 +34,23 @@ def fork_run(source: RunStore, out: str | Path, *, at: int, config: dict[str, An
     if at < 0 or at > info.last_unit:
         raise StoreError(f"--at must be between 0 and {info.last_unit} (the last committed {info.unit_kind}), "
                          f"not {at}")
+    wanted = Path(out).expanduser().resolve()
+    if wanted.is_relative_to(source.run_dir.resolve()):
+        raise StoreError(f"the fork must go outside the run it copies ({out} is "
+                         f"{'that run' if wanted == source.run_dir.resolve() else 'inside it'})")
+    existed = wanted.exists()
     target = new_run_dir(out)
-    if target == source.run_dir:
-        raise StoreError("the fork must go to another directory")
     db = target / DB_NAME
-    src = connect(source.path, readonly=True)
-    dst = sqlite3.connect(str(db))
+    conn = None
     try:
-        src.backup(dst)
-    finally:
-        src.close()
-        dst.close()
-    conn = connect(db)
-    try:
+        src = connect(source.path, readonly=True)
+        dst = sqlite3.connect(str(db))
+        try:
+            src.backup(dst)
+        finally:
+            src.close()
+            dst.close()
+        conn = connect(db)
         with atomic(conn):
             _truncate(conn, at)
             now = time.time()
@@ -62,10 +67,14 @@ def fork_run(source: RunStore, out: str | Path, *, at: int, config: dict[str, An
                          (FORK_KEY, canonical_json(record), now))
             conn.execute("DELETE FROM plan WHERE key = ?", (STALE_KEY,))
         conn.execute("VACUUM")  # the removed units' text does not linger in free pages
-    except BaseException:
-        conn.close()
-        for name in (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm"):
+    except BaseException:  # a full disk, a kill: no half-made fork is left (the source is only read)
+        if conn is not None:
+            conn.close()
+        for name in (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journal"):
             (target / name).unlink(missing_ok=True)
+        if not existed:
+            with contextlib.suppress(OSError):
+                target.rmdir()
         raise
     conn.close()
     return RunStore.open(target)

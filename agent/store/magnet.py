@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent.store.errors import CommitError
-from agent.store.records import Paragraph
+from agent.store.records import Paragraph, stored_text
 from agent.text import count_words
 
 ParagraphSpec = str | tuple[str, str]
@@ -56,7 +56,7 @@ def paragraph_versions(conn: sqlite3.Connection, step: int, seq: int) -> list[di
 
 def all_paragraphs(conn: sqlite3.Connection) -> list[Paragraph]:
     rows = conn.execute("SELECT step, seq, kind, text, words FROM paragraphs ORDER BY step, seq")
-    return [Paragraph(*r) for r in rows]
+    return [Paragraph(r[0], r[1], r[2], stored_text(r[3]), r[4]) for r in rows]
 
 
 def steps(conn: sqlite3.Connection) -> list[dict[str, Any]]:
@@ -77,4 +77,4 @@ def search_paragraphs(conn: sqlite3.Connection, query: str, *, k: int, before_st
         "SELECT p.step, p.seq, p.kind, p.text, p.words FROM paragraph_fts f JOIN paragraphs p ON p.rowid = f.rowid "
         "WHERE paragraph_fts MATCH ? AND p.step < ? ORDER BY bm25(paragraph_fts), p.step, p.seq LIMIT ?",
         (match_expression(terms), before_step, k)).fetchall()
-    return [Paragraph(*r) for r in rows]
+    return [Paragraph(r[0], r[1], r[2], stored_text(r[3]), r[4]) for r in rows]

@@ -31,13 +31,51 @@ def resolve_run_dir(path: str | os.PathLike[str]) -> Path:
 
 def new_run_dir(path: str | os.PathLike[str]) -> Path:
     """Create (or accept an empty-of-runs) directory for a new run; refuse an existing run."""
-    run_dir = Path(path).expanduser().resolve()
-    if run_dir.exists() and not run_dir.is_dir():
-        raise StoreError(f"not a directory: {path}")
+    run_dir = check_output_dir(path)
     if (run_dir / DB_NAME).exists():
         raise StoreError(f"{path} already holds a run; use `fabula resume {path}`")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create the folder {path}: {exc.strerror or exc}") from exc
     return run_dir
+
+
+NAME_MAX = 255
+PATH_MAX = 4096
+
+
+def check_output_dir(path: str | os.PathLike[str], *, what: str = "output folder") -> Path:
+    """A folder a command will write into, checked before any work: it is a folder or can be made
+    one (every existing part of the path is a folder, no name is too long, the nearest existing
+    folder accepts a new entry: not read-only, not /proc, not another user's). Creates nothing;
+    returns the path resolved. Every command that writes a folder checks it here."""
+    shown = str(path)
+    if not shown.strip():
+        raise StoreError(f"the {what} is empty")
+    try:
+        target = Path(path).expanduser().resolve()
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise StoreError(f"{what} {shown}: not a usable path ({exc})") from exc
+    if len(os.fsencode(target)) > PATH_MAX or any(len(os.fsencode(p)) > NAME_MAX for p in target.parts):
+        raise StoreError(f"{what} {shown[:80]}...: a name in it is longer than {NAME_MAX} bytes (or the path than "
+                         f"{PATH_MAX})")
+    existing = target
+    while not existing.exists():
+        if existing.is_symlink():
+            raise StoreError(f"{what} {shown}: {existing} is a dangling link")
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "is" if existing == target else f"is under {existing}, which is"
+        raise StoreError(f"{what} {shown} {where} a file, not a folder")
+    if existing == target and (target / DB_NAME).exists():
+        return target  # the caller says what it does with an existing run
+    try:  # the only test that answers for read-only mounts, /proc, ACLs and quotas alike
+        probe = tempfile.mkdtemp(dir=existing, prefix=".fabula-probe-")
+    except OSError as exc:
+        raise StoreError(f"{what} {shown}: cannot write in {existing} ({exc.strerror or exc})") from exc
+    os.rmdir(probe)
+    return target
 
 
 def inside(run_dir: Path, relative: str | os.PathLike[str]) -> Path:

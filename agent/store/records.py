@@ -6,6 +6,28 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from agent.text import without_nul
+
+
+def stored_json(raw: Any, what: str) -> Any:
+    """A JSON column as written by fabula; a hand-damaged one is a one-line damaged-database error."""
+    from agent.store.errors import NotARunError
+
+    try:
+        return json.loads(raw)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise NotARunError(f"the run database is damaged: its {what} is not JSON ({type(exc).__name__}: "
+                           f"{str(exc)[:80]})") from None
+
+
+def stored_text(raw: Any) -> str:
+    """A text column as a string: a hand-damaged one (binary bytes, a number) is shown, never crashes a reader."""
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, bytes | bytearray | memoryview):
+        return without_nul(bytes(raw).decode("utf-8", "replace"))
+    return "" if raw is None else str(raw)
+
 
 @dataclass(frozen=True)
 class RunInfo:
@@ -27,7 +49,8 @@ class RunInfo:
 
     @classmethod
     def from_row(cls, row: Any) -> RunInfo:
-        return cls(row["pipeline"], row["unit_kind"], json.loads(row["config"]), row["fingerprint"], row["model"],
+        return cls(row["pipeline"], row["unit_kind"], stored_json(row["config"], "run configuration"),
+                   row["fingerprint"], row["model"],
                    row["backend"], row["status"], row["error"], row["target_units"], row["last_unit"],
                    row["created_at"], row["updated_at"], row["finished_at"])
 
@@ -44,7 +67,8 @@ class Chapter:
 
     @classmethod
     def from_row(cls, row: Any) -> Chapter:
-        return cls(row["idx"], row["title"], row["text"], row["words"], row["version"], bool(row["degraded"]),
+        return cls(row["idx"], stored_text(row["title"]), stored_text(row["text"]), row["words"], row["version"],
+                   bool(row["degraded"]),
                    row["degraded_reason"])
 
     def as_dict(self) -> dict[str, Any]:

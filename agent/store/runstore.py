@@ -28,6 +28,7 @@ from agent.store.config import fingerprint
 from agent.store.db import APPLICATION_ID, atomic, connect, looks_like_sqlite
 from agent.store.errors import (
     CommitError,
+    DiskFullError,
     NotARunError,
     SchemaTooNewError,
     StoreError,
@@ -40,6 +41,8 @@ from agent.store.run_parts import Ledgers, PlanRecords, Sessions, UnitReaders, _
 from agent.text import without_nul
 
 UNIT_KINDS = ("chapter", "step")
+REQUIRED_TABLES = frozenset({"run", "chapters", "states", "llm_calls", "sessions", "plan", "steps", "paragraphs"})
+"""Tables every run of the latest schema has; one missing means the database was damaged."""
 
 
 class RunStore(Sessions, PlanRecords, UnitReaders, Ledgers):
@@ -250,14 +253,34 @@ def _check_database(db: Path) -> int:
     try:
         app_id = conn.execute("PRAGMA application_id").fetchone()[0]
         version = schema_version(conn)
+        missing: list[str] = []
         if app_id == APPLICATION_ID:
-            conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()
+            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+            if version >= LATEST:  # an older schema gains its tables when it is upgraded
+                missing = sorted(REQUIRED_TABLES - tables)
     except sqlite3.DatabaseError as exc:
+        if _disk_full(db.parent):  # SQLite cannot make its -shm file: "disk I/O error", not damage
+            raise DiskFullError(f"the disk is full; nothing already committed was lost (SQLite cannot open {db} "
+                                f"without a little free space: {exc}); free some space, then run the command "
+                                "again") from exc
         raise NotARunError(f"{db} is corrupt: {exc}") from exc
     finally:
         conn.close()
     if app_id != APPLICATION_ID:
         raise NotARunError(f"{db} is an SQLite database of some other program, not a fabula run")
+    if missing:  # e.g. a hand-dropped chapters table: never "already completed" over a hole
+        raise NotARunError(f"{db} is damaged: its {', '.join(missing)} table{'s are' if len(missing) > 1 else ' is'} "
+                           "missing")
     if version > LATEST:
         raise SchemaTooNewError(f"{db} has schema version {version}; this fabula knows up to {LATEST} (upgrade fabula)")
     return version
+
+
+def _disk_full(folder: Path) -> bool:
+    """The file system holding ``folder`` has (next to) no free space left."""
+    import shutil
+
+    try:
+        return shutil.disk_usage(folder).free < 64 * 1024
+    except OSError:
+        return False

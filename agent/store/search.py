@@ -38,6 +38,7 @@ import re
 import sqlite3
 from dataclasses import dataclass
 
+from agent.store.records import stored_text
 from agent.text import CJK_CLASS, sentence_spans
 
 MAX_TERMS = 64
@@ -171,4 +172,4 @@ def _ranked(conn: sqlite3.Connection, expression: str, k: int, limit: int) -> li
         "ORDER BY top.rank, w.id"
     )
     rows = conn.execute(sql, (expression, limit, k)).fetchall()
-    return [Hit(int(r[0]), int(r[1]), float(r[2]), str(r[3])) for r in rows]
+    return [Hit(int(r[0]), int(r[1]), float(r[2]), stored_text(r[3])) for r in rows]

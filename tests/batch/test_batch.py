@@ -339,7 +339,11 @@ def test_a_story_whose_run_completed_just_before_a_kill_is_not_written_again(tmp
         assert [r[0] for r in store.query("SELECT kind FROM sessions ORDER BY id")] == ["start"]
 
 
-def test_a_story_killed_while_its_run_was_being_created_starts_again(tmp_path, prompts, monkeypatch, home):
+@pytest.mark.parametrize("left", ["empty file", "no tables yet", "tables, no run row"])
+def test_a_story_killed_while_its_run_was_being_created_starts_again(tmp_path, prompts, monkeypatch, home, left):
+    """#23: a kill inside RunStore.create leaves an empty file, a 4 KiB database without tables
+    (the real bug behind the flaky kill test: it failed as "some other program's database"), or
+    fabula's tables without the run row; each starts again. Some other program's database does not."""
     import sqlite3
 
     monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: Author())
@@ -348,7 +352,17 @@ def test_a_story_killed_while_its_run_was_being_created_starts_again(tmp_path, p
     specs = batch.plan_stories("direct", prompts=prompts, ids="3,7", words=1000)
     batch.create(out, "direct", specs, llm).close()
     (out / "7").mkdir()
-    (out / "7" / "run.db").write_bytes(b"")  # what a kill inside RunStore.create can leave
+    db = out / "7" / "run.db"
+    db.write_bytes(b"")  # what a kill inside RunStore.create can leave
+    if left != "empty file":
+        from agent.store.migrations import migrate
+
+        with sqlite3.connect(db, isolation_level=None) as made:
+            made.execute("PRAGMA journal_mode = WAL")  # the file is created, its schema not yet written
+            if left == "tables, no run row":
+                migrate(made)
+        made.close()
+        assert db.stat().st_size > 0
     conn = sqlite3.connect(out / "batch.db")
     with conn:
         conn.execute("UPDATE stories SET status = 'running', attempts = 1, pid = 2147483646 WHERE key = '7'")
@@ -357,3 +371,63 @@ def test_a_story_killed_while_its_run_was_being_created_starts_again(tmp_path, p
     assert result.complete, [r.error for r in result.stories]
     with RunStore.open(out / "7", readonly=True) as store:
         assert store.info().status == "completed" and store.words_written() == 1000
+
+
+def test_some_other_programs_database_in_a_story_folder_is_not_removed(tmp_path, prompts, monkeypatch, home):
+    import sqlite3
+
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: Author())
+    out = tmp_path / "batch"
+    llm = LLMOptions("endpoint", endpoint="http://127.0.0.1:9/v1")
+    batch.create(out, "direct", batch.plan_stories("direct", prompts=prompts, ids="3,7", words=1000), llm).close()
+    (out / "7").mkdir()
+    with sqlite3.connect(out / "7" / "run.db") as other:
+        other.execute("CREATE TABLE photos (id INTEGER)")
+    other.close()
+    result = batch.run(out, llm=llm)
+    assert not result.complete and (out / "7" / "run.db").exists()
+    with sqlite3.connect(out / "7" / "run.db") as other:
+        assert other.execute("SELECT name FROM sqlite_master").fetchall() == [("photos",)]
+    other.close()
+
+
+def test_the_tracker_counts_stories_left_stopped_or_running_as_pending_on_resume():
+    """#23: the tracker's count of stopped stories on resume was untested. A resumed batch shows
+    the stories a stop (or a kill) left as pending, to be written again, not as stopped."""
+    from types import SimpleNamespace
+
+    from agent.batch.tracker import Tracker
+
+    rows = [SimpleNamespace(key=k, status=s, words=w, target_words=1000) for k, s, w in
+            [("a", "completed", 1000), ("b", "stopped", 400), ("c", "running", 300), ("d", "failed", 0),
+             ("e", "pending", 0)]]
+    updates = []
+    tracker = Tracker(rows, sink=updates.append)
+    snap = tracker.snapshot()
+    assert (snap.completed, snap.stopped, snap.running, snap.failed, snap.pending) == (1, 0, 0, 1, 3)
+    tracker.started("b")
+    tracker.ended("b", "stopped", 500)
+    snap = tracker.snapshot()
+    assert (snap.stopped, snap.pending, snap.running) == (1, 2, 0)
+    assert updates[-1].kind == "ended" and updates[-1].status == "stopped"
+
+
+def test_a_run_that_returns_before_its_last_unit_is_a_failed_story(tmp_path, prompts, monkeypatch, home):
+    """#23: a batch outcome when a run returns before its last unit was untested: such a story is
+    failed (with why), never counted completed, and a resume writes it again."""
+    real_start = pipelines.start
+
+    def start_and_return_early(path, pipeline, config, llm, **kwargs):
+        store = RunStore.create(path, pipeline=pipeline, config=pipelines.get(pipeline).configure(config, llm),
+                                target_units=1)
+        return store  # returns with no unit written and the run not completed
+
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: Author())
+    monkeypatch.setattr(pipelines, "start", start_and_return_early)
+    out = tmp_path / "batch"
+    llm = LLMOptions("endpoint", endpoint="http://127.0.0.1:9/v1")
+    result = batch.run_batch(out, "direct", prompts=prompts, ids="3", words=1000, llm=llm)
+    assert not result.complete and result.count("failed") == 1 and result.count("completed") == 0
+    assert "before its last unit" in (result.stories[0].error or "")
+    monkeypatch.setattr(pipelines, "start", real_start)
+    assert batch.run(out, llm=llm).complete

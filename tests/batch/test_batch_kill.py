@@ -36,28 +36,45 @@ def _rows(folder: Path) -> list[tuple[str, str, int]]:
         return []
 
 
+def _hold_when_part_way(server: AuthorServer, out: Path, process: subprocess.Popen, *, completed: bool = True) -> None:
+    """Hold every author call once a story is part-way (and, with ``completed``, another one done),
+    and return when both writers wait on a held call and that still holds: where each story is is
+    then known, not raced against the batch (the kill or Ctrl-C lands on two waiting calls)."""
+    def part_way() -> bool:
+        rows = _rows(out)
+        return (not completed or any(s == "completed" for _, s, _ in rows)) \
+            and any(s == "running" and u >= 1 for _, s, u in rows)
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if part_way():
+            server.gate.clear()
+            while time.monotonic() < deadline and server.waiting < 2 and process.poll() is None:
+                time.sleep(0.01)
+            if server.waiting >= 2 and part_way():
+                return
+            server.gate.set()  # a story finished meanwhile: let it go on and look again
+        time.sleep(0.01)
+    process.kill()
+    _, err = process.communicate()
+    pytest.fail(f"the batch never got part-way (rows {_rows(out)}): {(err or b'')[-800:]!r}")
+
+
 def test_sigkill_mid_batch_then_resume_loses_and_duplicates_nothing(tmp_path):
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("\n".join(json.dumps({"id": i, "prompt": f"Story {i}: a bell rings at sea."})
                                  for i in range(1, 6)) + "\n")
-    server = AuthorServer(delay_s=0.12)  # a chapter takes 4+ replies: the kill lands well inside one
+    server = AuthorServer(delay_s=0.02)
     env = {**os.environ, "FABULA_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)}
     out = tmp_path / "batch"
     cmd = [sys.executable, "-m", "agent.cli", "batch", "--pipeline", "nst", "--prompts", str(prompts), "--words",
            "1500", "--out", str(out), "--concurrency", "2", "--endpoint", server.url, "--quiet"]
     try:
         process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:  # one story done and another one part-way through
-            rows = _rows(out)
-            if any(s == "completed" for _, s, _ in rows) and any(s == "running" and u >= 1 for _, s, u in rows):
-                break
-            time.sleep(0.02)
-        else:
-            process.kill()
-            pytest.fail("the batch never got part-way: " + process.stderr.read().decode()[-500:])
+        _hold_when_part_way(server, out, process)  # both writers wait on a call: the kill lands there
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=10)
+        server.gate.set()
 
         with BatchStore.open(out, readonly=True) as db:
             before = {r.key: r for r in db.stories()}
@@ -79,8 +96,8 @@ def test_sigkill_mid_batch_then_resume_loses_and_duplicates_nothing(tmp_path):
         resumed = subprocess.run([sys.executable, "-m", "agent.cli", "batch", "resume", str(out), "--endpoint",
                                   server.url, "--quiet"], cwd=ROOT, env=env, capture_output=True, text=True,
                                  timeout=180)
-        assert resumed.returncode == 0, resumed.stderr
-        assert "5 of 5 stories completed" in resumed.stdout
+        assert resumed.returncode == 0 and "5 of 5 stories completed" in resumed.stdout, \
+            resumed.stdout[-1500:] + resumed.stderr[-1500:]
     finally:
         server.close()
 
@@ -109,17 +126,17 @@ def test_sigkill_mid_batch_then_resume_loses_and_duplicates_nothing(tmp_path):
 def test_ctrl_c_stops_every_story_cleanly_and_resume_completes(tmp_path):
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("\n".join(json.dumps({"id": i, "prompt": f"Story {i}: a bell rings."}) for i in range(1, 5)))
-    server = AuthorServer(delay_s=0.05)
+    server = AuthorServer(delay_s=0.02)
     env = {**os.environ, "FABULA_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)}
     out = tmp_path / "batch"
     cmd = [sys.executable, "-m", "agent.cli", "batch", "--pipeline", "nst", "--prompts", str(prompts), "--words",
            "1500", "--out", str(out), "--concurrency", "2", "--endpoint", server.url]
     try:
         process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not any(s == "running" and u >= 1 for _, s, u in _rows(out)):
-            time.sleep(0.02)
+        _hold_when_part_way(server, out, process, completed=False)  # the batch cannot end before Ctrl-C
         process.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        server.gate.set()  # the calls in flight are answered; each story stops at its next call
         _, err = process.communicate(timeout=60)
         assert process.returncode == 130, err[-800:]
         assert "stopping: " in err and " at their next model call (Ctrl-C again to leave at once)" in err

@@ -268,3 +268,18 @@ def test_a_criteria_design_finished_by_a_rerun_is_not_left_unfinished(tmp_path):
         assert run_row(store)["excluded"] == ["unfinished judgments: 1 failed quality_criteria judgment(s)"]
         assert judge_quality(store, story, Judge(FnLLM(reply), "j"), tmp_path / "c")["ok"] == 5
         assert run_row(store)["excluded"] == []
+
+
+def test_duplicate_runs_of_a_prompt_pair_the_first_and_say_so():
+    """#23: keeping the last of duplicate runs passed every test. The first one is paired, the
+    repeat is named in a note, and a partner-less run is named too."""
+    from agent.eval.compare import pair_rows
+
+    a = [{"run": "a1", "prompt_key": "1", "target_words": 1000}, {"run": "a1-again", "prompt_key": "1",
+                                                                   "target_words": 1000},
+         {"run": "a2", "prompt_key": "2", "target_words": 1000}]
+    b = [{"run": "b1", "prompt_key": "1", "target_words": 1000}]
+    pairs, notes = pair_rows(a, b)
+    assert {k: (x["run"], y["run"]) for k, (x, y) in pairs.items()} == {("1", 1000): ("a1", "b1")}
+    assert any("a1-again repeats prompt 1" in n and "the first is used" in n for n in notes)
+    assert any("a2 has no partner" in n for n in notes)

@@ -239,3 +239,50 @@ def test_show_history_lists_failed_calls_and_rejected_updates(tmp_path, capsys):
     assert "failed: character Cy: Cy's call timed out -> sat this step out" in out
     assert "failed: narrator-select: no json -> selection failed 2 time(s), kept the first action alone (Ann)" in out
     assert "rejected by the narrator: Bob.acted = " in out
+
+
+def test_a_resumed_run_continues_from_the_state_it_stopped_at(tmp_path):
+    """#23: the resume tests checked numbering and the records before the interruption, never the
+    state after resuming: a resume that restarted from the initial state passed them all (13 steps
+    and 489 words instead of 11 and 415, the word count restarting). Here the resumed story must
+    end exactly where the uninterrupted one does, its running totals continuing, not restarting."""
+    def fail(request, n):
+        return LLMError("server went away") if request.role == "narrator" and n >= 3 else None
+
+    config = _config(words=400)
+    whole = _run(tmp_path, StoryLLM(), config, name="whole")
+    store = RunStore.create(tmp_path / "r", pipeline="magnet", config=config, unit_kind="step")
+    with pytest.raises(LLMError), store.session("start"):
+        write_story(store, StoryLLM(fail=fail), config)
+    stopped_words = store.state(2)["words"]
+    with store.session("resume"):
+        write_story(store, StoryLLM(), config)
+    assert store.info().last_unit == whole.info().last_unit
+    words = sum(p.words for p in store.paragraphs())
+    assert words == sum(p.words for p in whole.paragraphs()) == store.state()["words"]
+    assert store.steps()[2]["record"]["words_total"] > stopped_words  # step 3 went on from step 2's total
+    world = store.state()["world"]["variables"]
+    assert {k: set(v) for k, v in world.items()} == {k: set(v) for k, v in whole.state()["world"]["variables"].items()}
+
+
+LOOPED = "The keeper counted the lanterns by the door again. " * 12
+CLEAN = ("Rain fell on the old house. A gull cried over the grey harbour while the tide turned, and nobody spoke "
+         "of the missing will that night.")
+
+
+@pytest.mark.parametrize("second, kept", [(CLEAN, CLEAN), (LOOPED + LOOPED, LOOPED)])
+def test_the_paragraph_repetition_guard_asks_again_and_keeps_the_less_repetitive(tmp_path, second, kept):
+    """#23: `_unrepeated` had no scripted test (disabled, every test passed). A looping paragraph
+    is asked for once more with the repeated passage quoted; the less repetitive of the two is kept."""
+    llm = StoryLLM(narrator=lambda request, n: LOOPED if n == 1 else second)
+    store = _run(tmp_path, llm, _config(words=100, goal_shift=False))
+    narrator = llm.by_role("narrator")
+    assert len(narrator) == 2 and "REJECTED: the draft repeats itself" in narrator[1].messages[-1]["content"]
+    assert narrator[1].messages[-2] == {"role": "assistant", "content": LOOPED.strip()}
+    assert [p.text for p in store.paragraphs() if p.kind == "narration"] == [kept.strip()]
+
+
+def test_the_repetition_guard_off_sends_one_call(tmp_path):
+    llm = StoryLLM(narrator=lambda request, n: LOOPED)
+    store = _run(tmp_path, llm, _config(words=100, goal_shift=False, repetition_guard=False))
+    assert len(llm.by_role("narrator")) == 1 and store.paragraphs()[0].text == LOOPED.strip()

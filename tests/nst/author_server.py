@@ -38,6 +38,14 @@ class AuthorServer:
         self.author = author or Author()
         self.delay_s = delay_s
         self.count = 0
+        self.prompt_tokens: int = 100
+        self.gate = threading.Event()
+        """Open (set) by default; a test clears it to hold every author request at the door (the
+        probe is still answered), then knows exactly where each writer is: waiting on a call."""
+        self.gate.set()
+        self.waiting = 0
+        self._waiting_lock = threading.Lock()
+        """What every reply reports as its prompt tokens (a hostile test sets 10**30)."""
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -61,6 +69,12 @@ class AuthorServer:
                 if probe is not None:
                     self._send(probe[1], probe[0])
                     return
+                if not outer.gate.is_set():
+                    with outer._waiting_lock:
+                        outer.waiting += 1
+                    outer.gate.wait()
+                    with outer._waiting_lock:
+                        outer.waiting -= 1
                 time.sleep(outer.delay_s)
                 outer.count += 1
                 schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
@@ -70,7 +84,7 @@ class AuthorServer:
                 text, finish = outer.author.reply(request)
                 self._send({"model": "scripted-author", "choices": [{"message": {"content": text},
                                                                      "finish_reason": finish}],
-                            "usage": {"prompt_tokens": 100, "completion_tokens": len(text) // 4,
+                            "usage": {"prompt_tokens": outer.prompt_tokens, "completion_tokens": len(text) // 4,
                                       "prompt_tokens_details": {"cached_tokens": 60}}})
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -79,5 +93,6 @@ class AuthorServer:
         self.thread.start()
 
     def close(self) -> None:
+        self.gate.set()
         self.httpd.shutdown()
         self.httpd.server_close()
