@@ -8,10 +8,11 @@ committed as one chapter so that ``show``, ``export`` and evaluation read it lik
 from __future__ import annotations
 
 from agent import pipelines
+from agent.limits import MAX_WORDS, MIN_WORDS
 from agent.llm import LLM
 from agent.llm.types import Message
 from agent.nst.budget import run_budget
-from agent.nst.config import MAX_WORDS, MIN_WORDS, DirectConfig
+from agent.nst.config import DirectConfig
 from agent.nst.drafting import Drafter, draft_until_gate, record_attempt
 from agent.nst.length import initial_ratio
 from agent.run_context import EventSink, RunContext

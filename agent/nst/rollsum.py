@@ -13,10 +13,11 @@ from typing import Any
 
 from agent import pipelines
 from agent.gate import Gate
+from agent.limits import MAX_WORDS, MIN_WORDS
 from agent.llm import LLM
 from agent.llm.types import Message
 from agent.nst.budget import run_budget
-from agent.nst.config import MAX_WORDS, MIN_WORDS, RollSumConfig
+from agent.nst.config import RollSumConfig
 from agent.nst.drafting import Drafter, draft_until_gate, record_attempt
 from agent.nst.length import initial_ratio
 from agent.nst.planning import PLANNING_WORDS, frozen_plan, stop_after_plan

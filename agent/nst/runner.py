@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent import pipelines
+from agent.limits import MAX_WORDS, MIN_WORDS
 from agent.llm import LLM
 from agent.nst.budget import run_budget
-from agent.nst.config import MAX_WORDS, MIN_WORDS, NstConfig
+from agent.nst.config import NstConfig
 from agent.nst.length import initial_ratio
 from agent.nst.loop import ChapterLoop
 from agent.nst.planning import PLANNING_WORDS, frozen_plan, stop_after_plan

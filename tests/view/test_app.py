@@ -135,7 +135,7 @@ def test_an_old_schema_is_refused_not_upgraded(tmp_path, client):
 def test_watch_prints_a_finished_run_then_returns(nst_dir, capsys):
     assert main(["watch", str(nst_dir), "--from", "3"]) == 0
     out = capsys.readouterr()
-    assert "## Chapter 3: Chapter 3" in out.out and "Chapter 1:" not in out.out
+    assert "## Chapter 3\n" in out.out and "Chapter 3: Chapter 3" not in out.out and "Chapter 1" not in out.out
     assert "completed at chapter 3 of 3" in out.err
 
 

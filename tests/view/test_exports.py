@@ -26,8 +26,8 @@ def test_markdown_has_front_matter_and_one_hash_heading_per_chapter(nst_dir):
     assert fields["title"] == '"The Bell Keeper"' and fields["author"] == '"fabula (scripted-author)"'
     assert fields["pipeline"] == '"nst"' and re.fullmatch(r'"\d{4}-\d\d-\d\d"', fields["date"])
     headings = re.findall(r"^# .*$", body, flags=re.M)
-    assert headings[0] == "# Chapter 1: Chapter 1" and headings[2] == "# Chapter 3: Chapter 3" and len(headings) == 3
-    assert headings[1].startswith("# Chapter 2: Chapter 2 [DEGRADED: ")  # the degraded marker (#13)
+    assert headings[0] == "# Chapter 1" and headings[2] == "# Chapter 3" and len(headings) == 3
+    assert headings[1].startswith("# Chapter 2 [DEGRADED: ")  # the degraded marker (#13)
     assert not re.search(r"^## ", body, flags=re.M)
     positions = [body.index(t) for t in texts]
     assert positions == sorted(positions)
@@ -44,7 +44,7 @@ def test_epub_reads_back_with_title_author_toc_and_one_file_per_chapter(nst_dir,
     assert book.get_metadata("DC", "creator")[0][0] == "fabula (scripted-author)"
     chapters = [i for i in book.get_items_of_type(ebooklib.ITEM_DOCUMENT) if i.get_name().startswith("chapter_")]
     assert [c.get_name() for c in chapters] == ["chapter_001.xhtml", "chapter_002.xhtml", "chapter_003.xhtml"]
-    assert [t.title for t in book.toc] == ["Chapter 1: Chapter 1", "Chapter 2: Chapter 2", "Chapter 3: Chapter 3"]
+    assert [t.title for t in book.toc] == ["Chapter 1", "Chapter 2", "Chapter 3"]
     with RunStore.open(nst_dir, readonly=True) as store:
         first, last = quotes(store)
     body1 = chapters[0].get_content().decode()
