@@ -241,17 +241,22 @@ def test_a_stopped_batch_leaves_every_story_resumable(tmp_path, prompts, monkeyp
 
 
 class Slow(Author):
-    """Counts how many requests it answers at once (a server that holds each reply 0.3 s)."""
+    """Counts how many requests it answers at once: a server that holds each story's reply until
+    ``expected`` are in flight together (or 10 s pass), so a loaded machine cannot make K stories
+    that do run at once look sequential, and stories that do not run at once still fail."""
 
-    lock = threading.Lock()
+    lock = threading.Condition()
     active = peak = 0
+    expected = 1
 
     def reply(self, request):
         if request.role == "direct_story":
             with Slow.lock:
                 Slow.active += 1
                 Slow.peak = max(Slow.peak, Slow.active)
-            time.sleep(0.3)
+                Slow.lock.notify_all()
+                Slow.lock.wait_for(lambda: Slow.active >= Slow.expected, timeout=10)
+            time.sleep(0.05)
             with Slow.lock:
                 Slow.active -= 1
         return super().reply(request)
@@ -260,6 +265,7 @@ class Slow(Author):
 @pytest.mark.parametrize("k", [1, 4])
 def test_k_stories_run_at_the_same_time_against_one_server(tmp_path, prompts, k, home):
     Slow.active = Slow.peak = 0
+    Slow.expected = k
     server = AuthorServer(author=Slow())
     try:
         started = time.monotonic()
