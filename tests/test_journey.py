@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from agent.store import RunStore
-from tests.author_server import AuthorServer
 from tests.nst.author import BOOK_TITLE
+from tests.nst.author_server import AuthorServer
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "A lighthouse keeper finds a bell that rings by itself."
@@ -120,7 +120,7 @@ def epubcheck() -> list[str] | None:
 def test_the_writers_road_through_the_cli(tmp_path):
     env = clean_env(tmp_path / "home")
     run, fork, book = tmp_path / "keeper", tmp_path / "keeper-b", tmp_path / "keeper.epub"
-    with AuthorServer(delay_s=0.2) as server:
+    with AuthorServer(delay_s=0.2, vllm=True) as server:
         nothing = fabula(env, "write", "nst", "--prompt", PROMPT, "--words", "5", "--endpoint", server.url, "-o", run)
         assert nothing.returncode == BAD_INPUT and not run.exists()
         planned = fabula(env, "write", "nst", "--prompt", PROMPT, "--words", "2000", "--endpoint", server.url,

@@ -2,7 +2,7 @@
 continues on its own server with no flags, refusals that leave a run as it was, the call
 timeout bounding the pre-run check, the config file, the profile that follows the model, and
 a batch that stops on a dead server. The server is the scripted author behind a vLLM-shaped
-HTTP server (``tests/author_server.py``): the real endpoint backend, probe and ledger."""
+HTTP server (``tests/nst/author_server.py``): the real endpoint backend, probe and ledger."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from agent.cli import main
 from agent.store import RunStore
-from tests.author_server import AuthorServer
+from tests.nst.author_server import AuthorServer
 
 PROMPT = "A lighthouse keeper finds a bell that rings by itself."
 
@@ -34,7 +34,7 @@ def _stopped_after_chapter_one(server: AuthorServer, out) -> None:
 
 @pytest.fixture
 def server():
-    with AuthorServer() as running:
+    with AuthorServer(vllm=True) as running:
         yield running
 
 
@@ -48,12 +48,12 @@ def _no_model_environment(monkeypatch):
 def test_resume_with_no_flags_continues_on_the_server_the_run_was_written_on(server, tmp_path, capsys):
     out = tmp_path / "run"
     _stopped_after_chapter_one(server, out)
-    before = len(server.chats)
+    before = server.count
     capsys.readouterr()
     assert main(["resume", str(out)]) == 0
     err = capsys.readouterr().err
     assert f"at {server.url}, model scripted-author (endpoint from the run's record)" in err
-    assert len(server.chats) > before  # chapter 2 was written by this server
+    assert server.count > before  # chapter 2 was written by this server
     with RunStore.open(out, readonly=True) as store:
         assert (store.info().status, store.info().last_unit) == ("completed", 2)
 
@@ -69,18 +69,18 @@ def test_a_write_and_a_resume_each_open_one_client(server, tmp_path):
 def test_a_moved_server_is_given_with_endpoint_and_is_no_configuration_change(server, tmp_path, capsys):
     out = tmp_path / "run"
     _stopped_after_chapter_one(server, out)
-    with AuthorServer() as moved:
+    with AuthorServer(vllm=True) as moved:
         assert main(["resume", str(out), "--endpoint", moved.url, "--quiet"]) == 0
-        assert moved.chats and "changed" not in capsys.readouterr().err
+        assert moved.count and "changed" not in capsys.readouterr().err
 
 
 def test_fork_and_edit_use_the_runs_server_and_a_fork_resumes_as_printed(server, tmp_path, capsys):
     out, fork, edited = tmp_path / "run", tmp_path / "fork", tmp_path / "ch1.md"
     assert _write(server, out) == 0
     edited.write_text("The keeper buried the bell under the pier and said nothing to anyone about the storm.")
-    before = len(server.chats)
+    before = server.count
     assert main(["edit", str(out), "--chapter", "1", "--file", str(edited)]) == 0  # re-derived on the server
-    assert len(server.chats) == before + 1
+    assert server.count > before  # the re-derivation called the run's own server
     capsys.readouterr()
     assert main(["fork", str(out), "--at", "1", "--out", str(fork), "--no-run"]) == 0
     printed = capsys.readouterr().err.strip().splitlines()[-1]
@@ -168,7 +168,7 @@ def test_a_damaged_config_file_is_one_line_for_every_model_command(tmp_path, cap
 
 
 def test_the_profile_follows_a_tiny_model_and_a_flag_overrides_it(tmp_path, capsys):
-    with AuthorServer(model="HuggingFaceTB/SmolLM2-135M-Instruct") as tiny:
+    with AuthorServer(model="HuggingFaceTB/SmolLM2-135M-Instruct", vllm=True) as tiny:
         assert _write(tiny, tmp_path / "auto") == 0
         err = capsys.readouterr().err
         assert "profile small for the tiny model HuggingFaceTB/SmolLM2-135M-Instruct (135M parameters" in err

@@ -1,7 +1,14 @@
 """The scripted author behind a tiny OpenAI-compatible HTTP server, for real ``fabula`` subprocesses.
 
 The role of each request is inferred from what a real server sees: the response schema (an
-outline or a tool call) or, for plain text, the last user message.
+outline or a tool call) or, for plain text, the last user message. ``vllm=True`` answers
+``GET /v1/models`` (and ``/version``) as vLLM does, so the endpoint backend probes it as vLLM
+(context from ``max_model_len``); it has no ``/tokenize`` (prompts are then counted with the
+characters estimate, as for the author in process). For the writer's-road tests:
+``stall_models`` makes ``GET /v1/models`` hang (a server that accepts and never answers);
+``fail_chats`` answers every story call with HTTP 500, ``fail_after`` does once that many were
+answered (a server that breaks mid-run); ``model_lists`` counts the model lists asked for (one
+per client opened).
 """
 
 from __future__ import annotations
@@ -34,9 +41,15 @@ def infer_role(body: dict) -> str:
 
 
 class AuthorServer:
-    def __init__(self, author: Author | None = None, delay_s: float = 0.0) -> None:
+    def __init__(self, author: Author | None = None, delay_s: float = 0.0, *, model: str = "scripted-author",
+                 vllm: bool = False) -> None:
         self.author = author or Author()
         self.delay_s = delay_s
+        self.model, self.vllm = model, vllm
+        self.stall_models = False
+        self.fail_chats = False
+        self.fail_after: int | None = None
+        self.model_lists = 0
         self.count = 0
         self.prompt_tokens: int = 100
         self.gate = threading.Event()
@@ -61,7 +74,18 @@ class AuthorServer:
                 self.wfile.write(data)
 
             def do_GET(self):
-                self._send({"data": [{"id": "scripted-author"}]})
+                if self.path.startswith("/v1/models"):
+                    outer.model_lists += 1
+                    if outer.stall_models:
+                        time.sleep(120)  # accepts, never answers (the client's timeout ends it)
+                        return
+                    entry = {"id": outer.model, "object": "model", "owned_by": "vllm", "max_model_len": 32768} \
+                        if outer.vllm else {"id": outer.model}
+                    self._send({"object": "list", "data": [entry]})
+                elif outer.vllm and self.path == "/version":
+                    self._send({"version": "0.32.0"})
+                else:
+                    self._send({"error": "no route"}, 404)
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -75,6 +99,9 @@ class AuthorServer:
                     outer.gate.wait()
                     with outer._waiting_lock:
                         outer.waiting -= 1
+                if outer.fail_chats or (outer.fail_after is not None and outer.count >= outer.fail_after):
+                    self._send({"error": {"message": "the model crashed"}}, 500)
+                    return
                 time.sleep(outer.delay_s)
                 outer.count += 1
                 schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
@@ -82,7 +109,7 @@ class AuthorServer:
                                   max_tokens=body["max_tokens"], role=infer_role(body))
                 request.constraint = to_constraint(request.output_type)
                 text, finish = outer.author.reply(request)
-                self._send({"model": "scripted-author", "choices": [{"message": {"content": text},
+                self._send({"model": outer.model, "choices": [{"message": {"content": text},
                                                                      "finish_reason": finish}],
                             "usage": {"prompt_tokens": outer.prompt_tokens, "completion_tokens": len(text) // 4,
                                       "prompt_tokens_details": {"cached_tokens": 60}}})
@@ -96,3 +123,9 @@ class AuthorServer:
         self.gate.set()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+    def __enter__(self) -> AuthorServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
