@@ -119,16 +119,7 @@ class EmbeddedLLM(LLM):
             request.messages, add_generation_prompt=True, return_tensors="pt", return_dict=True,
             **template_kwargs,
         )["input_ids"]
-        kwargs: dict[str, Any] = {"max_new_tokens": request.max_tokens, "pad_token_id": self._pad_id()}
-        if request.temperature > 0:
-            kwargs.update(do_sample=True, temperature=request.temperature, top_k=0, top_p=1.0)
-        else:
-            kwargs.update(do_sample=False, temperature=None, top_k=None, top_p=None)
-        if request.min_tokens:
-            kwargs["min_new_tokens"] = request.min_tokens
-        processors = sampling_kwargs(request.sampling, kwargs, sampled=request.temperature > 0)
-        if request.stop:
-            kwargs.update(stop_strings=request.stop, tokenizer=self.tokenizer)
+        kwargs, processors = self._generation_kwargs(request)
         with self._lock:
             if request.constraint is not None:
                 from outlines.backends.outlines_core import OutlinesCoreLogitsProcessor
@@ -152,8 +143,31 @@ class EmbeddedLLM(LLM):
                     input_ids=prompt_ids, attention_mask=torch.ones_like(prompt_ids), **kwargs
                 )
         new_ids = output[0, prompt_ids.shape[1] :].tolist()
-        eos_ids = self._eos_ids()
-        finished = bool(new_ids) and new_ids[-1] in eos_ids
+        text, finish_reason = self._read_output(request, new_ids, runaway)
+        return RawReply(
+            text=text,
+            finish_reason=finish_reason,
+            usage=Usage(prompt_tokens=int(prompt_ids.shape[1]), completion_tokens=len(new_ids)),
+            model=self.model,
+        )
+
+    def _generation_kwargs(self, request: Request) -> tuple[dict[str, Any], list[Any]]:
+        """``generate``'s arguments for ``request`` and its logits processors (sampling controls)."""
+        kwargs: dict[str, Any] = {"max_new_tokens": request.max_tokens, "pad_token_id": self._pad_id()}
+        if request.temperature > 0:
+            kwargs.update(do_sample=True, temperature=request.temperature, top_k=0, top_p=1.0)
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_k=None, top_p=None)
+        if request.min_tokens:
+            kwargs["min_new_tokens"] = request.min_tokens
+        processors = sampling_kwargs(request.sampling, kwargs, sampled=request.temperature > 0)
+        if request.stop:
+            kwargs.update(stop_strings=request.stop, tokenizer=self.tokenizer)
+        return kwargs, processors
+
+    def _read_output(self, request: Request, new_ids: list[int], runaway: Any) -> tuple[str, str]:
+        """The reply's text and finish reason from the generated token ids."""
+        finished = bool(new_ids) and new_ids[-1] in self._eos_ids()
         content_ids = new_ids[:-1] if finished else new_ids
         text = self.tokenizer.decode(content_ids, skip_special_tokens=True)
         finish_reason = "stop" if finished else "length"
@@ -165,12 +179,7 @@ class EmbeddedLLM(LLM):
             finish_reason = "stop"
         if runaway is not None and runaway.stopped:
             finish_reason = "length"  # cut short, as if at max_tokens: the layer above retries it once
-        return RawReply(
-            text=text,
-            finish_reason=finish_reason,
-            usage=Usage(prompt_tokens=int(prompt_ids.shape[1]), completion_tokens=len(new_ids)),
-            model=self.model,
-        )
+        return text, finish_reason
 
     def _eos_ids(self) -> set[int]:
         ids = self.hf_model.generation_config.eos_token_id
