@@ -107,8 +107,9 @@ def test_a_world_written_before_subjects_is_read_and_converted():
     # the old duplicate (prefixed and unprefixed) collapses into one variable; the later write wins
     assert world.value("Ann", "holding_back_evidence") is False
     assert world.location("Ann") == "library" and world.relationships("Ann") == {"Bob": "cousin"}
-    assert sorted(world.pairs()) == [("Ann", "holding_back_evidence"), ("Ann", "location"),
-                                     ("Ann", "relationship_with_bob"), ("Bob", "location"), ("world", "codicil_missing")]
+    expected = [("Ann", "holding_back_evidence"), ("Ann", "location"), ("Ann", "relationship_with_bob"),
+                ("Bob", "location"), ("world", "codicil_missing")]
+    assert sorted(world.pairs()) == expected
 
 
 def test_coerce():
