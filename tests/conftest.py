@@ -45,6 +45,19 @@ def embedded_llm():
     if missing:
         pytest.skip(f"embedded backend not installed (missing {', '.join(missing)}): "
                     "run scripts/setup (or pip install -e '.[cpu]')")
+    from agent.llm.embedded_engines import open_embedded
+
+    llm = open_embedded()  # the default engine: llama.cpp where installed, else transformers
+    yield llm
+    llm.close()
+
+
+@pytest.fixture(scope="session")
+def transformers_llm():
+    """The embedded model on the transformers engine (the fallback where llama.cpp is absent)."""
+    missing = _missing("torch", "transformers", "outlines", "outlines_core")
+    if missing:
+        pytest.skip(f"embedded backend not installed (missing {', '.join(missing)})")
     from agent.llm.embedded import EmbeddedLLM
 
     llm = EmbeddedLLM()

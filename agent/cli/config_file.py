@@ -43,6 +43,8 @@ KEYS: dict[str, Key] = {
     "call_timeout": Key(float, "seconds one model call may take on a server, retries included", "FABULA_CALL_TIMEOUT"),
     "allow_unconstrained": Key(bool, "use a server that does not enforce JSON schemas (parse, validate, re-ask)",
                                "FABULA_ALLOW_UNCONSTRAINED"),
+    "embedded_engine": Key(str, "the embedded model's engine: auto (llama.cpp where installed), llama.cpp or "
+                           "transformers", "FABULA_EMBEDDED_ENGINE"),
     "judge_endpoint": Key(str, "the judges' server base URL", "FABULA_JUDGE_ENDPOINT"),
     "judge_model": Key(str, "the judge model's name", "FABULA_JUDGE_MODEL"),
     "judge_api_key": Key(str, "the bearer token for the judges' server", "FABULA_JUDGE_API_KEY", secret=True),

@@ -25,6 +25,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+JSON_WHITESPACE = r"[ ]?"
+"""Compact JSON for every constrained backend: no free whitespace between tokens, so a small model
+cannot loop on spaces."""
 ENUM_LIMIT = 256
 """Integer ranges with at most this many values become an ``enum``; wider ones need a regex."""
 

@@ -1,4 +1,7 @@
-"""The ``embedded`` backend: transformers + Outlines in this process, on the CPU, no server.
+"""The ``embedded`` backend's transformers engine: transformers + Outlines in this process, on the
+CPU, no server. It loads any local HF model folder; the default engine for the embedded GGUF is
+llama.cpp (``agent.llm.embedded_llamacpp``), this one is what runs where llama.cpp is not installed
+(``agent.llm.embedded_engines`` chooses).
 
 We drive ``model.generate`` ourselves with an Outlines logits processor rather than going
 through ``outlines.Generator``: that way every sampling setting (``min_new_tokens``, stop
@@ -14,15 +17,18 @@ from pathlib import Path
 from typing import Any
 
 from agent.llm.base import LLM, Request
-from agent.llm.bounds import decoding_regex
 from agent.llm.constraints import Constraint
 from agent.llm.context import TemplateCounter, TokenCounter
+from agent.llm.local_decoding import (
+    ConstraintIndexes,
+    RunawayCheck,
+    hf_vocabulary,
+    read_reply,
+    refuse_min_tokens_with_schema,
+    template_kwargs,
+)
 from agent.llm.sampling import Sampling
-from agent.llm.types import LLMError, RawReply, ThinkingMode, UnsupportedSettingError, Usage
-from agent.repetition import runs_away
-
-# Compact JSON: no free whitespace between tokens, so a small model cannot loop on spaces.
-_JSON_WHITESPACE = r"[ ]?"
+from agent.llm.types import LLMError, RawReply, ThinkingMode, Usage
 
 
 def _import_stack() -> tuple[Any, Any, Any]:
@@ -42,6 +48,7 @@ class EmbeddedLLM(LLM):
     """A local HF model folder (default: the embedded SmolLM2) with Outlines constraints."""
 
     backend = "embedded"
+    engine = "transformers"
 
     def __init__(self, model: str | None = None, *, thinking: ThinkingMode = "auto") -> None:
         torch, transformers, _ = _import_stack()
@@ -61,8 +68,7 @@ class EmbeddedLLM(LLM):
         self.hf_model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
         self.hf_model.eval()
         self._lock = threading.Lock()
-        self._vocabulary = None
-        self._indexes: dict[str, Any] = {}
+        self._constraints = ConstraintIndexes(lambda: hf_vocabulary(self.tokenizer))
 
     @property
     def parameter_count(self) -> int | None:
@@ -79,29 +85,9 @@ class EmbeddedLLM(LLM):
         return TemplateCounter(self.tokenizer, name=f"{self.model} tokenizer (in process)")
 
     # -- constraints -----------------------------------------------------------------------
-    def _vocab(self):
-        """The Outlines vocabulary of this tokenizer (built once per process)."""
-        if self._vocabulary is None:
-            from outlines.backends.outlines_core import OutlinesCoreBackend
-            from outlines.models.transformers import TransformerTokenizer
-
-            tok = TransformerTokenizer(self.tokenizer)
-            self._vocabulary = OutlinesCoreBackend.create_outlines_core_vocabulary(
-                tok.vocabulary, tok.eos_token_id, tok.eos_token, tok.convert_token_to_string
-            )
-        return self._vocabulary
-
     def _index(self, constraint: Constraint):
         """Compile a constraint once per process; later calls with the same schema reuse it."""
-        index = self._indexes.get(constraint.cache_key)
-        if index is None:
-            from outlines_core import Index
-            from outlines_core.json_schema import build_regex_from_schema
-
-            regex = _constraint_regex(constraint, build_regex_from_schema)
-            index = Index(regex, self._vocab())
-            self._indexes[constraint.cache_key] = index
-        return index
+        return self._constraints.index(constraint)
 
     def warm_up(self, constraint: Constraint) -> None:
         """Pay the one-time compile cost of a constraint now (benchmarks and servers)."""
@@ -110,14 +96,10 @@ class EmbeddedLLM(LLM):
     # -- generation --------------------------------------------------------------------------
     def _complete(self, request: Request) -> RawReply:
         torch = self._torch
-        if request.min_tokens and request.constraint is not None:
-            raise UnsupportedSettingError(
-                "embedded backend: min_tokens cannot be combined with a structured output type"
-            )
-        template_kwargs = {} if self.thinking == "auto" else {"enable_thinking": self.thinking == "on"}
+        refuse_min_tokens_with_schema(request.min_tokens, request.constraint)
         prompt_ids = self.tokenizer.apply_chat_template(
             request.messages, add_generation_prompt=True, return_tensors="pt", return_dict=True,
-            **template_kwargs,
+            **template_kwargs(self.thinking),
         )["input_ids"]
         kwargs, processors = self._generation_kwargs(request)
         with self._lock:
@@ -167,19 +149,11 @@ class EmbeddedLLM(LLM):
 
     def _read_output(self, request: Request, new_ids: list[int], runaway: Any) -> tuple[str, str]:
         """The reply's text and finish reason from the generated token ids."""
-        finished = bool(new_ids) and new_ids[-1] in self._eos_ids()
-        content_ids = new_ids[:-1] if finished else new_ids
+        eos = self._eos_ids()
+        content_ids = new_ids[:-1] if new_ids and new_ids[-1] in eos else new_ids
         text = self.tokenizer.decode(content_ids, skip_special_tokens=True)
-        finish_reason = "stop" if finished else "length"
-        if request.stop:
-            cut = min((text.find(s) for s in request.stop if s in text), default=-1)
-            if cut >= 0:
-                text, finish_reason = text[:cut], "stop"
-        if not finished and len(new_ids) < request.max_tokens:
-            finish_reason = "stop"
-        if runaway is not None and runaway.stopped:
-            finish_reason = "length"  # cut short, as if at max_tokens: the layer above retries it once
-        return text, finish_reason
+        return read_reply(text, new_ids, eos_ids=eos, max_tokens=request.max_tokens, stop=request.stop,
+                          runaway_stopped=runaway is not None and runaway.stopped)
 
     def _eos_ids(self) -> set[int]:
         ids = self.hf_model.generation_config.eos_token_id
@@ -194,35 +168,24 @@ class EmbeddedLLM(LLM):
 
 
 class RunawayStop:
-    """A ``generate`` stopping criterion for structured replies: every ``every`` new tokens, stop
-    if the reply's tail ran away (:func:`agent.repetition.runs_away`). The grammar keeps a string
-    field open as long as the model wants; the tiny model once filled a 4,096-token update with
-    word salad (386 s) before it was cut. Stopped here, the reply counts as cut at its limit and
-    looped, so the LLM layer asks once more with a firmer penalty, minutes earlier."""
+    """A ``generate`` stopping criterion for structured replies: the shared
+    :class:`~agent.llm.local_decoding.RunawayCheck` over the tokens generated so far."""
 
-    def __init__(self, tokenizer: Any, prompt_tokens: int, *, every: int = 32, window: int = 192) -> None:
-        self.tokenizer, self.prompt_tokens, self.every, self.window = tokenizer, prompt_tokens, every, window
-        self.stopped = False
+    def __init__(self, tokenizer: Any, prompt_tokens: int) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.check = RunawayCheck(lambda ids: tokenizer.decode(ids, skip_special_tokens=True))
+
+    @property
+    def stopped(self) -> bool:
+        return self.check.stopped
 
     def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
         import torch
 
         new = int(input_ids.shape[1]) - self.prompt_tokens
-        if new > 0 and new % self.every == 0 and not self.stopped:
-            start = max(self.prompt_tokens, int(input_ids.shape[1]) - self.window)
-            self.stopped = runs_away(self.tokenizer.decode(input_ids[0, start:].tolist(), skip_special_tokens=True))
-        return torch.full((int(input_ids.shape[0]),), self.stopped, dtype=torch.bool, device=input_ids.device)
-
-
-def _constraint_regex(constraint: Constraint, build_regex_from_schema) -> str:
-    import re
-
-    if constraint.kind == "json":
-        # Outlines ignores minimum/maximum: numeric ranges are spliced in as regexes.
-        return decoding_regex(constraint.json_schema or {}, build_regex_from_schema, _JSON_WHITESPACE)
-    if constraint.kind == "regex":
-        return constraint.pattern or ""
-    return "|".join(re.escape(option) for option in constraint.options or ())
+        due = new > 0 and new % self.check.every == 0
+        stopped = self.check(input_ids[0, self.prompt_tokens:].tolist()) if due else self.check.stopped
+        return torch.full((int(input_ids.shape[0]),), stopped, dtype=torch.bool, device=input_ids.device)
 
 
 def sampling_kwargs(sampling: Sampling, kwargs: dict[str, Any], *, sampled: bool) -> list[Any]:

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from agent.llm import shapes
 from agent.llm.base import LLM, Request
-from agent.llm.bounds import decoding_regex, unenforced_bounds
+from agent.llm.bounds import JSON_WHITESPACE, decoding_regex, unenforced_bounds
 from agent.llm.context import TOKENIZE_BUDGET_S, TOKENIZE_MAX_BYTES, ServerCounter, TokenCounter
 from agent.llm.http import BoundedClient, HttpLimits, normalize_base_url, one_line, redact_url
 from agent.llm.probe import ServerProbe, check_enforcement, choose_model, identify, list_models
@@ -39,7 +39,6 @@ from agent.llm.types import (
 
 ProbeLevel = Literal["off", "light", "full"]
 ROUTING_HEADER = "X-SMG-Routing-Key"
-_JSON_WHITESPACE = r"[ ]?"
 
 __all__ = ["EndpointLLM", "normalize_base_url", "redact_url"]
 
@@ -234,7 +233,7 @@ class EndpointLLM(LLM):
             from outlines_core.json_schema import build_regex_from_schema
         except ImportError:
             return None
-        return decoding_regex(schema, build_regex_from_schema, _JSON_WHITESPACE)
+        return decoding_regex(schema, build_regex_from_schema, JSON_WHITESPACE)
 
     def payload(self, request: Request) -> dict[str, Any]:
         """The JSON body for one request (public so tests can check the wire format)."""

@@ -28,16 +28,21 @@ if TYPE_CHECKING:
 Purpose = Literal["writer", "judge"]
 ENV = {"writer": {"endpoint": "FABULA_ENDPOINT", "model": "FABULA_MODEL", "api_key": "FABULA_API_KEY",
                   "call_timeout": "FABULA_CALL_TIMEOUT", "allow_unconstrained": "FABULA_ALLOW_UNCONSTRAINED",
-                  "max_reply_mib": "FABULA_MAX_REPLY_MIB"},
+                  "max_reply_mib": "FABULA_MAX_REPLY_MIB", "engine": "FABULA_EMBEDDED_ENGINE"},
        "judge": {"endpoint": "FABULA_JUDGE_ENDPOINT", "model": "FABULA_JUDGE_MODEL",
                  "api_key": "FABULA_JUDGE_API_KEY", "call_timeout": "FABULA_CALL_TIMEOUT",
-                 "allow_unconstrained": "FABULA_ALLOW_UNCONSTRAINED", "max_reply_mib": "FABULA_MAX_REPLY_MIB"}}
+                 "allow_unconstrained": "FABULA_ALLOW_UNCONSTRAINED", "max_reply_mib": "FABULA_MAX_REPLY_MIB",
+                 "engine": "FABULA_EMBEDDED_ENGINE"}}
 """The environment variables each purpose reads (judges share the transport limits)."""
 CONFIG_KEYS = {"writer": {"endpoint": "endpoint", "model": "model", "api_key": "api_key",
-                          "call_timeout": "call_timeout", "allow_unconstrained": "allow_unconstrained"},
+                          "call_timeout": "call_timeout", "allow_unconstrained": "allow_unconstrained",
+                          "engine": "embedded_engine"},
                "judge": {"endpoint": "judge_endpoint", "model": "judge_model", "api_key": "judge_api_key",
-                         "call_timeout": "call_timeout", "allow_unconstrained": "allow_unconstrained"}}
+                         "call_timeout": "call_timeout", "allow_unconstrained": "allow_unconstrained",
+                         "engine": "embedded_engine"}}
 """The config file's keys each purpose reads (``agent.config_file`` defines and checks them)."""
+ENGINES = ("auto", "llama.cpp", "transformers")
+"""The embedded backend's engines (``agent.llm.embedded_engines`` checks the same names)."""
 DEFAULT_CALL_TIMEOUT_S = 600.0
 MAX_CALL_TIMEOUT_S = 86400.0
 DEFAULT_MAX_REPLY_MIB = 32.0
@@ -62,6 +67,8 @@ class LLMOptions:
     call_timeout_s: float = field(default=DEFAULT_CALL_TIMEOUT_S, compare=False)
     allow_unconstrained: bool = field(default=False, compare=False)
     max_reply_mib: float = field(default=DEFAULT_MAX_REPLY_MIB, compare=False)
+    engine: str = field(default="auto", compare=False)
+    """The embedded backend's engine (``agent.llm.embedded_engines``): how, not what, it runs."""
     origin: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     """Where each resolved value came from (``flag``, an environment variable, ``config file``,
     ``the run's record``, ``default``): what ``describe`` and ``fabula config show`` say."""
@@ -129,9 +136,9 @@ class LLMOptions:
                                allow_unconstrained=self.allow_unconstrained,
                                max_response_bytes=max(int(self.max_reply_mib * 2**20), 1024), routing_key=key)
         if self.backend == "embedded":
-            from agent.llm.embedded import EmbeddedLLM
+            from agent.llm.embedded_engines import open_embedded
 
-            return EmbeddedLLM(self.model, thinking=self.thinking or "off")  # type: ignore[arg-type]
+            return open_embedded(self.model, thinking=self.thinking or "off", engine=self.engine)  # type: ignore[arg-type]
         raise LLMSetupError(f"unknown backend {self.backend!r}; use embedded or endpoint")
 
 
@@ -243,13 +250,17 @@ def resolve(flags: ModelFlags | None = None, *, purpose: Purpose = "writer",
                          (True if record.allow_unconstrained else None, "the run's record"), (False, "default"))
     cap = pick("max_reply_mib", (env["max_reply_mib"], env_names["max_reply_mib"]),
                (DEFAULT_MAX_REPLY_MIB, "default"))
+    engine = pick("engine", (env["engine"], env_names["engine"]), (conf["engine"], "config file"), ("auto", "default"))
+    if engine not in ENGINES:
+        raise ModelChoiceError(f"{origin['engine']}: the embedded engine must be one of {', '.join(ENGINES)}, "
+                               f"got {engine!r}")
     if backend == "endpoint" and not endpoint and record.redacted_endpoint:
         raise ModelChoiceError(f"this run's server ({record.redacted_endpoint}) was reached with credentials in its "
                                "URL, which are never stored: give --endpoint URL")
     return LLMOptions(backend, model, thinking, endpoint, api_key,
                       call_timeout_s=seconds(timeout, origin.get("call_timeout", "call_timeout")),
                       allow_unconstrained=boolean(unconstrained, origin.get("allow_unconstrained", "")),
-                      max_reply_mib=positive(cap, origin.get("max_reply_mib", "")), origin=origin)
+                      max_reply_mib=positive(cap, origin.get("max_reply_mib", "")), engine=engine, origin=origin)
 
 
 def seconds(value: Any, source: str) -> float:

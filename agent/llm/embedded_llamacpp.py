@@ -1,0 +1,214 @@
+"""The ``embedded`` backend's llama.cpp engine: a GGUF in this process through llama-cpp-python.
+
+Why: a 135M model in 4 bits is ~80 MB of weights, so decoding is bound by memory bandwidth, and
+llama.cpp's kernels on the quantized weights run several times faster on a CPU than transformers
+on the dequantized float32 copy. It also keeps a KV cache between calls, so a call that starts
+with the previous call's prompt (the tool loop's growing conversation, the same system prompt
+and state) recomputes only what is new, as vLLM's prefix cache does on a server; the reused
+tokens are reported as ``cached_prompt_tokens``.
+
+Constraints are the transformers engine's (:mod:`agent.llm.local_decoding`): the same regex per
+schema, bounds included, compiled into an Outlines index, applied as a token mask at every step
+after the sampling penalties; the same runaway stop, the same finish reasons. Sampling settings
+keep transformers' semantics (repetition penalty over the whole sequence, OpenAI's frequency and
+presence penalties over the reply, ``no_repeat_ngram_size``), so a profile means the same on both.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agent.llm.base import LLM, Request
+from agent.llm.constraints import Constraint
+from agent.llm.context import TokenCounter
+from agent.llm.local_decoding import (
+    ConstraintIndexes,
+    RunawayCheck,
+    hf_vocabulary,
+    read_reply,
+    refuse_min_tokens_with_schema,
+)
+from agent.llm.local_prompt import GGUFTemplate, HFTemplate, PromptTemplate
+from agent.llm.local_sampling import GrammarMask, MinTokens, Penalties
+from agent.llm.types import LLMError, RawReply, ThinkingMode, Usage
+
+MAX_DEFAULT_CONTEXT = 32768
+"""The context opened when a GGUF trains for more (a 128K context's KV cache would not fit a
+workstation's memory beside the weights); ``context`` asks for another."""
+
+
+def llamacpp_available() -> bool:
+    """Whether llama-cpp-python is installed here (``scripts/setup`` builds it once and caches it)."""
+    import importlib.util
+
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+class LlamaCppLLM(LLM):
+    """A GGUF model in process. ``tokenizer_dir``: the HF folder of the same model (the embedded
+    default has one), whose tokenizer and chat template render prompts exactly as the transformers
+    engine does; without it the GGUF's own template and tokenizer are used."""
+
+    backend = "embedded"
+    engine = "llama.cpp"
+
+    def __init__(self, gguf: str | Path, *, tokenizer_dir: str | Path | None = None, thinking: ThinkingMode = "auto",
+                 context: int | None = None, threads: int | None = None) -> None:
+        path = Path(gguf).expanduser()
+        if not path.is_file():
+            raise LLMError(f"embedded backend: {path} does not exist (give a .gguf file or an HF model folder)")
+        if not llamacpp_available():
+            raise LLMError("embedded backend: a GGUF model needs llama-cpp-python: run scripts/setup "
+                           "(it builds llama.cpp once and caches it)")
+        import llama_cpp
+
+        self.path = path
+        name = Path(tokenizer_dir).name if tokenizer_dir else path.stem
+        super().__init__(name, thinking=thinking)
+        threads = threads or max(1, len(os.sched_getaffinity(0)))
+        try:
+            self._llama = llama_cpp.Llama(str(path), n_ctx=context or 0, n_threads=threads, n_threads_batch=threads,
+                                          n_batch=512, logits_all=False, verbose=False)
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise LLMError(f"embedded backend: cannot load {path.name} as a GGUF model ({exc})") from None
+        if context is None and self._llama.n_ctx() > MAX_DEFAULT_CONTEXT:
+            self._llama = llama_cpp.Llama(str(path), n_ctx=MAX_DEFAULT_CONTEXT, n_threads=threads,
+                                          n_threads_batch=threads, n_batch=512, logits_all=False, verbose=False)
+        self._lock = threading.Lock()
+        self.template: PromptTemplate
+        if tokenizer_dir is not None:
+            import transformers
+
+            tokenizer = transformers.AutoTokenizer.from_pretrained(Path(tokenizer_dir))
+            self.template = HFTemplate(tokenizer, thinking, name=f"{self.model} tokenizer (in process)")
+            self._constraints = ConstraintIndexes(lambda: hf_vocabulary(tokenizer))
+        else:
+            self.template = GGUFTemplate(self._llama, thinking, name=f"{self.model} GGUF tokenizer (in process)")
+            self._constraints = ConstraintIndexes(self._gguf_vocabulary)
+
+    # -- what the model is ---------------------------------------------------------------------
+    @property
+    def parameter_count(self) -> int | None:
+        import llama_cpp
+
+        return int(llama_cpp.llama_model_n_params(self._llama.model))
+
+    @property
+    def model_context(self) -> int | None:
+        """The context this process opened (the GGUF's trained context, at most
+        :data:`MAX_DEFAULT_CONTEXT` unless asked)."""
+        return int(self._llama.n_ctx())
+
+    def token_counter(self) -> TokenCounter | None:
+        return self.template
+
+    def warm_up(self, constraint: Constraint) -> None:
+        """Pay the one-time compile cost of a constraint now (benchmarks and servers)."""
+        self._constraints.index(constraint)
+
+    def close(self) -> None:
+        llama = getattr(self, "_llama", None)
+        if llama is not None:
+            llama.close()
+            self._llama = None
+
+    # -- generation -----------------------------------------------------------------------------
+    def _complete(self, request: Request) -> RawReply:
+        refuse_min_tokens_with_schema(request.min_tokens, request.constraint)
+        prompt = self.template.ids(request.messages)
+        if len(prompt) + 1 > self._llama.n_ctx():
+            raise LLMError(f"embedded backend: the prompt is {len(prompt)} tokens, the model's context "
+                           f"{self._llama.n_ctx()} (maximum context length)")
+        with self._lock:
+            cached = self._reusable_prefix(prompt)
+            try:
+                new_ids, runaway = self._decode(request, prompt)
+            except BaseException:
+                self._llama.reset()  # an interrupted decode leaves no half-written cache behind
+                raise
+        eos = self._eog_ids(new_ids)
+        content = new_ids[:-1] if new_ids and new_ids[-1] in eos else new_ids
+        text, finish = read_reply(self._detokenize(content), new_ids, eos_ids=eos, max_tokens=request.max_tokens,
+                                  stop=request.stop, runaway_stopped=runaway.stopped)
+        return RawReply(text=text, finish_reason=finish, model=self.model,
+                        usage=Usage(prompt_tokens=len(prompt), cached_prompt_tokens=cached,
+                                    completion_tokens=len(new_ids)))
+
+    def _decode(self, request: Request, prompt: list[int]) -> tuple[list[int], RunawayCheck]:
+        """Sample the reply token by token: every stop (end of sequence, ``max_tokens``, a stop
+        string, a runaway) is decided here, between two tokens, so Ctrl-C lands within one."""
+        import llama_cpp
+
+        grammar = GrammarMask(self._constraints.index(request.constraint)) if request.constraint else None
+        penalties = Penalties.of(request.sampling, sampled=request.temperature > 0, prompt=prompt)
+        processors: list[Any] = [p for p in (penalties, MinTokens.of(request.min_tokens, self._eos_id()), grammar)
+                                 if p is not None]  # the grammar last: nothing re-allows a token it masked
+        runaway = RunawayCheck(self._detokenize)
+        self._llama.set_seed(request.seed if request.seed is not None else random.getrandbits(31))
+        new_ids: list[int] = []
+        vocab = llama_cpp.llama_model_get_vocab(self._llama.model)
+        for token in self._llama.generate(prompt, reset=True, logits_processor=processors or None,
+                                          **self._sampler_settings(request)):
+            new_ids.append(token)
+            if llama_cpp.llama_vocab_is_eog(vocab, token) or len(new_ids) >= request.max_tokens:
+                break
+            for processor in processors:
+                processor.accept(token)
+            if request.stop and self._hit_stop(new_ids, request.stop):
+                break
+            if grammar is not None and runaway(new_ids):
+                break
+        return new_ids, runaway
+
+    @staticmethod
+    def _sampler_settings(request: Request) -> dict[str, Any]:
+        """llama.cpp's own sampler: temperature and nucleus settings only (transformers' defaults:
+        no top-k, no nucleus cut unless asked); penalties are applied by :class:`Penalties`."""
+        given = request.sampling.given() if request.temperature > 0 else {}
+        return {"temp": float(request.temperature), "top_k": int(given.get("top_k", 0)),
+                "top_p": float(given.get("top_p", 1.0)), "min_p": float(given.get("min_p", 0.0)),
+                "repeat_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
+
+    def _reusable_prefix(self, prompt: list[int]) -> int:
+        """How many of ``prompt``'s tokens the KV cache already holds (what llama-cpp-python's
+        ``generate`` reuses: the common prefix, less one when it covers the whole prompt)."""
+        held = self._llama.n_tokens
+        if held == 0:
+            return 0
+        common = 0
+        for a, b in zip(self._llama.input_ids[:held].tolist(), prompt, strict=False):
+            if a != b:
+                break
+            common += 1
+        return common - 1 if common == len(prompt) else common
+
+    def _hit_stop(self, new_ids: list[int], stop: Sequence[str]) -> bool:
+        longest = max(len(s) for s in stop)
+        tail = self._detokenize(new_ids[-(longest + 8):])
+        return any(s in tail for s in stop)
+
+    def _detokenize(self, ids: list[int]) -> str:
+        return self._llama.detokenize(ids).decode("utf-8", errors="ignore")
+
+    def _eos_id(self) -> int:
+        return int(self._llama.token_eos())
+
+    def _eog_ids(self, new_ids: list[int]) -> set[int]:
+        import llama_cpp
+
+        vocab = llama_cpp.llama_model_get_vocab(self._llama.model)
+        return {t for t in new_ids[-1:] if llama_cpp.llama_vocab_is_eog(vocab, t)} | {self._eos_id()}
+
+    def _gguf_vocabulary(self) -> Any:
+        from outlines.backends.outlines_core import OutlinesCoreBackend
+        from outlines.models.llamacpp import LlamaCppTokenizer
+
+        tok = LlamaCppTokenizer(self._llama)
+        return OutlinesCoreBackend.create_outlines_core_vocabulary(
+            tok.vocabulary, tok.eos_token_id, tok.eos_token, tok.convert_token_to_string
+        )
