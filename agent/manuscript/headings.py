@@ -21,8 +21,8 @@ MAX_HEADING = 100
 """Longest heading line, in characters."""
 
 MARKDOWN = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
-CHAPTER = re.compile(rf"^(?:chapter|chap\.)[ \t]+(\d{{1,4}}|{_ROMAN}|{_WORD_NUMBER})\b\.?(?:[ \t]*[.:—–-]?[ \t]*(.*))?$",
-                     re.I)
+CHAPTER = re.compile(
+    rf"^(?:chapter|chap\.)[ \t]+(\d{{1,4}}|{_ROMAN}|{_WORD_NUMBER})\b\.?(?:[ \t]*[.:—–-]?[ \t]*(.*))?$", re.I)
 ROMAN = re.compile(rf"^({_ROMAN})\.?(?:[ \t]+(\S.{{0,60}}))?$")
 NUMERIC = re.compile(r"^(\d{1,4})\.?$")
 SPECIAL = re.compile(r"^(prologue|epilogue)\b\.?(?:[ \t]*[.:—–-]?[ \t]*(.*))?$", re.I)

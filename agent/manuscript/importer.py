@@ -48,18 +48,18 @@ def write_run(manuscript: Manuscript, out: str, config: dict[str, Any], *, title
     """Create the run in ``out`` and commit every chapter; returns the run folder."""
     folder, existed = check_out(out)
     try:
-        with RunStore.create(folder, pipeline=NAME, config=config, unit_kind="chapter",
-                             target_units=len(manuscript.pieces)) as store:
-            with store.session("import"):
-                for key, value in (("title", title or manuscript.title), ("author", author or manuscript.author),
-                                   ("import_notes", manuscript.notes)):
-                    if value:
-                        store.put_plan(key, value)
-                for index, piece in enumerate(manuscript.pieces, start=1):
-                    store.commit_chapter(index, piece.title, piece.text,
-                                         state={"chapter": {"words": piece.words, "heading": piece.title,
-                                                            "number": piece.number}})
-                store.finish()
+        store = RunStore.create(folder, pipeline=NAME, config=config, unit_kind="chapter",
+                                target_units=len(manuscript.pieces))
+        with store, store.session("import"):
+            for key, value in (("title", title or manuscript.title), ("author", author or manuscript.author),
+                               ("import_notes", manuscript.notes)):
+                if value:
+                    store.put_plan(key, value)
+            for index, piece in enumerate(manuscript.pieces, start=1):
+                store.commit_chapter(index, piece.title, piece.text,
+                                     state={"chapter": {"words": piece.words, "heading": piece.title,
+                                                        "number": piece.number}})
+            store.finish()
     except BaseException:
         _undo(folder, existed)
         raise

@@ -104,7 +104,8 @@ def _spine_items(book, path: Path) -> list[tuple[str | None, list[str]]]:
     out = []
     for entry in book.spine:
         item = book.get_item_with_id(entry[0] if isinstance(entry, tuple) else entry)
-        if item is None or item.get_type() != ebooklib.ITEM_DOCUMENT or "nav" in (getattr(item, "properties", []) or []):
+        properties = getattr(item, "properties", None) or []
+        if item is None or item.get_type() != ebooklib.ITEM_DOCUMENT or "nav" in properties:
             continue
         parser = _Text()
         parser.feed(item.get_content().decode("utf-8", "replace"))

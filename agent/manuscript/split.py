@@ -9,6 +9,7 @@ ones after the last. Chapter numbers that repeat or go backwards are kept in fil
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from agent.errors import InputError
@@ -65,7 +66,7 @@ def _compiled(pattern: str) -> re.Pattern[str]:
 def _without_contents(lines: list[str], found: list[Heading]) -> tuple[list[Heading], int]:
     """The headings with every table-of-contents run taken out, and how many entries it had."""
     runs: list[list[Heading]] = [[found[0]]]
-    for prev, cur in zip(found, found[1:], strict=False):
+    for prev, cur in itertools.pairwise(found):
         if count_words("\n".join(lines[prev.line + 1: cur.line])) <= TOC_GAP_WORDS:
             runs[-1].append(cur)
         else:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import resource
 from pathlib import Path
 
-import pytest
-
 from agent.cli import main
 from agent.manuscript import read_text
 
