@@ -85,7 +85,7 @@ def _open(path: Path):
     try:
         from ebooklib import epub
     except ImportError:
-        raise InputError("reading EPUB needs ebooklib: pip install 'fabula[manuscript]'") from None
+        raise InputError("reading EPUB needs ebooklib: pip install -e '.[manuscript]' in the fabula checkout") from None
     checked_size(path)
     try:
         return epub.read_epub(str(path), options={"ignore_ncx": True})

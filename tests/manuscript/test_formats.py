@@ -81,7 +81,7 @@ def test_a_broken_epub_is_refused_in_one_line(tmp_path):
 
 
 def test_a_docx_with_heading_styles_or_chapter_lines_splits_into_chapters(tmp_path):
-    docx = pytest.importorskip("docx", reason="DOCX import needs python-docx (pip install 'fabula[manuscript]')")
+    docx = pytest.importorskip("docx", reason="DOCX import needs python-docx (the manuscript extra)")
     chapters = novel_chapters(3)
     document = docx.Document()
     document.core_properties.title = "Moby-Dick"
