@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
                             "as a run that show, search, view, export and eval metrics read. Project Gutenberg's "
                             "licence, a table of contents and front matter are left out, and said so.")
     parser.add_argument("file", metavar="FILE", help="the manuscript: .txt, .md, .epub or .docx")
-    parser.add_argument("--out", required=True, metavar="RUN", help="the run folder to make (new or empty)")
+    parser.add_argument("-o", "--out", required=True, metavar="RUN", help="the run folder to make (new or empty)")
     parser.add_argument("--split", metavar="REGEX", help="start a chapter at every line REGEX matches "
                         "(for a book without headings)")
     parser.add_argument("--format", choices=FORMATS, default="auto", help="how to read FILE (default: by its suffix)")
