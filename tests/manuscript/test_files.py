@@ -6,7 +6,8 @@ import resource
 from pathlib import Path
 
 from agent.cli import main
-from agent.manuscript import read_text
+from agent.manuscript import read_manuscript, read_text
+from tests.manuscript.books import moby_dick
 
 CHAPTERS = "Chapter 1\n\nThe boats came in at dusk.\n\nChapter 2\n\nThe café was closed — Zoë wept.\n"
 
@@ -113,3 +114,13 @@ def test_a_bad_split_regex_is_refused(capsys, tmp_path):
     source = tmp_path / "book.txt"
     source.write_text(CHAPTERS)
     refused(capsys, tmp_path, source, "not a regular expression", "--split", "([")
+
+
+def test_the_real_novel_in_windows_1252_reads_as_the_utf8_one(tmp_path):
+    text = moby_dick()
+    folder = tmp_path
+    (folder / "utf8.txt").write_text(text, encoding="utf-8")
+    (folder / "cp1252.txt").write_bytes(text.encode("cp1252"))  # as many copies of PG #2701 are
+    utf8, cp1252 = read_manuscript(folder / "utf8.txt"), read_manuscript(folder / "cp1252.txt")
+    assert cp1252.encoding == "cp1252" and cp1252.notes[0] == "read cp1252.txt as cp1252 (it is not UTF-8)"
+    assert [(p.title, p.text) for p in cp1252.pieces] == [(p.title, p.text) for p in utf8.pieces]
