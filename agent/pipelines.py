@@ -50,8 +50,9 @@ class Rederived:
 
 
 Rederiver = Callable[[RunContext[Any], int], Rederived]
-InputKind = Literal["prompt", "story"]
-"""What a pipeline writes from: a prompt (and ``--words``), or a story definition file."""
+InputKind = Literal["prompt", "story", "manuscript"]
+"""What a pipeline writes from: a prompt (and ``--words``), or a story definition file; or, for a
+run kind of :data:`KINDS`, what its runs are made from (a manuscript file: ``fabula import``)."""
 
 
 @dataclass(frozen=True)

@@ -28,5 +28,5 @@ PIPELINE = Pipeline(
     run=_no_writing,
     version=VERSION,
     help="a manuscript imported with fabula import",
-    takes="prompt",
+    takes="manuscript",
 )
