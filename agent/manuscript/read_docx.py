@@ -16,7 +16,8 @@ def read_docx(path: Path) -> tuple[str, str | None, str | None]:
     try:
         import docx
     except ImportError:
-        raise InputError("reading DOCX needs python-docx: pip install -e '.[manuscript]' in the fabula checkout") from None
+        raise InputError("reading DOCX needs python-docx: pip install -e '.[manuscript]' in the fabula "
+                         "checkout") from None
     import io
 
     data = read_bytes(path)
@@ -31,8 +32,6 @@ def read_docx(path: Path) -> tuple[str, str | None, str | None]:
             continue
         style = (paragraph.style.name if paragraph.style is not None else "").lower()
         level = _LEVELS.get(style)
-        if style == "title":
-            level = 1
         out.append(f"{'#' * (level + (style != 'title'))} {text}" if level else text)
     if not out:
         raise InputError(f"{path} has no text")
