@@ -23,7 +23,8 @@ MAX_HEADING = 100
 MARKDOWN = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
 CHAPTER = re.compile(
     rf"^(?:chapter|chap\.)[ \t]+(\d{{1,4}}|{_ROMAN}|{_WORD_NUMBER})\b\.?(?:[ \t]*[.:—–-]?[ \t]*(.*))?$", re.I)
-ROMAN = re.compile(rf"^({_ROMAN})\.?(?:[ \t]+(\S.{{0,60}}))?$")
+ROMAN = re.compile(rf"^({_ROMAN})(?:\.(?:[ \t]+(\S.{{0,60}}))?)?$")
+"""``XII``, ``XII.`` or ``XII. Title``: never ``I waited.``, a first-person paragraph of its own."""
 NUMERIC = re.compile(r"^(\d{1,4})\.?$")
 SPECIAL = re.compile(r"^(prologue|epilogue)\b\.?(?:[ \t]*[.:—–-]?[ \t]*(.*))?$", re.I)
 _ROMAN_VALUES = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100, "D": 500, "M": 1000}

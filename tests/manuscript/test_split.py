@@ -38,6 +38,11 @@ def test_a_markdown_title_above_the_chapters_is_the_book_title_not_a_chapter():
     assert found.title == "The Harbour" and [p.title for p in found.pieces] == ["One", "Two"]
 
 
+def test_a_short_first_person_paragraph_is_not_a_roman_heading():
+    text = book("I.", "II.").replace("counted the boats.", "counted the boats.\n\nI waited.\n\nI")
+    assert [p.title for p in split_text(text).pieces] == ["I.", "II."]
+
+
 def test_prose_that_mentions_a_chapter_does_not_split_it():
     text = book("Chapter 1", "Chapter 2").replace("counted the boats.", "counted the boats.\nChapter 9 was long")
     assert len(split_text(text).pieces) == 2
