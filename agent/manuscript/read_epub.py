@@ -15,7 +15,7 @@ from agent.errors import InputError
 from agent.manuscript import boilerplate, headings
 from agent.manuscript.model import Manuscript, Piece
 from agent.manuscript.read_text import checked_size
-from agent.manuscript.split import _note_numbers, _without_matter, split_text
+from agent.manuscript.split import note_numbers, without_matter, split_text
 
 _BLOCKS = {"p", "div", "br", "li", "blockquote", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "pre", "section"}
 
@@ -74,10 +74,10 @@ def read_epub(path: Path, *, split: str | None = None) -> Manuscript:
         joined = "\n\n".join("\n\n".join(([t] if t else []) + blocks) for t, blocks in items)
         return split_text(joined, fmt="docx", pattern=split, name=str(path))
     pieces, notes = _pieces(items)
-    pieces = _without_matter(pieces, notes)
+    pieces = without_matter(pieces, notes)
     if not pieces:
         raise InputError(f"{path} has no chapters with text")
-    _note_numbers(pieces, notes)
+    note_numbers(pieces, notes)
     return Manuscript(pieces, notes, "epub", None, title, author)
 
 

@@ -49,10 +49,10 @@ def split_text(text: str, *, fmt: str = "text", pattern: str | None = None, name
     if not separators:
         front = "\n".join(lines[: found[0].line])
         _note_front(front, notes)
-    pieces = _without_matter(pieces, notes)
+    pieces = without_matter(pieces, notes)
     if not pieces:
         raise InputError(f"{name} has no chapters with text")
-    _note_numbers(pieces, notes)
+    note_numbers(pieces, notes)
     return Manuscript(pieces, notes, fmt, encoding, title, fields.get("author"))
 
 
@@ -85,7 +85,7 @@ def _pieces(lines: list[str], found: list[Heading], fmt: str, *, first: int | No
     return out
 
 
-def _without_matter(pieces: list[Piece], notes: list[str]) -> list[Piece]:
+def without_matter(pieces: list[Piece], notes: list[str]) -> list[Piece]:
     """Front matter sections before the first chapter, back matter after the last, empty ones."""
     start = 0
     while start < len(pieces) and (boilerplate.is_front_title(pieces[start].title) or not pieces[start].words):
@@ -108,7 +108,7 @@ def _note_front(front: str, notes: list[str]) -> None:
         notes.append(f"left out front matter before the first chapter ({words} words, from {first[:40]!r})")
 
 
-def _note_numbers(pieces: list[Piece], notes: list[str]) -> None:
+def note_numbers(pieces: list[Piece], notes: list[str]) -> None:
     """One line when chapter numbers repeat or go backwards: the file's order is kept."""
     seen: set[int] = set()
     repeated, backwards = [], []
