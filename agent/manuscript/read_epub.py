@@ -15,7 +15,7 @@ from agent.errors import InputError
 from agent.manuscript import boilerplate, headings
 from agent.manuscript.model import Manuscript, Piece
 from agent.manuscript.read_text import checked_size
-from agent.manuscript.split import note_numbers, without_matter, split_text
+from agent.manuscript.split import note_numbers, split_text, without_matter
 
 _BLOCKS = {"p", "div", "br", "li", "blockquote", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "pre", "section"}
 
