@@ -17,7 +17,7 @@ from agent.manuscript.model import Manuscript, Piece
 from agent.manuscript.read_text import checked_size
 from agent.manuscript.split import note_numbers, split_text, without_matter
 
-_BLOCKS = {"p", "div", "br", "li", "blockquote", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "pre", "section"}
+_BLOCKS = {"p", "div", "li", "blockquote", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "pre", "section"}
 
 
 class _Text(HTMLParser):
@@ -34,6 +34,8 @@ class _Text(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in ("script", "style", "head"):
             self._skip += 1
+        if tag == "br":
+            self.current.append("\n")
         if tag in _BLOCKS:
             self._flush()
         if tag in ("h1", "h2", "h3") and self.title is None and not self.blocks:
@@ -56,7 +58,8 @@ class _Text(HTMLParser):
         (self._heading if self._heading is not None else self.current).append(data)
 
     def _flush(self) -> None:
-        text = " ".join("".join(self.current).split())
+        lines = ("".join(self.current)).split("\n")  # a <br> keeps its line break (verse)
+        text = "\n".join(kept for line in lines if (kept := " ".join(line.split())))
         if text and self._heading is None:
             self.blocks.append(text)
         if self._heading is None:

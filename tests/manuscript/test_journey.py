@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from agent.cli import main
 from agent.store import RunStore
 from tests.manuscript.books import FIXTURE, chapters_by_hand, moby_dick
 
+ROOT = Path(__file__).resolve().parents[2]
 LATIN_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'_-]*")
 """The paper's word rule (NstAgent A.1), written out again here: ASCII words."""
 
@@ -93,3 +96,23 @@ def test_the_view_shows_it(imported):
 
 def test_the_fixture_is_small():
     assert FIXTURE.stat().st_size < 600_000
+
+
+def test_its_own_epub_export_imports_back_to_the_same_book(imported, tmp_path, capsys):
+    pytest.importorskip("ebooklib", reason="EPUB export and import need ebooklib")
+    run, _ = imported
+    assert main(["export", str(run), "--format", "epub", "-o", str(tmp_path / "moby.epub")]) == 0
+    assert main(["import", str(tmp_path / "moby.epub"), "-o", str(tmp_path / "again")]) == 0
+    with RunStore.open(run, readonly=True) as first, RunStore.open(tmp_path / "again", readonly=True) as again:
+        assert [c.text.split() for c in again.chapters()] == [c.text.split() for c in first.chapters()]
+        verse = again.chapter(9).text  # Father Mapple's hymn: one line per <br>
+        assert "“The ribs and terrors in the whale, Arched over me a dismal gloom,\nWhile all" in verse
+        assert again.words_written() == first.words_written()
+
+
+def test_a_subprocess_refuses_bad_input_in_one_line_with_exit_2(tmp_path):
+    (tmp_path / "empty.txt").write_bytes(b"")
+    result = subprocess.run([sys.executable, "-m", "agent.cli", "import", str(tmp_path / "empty.txt"), "-o",
+                             str(tmp_path / "run")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "is empty" in result.stderr
+    assert not (tmp_path / "run").exists()
