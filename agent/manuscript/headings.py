@@ -1,10 +1,11 @@
 """Chapter headings a book may use, and the chapter number each one gives.
 
 Styles, tried in this order, the first one found being the book's: Markdown ``#`` headings (the
-shallowest level used more than once), ``Chapter 12`` / ``CHAPTER XII. Title.`` / ``Chapter
-Twelve``, a line holding only a roman numeral (``XII.`` or ``XII. Title``), a line holding only a
-number. ``Prologue`` and ``Epilogue`` stand with the word and numeral styles. A heading line must
-begin a paragraph and be short, so prose that mentions "chapter 3" never splits a book.
+level of ``## Chapter 3``-like ones, else the shallowest level used more than once), ``Chapter
+12`` / ``CHAPTER XII. Title.`` / ``Chapter Twelve``, a line holding only a roman numeral (``XII.``
+or ``XII. Title``), a line holding only a number. ``Prologue`` and ``Epilogue`` stand with the word
+and numeral styles. A heading line must begin a paragraph and be short, so prose that mentions
+"chapter 3" never splits a book.
 """
 
 from __future__ import annotations
@@ -113,7 +114,9 @@ def _markdown(lines: list[str]) -> list[Heading]:
     if not found:
         return []
     levels = sorted({h.level for h in found})
-    level = next((lv for lv in levels if sum(h.level == lv for h in found) > 1), levels[0])
+    numbered = [lv for lv in levels if any(h.level == lv and h.number is not None for h in found)]
+    level = numbered[0] if numbered else next((lv for lv in levels if sum(h.level == lv for h in found) > 1),
+                                               levels[0])
     return [h for h in found if h.level == level]
 
 

@@ -110,6 +110,17 @@ def test_the_dry_run_lists_chapters_and_words_and_writes_nothing(capsys, tmp_pat
     assert lines[-1].startswith("2 chapters, 12 words")
 
 
+def test_title_and_author_given_are_the_books(capsys, tmp_path):
+    source = tmp_path / "book.txt"
+    source.write_text(CHAPTERS)
+    given = ["--title", "Dusk", "--author", "A. Writer"]
+    assert run_import(capsys, str(source), "-o", str(tmp_path / "run"), *given)[0] == 0
+    assert main(["export", str(tmp_path / "run"), "--format", "md"]) == 0
+    exported = capsys.readouterr().out
+    assert 'title: "Dusk"' in exported and 'author: "A. Writer"' in exported
+    assert "The boats came in at dusk." in exported
+
+
 def test_a_bad_split_regex_is_refused(capsys, tmp_path):
     source = tmp_path / "book.txt"
     source.write_text(CHAPTERS)

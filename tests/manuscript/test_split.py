@@ -33,6 +33,11 @@ def test_each_heading_style_splits_the_book(text, fmt, titles, numbers):
     assert all(p.text == PROSE.strip() for p in found.pieces)
 
 
+def test_markdown_parts_above_numbered_chapters_do_not_split_the_book():
+    text = "# Part One\n\n" + book("## Chapter 1", "## Chapter 2") + "# Part Two\n\n" + book("## Chapter 3")
+    assert [p.number for p in split_text(text, fmt="markdown").pieces] == [1, 2, 3]
+
+
 def test_a_markdown_title_above_the_chapters_is_the_book_title_not_a_chapter():
     found = split_text("# The Harbour\n\n" + book("## One", "## Two"), fmt="markdown")
     assert found.title == "The Harbour" and [p.title for p in found.pieces] == ["One", "Two"]
