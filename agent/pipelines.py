@@ -50,8 +50,9 @@ class Rederived:
 
 
 Rederiver = Callable[[RunContext[Any], int], Rederived]
-InputKind = Literal["prompt", "story"]
-"""What a pipeline writes from: a prompt (and ``--words``), or a story definition file."""
+InputKind = Literal["prompt", "story", "manuscript"]
+"""What a pipeline writes from: a prompt (and ``--words``), or a story definition file; or, for a
+run kind of :data:`KINDS`, what its runs are made from (a manuscript file: ``fabula import``)."""
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,12 @@ BUILTIN: dict[str, str] = {
 }
 """Pipelines shipped with fabula, as ``name -> "module:attribute"`` of a :class:`Pipeline`,
 imported only when a run of that pipeline is started or resumed."""
+KINDS: dict[str, str] = {
+    "imported": "agent.manuscript.kind:PIPELINE",
+}
+"""Run kinds fabula reads, shows, searches and exports but does not write with a model (a book
+made by ``fabula import``): described by a :class:`Pipeline` like the others, never offered by
+``fabula write`` or ``fabula batch`` (:func:`names` lists :data:`BUILTIN` only)."""
 
 
 class NoRunnerError(StoreError):
@@ -215,8 +222,9 @@ def spoken(items: tuple[str, ...] | list[str], last: str = "and") -> str:
 
 
 def get(name: str) -> Pipeline:
-    if name not in _REGISTRY and name in BUILTIN:
-        module, _, attribute = BUILTIN[name].partition(":")
+    where = BUILTIN.get(name) or KINDS.get(name)
+    if name not in _REGISTRY and where is not None:
+        module, _, attribute = where.partition(":")
         register(getattr(importlib.import_module(module), attribute))
     if name not in _REGISTRY:
         raise NoRunnerError(f"no runner is registered for the {name} pipeline in this version of fabula")
@@ -329,6 +337,6 @@ def rederive(store: RunStore, unit: int, *, llm: LLMOptions | None = None,
             return pipeline.rederive(ctx, unit)
 
 
-__all__ = ["BUILTIN", "ConfigChangedError", "Flag", "InputKind", "LLMOptions", "NoRunnerError", "Pipeline",
+__all__ = ["BUILTIN", "KINDS", "ConfigChangedError", "Flag", "InputKind", "LLMOptions", "NoRunnerError", "Pipeline",
            "Rederived", "Rederiver", "ResumePlan", "Runner", "get", "known", "names", "plan_resume", "rederive",
            "register", "resume", "spoken", "start", "stored_model"]

@@ -1,6 +1,6 @@
 """The layering holds: imports flow one way, pipelines never import each other, no module too long.
 
-grammars/serve -> llm -> store -> (run context, registry) -> pipelines | eval | view -> cli. The view
+grammars/serve -> llm -> store -> (run context, registry) -> pipelines | manuscript | eval | view -> cli. The view
 reads stored runs and asks the registry how a pipeline's state is shown; it imports no pipeline. Checked on
 the source with ``ast``, including imports inside functions (lazy imports count too).
 """
@@ -38,6 +38,7 @@ ALLOWED: dict[str, set[str]] = {
     "agent.magnet": PIPELINE_DEPS,
     "agent.batch": PIPELINE_DEPS | {"agent.nst", "agent.magnet", "agent.prompt_set"},
     "agent.view": {"agent.errors", "agent.store", "agent.pipelines"},
+    "agent.manuscript": {"agent.errors", "agent.text", "agent.store", "agent.run_context", "agent.pipelines"},
     "agent.eval": {"agent.errors", "agent.limits", "agent.text", "agent.repetition", "agent.quotes", "agent.gate",
                    "agent.llm", "agent.store", "grammars", "serve"},
 }

@@ -26,6 +26,7 @@ from agent.cli import (
     export_cmd,
     fork_cmd,
     grammars_cmd,
+    import_cmd,
     models_cmd,
     outline_cmd,
     progress,
@@ -44,8 +45,8 @@ from agent.cli.common import apply_everywhere
 from agent.cli.errors import describe, log_internal_error
 
 COMMAND_MODULES = [prompt_cmd, models_cmd, serve_cmd, grammars_cmd, runs_cmd, show_cmd, search_cmd, export_cmd,
-                   outline_cmd, resume_cmd, write_cmd, batch_cmd, eval_cmd, view_cmd, watch_cmd, fork_cmd, edit_cmd,
-                   story_cmd, config_cmd, completion_cmd]
+                   outline_cmd, resume_cmd, write_cmd, import_cmd, batch_cmd, eval_cmd, view_cmd, watch_cmd, fork_cmd,
+                   edit_cmd, story_cmd, config_cmd, completion_cmd]
 
 
 def build_parser() -> argparse.ArgumentParser:

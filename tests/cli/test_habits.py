@@ -32,6 +32,7 @@ WRITES = {
     ("write", "single"): ["S.toml"],
     ("batch",): ["--pipeline", "nst"],
     ("fork",): ["RUN", "--at", "1"],
+    ("import",): ["FILE"],
     ("export",): ["RUN"],
     ("story", "schema"): [],
     ("eval", "inject"): ["RUN"],

@@ -1,0 +1,55 @@
+"""``fabula import FILE --out RUN``: a manuscript written elsewhere becomes an ordinary run.
+
+Text, Markdown, EPUB or DOCX; chapters found at their headings (or ``--split REGEX``); what is
+not story is left out, one line each on stderr. ``--dry-run`` lists the chapters it would make
+and writes nothing. Every problem with the file or the flags is one line, exit 2, nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from agent.cli.rundir import store_errors
+from agent.manuscript.importer import check_out, source_config, write_run
+from agent.manuscript.read_text import checked_size
+from agent.manuscript.reading import FORMATS, read_manuscript
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser("import", help="import a manuscript (text, Markdown, EPUB, DOCX) as a run",
+                            description="Split a book into chapters at its headings (# Markdown headings, "
+                            "'Chapter 12', 'CHAPTER XII. Title.', roman numerals, EPUB spine items) and store it "
+                            "as a run that show, search, view, export and eval metrics read. Project Gutenberg's "
+                            "licence, a table of contents and front matter are left out, and said so.")
+    parser.add_argument("file", metavar="FILE", help="the manuscript: .txt, .md, .epub or .docx")
+    parser.add_argument("-o", "--out", required=True, metavar="RUN", help="the run folder to make (new or empty)")
+    parser.add_argument("--split", metavar="REGEX", help="start a chapter at every line REGEX matches "
+                        "(for a book without headings)")
+    parser.add_argument("--format", choices=FORMATS, default="auto", help="how to read FILE (default: by its suffix)")
+    parser.add_argument("--dry-run", action="store_true", help="list the chapters it would make; write nothing")
+    parser.add_argument("--title", metavar="TEXT", help="the book's title (default: the file's own)")
+    parser.add_argument("--author", metavar="NAME", help="the author (default: the file's own)")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    checked_size(path)  # refused from stat alone, before any byte is read
+    with store_errors():
+        check_out(args.out)
+    manuscript = read_manuscript(path, split=args.split, fmt=args.format)
+    for note in manuscript.notes:
+        print(f"fabula: {note}", file=sys.stderr)
+    if args.dry_run:
+        width = len(str(len(manuscript.pieces)))
+        for index, piece in enumerate(manuscript.pieces, start=1):
+            print(f"{index:>{width}}  {piece.words:>7} words  {piece.title or '(untitled)'}")
+        print(f"{len(manuscript.pieces)} chapters, {manuscript.words} words (dry run: nothing written)")
+        return 0
+    with store_errors():
+        folder = write_run(manuscript, args.out, source_config(path, manuscript, args.split), title=args.title,
+                           author=args.author)
+    print(f"imported {len(manuscript.pieces)} chapters, {manuscript.words} words into {folder}", file=sys.stderr)
+    return 0
