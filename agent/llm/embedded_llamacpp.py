@@ -35,6 +35,7 @@ from agent.llm.local_decoding import (
 )
 from agent.llm.local_prompt import GGUFTemplate, HFTemplate, PromptTemplate
 from agent.llm.local_sampling import GrammarMask, MinTokens, Penalties
+from agent.llm.prefix_slots import PrefixSlots
 from agent.llm.types import LLMError, RawReply, ThinkingMode, Usage
 
 MAX_DEFAULT_CONTEXT = 32768
@@ -62,6 +63,14 @@ class LlamaCppLLM(LLM):
         path = Path(gguf).expanduser()
         if not path.is_file():
             raise LLMError(f"embedded backend: {path} does not exist (give a .gguf file or an HF model folder)")
+        from serve.gguf_header import NotGGUFError, gguf_info
+
+        try:
+            info = gguf_info(path)
+        except NotGGUFError as exc:
+            raise LLMError(f"embedded backend: {exc}") from None
+        if tokenizer_dir is None and not info.has_chat_template:
+            raise LLMError(f"embedded backend: {path.name} has no chat template; use an instruct model's GGUF")
         if not llamacpp_available():
             raise LLMError("embedded backend: a GGUF model needs llama-cpp-python: run scripts/setup "
                            "(it builds llama.cpp once and caches it)")
@@ -80,6 +89,7 @@ class LlamaCppLLM(LLM):
             self._llama = llama_cpp.Llama(str(path), n_ctx=MAX_DEFAULT_CONTEXT, n_threads=threads,
                                           n_threads_batch=threads, n_batch=512, logits_all=False, verbose=False)
         self._lock = threading.Lock()
+        self._slots = PrefixSlots(self._llama)
         self.template: PromptTemplate
         if tokenizer_dir is not None:
             import transformers
@@ -114,6 +124,7 @@ class LlamaCppLLM(LLM):
     def close(self) -> None:
         llama = getattr(self, "_llama", None)
         if llama is not None:
+            self._slots.clear()
             llama.close()
             self._llama = None
 
@@ -125,7 +136,7 @@ class LlamaCppLLM(LLM):
             raise LLMError(f"embedded backend: the prompt is {len(prompt)} tokens, the model's context "
                            f"{self._llama.n_ctx()} (maximum context length)")
         with self._lock:
-            cached = self._reusable_prefix(prompt)
+            cached = self._slots.prepare(prompt)
             try:
                 new_ids, runaway = self._decode(request, prompt)
             except BaseException:
@@ -173,19 +184,6 @@ class LlamaCppLLM(LLM):
         return {"temp": float(request.temperature), "top_k": int(given.get("top_k", 0)),
                 "top_p": float(given.get("top_p", 1.0)), "min_p": float(given.get("min_p", 0.0)),
                 "repeat_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
-
-    def _reusable_prefix(self, prompt: list[int]) -> int:
-        """How many of ``prompt``'s tokens the KV cache already holds (what llama-cpp-python's
-        ``generate`` reuses: the common prefix, less one when it covers the whole prompt)."""
-        held = self._llama.n_tokens
-        if held == 0:
-            return 0
-        common = 0
-        for a, b in zip(self._llama.input_ids[:held].tolist(), prompt, strict=False):
-            if a != b:
-                break
-            common += 1
-        return common - 1 if common == len(prompt) else common
 
     def _hit_stop(self, new_ids: list[int], stop: Sequence[str]) -> bool:
         longest = max(len(s) for s in stop)

@@ -41,8 +41,6 @@ CONFIG_KEYS = {"writer": {"endpoint": "endpoint", "model": "model", "api_key": "
                          "call_timeout": "call_timeout", "allow_unconstrained": "allow_unconstrained",
                          "engine": "embedded_engine"}}
 """The config file's keys each purpose reads (``agent.config_file`` defines and checks them)."""
-ENGINES = ("auto", "llama.cpp", "transformers")
-"""The embedded backend's engines (``agent.llm.embedded_engines`` checks the same names)."""
 DEFAULT_CALL_TIMEOUT_S = 600.0
 MAX_CALL_TIMEOUT_S = 86400.0
 DEFAULT_MAX_REPLY_MIB = 32.0
@@ -251,8 +249,10 @@ def resolve(flags: ModelFlags | None = None, *, purpose: Purpose = "writer",
     cap = pick("max_reply_mib", (env["max_reply_mib"], env_names["max_reply_mib"]),
                (DEFAULT_MAX_REPLY_MIB, "default"))
     engine = pick("engine", (env["engine"], env_names["engine"]), (conf["engine"], "config file"), ("auto", "default"))
-    if engine not in ENGINES:
-        raise ModelChoiceError(f"{origin['engine']}: the embedded engine must be one of {', '.join(ENGINES)}, "
+    from agent.llm.types import EMBEDDED_ENGINES
+
+    if engine not in EMBEDDED_ENGINES:
+        raise ModelChoiceError(f"{origin['engine']}: the embedded engine must be one of {', '.join(EMBEDDED_ENGINES)}, "
                                f"got {engine!r}")
     if backend == "endpoint" and not endpoint and record.redacted_endpoint:
         raise ModelChoiceError(f"this run's server ({record.redacted_endpoint}) was reached with credentials in its "

@@ -114,3 +114,9 @@ class CallRecord:
     text: str | None = None
     sampling: dict[str, Any] | None = None
     """The sampling controls the call was made with (only those set)."""
+
+
+EMBEDDED_ENGINES = ("auto", "llama.cpp", "transformers")
+"""The embedded backend's engines: ``auto`` picks llama.cpp where it is installed
+(``agent.llm.embedded_engines``); the option layer checks a setting against the same names."""
+
