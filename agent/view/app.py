@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -18,8 +19,7 @@ from starlette.staticfiles import StaticFiles
 
 from agent.store import RunStore, StoreError
 from agent.store.readonly import RunIndex, open_readonly
-from agent.store.stats import summarize
-from agent.view import pages
+from agent.view import pages, workbench
 from agent.view.templates_env import STATIC, render
 
 NO_CACHE = {"Cache-Control": "no-store"}
@@ -34,7 +34,7 @@ def create_app(root: str | Path, *, poll_ms: int = 1500) -> Starlette:
         Route("/run/{name}/{page}", views.run_page),
         Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
     ]
-    return Starlette(routes=routes)
+    return Starlette(routes=routes, exception_handlers={HTTPException: views.error})
 
 
 class _Views:
@@ -65,8 +65,9 @@ class _Views:
         for name in self.index.runs():
             try:
                 with self.opened(name) as store:
-                    rows.append({"name": name, "summary": summarize(store), "title": pages.overview(store)["title"],
-                                 "error": None})
+                    overview = pages.overview(store)
+                    rows.append({"name": name, "summary": overview["summary"], "title": overview["title"],
+                                 "activity": overview["activity"], "error": None})
             except HTTPException as exc:
                 rows.append({"name": name, "error": exc.detail})
             except Exception as exc:  # one unreadable run must not hide the rest
@@ -80,14 +81,23 @@ class _Views:
         name, page = request.path_params["name"], request.path_params["page"]
         if page not in pages.PAGES:
             raise HTTPException(404, f"no page {page!r}")
-        options: dict[str, Any] = {}
-        if page == "state" and request.query_params.get("unit", "").isdigit():
-            options["unit"] = int(request.query_params["unit"])
+        options = _options(page, request.query_params)
         with self.opened(name) as store:
             context = pages.page(store, page, **options)
             unit = "Chapter" if store.info().unit_kind == "chapter" else "Step"
+        if page == "character" and context["person"] is None:
+            raise HTTPException(404, f"no character named {options.get('who')!r} in {name}")
         return self.html("run_base.html", page=page, run_name=name, unit_label=unit, static_export=False,
-                         passage_href=lambda q: f"/run/{name}/story#{q.anchor}", **context)
+                         passage_href=lambda q: f"/run/{quote(name, safe='')}/story#{q.anchor}",
+                         find_href=lambda text, unit: workbench.find_href(name, text, unit), nav=pages.NAV,
+                         **context)
+
+    async def error(self, request: Request, exc: Exception) -> Response:
+        code = exc.status_code if isinstance(exc, HTTPException) else 500
+        detail = exc.detail if isinstance(exc, HTTPException) else "the view failed"
+        titles = {404: "Not found", 405: "Not allowed", 409: "Cannot open this run"}
+        return HTMLResponse(render("error.html", poll_ms=0, code=code, heading=titles.get(code, "Error"),
+                                   detail=detail), status_code=code, headers=NO_CACHE)
 
     async def version(self, request: Request) -> Response:
         name = request.query_params.get("run")
@@ -101,5 +111,24 @@ class _Views:
                     parts.append(f"{run_name}=?")
             return JSONResponse({"version": "|".join(parts)}, headers=NO_CACHE)
         with self.opened(name) as store:
+            status = store.live_status()
             return JSONResponse({"version": pages.version(store), "last_unit": store.info().last_unit,
-                                 "status": store.live_status()}, headers=NO_CACHE)
+                                 "status": status, "word": workbench.status_word(status)}, headers=NO_CACHE)
+
+
+def _options(page: str, params: Any) -> dict[str, Any]:
+    """A page's options from its query string (anything malformed is ignored, never an error)."""
+    options: dict[str, Any] = {}
+    if page == "state" and params.get("unit", "").isdigit():
+        options["unit"] = int(params["unit"])
+    if page == "story" and params.get("find"):
+        options["find"] = params["find"][:2000]
+        if params.get("at", "").isdigit():
+            options["at"] = int(params["at"])
+    if page == "search":
+        options["query"] = params.get("q", "")[:2000]
+        if params.get("k", "").isdigit():
+            options["k"] = int(params["k"])
+    if page == "character":
+        options["who"] = params.get("name", "")
+    return options
