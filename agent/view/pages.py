@@ -58,7 +58,8 @@ def marked(text: str, spans: list[tuple[int, int, str, str]]) -> Markup:
         start, end = found[0][:2]
         spans = found + [s for s in spans if s[2] != "found" and (s[1] <= start or s[0] >= end)]
     for start, end, anchor, label in sorted(spans):
-        if start < pos:
+        if start < pos:  # inside a passage already marked: its links land on that one
+            out.append(f'<span id="{anchor}" class="quote-alias"></span>')
             continue
         out.append(html.escape(text[pos:start]))
         out.append(f'<mark id="{anchor}" class="quote" title="{html.escape(label)}">'

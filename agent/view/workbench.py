@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from agent.store import RunStore
-from agent.store.search import DEFAULT_K
+from agent.store.search import DEFAULT_K, sentence_spans  # the sentences the search indexes, as it splits them
 from agent.store.snapshots import WorldTable
 
 STATUS_WORDS = {"running": "writing", "completed": "completed", "failed": "failed"}
@@ -99,7 +99,8 @@ def outline(store: RunStore) -> dict[str, Any]:
                      "written_title": written.title if written else None, "gate": gate,
                      "ok": written is not None and not written.degraded and gate != "outside the gate"})
     beats = story.get("beats") if story and isinstance(story.get("beats"), list) else []
-    gate_range = f"{low:g}-{high:g} × target" if isinstance(low, int | float) and isinstance(high, int | float) else None
+    numeric = isinstance(low, int | float) and isinstance(high, int | float)
+    gate_range = f"{low:g}-{high:g} × target" if numeric else None
     return {"premise": premise, "outline_rows": rows, "beats": [str(b) for b in beats], "gate_range": gate_range,
             "target_words": _target_words(store)}
 
@@ -129,6 +130,11 @@ class Person:
     facts: list[str] = field(default_factory=list)
     quote: str | None = None
     quote_unit: int | None = None
+
+    def evidence(self) -> list[tuple[int, str]]:
+        """The distinct passages that show this character's values now, in story order."""
+        seen = {(v.unit, v.quote) for v in self.values if v.quote and v.unit is not None}
+        return sorted(seen)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -254,8 +260,10 @@ def _magnet_cast(store: RunStore, states: list[tuple[int, Any]]) -> list[Person]
                 continue
             person.values.append(Value(key, entry.get("value"), entry.get("step"), None, bool(entry.get("secret")),
                                        entry.get("by")))
-            if key.startswith("relationship_with_"):
-                person.relations.append((key.removeprefix("relationship_with_") + " (now)", _text(entry.get("value"))))
+            other = key.removeprefix("relationship_with_")
+            if other != key and all(w.lower().replace(" ", "_") != other or h != _text(entry.get("value"))
+                                    for w, h in person.relations):
+                person.relations.append((f"{other} (now)", _text(entry.get("value"))))
         people.append(person)
     return people
 
@@ -299,7 +307,16 @@ def search(store: RunStore, query: str = "", k: int = DEFAULT_K) -> dict[str, An
     searchable = store.info().unit_kind == "chapter"
     k = max(1, min(k, MAX_K))
     hits = store.search(query, k=k) if searchable and query.strip() else []
-    return {"query": query, "k": k, "hits": hits, "searchable": searchable}
+    texts: dict[int, str] = {}
+    centres = []
+    for hit in hits:  # the window's centre sentence: the passage a hit links to
+        if hit.chapter not in texts:
+            chapter = store.chapter(hit.chapter)
+            texts[hit.chapter] = chapter.text if chapter else ""
+        spans = sentence_spans(texts[hit.chapter])
+        a, b = spans[hit.position] if hit.position < len(spans) else (0, 0)
+        centres.append(texts[hit.chapter][a:b] or hit.text)
+    return {"query": query, "k": k, "hits": list(zip(hits, centres, strict=True)), "searchable": searchable}
 
 
 # ---------------------------------------------------------------- live status
