@@ -151,15 +151,43 @@ def test_a_new_chapter_appears_while_a_run_commits_it(browser, tmp_path, shots):
             page = context.new_page()
             page.goto(url + "/run/live/story")
             assert page.locator("#unit-1").count() == 1
-            assert page.locator("#run-status").inner_text() == "running"
+            assert page.locator("#run-status").inner_text() == "writing"
+            assert page.locator("#live").inner_text() == "writing"
             page.evaluate("window.__stayed = true")  # an in-place update keeps this; a reload would not
             page.wait_for_selector("#unit-3", timeout=20_000)
             assert "silver key of chapter 3" in page.locator("#unit-3").inner_text()
             page.wait_for_function("document.getElementById('run-status').innerText === 'completed'",
                                    timeout=20_000)
+            page.wait_for_function("document.getElementById('live').innerText === 'completed'", timeout=5_000)
             assert page.evaluate("window.__stayed") is True
             page.screenshot(path=str(shots / "live.png"), full_page=True)
             context.close()
     finally:
         writer.wait(timeout=60)
     assert writer.returncode == 0
+
+
+WORKBENCH = [("runs", "/"), ("book", "/run/keeper/story"), ("outline", "/run/keeper/outline"),
+             ("cast", "/run/keeper/cast"), ("character", "/run/keeper/character?name=Character%200"),
+             ("search", "/run/keeper/search?q=lantern+bell"), ("magnet-book", "/run/codicil/story"),
+             ("magnet-cast", "/run/codicil/cast"), ("magnet-character", "/run/codicil/character?name=Ann"),
+             ("not-found", "/run/keeper/no-such-page")]
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_workbench_pages_fit_the_screen_with_a_book_measure(browser, base_url, shots, width):
+    context = browser.new_context(viewport={"width": width, "height": 900 if width > 400 else 844})
+    page = context.new_page()
+    for name, path in WORKBENCH:
+        page.goto(base_url + path)
+        sideways = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        assert sideways <= 0, f"{path} scrolls sideways by {sideways} px at {width} px"
+        page.screenshot(path=str(shots / f"{name}-{width}.png"), full_page=False)
+    page.goto(base_url + "/run/keeper/story")
+    # characters per line of the book's text: 60-75 on a wide screen
+    chars = page.evaluate("""() => { const p = document.querySelector('#unit-1 p.text');
+        return p.textContent.length / Math.max(1,
+        Math.round(p.getBoundingClientRect().height / parseFloat(getComputedStyle(p).lineHeight))); }""")
+    if width > 1000:
+        assert 55 <= chars <= 78, chars
+    context.close()
