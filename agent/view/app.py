@@ -18,6 +18,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from agent.store import RunStore, StoreError
+from agent.store.batches import read_batch
+from agent.store.paths import DB_NAME
 from agent.store.readonly import RunIndex, open_readonly
 from agent.view import pages, workbench
 from agent.view.templates_env import STATIC, render
@@ -30,8 +32,8 @@ def create_app(root: str | Path, *, poll_ms: int = 1500) -> Starlette:
     routes = [
         Route("/", views.runs_page),
         Route("/api/version", views.version),
+        Route("/run/{name:path}/{page}", views.run_page),  # name: a run, or BATCH/STORY
         Route("/run/{name}", views.run_home),
-        Route("/run/{name}/{page}", views.run_page),
         Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
     ]
     return Starlette(routes=routes, exception_handlers={HTTPException: views.error})
@@ -72,7 +74,13 @@ class _Views:
                 rows.append({"name": name, "error": exc.detail})
             except Exception as exc:  # one unreadable run must not hide the rest
                 rows.append({"name": name, "error": f"unreadable: {exc}"})
-        return self.html("runs.html", rows=rows, root=str(self.index.root))
+        batches = []
+        for name, folder in self.index.batches().items():
+            prefix = "" if folder == self.index.root else name + "/"
+            summary = read_batch(folder)
+            batches.append({"name": name, "prefix": prefix, "summary": summary,
+                            "linked": {s.run_dir for s in summary.stories if (folder / s.run_dir / DB_NAME).is_file()}})
+        return self.html("runs.html", rows=rows, batches=batches, root=str(self.index.root))
 
     async def run_home(self, request: Request) -> Response:
         return RedirectResponse(f"/run/{request.path_params['name']}/story")
@@ -88,7 +96,7 @@ class _Views:
         if page == "character" and context["person"] is None:
             raise HTTPException(404, f"no character named {options.get('who')!r} in {name}")
         return self.html("run_base.html", page=page, run_name=name, unit_label=unit, static_export=False,
-                         passage_href=lambda q: f"/run/{quote(name, safe='')}/story#{q.anchor}",
+                         passage_href=lambda q: f"/run/{quote(name, safe='/')}/story#{q.anchor}",
                          find_href=lambda text, unit: workbench.find_href(name, text, unit), nav=pages.NAV,
                          **context)
 
@@ -109,6 +117,7 @@ class _Views:
                         parts.append(f"{run_name}={pages.version(store)}")
                 except HTTPException:
                     parts.append(f"{run_name}=?")
+            parts += [f"{name}={read_batch(folder).version()}" for name, folder in self.index.batches().items()]
             return JSONResponse({"version": "|".join(parts)}, headers=NO_CACHE)
         with self.opened(name) as store:
             status = store.live_status()

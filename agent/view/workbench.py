@@ -38,7 +38,7 @@ def find_href(run: str, text: str, unit: int | None) -> str:
 def _quote(name: str) -> str:
     from urllib.parse import quote
 
-    return quote(name, safe="")
+    return quote(name, safe="/")  # a batch's story is BATCH/STORY
 
 
 def _states(store: RunStore) -> list[tuple[int, Any]]:

@@ -205,3 +205,67 @@ def test_a_run_being_written_shows_what_it_is_doing(tmp_path):
     assert text.startswith("Now: chapter 2 of 3, writing, draft 2 · 200 of 3000 words · 50.0 tokens/s · ETA "), text
     assert version["word"] == "writing"
     assert "writing" in runs and "chapter 2: writing" in runs
+
+
+@pytest.fixture(scope="module")
+def batch_dir(tmp_path_factory) -> Path:
+    """A folder holding a batch of four short stories: one done, one running, one failed, one pending."""
+    import os
+    import socket
+    import sqlite3
+
+    from agent.batch import run_batch
+    from agent.llm.options import LLMOptions
+    from tests.nst.author import Author
+
+    folder = tmp_path_factory.mktemp("batches")
+    prompts = folder / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"id": i, "prompt": f"Story {i}: a bell rings at sea."}) + "\n"
+                               for i in (1, 2, 3, 4)))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FABULA_HOME", str(folder / "home"))
+        assert run_batch(folder / "night", "direct", prompts=prompts, words=1000, llm=LLMOptions("embedded"),
+                         model=Author()).complete
+    conn = sqlite3.connect(folder / "night" / "batch.db")
+    with conn:  # as a batch in flight leaves it
+        conn.execute("UPDATE stories SET status = 'running', pid = ?, host = ? WHERE key = '2'",
+                     (os.getpid(), socket.gethostname()))
+        conn.execute("UPDATE stories SET status = 'failed', error = '<b>the server went away</b>' WHERE key = '3'")
+        conn.execute("UPDATE stories SET status = 'pending', words = 0, units = 0, prompt_tokens = 0, "
+                     "completion_tokens = 0 WHERE key = '4'")
+    conn.close()
+    (folder / "not-a-run").mkdir()  # an ordinary folder beside the batch: listed as nothing
+    return folder
+
+
+def test_a_batch_folder_is_listed_as_a_batch_in_the_view(batch_dir):
+    client = TestClient(create_app(batch_dir))
+    page = client.get("/").text
+    section = page.split('data-batch="night"')[1].split("</section>")[0]
+    counts = dict(re.findall(r'data-status="(\w+)">(\d+) ', section))
+    assert counts == {"completed": "1", "running": "1", "failed": "1", "pending": "1", "stopped": "0"}
+    assert "&lt;b&gt;the server went away&lt;/b&gt;" in section and "<b>the server" not in section
+    links = re.findall(r'href="(/run/night/\d+/story)"', section)
+    assert links == [f"/run/night/{k}/story" for k in ("1", "2", "3", "4")]
+    for link in links:
+        response = client.get(link)
+        assert response.status_code == 200 and "Story" in response.text, link
+    from agent.store.readonly import RunIndex
+
+    index = RunIndex(batch_dir)
+    assert index.path("night/1") == batch_dir / "night" / "1"
+    assert index.path("night/../night/1") is None and index.path("night/..") is None and index.path("night/") is None
+    assert client.get("/run/night/9/story").status_code == 404
+    inner = TestClient(create_app(batch_dir / "night")).get("/").text  # the batch folder itself
+    assert 'data-batch="night"' in inner and 'href="/run/1/story"' in inner
+
+
+def test_fabula_runs_lists_a_batch_as_a_batch(batch_dir, capsys):
+    assert main(["runs", str(batch_dir)]) == 0
+    out = capsys.readouterr().out
+    assert f"batch {batch_dir / 'night'}  direct  1 completed, 1 running, 1 failed, 1 pending, 0 stopped" in out
+    assert re.search(r"night/3\s+failed .*the server went away", out)
+    assert main(["runs", str(batch_dir), "--json"]) == 0
+    row = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert row["kind"] == "batch" and row["counts"]["pending"] == 1 and len(row["stories"]) == 4
+    assert row["words"] == sum(s["words"] for s in row["stories"]) > 0
