@@ -22,7 +22,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in t
 pytest.importorskip("uvicorn")
 
 from agent.store.readonly import open_readonly  # noqa: E402
-from tests.view.runs import quotes, wait_for_unit  # noqa: E402
+from tests.view.runs import crowded_magnet_run, quotes, wait_for_unit  # noqa: E402
 from tests.view.server import serve  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,7 +105,7 @@ def test_magnet_world_graph_is_drawn(page, base_url, shots):
     graph = page.locator("#world-graph svg")
     box = graph.bounding_box()
     assert box and box["width"] > 300 and box["height"] > 300
-    assert graph.locator("circle").count() == 4  # the world and three characters
+    assert graph.locator("g.card").count() == 5  # the world, three characters, their relations
     labels = graph.text_content()
     assert "Ann" in labels and "codicil_missing" in labels
     page.click("#state-1 .graph-link")
@@ -191,3 +191,38 @@ def test_workbench_pages_fit_the_screen_with_a_book_measure(browser, base_url, s
     if width > 1000:
         assert 55 <= chars <= 78, chars
     context.close()
+
+
+LABELS = """() => {
+  const svg = document.querySelector('#world-graph svg');
+  const inside = (b, r) => b.x >= r.x - 0.5 && b.y >= r.y - 0.5 && b.x + b.width <= r.x + r.width + 0.5
+    && b.y + b.height <= r.y + r.height + 0.5;
+  const all = [...svg.querySelectorAll('text')];
+  const view = svg.viewBox.baseVal;
+  const bad = [];
+  const boxes = all.map(t => ({t: t.textContent, b: t.getBBox(), card: t.closest('g.card')}));
+  for (const {t, b, card} of boxes) {
+    if (!inside(b, view)) bad.push('clipped by the drawing: ' + t);
+    if (card && !inside(b, card.querySelector('rect').getBBox())) bad.push('outside its card: ' + t);
+  }
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const a = boxes[i].b, c = boxes[j].b;
+    if (a.x < c.x + c.width - 0.5 && c.x < a.x + a.width - 0.5 && a.y < c.y + c.height - 0.5
+        && c.y < a.y + a.height - 0.5) bad.push('overlap: ' + boxes[i].t + ' | ' + boxes[j].t);
+  }
+  return {labels: boxes.length, bad};
+}"""
+
+
+def test_world_graph_labels_never_overlap_nor_are_clipped(browser, tmp_path, shots):
+    """A cast of five with two-way relations, secrets and up to 20 variables each: every label's
+    box (measured by Chromium) lies inside its card and the drawing, and no two labels meet."""
+    crowded_magnet_run(tmp_path)
+    with serve(tmp_path) as url:
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        page.goto(url + "/run/crowded/state")
+        found = page.evaluate(LABELS)
+        page.locator("#world-graph").screenshot(path=str(shots / "graph-crowded.png"))
+        context.close()
+    assert found["labels"] > 60 and not found["bad"], found["bad"][:10]
