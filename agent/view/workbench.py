@@ -128,13 +128,10 @@ class Person:
     relations: list[tuple[str, str]] = field(default_factory=list)
     goals: list[str] = field(default_factory=list)
     facts: list[str] = field(default_factory=list)
-    quote: str | None = None
-    quote_unit: int | None = None
 
     def evidence(self) -> list[tuple[int, str]]:
         """The distinct passages that show this character's values now, in story order."""
-        seen = {(v.unit, v.quote) for v in self.values if v.quote and v.unit is not None}
-        return sorted(seen)  # type: ignore[arg-type]
+        return sorted({(v.unit, v.quote) for v in self.values if v.quote and v.unit is not None})
 
 
 @dataclass
@@ -185,7 +182,7 @@ def cast(store: RunStore) -> dict[str, Any]:
 def _nst_cast(states: list[tuple[int, Any]]) -> list[Person]:
     if not states:
         return []
-    now, prov_now = _nst_characters(states[-1][1])
+    now, _ = _nst_characters(states[-1][1])
     history = [(unit, *_nst_characters(state)) for unit, state in states]
     people = []
     for name, snapshot in now.items():
@@ -199,9 +196,6 @@ def _nst_cast(states: list[tuple[int, Any]]) -> list[Person]:
                 continue
             unit, quote = _set_at(history, name, key, value)
             person.values.append(Value(key, value, unit, quote))
-        p = prov_now.get(name)
-        if isinstance(p, dict):
-            person.quote, person.quote_unit = p.get("quote"), p.get("chapter")
         people.append(person)
     return people
 
