@@ -8,16 +8,21 @@ from pathlib import Path
 
 from agent.cli.errors import CLIError
 from agent.store import RunStore, StoreError
+from agent.store.batches import is_batch, read_batch, summary_line
 from agent.store.paths import DB_NAME
 from agent.store.stats import summarize
 
 
 def add_parser(sub) -> None:
     parser = sub.add_parser("runs", help="list the runs in a folder (pipeline, status, words, chapters)",
-                            description="List every run directory directly inside DIR (and DIR itself if it is one).")
+                            description="List every run directory directly inside DIR (and DIR itself if it is one), "
+                            "and every batch folder there as a batch: its stories done/running/failed/pending, "
+                            "words of its target, tokens, and each story's run.")
     parser.add_argument("dir", nargs="?", default=".", help="folder holding run directories (default: .)")
     parser.add_argument("--json", action="store_true", help="one JSON object per run, with the keys of "
-                        "`fabula show --json` (run_dir, pipeline, status, units_done, target_units, words, ...)")
+                        "`fabula show --json` (run_dir, pipeline, status, units_done, target_units, words, ...); "
+                        "a batch is one object with kind \"batch\", batch_dir, counts, words, target_words, tokens, "
+                        "stories")
     parser.set_defaults(handler=run)
 
 
@@ -26,10 +31,35 @@ def find_runs(folder: Path) -> list[Path]:
     return [p for p in candidates if (p / DB_NAME).is_file()]
 
 
+def find_batches(folder: Path) -> list[Path]:
+    candidates = [folder, *sorted(p for p in folder.iterdir() if p.is_dir())]
+    return [p for p in candidates if is_batch(p)]
+
+
+def print_batches(args: argparse.Namespace, folder: Path) -> int:
+    """Each batch in (or at) ``folder``: a summary line and a line per story; returns how many."""
+    batches = find_batches(folder)
+    for path in batches:
+        name = str(path.relative_to(folder)) if path != folder else "."
+        where = str(Path(args.dir) / name) if name != "." else args.dir
+        summary = read_batch(path)
+        if args.json:
+            print(json.dumps({"kind": "batch", "batch_dir": where, **summary.as_dict()}, ensure_ascii=False))
+            continue
+        print(f"batch {where}  {summary.pipeline}  {summary_line(summary)}")
+        for story in summary.stories:
+            progress = f"{story.units}/{story.target_units}" if story.target_units else str(story.units)
+            error = f"  {story.error}" if story.error else ""
+            words = f"{story.words}/{story.target_words}"
+            print(f"  {Path(where) / story.run_dir}  {story.status:11} {progress:>7} {words:>13} words{error}")
+    return len(batches)
+
+
 def run(args: argparse.Namespace) -> int:
     folder = Path(args.dir).expanduser()
     if not folder.is_dir():
         raise CLIError(f"no such folder: {args.dir}")
+    batches = print_batches(args, folder.resolve())
     rows, names = [], []
     for path in find_runs(folder.resolve()):
         name = str(path.relative_to(folder.resolve())) if path != folder.resolve() else "."
@@ -48,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(row, ensure_ascii=False))
         return 0
     if not rows:
-        print(f"no runs in {args.dir}")
+        if not batches:
+            print(f"no runs in {args.dir}")
         return 0
     width = max(len(n) for n in names)
     print(f"{'RUN':{width}}  {'PIPELINE':10} {'STATUS':11} {'PROGRESS':>11} {'WORDS':>8}  DEGRADED")

@@ -7,13 +7,12 @@ Run ``python -m agent.magnet.history RUN_DIR [--format text|json|dot|svg] [-o FI
 from __future__ import annotations
 
 import argparse
-import html
 import json
-import math
 import sys
 from typing import Any
 
-from agent.magnet.world import WORLD, WorldGraph
+from agent.magnet.graph_layout import layout_svg
+from agent.magnet.world import WorldGraph
 from agent.store import RunStore, StoreError
 from agent.store.snapshots import StepRecord
 
@@ -96,50 +95,9 @@ def graph_dot(graph: dict[str, Any]) -> str:
 
 
 def graph_svg(graph: dict[str, Any]) -> str:
-    """A radial drawing: the world in the centre, characters on a ring, each variable next to
-    what it concerns, relationship edges labelled. No Graphviz needed."""
-    nodes = {n["id"]: n for n in graph["nodes"]}
-    chars = [n for n in graph["nodes"] if n["kind"] == "character"]
-    concerns = {e["from"]: e["to"] for e in graph["edges"] if e["kind"] == "concerns"}
-    size, cx, cy = 1200, 600, 600
-    pos: dict[str, tuple[float, float]] = {WORLD: (cx, cy)}
-    for i, c in enumerate(chars):
-        a = 2 * math.pi * i / max(1, len(chars)) - math.pi / 2
-        pos[c["id"]] = (cx + 260 * math.cos(a), cy + 260 * math.sin(a))
-    groups: dict[str, list[str]] = {}
-    for var, owner in concerns.items():
-        groups.setdefault(owner, []).append(var)
-    for owner, variables in groups.items():
-        ox, oy = pos[owner]
-        base = math.atan2(oy - cy, ox - cx) if owner != WORLD else math.pi / 2
-        radius = 150 if owner != WORLD else 120
-        spread = min(math.pi * 0.9, 0.35 * len(variables)) if owner != WORLD else 2 * math.pi
-        for j, var in enumerate(variables):
-            a = base + (spread * (j / max(1, len(variables) - (0 if owner == WORLD else 1))) - spread / 2
-                        if len(variables) > 1 else 0)
-            pos[var] = (ox + radius * math.cos(a), oy + radius * math.sin(a))
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{size}" height="{size}" font-family="Helvetica" '
-           'font-size="11">', '<rect width="100%" height="100%" fill="white"/>']
-    for e in graph["edges"]:
-        (x1, y1), (x2, y2) = pos[e["from"]], pos[e["to"]]
-        style = {"relationship": 'stroke="#c0392b" stroke-width="2"', "contains": 'stroke="#999"',
-                 "concerns": 'stroke="#bbb" stroke-dasharray="4 3"'}[e["kind"]]
-        out.append(f'<line x1="{x1:.0f}" y1="{y1:.0f}" x2="{x2:.0f}" y2="{y2:.0f}" {style}/>')
-        if e.get("label"):
-            out.append(f'<text x="{(x1 + x2) / 2:.0f}" y="{(y1 + y2) / 2:.0f}" fill="#c0392b" '
-                       f'text-anchor="middle">{html.escape(_short(e["label"], 30))}</text>')
-    for node_id, (x, y) in pos.items():
-        n = nodes[node_id]
-        if n["kind"] == "variable":
-            text = f"{n['label']} = {_short(json.dumps(n['value'], ensure_ascii=False), 28)}"
-            out.append(f'<text x="{x:.0f}" y="{y:.0f}" text-anchor="middle" fill="#1f4e79">{html.escape(text)}</text>')
-        else:
-            r, fill = (46, "#f4d03f") if n["kind"] == "world" else (40, "#aed6f1")
-            out.append(f'<circle cx="{x:.0f}" cy="{y:.0f}" r="{r}" fill="{fill}" stroke="#333"/>')
-            out.append(f'<text x="{x:.0f}" y="{y + 4:.0f}" text-anchor="middle" font-weight="bold">'
-                       f'{html.escape(_short(n["label"], 18))}</text>')
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
+    """The world graph as SVG, every label readable (:mod:`agent.magnet.graph_layout`): a card for
+    the world and each character with its variables, and each relation pair once. No Graphviz needed."""
+    return layout_svg(graph)
 
 
 def _short(text: str, n: int = 80) -> str:

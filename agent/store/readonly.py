@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agent.store.batches import is_batch, read_batch
 from agent.store.db import APPLICATION_ID, connect, looks_like_sqlite
 from agent.store.errors import NotARunError, StoreError
 from agent.store.migrations import LATEST, schema_version
@@ -50,5 +51,24 @@ class RunIndex:
             return {self.root.name: self.root}
         return {p.name: p for p in sorted(self.root.iterdir()) if p.is_dir() and (p / DB_NAME).is_file()}
 
+    def batches(self) -> dict[str, Path]:
+        """Batch folders: ``root`` itself if it is one, else those directly inside it."""
+        if is_batch(self.root):
+            return {self.root.name: self.root}
+        return {p.name: p for p in sorted(self.root.iterdir()) if p.is_dir() and is_batch(p)}
+
     def path(self, name: str) -> Path | None:
-        return self.runs().get(name)
+        """A run by its name: a run of the folder, or ``BATCH/STORY`` for a story of a batch
+        inside it (only names the index lists, so no name reaches outside ``root``)."""
+        found = self.runs().get(name)
+        if found is not None or "/" not in name:
+            return found
+        batch, _, story = name.partition("/")
+        folder = self.batches().get(batch)
+        if folder is None or folder == self.root:
+            return None
+        runs = {s.run_dir: folder / s.run_dir for s in read_batch(folder).stories}
+        path = runs.get(story)
+        if path is None or not path.resolve().is_relative_to(folder) or not (path / DB_NAME).is_file():
+            return None
+        return path

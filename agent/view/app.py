@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -17,9 +18,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from agent.store import RunStore, StoreError
+from agent.store.batches import read_batch
+from agent.store.paths import DB_NAME
 from agent.store.readonly import RunIndex, open_readonly
-from agent.store.stats import summarize
-from agent.view import pages
+from agent.view import pages, workbench
 from agent.view.templates_env import STATIC, render
 
 NO_CACHE = {"Cache-Control": "no-store"}
@@ -30,11 +32,11 @@ def create_app(root: str | Path, *, poll_ms: int = 1500) -> Starlette:
     routes = [
         Route("/", views.runs_page),
         Route("/api/version", views.version),
+        Route("/run/{name:path}/{page}", views.run_page),  # name: a run, or BATCH/STORY
         Route("/run/{name}", views.run_home),
-        Route("/run/{name}/{page}", views.run_page),
         Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
     ]
-    return Starlette(routes=routes)
+    return Starlette(routes=routes, exception_handlers={HTTPException: views.error})
 
 
 class _Views:
@@ -65,13 +67,20 @@ class _Views:
         for name in self.index.runs():
             try:
                 with self.opened(name) as store:
-                    rows.append({"name": name, "summary": summarize(store), "title": pages.overview(store)["title"],
-                                 "error": None})
+                    overview = pages.overview(store)
+                    rows.append({"name": name, "summary": overview["summary"], "title": overview["title"],
+                                 "activity": overview["activity"], "error": None})
             except HTTPException as exc:
                 rows.append({"name": name, "error": exc.detail})
             except Exception as exc:  # one unreadable run must not hide the rest
                 rows.append({"name": name, "error": f"unreadable: {exc}"})
-        return self.html("runs.html", rows=rows, root=str(self.index.root))
+        batches = []
+        for name, folder in self.index.batches().items():
+            prefix = "" if folder == self.index.root else name + "/"
+            summary = read_batch(folder)
+            batches.append({"name": name, "prefix": prefix, "summary": summary,
+                            "linked": {s.run_dir for s in summary.stories if (folder / s.run_dir / DB_NAME).is_file()}})
+        return self.html("runs.html", rows=rows, batches=batches, root=str(self.index.root))
 
     async def run_home(self, request: Request) -> Response:
         return RedirectResponse(f"/run/{request.path_params['name']}/story")
@@ -80,14 +89,23 @@ class _Views:
         name, page = request.path_params["name"], request.path_params["page"]
         if page not in pages.PAGES:
             raise HTTPException(404, f"no page {page!r}")
-        options: dict[str, Any] = {}
-        if page == "state" and request.query_params.get("unit", "").isdigit():
-            options["unit"] = int(request.query_params["unit"])
+        options = _options(page, request.query_params)
         with self.opened(name) as store:
             context = pages.page(store, page, **options)
             unit = "Chapter" if store.info().unit_kind == "chapter" else "Step"
+        if page == "character" and context["person"] is None:
+            raise HTTPException(404, f"no character named {options.get('who')!r} in {name}")
         return self.html("run_base.html", page=page, run_name=name, unit_label=unit, static_export=False,
-                         passage_href=lambda q: f"/run/{name}/story#{q.anchor}", **context)
+                         passage_href=lambda q: f"/run/{quote(name, safe='/')}/story#{q.anchor}",
+                         find_href=lambda text, unit: workbench.find_href(name, text, unit), nav=pages.NAV,
+                         **context)
+
+    async def error(self, request: Request, exc: Exception) -> Response:
+        code = exc.status_code if isinstance(exc, HTTPException) else 500
+        detail = exc.detail if isinstance(exc, HTTPException) else "the view failed"
+        titles = {404: "Not found", 405: "Not allowed", 409: "Cannot open this run"}
+        return HTMLResponse(render("error.html", poll_ms=0, code=code, heading=titles.get(code, "Error"),
+                                   detail=detail), status_code=code, headers=NO_CACHE)
 
     async def version(self, request: Request) -> Response:
         name = request.query_params.get("run")
@@ -99,7 +117,27 @@ class _Views:
                         parts.append(f"{run_name}={pages.version(store)}")
                 except HTTPException:
                     parts.append(f"{run_name}=?")
+            parts += [f"{name}={read_batch(folder).version()}" for name, folder in self.index.batches().items()]
             return JSONResponse({"version": "|".join(parts)}, headers=NO_CACHE)
         with self.opened(name) as store:
+            status = store.live_status()
             return JSONResponse({"version": pages.version(store), "last_unit": store.info().last_unit,
-                                 "status": store.live_status()}, headers=NO_CACHE)
+                                 "status": status, "word": workbench.status_word(status)}, headers=NO_CACHE)
+
+
+def _options(page: str, params: Any) -> dict[str, Any]:
+    """A page's options from its query string (anything malformed is ignored, never an error)."""
+    options: dict[str, Any] = {}
+    if page == "state" and params.get("unit", "").isdigit():
+        options["unit"] = int(params["unit"])
+    if page == "story" and params.get("find"):
+        options["find"] = params["find"][:2000]
+        if params.get("at", "").isdigit():
+            options["at"] = int(params["at"])
+    if page == "search":
+        options["query"] = params.get("q", "")[:2000]
+        if params.get("k", "").isdigit():
+            options["k"] = int(params["k"])
+    if page == "character":
+        options["who"] = params.get("name", "")
+    return options

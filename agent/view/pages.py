@@ -17,10 +17,14 @@ from agent.store.export import story_title
 from agent.store.judgments import Judgment
 from agent.store.stats import summarize
 from agent.store.timeline import timeline
-from agent.view.passages import JudgmentView, judgment_views, marks
+from agent.view import workbench
+from agent.view.passages import JudgmentView, judgment_views, locate, marks
 from agent.view.svg import bar_chart
 
-PAGES = ("story", "state", "costs", "judgments")
+PAGES = ("story", "outline", "cast", "character", "search", "state", "costs", "judgments")
+NAV = (("story", "Book"), ("outline", "Outline"), ("cast", "Cast"), ("search", "Search"), ("state", "State"),
+       ("costs", "Ledger"), ("judgments", "Judgments"))
+"""The run's pages in the header, in order (the character page is reached from the cast)."""
 
 
 def version(store: RunStore) -> str:
@@ -46,10 +50,16 @@ def all_judgments(store: RunStore) -> list[Judgment]:
 
 
 def marked(text: str, spans: list[tuple[int, int, str, str]]) -> Markup:
-    """``text`` escaped, each quoted span wrapped in ``<mark id=anchor>`` (overlaps: first wins)."""
+    """``text`` escaped, each quoted span wrapped in ``<mark id=anchor>`` (overlaps: first wins, except
+    that the passage a link was followed to, ``found``, always wins)."""
     out, pos = [], 0
+    found = [s for s in spans if s[2] == "found"][:1]
+    if found:
+        start, end = found[0][:2]
+        spans = found + [s for s in spans if s[2] != "found" and (s[1] <= start or s[0] >= end)]
     for start, end, anchor, label in sorted(spans):
-        if start < pos:
+        if start < pos:  # inside a passage already marked: its links land on that one
+            out.append(f'<span id="{anchor}" class="quote-alias"></span>')
             continue
         out.append(html.escape(text[pos:start]))
         out.append(f'<mark id="{anchor}" class="quote" title="{html.escape(label)}">'
@@ -61,19 +71,26 @@ def marked(text: str, spans: list[tuple[int, int, str, str]]) -> Markup:
 
 def overview(store: RunStore) -> dict[str, Any]:
     summary = summarize(store)
-    return {"summary": summary, "info": store.info(), "title": story_title(store)}
+    return {"summary": summary, "info": store.info(), "title": story_title(store),
+            "activity": workbench.activity(store)}
 
 
-def story(store: RunStore) -> dict[str, Any]:
+def story(store: RunStore, find: str | None = None, at: int | None = None) -> dict[str, Any]:
+    """The book; with ``find``, that passage (looked up in unit ``at`` first) marked ``id=found``."""
     book = book_of(store)
     views = judgment_views(all_judgments(store), book.sections)
     where = marks(views)
+    found = locate(find, book.sections, at) if find else None
+    if found is not None:
+        where.setdefault((found.section, found.paragraph), []).insert(
+            0, (found.start, found.end, "found", "the passage you followed"))
     rendered = [{"section": s, "paragraphs": [marked(p, where.get((s.index, n), []))
                                               for n, p in enumerate(s.paragraphs)]} for s in book.sections]
     stale = store.get_plan("stale_after")
     forked = store.get_plan("forked_from")
     return {"book": book, "sections": rendered, "stale": stale if isinstance(stale, dict) else None,
-            "forked": forked if isinstance(forked, dict) else None}
+            "forked": forked if isinstance(forked, dict) else None, "find": find,
+            "found": found is not None}
 
 
 def state(store: RunStore, unit: int | None = None) -> dict[str, Any]:
@@ -122,5 +139,6 @@ def judgments(store: RunStore) -> dict[str, Any]:
 
 
 def page(store: RunStore, name: str, **options: Any) -> dict[str, Any]:
-    builders = {"story": story, "state": state, "costs": costs, "judgments": judgments}
-    return {**overview(store), **builders[name](store, **options)}
+    builders = {"story": story, "state": state, "costs": costs, "judgments": judgments, "outline": workbench.outline,
+                "cast": workbench.cast, "character": workbench.character, "search": workbench.search}
+    return {"dumps": _dumps, **overview(store), **builders[name](store, **options)}

@@ -62,6 +62,30 @@ def magnet_run(folder: Path, name: str = "codicil") -> Path:
     return folder / name
 
 
+def crowded_magnet_run(folder: Path, name: str = "crowded") -> Path:
+    """A Magnet run with a cast of five, each related both ways to two others, secrets, long values
+    and up to 20 variables a character (the world graph's readability test)."""
+    from tests.magnet.story_llm import story_dict
+
+    names = ["Julian Reyes", "Ann", "Bob", "Cy", "Dora <&> Vale"]
+    cast = [{**story_dict()["characters"][1], "name": who, "role": f"role {i}",
+             "location": "the long gallery of the east wing",
+             "relationships": {names[(i + 1) % 5]: f"owes money to {names[(i + 1) % 5]}",
+                               names[(i - 1) % 5]: f"distrusts {names[(i - 1) % 5]} since the funeral"},
+             "state": {f"var_{j}": f"a fairly long value number {j} for {who}, as a writer would keep it"
+                       for j in range(4 + 4 * i)},
+             "secrets": {"hidden_motive": "wants the house for herself"} if i % 2 else {}}
+            for i, who in enumerate(names)]
+    config = {**MagnetSettings().as_config(),
+              "story": story(words=150, characters=cast, world={f"w{j}": j for j in range(8)}).to_dict()}
+    store = RunStore.create(folder / name, pipeline="magnet", config=config, unit_kind="step",
+                            model="story-llm", backend="scripted")
+    with store.session("start"):
+        write_magnet(store, StoryLLM(), config)
+    store.close()
+    return folder / name
+
+
 def wait_for_unit(run_dir: Path, unit: int, timeout: float = 30.0) -> None:
     """Wait until a run being written in another process has committed ``unit`` (0: exists)."""
     import time

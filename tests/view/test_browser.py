@@ -22,7 +22,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in t
 pytest.importorskip("uvicorn")
 
 from agent.store.readonly import open_readonly  # noqa: E402
-from tests.view.runs import quotes, wait_for_unit  # noqa: E402
+from tests.view.runs import crowded_magnet_run, quotes, wait_for_unit  # noqa: E402
 from tests.view.server import serve  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,7 +105,7 @@ def test_magnet_world_graph_is_drawn(page, base_url, shots):
     graph = page.locator("#world-graph svg")
     box = graph.bounding_box()
     assert box and box["width"] > 300 and box["height"] > 300
-    assert graph.locator("circle").count() == 4  # the world and three characters
+    assert graph.locator("g.card").count() == 5  # the world, three characters, their relations
     labels = graph.text_content()
     assert "Ann" in labels and "codicil_missing" in labels
     page.click("#state-1 .graph-link")
@@ -151,15 +151,78 @@ def test_a_new_chapter_appears_while_a_run_commits_it(browser, tmp_path, shots):
             page = context.new_page()
             page.goto(url + "/run/live/story")
             assert page.locator("#unit-1").count() == 1
-            assert page.locator("#run-status").inner_text() == "running"
+            assert page.locator("#run-status").inner_text() == "writing"
+            assert page.locator("#live").inner_text() == "writing"
             page.evaluate("window.__stayed = true")  # an in-place update keeps this; a reload would not
             page.wait_for_selector("#unit-3", timeout=20_000)
             assert "silver key of chapter 3" in page.locator("#unit-3").inner_text()
             page.wait_for_function("document.getElementById('run-status').innerText === 'completed'",
                                    timeout=20_000)
+            page.wait_for_function("document.getElementById('live').innerText === 'completed'", timeout=5_000)
             assert page.evaluate("window.__stayed") is True
             page.screenshot(path=str(shots / "live.png"), full_page=True)
             context.close()
     finally:
         writer.wait(timeout=60)
     assert writer.returncode == 0
+
+
+WORKBENCH = [("runs", "/"), ("book", "/run/keeper/story"), ("outline", "/run/keeper/outline"),
+             ("cast", "/run/keeper/cast"), ("character", "/run/keeper/character?name=Character%200"),
+             ("search", "/run/keeper/search?q=lantern+bell"), ("magnet-book", "/run/codicil/story"),
+             ("magnet-cast", "/run/codicil/cast"), ("magnet-character", "/run/codicil/character?name=Ann"),
+             ("not-found", "/run/keeper/no-such-page")]
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_workbench_pages_fit_the_screen_with_a_book_measure(browser, base_url, shots, width):
+    context = browser.new_context(viewport={"width": width, "height": 900 if width > 400 else 844})
+    page = context.new_page()
+    for name, path in WORKBENCH:
+        page.goto(base_url + path)
+        sideways = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        assert sideways <= 0, f"{path} scrolls sideways by {sideways} px at {width} px"
+        page.screenshot(path=str(shots / f"{name}-{width}.png"), full_page=False)
+    page.goto(base_url + "/run/keeper/story")
+    # characters per line of the book's text: 60-75 on a wide screen
+    chars = page.evaluate("""() => { const p = document.querySelector('#unit-1 p.text');
+        return p.textContent.length / Math.max(1,
+        Math.round(p.getBoundingClientRect().height / parseFloat(getComputedStyle(p).lineHeight))); }""")
+    if width > 1000:
+        assert 55 <= chars <= 78, chars
+    context.close()
+
+
+LABELS = """() => {
+  const svg = document.querySelector('#world-graph svg');
+  const inside = (b, r) => b.x >= r.x - 0.5 && b.y >= r.y - 0.5 && b.x + b.width <= r.x + r.width + 0.5
+    && b.y + b.height <= r.y + r.height + 0.5;
+  const all = [...svg.querySelectorAll('text')];
+  const view = svg.viewBox.baseVal;
+  const bad = [];
+  const boxes = all.map(t => ({t: t.textContent, b: t.getBBox(), card: t.closest('g.card')}));
+  for (const {t, b, card} of boxes) {
+    if (!inside(b, view)) bad.push('clipped by the drawing: ' + t);
+    if (card && !inside(b, card.querySelector('rect').getBBox())) bad.push('outside its card: ' + t);
+  }
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const a = boxes[i].b, c = boxes[j].b;
+    if (a.x < c.x + c.width - 0.5 && c.x < a.x + a.width - 0.5 && a.y < c.y + c.height - 0.5
+        && c.y < a.y + a.height - 0.5) bad.push('overlap: ' + boxes[i].t + ' | ' + boxes[j].t);
+  }
+  return {labels: boxes.length, bad};
+}"""
+
+
+def test_world_graph_labels_never_overlap_nor_are_clipped(browser, tmp_path, shots):
+    """A cast of five with two-way relations, secrets and up to 20 variables each: every label's
+    box (measured by Chromium) lies inside its card and the drawing, and no two labels meet."""
+    crowded_magnet_run(tmp_path)
+    with serve(tmp_path) as url:
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        page.goto(url + "/run/crowded/state")
+        found = page.evaluate(LABELS)
+        page.locator("#world-graph").screenshot(path=str(shots / "graph-crowded.png"))
+        context.close()
+    assert found["labels"] > 60 and not found["bad"], found["bad"][:10]

@@ -4,7 +4,7 @@
   const url = document.body.dataset.versionUrl;
   const every = parseInt(document.body.dataset.pollMs || "1500", 10);
   const badge = document.getElementById("live");
-  if (!url || !every) return;
+  if (!url || !every || !badge) return;
   let last = null;
   async function refresh() {
     const page = await fetch(window.location.href, { cache: "no-store" });
@@ -25,8 +25,12 @@
     try {
       const reply = await fetch(url, { cache: "no-store" });
       if (reply.ok) {
-        const { version } = await reply.json();
+        const { version, word } = await reply.json();
         badge.classList.add("on");
+        if (word && badge.textContent !== word) {  // the run's status in words: writing, completed, ...
+          badge.textContent = word;
+          badge.className = "live badge on badge-" + word;
+        }
         if (last !== null && version !== last) await refresh();
         last = version;
       } else {
