@@ -39,6 +39,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench_results import write_results  # noqa: E402
 
+from agent.llm.embedded_llamacpp import default_threads  # noqa: E402
+
 ENGINES = ("embedded", "embedded-previous", "llamacpp", "llamacpp-server", "vllm-cpu")
 DECODE_TOKENS = 128
 REGEX = r"[A-Z][a-z]+( [a-z]+){40,80}\."
@@ -128,7 +130,7 @@ class RawLlamaCpp:
         import llama_cpp
 
         self.name = "llamacpp"
-        threads = len(os.sched_getaffinity(0))
+        threads = default_threads()
         self.llama = llama_cpp.Llama(str(gguf), n_ctx=8192, n_threads=threads, n_threads_batch=threads,
                                      verbose=False)
 
@@ -201,7 +203,7 @@ def _llamacpp_server(gguf: Path) -> FabulaEngine:
     from serve.llamacpp import llamacpp_command
 
     port = _free_port()
-    threads = len(os.sched_getaffinity(0))
+    threads = default_threads()
     process = subprocess.Popen(llamacpp_command(gguf, port, n_ctx=8192, threads=threads), stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/v1"

@@ -10,6 +10,7 @@ source only, so it is compiled on first install.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -24,12 +25,15 @@ def llamacpp_importable() -> bool:
 
 
 def llamacpp_command(gguf: Path, port: int, *, host: str = "127.0.0.1", n_ctx: int = CONTEXT,
-                     threads: int = 2) -> list[str]:
+                     threads: int | None = None) -> list[str]:
     """The argv that serves ``gguf`` at ``http://host:port/v1`` under :data:`MODEL_ALIAS`.
 
     ``logits_all`` is off: the server's default keeps every prompt position's logits, which
-    only log-probabilities need and which slows every prefill.
+    only log-probabilities need and which slows every prefill. ``threads``: all cores but one by
+    default, since llama.cpp's threads spin at their barriers and a client busy on the last core
+    (a test runner, the pipeline) slowed decoding twelvefold on 2 cores.
     """
+    threads = threads or max(1, len(os.sched_getaffinity(0)) - 1)
     return [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", MODEL_ALIAS,
             "--host", host, "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
             "--n_threads_batch", str(threads), "--logits_all", "false", "--verbose", "false"]

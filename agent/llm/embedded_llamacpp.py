@@ -43,6 +43,13 @@ MAX_DEFAULT_CONTEXT = 32768
 workstation's memory beside the weights); ``context`` asks for another."""
 
 
+def default_threads() -> int:
+    """All cores but one. llama.cpp's worker threads spin at their barriers: with every core
+    taken and another process busy (the pipeline's own Python between tokens, a server, a test
+    runner), decoding on these 2 cores fell from 116 to 9 tokens/s; one core spare keeps it."""
+    return max(1, len(os.sched_getaffinity(0)) - 1)
+
+
 def llamacpp_available() -> bool:
     """Whether llama-cpp-python is installed here (``scripts/setup`` builds it once and caches it)."""
     import importlib.util
@@ -79,7 +86,7 @@ class LlamaCppLLM(LLM):
         self.path = path
         name = Path(tokenizer_dir).name if tokenizer_dir else path.stem
         super().__init__(name, thinking=thinking)
-        threads = threads or max(1, len(os.sched_getaffinity(0)))
+        threads = threads or default_threads()
         try:
             self._llama = llama_cpp.Llama(str(path), n_ctx=context or 0, n_threads=threads, n_threads_batch=threads,
                                           n_batch=512, logits_all=False, verbose=False)

@@ -11,7 +11,9 @@ oldest are dropped past a memory budget.
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,13 +32,48 @@ def common_prefix(held: np.ndarray, prompt: np.ndarray) -> int:
     return int(differ[0]) if differ.size else n
 
 
+@dataclass
+class SavedCache:
+    """One saved KV cache: the tokens it holds and llama.cpp's state bytes (KV cells in use,
+    the RNG, the last logits). llama-cpp-python's own ``save_state`` also copies its 512-row
+    scores buffer (96 MiB on a 49K vocabulary) every time; this keeps only what a reuse needs."""
+
+    tokens: np.ndarray
+    data: Any
+    size: int
+
+
+def save_cache(llama: Any) -> SavedCache:
+    import llama_cpp
+
+    ctx = llama._ctx.ctx
+    capacity = int(llama_cpp.llama_state_get_size(ctx))
+    data = (ctypes.c_uint8 * capacity)()
+    size = int(llama_cpp.llama_state_get_data(ctx, data, capacity))
+    return SavedCache(llama.input_ids[:llama.n_tokens].copy(), data, size)
+
+
+def load_cache(llama: Any, saved: SavedCache) -> None:
+    """Make ``saved`` the live cache; the next ``generate`` evaluates at least one token again
+    (``_requires_eval``), so no logits from before the switch are sampled."""
+    import llama_cpp
+
+    if int(llama_cpp.llama_state_set_data(llama._ctx.ctx, saved.data, saved.size)) != saved.size:
+        llama.reset()
+        return
+    count = len(saved.tokens)
+    llama.input_ids[:count] = saved.tokens
+    llama.n_tokens = count
+    llama._requires_eval = True
+
+
 class PrefixSlots:
     """The saved caches of one ``llama_cpp.Llama`` (most recently used last)."""
 
     def __init__(self, llama: Any, *, budget_mib: float = PREFIX_CACHE_MIB) -> None:
         self.llama = llama
         self.budget = int(budget_mib * 2**20)
-        self.saved: list[Any] = []
+        self.saved: list[SavedCache] = []
         self.loads = 0
 
     def prepare(self, prompt: Sequence[int]) -> int:
@@ -47,15 +84,15 @@ class PrefixSlots:
         live = self._live_common(ids)
         best, best_common = None, live
         for state in self.saved:
-            shared = common_prefix(state.input_ids[:state.n_tokens], ids)
+            shared = common_prefix(state.tokens, ids)
             if shared > best_common:
                 best, best_common = state, shared
         if best is not None and best_common - live >= MIN_SAVED_TOKENS // 4:
             self._save_live(ids, live)
             self.saved.remove(best)
-            self.llama.load_state(best)
+            load_cache(self.llama, best)
+            live = self._live_common(ids)
             self.loads += 1
-            live = best_common
         else:
             self._save_live(ids, live)
         return live - 1 if live == len(ids) else live
@@ -68,14 +105,13 @@ class PrefixSlots:
         """Keep the live cache when this call would overwrite a long part of it."""
         if self.llama.n_tokens - shared < MIN_SAVED_TOKENS:
             return
-        state = self.llama.save_state()
-        if state.llama_state_size > self.budget // 2:
+        state = save_cache(self.llama)
+        if state.size > self.budget // 2:
             return
-        held = state.input_ids[:state.n_tokens]
         self.saved = [s for s in self.saved
-                      if common_prefix(s.input_ids[:s.n_tokens], held) < s.n_tokens]  # a prefix of it: subsumed
+                      if common_prefix(s.tokens, state.tokens) < len(s.tokens)]  # a prefix of it: subsumed
         self.saved.append(state)
-        while sum(s.llama_state_size for s in self.saved) > self.budget:
+        while sum(s.size for s in self.saved) > self.budget:
             self.saved.pop(0)
 
     def clear(self) -> None:
