@@ -152,7 +152,8 @@ class ChapterInFlight:
     def apply_update(self, call: UpdateCall) -> str:
         """Apply the chapter's state transition per entry (the ``update`` tool, ``agent.nst.updating``)."""
         base = self.new_state if self.new_state is not None else self.state
-        applied, message = update_state(self.s, base, call, evidence=self.config.evidence)
+        applied, message = update_state(self.s, base, call, evidence=self.config.evidence,
+                                       atomic=self.config.atomic_update)
         self.new_state = applied.state
         self.last_update = applied
         self._arguments["refused"] = applied.refused

@@ -75,7 +75,8 @@ class ChapterSession:
         """The session of chapter ``index`` under a run's settings (``agent.nst.config.NstConfig``)."""
         return cls(index=index, gate=gate, with_state=config.state, lookback=config.lookback,
                    max_turns=config.max_turns, read_budget=config.read_budget, search_budget=config.search_budget,
-                   correct_budget=config.correct_budget, failed_budget=config.failed_call_budget,
+                   correct_budget=config.correct_budget,
+                   failed_budget=config.failed_call_budget if config.required_after_failures else NO_LIMIT,
                    min_events=config.min_past_events, open_requirements=open_requirements)
 
     @property
@@ -100,6 +101,10 @@ class ChapterSession:
     def may_explore(self) -> bool:
         """Optional tools stay on offer until the failed-call budget is spent."""
         return self.lookback and self.failed < self.failed_budget
+
+
+NO_LIMIT = 1 << 30
+"""The failed-call budget when ``required_after_failures`` is off (the reference has no such rule)."""
 
 
 class Chapter(Protocol):
