@@ -114,3 +114,5 @@ class CallRecord:
     text: str | None = None
     sampling: dict[str, Any] | None = None
     """The sampling controls the call was made with (only those set)."""
+    min_tokens: int | None = None
+    """The floor on completion tokens the call asked for (None: none)."""

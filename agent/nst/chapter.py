@@ -76,7 +76,7 @@ class ChapterInFlight:
     # -- the prompt, fitted ------------------------------------------------------------------
     def _opening(self) -> list[Message]:
         cfg = self.config
-        return [{"role": "system", "content": system_prompt(with_state=cfg.state)},
+        return [{"role": "system", "content": system_prompt(with_state=cfg.state, evidence=cfg.evidence)},
                 {"role": "user", "content": chapter_prompt(
                     story_prompt=self.story_prompt, outline=self.outline, state=self.state if cfg.state else None,
                     completed=self.s.index - 1, chapter=self.item, gate=self.gate, lookback=self.s.lookback,

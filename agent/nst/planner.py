@@ -56,7 +56,7 @@ class Stages:
 
     def synopsis_target(self, words: int) -> int | None:
         """The synopsis' word target (reference ``OutlineAgent.generate``: 1000 if 3 stages else 2500)."""
-        if not self.synopsis_words:
+        if not self.synopsis_words or words < self.synopsis_from:
             return None
         return 2500 if words >= self.acts_from else 1000
 

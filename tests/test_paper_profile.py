@@ -1,0 +1,256 @@
+"""The ``paper`` profile: every constant pinned to the paper section or reference line it comes from,
+and scripted runs whose ledgers show none of fabula's additions ran (issue #28, items 1-2).
+
+Citations: "NstAgent" is /work/shared/seeds/nstagent-narrative-state-tracking.md (the paper, with
+its seed-file line); "Magnet" is magnet-personas-to-plot.md; "reference" is the public repository
+zhennan1/NstAgent at commit e05b9b3 (``code/agent/agent_core.py`` and
+``code/agent/generation_common.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent import pipelines
+from agent.magnet.prompts import SELECT_ONLY_SYSTEM, SELECT_SYSTEM
+from agent.magnet.settings import MagnetConfig, MagnetSettings, SingleConfig
+from agent.nst.config import DirectConfig, NstConfig, RollSumConfig
+from agent.nst.planner import ANCHORS, Stages, _stage_prompt
+from agent.nst.planning import stages_of
+from agent.nst.state import NarrativeState
+from agent.nst.tools import ChapterSession, ToolError, update_grammar
+from agent.nst.updating import update_state
+from agent.settings import parse_assignments
+from tests.magnet.story_llm import StoryLLM, story
+from tests.nst.author import Author
+
+PROMPT = {"prompt": "A keeper finds a bell in the harbour.", "prompt_id": None}
+
+
+def paper(cls: type, **over: Any) -> Any:
+    return cls.parse({**PROMPT, "words": 3000, **cls.profile_settings("paper"), **over})
+
+
+# -- NstAgent: each constant and where it comes from ----------------------------------------------
+
+NST_PINS = [
+    # reference agent_core.py:49 DEFAULT_MAX_TOKENS = 16384: every call, the chapter turn's prose included
+    ("prose_max_tokens", 16384),
+    ("planner_max_tokens", 16384),  # same line: the planner's stages (build_outline_cache.py --max-tokens default)
+    ("temperature", 0.7),  # reference agent_core.py:50 DEFAULT_TEMPERATURE; NstAgent App. A.1 (seed line 395)
+    ("read_budget", 3),  # reference agent_core.py:53 MAX_READ
+    ("search_budget", 5),  # reference agent_core.py:54 MAX_SEARCH
+    ("search_hits", 8),  # reference agent_core.py:55 SEARCH_MAX_HITS
+    ("correct_budget", 3),  # reference agent_core.py:56 MAX_CORRECT_PER_CHAPTER
+    ("max_turns", 50),  # reference agent_core.py:58 MAX_TURNS_PER_CHAPTER; App. A.1 "capped at 50 turns"
+    ("gate_low", 0.8), ("gate_high", 1.2),  # reference generation_common.py:23 WORD_COUNT_TOLERANCE = 0.20; §5.1
+    # App. A.1 (seed line 401): replies at the token limit are rejected; no floor is ever asked for
+    ("min_tokens", False),
+    ("trim_cut_drafts", False),  # same line: "A response that stops at the output-token limit is never accepted"
+    ("evidence", False),  # §4.3 Eq. 6: the update is four arrays; no quote is asked for or checked
+    ("atomic_update", True),  # §4.3 "applies them atomically"; "calls update exactly once"
+    ("min_past_events", 0),  # §4.3 "Empty arrays are passed when a collection does not change"
+    ("fallback_update", False),  # App. A.1: the loop "ends when the model outputs DONE"; no update past the cap
+    ("required_after_failures", False),  # reference: no failed-call rule (agent_core.py section 6 tool loop)
+    ("state_share", 1.0),  # §4.3 "each chapter prompt contains the outline and the state": the state whole
+    ("repetition_guard", False),  # neither paper nor reference has a repetition guard
+    # reference agent_core.py stage_count_for_words: 1 stage < 10K, 2 < 20K, 3 < 100K, else 4
+    ("premise_from", 10_000), ("synopsis_from", 20_000), ("acts_from", 100_000),
+    ("synopsis_words", True),  # reference OutlineAgent.generate: detail_words = 1000 if stages == 3 else 2500
+    ("free_outline", True),  # reference outline_chapters_prompt: "approximately", "up to you", key chapters more
+]
+
+
+@pytest.mark.parametrize(("key", "value"), NST_PINS, ids=[k for k, _ in NST_PINS])
+def test_nst_paper_constant(key: str, value: Any) -> None:
+    assert getattr(paper(NstConfig), key) == value
+
+
+@pytest.mark.parametrize(("cls", "key", "value"), [
+    (RollSumConfig, "prose_max_tokens", 32768),  # App. A.1 (seed 401): "a 32,768-token limit per chapter call"
+    (RollSumConfig, "summary_max_tokens", 16384),  # same: "each summary call has a 16,384-token output limit"
+    (RollSumConfig, "chapter_attempts", 50),  # reference baselines/rolling_summary.py: 50 attempts per chapter
+    (RollSumConfig, "min_tokens", False), (RollSumConfig, "planner_max_tokens", 16384),
+    (RollSumConfig, "acts_from", 100_000),  # RollSum "reads the same frozen outline" (§5.1, seed 195)
+    (DirectConfig, "prose_max_tokens", 32768),  # App. A.1: "one full-story call ... 32,768-token output limit"
+    (DirectConfig, "attempts", 10),  # reference baselines/direct.py: 10 attempts
+    (DirectConfig, "min_tokens", False), (DirectConfig, "repetition_guard", False),
+])
+def test_baseline_paper_constant(cls: type, key: str, value: Any) -> None:
+    assert getattr(paper(cls), key) == value
+
+
+def test_chapter_anchors_are_the_papers() -> None:
+    """App. A.1 (seed 395) and reference agent_core.py CHAPTER_ANCHORS: 10/15/25/40 at 10K/20K/50K/100K."""
+    assert ANCHORS == ((10_000, 10), (20_000, 15), (50_000, 25), (100_000, 40))
+
+
+@pytest.mark.parametrize(("words", "stages", "synopsis"), [
+    (9_999, ["outline"], None), (10_000, ["premise", "outline"], None),
+    (19_999, ["premise", "outline"], None), (20_000, ["premise", "synopsis", "outline"], 1000),
+    (99_999, ["premise", "synopsis", "outline"], 1000), (100_000, ["premise", "synopsis", "acts", "outline"], 2500),
+])
+def test_reference_planner_stages(words: int, stages: list[str], synopsis: int | None) -> None:
+    """Reference agent_core.py ``stage_count_for_words`` and ``OutlineAgent.generate``."""
+    shape = stages_of(paper(NstConfig, words=words))
+    assert shape.for_words(words) == stages and shape.synopsis_target(words) == synopsis
+    if synopsis:
+        assert f"synopsis of about {synopsis} words" in _stage_prompt("synopsis", "p", "x", words, 30, shape)
+
+
+def test_default_planner_unchanged() -> None:
+    """The default profile keeps fabula's schedule (premise from 3K, acts from 40K, no synopsis target)."""
+    shape = stages_of(NstConfig.parse({**PROMPT, "words": 3000}))
+    assert shape == Stages() and shape.for_words(40_000) == ["premise", "synopsis", "acts", "outline"]
+    assert "about" not in _stage_prompt("synopsis", "p", "x", 40_000, 30, shape).split("synopsis")[1][:10]
+
+
+def test_free_outline_prompt_is_the_references() -> None:
+    """Reference ``outline_chapters_prompt``: about N chapters, adjustable; more words for key chapters."""
+    text = _stage_prompt("outline", "p", "x", 20_000, 15, stages_of(paper(NstConfig, words=20_000)))
+    assert "approximately 15" in text and "may adjust" in text and "important chapters" in text
+    assert "exactly" not in text
+
+
+def test_atomic_update_applies_nothing_and_offers_no_second_call() -> None:
+    """Eq. 6: all or nothing. One refused entry (a character twice in one update) refuses the whole
+    update, and no second update is offered; the default applies the rest and offers one retry."""
+    config = paper(NstConfig)
+    session = ChapterSession.for_config(1, config.gate(1000), config, ())
+    session.accepted_text = "Ann rang the bell."
+    snap = {"name": "Ann", "location": "pier", "goal": "g", "relationships": "r", "knowledge": "k",
+            "possessions": "p", "condition": "c", "facts": []}
+    grammar = update_grammar((), 0, session.evidence)
+    assert '"evidence"' not in json.dumps(grammar.model_json_schema())  # §4.3: four arrays, no quotes
+    call = grammar.model_validate({"tool": "update", "upsert_character_state": [snap, snap],
+                                   "add_past_event": [{"key": "bell_rung", "description": "Ann rang the bell."}],
+                                   "add_future_requirement": [], "resolve_future_requirement": []})
+    with pytest.raises(ToolError, match="nothing was applied"):
+        update_state(session, NarrativeState(), call, evidence=config.evidence, atomic=config.atomic_update)
+    assert not session.updated and not session.retry_update
+    applied, _ = update_state(session, NarrativeState(), call, evidence=False, atomic=False)  # the default: per entry
+    assert list(applied.state.past_events) == ["bell_rung"] and session.retry_update
+
+
+def test_paper_keeps_every_tool_on_offer_after_failures() -> None:
+    config = paper(NstConfig)
+    session = ChapterSession.for_config(1, config.gate(1000), config, ())
+    session.failed = 20
+    assert session.may_explore()
+    default = NstConfig.parse({**PROMPT, "words": 3000})
+    assert not ChapterSession.for_config(1, default.gate(1000), default, ()).__class__(
+        **{**vars(session), "failed_budget": default.failed_call_budget}).may_explore()
+
+
+# -- Magnet and the single-model baseline ------------------------------------------------------------
+
+MAGNET_PINS = [
+    ("critic_temperature", 0.1), ("narrator_temperature", 0.35), ("goal_temperature", 0.1),
+    ("character_temperature", 0.2), ("baseline_temperature", 0.35),  # Magnet App. A.1 (seed line 170)
+    ("stall_steps", 15), ("shift_every", 40),  # Magnet §3 (seed line 53): 15 stalled steps, a shift every 40
+    ("recall_paragraphs", 0), ("recap_every", 0),  # §3 (seed 57, 61): roles see "recent story history" only
+    ("narrator_rejects_updates", False),  # §3 (seed 61): the narrator "selectively chooses actions"
+    ("paragraph_floor", False), ("repetition_guard", False),  # neither is in the paper
+    ("critic_example", False),  # the paper's critic prompt has no example reply
+]
+
+
+@pytest.mark.parametrize(("key", "value"), MAGNET_PINS, ids=[k for k, _ in MAGNET_PINS])
+def test_magnet_paper_constant(key: str, value: Any) -> None:
+    assert getattr(MagnetSettings.parse(MagnetSettings.profile_settings("paper")), key) == value
+
+
+def test_single_baseline_paper_settings() -> None:
+    config = SingleConfig.parse({"story": story(words=600).to_dict(), **SingleConfig.profile_settings("paper")})
+    assert not config.paragraph_floor and not config.repetition_guard and config.baseline_temperature == 0.35
+
+
+def test_paper_profile_is_a_bundle_of_settings() -> None:
+    """Each part stays a setting of its own: ``--set`` turns any one back."""
+    over = parse_assignments(["fallback_update=true"])
+    config = NstConfig.parse({**PROMPT, "words": 3000, **NstConfig.profile_settings("paper"), **over})
+    assert config.profile == "paper" and config.fallback_update and not config.min_tokens
+    assert MagnetConfig.profile_settings("paper")["profile"] == "paper"
+
+
+# -- scripted runs: the ledger shows what was sent ---------------------------------------------------
+
+
+def _run(tmp_path: Path, name: str, config: dict[str, Any], model: Any) -> Any:
+    llm = pipelines.LLMOptions(backend="scripted", model="scripted")
+    return pipelines.start(tmp_path / name, name, config, llm, model=model)
+
+
+def _nst(tmp_path: Path, profile: str, name: str = "nst") -> Any:
+    settings = NstConfig.profile_settings(profile)
+    config = {**PROMPT, "words": 3000, "plan_cache": str(tmp_path / "plans" / profile), **settings}
+    return _run(tmp_path / profile, name, config, Author())
+
+
+def test_nst_paper_run_ledger(tmp_path: Path) -> None:
+    store = _nst(tmp_path, "paper")
+    assert store.info().status == "completed"
+    calls, tools = store.llm_calls(), store.tool_calls()
+    assert calls and all(c.min_tokens is None for c in calls)  # no floor on any call
+    assert {c.max_tokens for c in calls if c.role == "nst_prose"} == {16384}
+    assert [c.role for c in calls if c.role and c.role.startswith("plan_")] == ["plan_outline"]  # 3K: outline only
+    assert not any(c.arguments.get("fallback") for c in tools)  # no update past the turn cap
+    assert not any("repetition" in c.arguments for c in tools)  # the guard never judged a draft
+    updates = [c for c in tools if c.tool == "update"]
+    assert updates and all("REFUSED" not in (c.result or "") and "evidence" not in (c.result or "") for c in updates)
+    assert len(updates) == len({c.unit for c in updates})  # one update per chapter
+    system = next(m["content"] for c in calls if c.role == "nst_turn" for m in c.messages if m["role"] == "system")
+    assert "evidence" not in system  # the paper's update asks for four arrays, no quotes
+
+
+def test_nst_default_run_sends_the_floor(tmp_path: Path) -> None:
+    """The check above is not vacuous: the default profile's ledger shows its floor and gate-sized ceiling."""
+    calls = _nst(tmp_path, "default").llm_calls()
+    prose = [c for c in calls if c.role == "nst_prose"]
+    assert prose and all(c.min_tokens for c in prose) and all(c.max_tokens < 16384 for c in prose)
+
+
+@pytest.mark.parametrize("name", ["rollsum", "direct"])
+def test_baseline_paper_runs_send_no_floor(tmp_path: Path, name: str) -> None:
+    cls = RollSumConfig if name == "rollsum" else DirectConfig
+    config = {**PROMPT, "words": 3000, **cls.profile_settings("paper"),
+              **({"plan_cache": str(tmp_path / "plans")} if name == "rollsum" else {})}
+    calls = _run(tmp_path, name, config, Author()).llm_calls()
+    role = "rollsum_chapter" if name == "rollsum" else "direct_story"
+    assert all(c.min_tokens is None for c in calls)
+    assert {c.max_tokens for c in calls if c.role == role} == {32768}
+
+
+def _magnet(tmp_path: Path, profile: str, name: str = "magnet") -> Any:
+    cls = MagnetConfig if name == "magnet" else SingleConfig
+    config = {"story": story(words=600).to_dict(), **cls.profile_settings(profile)}
+    return _run(tmp_path / profile, name, config, StoryLLM())
+
+
+def test_magnet_paper_run_ledger(tmp_path: Path) -> None:
+    store = _magnet(tmp_path, "paper")
+    assert store.info().status == "completed"
+    calls = store.llm_calls()
+    assert calls and all(c.min_tokens is None for c in calls)  # no 60-token narrator floor
+    assert not [c for c in calls if c.role == "recap"]  # no recap every 8 steps
+    texts = [m["content"] for c in calls for m in c.messages]
+    assert not any("Earlier passages" in t or "Recalled" in t for t in texts)  # no BM25 recall
+    selects = [c for c in calls if c.role == "narrator-select"]
+    assert selects and all(c.messages[0]["content"] == SELECT_ONLY_SYSTEM for c in selects)
+    assert not any("must be rejected" in c.messages[1]["content"] for c in selects)
+
+
+def test_magnet_default_run_has_the_additions(tmp_path: Path) -> None:
+    """Not vacuous: the default profile's ledger shows the recap, the floor and the vetting narrator."""
+    calls = _magnet(tmp_path, "default").llm_calls()
+    assert [c for c in calls if c.role == "recap"] and any(c.min_tokens for c in calls if c.role == "narrator")
+    assert any(c.messages[0]["content"] == SELECT_SYSTEM for c in calls if c.role == "narrator-select")
+
+
+def test_single_paper_run_sends_no_floor(tmp_path: Path) -> None:
+    calls = _magnet(tmp_path, "paper", "single").llm_calls()
+    assert calls and all(c.min_tokens is None for c in calls)
