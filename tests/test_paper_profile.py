@@ -26,7 +26,7 @@ from agent.nst.tools import ChapterSession, ToolError, update_grammar
 from agent.nst.updating import update_state
 from agent.settings import parse_assignments
 from tests.magnet.story_llm import StoryLLM, story
-from tests.nst.author import Author
+from tests.nst.author import Author, chapter_of, default_policy
 
 PROMPT = {"prompt": "A keeper finds a bell in the harbour.", "prompt_id": None}
 
@@ -142,8 +142,9 @@ def test_paper_keeps_every_tool_on_offer_after_failures() -> None:
     session.failed = 20
     assert session.may_explore()
     default = NstConfig.parse({**PROMPT, "words": 3000})
-    assert not ChapterSession.for_config(1, default.gate(1000), default, ()).__class__(
-        **{**vars(session), "failed_budget": default.failed_call_budget}).may_explore()
+    fabula = ChapterSession.for_config(1, default.gate(1000), default, ())
+    fabula.failed = 20
+    assert not fabula.may_explore()  # the default's rule: required steps only after 5 failed calls
 
 
 # -- Magnet and the single-model baseline ------------------------------------------------------------
@@ -254,3 +255,31 @@ def test_magnet_default_run_has_the_additions(tmp_path: Path) -> None:
 def test_single_paper_run_sends_no_floor(tmp_path: Path) -> None:
     calls = _magnet(tmp_path, "paper", "single").llm_calls()
     assert calls and all(c.min_tokens is None for c in calls)
+
+
+def stubborn(request: Any, tools: list[str]) -> str:
+    """Writes every chapter, but never updates chapter 2: each of its later turns is invalid."""
+    if "write" not in tools and tools and chapter_of(request) == 2:
+        return '{"tool": "nothing"}'
+    return default_policy(request, tools)
+
+
+def _stubborn_run(tmp_path: Path, profile: str) -> Any:
+    config = {**PROMPT, "words": 3000, "plan_cache": str(tmp_path / "plans" / profile), "max_turns": 12,
+              **NstConfig.profile_settings(profile)}
+    return _run(tmp_path / profile, "nst", config, Author(policy=stubborn))
+
+
+def test_paper_has_no_fallback_update_and_no_required_only_rule(tmp_path: Path) -> None:
+    """Past the turn cap the paper's loop asks for nothing more (the chapter is kept, its state not
+    updated: degraded, recorded); and after five failed calls every tool is still on offer."""
+    store = _stubborn_run(tmp_path, "paper")
+    tools = [c for c in store.tool_calls() if c.unit == 2]
+    assert not any(c.arguments.get("fallback") for c in tools)
+    offered = [c.arguments["offered"] for c in tools if c.tool == "invalid"]
+    # (the last turns offer only the required step whatever the profile: the cap's own rule, legal_tools)
+    assert len(offered) > 7 and all("search" in o and "read" in o for o in offered[5:-2])
+    default = [c for c in _stubborn_run(tmp_path, "default").tool_calls() if c.unit == 2]
+    assert any(c.arguments.get("fallback") for c in default)  # the default's addition, for contrast
+    assert [c.arguments["offered"] for c in default if c.tool == "invalid" and not c.arguments.get("fallback")][-1] \
+        == ["update"]
