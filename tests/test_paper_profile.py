@@ -283,3 +283,21 @@ def test_paper_has_no_fallback_update_and_no_required_only_rule(tmp_path: Path) 
     assert any(c.arguments.get("fallback") for c in default)  # the default's addition, for contrast
     assert [c.arguments["offered"] for c in default if c.tool == "invalid" and not c.arguments.get("fallback")][-1] \
         == ["update"]
+
+
+def test_the_cli_paper_profile_reaches_the_stored_config(tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
+    """``fabula write nst --profile paper`` stores the bundle; ``fabula show`` names it."""
+    from agent.cli import main
+    from agent.store import RunStore
+
+    author = Author()
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: author)
+    run = tmp_path / "run"
+    assert main(["write", "nst", "--prompt", "A keeper finds a bell.", "--words", "2000", "--profile", "paper",
+                 "--plan-cache", str(tmp_path / "plans"), "--out", str(run)]) == 0
+    with RunStore.open(run, readonly=True) as store:
+        config = store.info().config
+        assert all(c.min_tokens is None for c in store.llm_calls())
+    assert config["profile"] == "paper" and config["atomic_update"] and config["prose_max_tokens"] == 16384
+    assert main(["show", str(run)]) == 0
+    assert "profile paper" in capsys.readouterr().out
