@@ -301,3 +301,16 @@ def test_the_cli_paper_profile_reaches_the_stored_config(tmp_path: Path, monkeyp
     assert config["profile"] == "paper" and config["atomic_update"] and config["prose_max_tokens"] == 16384
     assert main(["show", str(run)]) == 0
     assert "profile paper" in capsys.readouterr().out
+
+
+def test_paper_outline_is_free_and_gets_the_planner_ceiling(tmp_path: Path) -> None:
+    """Reference: every planner stage asks for ``DEFAULT_MAX_TOKENS`` (agent_core.py:49), and the
+    outline grammar leaves the count and the targets to the planner (``outline_chapters_prompt``)."""
+    author = Author()
+    _run(tmp_path, "nst", {**PROMPT, "words": 3000, "plan_cache": str(tmp_path / "plans"),
+                           **NstConfig.profile_settings("paper")}, author)
+    (outline,) = [r for r in author.requests if r.role == "plan_outline"]
+    assert outline.max_tokens == 16384
+    schema = outline.constraint.json_schema
+    assert "maxItems" not in schema["properties"]["chapters"]
+    assert "enum" not in schema["$defs"]["OutlineChapter"]["properties"]["target_words"]

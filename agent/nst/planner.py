@@ -233,8 +233,9 @@ def _outline(llm: LLM, messages: list[Message], words: int, chapters: int, tempe
              attempts: int, low: float, high: float, budget: Budget, *,
              free: bool = False, max_tokens: int | None = None) -> tuple[str, list[dict[str, Any]]]:
     """The book's title and the validated chapters (``free``: the plain outline grammar, so the
-    count and each chapter's target are the planner's; the validator still judges them)."""
-    tokens = 160 * chapters + 256
+    count and each chapter's target are the planner's; the validator still judges them, and the
+    reply gets the planner's ceiling, ``max_tokens``, as every reference stage does)."""
+    tokens = max(max_tokens or 0, 160 * chapters + 256) if free else 160 * chapters + 256
     errors: list[str] = []
     grammar = JsonSchema(Outline.model_json_schema(), "nst_outline") if free else outline_schema(
         words, chapters, low, high)
