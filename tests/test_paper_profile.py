@@ -314,3 +314,12 @@ def test_paper_outline_is_free_and_gets_the_planner_ceiling(tmp_path: Path) -> N
     schema = outline.constraint.json_schema
     assert "maxItems" not in schema["properties"]["chapters"]
     assert "enum" not in schema["$defs"]["OutlineChapter"]["properties"]["target_words"]
+
+
+def test_single_paper_run_is_one_prompt(tmp_path: Path) -> None:
+    """Magnet §4.2: the baseline generates the story from one prompt (no paragraph loop, no memory)."""
+    store = _magnet(tmp_path, "paper", "single")
+    calls = store.llm_calls()
+    assert [c.role for c in calls] == ["baseline"] and calls[0].max_tokens == 32768
+    assert "Write the whole story, about 600 words long." in calls[0].messages[1]["content"]
+    assert store.info().status == "completed" and store.paragraphs()

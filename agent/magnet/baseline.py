@@ -13,7 +13,7 @@ import time
 
 from agent import pipelines
 from agent.llm import LLM
-from agent.magnet import describe, ending, prompts
+from agent.magnet import describe, ending, prompts, single_prompt
 from agent.magnet.roles import write_prose
 from agent.magnet.settings import SingleConfig
 from agent.run_context import EventSink, RunContext
@@ -34,6 +34,11 @@ def write(ctx: RunContext[SingleConfig]) -> None:
     step = store.next_unit()
     bound = ending.max_steps(story, settings)
     ctx.set_progress(words=StepState.read(state).words, target_words=story.target_words)
+    if config.single_prompt and not state["finished"]:
+        single_prompt.write_whole(ctx, story, settings, config.single_max_tokens)
+        store.finish()
+        ctx.emit("note", f"done: {store.state()['words']} words in one call")
+        return
     while not state["finished"] and step <= bound:
         started = time.perf_counter()
         recent = [p.text for p in store.paragraphs()[-settings.history_window:]]

@@ -156,6 +156,15 @@ class MagnetConfig(StoryInput, MagnetSettings):
 class SingleConfig(StoryInput, ParagraphSettings):
     """The single-model baseline: the story definition and the settings it shares with Magnet."""
 
+    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": SMALL,
+                                                      "paper": {**PAPER_PARAGRAPHS, "single_prompt": True}}
+
+    single_prompt: bool = False
+    """The paper's baseline (§4.2): one prompt, one call for the whole story (``agent.magnet.single_prompt``).
+    Off: the story continues one paragraph per step (a local model rarely writes it in one reply)."""
+    single_max_tokens: int = Field(TOKENS, ge=256, le=TOKEN_CAP)
+    """That call's ceiling, fitted to the context (the paper gives none: 32,768, NstAgent's Direct's)."""
+
     def magnet_settings(self) -> MagnetSettings:
         """The Magnet settings the shared helpers (ending, prose) read."""
         return MagnetSettings.from_config(self.model_dump(exclude={"story"}))
