@@ -27,7 +27,8 @@ ADDED_BY_ISSUE_13 = {"context_tokens", "context_reserve", "min_past_events", "ev
                      "state_share", "digest_max_tokens"}
 ADDED_BY_ISSUE_28 = {"prose_max_tokens", "premise_from", "synopsis_from", "acts_from", "synopsis_words",
                      "free_outline", "required_after_failures", "fallback_update", "atomic_update",
-                     "paragraph_floor", "narrator_rejects_updates", "single_prompt", "single_max_tokens"}
+                     "paragraph_floor", "narrator_rejects_updates", "single_prompt", "single_max_tokens",
+                     "reference_prompts"}
 """The paper profile's settings, each defaulting to what the run did before (#28)."""
 
 

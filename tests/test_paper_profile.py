@@ -71,9 +71,12 @@ def test_nst_paper_constant(key: str, value: Any) -> None:
 
 
 @pytest.mark.parametrize(("cls", "key", "value"), [
-    (RollSumConfig, "prose_max_tokens", 32768),  # App. A.1 (seed 401): "a 32,768-token limit per chapter call"
+    # App. A.1 (seed 401): "a 32,768-token limit per chapter call" (the paper over the reference's
+    # rolling_summary.py DEFAULT_MAX_TOKENS = 16384: where the paper speaks, it decides)
+    (RollSumConfig, "prose_max_tokens", 32768),
+    (RollSumConfig, "reference_prompts", True),  # reference rolling_summary.py summary_prompt, chapter_prompt
     (RollSumConfig, "summary_max_tokens", 16384),  # same: "each summary call has a 16,384-token output limit"
-    (RollSumConfig, "chapter_attempts", 50),  # reference baselines/rolling_summary.py: 50 attempts per chapter
+    (RollSumConfig, "chapter_attempts", 50),  # reference rolling_summary.py DEFAULT_MAX_LENGTH_ATTEMPTS = 50
     (RollSumConfig, "min_tokens", False), (RollSumConfig, "planner_max_tokens", 16384),
     (RollSumConfig, "acts_from", 100_000),  # RollSum "reads the same frozen outline" (§5.1, seed 195)
     (DirectConfig, "prose_max_tokens", 32768),  # App. A.1: "one full-story call ... 32,768-token output limit"
@@ -323,3 +326,15 @@ def test_single_paper_run_is_one_prompt(tmp_path: Path) -> None:
     assert [c.role for c in calls] == ["baseline"] and calls[0].max_tokens == 32768
     assert "Write the whole story, about 600 words long." in calls[0].messages[1]["content"]
     assert store.info().status == "completed" and store.paragraphs()
+
+
+def test_rollsum_paper_prompts_are_the_references(tmp_path: Path) -> None:
+    """Reference code/baselines/rolling_summary.py: ``summary_prompt`` shows the story prompt and leaves
+    the length to the model; ``chapter_prompt`` asks for the target itself and no later chapter."""
+    author = Author()
+    config = {**PROMPT, "words": 3000, "plan_cache": str(tmp_path / "plans"), **RollSumConfig.profile_settings("paper")}
+    _run(tmp_path, "rollsum", config, author)
+    summary = next(r for r in author.requests if r.role == "rollsum_summary").messages[1]["content"]
+    assert summary.startswith(f"Original story prompt:\n{PROMPT['prompt']}") and "Keep every fact" not in summary
+    chapter = next(r for r in author.requests if r.role == "rollsum_chapter").messages[1]["content"]
+    assert "Aim for the stated target itself" in chapter and "Do not begin, merge, or pre-write" in chapter

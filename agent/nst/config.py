@@ -36,7 +36,7 @@ PAPER_NST: dict[str, Any] = {
 with no evidence and no second call (Section 4.3), no update past the 50-turn cap, every tool on offer
 whatever failed, the state whole unless the chapter's request would not fit."""
 PAPER_ROLLSUM: dict[str, Any] = {**PAPER_STORY, **PAPER_PLANNER, "prose_max_tokens": 32768,
-                                 "summary_max_tokens": 16384}
+                                 "summary_max_tokens": 16384, "reference_prompts": True}
 """RollSum (App. A.1): "a 32,768-token limit per chapter call", "each summary call has a 16,384-token
 output limit"."""
 PAPER_DIRECT: dict[str, Any] = {**PAPER_STORY, "prose_max_tokens": 32768}
@@ -153,6 +153,10 @@ class RollSumConfig(Planned):
     chapter_attempts: int = Field(50, ge=1, le=100)
     """The reference code's 50 attempts per chapter."""
     summary_max_tokens: int = Field(16384, ge=64, le=TOKEN_CAP)
+    reference_prompts: bool = False
+    """The reference's RollSum prompts: the summary call sees the story prompt and keeps what later
+    chapters need in its own words, and the chapter asks for the target itself, no later chapter.
+    Off: fabula's (the summary keeps a list of facts: names, ages, dates, places, ...)."""
 
 
 class DirectConfig(StoryTarget):
