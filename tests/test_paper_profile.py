@@ -26,7 +26,7 @@ from agent.nst.tools import ChapterSession, ToolError, update_grammar
 from agent.nst.updating import update_state
 from agent.settings import parse_assignments
 from tests.magnet.story_llm import StoryLLM, story
-from tests.nst.author import Author, chapter_of, default_policy
+from tests.nst.author import Author, chapter_of, default_policy, outline_json
 
 PROMPT = {"prompt": "A keeper finds a bell in the harbour.", "prompt_id": None}
 
@@ -338,3 +338,28 @@ def test_rollsum_paper_prompts_are_the_references(tmp_path: Path) -> None:
     assert summary.startswith(f"Original story prompt:\n{PROMPT['prompt']}") and "Keep every fact" not in summary
     chapter = next(r for r in author.requests if r.role == "rollsum_chapter").messages[1]["content"]
     assert "Aim for the stated target itself" in chapter and "Do not begin, merge, or pre-write" in chapter
+
+
+class Planner(Author):
+    """Plans one chapter more than recommended, the key chapter twice as long as the others."""
+
+    def reply(self, request: Any) -> tuple[str, str]:
+        if request.role != "plan_outline":
+            return super().reply(request)
+        chapters = json.loads(outline_json(request))["chapters"]
+        n = len(chapters) + 1
+        share = 3000 // (n + 1)
+        targets = [share] * n
+        targets[-2] = 2 * share  # the climax
+        return json.dumps({"title": "T", "chapters": [{"id": i, "title": f"Part {i}", "description": "Things happen.",
+                                                       "target_words": t} for i, t in enumerate(targets, 1)]}), "stop"
+
+
+def test_paper_outline_may_change_the_count_and_give_key_chapters_more(tmp_path: Path) -> None:
+    """§4.1 / App. A.1 and reference ``outline_chapters_prompt``: the count is adjustable and the
+    planner sizes each chapter; each chapter still passes the ±20 % gate around its own target."""
+    store = _run(tmp_path, "nst", {**PROMPT, "words": 3000, "plan_cache": str(tmp_path / "plans"),
+                                   **NstConfig.profile_settings("paper")}, Planner())
+    assert store.info().status == "completed"
+    targets = [c["target_words"] for c in store.plan()["outline"]]
+    assert len(targets) == 4 and targets[2] == 2 * targets[0] and len(store.chapters()) == 4

@@ -20,7 +20,8 @@ PROFILE_HELP = ("auto (the default): the small profile for a model of at most 4B
                 "a server's that reports its size), else default; small: the aids that keep 135M-4B models writing "
                 "(sampling penalties, trimming of cut drafts, ...), each still a setting of its own; default: "
                 "fabula's aids for any model (docs/profiles.md lists how it departs from the papers); paper: "
-                "NstAgent and Magnet exactly as their papers (config file: profile)")
+                "NstAgent, its baselines and Magnet as their papers and the NstAgent reference code describe them "
+                "(config file: profile)")
 
 
 @dataclass(frozen=True)
