@@ -363,3 +363,17 @@ def test_paper_outline_may_change_the_count_and_give_key_chapters_more(tmp_path:
     assert store.info().status == "completed"
     targets = [c["target_words"] for c in store.plan()["outline"]]
     assert len(targets) == 4 and targets[2] == 2 * targets[0] and len(store.chapters()) == 4
+
+
+def test_the_cli_paper_profile_of_the_single_baseline(tmp_path: Path, monkeypatch: Any) -> None:
+    """``fabula write single --profile paper`` gets the baseline's own bundle (one prompt), not Magnet's."""
+    from agent.cli import main
+    from agent.store import RunStore
+
+    llm = StoryLLM()
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: llm)
+    run = tmp_path / "run"
+    assert main(["write", "single", "--story", "agent/magnet/examples/mystery_codicil.toml", "--words", "150",
+                 "--profile", "paper", "--out", str(run)]) == 0
+    with RunStore.open(run, readonly=True) as store:
+        assert store.info().config["single_prompt"] and [c.role for c in store.llm_calls()] == ["baseline"]
