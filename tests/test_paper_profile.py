@@ -40,6 +40,8 @@ def paper(cls: type, **over: Any) -> Any:
 NST_PINS = [
     # reference agent_core.py:49 DEFAULT_MAX_TOKENS = 16384: every call, the chapter turn's prose included
     ("prose_max_tokens", 16384),
+    # ... and every tool turn and update of the loop: agent_core.py:101 DEFAULT_CHAPTER_TOKEN_CONTROL = "fixed"
+    ("tool_max_tokens", 16384), ("update_max_tokens", 16384),
     ("planner_max_tokens", 16384),  # same line: the planner's stages (build_outline_cache.py --max-tokens default)
     ("temperature", 0.7),  # reference agent_core.py:50 DEFAULT_TEMPERATURE; NstAgent App. A.1 (seed line 395)
     ("read_budget", 3),  # reference agent_core.py:53 MAX_READ
@@ -201,6 +203,7 @@ def test_nst_paper_run_ledger(tmp_path: Path) -> None:
     calls, tools = store.llm_calls(), store.tool_calls()
     assert calls and all(c.min_tokens is None for c in calls)  # no floor on any call
     assert {c.max_tokens for c in calls if c.role == "nst_prose"} == {16384}
+    assert {c.max_tokens for c in calls if c.role == "nst_turn"} == {16384}  # tool turns and updates alike
     assert [c.role for c in calls if c.role and c.role.startswith("plan_")] == ["plan_outline"]  # 3K: outline only
     assert not any(c.arguments.get("fallback") for c in tools)  # no update past the turn cap
     assert not any("repetition" in c.arguments for c in tools)  # the guard never judged a draft

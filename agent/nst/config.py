@@ -30,9 +30,11 @@ PAPER_PLANNER: dict[str, Any] = {
 from 10K, the synopsis (~1,000 words, ~2,500 with acts) from 20K, the acts from 100K; the chapter
 outline's count "approximately" the anchors and each chapter's words "up to you" (``outline_chapters_prompt``)."""
 PAPER_NST: dict[str, Any] = {
-    **PAPER_STORY, **PAPER_PLANNER, "prose_max_tokens": 16384, "evidence": False, "atomic_update": True,
+    **PAPER_STORY, **PAPER_PLANNER, "prose_max_tokens": 16384, "tool_max_tokens": 16384, "update_max_tokens": 16384,
+    "evidence": False, "atomic_update": True,
     "fallback_update": False, "required_after_failures": False, "state_share": 1.0, "min_past_events": 0}
-"""NstAgent as the paper: the reference's 16,384-token turn (agent_core.py line 49), Eq. 6's atomic update
+"""NstAgent as the paper: the reference's 16,384 tokens for every call of the chapter loop (agent_core.py
+line 49, with line 101 ``DEFAULT_CHAPTER_TOKEN_CONTROL = "fixed"``), Eq. 6's atomic update
 with no evidence and no second call (Section 4.3), no update past the 50-turn cap, every tool on offer
 whatever failed, the state whole unless the chapter's request would not fit."""
 PAPER_ROLLSUM: dict[str, Any] = {**PAPER_STORY, **PAPER_PLANNER, "prose_max_tokens": 32768,
