@@ -169,7 +169,7 @@ class _Transition:
     def supported(self, where: str, quote: str | None) -> bool:
         if self.body is None or (quote is not None and occurs(quote, self.body)):
             return True
-        self.refused.append(f"{where}: the evidence {_short(quote)!r} does not occur in chapter {self.chapter}; "
+        self.refused.append(f"{where}: the evidence {_short(quote or '')!r} does not occur in chapter {self.chapter}; "
                             "copy a passage of the chapter exactly")
         return False
 
