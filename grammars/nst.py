@@ -85,8 +85,8 @@ class Fact(Grammar):
 EVIDENCE = "a short passage copied exactly from the chapter just written that shows this"
 
 
-class CharacterState(Grammar):
-    """A complete snapshot of one character, replacing any earlier one."""
+class CharacterSnapshot(Grammar):
+    """A complete snapshot of one character, replacing any earlier one (the paper's, Eq. 6: no quote)."""
 
     name: str = Field(min_length=1)
     location: str
@@ -97,12 +97,22 @@ class CharacterState(Grammar):
     condition: str = Field(description="physical and emotional condition")
     facts: list[Fact] = Field(description="identity facts that must never drift: age, birth_date, appearance, "
                                           "title, aliases, ... (repeat the ones that still hold)")
+
+
+class CharacterState(CharacterSnapshot):
+    """A complete snapshot of one character, replacing any earlier one."""
+
     evidence: str = Field(min_length=1, description=EVIDENCE)
 
 
-class KeyedEntry(Grammar):
+class Entry(Grammar):
+    """A keyed entry as the paper's update has it (Eq. 6: no quote)."""
+
     key: str = Field(pattern=KEY_PATTERN, description="lower_snake_case key")
     description: str = Field(min_length=1)
+
+
+class KeyedEntry(Entry):
     evidence: str = Field(min_length=1, description=EVIDENCE)
 
 

@@ -1,12 +1,13 @@
 """Dump every request of scripted runs of each pipeline, to show a refactor changes no prompt.
 
-    PYTHONPATH=$PWD python scripts/dump_prompts.py OUT.jsonl
+    PYTHONPATH=$PWD python scripts/dump_prompts.py OUT.jsonl [--profile paper]
 
 Runs nst, rollsum and direct on the scripted author (tests/nst/author.py; nst also in a small context,
 so the chapter budget gives way) and magnet and single
 on the scripted story model (tests/magnet/story_llm.py), in a temporary folder, and writes one
 JSON line per request: the pipeline, the messages, the sampling settings and the grammar. Run it
 before and after a change and ``diff`` the two files: empty means no prompt changed.
+``--profile NAME`` runs every pipeline under that profile (default: none given, the default).
 """
 
 from __future__ import annotations
@@ -31,7 +32,19 @@ def _finish(store: Any) -> None:
     store.close()
 
 
-def main(out: str) -> int:
+def _profile(name: str, profile: str | None) -> dict[str, Any]:
+    """The settings ``profile`` switches on for pipeline ``name`` (nothing for the default)."""
+    if not profile:
+        return {}
+    from agent.magnet.settings import MagnetConfig, SingleConfig
+    from agent.nst.config import DirectConfig, NstConfig, RollSumConfig
+
+    cls = {"nst": NstConfig, "rollsum": RollSumConfig, "direct": DirectConfig, "magnet": MagnetConfig,
+           "single": SingleConfig}[name]
+    return cls.profile_settings(profile)
+
+
+def main(out: str, profile: str | None = None) -> int:
     home = tempfile.mkdtemp(prefix="fabula-dump-")
     os.environ["FABULA_HOME"] = home
     from agent import pipelines
@@ -58,16 +71,17 @@ def main(out: str) -> int:
     for name in ("nst", "rollsum", "direct"):
         current["pipeline"] = name
         config = {"prompt": "A keeper finds a bell in the harbour.", "prompt_id": None, "words": 3000,
-                  **({"plan_cache": str(Path(home) / "plans" / name)} if name != "direct" else {})}
+                  **({"plan_cache": str(Path(home) / "plans" / name)} if name != "direct" else {}),
+                  **_profile(name, profile)}
         _finish(pipelines.start(Path(home) / name, name, config, llm, model=Author()))
     # a budgeted run: the chapter prompt fitted, reads paged, drafts dropped (a context of 8000 tokens)
     current["pipeline"] = "nst-budgeted"
     config = {"prompt": "A keeper finds a bell in the harbour.", "prompt_id": None, "words": 4000,
-              "context_tokens": 8000, "plan_cache": str(Path(home) / "plans" / "budgeted")}
+              "context_tokens": 8000, "plan_cache": str(Path(home) / "plans" / "budgeted"), **_profile("nst", profile)}
     _finish(pipelines.start(Path(home) / "nst-budgeted", "nst", config, llm, model=Author()))
     for name in ("magnet", "single"):
         current["pipeline"] = name
-        config = {"story": story(words=600).to_dict()}
+        config = {"story": story(words=600).to_dict(), **_profile(name, profile)}
         _finish(pipelines.start(Path(home) / name, name, config, llm, model=StoryLLM()))
     Path(out).write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"{len(lines)} requests written to {out}")
@@ -75,4 +89,6 @@ def main(out: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    args = sys.argv[1:]
+    chosen = args[args.index("--profile") + 1] if "--profile" in args else None
+    sys.exit(main(args[0], chosen))

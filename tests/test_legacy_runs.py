@@ -25,6 +25,11 @@ MAGNET_MEMORY_SETTINGS = {"recall_paragraphs", "recall_words", "recap_every", "r
 """Magnet's long-range memory settings, added by #9."""
 ADDED_BY_ISSUE_13 = {"context_tokens", "context_reserve", "min_past_events", "evidence", "arc_chapters",
                      "state_share", "digest_max_tokens"}
+ADDED_BY_ISSUE_28 = {"prose_max_tokens", "premise_from", "synopsis_from", "acts_from", "synopsis_words",
+                     "free_outline", "required_after_failures", "fallback_update", "atomic_update",
+                     "paragraph_floor", "narrator_rejects_updates", "single_prompt", "single_max_tokens",
+                     "reference_prompts"}
+"""The paper profile's settings, each defaulting to what the run did before (#28)."""
 
 
 @pytest.fixture
@@ -70,5 +75,6 @@ def test_legacy_run_plans_a_resume_under_the_typed_settings(run):
     # settings added since d73c811 show as changes (a resume names them and needs --force, as for
     # any new pipeline default); no value the run stored is ever changed or dropped
     assert all(not c.old_set for c in plan.changes), plan.changes
-    assert {c.key.split(".")[0] for c in plan.changes} <= NEW_SETTINGS | MAGNET_MEMORY_SETTINGS | ADDED_BY_ISSUE_13, \
+    assert {c.key.split(".")[0] for c in plan.changes} <= NEW_SETTINGS | MAGNET_MEMORY_SETTINGS | ADDED_BY_ISSUE_13 \
+        | ADDED_BY_ISSUE_28, \
         plan.changes

@@ -22,7 +22,7 @@ from agent.cli.errors import CLIError
 from agent.text import read_capped
 
 MAX_CONFIG_BYTES = 1 << 20
-PROFILES = ("auto", "default", "small")
+PROFILES = ("auto", "default", "small", "paper")
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ KEYS: dict[str, Key] = {
     "endpoint": Key(str, "the writer's server base URL", "FABULA_ENDPOINT"),
     "model": Key(str, "the model name on that server", "FABULA_MODEL"),
     "api_key": Key(str, "the bearer token for that server", "FABULA_API_KEY", secret=True),
-    "profile": Key(str, "auto (a tiny model gets small), default or small", None),
+    "profile": Key(str, "auto (a tiny model gets small), default, small or paper", None),
     "call_timeout": Key(float, "seconds one model call may take on a server, retries included", "FABULA_CALL_TIMEOUT"),
     "allow_unconstrained": Key(bool, "use a server that does not enforce JSON schemas (parse, validate, re-ask)",
                                "FABULA_ALLOW_UNCONSTRAINED"),

@@ -1,7 +1,8 @@
 """``--profile auto``: the profile follows the model. A model known to be tiny (the embedded
 default; a server that reports a small parameter count, or a size in the model's name) gets
 the small profile, said in one line and recorded in the run; any other gets the default.
-``--profile default|small`` (or ``profile`` in the config file) decides instead."""
+``--profile default|small|paper`` (or ``profile`` in the config file) decides instead; ``paper`` is
+the papers' and their reference code's settings (docs/profiles.md)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ from agent.llm.size import model_size
 if TYPE_CHECKING:
     from agent.llm import LLM
 
-PROFILE_CHOICES = ("auto", "default", "small")
+PROFILE_CHOICES = ("auto", "default", "small", "paper")
 PROFILE_HELP = ("auto (the default): the small profile for a model of at most 4B parameters (the embedded one, or "
                 "a server's that reports its size), else default; small: the aids that keep 135M-4B models writing "
-                "(sampling penalties, trimming of cut drafts, ...), each still a setting of its own; default: as "
-                "the papers (config file: profile)")
+                "(sampling penalties, trimming of cut drafts, ...), each still a setting of its own; default: "
+                "fabula's aids for any model (docs/profiles.md lists how it departs from the papers); paper: "
+                "NstAgent, its baselines and Magnet as their papers and the NstAgent reference code describe them "
+                "(config file: profile)")
 
 
 @dataclass(frozen=True)

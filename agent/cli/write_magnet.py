@@ -74,7 +74,9 @@ def settings_config(args: argparse.Namespace, flags: dict[str, Any], profile: st
     the run is configured, so a bad value is one line and nothing is created."""
     from agent.magnet.settings import MagnetSettings
 
-    out = MagnetSettings.profile_settings(profile)
+    settings = getattr(pipelines.get(args.writer), "settings", None) if getattr(args, "writer", None) else None
+    # the pipeline's own profiles: the single baseline's differ from Magnet's (no critic, one prompt)
+    out = (settings if settings is not None else MagnetSettings).profile_settings(profile)
     given = parse_assignments(args.overrides)
     if "story" in given:
         raise CLIError("--set story: the story comes from STORY.toml (its length from --words or --pages)")

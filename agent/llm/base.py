@@ -224,6 +224,7 @@ class LLM(ABC):
             finish_reason=raw.finish_reason if raw is not None else None,
             error=error,
             sampling=request.sampling.given() or None,
+            min_tokens=request.min_tokens,
             messages=request.messages,
             text=raw.text if raw is not None else None,
         )

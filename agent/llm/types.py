@@ -114,9 +114,10 @@ class CallRecord:
     text: str | None = None
     sampling: dict[str, Any] | None = None
     """The sampling controls the call was made with (only those set)."""
+    min_tokens: int | None = None
+    """The floor on completion tokens the call asked for (None: none)."""
 
 
 EMBEDDED_ENGINES = ("auto", "llama.cpp", "transformers")
 """The embedded backend's engines: ``auto`` picks llama.cpp where it is installed
 (``agent.llm.embedded_engines``); the option layer checks a setting against the same names."""
-

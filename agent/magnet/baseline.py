@@ -13,7 +13,7 @@ import time
 
 from agent import pipelines
 from agent.llm import LLM
-from agent.magnet import describe, ending, prompts
+from agent.magnet import describe, ending, prompts, single_prompt
 from agent.magnet.roles import write_prose
 from agent.magnet.settings import SingleConfig
 from agent.run_context import EventSink, RunContext
@@ -34,6 +34,11 @@ def write(ctx: RunContext[SingleConfig]) -> None:
     step = store.next_unit()
     bound = ending.max_steps(story, settings)
     ctx.set_progress(words=StepState.read(state).words, target_words=story.target_words)
+    if config.single_prompt and not state["finished"]:
+        single_prompt.write_whole(ctx, story, settings, config.single_max_tokens)
+        store.finish()
+        ctx.emit("note", f"done: {store.state()['words']} words in one call")
+        return
     while not state["finished"] and step <= bound:
         started = time.perf_counter()
         recent = [p.text for p in store.paragraphs()[-settings.history_window:]]
@@ -41,6 +46,8 @@ def write(ctx: RunContext[SingleConfig]) -> None:
         cue = ending.cue(story, {**state, "ending": ending.in_ending_window(story, settings, state)})
         low, high = (ending.final_budget(story, settings, state) if final
                      else (settings.paragraph_min_tokens, settings.paragraph_tokens))
+        if not settings.paragraph_floor:
+            low = None
         with ctx.unit(step):
             text, trimmed = write_prose(ctx.llm, prompts.baseline(story, recent, state["words"], cue), settings,
                                         temperature=settings.baseline_temperature, max_tokens=high,

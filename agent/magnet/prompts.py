@@ -62,6 +62,8 @@ SELECT_SYSTEM = (
     "with the characters' names, and list the ids of any proposed world updates that conflict with the state or "
     "with each other and must not be applied."
 )
+SELECT_ONLY_SYSTEM = SELECT_SYSTEM.split(", and list the ids")[0] + "."
+"""The paper's narrator (Section 3): it selects and orders the actions; vetting single world updates is fabula's."""
 GOAL_SYSTEM = (
     "You plan the next story goal of a multi-agent story. Give one concrete objective that the characters can "
     "reach within a few scenes, that follows from what has happened, that is not a repeat of any earlier goal, "
@@ -240,7 +242,10 @@ class Candidate:
 
 
 def selection(story: StoryDefinition, candidates: Sequence[Candidate], goal: str, recent: Sequence[str],
-              world: WorldGraph | None, ending: str, memory: Memory = NO_MEMORY) -> list[Message]:
+              world: WorldGraph | None, ending: str, memory: Memory = NO_MEMORY, *,
+              vets: bool = True) -> list[Message]:
+    """``vets``: also ask which world updates to reject (fabula's addition; the paper's narrator selects
+    and orders the actions only)."""
     listed = []
     for c in candidates:
         listed.append(f"- {c.character}: {c.action}")
@@ -251,9 +256,10 @@ def selection(story: StoryDefinition, candidates: Sequence[Candidate], goal: str
     recap, recalled = memory_blocks(memory)
     user = _join(story_block(story), recap, personas_block(story, world), recalled, recent_block(recent),
                  state_block(_entries(world)), f"Current story goal: {goal}", ending,
-                 "Proposed actions:\n" + "\n".join(listed), "Which actions happen next, and in what order? Which "
-                 "world updates, if any, must be rejected?")
-    return [{"role": "system", "content": SELECT_SYSTEM}, {"role": "user", "content": user}]
+                 "Proposed actions:\n" + "\n".join(listed), "Which actions happen next, and in what order?"
+                 + (" Which world updates, if any, must be rejected?" if vets else ""))
+    return [{"role": "system", "content": SELECT_SYSTEM if vets else SELECT_ONLY_SYSTEM},
+            {"role": "user", "content": user}]
 
 
 def paragraph(story: StoryDefinition, ordered: Sequence[tuple[str, str]], goal: str, recent: Sequence[str],

@@ -311,7 +311,10 @@ def narrate(llm: LLM, scene: Scene, settings: MagnetSettings, actions: Sequence[
             budget: tuple[int, int] | None = None) -> Narration:
     """The narrator selects and orders the fitting actions (rejecting conflicting updates), then
     writes the paragraph (``budget``: ``(min_tokens, max_tokens)`` instead of the settings')."""
+    min_tokens: int | None
     min_tokens, max_tokens = budget or (settings.paragraph_min_tokens, settings.paragraph_tokens)
+    if not settings.paragraph_floor:
+        min_tokens = None
     offered = candidates(actions)
     order, rejected_ids, fallback = select(llm, scene, settings, offered)
     by_name = {a.character: a for a in actions}
@@ -339,11 +342,12 @@ def select(llm: LLM, scene: Scene, settings: MagnetSettings,
     retries falls back to the first action alone (committing every action would merge
     updates nobody checked for conflicts); the fallback is recorded."""
     names = tuple(c.character for c in offered)
-    if len(names) == 1 and not any(c.updates for c in offered):
+    vets = settings.narrator_rejects_updates
+    if len(names) == 1 and not (vets and any(c.updates for c in offered)):
         return list(names), set(), None
-    ids = tuple(uid for c in offered for uid, *_rest in c.updates)
+    ids = tuple(uid for c in offered for uid, *_rest in c.updates) if vets else ()
     request = scene.request(lambda: prompts.selection(scene.story, offered, scene.goal, scene.recent, scene.world,
-                                                      scene.ending, scene.memory),
+                                                      scene.ending, scene.memory, vets=vets),
                             schemas.selection_type(names, ids), temperature=settings.narrator_temperature,
                             max_tokens=settings.selection_tokens, role="narrator-select")
     reply = ask_many(llm, [request], settings.retries, scene.budget)[0]

@@ -31,6 +31,12 @@ TOKENS = 32768
 PROSE = frozenset({"narrator", "transition", "baseline"})
 """The roles that write story text (the rest answer in JSON)."""
 SMALL = {"prose_sampling": SMALL_PROSE, "structured_sampling": SMALL_STRUCTURED}
+PAPER_PARAGRAPHS = {"repetition_guard": False, "paragraph_floor": False}
+"""The paper profile (``agent.settings``): Magnet and its baseline as the paper describes them. The paper
+sends no prose floor and guards no repetition; both are fabula's additions."""
+PAPER_MAGNET = {**PAPER_PARAGRAPHS, "recall_paragraphs": 0, "recap_every": 0, "narrator_rejects_updates": False}
+"""... and Magnet's roles see the recent history only (Section 3: no BM25 recall, no recap), and the
+narrator selects and orders actions without vetting single world updates."""
 
 
 class ParagraphSettings(WritingControls):
@@ -38,13 +44,16 @@ class ParagraphSettings(WritingControls):
     (declared once, so both pipelines check the same ranges)."""
 
     PROSE_ROLES: ClassVar[frozenset[str]] = PROSE
-    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": SMALL}
+    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": SMALL, "paper": PAPER_PARAGRAPHS}
 
     baseline_temperature: float = Field(0.35, ge=0.0, le=2.0)
     history_window: int = Field(3, ge=1, le=50)
     """Recent story paragraphs every role sees."""
     paragraph_tokens: int = Field(320, ge=16, le=TOKENS)
     paragraph_min_tokens: int = Field(60, ge=1, le=TOKENS)
+    paragraph_floor: bool = True
+    """Send ``paragraph_min_tokens`` as the prose floor (fabula's; off in the paper profile: the
+    length still bounds the steps through ``max_steps_factor``)."""
     ending_paragraphs: int = Field(4, ge=1, le=100)
     """Steer to a concluding goal when this many paragraphs' worth of words remain."""
     max_steps_factor: float = Field(3.0, ge=1.0, le=20.0)
@@ -54,7 +63,8 @@ class ParagraphSettings(WritingControls):
 
 
 class MagnetSettings(ParagraphSettings):
-    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": {**SMALL, "critic_example": True}}
+    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": {**SMALL, "critic_example": True},
+                                                      "paper": PAPER_MAGNET}
 
     character_temperature: float = Field(0.2, ge=0.0, le=2.0)
     critic_temperature: float = Field(0.1, ge=0.0, le=2.0)
@@ -76,6 +86,9 @@ class MagnetSettings(ParagraphSettings):
     """Refresh the running recap every N steps by one bounded call (0: no recap)."""
     recap_tokens: int = Field(220, ge=16, le=TOKENS)
     recap_temperature: float = Field(0.1, ge=0.0, le=2.0)
+    narrator_rejects_updates: bool = True
+    """The narrator may reject single proposed world updates (fabula's; the paper's narrator selects
+    and orders actions only)."""
     context_tokens: int | None = Field(None, ge=512, le=TOKEN_CAP)
     """The model's context; None: the server's max_model_len, else the embedded model's config, else
     unknown (nothing fitted). Every request is fitted to it, memory giving way first (agent.magnet.roles)."""
@@ -142,6 +155,15 @@ class MagnetConfig(StoryInput, MagnetSettings):
 
 class SingleConfig(StoryInput, ParagraphSettings):
     """The single-model baseline: the story definition and the settings it shares with Magnet."""
+
+    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": SMALL,
+                                                      "paper": {**PAPER_PARAGRAPHS, "single_prompt": True}}
+
+    single_prompt: bool = False
+    """The paper's baseline (§4.2): one prompt, one call for the whole story (``agent.magnet.single_prompt``).
+    Off: the story continues one paragraph per step (a local model rarely writes it in one reply)."""
+    single_max_tokens: int = Field(TOKENS, ge=256, le=TOKEN_CAP)
+    """That call's ceiling, fitted to the context (the paper gives none: 32,768, NstAgent's Direct's)."""
 
     def magnet_settings(self) -> MagnetSettings:
         """The Magnet settings the shared helpers (ending, prose) read."""

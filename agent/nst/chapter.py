@@ -76,7 +76,7 @@ class ChapterInFlight:
     # -- the prompt, fitted ------------------------------------------------------------------
     def _opening(self) -> list[Message]:
         cfg = self.config
-        return [{"role": "system", "content": system_prompt(with_state=cfg.state)},
+        return [{"role": "system", "content": system_prompt(with_state=cfg.state, evidence=cfg.evidence)},
                 {"role": "user", "content": chapter_prompt(
                     story_prompt=self.story_prompt, outline=self.outline, state=self.state if cfg.state else None,
                     completed=self.s.index - 1, chapter=self.item, gate=self.gate, lookback=self.s.lookback,
@@ -152,7 +152,8 @@ class ChapterInFlight:
     def apply_update(self, call: UpdateCall) -> str:
         """Apply the chapter's state transition per entry (the ``update`` tool, ``agent.nst.updating``)."""
         base = self.new_state if self.new_state is not None else self.state
-        applied, message = update_state(self.s, base, call, evidence=self.config.evidence)
+        applied, message = update_state(self.s, base, call, evidence=self.config.evidence,
+                                       atomic=self.config.atomic_update)
         self.new_state = applied.state
         self.last_update = applied
         self._arguments["refused"] = applied.refused

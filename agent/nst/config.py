@@ -19,6 +19,32 @@ PLANNER_VERSION = "2"
 """2: the outline stage also asks for the book's title (a version-1 cached plan has none)."""
 
 
+PAPER_STORY: dict[str, Any] = {"min_tokens": False, "repetition_guard": False, "trim_cut_drafts": False}
+"""The ``paper`` profile of every chapter-based method: no prose floor (NstAgent App. A.1, line 401 of
+the seed: every method rejects a reply at its token limit, none asks for a minimum), no repetition guard."""
+PAPER_PLANNER: dict[str, Any] = {
+    "planner_max_tokens": 16384, "premise_from": 10_000, "synopsis_from": 20_000, "acts_from": 100_000,
+    "synopsis_words": True, "free_outline": True}
+"""The reference planner (zhennan1/NstAgent code/agent/agent_core.py): ``DEFAULT_MAX_TOKENS = 16384``
+(line 49) for every stage; ``stage_count_for_words``: the chapter outline alone below 10K, the premise
+from 10K, the synopsis (~1,000 words, ~2,500 with acts) from 20K, the acts from 100K; the chapter
+outline's count "approximately" the anchors and each chapter's words "up to you" (``outline_chapters_prompt``)."""
+PAPER_NST: dict[str, Any] = {
+    **PAPER_STORY, **PAPER_PLANNER, "prose_max_tokens": 16384, "tool_max_tokens": 16384, "update_max_tokens": 16384,
+    "evidence": False, "atomic_update": True,
+    "fallback_update": False, "required_after_failures": False, "state_share": 1.0, "min_past_events": 0}
+"""NstAgent as the paper: the reference's 16,384 tokens for every call of the chapter loop (agent_core.py
+line 49, with line 101 ``DEFAULT_CHAPTER_TOKEN_CONTROL = "fixed"``), Eq. 6's atomic update
+with no evidence and no second call (Section 4.3), no update past the 50-turn cap, every tool on offer
+whatever failed, the state whole unless the chapter's request would not fit."""
+PAPER_ROLLSUM: dict[str, Any] = {**PAPER_STORY, **PAPER_PLANNER, "prose_max_tokens": 32768,
+                                 "summary_max_tokens": 16384, "reference_prompts": True}
+"""RollSum (App. A.1): "a 32,768-token limit per chapter call", "each summary call has a 16,384-token
+output limit"."""
+PAPER_DIRECT: dict[str, Any] = {**PAPER_STORY, "prose_max_tokens": 32768}
+"""Direct (App. A.1): "one full-story call per attempt with a 32,768-token output limit"."""
+
+
 class StoryTarget(WritingControls):
     """What every chapter-based method is asked to write: the prompt and its length."""
 
@@ -26,7 +52,7 @@ class StoryTarget(WritingControls):
     PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": {
         "prose_sampling": SMALL_PROSE_LONG_PROMPTS, "structured_sampling": SMALL_STRUCTURED_LONG_PROMPTS,
         "min_tokens": True,
-        "trim_cut_drafts": True}}
+        "trim_cut_drafts": True}, "paper": PAPER_DIRECT}
 
     prompt: str = Field(min_length=1, max_length=200_000)
     prompt_id: str | None = None
@@ -40,6 +66,9 @@ class StoryTarget(WritingControls):
     min_tokens: bool = True
     """Ask the backend for a floor on prose tokens sized from the gate."""
     prose_max_tokens_cap: int = Field(32768, ge=64, le=TOKEN_CAP)
+    prose_max_tokens: int | None = Field(None, ge=64, le=TOKEN_CAP)
+    """A fixed prose ceiling, the paper's; None: sized from the gate (1.25 x the range's top in tokens
+    + 64, under ``prose_max_tokens_cap``). Either way fitted to the context."""
     trim_cut_drafts: bool = False
     """A draft cut at max_tokens is cut back to its last complete sentence and accepted if it then
     lies inside the gate (recorded as trimmed). Off by default: the papers reject a cut draft."""
@@ -67,10 +96,23 @@ class Planned(StoryTarget):
     plan_cache: str | None = None
     """Folder; None: $FABULA_HOME/plans."""
     planner_max_tokens: int = Field(2048, ge=64, le=TOKEN_CAP)
+    premise_from: int = Field(3_000, ge=0, le=MAX_WORDS + 1)
+    """Stories of at least this many words get a premise stage (the reference: from 10K)."""
+    synopsis_from: int = Field(10_001, ge=0, le=MAX_WORDS + 1)
+    """... a synopsis stage (the reference: from 20K)."""
+    acts_from: int = Field(40_000, ge=0, le=MAX_WORDS + 1)
+    """... an act stage (the reference: from 100K)."""
+    synopsis_words: bool = False
+    """Ask the synopsis for the reference's ~1,000 words (~2,500 with the act stage)."""
+    free_outline: bool = False
+    """The paper's outline freedom: the planner may adjust the chapter count and give key chapters
+    more words (the plain outline grammar); off, the grammar fixes the count and keeps each
+    chapter within the gate around an even share. The validator judges the outline either way."""
 
 
 class NstConfig(Planned):
-    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": {**StoryTarget.PROFILES["small"], "min_past_events": 1}}
+    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": {**StoryTarget.PROFILES["small"], "min_past_events": 1},
+                                                      "paper": PAPER_NST}
     """The small profile also asks every state update for at least one past event: a tiny model's
     cheapest legal update is an empty one, and an empty chronology leaves later chapters nothing."""
 
@@ -85,6 +127,12 @@ class NstConfig(Planned):
     correct_budget: int = Field(3, ge=0, le=100)
     failed_call_budget: int = Field(5, ge=0, le=100)
     """Failed tool calls per chapter before only the required steps are offered."""
+    required_after_failures: bool = True
+    """Offer only the required steps once ``failed_call_budget`` is spent (fabula's; the reference has no such rule)."""
+    fallback_update: bool = True
+    """Ask for the update past the turn cap when a kept chapter has none (fabula's; the reference has none)."""
+    atomic_update: bool = False
+    """All or nothing (paper Eq. 6): one refused entry refuses the update, and no second update is offered."""
     tool_max_tokens: int = Field(512, ge=16, le=TOKEN_CAP)
     update_max_tokens: int = Field(4096, ge=64, le=TOKEN_CAP)
     min_past_events: int = Field(0, ge=0, le=10)
@@ -102,12 +150,20 @@ class NstConfig(Planned):
 
 
 class RollSumConfig(Planned):
+    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": StoryTarget.PROFILES["small"], "paper": PAPER_ROLLSUM}
+
     chapter_attempts: int = Field(50, ge=1, le=100)
     """The reference code's 50 attempts per chapter."""
     summary_max_tokens: int = Field(16384, ge=64, le=TOKEN_CAP)
+    reference_prompts: bool = False
+    """The reference's RollSum prompts: the summary call sees the story prompt and keeps what later
+    chapters need in its own words, and the chapter asks for the target itself, no later chapter.
+    Off: fabula's (the summary keeps a list of facts: names, ages, dates, places, ...)."""
 
 
 class DirectConfig(StoryTarget):
+    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": StoryTarget.PROFILES["small"], "paper": PAPER_DIRECT}
+
     attempts: int = Field(10, ge=1, le=100)
     """The reference code's 10 attempts."""
     min_tokens: bool = False

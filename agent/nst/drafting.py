@@ -93,8 +93,10 @@ class Drafter:
 
     def __init__(self, llm: LLM, gate: Gate, ratio: float, *, temperature: float, cap: int, use_min: bool,
                  role: str, guard: Guard | None = None, trim: bool = False, budget: Budget | None = None,
-                 shrink: Shrink | None = None) -> None:
+                 shrink: Shrink | None = None, fixed: int | None = None) -> None:
         self.llm, self.gate, self.ratio = llm, gate, ratio
+        self.fixed = fixed
+        """A fixed prose ceiling (the paper's ``prose_max_tokens``) instead of one sized from the gate."""
         self.temperature, self.cap, self.use_min, self.role = temperature, cap, use_min, role
         self.guard, self.trim = guard, trim
         self.budget = budget or Budget(None)
@@ -107,7 +109,8 @@ class Drafter:
         context budget its requests must fit."""
         return cls(llm, gate, ratio, temperature=config.temperature, cap=config.prose_max_tokens_cap,
                    use_min=config.min_tokens, role=role, guard=Guard.of(config),
-                   trim=getattr(config, "trim_cut_drafts", False), budget=budget, shrink=shrink)
+                   trim=getattr(config, "trim_cut_drafts", False), budget=budget, shrink=shrink,
+                   fixed=getattr(config, "prose_max_tokens", None))
 
     def min_output(self) -> int:
         """The least room a draft needs: the top of the range at the measured ratio. Less than
@@ -119,6 +122,8 @@ class Drafter:
         """One draft, its ``max_tokens`` fitted to the context (``messages`` may shrink in place)."""
         max_tokens, min_tokens = size_tokens(self.gate, self.ratio, cap=self.cap, use_min=self.use_min,
                                              trim=self.trim)
+        if self.fixed is not None:
+            max_tokens = self.fixed
         reply = self.budget.generate(self.llm, messages, temperature=self.temperature, max_tokens=max_tokens,
                                      min_output=self.min_output(), min_tokens=min_tokens, role=self.role,
                                      what=f"a draft of {self.gate.describe()}", shrink=self.shrink)

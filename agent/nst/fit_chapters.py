@@ -80,7 +80,8 @@ def chapter_needs(config: Any, budget: Budget, chapters: int) -> int:
     outline = [{"id": i, "title": f"Chapter {i}", "description": OUTLINE_ITEM, "target_words": target}
                for i in range(1, chapters + 1)]
     with_state = bool(getattr(config, "state", True))
-    messages = [{"role": "system", "content": system_prompt(with_state=with_state)},
+    messages = [{"role": "system", "content": system_prompt(with_state=with_state,
+                                                                   evidence=bool(getattr(config, "evidence", True)))},
                 {"role": "user", "content": chapter_prompt(story_prompt=config.prompt, outline=outline, state=None,
                                                            completed=0, chapter=outline[0], gate=gate,
                                                            lookback=bool(getattr(config, "lookback", True)))}]

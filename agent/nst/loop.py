@@ -160,7 +160,10 @@ class ChapterLoop(ChapterInFlight):
 
     def _fallback_update(self) -> None:
         """Update calls past the cap, so the chapter kept still reaches the state: the full update
-        first; if that is cut off or invalid, the one most important event alone (a bounded reply)."""
+        first; if that is cut off or invalid, the one most important event alone (a bounded reply).
+        None when ``fallback_update`` is off (the reference has no update past the turn cap)."""
+        if not self.config.fallback_update:
+            return
         self.messages.append({"role": "user", "content": ASK_AFTER_CAP})
         if self._fallback_call(TOOLS["update"].grammar(self.s), self.config.update_max_tokens):
             return

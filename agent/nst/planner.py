@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
@@ -26,6 +27,38 @@ PREMISE_FROM = 3_000
 """Below this, the chapter outline alone (a two-chapter story needs no premise)."""
 SYNOPSIS_ABOVE = 10_000
 ACTS_FROM = 40_000
+
+
+@dataclass(frozen=True)
+class Stages:
+    """Which planner stages run at which length, and what the synopsis and outline are asked for.
+
+    The default is fabula's schedule; the ``paper`` profile sets the reference code's
+    (``agent.nst.config.Planned``: ``premise_from``, ``synopsis_from``, ``acts_from``, ...)."""
+
+    premise_from: int = PREMISE_FROM
+    synopsis_from: int = SYNOPSIS_ABOVE + 1
+    acts_from: int = ACTS_FROM
+    synopsis_words: bool = False
+    """Ask the synopsis for the reference's ~1,000 words (no acts stage) or ~2,500 (with acts)."""
+    free_outline: bool = False
+    """The reference's outline freedom: about N chapters, adjustable, key chapters may get more words."""
+
+    def for_words(self, words: int) -> list[str]:
+        stages = []
+        if words >= self.premise_from:
+            stages.append("premise")
+        if words >= self.synopsis_from:
+            stages.append("synopsis")
+        if words >= self.acts_from:
+            stages.append("acts")
+        return [*stages, "outline"]
+
+    def synopsis_target(self, words: int) -> int | None:
+        """The synopsis' word target (reference ``OutlineAgent.generate``: 1000 if 3 stages else 2500)."""
+        if not self.synopsis_words or words < self.synopsis_from:
+            return None
+        return 2500 if words >= self.acts_from else 1000
 
 SYSTEM = ("You are a novelist planning a long story. Follow the instructions exactly and write in the "
           "language of the story prompt.")
@@ -47,15 +80,8 @@ def chapter_count(words: int) -> int:
     return round(c1 + (c1 - c0) * (words - w1) / (w1 - w0))
 
 
-def stages_for(words: int) -> list[str]:
-    stages = []
-    if words >= PREMISE_FROM:
-        stages.append("premise")
-    if words > SYNOPSIS_ABOVE:
-        stages.append("synopsis")
-    if words >= ACTS_FROM:
-        stages.append("acts")
-    return [*stages, "outline"]
+def stages_for(words: int, stages: Stages | None = None) -> list[str]:
+    return (stages or Stages()).for_words(words)
 
 
 def validate_outline(outline: Outline, words: int, chapters: int, low: float = DEFAULT_LOW,
@@ -95,7 +121,9 @@ def validate_outline(outline: Outline, words: int, chapters: int, low: float = D
     return [c.model_dump() for c in items]
 
 
-def _stage_prompt(stage: str, prompt: str, previous: str | None, words: int, chapters: int) -> str:
+def _stage_prompt(stage: str, prompt: str, previous: str | None, words: int, chapters: int,
+                  shape: Stages | None = None) -> str:
+    shape = shape or Stages()
     context = f"Story prompt:\n{prompt}\n"
     if previous:
         context += f"\nPlan so far:\n{previous}\n"
@@ -103,11 +131,15 @@ def _stage_prompt(stage: str, prompt: str, previous: str | None, words: int, cha
         task = ("Write the premise of this story in about 300 words: the protagonist and main cast, the setting, "
                 "the central conflict, what is at stake, and how it ends. Plain prose, no headings.")
     elif stage == "synopsis":
-        task = (f"Expand the premise into a detailed synopsis of the whole {words}-word story, beginning to end, "
-                "naming characters and places and keeping every plot thread. Plain prose.")
+        target = shape.synopsis_target(words)
+        about = f" of about {target} words" if target else ""
+        task = (f"Expand the premise into a detailed synopsis{about} of the whole {words}-word story, beginning to "
+                "end, naming characters and places and keeping every plot thread. Plain prose.")
     elif stage == "acts":
         task = (f"Divide the synopsis into 3 to 5 acts. For each act give a heading line 'Act N: title' and a "
                 f"paragraph of what happens; the acts together will span {chapters} chapters.")
+    elif shape.free_outline:
+        task = _free_outline_task(words, chapters)
     else:
         per = max(1, round(words / chapters))
         task = (f"Write the chapter outline of the story as JSON: the book's title, then exactly {chapters} chapters "
@@ -117,23 +149,38 @@ def _stage_prompt(stage: str, prompt: str, previous: str | None, words: int, cha
     return f"{context}\n{task}"
 
 
+def _free_outline_task(words: int, chapters: int) -> str:
+    """The reference's chapter-outline request in substance (NstAgent ``code/agent/agent_core.py``,
+    ``outline_chapters_prompt``): about N chapters, adjustable; each chapter's length is the
+    planner's, more for key chapters; the sum within the gate."""
+    per = max(1, round(words / chapters))
+    return (f"Write the chapter outline of the story as JSON: the book's title, then the chapters with ids from 1, "
+            f"each with a title, a description of the key events, character moments and plot progression, and "
+            f"target_words. Recommended number of chapters: approximately {chapters} (average target ~{per} words "
+            "per chapter). You may adjust slightly if the plot requires it, but stay close. The target_words of "
+            f"each chapter is up to you; they must sum to within ±20% of {words} words. You may assign more words "
+            "to important chapters and fewer to transitional ones.")
+
+
 def make_plan(llm: LLM, prompt: str, words: int, *, temperature: float, max_tokens: int, attempts: int,
               on_stage: Callable[[str], None] | None = None, gate_low: float = DEFAULT_LOW,
               gate_high: float = DEFAULT_HIGH, budget: Budget | None = None,
-              chapters: int | None = None) -> dict[str, Any]:
+              chapters: int | None = None, shape: Stages | None = None) -> dict[str, Any]:
     """Run every stage for ``words`` and return the plan (premise..outline). ``chapters``: the
     count to plan (default :func:`chapter_count`; more when the context needs shorter chapters)."""
     budget = budget or Budget(None)
     chapters = chapters or chapter_count(words)
     plan: dict[str, Any] = {"words": words, "chapters": chapters, "notes": []}
     previous: str | None = None
-    for stage in stages_for(words):
+    shape = shape or Stages()
+    for stage in shape.for_words(words):
         if on_stage:
             on_stage(stage)
         if stage == "outline" and plan.get("premise") and previous != plan["premise"]:
             previous = f"Premise:\n{plan['premise']}\n\n{previous}"
         messages: list[Message] = [{"role": "system", "content": SYSTEM},
-                                   {"role": "user", "content": _stage_prompt(stage, prompt, previous, words, chapters)}]
+                                   {"role": "user", "content": _stage_prompt(stage, prompt, previous, words, chapters,
+                                                                                  shape)}]
         if stage != "outline":
             reply = budget.generate(llm, messages, temperature=temperature, max_tokens=max_tokens,
                                     min_output=min(max_tokens, 256), role=f"plan_{stage}", what=f"the {stage} stage")
@@ -144,7 +191,8 @@ def make_plan(llm: LLM, prompt: str, words: int, *, temperature: float, max_toke
             previous = f"{previous}\n\n{text}" if previous and stage == "acts" else text
             continue
         plan["title"], plan["outline"] = _outline(llm, messages, words, chapters, temperature, attempts,
-                                                  gate_low, gate_high, budget)
+                                                  gate_low, gate_high, budget, free=shape.free_outline,
+                                                  max_tokens=max_tokens)
     return plan
 
 
@@ -182,11 +230,15 @@ def outline_schema(words: int, chapters: int, low: float = DEFAULT_LOW, high: fl
 
 
 def _outline(llm: LLM, messages: list[Message], words: int, chapters: int, temperature: float,
-             attempts: int, low: float, high: float, budget: Budget) -> tuple[str, list[dict[str, Any]]]:
-    """The book's title and the validated chapters."""
-    tokens = 160 * chapters + 256
+             attempts: int, low: float, high: float, budget: Budget, *,
+             free: bool = False, max_tokens: int | None = None) -> tuple[str, list[dict[str, Any]]]:
+    """The book's title and the validated chapters (``free``: the plain outline grammar, so the
+    count and each chapter's target are the planner's; the validator still judges them, and the
+    reply gets the planner's ceiling, ``max_tokens``, as every reference stage does)."""
+    tokens = max(max_tokens or 0, 160 * chapters + 256) if free else 160 * chapters + 256
     errors: list[str] = []
-    grammar = outline_schema(words, chapters, low, high)
+    grammar = JsonSchema(Outline.model_json_schema(), "nst_outline") if free else outline_schema(
+        words, chapters, low, high)
     for _ in range(max(1, attempts)):
         try:
             reply = budget.generate(llm, messages, grammar, temperature=temperature, max_tokens=tokens,

@@ -7,13 +7,14 @@ RollSum for the same model, prompt and length. Planner calls are recorded agains
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from agent.nst.budget import Budget
 from agent.nst.config import Planned
 from agent.nst.fit_chapters import fit_chapters
 from agent.nst.plan_cache import PlanCache, cache_key, plan_digest
-from agent.nst.planner import make_plan
+from agent.nst.planner import Stages, make_plan
 from agent.run_context import RunContext
 
 PLAN_KEYS = ("title", "premise", "synopsis", "acts", "outline", "words", "chapters", "notes")
@@ -22,6 +23,12 @@ PLAN_KEYS = ("title", "premise", "synopsis", "acts", "outline", "words", "chapte
 PLANNING_WORDS = {"plan_premise": "planning the premise", "plan_synopsis": "planning the synopsis",
                   "plan_acts": "planning the acts", "plan_outline": "planning the outline"}
 """What a model call of each planner stage is doing, as a writer would say it (progress)."""
+
+
+def stages_of(config: Planned) -> Stages:
+    """The planner's stage schedule a run's settings ask for."""
+    return Stages(config.premise_from, config.synopsis_from, config.acts_from, config.synopsis_words,
+                  config.free_outline)
 
 
 def frozen_plan(ctx: RunContext[Any], budget: Budget | None = None) -> dict[str, Any]:
@@ -34,6 +41,8 @@ def frozen_plan(ctx: RunContext[Any], budget: Budget | None = None) -> dict[str,
     model = (store.info().config.get("llm") or {}).get("model") or ctx.llm.model
     fitted = fit_chapters(config, budget)
     key = cache_key(model, config.prompt, config.prompt_id, config.words)
+    if stages_of(config) != Stages():
+        key["stages"] = asdict(stages_of(config))  # another planner's plan is not the default plan
     if fitted is not None:
         key["chapters"] = fitted.chapters  # a plan fitted to a small context is not the default plan
         ctx.emit("note", fitted.describe())
@@ -47,7 +56,7 @@ def frozen_plan(ctx: RunContext[Any], budget: Budget | None = None) -> dict[str,
                              max_tokens=config.planner_max_tokens, attempts=config.outline_attempts,
                              on_stage=lambda stage: ctx.emit("plan", stage), gate_low=config.gate_low,
                              gate_high=config.gate_high, budget=budget,
-                             chapters=fitted.chapters if fitted is not None else None)
+                             chapters=fitted.chapters if fitted is not None else None, shape=stages_of(config))
         cache.put(key, plan)
     for name in PLAN_KEYS:
         if name in plan and name != "outline":

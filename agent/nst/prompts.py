@@ -39,13 +39,19 @@ SYSTEM_STATE = """
   * add_future_requirement: {key, description} for each promise the story has made and must keep later:
     a planted clue, an open question, a vow, a coming confrontation.
   * resolve_future_requirement: keys of open requirements this chapter fulfilled.
-  Every new or changed entry carries evidence: a short passage copied exactly from the chapter you just wrote.
-  An entry whose evidence is not in the chapter is refused (the others are kept); you may fix refused ones once.
-The narrative state is your memory of everything written so far: keep the story consistent with it."""
+{evidence}The narrative state is your memory of everything written so far: keep the story consistent with it."""
 
 
-def system_prompt(*, with_state: bool) -> str:
-    return SYSTEM_BASE + (SYSTEM_STATE if with_state else "")
+EVIDENCE_RULE = (
+    "  Every new or changed entry carries evidence: a short passage copied exactly from the chapter you just wrote.\n"
+    """  An entry whose evidence is not in the chapter is refused (the others are kept); you may fix refused ones once.
+""")
+"""fabula's evidence gating (the ``evidence`` setting); the paper's update has no quotes (Eq. 6)."""
+
+
+def system_prompt(*, with_state: bool, evidence: bool = True) -> str:
+    state = SYSTEM_STATE.replace("{evidence}", EVIDENCE_RULE if evidence else "")
+    return SYSTEM_BASE + (state if with_state else "")
 
 
 def outline_block(outline: list[dict[str, Any]], focus: int | None = None) -> str:

@@ -99,7 +99,7 @@ def rederive_rollsum(ctx: RunContext[RollSumConfig], index: int) -> Rederived:
     before, current = _snapshots(ctx, index)
     start = ctx.calls
     try:
-        summary = summarize(ctx, run_budget(ctx), before.summary or "", index, chapter.text)
+        summary = summarize(ctx, run_budget(ctx), before.summary or "", index, chapter.text, chapter.title)
     except LLMError as exc:
         return _failed(index, "the summary call", str(exc), ctx.calls - start)
     _store(ctx, index, current, summary=summary)

@@ -29,15 +29,24 @@ from agent.store import RunStore
 from agent.store.snapshots import ChapterSnapshot
 from agent.text import count_words
 
+REFERENCE_TASK = ("Even though the full outline is visible, write only the current chapter. Do not begin, merge, or "
+                  "pre-write any later chapter; end the response as soon as the current chapter is complete. Aim "
+                  "for the stated target itself, not the top of the accepted range. Begin resolving the current "
+                  "chapter by roughly 85-90% of the target and finish it naturally near the target; do not pad "
+                  "toward the upper bound.\n")
+"""The reference's chapter instructions (zhennan1/NstAgent code/baselines/rolling_summary.py,
+``chapter_prompt``), added by ``reference_prompts``."""
+
 
 def chapter_messages(prompt: str, outline: list[dict[str, Any]], summary: str, item: dict[str, Any],
-                     gate: Gate, completed: int) -> list[Message]:
+                     gate: Gate, completed: int, *, reference: bool = False) -> list[Message]:
     user = (f"# Story prompt\n{prompt}\n\n# Outline ({len(outline)} chapters, frozen)\n{outline_block(outline)}\n\n"
             f"# Story so far (summary)\n{summary or '(nothing written yet)'}\n\n"
             f"# Progress\nCompleted chapters: {completed} of {len(outline)}.\n\n"
             f"# Current task\nWrite chapter {item['id']}: \"{item['title']}\".\nWhat happens: {item['description']}\n"
             f"Length: {gate.describe()}.\nThe outline is a plan, not prose: expand it into scenes with dialogue, "
-            "sensory detail and inner experience.\nReply with the chapter's prose only: no title line, no notes.")
+            "sensory detail and inner experience.\n" + (REFERENCE_TASK if reference else "")
+            + "Reply with the chapter's prose only: no title line, no notes.")
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
@@ -60,10 +69,10 @@ def write(ctx: RunContext[RollSumConfig]) -> None:
         with ctx.unit(index):
             drafter = Drafter.for_config(ctx.llm, gate, ratio, config, "rollsum_chapter", budget=budget)
             outcome = draft_until_gate(drafter, chapter_messages(config.prompt, outline, summary, item, gate,
-                                                                 index - 1),
+                                                                 index - 1, reference=config.reference_prompts),
                                        config.chapter_attempts, on_attempt=record_attempt(ctx))
             ratio = drafter.ratio
-            summary = summarize(ctx, budget, summary, index, outcome.text)
+            summary = summarize(ctx, budget, summary, index, outcome.text, item["title"])
             stats = {"attempts": outcome.attempts, "first_attempt_pass": outcome.first_attempt_pass,
                      "words": outcome.words, "target": gate.target, "degraded": outcome.degraded,
                      "summary_words": count_words(summary)}

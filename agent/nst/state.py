@@ -166,10 +166,10 @@ class _Transition:
     notes: list[str] = field(default_factory=list)
     applied: int = 0
 
-    def supported(self, where: str, quote: str) -> bool:
-        if self.body is None or occurs(quote, self.body):
+    def supported(self, where: str, quote: str | None) -> bool:
+        if self.body is None or (quote is not None and occurs(quote, self.body)):
             return True
-        self.refused.append(f"{where}: the evidence {_short(quote)!r} does not occur in chapter {self.chapter}; "
+        self.refused.append(f"{where}: the evidence {_short(quote or '')!r} does not occur in chapter {self.chapter}; "
                             "copy a passage of the chapter exactly")
         return False
 
@@ -197,13 +197,14 @@ class _Transition:
             existing = [k for k in characters if k.casefold() == folded]
             if existing and characters[existing[0]] == entry and existing[0] == name:
                 continue  # unchanged: nothing to prove
-            if not self.supported(f"upsert_character_state {name!r}", snap.evidence):
+            quote = getattr(snap, "evidence", None)
+            if not self.supported(f"upsert_character_state {name!r}", quote):
                 continue
             for old in existing:
                 del characters[old]
                 self.provenance["characters"].pop(old, None)
             characters[name] = entry
-            self.provenance["characters"][name] = {"chapter": self.chapter, "quote": snap.evidence}
+            self.provenance["characters"][name] = {"chapter": self.chapter, "quote": quote}
             self.applied += 1
         return characters
 
@@ -218,10 +219,11 @@ class _Transition:
                 if table[item.key] != item.description:
                     self.refused.append(f"{where}: {exists}")
                 continue
-            if not self.supported(where, item.evidence):
+            quote = getattr(item, "evidence", None)
+            if not self.supported(where, quote):
                 continue
             table[item.key] = item.description
-            self.provenance[collection][item.key] = {"chapter": self.chapter, "quote": item.evidence}
+            self.provenance[collection][item.key] = {"chapter": self.chapter, "quote": quote}
             self.applied += 1
         return table
 

@@ -31,7 +31,7 @@ from agent.store.records import Chapter as StoredChapter
 from agent.store.search import MAX_TERMS, Hit, dropped_terms
 from agent.text import count_words
 from grammars.base import Grammar
-from grammars.nst import TOOL_CALLS, CorrectCall, KeyedEntry, ReadCall, UpdateCall
+from grammars.nst import TOOL_CALLS, CharacterSnapshot, CorrectCall, Entry, KeyedEntry, ReadCall, UpdateCall
 
 
 class ToolError(ValueError):
@@ -68,6 +68,8 @@ class ChapterSession:
     """Past events every update must add (the run's ``min_past_events``)."""
     retry_update: bool = False
     """An update had entries refused: one more update may fix them (optional)."""
+    evidence: bool = True
+    """The update grammar asks each entry for a quote of the chapter (the run's ``evidence``)."""
 
     @classmethod
     def for_config(cls, index: int, gate: Gate, config: NstConfig,
@@ -75,8 +77,9 @@ class ChapterSession:
         """The session of chapter ``index`` under a run's settings (``agent.nst.config.NstConfig``)."""
         return cls(index=index, gate=gate, with_state=config.state, lookback=config.lookback,
                    max_turns=config.max_turns, read_budget=config.read_budget, search_budget=config.search_budget,
-                   correct_budget=config.correct_budget, failed_budget=config.failed_call_budget,
-                   min_events=config.min_past_events, open_requirements=open_requirements)
+                   correct_budget=config.correct_budget,
+                   failed_budget=config.failed_call_budget if config.required_after_failures else NO_LIMIT,
+                   min_events=config.min_past_events, open_requirements=open_requirements, evidence=config.evidence)
 
     @property
     def written(self) -> bool:
@@ -100,6 +103,10 @@ class ChapterSession:
     def may_explore(self) -> bool:
         """Optional tools stay on offer until the failed-call budget is spent."""
         return self.lookback and self.failed < self.failed_budget
+
+
+NO_LIMIT = 1 << 30
+"""The failed-call budget when ``required_after_failures`` is off (the reference has no such rule)."""
 
 
 class Chapter(Protocol):
@@ -302,7 +309,7 @@ class Update(Tool):
         return s.written and s.with_state and (not s.updated or s.retry_update)
 
     def grammar(self, s: ChapterSession) -> type[BaseModel]:
-        return update_grammar(s.open_requirements, s.min_events)
+        return update_grammar(s.open_requirements, s.min_events, s.evidence)
 
     def refusal(self, s: ChapterSession) -> str:
         if not s.with_state:
@@ -377,17 +384,23 @@ def _with_chapters(base: type[Grammar], chapters: tuple[int, ...]) -> type[BaseM
 
 
 @lru_cache(maxsize=256)
-def update_grammar(open_keys: tuple[str, ...], min_events: int = 0) -> type[BaseModel]:
+def update_grammar(open_keys: tuple[str, ...], min_events: int = 0, evidence: bool = True) -> type[BaseModel]:
     """``update`` with ``resolve_future_requirement`` narrowed to the requirement keys open now
-    (an empty array when none is open) and at least ``min_events`` past events."""
+    (an empty array when none is open) and at least ``min_events`` past events; without
+    ``evidence``, the paper's four arrays with no quotes (Eq. 6)."""
     base = TOOL_CALLS["update"]
     if open_keys:
         resolve: Any = (list[Literal[open_keys]], Field(  # type: ignore[valid-type]
             description=f"keys of open requirements this chapter fulfilled, from: {', '.join(open_keys)}"))
     else:
         resolve = (list[str], Field(max_length=0, description="no requirement is open: []"))
-    events: Any = (list[KeyedEntry], Field(min_length=min_events) if min_events else Field())
-    return create_model(base.__name__, __base__=base, resolve_future_requirement=resolve, add_past_event=events)
+    entry = KeyedEntry if evidence else Entry
+    events: Any = (list[entry], Field(min_length=min_events) if min_events else Field())  # type: ignore[valid-type]
+    if evidence:
+        return create_model(base.__name__, __base__=base, resolve_future_requirement=resolve, add_past_event=events)
+    return create_model(base.__name__, __base__=base, resolve_future_requirement=resolve, add_past_event=events,
+                        upsert_character_state=(list[CharacterSnapshot], ...),
+                        add_future_requirement=(list[Entry], ...))
 
 
 def unwrap(parsed: Any) -> Any:

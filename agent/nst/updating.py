@@ -18,14 +18,18 @@ ASK_AFTER_EDIT = ("The writer has edited this chapter by hand: the text above is
                   "is kept. Call update now with what it changed.")
 
 
-def update_state(s: ChapterSession, base: NarrativeState, call: UpdateCall, *, evidence: bool) -> tuple[Applied, str]:
+def update_state(s: ChapterSession, base: NarrativeState, call: UpdateCall, *, evidence: bool,
+                 atomic: bool = False) -> tuple[Applied, str]:
     """Apply ``call`` to ``base`` for chapter ``s.index`` (evidence checked against the accepted
     text when ``evidence``); the session notes it. Returns what applied and the message for the
-    model; raises :class:`ToolError` when nothing could be applied."""
+    model; raises :class:`ToolError` when nothing could be applied. ``atomic``: all or nothing,
+    no second update (paper Eq. 6, "applies them atomically"): any refused entry refuses the call."""
     text = s.accepted_text if evidence else None
     retry = s.retry_update
     try:
         applied = base.apply(call, chapter=s.index, text=text)
+        if atomic and applied.refused:
+            raise UpdateError("; ".join(applied.refused))
     except UpdateError as exc:
         if retry:  # the one retry of refused entries is spent; the entries applied before stay
             s.retry_update = False
@@ -34,7 +38,7 @@ def update_state(s: ChapterSession, base: NarrativeState, call: UpdateCall, *, e
         raise ToolError(f"update rejected, nothing was applied: {exc}. Call update again with the "
                         "problems fixed.") from exc
     s.updated = True
-    s.retry_update = bool(applied.refused) and not retry
+    s.retry_update = bool(applied.refused) and not retry and not atomic
     s.open_requirements = tuple(applied.state.future_requirements)
     counts = applied.state.counts()
     message = (f"State updated: {describe_update(call)}; {applied.applied} entries applied. The state now "

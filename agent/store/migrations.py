@@ -252,8 +252,15 @@ def m008_paragraph_search(conn: sqlite3.Connection) -> None:
     ])
 
 
+def m009_call_min_tokens(conn: sqlite3.Connection) -> None:
+    """The ``min_tokens`` floor each model call asked for (NULL: none), so a run shows whether a
+    floor was sent (the ``paper`` profile sends none)."""
+    _run(conn, ["ALTER TABLE llm_calls ADD COLUMN min_tokens INTEGER"])
+
+
 MIGRATIONS: list[Migration] = [m001_core, m002_chapter_search, m003_ledgers, m004_magnet, m005_judgments,
-                               m006_paragraph_versions, m007_call_sampling, m008_paragraph_search]
+                               m006_paragraph_versions, m007_call_sampling, m008_paragraph_search,
+                               m009_call_min_tokens]
 LATEST = len(MIGRATIONS)
 
 

@@ -137,10 +137,11 @@ def update_json(chapter: int, *, events: int = 4, characters: int = 3, cast: int
 
 def outline_json(request: Request) -> str:
     """An outline as the planner asks for it, with targets from the grammar's closed choices
-    (closest to an even share), as a constrained decoder would have to pick them."""
+    (closest to an even share), as a constrained decoder would have to pick them. The paper
+    profile's free outline asks for "approximately N" chapters "within ±20% of W words"."""
     text = last_user(request)
-    chapters = int(re.search(r"exactly (\d+) chapters", text).group(1))
-    words = int(re.search(r"must sum to (\d+) words", text).group(1))
+    chapters = int(re.search(r"(?:exactly|approximately) (\d+) (?:chapters|\()", text).group(1))
+    words = int(re.search(r"must sum to (?:within ±20% of )?(\d+) words", text).group(1))
     per = words / chapters
     choices = per_chapter_choices(request) or [round(per)]
     target = min(choices, key=lambda c: abs(c - per))
@@ -160,6 +161,18 @@ def per_chapter_choices(request: Request) -> list[int] | None:
 Policy = Callable[[Request, list[str]], str]
 
 
+def without_evidence(update: str, request: Request) -> str:
+    """The update as the grammar asks for it: the paper profile's has no ``evidence`` fields."""
+    schema = request.constraint.json_schema if request.constraint else None
+    if schema is None or '"evidence"' in json.dumps(schema):
+        return update
+    data = json.loads(update)
+    for name in ("upsert_character_state", "add_past_event", "add_future_requirement"):
+        for entry in data.get(name, []):
+            entry.pop("evidence", None)
+    return json.dumps(data)
+
+
 def default_policy(request: Request, tools: list[str]) -> str:
     """Write, then update, then finish: the shortest legal path (past the turn cap, the one-event
     fallback update)."""
@@ -173,8 +186,8 @@ def default_policy(request: Request, tools: list[str]) -> str:
                 return json.dumps({"tool": "write", "title": f"Chapter {chapter_of(request)}"})
             if tool == "update":
                 keys = open_requirements(request)
-                return update_json(chapter_of(request), resolve=keys[:1] if len(keys) >= 3 else [],
-                                   text=chapter_text(request))
+                return without_evidence(update_json(chapter_of(request), resolve=keys[:1] if len(keys) >= 3
+                                                    else [], text=chapter_text(request)), request)
             return json.dumps({"tool": "finish"})
     raise AssertionError(f"nothing to do with {tools}")
 

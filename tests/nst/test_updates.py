@@ -9,7 +9,7 @@ from agent.nst.config import NstConfig
 from agent.nst.loop import ChapterLoop
 from agent.nst.state import NarrativeState
 from agent.nst.tools import update_grammar
-from tests.nst.author import Author, chapter_text, offered, quotes_from, update_json
+from tests.nst.author import Author, chapter_text, offered, quotes_from, update_json, without_evidence
 
 PLAN = {"outline": [{"id": i, "title": f"Part {i}", "description": f"Part {i} happens.", "target_words": 100}
                     for i in range(1, 4)]}
@@ -61,8 +61,11 @@ def test_an_unsupported_evidence_quote_refuses_that_entry_only_and_the_model_may
 
 
 def test_with_evidence_off_quotes_are_not_checked(store, config):
+    """... nor asked for: the update grammar and the system prompt have no evidence (the paper's Eq. 6)."""
     def update(request):
-        return update_json(1, events=1, characters=0, requirement=False, text="")  # evidence not in the chapter
+        assert '"evidence"' not in json.dumps(request.constraint.json_schema)
+        assert "evidence" not in request.messages[0]["content"]
+        return without_evidence(update_json(1, events=1, characters=0, requirement=False, text=""), request)
 
     author = Author(policy=scripted(write, update, lambda r: json.dumps({"tool": "finish"})))
     _, result = run_chapter(store, config, author, evidence=False)

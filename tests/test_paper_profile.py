@@ -1,0 +1,383 @@
+"""The ``paper`` profile: every constant pinned to the paper section or reference line it comes from,
+and scripted runs whose ledgers show none of fabula's additions ran (issue #28, items 1-2).
+
+Citations: "NstAgent" is /work/shared/seeds/nstagent-narrative-state-tracking.md (the paper, with
+its seed-file line); "Magnet" is magnet-personas-to-plot.md; "reference" is the public repository
+zhennan1/NstAgent at commit e05b9b3 (``code/agent/agent_core.py``, ``code/agent/generation_common.py``,
+``code/baselines/rolling_summary.py``, ``code/baselines/direct.py``); line numbers are of that commit.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent import pipelines
+from agent.magnet.prompts import SELECT_ONLY_SYSTEM, SELECT_SYSTEM
+from agent.magnet.settings import MagnetConfig, MagnetSettings, SingleConfig
+from agent.nst.config import DirectConfig, NstConfig, RollSumConfig
+from agent.nst.planner import ANCHORS, Stages, _stage_prompt
+from agent.nst.planning import stages_of
+from agent.nst.state import NarrativeState
+from agent.nst.tools import ChapterSession, ToolError, update_grammar
+from agent.nst.updating import update_state
+from agent.settings import parse_assignments
+from tests.magnet.story_llm import StoryLLM, story
+from tests.nst.author import Author, chapter_of, default_policy, outline_json
+
+PROMPT = {"prompt": "A keeper finds a bell in the harbour.", "prompt_id": None}
+
+
+def paper(cls: type, **over: Any) -> Any:
+    return cls.parse({**PROMPT, "words": 3000, **cls.profile_settings("paper"), **over})
+
+
+# -- NstAgent: each constant and where it comes from ----------------------------------------------
+
+NST_PINS = [
+    # reference agent_core.py:49 DEFAULT_MAX_TOKENS = 16384: every call, the chapter turn's prose included
+    ("prose_max_tokens", 16384),
+    # ... and every tool turn and update of the loop: agent_core.py:101 DEFAULT_CHAPTER_TOKEN_CONTROL = "fixed"
+    ("tool_max_tokens", 16384), ("update_max_tokens", 16384),
+    ("planner_max_tokens", 16384),  # same line: the planner's stages (build_outline_cache.py --max-tokens default)
+    ("temperature", 0.7),  # reference agent_core.py:50 DEFAULT_TEMPERATURE; NstAgent App. A.1 (seed line 395)
+    ("read_budget", 3),  # reference agent_core.py:53 MAX_READ
+    ("search_budget", 5),  # reference agent_core.py:54 MAX_SEARCH
+    ("search_hits", 8),  # reference agent_core.py:55 SEARCH_MAX_HITS
+    ("correct_budget", 3),  # reference agent_core.py:56 MAX_CORRECT_PER_CHAPTER
+    ("max_turns", 50),  # reference agent_core.py:58 MAX_TURNS_PER_CHAPTER; App. A.1 "capped at 50 turns"
+    ("gate_low", 0.8), ("gate_high", 1.2),  # reference generation_common.py:23 WORD_COUNT_TOLERANCE = 0.20; §5.1
+    # App. A.1 (seed line 401): replies at the token limit are rejected; no floor is ever asked for
+    ("min_tokens", False),
+    ("trim_cut_drafts", False),  # same line: "A response that stops at the output-token limit is never accepted"
+    ("evidence", False),  # §4.3 Eq. 6: the update is four arrays; no quote is asked for or checked
+    ("atomic_update", True),  # §4.3 "applies them atomically"; "calls update exactly once"
+    ("min_past_events", 0),  # §4.3 "Empty arrays are passed when a collection does not change"
+    ("fallback_update", False),  # App. A.1: the loop "ends when the model outputs DONE"; no update past the cap
+    ("required_after_failures", False),  # reference: no failed-call rule (agent_core.py section 6 tool loop)
+    ("state_share", 1.0),  # §4.3 "each chapter prompt contains the outline and the state": the state whole
+    ("repetition_guard", False),  # neither paper nor reference has a repetition guard
+    # reference agent_core.py stage_count_for_words: 1 stage < 10K, 2 < 20K, 3 < 100K, else 4
+    ("premise_from", 10_000), ("synopsis_from", 20_000), ("acts_from", 100_000),
+    ("synopsis_words", True),  # reference OutlineAgent.generate: detail_words = 1000 if stages == 3 else 2500
+    ("free_outline", True),  # reference outline_chapters_prompt: "approximately", "up to you", key chapters more
+]
+
+
+@pytest.mark.parametrize(("key", "value"), NST_PINS, ids=[k for k, _ in NST_PINS])
+def test_nst_paper_constant(key: str, value: Any) -> None:
+    assert getattr(paper(NstConfig), key) == value
+
+
+@pytest.mark.parametrize(("cls", "key", "value"), [
+    # App. A.1 (seed 401): "a 32,768-token limit per chapter call" (the paper over the reference's
+    # rolling_summary.py DEFAULT_MAX_TOKENS = 16384: where the paper speaks, it decides)
+    (RollSumConfig, "prose_max_tokens", 32768),
+    (RollSumConfig, "reference_prompts", True),  # reference rolling_summary.py summary_prompt, chapter_prompt
+    (RollSumConfig, "summary_max_tokens", 16384),  # same: "each summary call has a 16,384-token output limit"
+    (RollSumConfig, "chapter_attempts", 50),  # reference rolling_summary.py DEFAULT_MAX_LENGTH_ATTEMPTS = 50
+    (RollSumConfig, "min_tokens", False), (RollSumConfig, "planner_max_tokens", 16384),
+    (RollSumConfig, "acts_from", 100_000),  # RollSum "reads the same frozen outline" (§5.1, seed 195)
+    # App. A.1: "one full-story call ... 32,768-token output limit"; reference direct.py DEFAULT_MAX_TOKENS = 32768
+    (DirectConfig, "prose_max_tokens", 32768),
+    (DirectConfig, "attempts", 10),  # reference code/baselines/direct.py DEFAULT_MAX_LENGTH_ATTEMPTS = 10
+    (DirectConfig, "min_tokens", False), (DirectConfig, "repetition_guard", False),
+])
+def test_baseline_paper_constant(cls: type, key: str, value: Any) -> None:
+    assert getattr(paper(cls), key) == value
+
+
+def test_chapter_anchors_are_the_papers() -> None:
+    """App. A.1 (seed 395) and reference agent_core.py CHAPTER_ANCHORS: 10/15/25/40 at 10K/20K/50K/100K."""
+    assert ANCHORS == ((10_000, 10), (20_000, 15), (50_000, 25), (100_000, 40))
+
+
+@pytest.mark.parametrize(("words", "stages", "synopsis"), [
+    (9_999, ["outline"], None), (10_000, ["premise", "outline"], None),
+    (19_999, ["premise", "outline"], None), (20_000, ["premise", "synopsis", "outline"], 1000),
+    (99_999, ["premise", "synopsis", "outline"], 1000), (100_000, ["premise", "synopsis", "acts", "outline"], 2500),
+])
+def test_reference_planner_stages(words: int, stages: list[str], synopsis: int | None) -> None:
+    """Reference agent_core.py ``stage_count_for_words`` and ``OutlineAgent.generate``."""
+    shape = stages_of(paper(NstConfig, words=words))
+    assert shape.for_words(words) == stages and shape.synopsis_target(words) == synopsis
+    if synopsis:
+        assert f"synopsis of about {synopsis} words" in _stage_prompt("synopsis", "p", "x", words, 30, shape)
+
+
+def test_default_planner_unchanged() -> None:
+    """The default profile keeps fabula's schedule (premise from 3K, acts from 40K, no synopsis target)."""
+    shape = stages_of(NstConfig.parse({**PROMPT, "words": 3000}))
+    assert shape == Stages() and shape.for_words(40_000) == ["premise", "synopsis", "acts", "outline"]
+    assert "synopsis of about" not in _stage_prompt("synopsis", "p", "x", 40_000, 30, shape)
+
+
+def test_free_outline_prompt_is_the_references() -> None:
+    """Reference ``outline_chapters_prompt``: about N chapters, adjustable; more words for key chapters."""
+    text = _stage_prompt("outline", "p", "x", 20_000, 15, stages_of(paper(NstConfig, words=20_000)))
+    assert "approximately 15" in text and "may adjust" in text and "important chapters" in text
+    assert "exactly" not in text
+
+
+def test_atomic_update_applies_nothing_and_offers_no_second_call() -> None:
+    """Eq. 6: all or nothing. One refused entry (a character twice in one update) refuses the whole
+    update, and no second update is offered; the default applies the rest and offers one retry."""
+    config = paper(NstConfig)
+    session = ChapterSession.for_config(1, config.gate(1000), config, ())
+    session.accepted_text = "Ann rang the bell."
+    snap = {"name": "Ann", "location": "pier", "goal": "g", "relationships": "r", "knowledge": "k",
+            "possessions": "p", "condition": "c", "facts": []}
+    grammar = update_grammar((), 0, session.evidence)
+    assert '"evidence"' not in json.dumps(grammar.model_json_schema())  # §4.3: four arrays, no quotes
+    call = grammar.model_validate({"tool": "update", "upsert_character_state": [snap, snap],
+                                   "add_past_event": [{"key": "bell_rung", "description": "Ann rang the bell."}],
+                                   "add_future_requirement": [], "resolve_future_requirement": []})
+    with pytest.raises(ToolError, match="nothing was applied"):
+        update_state(session, NarrativeState(), call, evidence=config.evidence, atomic=config.atomic_update)
+    assert not session.updated and not session.retry_update
+    applied, _ = update_state(session, NarrativeState(), call, evidence=False, atomic=False)  # the default: per entry
+    assert list(applied.state.past_events) == ["bell_rung"] and session.retry_update
+
+
+def test_paper_keeps_every_tool_on_offer_after_failures() -> None:
+    config = paper(NstConfig)
+    session = ChapterSession.for_config(1, config.gate(1000), config, ())
+    session.failed = 20
+    assert session.may_explore()
+    default = NstConfig.parse({**PROMPT, "words": 3000})
+    fabula = ChapterSession.for_config(1, default.gate(1000), default, ())
+    fabula.failed = 20
+    assert not fabula.may_explore()  # the default's rule: required steps only after 5 failed calls
+
+
+# -- Magnet and the single-model baseline ------------------------------------------------------------
+
+MAGNET_PINS = [
+    ("critic_temperature", 0.1), ("narrator_temperature", 0.35), ("goal_temperature", 0.1),
+    ("character_temperature", 0.2), ("baseline_temperature", 0.35),  # Magnet App. A.1 (seed line 170)
+    ("stall_steps", 15), ("shift_every", 40),  # Magnet §3 (seed line 53): 15 stalled steps, a shift every 40
+    ("recall_paragraphs", 0), ("recap_every", 0),  # §3 (seed 57, 61): roles see "recent story history" only
+    ("narrator_rejects_updates", False),  # §3 (seed 61): the narrator "selectively chooses actions"
+    ("paragraph_floor", False), ("repetition_guard", False),  # neither is in the paper
+    ("critic_example", False),  # the paper's critic prompt has no example reply
+]
+
+
+@pytest.mark.parametrize(("key", "value"), MAGNET_PINS, ids=[k for k, _ in MAGNET_PINS])
+def test_magnet_paper_constant(key: str, value: Any) -> None:
+    assert getattr(MagnetSettings.parse(MagnetSettings.profile_settings("paper")), key) == value
+
+
+def test_single_baseline_paper_settings() -> None:
+    config = SingleConfig.parse({"story": story(words=600).to_dict(), **SingleConfig.profile_settings("paper")})
+    assert not config.paragraph_floor and not config.repetition_guard and config.baseline_temperature == 0.35
+
+
+def test_paper_profile_is_a_bundle_of_settings() -> None:
+    """Each part stays a setting of its own: ``--set`` turns any one back."""
+    over = parse_assignments(["fallback_update=true"])
+    config = NstConfig.parse({**PROMPT, "words": 3000, **NstConfig.profile_settings("paper"), **over})
+    assert config.profile == "paper" and config.fallback_update and not config.min_tokens
+    assert MagnetConfig.profile_settings("paper")["profile"] == "paper"
+
+
+# -- scripted runs: the ledger shows what was sent ---------------------------------------------------
+
+
+def _run(tmp_path: Path, name: str, config: dict[str, Any], model: Any) -> Any:
+    llm = pipelines.LLMOptions(backend="scripted", model="scripted")
+    return pipelines.start(tmp_path / name, name, config, llm, model=model)
+
+
+def _nst(tmp_path: Path, profile: str, name: str = "nst") -> Any:
+    settings = NstConfig.profile_settings(profile)
+    config = {**PROMPT, "words": 3000, "plan_cache": str(tmp_path / "plans" / profile), **settings}
+    return _run(tmp_path / profile, name, config, Author())
+
+
+def test_nst_paper_run_ledger(tmp_path: Path) -> None:
+    store = _nst(tmp_path, "paper")
+    assert store.info().status == "completed"
+    calls, tools = store.llm_calls(), store.tool_calls()
+    assert calls and all(c.min_tokens is None for c in calls)  # no floor on any call
+    assert {c.max_tokens for c in calls if c.role == "nst_prose"} == {16384}
+    assert {c.max_tokens for c in calls if c.role == "nst_turn"} == {16384}  # tool turns and updates alike
+    assert [c.role for c in calls if c.role and c.role.startswith("plan_")] == ["plan_outline"]  # 3K: outline only
+    assert not any(c.arguments.get("fallback") for c in tools)  # no update past the turn cap
+    assert not any("repetition" in c.arguments for c in tools)  # the guard never judged a draft
+    updates = [c for c in tools if c.tool == "update"]
+    assert updates and all("REFUSED" not in (c.result or "") and "evidence" not in (c.result or "") for c in updates)
+    assert len(updates) == len({c.unit for c in updates})  # one update per chapter
+    system = next(m["content"] for c in calls if c.role == "nst_turn" for m in c.messages if m["role"] == "system")
+    assert "evidence" not in system  # the paper's update asks for four arrays, no quotes
+
+
+def test_nst_default_run_sends_the_floor(tmp_path: Path) -> None:
+    """The check above is not vacuous: the default profile's ledger shows its floor and gate-sized ceiling."""
+    calls = _nst(tmp_path, "default").llm_calls()
+    prose = [c for c in calls if c.role == "nst_prose"]
+    assert prose and all(c.min_tokens for c in prose) and all(c.max_tokens < 16384 for c in prose)
+
+
+@pytest.mark.parametrize("name", ["rollsum", "direct"])
+def test_baseline_paper_runs_send_no_floor(tmp_path: Path, name: str) -> None:
+    cls = RollSumConfig if name == "rollsum" else DirectConfig
+    config = {**PROMPT, "words": 3000, **cls.profile_settings("paper"),
+              **({"plan_cache": str(tmp_path / "plans")} if name == "rollsum" else {})}
+    calls = _run(tmp_path, name, config, Author()).llm_calls()
+    role = "rollsum_chapter" if name == "rollsum" else "direct_story"
+    assert all(c.min_tokens is None for c in calls)
+    assert {c.max_tokens for c in calls if c.role == role} == {32768}
+
+
+def _magnet(tmp_path: Path, profile: str, name: str = "magnet") -> Any:
+    cls = MagnetConfig if name == "magnet" else SingleConfig
+    config = {"story": story(words=600).to_dict(), **cls.profile_settings(profile)}
+    return _run(tmp_path / profile, name, config, StoryLLM())
+
+
+def test_magnet_paper_run_ledger(tmp_path: Path) -> None:
+    store = _magnet(tmp_path, "paper")
+    assert store.info().status == "completed"
+    calls = store.llm_calls()
+    assert calls and all(c.min_tokens is None for c in calls)  # no 60-token narrator floor
+    assert not [c for c in calls if c.role == "recap"]  # no recap every 8 steps
+    texts = [m["content"] for c in calls for m in c.messages]
+    assert not any("Earlier passages" in t or "Recalled" in t for t in texts)  # no BM25 recall
+    selects = [c for c in calls if c.role == "narrator-select"]
+    assert selects and all(c.messages[0]["content"] == SELECT_ONLY_SYSTEM for c in selects)
+    assert not any("must be rejected" in c.messages[1]["content"] for c in selects)
+
+
+def test_magnet_default_run_has_the_additions(tmp_path: Path) -> None:
+    """Not vacuous: the default profile's ledger shows the recap, the floor and the vetting narrator."""
+    calls = _magnet(tmp_path, "default").llm_calls()
+    assert [c for c in calls if c.role == "recap"] and any(c.min_tokens for c in calls if c.role == "narrator")
+    assert any(c.messages[0]["content"] == SELECT_SYSTEM for c in calls if c.role == "narrator-select")
+
+
+def test_single_paper_run_sends_no_floor(tmp_path: Path) -> None:
+    calls = _magnet(tmp_path, "paper", "single").llm_calls()
+    assert calls and all(c.min_tokens is None for c in calls)
+
+
+def stubborn(request: Any, tools: list[str]) -> str:
+    """Writes every chapter, but never updates chapter 2: each of its later turns is invalid."""
+    if "write" not in tools and tools and chapter_of(request) == 2:
+        return '{"tool": "nothing"}'
+    return default_policy(request, tools)
+
+
+def _stubborn_run(tmp_path: Path, profile: str) -> Any:
+    config = {**PROMPT, "words": 3000, "plan_cache": str(tmp_path / "plans" / profile), "max_turns": 12,
+              **NstConfig.profile_settings(profile)}
+    return _run(tmp_path / profile, "nst", config, Author(policy=stubborn))
+
+
+def test_paper_has_no_fallback_update_and_no_required_only_rule(tmp_path: Path) -> None:
+    """Past the turn cap the paper's loop asks for nothing more (the chapter is kept, its state not
+    updated: degraded, recorded); and after five failed calls every tool is still on offer."""
+    store = _stubborn_run(tmp_path, "paper")
+    tools = [c for c in store.tool_calls() if c.unit == 2]
+    assert not any(c.arguments.get("fallback") for c in tools)
+    offered = [c.arguments["offered"] for c in tools if c.tool == "invalid"]
+    # (the last turns offer only the required step whatever the profile: the cap's own rule, legal_tools)
+    assert len(offered) > 7 and all("search" in o and "read" in o for o in offered[5:-2])
+    default = [c for c in _stubborn_run(tmp_path, "default").tool_calls() if c.unit == 2]
+    assert any(c.arguments.get("fallback") for c in default)  # the default's addition, for contrast
+    assert [c.arguments["offered"] for c in default if c.tool == "invalid" and not c.arguments.get("fallback")][-1] \
+        == ["update"]
+
+
+def test_the_cli_paper_profile_reaches_the_stored_config(tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
+    """``fabula write nst --profile paper`` stores the bundle; ``fabula show`` names it."""
+    from agent.cli import main
+    from agent.store import RunStore
+
+    author = Author()
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: author)
+    run = tmp_path / "run"
+    assert main(["write", "nst", "--prompt", "A keeper finds a bell.", "--words", "2000", "--profile", "paper",
+                 "--plan-cache", str(tmp_path / "plans"), "--out", str(run)]) == 0
+    with RunStore.open(run, readonly=True) as store:
+        config = store.info().config
+        assert all(c.min_tokens is None for c in store.llm_calls())
+    assert config["profile"] == "paper" and config["atomic_update"] and config["prose_max_tokens"] == 16384
+    assert main(["show", str(run)]) == 0
+    assert "profile paper" in capsys.readouterr().out
+
+
+def test_paper_outline_is_free_and_gets_the_planner_ceiling(tmp_path: Path) -> None:
+    """Reference: every planner stage asks for ``DEFAULT_MAX_TOKENS`` (agent_core.py:49), and the
+    outline grammar leaves the count and the targets to the planner (``outline_chapters_prompt``)."""
+    author = Author()
+    _run(tmp_path, "nst", {**PROMPT, "words": 3000, "plan_cache": str(tmp_path / "plans"),
+                           **NstConfig.profile_settings("paper")}, author)
+    (outline,) = [r for r in author.requests if r.role == "plan_outline"]
+    assert outline.max_tokens == 16384
+    schema = outline.constraint.json_schema
+    assert "maxItems" not in schema["properties"]["chapters"]
+    assert "enum" not in schema["$defs"]["OutlineChapter"]["properties"]["target_words"]
+
+
+def test_single_paper_run_is_one_prompt(tmp_path: Path) -> None:
+    """Magnet §4.2: the baseline generates the story from one prompt (no paragraph loop, no memory)."""
+    store = _magnet(tmp_path, "paper", "single")
+    calls = store.llm_calls()
+    assert [c.role for c in calls] == ["baseline"] and calls[0].max_tokens == 32768
+    assert "Write the whole story, about 600 words long." in calls[0].messages[1]["content"]
+    assert store.info().status == "completed" and store.paragraphs()
+
+
+def test_rollsum_paper_prompts_are_the_references(tmp_path: Path) -> None:
+    """Reference code/baselines/rolling_summary.py: ``summary_prompt`` shows the story prompt and leaves
+    the length to the model; ``chapter_prompt`` asks for the target itself and no later chapter."""
+    author = Author()
+    config = {**PROMPT, "words": 3000, "plan_cache": str(tmp_path / "plans"), **RollSumConfig.profile_settings("paper")}
+    _run(tmp_path, "rollsum", config, author)
+    summary = next(r for r in author.requests if r.role == "rollsum_summary").messages[1]["content"]
+    assert summary.startswith(f"Original story prompt:\n{PROMPT['prompt']}") and "Keep every fact" not in summary
+    chapter = next(r for r in author.requests if r.role == "rollsum_chapter").messages[1]["content"]
+    assert "Aim for the stated target itself" in chapter and "Do not begin, merge, or pre-write" in chapter
+
+
+class Planner(Author):
+    """Plans one chapter more than recommended, the key chapter twice as long as the others."""
+
+    def reply(self, request: Any) -> tuple[str, str]:
+        if request.role != "plan_outline":
+            return super().reply(request)
+        chapters = json.loads(outline_json(request))["chapters"]
+        n = len(chapters) + 1
+        share = 3000 // (n + 1)
+        targets = [share] * n
+        targets[-2] = 2 * share  # the climax
+        return json.dumps({"title": "T", "chapters": [{"id": i, "title": f"Part {i}", "description": "Things happen.",
+                                                       "target_words": t} for i, t in enumerate(targets, 1)]}), "stop"
+
+
+def test_paper_outline_may_change_the_count_and_give_key_chapters_more(tmp_path: Path) -> None:
+    """§4.1 / App. A.1 and reference ``outline_chapters_prompt``: the count is adjustable and the
+    planner sizes each chapter; each chapter still passes the ±20 % gate around its own target."""
+    store = _run(tmp_path, "nst", {**PROMPT, "words": 3000, "plan_cache": str(tmp_path / "plans"),
+                                   **NstConfig.profile_settings("paper")}, Planner())
+    assert store.info().status == "completed"
+    targets = [c["target_words"] for c in store.plan()["outline"]]
+    assert len(targets) == 4 and targets[2] == 2 * targets[0] and len(store.chapters()) == 4
+
+
+def test_the_cli_paper_profile_of_the_single_baseline(tmp_path: Path, monkeypatch: Any) -> None:
+    """``fabula write single --profile paper`` gets the baseline's own bundle (one prompt), not Magnet's."""
+    from agent.cli import main
+    from agent.store import RunStore
+
+    llm = StoryLLM()
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: llm)
+    run = tmp_path / "run"
+    assert main(["write", "single", "--story", "agent/magnet/examples/mystery_codicil.toml", "--words", "150",
+                 "--profile", "paper", "--out", str(run)]) == 0
+    with RunStore.open(run, readonly=True) as store:
+        assert store.info().config["single_prompt"] and [c.role for c in store.llm_calls()] == ["baseline"]
