@@ -71,7 +71,7 @@ def test_engine_choice_follows_the_model_and_the_setting(monkeypatch, tmp_path):
                       ("transformers", None)]
     with pytest.raises(LLMError, match="cannot load a GGUF"):
         engines.open_embedded(str(tmp_path / "m.gguf"), engine="transformers")
-    with pytest.raises(LLMError, match="loads a .gguf file"):
+    with pytest.raises(LLMError, match=r"loads a \.gguf file"):
         engines.open_embedded(str(tmp_path / "hf-folder"), engine="llama.cpp")
 
 
