@@ -21,6 +21,7 @@ from agent.cli import (
     common,
     completion_cmd,
     config_cmd,
+    derive_cmd,
     edit_cmd,
     eval_cmd,
     export_cmd,
@@ -45,7 +46,7 @@ from agent.cli.common import apply_everywhere
 from agent.cli.errors import describe, log_internal_error
 
 COMMAND_MODULES = [prompt_cmd, models_cmd, serve_cmd, grammars_cmd, runs_cmd, show_cmd, search_cmd, export_cmd,
-                   outline_cmd, resume_cmd, write_cmd, import_cmd, batch_cmd, eval_cmd, view_cmd, watch_cmd, fork_cmd,
+                   outline_cmd, resume_cmd, write_cmd, import_cmd, derive_cmd, batch_cmd, eval_cmd, view_cmd, watch_cmd, fork_cmd,
                    edit_cmd, story_cmd, config_cmd, completion_cmd]
 
 
