@@ -144,10 +144,11 @@ class ChapterLoop(ChapterInFlight):
 
     def update_from_text(self, title: str, text: str, ask: str = ASK_AFTER_EDIT) -> bool:
         """One update call for chapter text that already exists (``fabula edit``: the writer's
-        edited text; ``fabula derive``: an imported book's chapter, asked with ``ask``): the chapter's prompt from the state before it (fitted as for writing it), the
-        text as the accepted draft, then the update through the path every chapter's update takes
-        (the same grammar, evidence checked against ``text``, recorded in the ledger). True when
-        the update applied; the new state is then :attr:`new_state`."""
+        edited text; ``fabula derive``: an imported book's chapter, asked with ``ask``): the
+        chapter's prompt from the state before it (fitted as for writing it), the text as the
+        accepted draft, then the update through the path every chapter's update takes (the same
+        grammar, evidence checked against ``text``, recorded in the ledger). True when the update
+        applied; the new state is then :attr:`new_state`."""
         s = self.s
         s.turn = 1
         s.accepted_title, s.accepted_text = title, text

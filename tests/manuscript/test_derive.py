@@ -90,8 +90,8 @@ def test_the_state_grows_chapter_by_chapter_with_evidence_from_each(tmp_path, mo
     assert calls(run) == list(range(1, CHAPTERS + 1))  # one call per chapter, attributed to it
     assert updates(run) == [(k, True) for k in range(1, CHAPTERS + 1)]
     # chapter k's prompt held the state after k-1 (chapter 1's none)
-    requests = models.opened[0].requests
-    assert "ch3_event_0" in requests[3].messages[1]["content"] and "ch4_event_0" not in requests[3].messages[1]["content"]
+    prompt_4 = models.opened[0].requests[3].messages[1]["content"]
+    assert "ch3_event_0" in prompt_4 and "ch4_event_0" not in prompt_4
     assert main(["derive", run]) == 0 and "nothing to do" in capsys.readouterr().err
     assert len(calls(run)) == CHAPTERS
 
