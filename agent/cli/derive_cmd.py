@@ -13,9 +13,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from agent.cli.checks import bounded_int
 from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.rundir import open_run, store_errors
+from agent.limits import TOKEN_CAP
 
 
 def add_parser(sub) -> None:
@@ -25,6 +27,8 @@ def add_parser(sub) -> None:
                             "entry's evidence checked against that chapter. Run it again to continue after a "
                             "stop or to retry the chapters whose update failed.")
     parser.add_argument("run_dir", metavar="RUN", help="a run made by fabula import")
+    parser.add_argument("--update-max-tokens", type=bounded_int(64, TOKEN_CAP), metavar="N",
+                        help="longest update reply, in tokens (default: NstAgent's, 4096)")
     add_model_options(parser, stored="RUN")
     parser.set_defaults(handler=run)
 
@@ -79,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
         try:
             with store_errors():
-                result = derive(store, options, model, on_step=show)
+                result = derive(store, options, model, on_step=show, update_max_tokens=args.update_max_tokens)
         finally:
             model.close()
         still = failed(store)

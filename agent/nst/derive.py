@@ -77,15 +77,16 @@ class Derived:
     calls: int = 0
 
 
-def derive_config(store: RunStore) -> NstConfig:
+def derive_config(store: RunStore, **settings: Any) -> NstConfig:
     """The NstAgent settings an imported book's updates are asked with: the defaults, a premise
-    naming the book, its length."""
+    naming the book, its length (``settings``: others, e.g. ``update_max_tokens``)."""
     title = store.get_plan("title") or "an untitled book"
     author = store.get_plan("author")
     premise = (f"{title}{f' by {author}' if author else ''}: a book written elsewhere. Its chapters are given "
                "one at a time as the author wrote them; record what each establishes.")
     words = max(1, sum(c.words for c in store.chapters()))
-    return NstConfig.model_validate({**NST_DEFAULTS, "prompt": premise, "words": min(words, MAX_WORDS)})
+    return NstConfig.model_validate({**NST_DEFAULTS, "prompt": premise, "words": min(words, MAX_WORDS),
+                                 **{k: v for k, v in settings.items() if v is not None}})
 
 
 def book_plan(chapters: list[Chapter]) -> dict[str, Any]:
@@ -193,10 +194,11 @@ def derive_book(ctx: RunContext[NstConfig], on_step: Callable[[Step], None] | No
 
 
 def derive(store: RunStore, llm: LLMOptions, model: LLM, *,
-           on_step: Callable[[Step], None] | None = None, events: Any = None) -> Derived:
+           on_step: Callable[[Step], None] | None = None, events: Any = None,
+           update_max_tokens: int | None = None) -> Derived:
     """Derive the state of the chapters that lack one, in a ``derive`` session of the run (one
     writer at a time; the run's status stays as it was), on ``model`` (left open)."""
-    config = derive_config(store)
+    config = derive_config(store, update_max_tokens=update_max_tokens)
     with store.session("derive", transport=llm.transport(), keep_status=True):
         llm.attach_run(model, store)
         with RunContext(store, config, llm=model, events=events) as ctx:
