@@ -170,3 +170,14 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, models, capsys):
     assert main(["derive", str(tmp_path / "missing")]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
     assert not models.opened  # refused before any model is opened
+
+
+def test_the_view_shows_the_derived_state(tmp_path, models):
+    from starlette.testclient import TestClient
+
+    from agent.view.app import create_app
+
+    run = book(tmp_path, chapters=3)
+    assert main(["derive", run]) == 0
+    page = TestClient(create_app(run)).get("/run/book/state")
+    assert page.status_code == 200 and "ch3_event_0" in page.text and "Character" in page.text
