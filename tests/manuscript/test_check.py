@@ -23,12 +23,13 @@ CHAPTERS = 8
 PLANTED = {2: GREEN, 7: BROWN}
 
 
-def book(tmp_path, name: str = "book.md"):
+def book(tmp_path, name: str = "book.md", planted: dict[int, str] | None = None):
     parts = []
+    planted = PLANTED if planted is None else planted
     for i in range(1, CHAPTERS + 1):
         text = prose(120, seed=i)
-        if i in PLANTED:
-            text = text.replace("\n\n", f"\n\n{PLANTED[i]} ", 1)
+        if i in planted:
+            text = text.replace("\n\n", f"\n\n{planted[i]} ", 1)
         parts.append(f"# Chapter {i}\n\n{text}\n")
     source = tmp_path / name
     source.write_text("\n".join(parts), encoding="utf-8")
@@ -56,16 +57,27 @@ def judge_reply(request):
                                 "explanation": "Ishmael's eyes cannot be both green and brown."}]}
 
 
+class SmallJudge(FnLLM):
+    """The scripted judge, stating a context of ``CONTEXT`` tokens (None: says nothing)."""
+
+    CONTEXT: int | None = None
+
+    @property
+    def context_length(self) -> int | None:
+        return self.CONTEXT
+
+
 @pytest.fixture
 def judges(monkeypatch):
     """Every model the CLI opens (its judges, through choose_judge) is the scripted judge."""
     opened: list[FnLLM] = []
 
     def open_(*args, **kw):
-        opened.append(FnLLM(judge_reply, model="judge-s"))
+        opened.append(SmallJudge(judge_reply, model="judge-s"))
         return opened[-1]
 
     monkeypatch.setattr(pipelines.LLMOptions, "open", open_)
+    monkeypatch.setattr(SmallJudge, "CONTEXT", None)
     return opened
 
 
@@ -131,3 +143,47 @@ def test_check_refuses_bad_input_in_one_line(tmp_path, judges, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "already holds another run" in err[0]
     assert main(["check", str(other), "--window-chapters", "0"]) == 2
+
+
+def headers(request) -> list[int]:
+    return [int(n) for n in re.findall(r"\[Chapter (\d+):", request.messages[-1]["content"])]
+
+
+def test_check_judges_a_long_book_in_spans_with_the_books_chapter_numbers(tmp_path, judges, capsys):
+    source = book(tmp_path, planted={5: GREEN, 6: BROWN})
+    assert main(["check", str(source), "--span-words", "300"]) == 0  # ~125 words a chapter: two a span
+    captured = capsys.readouterr()
+    spans = [ln for ln in captured.err.splitlines() if "span: chapters" in ln]
+    assert [ln.rsplit("span: chapters ", 1)[1] for ln in spans] == ["1-2]", "3-4]", "5-6]", "7-8]"]
+    requests = [r for j in judges for r in j.requests]
+    assert len(requests) == 20 and {tuple(headers(r)) for r in requests} == {(1, 2), (3, 4), (5, 6), (7, 8)}
+    assert "1 contradiction(s), 1 with both quotes found" in captured.out and "judged in spans" in captured.out
+    assert f'chapter 5: "{GREEN}"' in captured.out and f'chapter 6: "{BROWN}"' in captured.out
+    client = TestClient(create_app(tmp_path / "book-check"))
+    links = re.findall(r'<a class="quote-link" href="/run/book-check/story#([^"]+)"',
+                       client.get("/run/book-check/judgments").text)
+    story = client.get("/run/book-check/story").text
+    parts = re.split(r'<article class="chapter[^"]*" id="unit-(\d+)"', story)
+    where = {int(parts[i]): parts[i + 1] for i in range(1, len(parts), 2)}
+    assert len(links) == 2 and f'id="{links[0]}"' in where[5] and f'id="{links[1]}"' in where[6]
+    # across spans a contradiction is not found: each span is judged on its own (said in the report)
+    far = book(tmp_path, "far.md")
+    assert main(["check", str(far), "--span-words", "300"]) == 0
+    assert "0 contradiction(s)" in capsys.readouterr().out
+
+
+def test_a_book_over_the_judges_context_is_refused_by_eval_and_spanned_by_check(tmp_path, judges, monkeypatch,
+                                                                                capsys):
+    monkeypatch.setattr(SmallJudge, "CONTEXT", 8192 + 1500 + 300)  # room for about 160 words of story
+    source = book(tmp_path)
+    run = tmp_path / "runs" / "book"
+    assert main(["import", str(source), "--out", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["eval", "consistency", str(run)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "do not fit the judge's context (9992 tokens)" in err[0] and "fabula check" in err[0]
+    assert not any(j.requests for j in judges)  # nothing was sent
+    assert main(["check", str(source)]) == 0
+    captured = capsys.readouterr()
+    assert "does not fit the judge's context (9992 tokens) in one call: judged in spans" in captured.err
+    assert len([ln for ln in captured.err.splitlines() if "span: chapters" in ln]) == CHAPTERS
