@@ -53,8 +53,16 @@ def check_derivable(store, run_dir: str) -> None:
         raise CLIError(f"{run_dir} has no chapters to derive")
 
 
+def derived_on(store):
+    """The model a run was last derived on (its latest session's transport; an import records
+    none), so ``derive`` with no flags continues on the same server."""
+    from agent.llm.options import StoredModel
+
+    transport = store.last_transport()
+    return StoredModel.from_record(transport, transport) if transport else None
+
+
 def run(args: argparse.Namespace) -> int:
-    from agent import pipelines
     from agent.nst.derive import derive, failed, todo
 
     with open_run(args.run_dir, readonly=False) as store:
@@ -69,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 0
         retried = [i for i in failed(store) if i in left]
-        options = choose_model(args, stored=pipelines.stored_model(store))
+        options = choose_model(args, stored=derived_on(store))
         options, model = open_client(options)
         print(f"fabula: deriving the state of {len(left)} of {total} chapters"
               + (f" ({len(retried)} failed before: retried)" if retried else "")
@@ -89,8 +97,10 @@ def run(args: argparse.Namespace) -> int:
         still = failed(store)
     line = (f"{args.run_dir}: {len(result.done)} chapter state(s) derived, {len(result.failed)} failed, "
             f"{result.skipped} already derived; {result.calls} model call(s), all in the run's ledger")
+    if result.stopped:
+        line += f"; stopped: {result.stopped}; fabula derive {args.run_dir} continues from there"
     if still:
         shown = ", ".join(str(i) for i in still[:20]) + (", ..." if len(still) > 20 else "")
         line += f"; failed: chapter(s) {shown} (fabula derive {args.run_dir} retries only those)"
     print(line, file=sys.stderr)
-    return 1 if still else 0
+    return 1 if still or result.stopped else 0

@@ -11,11 +11,13 @@ a written chapter's is) beside what the import stored, with a ``derived`` record
 
 Resumable: a chapter is done once its state is stored (one transaction); a derive that is
 killed continues at the first chapter without one, and no stored chapter is asked again. A
-chapter whose update fails (invalid reply, nothing applicable, the server down, no room in
-the context) is marked ``derived.ok = false`` with the reason, and the next chapter goes on
-from the last state that was derived; ``derive`` again asks only the chapters without a state
+chapter whose update fails (invalid reply, nothing applicable, no room in the context) is
+marked ``derived.ok = false`` with the reason, and the next chapter goes on from the last
+state that was derived; ``derive`` again asks only the chapters without a state
 (the failed ones, and any a kill left). A retried chapter starts from the state before it;
-the chapters after it, derived meanwhile, keep the states they got without it.
+the chapters after it, derived meanwhile, keep the states they got without it. A server that
+cannot be reached (after the client's retries) is no chapter's failure: the derive stops there,
+nothing marked, and continues from that chapter next time.
 
 Concurrency: none within one run, by design. Chapter k's update is asked with the state after
 chapter k-1 in its prompt and applies to that state (new entries are keyed, changed ones
@@ -34,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.limits import MAX_WORDS
-from agent.llm import LLM, LLMError
+from agent.llm import LLM, EndpointUnavailableError, LLMError
 from agent.llm.options import LLMOptions
 from agent.nst.budget import run_budget
 from agent.nst.config import NST_DEFAULTS, NstConfig
@@ -69,12 +71,14 @@ class Step:
 
 @dataclass
 class Derived:
-    """What one derive did: chapters derived, failed, already done before it."""
+    """What one derive did: chapters derived, failed, already done before it; ``stopped``: why it
+    stopped before the last chapter (the server unavailable), else None."""
 
     done: list[int] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)
     skipped: int = 0
     calls: int = 0
+    stopped: str | None = None
 
 
 def derive_config(store: RunStore, **settings: Any) -> NstConfig:
@@ -156,6 +160,8 @@ def derive_chapter(ctx: RunContext[NstConfig], chapter: Chapter, plan: dict[str,
             ok = loop.update_from_text(chapter.title, chapter.text, ask=ASK_FROM_BOOK)
             if not ok or loop.new_state is None:
                 error = loop.last_error or "the update was not applied"
+        except EndpointUnavailableError:
+            raise  # not this chapter's failure: the derive stops, and continues from here next time
         except LLMError as exc:
             error = str(exc)
     calls = ctx.calls - start
@@ -181,7 +187,12 @@ def derive_book(ctx: RunContext[NstConfig], on_step: Callable[[Step], None] | No
     started = time.monotonic()
     for position, chapter in enumerate(asked, start=1):
         before = ctx.calls
-        ok, line = derive_chapter(ctx, chapter, plan)
+        try:
+            ok, line = derive_chapter(ctx, chapter, plan)
+        except EndpointUnavailableError as exc:
+            result.calls += ctx.calls - before
+            result.stopped = f"the server is unavailable at chapter {chapter.index} ({_first_line(str(exc))})"
+            return result
         (result.done if ok else result.failed).append(chapter.index)
         result.calls += ctx.calls - before
         elapsed = time.monotonic() - started

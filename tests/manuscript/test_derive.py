@@ -5,6 +5,8 @@ alone; a derive interrupted mid-book continues and asks no chapter twice (calls 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from agent import pipelines
@@ -181,3 +183,28 @@ def test_the_view_shows_the_derived_state(tmp_path, models):
     assert main(["derive", run]) == 0
     page = TestClient(create_app(run)).get("/run/book/state")
     assert page.status_code == 200 and "ch3_event_0" in page.text and "Character" in page.text
+
+
+def test_derive_on_a_server_then_again_on_the_server_it_used(tmp_path, monkeypatch, capsys):
+    """The model option group on a real HTTP endpoint (the scripted author behind it): the server
+    breaks mid-book, and derive with no flags continues on the server the run was derived on."""
+    from tests.nst.author_server import AuthorServer
+
+    for name in ("FABULA_ENDPOINT", "FABULA_MODEL", "FABULA_API_KEY", "FABULA_CALL_TIMEOUT"):
+        monkeypatch.delenv(name, raising=False)
+    run = book(tmp_path, chapters=4)
+    with AuthorServer(vllm=True) as server:
+        server.fail_after = 3  # the probe's chat, chapters 1 and 2, then HTTP 500 (a server gone)
+        assert main(["derive", run, "--endpoint", server.url, "--call-timeout", "3"]) == 1
+        err = capsys.readouterr().err
+        assert f"at {server.url}" in err
+        done = int(re.search(r"(\d) chapter state\(s\) derived, 0 failed", err).group(1))
+        assert 1 <= done < 4 and f"stopped: the server is unavailable at chapter {done + 1}" in err
+        assert "continues from there" in err
+        with RunStore.open(run, readonly=True) as store:
+            assert "derived" not in store.state(done + 1)  # no chapter's failure: nothing marked
+        server.fail_after = None
+        assert main(["derive", run]) == 0
+        err = capsys.readouterr().err
+        assert f"deriving the state of {4 - done} of 4 chapters with" in err and server.url in err
+    assert [unit for unit, ok in updates(run) if ok] == [1, 2, 3, 4]
