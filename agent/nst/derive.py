@@ -13,9 +13,10 @@ Resumable: a chapter is done once its state is stored (one transaction); a deriv
 killed continues at the first chapter without one, and no stored chapter is asked again. A
 chapter whose update fails (invalid reply, nothing applicable, no room in the context) is
 marked ``derived.ok = false`` with the reason, and the next chapter goes on from the last
-state that was derived; ``derive`` again asks only the chapters without a state
-(the failed ones, and any a kill left). A retried chapter starts from the state before it;
-the chapters after it, derived meanwhile, keep the states they got without it. A server that
+state that was derived; ``derive`` again asks only the chapters without a state (the failed
+ones, any a kill left, and any edited since, ``fabula edit``). A retried chapter starts from
+the state before it; the chapters after it, derived meanwhile, keep the states they got
+without it. A server that
 cannot be reached (after the client's retries) is no chapter's failure: the derive stops there,
 nothing marked, and continues from that chapter next time.
 
@@ -100,14 +101,18 @@ def book_plan(chapters: list[Chapter]) -> dict[str, Any]:
                          "target_words": max(c.words, 1)} for c in chapters]}
 
 
-def is_derived(state: Any) -> bool:
-    return isinstance(state, dict) and isinstance(state.get("narrative"), dict) and \
-        bool((state.get(DERIVED) or {}).get("ok"))
+def is_derived(state: Any, chapter: Chapter | None = None) -> bool:
+    """A state derived from the chapter's text as it stands (``chapter`` given: its current
+    version; a chapter edited since, ``fabula edit``, is derived again)."""
+    if not (isinstance(state, dict) and isinstance(state.get("narrative"), dict)):
+        return False
+    record = state.get(DERIVED) or {}
+    return bool(record.get("ok")) and (chapter is None or record.get("version") == chapter.version)
 
 
 def todo(store: RunStore) -> list[int]:
     """The chapters without a derived state, in order (never asked, failed, or left by a kill)."""
-    return [c.index for c in store.chapters() if not is_derived(store.state(c.index))]
+    return [c.index for c in store.chapters() if not is_derived(store.state(c.index), c)]
 
 
 def failed(store: RunStore) -> list[int]:
@@ -182,7 +187,7 @@ def derive_book(ctx: RunContext[NstConfig], on_step: Callable[[Step], None] | No
     store = ctx.store
     chapters = store.chapters()
     plan = book_plan(chapters)
-    asked = [c for c in chapters if not is_derived(store.state(c.index))]
+    asked = [c for c in chapters if not is_derived(store.state(c.index), c)]
     result = Derived(skipped=len(chapters) - len(asked))
     started = time.monotonic()
     for position, chapter in enumerate(asked, start=1):

@@ -208,3 +208,21 @@ def test_derive_on_a_server_then_again_on_the_server_it_used(tmp_path, monkeypat
         err = capsys.readouterr().err
         assert f"deriving the state of {4 - done} of 4 chapters with" in err and server.url in err
     assert [unit for unit, ok in updates(run) if ok] == [1, 2, 3, 4]
+
+
+def test_a_chapter_edited_after_its_derive_is_derived_again_alone(tmp_path, models, capsys):
+    run = book(tmp_path, chapters=4)
+    assert main(["derive", run]) == 0
+    edited = tmp_path / "ch2.md"
+    edited.write_text(prose(140, seed=99), encoding="utf-8")
+    assert main(["edit", run, "--chapter", "2", "--file", str(edited), "--no-rederive"]) == 0
+    before = len(calls(run))
+    capsys.readouterr()
+    assert main(["derive", run]) == 0
+    assert "deriving the state of 1 of 4 chapters" in capsys.readouterr().err
+    assert calls(run)[before:] == [2]
+    with RunStore.open(run, readonly=True) as store:
+        state = store.state(2)
+        assert state["derived"]["version"] == store.chapter(2).version == 2
+        own = [e["quote"] for c in state["narrative"]["provenance"].values() for e in c.values() if e["chapter"] == 2]
+        assert own and all(occurs(q, store.chapter(2).text) for q in own)
