@@ -187,3 +187,15 @@ def test_a_book_over_the_judges_context_is_refused_by_eval_and_spanned_by_check(
     captured = capsys.readouterr()
     assert "does not fit the judge's context (9992 tokens) in one call: judged in spans" in captured.err
     assert len([ln for ln in captured.err.splitlines() if "span: chapters" in ln]) == CHAPTERS
+
+
+def test_a_book_of_very_short_chapters_is_chapters_not_a_contents_list(tmp_path, judges, capsys):
+    """Every heading with next to nothing under it looked like a table of contents, and left nothing
+    (an internal error before): a book of three short chapters is three chapters."""
+    source = tmp_path / "short.md"
+    source.write_text("# Chapter 1\n\nMara had green eyes.\n\n# Chapter 2\n\nThe storm came.\n\n"
+                      "# Chapter 3\n\nMara had blue eyes.\n", encoding="utf-8")
+    assert main(["import", str(source), "--out", str(tmp_path / "short")]) == 0
+    with RunStore.open(tmp_path / "short", readonly=True) as store:
+        assert [c.text for c in store.chapters()] == ["Mara had green eyes.", "The storm came.", "Mara had blue eyes."]
+    assert "table of contents" not in capsys.readouterr().err
