@@ -18,9 +18,11 @@ from importlib import metadata
 
 from agent.cli import (
     batch_cmd,
+    check_cmd,
     common,
     completion_cmd,
     config_cmd,
+    derive_cmd,
     edit_cmd,
     eval_cmd,
     export_cmd,
@@ -45,8 +47,8 @@ from agent.cli.common import apply_everywhere
 from agent.cli.errors import describe, log_internal_error
 
 COMMAND_MODULES = [prompt_cmd, models_cmd, serve_cmd, grammars_cmd, runs_cmd, show_cmd, search_cmd, export_cmd,
-                   outline_cmd, resume_cmd, write_cmd, import_cmd, batch_cmd, eval_cmd, view_cmd, watch_cmd, fork_cmd,
-                   edit_cmd, story_cmd, config_cmd, completion_cmd]
+                   outline_cmd, resume_cmd, write_cmd, import_cmd, derive_cmd, check_cmd, batch_cmd, eval_cmd, view_cmd,
+                   watch_cmd, fork_cmd, edit_cmd, story_cmd, config_cmd, completion_cmd]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -161,8 +161,15 @@ def run_consistency(args: argparse.Namespace) -> int:
     from agent.eval.consistency import judge_consistency
 
     def judge_run(store, story, judges, run_dir) -> int:
+        from agent.eval.consistency import fits, story_tokens
+
         failed = 0
         for judge in judges:
+            if fits(story, judge) is False:
+                raise CLIError(f"{run_dir}: the story (about {story_tokens(story)} tokens) and a judgment do not fit "
+                               f"the judge's context ({judge.llm.context_length} tokens) in one call, as this "
+                               "protocol asks; use a judge with a larger context, or fabula check FILE (a long "
+                               "book judged in spans)")
             window, counts = judge_consistency(store, story, judge, window_chapters=args.window_chapters,
                                                window_words=args.window_words)
             failed += counts["failed"]

@@ -5,9 +5,18 @@ their chapters and a subtype from that category's closed enum. A scope marker st
 the terminal window; the judge reports only contradictions whose later half lies after it,
 using everything before it as evidence, except ``abandoned_plot_elements``, which is checked
 over the whole story. The story is delimited as untrusted data in every prompt.
+
+A book longer than a judge's context (an imported novel: 200K words against a local model's
+32K tokens) cannot be judged whole: :func:`judge_spans` judges it in consecutive spans of
+chapters that fit, each span on its own (every chapter of a span in scope, its chapters
+numbered as in the book), so a contradiction between two spans is not found. That is
+``fabula check``'s private check of a long manuscript; ``fabula eval consistency`` keeps the
+protocol above (the whole story in each call) and says so before it sends a call that cannot fit.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from agent.eval.judge import DATA_RULE, Call, Judge, as_data, run_calls
 from agent.eval.story import Story
@@ -65,7 +74,7 @@ def render_story(story: Story, window: Window) -> str:
         if position == window.first:
             parts.append(MARKER)
         text = section.text.replace(MARKER, "=== (marker-like text removed) ===")
-        parts.append(f"[Chapter {position}: {section.title}]\n{text}")
+        parts.append(f"[Chapter {section.index}: {section.title}]\n{text}")  # a span keeps the book's numbers
     return "\n\n".join(parts)
 
 
@@ -97,7 +106,8 @@ def build_calls(story: Story, window: Window) -> list[Call]:
     meta = {"window": window.as_dict(), "digest": story.digest, "words": story.words}
     calls = []
     for category in CATEGORIES:
-        user = (f"Story (chapters {window.first}-{len(story.sections)} are after the scope marker):\n\n"
+        user = (f"Story (chapters {story.sections[window.first - 1].index}-{story.sections[-1].index} are after "
+                f"the scope marker):\n\n"
                 f"{rendered}\n\nList every {CATEGORY_NAMES[category].lower()} contradiction in scope.")
         messages = [{"role": "system", "content": system_prompt(category)}, {"role": "user", "content": user}]
         calls.append(Call(category, messages, CONSISTENCY_GRAMMARS[category], meta))
@@ -110,3 +120,73 @@ def judge_consistency(store: RunStore, story: Story, judge: Judge, *, window_cha
     window = choose_window(story, chapters=window_chapters, min_words=window_words)
     counts = run_calls(store, judge, KIND, protocol_key(story, window), build_calls(story, window))
     return window, counts
+
+
+SPAN = "span"
+"""The protocol mark of a span's judgments: ``consistency-v1|span=A-B|...``."""
+TOKENS_PER_CHAR = 0.3
+"""A generous estimate of tokens per character of English prose, for fitting a judge's context."""
+PROMPT_ROOM = 1500
+"""Tokens of a judge prompt besides the story (the rules, the subtypes, the chapter headers)."""
+
+
+def story_tokens(story: Story) -> int:
+    """About how many tokens the story takes in a judge prompt."""
+    return int(sum(len(s.text) + len(s.title) + 20 for s in story.sections) * TOKENS_PER_CHAR) + PROMPT_ROOM
+
+
+def fits(story: Story, judge: Judge) -> bool | None:
+    """Whether one call with the whole story fits the judge's context (None: the context is unknown)."""
+    context = getattr(judge.llm, "context_length", None)
+    if not isinstance(context, int) or context <= 0:
+        return None
+    return story_tokens(story) + judge.max_tokens <= context
+
+
+def span_words(judge: Judge) -> int | None:
+    """The most words of story a span may hold to fit the judge's context (None: unknown)."""
+    context = getattr(judge.llm, "context_length", None)
+    if not isinstance(context, int) or context <= 0:
+        return None
+    room = context - judge.max_tokens - PROMPT_ROOM
+    return max(200, int(room / TOKENS_PER_CHAR / 6))  # about 6 characters a word with its space
+
+
+def spans(story: Story, max_words: int) -> list[tuple[int, int]]:
+    """Consecutive chapter ranges ``(first, last)`` (the book's chapter numbers), each of at most
+    ``max_words`` words (a chapter longer than that is a span of its own)."""
+    out: list[tuple[int, int]] = []
+    first: int | None = None
+    total = previous = 0
+    for section in story.sections:
+        if first is not None and total + section.words > max_words:
+            out.append((first, previous))
+            first, total = None, 0
+        if first is None:
+            first = section.index
+        total += section.words
+        previous = section.index
+    if first is not None:
+        out.append((first, previous))
+    return out
+
+
+def judge_spans(store: RunStore, story: Story, judge: Judge, *, max_words: int) -> list[tuple[tuple[int, int],
+                                                                                             dict[str, int]]]:
+    """Judge the story in spans of at most ``max_words`` words, each span whole and on its own;
+    a span's judgments are tied to the whole story's text (its digest), so an edit anywhere
+    asks them again. Returns each span with its call counts."""
+    out = []
+    for first, last in spans(story, max_words):
+        sections = [s for s in story.sections if first <= s.index <= last]
+        part = replace(story, sections=sections)
+        window = choose_window(part, chapters=len(sections))
+        prefix = sum(s.words for s in story.sections if s.index < first)
+        absolute = replace(window, first=first, prefix_words=prefix, total_words=story.words,
+                           rule=f"span: chapters {first}-{last}, each span judged on its own")
+        calls = [Call(c.item, c.messages, c.grammar, {**c.meta, "window": absolute.as_dict(), "digest": story.digest,
+                                                      "span": [first, last]})
+                 for c in build_calls(part, window)]
+        key = f"{PROTOCOL_VERSION}|{SPAN}={first}-{last}|{story.digest[:16]}"
+        out.append(((first, last), run_calls(store, judge, KIND, key, calls)))
+    return out

@@ -41,7 +41,10 @@ def split_text(text: str, *, fmt: str = "text", pattern: str | None = None, name
             raise InputError(f"{name} has no words of story" + (" between its Gutenberg markers" if notes else ""))
         notes.append("found no chapter headings: the book is one chapter (--split REGEX splits it)")
         return Manuscript([Piece(title or "", _clean(body, fmt))], notes, fmt, encoding, title, fields.get("author"))
-    found, toc = _without_contents(lines, found)
+    kept, toc = _without_contents(lines, found)
+    if not kept:  # every heading "a contents entry": a book of very short chapters, not a contents list alone
+        kept, toc = found, 0
+    found = kept
     if toc:
         notes.append(f"left out a table of contents ({toc} entries)")
     separators = pattern is not None and not any(h.title for h in found)

@@ -142,12 +142,13 @@ class ChapterLoop(ChapterInFlight):
         if not s.finished:
             self.messages.append({"role": "user", "content": f"{result}\n\n{self._next_hint()}"})
 
-    def update_from_text(self, title: str, text: str) -> bool:
+    def update_from_text(self, title: str, text: str, ask: str = ASK_AFTER_EDIT) -> bool:
         """One update call for chapter text that already exists (``fabula edit``: the writer's
-        edited text): the chapter's prompt from the state before it (fitted as for writing it), the
-        text as the accepted draft, then the update through the path every chapter's update takes
-        (the same grammar, evidence checked against ``text``, recorded in the ledger). True when
-        the update applied; the new state is then :attr:`new_state`."""
+        edited text; ``fabula derive``: an imported book's chapter, asked with ``ask``): the
+        chapter's prompt from the state before it (fitted as for writing it), the text as the
+        accepted draft, then the update through the path every chapter's update takes (the same
+        grammar, evidence checked against ``text``, recorded in the ledger). True when the update
+        applied; the new state is then :attr:`new_state`."""
         s = self.s
         s.turn = 1
         s.accepted_title, s.accepted_text = title, text
@@ -155,7 +156,7 @@ class ChapterLoop(ChapterInFlight):
         self.messages += [{"role": "assistant", "content": json.dumps({"tool": "write", "title": title})},
                           {"role": "user", "content": prose_request(s.index, title, self.gate)},
                           {"role": "assistant", "content": text},
-                          {"role": "user", "content": ASK_AFTER_EDIT}]
+                          {"role": "user", "content": ask}]
         return self._fallback_call(TOOLS["update"].grammar(s), self.config.update_max_tokens)
 
     def _fallback_update(self) -> None:

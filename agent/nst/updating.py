@@ -16,6 +16,8 @@ ASK_ONE_EVENT = ("That update could not be applied. Record only the one most imp
                  "as a single past event.")
 ASK_AFTER_EDIT = ("The writer has edited this chapter by hand: the text above is the chapter as it now stands and "
                   "is kept. Call update now with what it changed.")
+ASK_FROM_BOOK = ("This chapter is the book's own text, as the author wrote it: the text above is the chapter and is "
+                 "kept. Call update now with what it establishes.")
 
 
 def update_state(s: ChapterSession, base: NarrativeState, call: UpdateCall, *, evidence: bool,

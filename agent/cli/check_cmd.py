@@ -1,0 +1,179 @@
+"""``fabula check FILE [--out RUN]``: a private consistency check of a manuscript in one command.
+
+Import (``fabula import``), then the consistency judge (``fabula eval consistency``, every
+chapter in scope unless ``--window-chapters`` narrows it), then a report on stdout: each
+contradiction with its two quotes and their chapters, whether the quotes were found in the text,
+and how to see them linked to the passages (``fabula view``). The judge runs where the writer
+says (the embedded model by default, or a local server): the manuscript goes nowhere else.
+Checking the same file again into the same run reuses the import and the stored judgments
+(only what is missing is asked).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from agent.cli.checks import bounded_int
+from agent.cli.errors import CLIError
+from agent.cli.rundir import open_run, store_errors
+
+
+def add_parser(sub) -> None:
+    from agent.cli.eval_cmd import _judge_options
+    from agent.manuscript.reading import FORMATS
+
+    parser = sub.add_parser("check", help="check a manuscript for contradictions, privately: import, judge, report",
+                            description="Import FILE as a run, judge its consistency (five category judgments, "
+                            "every chapter in scope) with a local judge, and print the contradictions found, each "
+                            "with its quotes and chapters. fabula view RUN shows them linked to the text.")
+    parser.add_argument("file", metavar="FILE", help="the manuscript: .txt, .md, .epub or .docx")
+    parser.add_argument("-o", "--out", metavar="RUN", help="the run folder to make (default: FILE's name with "
+                        "'-check', beside it); an earlier check of the same file there is reused")
+    parser.add_argument("--split", metavar="REGEX", help="start a chapter at every line REGEX matches")
+    parser.add_argument("--format", choices=FORMATS, default="auto", help="how to read FILE (default: by its suffix)")
+    parser.add_argument("--window-chapters", type=int, metavar="K",
+                        help="report only contradictions whose later half is in the last K chapters (default: all)")
+    parser.add_argument("--span-words", type=bounded_int(100, 10_000_000), metavar="W",
+                        help="judge the book in consecutive spans of chapters of at most W words, each on its own "
+                        "(default: the whole book in each call, or spans sized to the judge's context when the "
+                        "book does not fit it)")
+    _judge_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def default_out(path: Path) -> str:
+    return str(path.with_name(path.stem + "-check"))
+
+
+def _earlier_check(out: str, sha256: str) -> bool:
+    """True when ``out`` already holds an import of this very file (a check run again)."""
+    from agent.manuscript.kind import NAME
+
+    if not (Path(out) / "run.db").exists():
+        return False
+    with open_run(out) as store:
+        info = store.info()
+        same = info.pipeline == NAME and info.config.get("sha256") == sha256
+    if not same:
+        raise CLIError(f"--out {out} already holds another run; give a new folder")
+    return True
+
+
+def _import(args: argparse.Namespace, path: Path, out: str) -> None:
+    from agent.manuscript.importer import check_out, source_config, write_run
+    from agent.manuscript.read_text import checked_size
+    from agent.manuscript.reading import read_manuscript
+
+    checked_size(path)
+    manuscript = read_manuscript(path, split=args.split, fmt=args.format)
+    config = source_config(path, manuscript, args.split)
+    if _earlier_check(out, config["sha256"]):
+        print(f"fabula: {out} already holds this file's import; judging what is missing", file=sys.stderr)
+        return
+    with store_errors():
+        check_out(out)
+    for note in manuscript.notes:
+        print(f"fabula: {note}", file=sys.stderr)
+    with store_errors():
+        write_run(manuscript, out, config)
+    print(f"imported {len(manuscript.pieces)} chapters, {manuscript.words} words into {out}", file=sys.stderr)
+
+
+def scores_of(store, story, spanned: set[str]) -> list[tuple[str, list, bool]]:
+    """``(judge, instances, complete)`` per judge: the span judgments of the judges in ``spanned``
+    (every span of the current text), the whole-book judgment of the others."""
+    from agent.eval.ced import best_scores, consistency_scores
+    from agent.eval.consistency import SPAN
+
+    out = []
+    for score in best_scores(store, story):
+        if score.judge not in spanned:
+            out.append((score.judge, score.instances, True))
+    for judge in sorted(spanned):
+        groups = [s for s in consistency_scores(store, story)
+                  if s.judge == judge and s.current and f"|{SPAN}=" in s.protocol]
+        out.append((judge, [i for s in groups for i in s.instances], bool(groups) and all(s.complete for s in groups)))
+    return out
+
+
+def report(store, story, out: str, spanned: set[str] | None = None) -> list[str]:
+    """The report's lines: per judge, each contradiction with its quotes and chapters."""
+    from agent.eval.consistency import CATEGORY_NAMES
+
+    lines = [f"# Consistency check of {out} ({len(story.sections)} chapters, {story.words} words)"]
+    scores = [s for s in scores_of(store, story, spanned or set()) if s[1] or s[2]]
+    if not scores:
+        return [*lines, "", "No complete judgment: see the lines above; fabula check again fills in what is missing."]
+    for judge, instances, complete in scores:
+        verified = [i for i in instances if i.verified]
+        per = 10_000 * len(verified) / max(story.words, 1)
+        lines += ["", f"## Judge {judge}: {len(instances)} contradiction(s), {len(verified)} with both quotes found "
+                  f"in the text ({per:.2f} per 10,000 words)"
+                  + ("" if complete else "; some judgments failed: fabula check again fills them in")
+                  + ("; judged in spans of chapters, each on its own" if judge in (spanned or set()) else "")]
+        for n, inst in enumerate(instances, start=1):
+            r = inst.reply
+            lines += ["", f"{n}. {CATEGORY_NAMES[inst.category]}: {inst.subtype.replace('_', ' ')}"
+                      + ("" if inst.verified else f" (unverified: {inst.problem})"),
+                      f"   chapter {r.get('quote_chapter')}: \"{r.get('exact_quote')}\"",
+                      f"   chapter {r.get('contradicting_chapter')}: \"{r.get('contradicting_quote')}\"",
+                      f"   {r.get('explanation', '')}"]
+        if not instances:
+            lines += ["", "No contradiction found."]
+    lines += ["", f"The quotes, linked to the passages: fabula view {out} (the Judgments page)"]
+    return lines
+
+
+def _judge(args: argparse.Namespace, store, story, judge, out: str) -> tuple[int, bool]:
+    """One judge over the book: whole, or in spans (asked, or when the book does not fit the
+    judge's context). Returns the failed judgments and whether spans were used."""
+    from agent.cli.eval_cmd import _line
+    from agent.eval.consistency import fits, judge_consistency, judge_spans, span_words, story_tokens
+
+    words = args.span_words
+    if words is None and fits(story, judge) is False:
+        words = span_words(judge)
+        print(f"fabula: the book (about {story_tokens(story)} tokens) does not fit the judge's context "
+              f"({judge.llm.context_length} tokens) in one call: judged in spans of at most {words} words, each "
+              "on its own (a contradiction between two spans is not found)", file=sys.stderr)
+    if words is not None:
+        failed = 0
+        for (first, last), counts in judge_spans(store, story, judge, max_words=words):
+            failed += counts["failed"]
+            print(_line(out, counts) + f" [{judge.label}; span: chapters {first}-{last}]", file=sys.stderr)
+        return failed, True
+    window, counts = judge_consistency(store, story, judge,
+                                       window_chapters=args.window_chapters or len(story.sections))
+    print(_line(out, counts) + f" [{judge.label}; chapters {window.first}-{len(story.sections)} in scope]",
+          file=sys.stderr)
+    return counts["failed"], False
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent.cli.eval_cmd import _close, open_judges
+    from agent.eval.story import load_story
+
+    path = Path(args.file)
+    if args.window_chapters is not None and args.window_chapters < 1:
+        raise CLIError("--window-chapters must be at least 1")
+    if args.window_chapters is not None and args.span_words is not None:
+        raise CLIError("--window-chapters and --span-words do not go together (a span's chapters are all in scope)")
+    out = args.out or default_out(path)
+    _import(args, path, out)
+    judges = open_judges(args)
+    failed = 0
+    spanned: set[str] = set()
+    try:
+        with open_run(out, readonly=False) as store:
+            story = load_story(store)
+            for judge in judges:
+                n, in_spans = _judge(args, store, story, judge, out)
+                failed += n
+                if in_spans:
+                    spanned.add(judge.label)
+            print("\n".join(report(store, story, out, spanned)))
+    finally:
+        _close(judges)
+    return 1 if failed else 0
