@@ -106,13 +106,28 @@ class FabulaEngine:
     def __init__(self, name: str, llm: Any, *, server: subprocess.Popen | None = None) -> None:
         self.name, self.llm, self.server = name, llm, server
         self.backend = f"{llm.backend}/{getattr(llm, 'engine', llm.backend)}"
+        path = getattr(llm, "path", None)
+        self.weights = _weights_bytes(Path(path)) if path else None
 
     def call(self, messages: list[dict[str, str]], max_tokens: int, output_type: Any = None,
              temperature: float = 0.0) -> tuple[float, int, int, int]:
+        """Wall time and token counts of one call, read from the call's record, so a reply cut at
+        ``max_tokens`` (refused by the LLM layer) still counts the tokens it decoded."""
+        from agent.llm import LLMError
+
+        records: list[Any] = []
+        self.llm.recorders.append(records.append)
         start = time.perf_counter()
-        reply = self.llm.generate(messages, output_type, temperature=temperature, max_tokens=max_tokens, seed=1)
+        try:
+            self.llm.generate(messages, output_type, temperature=temperature, max_tokens=max_tokens, seed=1)
+        except LLMError:
+            pass
+        finally:
+            self.llm.recorders.remove(records.append)
         took = time.perf_counter() - start
-        return took, reply.usage.prompt_tokens, reply.usage.cached_prompt_tokens, reply.usage.completion_tokens
+        last = records[0]  # the first attempt (a looped structured reply is asked once more)
+        return took if len(records) == 1 else last.latency_s, last.prompt_tokens, last.cached_prompt_tokens, \
+            last.completion_tokens
 
     def close(self) -> None:
         self.llm.close()
@@ -130,6 +145,7 @@ class RawLlamaCpp:
         import llama_cpp
 
         self.name = "llamacpp"
+        self.weights = gguf.stat().st_size
         threads = default_threads()
         self.llama = llama_cpp.Llama(str(gguf), n_ctx=8192, n_threads=threads, n_threads_batch=threads,
                                      verbose=False)
@@ -153,6 +169,11 @@ class RawLlamaCpp:
 
     def close(self) -> None:
         self.llama.close()
+
+
+def _weights_bytes(path: Path) -> int:
+    """The bytes of weights a decode step reads: the GGUF, or an HF folder's safetensors."""
+    return path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.glob("*.safetensors"))
 
 
 def open_engines(skip: set[str]) -> list[Any]:
@@ -208,7 +229,9 @@ def _llamacpp_server(gguf: Path) -> FabulaEngine:
                                stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/v1"
     _wait_ready(url, process, 120)
-    return FabulaEngine("llamacpp-server", EndpointLLM(url, probe="full"), server=process)
+    engine = FabulaEngine("llamacpp-server", EndpointLLM(url, probe="full"), server=process)
+    engine.weights = gguf.stat().st_size
+    return engine
 
 
 def _vllm_server() -> FabulaEngine:
@@ -219,7 +242,11 @@ def _vllm_server() -> FabulaEngine:
                                 str(port)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/v1"
     _wait_ready(url, process, 900)
-    return FabulaEngine("vllm-cpu", EndpointLLM(url, probe="full"), server=process)
+    from serve.models import embedded_model_dir
+
+    engine = FabulaEngine("vllm-cpu", EndpointLLM(url, probe="full"), server=process)
+    engine.weights = _weights_bytes(embedded_model_dir())  # the folder it loads (in the preset's dtype)
+    return engine
 
 
 def measure_round(engine: Any, schema: Any) -> dict[str, float | None]:
@@ -232,7 +259,7 @@ def measure_round(engine: Any, schema: Any) -> dict[str, float | None]:
     out["ttft_s"], _, _, _ = engine.call(fresh(STORY), 1)
     took, _, _, completion = engine.call(fresh(STORY), DECODE_TOKENS)
     out["decode_tps"] = max(completion - 1, 1) / max(took - out["ttft_s"], 1e-6)
-    took, _, _, completion = engine.call(fresh(ASK_STATE), 256, schema, temperature=0.7)
+    took, _, _, completion = engine.call(fresh(ASK_STATE), 384, schema, temperature=0.7)
     out["decode_json_tps"] = max(completion - 1, 1) / max(took - out["ttft_s"], 1e-6)
     try:
         took, _, _, completion = engine.call(fresh(STORY), 160, Regex(REGEX), temperature=0.7)
@@ -265,6 +292,7 @@ def main() -> int:
     parser.add_argument("--skip", action="append", default=[], choices=ENGINES)
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args()
+    from agent.llm import Regex
     from grammars import get_grammar
     from serve.models import ensure_gguf
 
@@ -272,14 +300,16 @@ def main() -> int:
     gbs = bandwidth_gbs()
     model_bytes = gguf.stat().st_size
     limit = gbs * 1e9 / model_bytes
-    print(f"memory bandwidth (streaming copy): {gbs:.1f} GB/s; weights {model_bytes / 2**20:.0f} MiB "
-          f"-> decode limit {limit:.0f} tokens/s")
+    print(f"memory bandwidth (streaming copy): {gbs:.1f} GB/s; the model's smallest weights (the shipped Q4_1 "
+          f"GGUF) {model_bytes / 2**20:.0f} MiB -> decode limit {limit:.0f} tokens/s")
     prompts = chapter_prompts()
     schema = get_grammar("nst_update")
     engines = open_engines(set(args.skip))
     try:
-        for engine in engines:  # compile every grammar once, outside the timings
-            engine.call(fresh(ASK_STATE), 8, schema) if engine.name != "llamacpp" else None
+        for engine in engines:  # compile every constraint once, outside the timings
+            engine.call(fresh(ASK_STATE), 8, schema)
+            if engine.name != "llamacpp":
+                engine.call(fresh(STORY), 8, Regex(REGEX))
         rounds: dict[str, list[dict[str, float | None]]] = {e.name: [] for e in engines}
         for number in range(args.rounds):
             for engine in engines:
@@ -294,6 +324,7 @@ def main() -> int:
         figures = {key: _median([r[key] for r in rounds[engine.name]]) for key in rounds[engine.name][0]}
         rows.append({"name": engine.name, "backend": engine.backend, **figures,
                      "recomputed_share": shares[engine.name],
+                     "weights_mib": round(engine.weights / 2**20, 1) if engine.weights else None,
                      "decode_over_limit": figures["decode_tps"] / limit if figures["decode_tps"] else None})
     _print_table(rows, limit, len(prompts))
     data = {"bandwidth_gbs": gbs, "model_bytes": model_bytes, "bandwidth_limit_tps": limit,
@@ -312,11 +343,11 @@ def _print_table(rows: list[dict[str, Any]], limit: float, calls: int) -> None:
         return "-" if value is None else f"{value:.{digits}f}"
 
     print(f"\n{'engine':18} {'prefill t/s':>11} {'decode t/s':>10} {'json t/s':>9} {'regex t/s':>9} "
-          f"{'ttft s':>7} {'recomputed':>10} {'of limit':>8}")
+          f"{'ttft s':>7} {'recomputed':>10} {'of limit':>8} {'weights MiB':>11}")
     for r in rows:
         print(f"{r['name']:18} {fmt(r['prefill_tps']):>11} {fmt(r['decode_tps']):>10} {fmt(r['decode_json_tps']):>9} "
               f"{fmt(r['decode_regex_tps']):>9} {fmt(r['ttft_s'], 3):>7} {fmt(r['recomputed_share'], 3):>10} "
-              f"{fmt(r['decode_over_limit'], 2):>8}")
+              f"{fmt(r['decode_over_limit'], 2):>8} {fmt(r['weights_mib']):>11}")
     by = {r["name"]: r for r in rows}
     if "embedded" in by and "embedded-previous" in by:
         new, old = by["embedded"], by["embedded-previous"]

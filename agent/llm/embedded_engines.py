@@ -2,9 +2,9 @@
 otherwise, chosen here once for every caller (the CLI's model options, the Python API, the
 tests' fixture).
 
-- the embedded default: llama.cpp on its GGUF (with its HF folder's tokenizer, so prompts are
-  token-for-token those of the transformers engine), else transformers on the HF folder with one
-  line saying why it is slower;
+- the embedded default: llama.cpp on its GGUF, re-encoded once as Q8_0 (``serve.fast_gguf``),
+  with its HF folder's tokenizer (so prompts are token for token those of the transformers
+  engine); else transformers on the HF folder, with one line saying why it is slower;
 - ``--model path.gguf``: llama.cpp (a GGUF has no other engine here);
 - ``--model path/to/hf-folder``: transformers (the folder's weights are what it holds).
 
@@ -48,10 +48,11 @@ def open_embedded(model: str | None = None, *, thinking: ThinkingMode = "auto", 
         if engine == "auto":
             _notice_once()
         return _transformers(None, thinking)
+    from serve.fast_gguf import ensure_fast_gguf
     from serve.models import ensure_embedded_model, ensure_gguf
 
     folder = ensure_embedded_model().path
-    return _llamacpp(ensure_gguf(), folder, thinking)
+    return _llamacpp(ensure_fast_gguf() or ensure_gguf(), folder, thinking)
 
 
 def _llamacpp(gguf: Path, tokenizer_dir: Path | None, thinking: ThinkingMode) -> LLM:

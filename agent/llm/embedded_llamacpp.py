@@ -44,9 +44,10 @@ workstation's memory beside the weights); ``context`` asks for another."""
 
 
 def default_threads() -> int:
-    """All cores but one. llama.cpp's worker threads spin at their barriers: with every core
-    taken and another process busy (the pipeline's own Python between tokens, a server, a test
-    runner), decoding on these 2 cores fell from 116 to 9 tokens/s; one core spare keeps it."""
+    """Decoding threads: all cores but one. llama.cpp's worker threads spin at their barriers:
+    with every core taken and another process busy (a server, a test runner), decoding on these
+    2 cores fell from 116 to 9 tokens/s; one core spare keeps it. Prefill (a batch of prompt
+    tokens, compute-bound) takes every core: 157 -> 302 tokens/s on 2."""
     return max(1, len(os.sched_getaffinity(0)) - 1)
 
 
@@ -87,14 +88,14 @@ class LlamaCppLLM(LLM):
         name = Path(tokenizer_dir).name if tokenizer_dir else path.stem
         super().__init__(name, thinking=thinking)
         threads = threads or default_threads()
+        if context is None and info.context_length and info.context_length > MAX_DEFAULT_CONTEXT:
+            context = MAX_DEFAULT_CONTEXT
         try:
-            self._llama = llama_cpp.Llama(str(path), n_ctx=context or 0, n_threads=threads, n_threads_batch=threads,
-                                          n_batch=512, logits_all=False, verbose=False)
+            self._llama = llama_cpp.Llama(str(path), n_ctx=context or 0, n_threads=threads,
+                                          n_threads_batch=len(os.sched_getaffinity(0)), n_batch=512,
+                                          logits_all=False, verbose=False)
         except (ValueError, RuntimeError, OSError) as exc:
             raise LLMError(f"embedded backend: cannot load {path.name} as a GGUF model ({exc})") from None
-        if context is None and self._llama.n_ctx() > MAX_DEFAULT_CONTEXT:
-            self._llama = llama_cpp.Llama(str(path), n_ctx=MAX_DEFAULT_CONTEXT, n_threads=threads,
-                                          n_threads_batch=threads, n_batch=512, logits_all=False, verbose=False)
         self._lock = threading.Lock()
         self._slots = PrefixSlots(self._llama)
         self.template: PromptTemplate
