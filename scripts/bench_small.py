@@ -133,11 +133,13 @@ def main() -> int:
     parser.add_argument("--profiles", default="default,small",
                         help="profiles in the order they run (default: default,small); each row prints as it ends")
     parser.add_argument("--keep", metavar="DIR", help="keep the runs in DIR (default: a temporary folder)")
+    parser.add_argument("--engine", default="auto", choices=("auto", "llama.cpp", "transformers"),
+                        help="the embedded engine (#27: run once with each to compare them)")
     args = parser.parse_args()
     unknown = set(args.profiles.split(",")) - {"default", "small"}
     if unknown:
         parser.error(f"--profiles: unknown profile(s) {', '.join(sorted(unknown))}; use default and/or small")
-    llm = pipelines.LLMOptions(backend="embedded")
+    llm = pipelines.LLMOptions(backend="embedded", engine=args.engine)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(args.keep or tmp)

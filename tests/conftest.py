@@ -178,11 +178,11 @@ def llamacpp_llm(llamacpp_server: RunningServer):
     llm.close()
 
 
-@pytest.fixture(params=["vllm", pytest.param("llamacpp", marks=pytest.mark.slow)])
+@pytest.fixture(params=["vllm", "llamacpp"])
 def served(request) -> RunningServer:
     """Each real server in turn (a test that takes it runs against vLLM and llama-cpp-python).
 
-    The llama-cpp-python runs are ``slow``: one Magnet step took 144 s and one NST chapter 473 s
-    here (vLLM: 153 s and 264 s), about 10 more minutes that would take CI past 45 minutes on a
-    clean machine with the 6.5-minute compile; FABULA_SLOW_TESTS=1 runs them."""
+    The llama-cpp-python runs were ``slow`` while its server took both cores (one Magnet step
+    144 s, one NST chapter 473 s: its spinning threads fought the test process); on all cores but
+    one they take 54 s and 46 s (#27), so CI runs them."""
     return request.getfixturevalue(f"{request.param}_server")

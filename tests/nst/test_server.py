@@ -1,8 +1,8 @@
 """NstAgent against the real servers. A whole story against the CPU vLLM server
 (``--max-model-len 4096``, the tiny-cpu preset): the context comes from the server, every
 request is fitted to it before it is sent (the server refuses nothing for length), and later
-calls reuse the earlier calls' prefix. One chapter against llama-cpp-python's server (slow:
-473 s measured here)."""
+calls reuse the earlier calls' prefix. One chapter against llama-cpp-python's server (46 s
+since #27; 473 s when its threads took both cores)."""
 
 from __future__ import annotations
 
@@ -62,8 +62,7 @@ def test_a_story_fits_the_servers_context_and_reuses_its_prefix_cache(tmp_path, 
     store.close()
 
 
-@pytest.mark.server
-@pytest.mark.slow
+@pytest.mark.server  # 46 s (#27: 473 s before llama.cpp left a core free)
 def test_one_chapter_on_llama_cpp_python(tmp_path, llamacpp_server):
     from agent.llm import open_llm
 
