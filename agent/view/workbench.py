@@ -172,11 +172,13 @@ def _text(value: Any) -> str:
 
 
 def cast(store: RunStore) -> dict[str, Any]:
+    """The cast page's data: ``snapshots`` (a chapter run's character snapshots and facts) or
+    ``personas`` (a step run's personas, variables, relations and goals)."""
     states = _states(store)
     if store.info().unit_kind == "step":
-        return {"cast_kind": "magnet", "people": _magnet_cast(store, states), "story_goals": _story_goals(states),
+        return {"cast_kind": "personas", "people": _magnet_cast(store, states), "story_goals": _story_goals(states),
                 "facts": []}
-    return {"cast_kind": "nst", "people": _nst_cast(states), "story_goals": [], "facts": _nst_facts(states)}
+    return {"cast_kind": "snapshots", "people": _nst_cast(states), "story_goals": [], "facts": _nst_facts(states)}
 
 
 def _nst_cast(states: list[tuple[int, Any]]) -> list[Person]:
@@ -275,7 +277,7 @@ def character(store: RunStore, who: str | None = None) -> dict[str, Any]:
     if person is not None:
         previous: dict[str, Any] = {}
         for unit, state in _states(store):
-            if listed["cast_kind"] == "nst":
+            if listed["cast_kind"] == "snapshots":
                 chars, prov = _nst_characters(state)
                 now = chars.get(who)
                 now = {k: v for k, v in now.items() if k != "name"} if isinstance(now, dict) else {}
