@@ -176,3 +176,31 @@ def test_the_gguf_header_reader_skips_arrays_and_reads_the_context(tmp_path):
     path.write_bytes(header)
     info = gguf_info(Path(path))
     assert (info.architecture, info.context_length, info.has_chat_template) == ("qwen3", 40960, True)
+
+
+@needs_llamacpp
+@pytest.mark.embedded
+def test_bounds_enums_and_nesting_hold_on_every_sample_at_temperature_1(embedded_llm):
+    """#27 'outputs unchanged in kind': 20 samples at temperature 1.0 under one schema with integer
+    bounds, an enum and nested objects, all valid on the default engine (as the any-server work
+    measured for servers)."""
+    from agent.llm import Request
+
+    schema = {"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 24},
+        "mood": {"enum": ["calm", "fiery", "sly", "gloomy"]},
+        "age": {"type": "integer", "minimum": 16, "maximum": 90},
+        "ship": {"type": "object", "properties": {
+            "name": {"type": "string", "maxLength": 24},
+            "guns": {"type": "integer", "minimum": 0, "maximum": 64}}, "required": ["name", "guns"]}},
+        "required": ["name", "mood", "age", "ship"]}
+    ask = [{"role": "user", "content": "Invent a pirate captain and the ship she sails, as JSON."}]
+    results = embedded_llm.generate_many([Request(ask, schema, temperature=1.0, max_tokens=120, seed=s)
+                                          for s in range(20)], return_exceptions=True)
+    failed = [r for r in results if isinstance(r, Exception)]
+    assert not failed, failed
+    assert len({r.text for r in results}) > 10  # really sampled
+    for r in results:
+        value = r.parsed
+        assert value["mood"] in {"calm", "fiery", "sly", "gloomy"} and 16 <= value["age"] <= 90
+        assert 0 <= value["ship"]["guns"] <= 64 and len(value["name"]) <= 24
