@@ -32,7 +32,7 @@ def common_prefix(held: np.ndarray, prompt: np.ndarray) -> int:
     return int(differ[0]) if differ.size else n
 
 
-@dataclass
+@dataclass(eq=False)
 class SavedCache:
     """One saved KV cache: the tokens it holds and llama.cpp's state bytes (KV cells in use,
     the RNG, the last logits). llama-cpp-python's own ``save_state`` also copies its 512-row
@@ -41,6 +41,8 @@ class SavedCache:
     tokens: np.ndarray
     data: Any
     size: int
+    # eq=False: saved caches are told apart by identity (comparing token arrays of different
+    # lengths raised in list.remove on the CI run)
 
 
 def save_cache(llama: Any) -> SavedCache:
@@ -88,8 +90,8 @@ class PrefixSlots:
             if shared > best_common:
                 best, best_common = state, shared
         if best is not None and best_common - live >= MIN_SAVED_TOKENS // 4:
+            self.saved.remove(best)  # by identity (eq=False): it becomes the live cache
             self._save_live(ids, live)
-            self.saved.remove(best)
             load_cache(self.llama, best)
             live = self._live_common(ids)
             self.loads += 1
