@@ -126,15 +126,18 @@ def test_interleaved_conversations_each_reuse_their_own_prefix(embedded_llm):
     answers exactly as it did the first time."""
     if embedded_llm.engine != "llama.cpp":
         pytest.skip("the default engine is transformers here")
-    a = [{"role": "system", "content": "Conversation A. " + "The harbour wall is old. " * 40},
+    a = [{"role": "system", "content": "Conversation A. " + "The harbour wall is old. " * 70},
          {"role": "user", "content": "Go on."}]
-    b = [{"role": "system", "content": "Conversation B. " + "The lighthouse is tall. " * 40},
+    b = [{"role": "system", "content": "Conversation B. " + "The lighthouse is tall. " * 70},
          {"role": "user", "content": "Go on."}]
-    first_a = embedded_llm.generate(a, temperature=0, max_tokens=6)
-    embedded_llm.generate(b, temperature=0, max_tokens=6)
-    again_a = embedded_llm.generate(a, temperature=0, max_tokens=6)
-    assert again_a.usage.cached_prompt_tokens == again_a.usage.prompt_tokens - 1
-    assert again_a.text == first_a.text
+    c = [{"role": "system", "content": "Conversation C. " + "The boats are blue. " * 70},
+         {"role": "user", "content": "Go on."}]
+    first = {name: embedded_llm.generate(conv, temperature=0, max_tokens=6) for name, conv in
+             (("a", a), ("b", b), ("c", c))}
+    for name, conv in (("b", b), ("a", a), ("c", c)):  # b sits behind a among the saved caches
+        again = embedded_llm.generate(conv, temperature=0, max_tokens=6)
+        assert again.usage.cached_prompt_tokens == again.usage.prompt_tokens - 1, name
+        assert again.text == first[name].text
 
 
 @needs_llamacpp
