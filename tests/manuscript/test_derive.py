@@ -9,32 +9,17 @@ import re
 
 import pytest
 
-from agent import pipelines
 from agent.cli import main
 from agent.store import RunStore
 from tests.eval.helpers import make_run
-from tests.nst.author import Author, chapter_of, default_policy, prose, update_json
+from tests.nst.author import Author, QueuedModels, chapter_of, default_policy, prose, update_json
 
 CHAPTERS = 12
 
 
-class Models:
-    """What ``LLMOptions.open`` hands out, in order (a fresh default author when none is queued)."""
-
-    def __init__(self, monkeypatch) -> None:
-        self.queue: list[Author] = []
-        self.opened: list[Author] = []
-        monkeypatch.setattr(pipelines.LLMOptions, "open", self.open)
-
-    def open(self, *args, **kw) -> Author:
-        model = self.queue.pop(0) if self.queue else Author()
-        self.opened.append(model)
-        return model
-
-
 @pytest.fixture
-def models(monkeypatch) -> Models:
-    return Models(monkeypatch)
+def models(monkeypatch) -> QueuedModels:
+    return QueuedModels(monkeypatch)
 
 
 def book(tmp_path, chapters: int = CHAPTERS) -> str:

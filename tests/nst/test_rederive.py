@@ -12,30 +12,16 @@ from agent.llm import EndpointUnavailableError
 from agent.nst.config import NST_DEFAULTS, ROLLSUM_DEFAULTS
 from agent.store import RunStore
 from agent.store.fork import STALE_KEY
-from tests.nst.author import Author, default_policy, update_json
+from tests.nst.author import Author, QueuedModels, default_policy, update_json
 
 EDITED = ("Zebulon the cartographer rowed out alone to the drowned chapel at dawn. He found the bell wrapped in "
           "a torn sail and carried it back to the lighthouse without a word. The keeper watched him climb the "
           "stairs and said nothing about the storm that was coming from the west.")
 
 
-class Models:
-    """What ``LLMOptions.open`` hands out, in order; every model records into the run's ledger."""
-
-    def __init__(self, monkeypatch) -> None:
-        self.queue: list[Author] = []
-        self.opened: list[Author] = []
-        monkeypatch.setattr(pipelines.LLMOptions, "open", self.open)
-
-    def open(self, *args, **kw) -> Author:
-        model = self.queue.pop(0) if self.queue else Author()  # the run context records its calls
-        self.opened.append(model)
-        return model
-
-
 @pytest.fixture
-def models(monkeypatch) -> Models:
-    return Models(monkeypatch)
+def models(monkeypatch) -> QueuedModels:
+    return QueuedModels(monkeypatch)
 
 
 def nst_run(tmp_path, name: str = "run", pipeline: str = "nst") -> str:
