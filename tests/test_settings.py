@@ -89,7 +89,8 @@ def test_gate_setting_reaches_the_planner():
     narrow = target_choices(10_000, 10, 0.95, 1.05)
     assert min(wide) < 900 and min(narrow) >= 950 and max(narrow) <= 1050
     schema = outline_schema(10_000, 10, 0.95, 1.05).schema
-    assert schema["$defs"]["OutlineChapter"]["properties"]["target_words"]["enum"] == narrow
+    assert all(item["properties"]["target_words"]["enum"] == narrow
+               for item in schema["properties"]["chapters"]["prefixItems"])
 
 
 def test_assignments_parse_json_else_string():

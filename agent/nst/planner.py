@@ -9,6 +9,7 @@ and re-asked with the error a bounded number of times; the plan is then frozen a
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -216,16 +217,29 @@ def target_range(words: int, chapters: int, low: float = DEFAULT_LOW, high: floa
 
 
 def outline_schema(words: int, chapters: int, low: float = DEFAULT_LOW, high: float = DEFAULT_HIGH) -> JsonSchema:
-    """The ``nst_outline`` grammar narrowed for this story: exactly ``chapters`` chapters,
-    ids 1..n and targets from :func:`target_choices`."""
+    """The ``nst_outline`` grammar narrowed for this story: exactly ``chapters`` chapters, chapter
+    ``i`` at position ``i`` (a ``prefixItems`` tuple, so ids cannot come out of order: the tiny model
+    wrote ``[2, 1]`` three times running under a plain id enum) and targets from
+    :func:`target_choices`."""
     schema = Outline.model_json_schema()
+    chapter = schema["$defs"].pop("OutlineChapter")
+    described = chapter["properties"]
+    targets = {"type": "integer", "enum": target_choices(words, chapters, low, high),
+               "description": described["target_words"]["description"]}
+
+    def at(position: int) -> dict[str, Any]:
+        item = copy.deepcopy(chapter)
+        item["properties"]["id"] = {"type": "integer", "enum": [position],
+                                    "description": described["id"]["description"]}
+        item["properties"]["target_words"] = targets
+        return item
+
     array = schema["properties"]["chapters"]
-    array["minItems"] = array["maxItems"] = chapters
-    chapter = schema["$defs"]["OutlineChapter"]["properties"]
-    chapter["id"] = {"type": "integer", "enum": list(range(1, chapters + 1)),
-                     "description": chapter["id"]["description"]}
-    chapter["target_words"] = {"type": "integer", "enum": target_choices(words, chapters, low, high),
-                               "description": chapter["target_words"]["description"]}
+    array.pop("items", None)
+    array.update(prefixItems=[at(i) for i in range(1, chapters + 1)], items=False,
+                 minItems=chapters, maxItems=chapters)
+    if not schema["$defs"]:
+        del schema["$defs"]
     return JsonSchema(schema, "nst_outline")
 
 

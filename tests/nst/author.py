@@ -153,8 +153,8 @@ def outline_json(request: Request) -> str:
 def per_chapter_choices(request: Request) -> list[int] | None:
     schema = request.constraint.json_schema if request.constraint is not None else None
     try:
-        return schema["$defs"]["OutlineChapter"]["properties"]["target_words"]["enum"]
-    except (KeyError, TypeError):
+        return schema["properties"]["chapters"]["prefixItems"][0]["properties"]["target_words"]["enum"]
+    except (KeyError, IndexError, TypeError):
         return None
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -70,16 +71,32 @@ def test_the_outline_grammar_carries_count_ids_and_length():
         schema = outline_schema(words, chapters).schema
         items = schema["properties"]["chapters"]
         assert items["minItems"] == items["maxItems"] == chapters
-        props = schema["$defs"]["OutlineChapter"]["properties"]
-        assert props["id"]["enum"] == list(range(1, chapters + 1))
+        assert items["items"] is False and len(items["prefixItems"]) == chapters
         choices = target_choices(words, chapters)
-        assert props["target_words"]["enum"] == choices and len(choices) >= 2
+        for position, item in enumerate(items["prefixItems"], start=1):
+            assert item["properties"]["id"]["enum"] == [position]
+            assert item["properties"]["target_words"]["enum"] == choices and len(choices) >= 2
         assert 0.8 * words <= chapters * min(choices) and chapters * max(choices) <= 1.2 * words
     llm = ScriptedLLM([json.dumps({"title": "B", "chapters": [
         {"id": 1, "title": "A", "description": "d", "target_words": 100},
         {"id": 2, "title": "B", "description": "d", "target_words": 100}]})])
     with pytest.raises(PlanError, match="not one of"):
         make_plan(llm, "p", 600, temperature=0.7, max_tokens=100, attempts=1)
+
+
+def test_the_outline_grammar_holds_chapter_ids_in_order():
+    """Ids are positional in the grammar itself: a decoder cannot emit ``[2, 1]`` (the tiny model
+    did, three attempts running, under a plain id enum)."""
+    from agent.llm.constraints import to_constraint
+    from agent.llm.local_decoding import constraint_regex
+
+    def outline(ids: list[int]) -> str:
+        return json.dumps({"title": "B", "chapters": [
+            {"id": i, "title": "A", "description": "d", "target_words": 300} for i in ids]})
+
+    pattern = re.compile(constraint_regex(to_constraint(outline_schema(600, 2))))
+    assert pattern.fullmatch(outline([1, 2]))
+    assert not pattern.fullmatch(outline([2, 1])) and not pattern.fullmatch(outline([1, 1]))
 
 
 def test_outline_attempts_are_bounded():
