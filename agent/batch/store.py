@@ -24,6 +24,7 @@ from typing import Any
 
 from agent.batch.stories import StorySpec, target_words
 from agent.errors import FabulaError, InputError
+from agent.store.run_parts import pid_alive
 
 DB_NAME = "batch.db"
 SCHEMA_VERSION = 1
@@ -121,18 +122,6 @@ class Stats:
     prompt_tokens: int = 0
     cached_prompt_tokens: int = 0
     completion_tokens: int = 0
-
-
-def pid_alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def is_batch(path: str | os.PathLike[str]) -> bool:

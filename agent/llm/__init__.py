@@ -13,6 +13,7 @@ from typing import Literal
 from agent.llm.base import LLM, Recorder, Request
 from agent.llm.constraints import Choice, JsonSchema, OutputType, Regex
 from agent.llm.types import (
+    AuthenticationError,
     CallRecord,
     Completion,
     EndpointUnavailableError,
@@ -65,6 +66,7 @@ def open_llm(
 
 __all__ = [
     "LLM",
+    "AuthenticationError",
     "CallRecord",
     "Choice",
     "Completion",

@@ -74,7 +74,7 @@ class Sessions(StoreBase):
         if not rows:
             return "interrupted"
         pid, host = rows[0]
-        if host == socket.gethostname() and not _pid_alive(pid):
+        if host == socket.gethostname() and not pid_alive(pid):
             return "interrupted"
         return "running"
 
@@ -287,7 +287,11 @@ def _json(value: Any, what: str) -> str:
         raise StoreError(f"{what} must be JSON-serialisable: {exc}") from exc
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int | None) -> bool:
+    """Whether a process of this host still holds ``pid`` (one that exists but is another user's
+    counts as alive): the one test of a stale ``running`` mark, for runs and batches alike."""
+    if not pid:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
