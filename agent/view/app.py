@@ -138,6 +138,10 @@ def _options(page: str, params: Any) -> dict[str, Any]:
         options["query"] = params.get("q", "")[:2000]
         if params.get("k", "").isdigit():
             options["k"] = int(params["k"])
+    if page == "versions":
+        for key in ("unit", "a", "b"):
+            if params.get(key, "").isdigit():
+                options[key] = int(params[key])
     if page == "character":
         options["who"] = params.get("name", "")
     return options

@@ -210,30 +210,10 @@ def test_a_run_being_written_shows_what_it_is_doing(tmp_path):
 @pytest.fixture(scope="module")
 def batch_dir(tmp_path_factory) -> Path:
     """A folder holding a batch of four short stories: one done, one running, one failed, one pending."""
-    import os
-    import socket
-    import sqlite3
-
-    from agent.batch import run_batch
-    from agent.llm.options import LLMOptions
-    from tests.nst.author import Author
+    from tests.view.runs import batch_folder
 
     folder = tmp_path_factory.mktemp("batches")
-    prompts = folder / "prompts.jsonl"
-    prompts.write_text("".join(json.dumps({"id": i, "prompt": f"Story {i}: a bell rings at sea."}) + "\n"
-                               for i in (1, 2, 3, 4)))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("FABULA_HOME", str(folder / "home"))
-        assert run_batch(folder / "night", "direct", prompts=prompts, words=1000, llm=LLMOptions("embedded"),
-                         model=Author()).complete
-    conn = sqlite3.connect(folder / "night" / "batch.db")
-    with conn:  # as a batch in flight leaves it
-        conn.execute("UPDATE stories SET status = 'running', pid = ?, host = ? WHERE key = '2'",
-                     (os.getpid(), socket.gethostname()))
-        conn.execute("UPDATE stories SET status = 'failed', error = '<b>the server went away</b>' WHERE key = '3'")
-        conn.execute("UPDATE stories SET status = 'pending', words = 0, units = 0, prompt_tokens = 0, "
-                     "completion_tokens = 0 WHERE key = '4'")
-    conn.close()
+    batch_folder(folder)
     (folder / "not-a-run").mkdir()  # an ordinary folder beside the batch: listed as nothing
     return folder
 
