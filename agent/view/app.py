@@ -36,7 +36,8 @@ def create_app(root: str | Path, *, poll_ms: int = 1500) -> Starlette:
         Route("/run/{name}", views.run_home),
         Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
     ]
-    return Starlette(routes=routes, exception_handlers={HTTPException: views.error})
+    # every failure is a page of the view: a 404, a run that cannot be opened, and a bug (500)
+    return Starlette(routes=routes, exception_handlers={HTTPException: views.error, Exception: views.error})
 
 
 class _Views:

@@ -61,7 +61,10 @@ def browser():
 
 @pytest.fixture(scope="session")
 def shots(tmp_path_factory) -> Path:
-    """The one folder every browser test writes its screenshots to (printed; see it with ``-s``)."""
-    folder = tmp_path_factory.mktemp("screenshots")
+    """The one folder every browser test writes its screenshots to (printed; see it with ``-s``):
+    ``$FABULA_SCREENSHOTS`` when set (kept after the run), else a folder of the session's."""
+    kept = os.environ.get("FABULA_SCREENSHOTS")
+    folder = Path(kept) if kept else tmp_path_factory.mktemp("screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
     print(f"\nscreenshots: {folder}")
     return folder

@@ -23,6 +23,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in t
 pytest.importorskip("uvicorn")
 
 from agent.store.readonly import open_readonly  # noqa: E402
+from tests.view.browser_checks import axe_violations  # noqa: E402
 from tests.view.runs import quotes, wait_for_unit  # noqa: E402
 from tests.view.server import serve  # noqa: E402
 
@@ -145,6 +146,7 @@ def test_a_new_chapter_appears_while_a_run_commits_it(browser, tmp_path, shots):
             page.wait_for_function("document.getElementById('live').innerText === 'completed'", timeout=5_000)
             assert page.evaluate("window.__stayed") is True
             page.screenshot(path=str(shots / "live.png"), full_page=True)
+            assert not axe_violations(page)  # the live page after its in-place updates
             context.close()
     finally:
         writer.wait(timeout=60)

@@ -35,7 +35,9 @@ def test_the_versions_page_diffs_the_edited_chapter_and_names_the_stale_ones(cli
     assert "<ins> frayed</ins>" in between and "<ins> brass</ins>" in between and "<del>" not in between
     assert "1 word" not in between and "0 words removed, 2 added" in client.get(
         "/run/edited/versions?unit=3&a=2&b=3").text
-    assert 'href="/run/edited/versions"' in client.get("/run/edited/story").text  # in the run's navigation
+    story = client.get("/run/edited/story").text
+    assert 'href="/run/edited/versions"' in story  # in the run's navigation
+    assert 'href="/run/edited/versions?unit=3#diff-heading">revised (version 3)</a>' in story
 
 
 def test_an_edited_magnet_step_has_versions_too_and_an_unedited_run_says_so(client):
