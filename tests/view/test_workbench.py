@@ -249,3 +249,16 @@ def test_fabula_runs_lists_a_batch_as_a_batch(batch_dir, capsys):
     row = json.loads(capsys.readouterr().out.splitlines()[0])
     assert row["kind"] == "batch" and row["counts"]["pending"] == 1 and len(row["stories"]) == 4
     assert row["words"] == sum(s["words"] for s in row["stories"]) > 0
+
+
+def test_a_failure_of_the_view_is_a_styled_error_page(runs_dir, monkeypatch):
+    """A bug in a page is the view's own error page (500), not a bare text response."""
+    from agent.view import pages
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in a page")
+
+    monkeypatch.setattr(pages, "page", broken)
+    failed = TestClient(create_app(runs_dir), raise_server_exceptions=False).get("/run/keeper/story")
+    assert failed.status_code == 500 and "<h1>Error" in failed.text and 'href="/static/style.css"' in failed.text
+    assert "a bug in a page" not in failed.text  # what failed inside stays in the log, not on the page
