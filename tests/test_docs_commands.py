@@ -97,7 +97,7 @@ def parses(words: list[str]) -> tuple[bool, str]:
 def runnable(words: list[str]) -> bool:
     """Commands that call no model and need no run: they are run, and must exit 0."""
     rest = words[1:]
-    return ("--help" in rest or "-h" in rest or "--version" in rest
+    return ("--help" in rest or "-h" in rest or rest == ["--version"]  # not `export RUN --version N`
             or rest[:1] in (["models"], ["completion"], ["runs"])
             or rest[:2] in (["grammars", "list"], ["grammars", "export"], ["story", "check"], ["story", "schema"],
                             ["config", "show"], ["config", "path"])

@@ -15,6 +15,7 @@ from agent.magnet.history import GRAPH_FORMATS, render_graph
 from agent.store.export import FORMATS, export
 from agent.store.paths import check_output_file, write_atomic
 from agent.store.plan_edits import revise_plan
+from agent.store.versions import AtVersion
 
 
 def add_parser(sub) -> None:
@@ -27,6 +28,9 @@ def add_parser(sub) -> None:
                         "database (SQLite backup; safe while the run is being written)")
     parser.add_argument("--graph", choices=GRAPH_FORMATS, metavar="{json,dot,svg}",
                         help="Magnet runs: export the world graph (entities and relations now) instead of the story")
+    parser.add_argument("--version", type=int, metavar="N",
+                        help="the story with every edited chapter (or step) as it was at version N (1: as first "
+                        "written; a unit with fewer versions at its last); fabula show RUN_DIR --versions lists them")
     parser.add_argument("-o", "--out", "--output", dest="output", metavar="FILE",
                         help="write to FILE (default, or -: standard output)")
     parser.add_argument("--force", action="store_true", help="replace FILE if it exists (a regular file only)")
@@ -41,10 +45,13 @@ def run(args: argparse.Namespace) -> int:
     output = None if args.output in (None, "-") else args.output
     with store_errors():
         target = check_output_file(output, force=args.force) if output else None
+    if args.version is not None and (args.version < 1 or args.graph or args.format == "db"):
+        raise CLIError("--version N needs N >= 1 and is for the story (not --graph nor --format db)")
     _record_book_meta(args)
     if args.format == "db":
         return _copy_database(args, target)
-    with open_run(args.run_dir) as store:
+    with open_run(args.run_dir) as opened:
+        store = opened if args.version is None else AtVersion(opened, args.version)
         if args.graph:
             if store.info().unit_kind != "step":
                 raise CLIError(f"--graph is for Magnet runs; this is a {store.info().pipeline} run")

@@ -18,6 +18,9 @@ def add_parser(sub) -> None:
     parser.add_argument("--history", action="store_true",
                         help="Magnet runs: also list every world-state commit per timestep (when, by whom, why); "
                         "the graph itself: python -m agent.magnet.history RUN_DIR --format json|dot|svg")
+    parser.add_argument("--versions", action="store_true",
+                        help="list every edited chapter or step with its versions (words, why, when) and the later "
+                        "units the edit made stale; the text of version N: fabula export RUN_DIR --version N")
     parser.set_defaults(handler=run)
 
 
@@ -27,9 +30,11 @@ def run(args: argparse.Namespace) -> int:
         path = store.run_dir
         history = _magnet_history(store) if args.history else None
         probe = store.server_probe()
+        versions = version_lines(store) if args.versions else None
     if args.json:
         extra = {"history": history} if history is not None else {}
         extra.update({"server_probe": probe} if probe else {})
+        extra.update({"versions": versions_json(versions)} if versions is not None else {})
         print(json.dumps({"run_dir": str(path), **summary.as_dict(), **extra}, ensure_ascii=False))
         return 0
     for line in render(summary, str(path)):
@@ -38,7 +43,45 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     for i, line in enumerate(history or []):
         print(("history   " if i == 0 else "          ") + line)
+    for line in versions_text(versions) if versions is not None else []:
+        print(line)
     return 0
+
+
+def version_lines(store) -> dict:
+    """The edited units with their versions, and what the edit made stale (``--versions``)."""
+    from agent.store.versions import edited_units, stale, unit_versions
+
+    word = "chapter" if store.info().unit_kind == "chapter" else "step"
+    return {"unit_kind": word, "edited": {u: unit_versions(store, u) for u in edited_units(store)},
+            "stale": stale(store)}
+
+
+def versions_json(found: dict) -> dict:
+    stale = found["stale"]
+    edited = [{"unit": u, "versions": [{"version": v.number, "words": v.words, "reason": v.reason, "at": v.at}
+                                       for v in vs]} for u, vs in found["edited"].items()]
+    return {"edited": edited,
+            "stale": None if stale is None else {"unit": stale.unit, "what": stale.what, "units": stale.units,
+                                                 "state_stale_from": stale.state_stale_from}}
+
+
+def versions_text(found: dict) -> list[str]:
+    word, stale = found["unit_kind"], found["stale"]
+    if not found["edited"]:
+        return [f"versions  no {word} has been edited"]
+    lines = []
+    for unit, versions in found["edited"].items():
+        for v in versions:
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(v.at)) if v.at else "-"
+            head = f"versions  {word} {unit}" if not lines else f"          {word} {unit}"
+            why = "written" if v.reason == "write" else v.reason
+            lines.append(f"{head}  v{v.number}  {v.words} words  {why}  {when}")
+    if stale is not None:
+        later = ", ".join(map(str, stale.units)) or "none"
+        lines.append(f"stale     {word}s written before the edit of {word} {stale.unit}: {later}"
+                     + (f"; state stale from {word} {stale.state_stale_from}" if stale.state_stale_from else ""))
+    return lines
 
 
 def _server_lines(probe: dict | None) -> list[str]:

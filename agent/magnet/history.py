@@ -11,6 +11,7 @@ import json
 import sys
 from typing import Any
 
+from agent.magnet import graphviz
 from agent.magnet.graph_layout import layout_svg
 from agent.magnet.world import WorldGraph
 from agent.store import RunStore, StoreError
@@ -95,9 +96,11 @@ def graph_dot(graph: dict[str, Any]) -> str:
 
 
 def graph_svg(graph: dict[str, Any]) -> str:
-    """The world graph as SVG, every label readable (:mod:`agent.magnet.graph_layout`): a card for
-    the world and each character with its variables, and each relation pair once. No Graphviz needed."""
-    return layout_svg(graph)
+    """The world graph as SVG, every label readable: a card for the world and each character with its
+    variables, and each relation pair once; laid out by Graphviz when it is installed
+    (:mod:`agent.magnet.graphviz`), else by fabula's own grid (:mod:`agent.magnet.graph_layout`)."""
+    drawn = graphviz.render(graph) if graphviz.chosen() == "graphviz" else None
+    return drawn if drawn is not None else layout_svg(graph)
 
 
 def _short(text: str, n: int = 80) -> str:

@@ -36,7 +36,8 @@ def create_app(root: str | Path, *, poll_ms: int = 1500) -> Starlette:
         Route("/run/{name}", views.run_home),
         Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
     ]
-    return Starlette(routes=routes, exception_handlers={HTTPException: views.error})
+    # every failure is a page of the view: a 404, a run that cannot be opened, and a bug (500)
+    return Starlette(routes=routes, exception_handlers={HTTPException: views.error, Exception: views.error})
 
 
 class _Views:
@@ -138,6 +139,10 @@ def _options(page: str, params: Any) -> dict[str, Any]:
         options["query"] = params.get("q", "")[:2000]
         if params.get("k", "").isdigit():
             options["k"] = int(params["k"])
+    if page == "versions":
+        for key in ("unit", "a", "b"):
+            if params.get(key, "").isdigit():
+                options[key] = int(params[key])
     if page == "character":
         options["who"] = params.get("name", "")
     return options

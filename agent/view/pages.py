@@ -17,12 +17,13 @@ from agent.store.export import story_title
 from agent.store.judgments import Judgment
 from agent.store.stats import summarize
 from agent.store.timeline import timeline
-from agent.view import workbench
+from agent.view import versions_page, workbench
 from agent.view.passages import JudgmentView, judgment_views, locate, marks
 from agent.view.svg import bar_chart
 
-PAGES = ("story", "outline", "cast", "character", "search", "state", "costs", "judgments")
-NAV = (("story", "Book"), ("outline", "Outline"), ("cast", "Cast"), ("search", "Search"), ("state", "State"),
+PAGES = ("story", "outline", "cast", "character", "search", "versions", "state", "costs", "judgments")
+NAV = (("story", "Book"), ("outline", "Outline"), ("cast", "Cast"), ("search", "Search"), ("versions", "Versions"),
+       ("state", "State"),
        ("costs", "Ledger"), ("judgments", "Judgments"))
 """The run's pages in the header, in order (the character page is reached from the cast)."""
 
@@ -140,5 +141,6 @@ def judgments(store: RunStore) -> dict[str, Any]:
 
 def page(store: RunStore, name: str, **options: Any) -> dict[str, Any]:
     builders = {"story": story, "state": state, "costs": costs, "judgments": judgments, "outline": workbench.outline,
-                "cast": workbench.cast, "character": workbench.character, "search": workbench.search}
+                "cast": workbench.cast, "character": workbench.character, "search": workbench.search,
+                "versions": versions_page.versions}
     return {"dumps": _dumps, **overview(store), **builders[name](store, **options)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -80,7 +81,8 @@ def test_commit_history_and_graph_export(tmp_path):
     assert history.graph_svg(graph).startswith("<svg")
     out = tmp_path / "g.svg"
     assert history.main([str(store.run_dir), "--format", "svg", "-o", str(out)]) == 0
-    assert out.read_text().count('<g class="card card-') == 5  # the world, three characters, their relations
+    # the world, three characters, their relations (fabula's own layout, or Graphviz's when installed)
+    assert len(re.findall(r'<g (?:id="card_\d+" )?class="(?:node )?card card-', out.read_text())) == 5
 
 
 def test_no_critic_moves_effects_to_the_character(tmp_path):
@@ -202,8 +204,9 @@ def test_fabula_export_graph(tmp_path, capsys):
     store.close()
     out = tmp_path / "world.svg"
     assert main(["export", str(tmp_path / "run"), "--graph", "svg", "-o", str(out)]) == 0
-    assert out.read_text().startswith("<svg") and out.read_text().count('<g class="card card-character"') == 3
-    assert out.read_text().count('<g class="card card-world"') == 1
+    drawn = out.read_text()  # fabula's own layout, or Graphviz's (with the same classes) when installed
+    assert drawn.startswith("<svg") and len(re.findall(r'class="(?:node )?card card-character"', drawn)) == 3
+    assert len(re.findall(r'class="(?:node )?card card-world"', drawn)) == 1
     assert main(["export", str(tmp_path / "run"), "--graph", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["format"] == "fabula-magnet-graph"
     flat = _run(tmp_path, StoryLLM(), _config(words=150, structured_state=False), name="flat")

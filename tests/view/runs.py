@@ -86,6 +86,87 @@ def crowded_magnet_run(folder: Path, name: str = "crowded") -> Path:
     return folder / name
 
 
+EDITED_WORDS = "The keeper rewrote this chapter by hand: the bell was never found, only its rope."
+
+
+def edited_nst_run(folder: Path, name: str = "edited") -> Path:
+    """A seven-chapter NstAgent run whose chapter 3 was edited twice by hand (three versions), so that
+    chapters 4-7 are stale."""
+    from agent.store.edit import edit_chapter
+
+    config = {**NST_DEFAULTS, "prompt": "A lighthouse keeper finds a bell.", "prompt_id": None, "words": 6600,
+              "plan_cache": str(folder / ".plans"), "llm": {"backend": "scripted", "model": "scripted-author"}}
+    store = RunStore.create(folder / name, pipeline="nst", config=config, model="scripted-author",
+                            backend="scripted")
+    author = Author()
+    author.recorders.append(store.recorder)
+    with store.session("start"):
+        runner.write_story(store, author, config)
+    text = store.chapter(3).text
+    first, rest = text.split("\n\n", 1)
+    edit_chapter(store, 3, first + "\n\n" + EDITED_WORDS + "\n\n" + rest)
+    edit_chapter(store, 3, first + "\n\n" + EDITED_WORDS.replace("only its rope", "only its frayed rope") + "\n\n"
+                 + rest.replace(" bell ", " brass bell ", 1))
+    store.close()
+    return folder / name
+
+
+def rollsum_run(folder: Path, name: str = "summary") -> Path:
+    """A three-chapter RollSum run (its state is one rolling summary)."""
+    from agent.nst.config import ROLLSUM_DEFAULTS, RollSumConfig
+    from agent.nst.rollsum import write_story as write_rollsum
+
+    config = {**ROLLSUM_DEFAULTS, "prompt": "A ferryman counts the drowned.", "prompt_id": None, "words": 2700,
+              "plan_cache": str(folder / ".plans"), "llm": {"backend": "scripted", "model": "scripted-author"}}
+    store = RunStore.create(folder / name, pipeline="rollsum", config=config, model="scripted-author",
+                            backend="scripted")
+    author = Author()
+    author.recorders.append(store.recorder)
+    with store.session("start"):
+        write_rollsum(store, author, RollSumConfig.coerce(config))
+    store.close()
+    return folder / name
+
+
+def edit_a_step(run_dir: Path, step: int = 1) -> None:
+    """Edit the first paragraph of a Magnet step by hand (a second version of that step)."""
+    from agent.store.edit import edit_step
+
+    with RunStore.open(run_dir) as store:
+        texts = [p.text for p in store.paragraphs() if p.step == step]
+        edit_step(store, step, [texts[0] + " The clock in the gallery stopped.", *texts[1:]])
+
+
+def batch_folder(folder: Path) -> Path:
+    """A batch of four short stories in ``folder/night``: one done, one running, one failed, one pending."""
+    import json
+    import os
+    import socket
+    import sqlite3
+
+    import pytest
+
+    from agent.batch import run_batch
+    from agent.llm.options import LLMOptions
+
+    prompts = folder / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"id": i, "prompt": f"Story {i}: a bell rings at sea."}) + "\n"
+                               for i in (1, 2, 3, 4)))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FABULA_HOME", str(folder / "home"))
+        assert run_batch(folder / "night", "direct", prompts=prompts, words=1000, llm=LLMOptions("embedded"),
+                         model=Author()).complete
+    conn = sqlite3.connect(folder / "night" / "batch.db")
+    with conn:  # as a batch in flight leaves it
+        conn.execute("UPDATE stories SET status = 'running', pid = ?, host = ? WHERE key = '2'",
+                     (os.getpid(), socket.gethostname()))
+        conn.execute("UPDATE stories SET status = 'failed', error = '<b>the server went away</b>' WHERE key = '3'")
+        conn.execute("UPDATE stories SET status = 'pending', words = 0, units = 0, prompt_tokens = 0, "
+                     "completion_tokens = 0 WHERE key = '4'")
+    conn.close()
+    return folder / "night"
+
+
 def wait_for_unit(run_dir: Path, unit: int, timeout: float = 30.0) -> None:
     """Wait until a run being written in another process has committed ``unit`` (0: exists)."""
     import time

@@ -68,7 +68,8 @@ def test_state_page_shows_what_changed_per_chapter(client):
 
 def test_magnet_state_has_the_world_graph_and_variables_per_step(client, magnet_dir):
     page = client.get("/run/codicil/state").text
-    assert '<div class="graph" id="world-graph"><svg' in page
+    assert '<div class="graph" id="world-graph" tabindex="0" role="region"' in page
+    assert 'aria-label="the world graph"' in page
     assert 'data-collection="world_variables" data-key="Ann.acted"' in page  # (subject, attribute) since #9
     at_one = client.get("/run/codicil/state?unit=1").text
     assert "World graph after step 1" in at_one

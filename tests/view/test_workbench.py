@@ -210,30 +210,10 @@ def test_a_run_being_written_shows_what_it_is_doing(tmp_path):
 @pytest.fixture(scope="module")
 def batch_dir(tmp_path_factory) -> Path:
     """A folder holding a batch of four short stories: one done, one running, one failed, one pending."""
-    import os
-    import socket
-    import sqlite3
-
-    from agent.batch import run_batch
-    from agent.llm.options import LLMOptions
-    from tests.nst.author import Author
+    from tests.view.runs import batch_folder
 
     folder = tmp_path_factory.mktemp("batches")
-    prompts = folder / "prompts.jsonl"
-    prompts.write_text("".join(json.dumps({"id": i, "prompt": f"Story {i}: a bell rings at sea."}) + "\n"
-                               for i in (1, 2, 3, 4)))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("FABULA_HOME", str(folder / "home"))
-        assert run_batch(folder / "night", "direct", prompts=prompts, words=1000, llm=LLMOptions("embedded"),
-                         model=Author()).complete
-    conn = sqlite3.connect(folder / "night" / "batch.db")
-    with conn:  # as a batch in flight leaves it
-        conn.execute("UPDATE stories SET status = 'running', pid = ?, host = ? WHERE key = '2'",
-                     (os.getpid(), socket.gethostname()))
-        conn.execute("UPDATE stories SET status = 'failed', error = '<b>the server went away</b>' WHERE key = '3'")
-        conn.execute("UPDATE stories SET status = 'pending', words = 0, units = 0, prompt_tokens = 0, "
-                     "completion_tokens = 0 WHERE key = '4'")
-    conn.close()
+    batch_folder(folder)
     (folder / "not-a-run").mkdir()  # an ordinary folder beside the batch: listed as nothing
     return folder
 
@@ -269,3 +249,16 @@ def test_fabula_runs_lists_a_batch_as_a_batch(batch_dir, capsys):
     row = json.loads(capsys.readouterr().out.splitlines()[0])
     assert row["kind"] == "batch" and row["counts"]["pending"] == 1 and len(row["stories"]) == 4
     assert row["words"] == sum(s["words"] for s in row["stories"]) > 0
+
+
+def test_a_failure_of_the_view_is_a_styled_error_page(runs_dir, monkeypatch):
+    """A bug in a page is the view's own error page (500), not a bare text response."""
+    from agent.view import pages
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in a page")
+
+    monkeypatch.setattr(pages, "page", broken)
+    failed = TestClient(create_app(runs_dir), raise_server_exceptions=False).get("/run/keeper/story")
+    assert failed.status_code == 500 and "<h1>Error" in failed.text and 'href="/static/style.css"' in failed.text
+    assert "a bug in a page" not in failed.text  # what failed inside stays in the log, not on the page
