@@ -23,9 +23,10 @@ from agent.nst.drafting import Drafter
 from agent.nst.drafts import Draft, DraftKeeper
 from agent.nst.prompts import chapter_prompt, prose_request, system_prompt
 from agent.nst.state import Applied, NarrativeState
-from agent.nst.tools import ChapterSession
+from agent.nst.tools import ChapterSession, ToolError
 from agent.nst.updating import update_state
 from agent.store import RunStore
+from agent.store.locks import locked
 from agent.store.records import Chapter
 from agent.store.search import Hit
 from grammars.nst import UpdateCall
@@ -126,6 +127,8 @@ class ChapterInFlight:
         return self.room.fit_lookup(self.messages, passages)
 
     def correct(self, chapter: int, span: str, new: str, reason: str) -> None:
+        if chapter in locked(self.store):  # approved by the writer (fabula reconcile --lock): never rewritten
+            raise ToolError(f"chapter {chapter} is locked: the writer approved its text; it is not corrected")
         self.store.correct_chapter(chapter, span, new, reason=reason)
 
     # -- what the write and update tools do -------------------------------------------------
