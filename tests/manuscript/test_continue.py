@@ -165,3 +165,31 @@ def test_an_interrupted_continue_resumes_without_losing_or_repeating_work(server
     assert len([r for r, _, _ in calls(run) if r == "plan_outline"]) == planned  # not planned again
     assert {k: v for k, v in fingerprints(run).items() if k <= 2} == before
     assert sorted(fingerprints(run)) == [1, 2, 3]
+
+
+def test_a_continued_books_new_chapters_are_reviewed_and_changed_like_any_outline(server, tmp_path, capsys):
+    """An imported book's chapters are of any length: only the new chapters are held to the planner's
+    rules, the book's own stay as they are."""
+    source = tmp_path / "book.md"
+    source.write_text(f"# One\n\n{prose(120, seed=1)}\n\n# Two\n\n{prose(900, seed=2)}\n", encoding="utf-8")
+    run = str(tmp_path / "imported")
+    assert main(["import", str(source), "--out", run]) == 0
+    assert main(["derive", run, "--endpoint", server.url]) == 0
+    assert main(["continue", run, "--words", "1000", "--plan-only", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["outline", run, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [c["id"] for c in shown["chapters"]] == [1, 2, 3, 4]
+    shown["chapters"][2]["description"] = "The bell is carried back to the lighthouse at night."
+    edited = tmp_path / "outline.json"
+    edited.write_text(json.dumps(shown), encoding="utf-8")
+    assert main(["outline", run, "--file", str(edited)]) == 0
+    with RunStore.open(run, readonly=True) as store:
+        assert store.get_plan("outline")[2]["description"] == shown["chapters"][2]["description"]
+    shown["chapters"][1]["description"] = "Another story."  # a chapter of the book itself
+    edited.write_text(json.dumps(shown), encoding="utf-8")
+    assert main(["outline", run, "--file", str(edited)]) == 2
+    assert "chapter 2 is already written" in capsys.readouterr().err
+    assert main(["resume", run, "--quiet"]) == 0
+    with RunStore.open(run, readonly=True) as store:
+        assert (store.info().status, store.info().last_unit) == ("completed", 4)
