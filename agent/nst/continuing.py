@@ -45,42 +45,47 @@ class Continuable:
     words_before: int
 
 
-def check_continuable(store: RunStore, words: int, premise: str | None = None) -> Continuable:
-    """The run's final state and premise, or ``InputError`` (one line) saying why it cannot go on."""
+def finished_book(store: RunStore, premise: str | None = None, *, command: str = "fabula continue") -> Continuable:
+    """A finished book's final state and premise, or ``InputError`` (one line) saying why the run
+    is no finished book with a state: a completed NstAgent run, or an imported one derived."""
     info = store.info()
     described = pipelines.known(info.pipeline)
     imported = described is not None and described.takes == "manuscript"
     if not imported and info.pipeline != WRITER:
-        raise InputError(f"{store.run_dir} is a {info.pipeline} run; fabula continue goes on with an NstAgent run "
+        raise InputError(f"{store.run_dir} is a {info.pipeline} run; {command} goes on with an NstAgent run "
                          "or an imported book")
     chapters = store.chapters()
     if not chapters:
-        raise InputError(f"{store.run_dir} has no chapters to continue")
+        raise InputError(f"{store.run_dir} has no chapters to go on from")
     if premise is not None and not premise.strip():
-        raise InputError("--premise is empty")
+        raise InputError(f"{'--premise' if command.endswith('continue') else '--prompt'} is empty")
     if not imported and info.status != "completed":
         unwritten = len(store.get_plan("outline") or []) - info.last_unit
         raise InputError(f"{store.run_dir} is not finished ({info.status}, {max(unwritten, 0)} planned chapter(s) "
                          f"unwritten): fabula resume {store.run_dir} writes them first")
-    before = book_words(chapters)
-    if words < 1 or before + words > MAX_WORDS:
-        raise InputError(f"--words must be between 1 and {MAX_WORDS - before} (the book has {before} words; a run "
-                         f"holds at most {MAX_WORDS}), got {words}")
     last = store.state(chapters[-1].index)
     if imported:
         if not is_derived(last, chapters[-1]):
             raise InputError(f"{store.run_dir} is an imported book without a state for its last chapter: fabula "
-                             f"derive {store.run_dir} first (the continuation is planned from that state)")
+                             f"derive {store.run_dir} first (what follows is planned from that state)")
         narrative = last["narrative"]
     else:
         narrative = ChapterSnapshot.read(last).narrative
         if narrative is None:
-            raise InputError(f"{store.run_dir} keeps no narrative state (--no-state): nothing to plan the "
-                             "continuation from")
+            raise InputError(f"{store.run_dir} keeps no narrative state (--no-state): nothing to go on from")
     stored = premise or store.get_plan("premise") or info.config.get("prompt") \
         or derive_config(store).prompt
     return Continuable(NarrativeState.from_json(narrative), " ".join(str(stored).split()) if premise else str(stored),
-                       imported, before)
+                       imported, book_words(chapters))
+
+
+def check_continuable(store: RunStore, words: int, premise: str | None = None) -> Continuable:
+    """:func:`finished_book`, and ``words`` more fit in one run."""
+    found = finished_book(store, premise)
+    if words < 1 or found.words_before + words > MAX_WORDS:
+        raise InputError(f"--words must be between 1 and {MAX_WORDS - found.words_before} (the book has "
+                         f"{found.words_before} words; a run holds at most {MAX_WORDS}), got {words}")
+    return found
 
 
 def new_config(store: RunStore, found: Continuable, words: int, premise: str | None,

@@ -39,8 +39,9 @@ from agent.store.snapshots import ChapterSnapshot
 
 
 def _snapshots(ctx: RunContext[Any], index: int) -> tuple[ChapterSnapshot, ChapterSnapshot]:
-    """The snapshots after chapter ``index - 1`` (empty before chapter 1) and after ``index``."""
-    before = ChapterSnapshot.read(ctx.store.state(index - 1) if index > 1 else None)
+    """The snapshots after chapter ``index - 1`` (before chapter 1: a sequel's initial state, else
+    empty) and after ``index``."""
+    before = ChapterSnapshot.read(ctx.store.state(index - 1))
     return before, ChapterSnapshot.read(ctx.store.state(index))
 
 

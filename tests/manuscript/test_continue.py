@@ -34,7 +34,8 @@ def server():
 
 
 @pytest.fixture(autouse=True)
-def _no_model_environment(monkeypatch):
+def _no_model_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("FABULA_HOME", str(tmp_path / "home"))  # a plan cache of this test's own
     for name in ("FABULA_ENDPOINT", "FABULA_MODEL", "FABULA_API_KEY", "FABULA_CALL_TIMEOUT"):
         monkeypatch.delenv(name, raising=False)
 
