@@ -63,7 +63,7 @@ def report(record: dict) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from agent import pipelines
-    from agent.nst.reconcile import prepare, reconcile
+    from agent.nst.reconcile import prepare
     from agent.store.locks import parse_range
 
     with open_run(args.run_dir, readonly=False) as store:
@@ -74,18 +74,26 @@ def run(args: argparse.Namespace) -> int:
             pending = prepare(store, start=args.start, lock=lock)
         except (InputError, StoreError) as exc:
             raise CLIError(str(exc)) from None
-        options, model = open_client(choose_model(args, stored=pipelines.stored_model(store)))
-        record = pending.record
-        print(f"fabula: {'continuing' if pending.resumed else 'starting'} reconcile {record['id']} of chapter "
-              f"{record['from']} (chapters {record['from']}-{record['last']} written) with {options.describe()}",
-              file=sys.stderr)
-        try:
-            with store_errors():
-                result = reconcile(store, pending, options, model, say=lambda line: print(line, file=sys.stderr))
-        finally:
-            model.close()
+        return finish(store, args.run_dir, pending, choose_model(args, stored=pipelines.stored_model(store)))
+
+
+def finish(store, run_dir: str, pending, llm) -> int:
+    """Run (or continue) ``pending`` on the model ``llm`` names; the report on stdout (0), or why it
+    stopped (1: the same command, or ``fabula resume``, continues it)."""
+    from agent.nst.reconcile import reconcile
+
+    options, model = open_client(llm)
+    record = pending.record
+    print(f"fabula: {'continuing' if pending.resumed else 'starting'} reconcile {record['id']} of chapter "
+          f"{record['from']} (chapters {record['from']}-{record['last']} written) with {options.describe()}",
+          file=sys.stderr)
+    try:
+        with store_errors():
+            result = reconcile(store, pending, options, model, say=lambda line: print(line, file=sys.stderr))
+    finally:
+        model.close()
     if result.stopped:
-        print(f"reconcile stopped: {result.stopped}; fabula reconcile {args.run_dir} continues it", file=sys.stderr)
+        print(f"reconcile stopped: {result.stopped}; fabula reconcile {run_dir} continues it", file=sys.stderr)
         return 1
     print("\n".join(report(result.record)))
     return 0

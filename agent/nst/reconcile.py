@@ -61,6 +61,14 @@ def records(store: RunStore) -> list[dict[str, Any]]:
     return value if isinstance(value, list) else []
 
 
+def unfinished(store: RunStore) -> Pending | None:
+    """The reconcile an interruption left unfinished (``fabula resume`` finishes it first), if any."""
+    earlier = records(store)
+    if earlier and earlier[-1].get("status") == "running":
+        return Pending(earlier[-1], list(earlier[-1].get("locked", [])), True)
+    return None
+
+
 def prepare(store: RunStore, *, start: int | None = None, lock: list[int] | None = None) -> Pending:
     """The reconcile to run, or ``InputError`` (one line) saying why there is none; writes nothing."""
     info = store.info()

@@ -197,7 +197,8 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(server, tmp_path, caps
         assert snapshot() == before
 
 
-def test_an_interrupted_reconcile_continues_and_asks_nothing_twice(server, tmp_path, capsys):
+@pytest.mark.parametrize("again", ["reconcile", "resume"])
+def test_an_interrupted_reconcile_continues_and_asks_nothing_twice(server, tmp_path, capsys, again):
     run = four_of_five(server, tmp_path)
     rename_in_chapter_2(run, tmp_path)
     server.fail_after = server.count + 2  # chapters 2 and 3 re-derived, then the server breaks
@@ -207,10 +208,13 @@ def test_an_interrupted_reconcile_continues_and_asks_nothing_twice(server, tmp_p
     assert [unit for unit, _ in updates(run)] == [2, 3]
     with RunStore.open(run, readonly=True) as store:
         assert store.get_plan("reconciles")[-1]["status"] == "running"
-    assert main(["reconcile", run]) == 0
+    assert main([again, run]) == 0  # fabula resume finishes the reconcile before it writes chapter 5
+    assert "reconcile 1 of chapter 2" in capsys.readouterr().out
     assert [unit for unit, _ in updates(run)] == [2, 3, 4]  # 2 and 3 not asked again
     with RunStore.open(run, readonly=True) as store:
         records = store.get_plan("reconciles")
         judged = store.query("SELECT unit FROM llm_calls WHERE role = 'reconcile_judge' AND error IS NULL ORDER BY id")
     assert len(records) == 1 and records[0]["status"] == "done"
     assert [r[0] for r in judged] == [3, 4]
+    with RunStore.open(run, readonly=True) as store:
+        assert store.info().last_unit == (5 if again == "resume" else 4)
