@@ -43,7 +43,7 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agent import pipelines
-    from agent.nst.sequel import plan_sequel
+    from agent.nst.sequel import plan_sequel, write_sequel
 
     with open_run(args.run_dir) as first:
         try:
@@ -62,9 +62,8 @@ def run(args: argparse.Namespace) -> int:
               f"into {args.out} with {options.describe()}", file=sys.stderr)
         try:
             with store_errors():
-                store = pipelines.start(out, "nst", sequel.config, options, initial_state=sequel.initial_state,
-                                        model=model, notes={"series": sequel.series},
-                                        events=ProgressDisplay(quiet=args.quiet), plan_only=args.plan_only)
+                store = write_sequel(out, sequel, options, model, events=ProgressDisplay(quiet=args.quiet),
+                                     plan_only=args.plan_only)
         except BaseException:
             discard_if_unused(out, existed)
             raise

@@ -67,18 +67,39 @@ def continuation_request(premise: str, state: NarrativeState, written: list[dict
             "character and fact of the state, and advance or resolve its open future requirements.")
 
 
+def sequel_request(prompt: str, title: str, state: NarrativeState, book_one: list[dict[str, Any]],
+                   last: list[Chapter], words: int, chapters: int) -> str:
+    """The planner's one request for a sequel's outline (``fabula sequel``)."""
+    per = max(1, round(words / chapters))
+    titles = "\n".join(f"{c['id']}. {c['title']}" for c in book_one)
+    ends = "\n\n".join(f"## Chapter {c.index}: {c.title or ''}\n{_tail(c.text)}" for c in last)
+    return (f"Story prompt:\n{prompt}\n\n"
+            f"This book is a sequel. Book one, \"{title}\" ({len(book_one)} chapters):\n{titles}\n\n"
+            f"The narrative state at the end of book one, which this book starts from:\n{state.render()}\n\n"
+            f"How book one ends:\n{ends}\n\n"
+            f"Write the chapter outline of this new book as JSON: its own title, then exactly {chapters} chapters "
+            f"with ids 1 to {chapters}, each with a title, a description of 2-4 sentences of what happens, and "
+            f"target_words. The targets must sum to {words} words (about {per} each). It begins after book one "
+            "ends, keeps every character and fact of the state, and keeps or resolves the open future "
+            "requirements as the story prompt says.")
+
+
 def plan_continuation(llm: LLM, budget: Budget, config: Planned, *, premise: str, state: NarrativeState,
-                      written: list[dict[str, Any]], chapters: list[Chapter], words: int) -> list[dict[str, Any]]:
-    """The new chapters' outline entries, numbered after ``written`` (``PlanError`` when no valid
-    outline came back within the planner's attempts)."""
+                      written: list[dict[str, Any]], chapters: list[Chapter], words: int,
+                      sequel_of: str | None = None) -> tuple[str, list[dict[str, Any]]]:
+    """The planned title and the new chapters' outline entries, numbered after ``written``
+    (``PlanError`` when no valid outline came back within the planner's attempts). ``sequel_of``:
+    the title of the finished book ``written`` and ``chapters`` are; the outline is then a new
+    book's, numbered from 1."""
     count = new_chapter_count(words, chapters)
     last = chapters[-LAST_CHAPTERS:]
-    messages = [{"role": "system", "content": SYSTEM},
-                {"role": "user", "content": continuation_request(premise, state, written, last, words, count)}]
-    _, items = _outline(llm, messages, words, count, config.temperature, config.outline_attempts,
-                        config.gate_low, config.gate_high, budget)
-    offset = len(written)
-    return [{**item, "id": item["id"] + offset} for item in items]
+    asked = (sequel_request(premise, sequel_of, state, written, last, words, count) if sequel_of is not None
+             else continuation_request(premise, state, written, last, words, count))
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": asked}]
+    title, items = _outline(llm, messages, words, count, config.temperature, config.outline_attempts,
+                            config.gate_low, config.gate_high, budget)
+    offset = 0 if sequel_of is not None else len(written)
+    return title, [{**item, "id": item["id"] + offset} for item in items]
 
 
 def book_words(chapters: list[Chapter]) -> int:

@@ -116,7 +116,7 @@ def plan_more(store: RunStore, llm: LLMOptions, model: LLM, *, words: int, premi
     with store.session("continue", transport=llm.transport(), keep_status=True):
         llm.attach_run(model, store)
         with RunContext(store, typed, llm=model, events=events) as ctx, ctx.unit(0):
-            new = plan_continuation(ctx.llm, run_budget(ctx), typed, premise=found.premise, state=found.state,
+            _, new = plan_continuation(ctx.llm, run_budget(ctx), typed, premise=found.premise, state=found.state,
                                     written=written, chapters=chapters, words=words)
     # after the session (which keeps the status it found): the one transaction that makes the run
     # stopped with the longer outline; an interrupted planning leaves the run as it was

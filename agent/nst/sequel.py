@@ -1,26 +1,36 @@
 """``fabula sequel RUN --out RUN2 --words N``: a new book that starts where a finished one ended.
 
-Book two is a run of its own (NstAgent), planned and written as any run from its prompt, except
-that (1) its initial state, the state its chapter 1 is written from, is book one's final state:
-every character with its facts, every past event, the open future requirements (all kept, but those
-the writer names resolved: ``--resolve KEY``); (2) its prompt tells the planner which book it
-follows and what was left open; (3) its plan names the series (``agent.store.series``): the
-writer's search covers book one, read-only, and the export names the series.
+Book two is a run of its own (NstAgent), written as any run from its prompt, except that (1) its
+initial state, the state its chapter 1 is written from, is book one's final state: every character
+with its facts, every past event, the open future requirements (all kept, but those the writer
+names resolved: ``--resolve KEY``); (2) its outline is planned from book one as it ended (that
+state, the end of its last chapters, the prompt), in chapters as long as book one's
+(``agent.nst.continuation``), and its prompt says which book it follows; (3) its plan names the
+series (``agent.store.series``): the writer's search covers book one, read-only, and the export
+names the series.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from agent import pipelines
 from agent.errors import InputError
+from agent.llm import LLM
+from agent.llm.options import LLMOptions
+from agent.nst.budget import run_budget
 from agent.nst.config import NST_DEFAULTS
+from agent.nst.continuation import plan_continuation, written_outline
 from agent.nst.continuing import WRITER, finished_book
+from agent.nst.runner import write
 from agent.nst.state import NarrativeState
+from agent.run_context import EventSink, RunContext
 from agent.store import RunStore
 from agent.store.export import story_title
-from agent.store.series import sequel_record
+from agent.store.records import Chapter
+from agent.store.series import SERIES_KEY, sequel_record
 
 NAMED = 20
 """Characters and open threads named in the sequel's prompt at most (the state holds them all)."""
@@ -34,6 +44,11 @@ class Sequel:
     """Its settings (before the model's are added)."""
     initial_state: dict[str, Any]
     series: dict[str, Any]
+    book_one: list[dict[str, Any]]
+    """Book one's outline entries (its own, or one per chapter of an imported book)."""
+    chapters: list[Chapter]
+    """Book one's chapters: the planner is shown how it ends, and book two keeps its chapter length."""
+    title: str
 
 
 def carried_state(state: NarrativeState, resolve: list[str]) -> NarrativeState:
@@ -75,4 +90,35 @@ def plan_sequel(first: RunStore, *, prompt: str | None, words: int, resolve: lis
     base = dict(NST_DEFAULTS) if found.imported else {k: v for k, v in info.config.items()
                                                       if k not in ("pipeline_version", "llm", "prompt_id")}
     base.update(prompt=sequel_prompt(prompt, title, state, series), words=words, prompt_id=None)
-    return Sequel(base, {"narrative": state.to_json()}, series)
+    chapters = first.chapters()
+    return Sequel(base, {"narrative": state.to_json()}, series, written_outline(first.plan(), chapters), chapters,
+                  title)
+
+
+def write_sequel(out: str | Path, sequel: Sequel, llm: LLMOptions, model: LLM, *, events: EventSink | None = None,
+                 plan_only: bool = False) -> RunStore:
+    """Create book two in ``out`` and write it (``plan_only``: stop after its outline); returns the
+    open store. Its outline is planned from book one as it ended (``agent.nst.continuation``), in
+    book two's ``start`` session under unit 0; the chapters are then written as any NstAgent run's.
+    A start stopped before the outline is stored is planned by NstAgent's own planner on resume."""
+    pipeline = pipelines.get(WRITER)
+    full = pipeline.configure(sequel.config, llm)
+    store = RunStore.create(out, pipeline=WRITER, config=full, unit_kind=pipeline.unit, model=llm.model,
+                            backend=llm.backend, initial_state=sequel.initial_state)
+    try:
+        store.put_plan(SERIES_KEY, sequel.series)
+        typed = pipeline.typed(full)
+        with store.session("start", transport=llm.transport()):
+            llm.attach_run(model, store)
+            with RunContext(store, typed, llm=model, events=events, plan_only=plan_only) as ctx:
+                with ctx.unit(0):
+                    title, outline = plan_continuation(
+                        ctx.llm, run_budget(ctx), typed, premise=typed.prompt,
+                        state=NarrativeState.from_json(sequel.initial_state["narrative"]), written=sequel.book_one,
+                        chapters=sequel.chapters, words=typed.words, sequel_of=sequel.title)
+                store.update_plan({"title": title, "source": "sequel", "outline": outline})
+                write(ctx)
+    except BaseException:
+        store.close()
+        raise
+    return store

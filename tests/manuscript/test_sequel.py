@@ -62,6 +62,7 @@ def test_book_two_starts_from_book_ones_final_state_and_searches_both(server, tm
     assert resolved not in first_prompt
     planned = next(m for role, _, m in calls(two) if role == "plan_outline")[-1]["content"]
     assert f'it follows "{title}"' in planned and "The keeper's daughter leaves the island." in planned
+    assert all(key in planned for key in final["past_events"])  # planned from where book one ended
     assert series["name"] == title and series["index"] == 2 and series["books"][0]["run"].endswith("one")
     # chapter 1 of book two has no earlier chapter of its own: what it found is book one's
     assert searches and "[book 1, chapter 1]" in searches[0].result
