@@ -32,6 +32,8 @@ def add_parser(sub) -> None:
                         "prompt)")
     parser.add_argument("--plan-only", action="store_true", help="stop once the new chapters' outline is stored: "
                         "see or change it with fabula outline RUN [--edit], then write them with fabula resume RUN")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                        help="a setting of the new chapters (VALUE is JSON, else a string), e.g. --set max_turns=8")
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
     add_model_options(parser, stored="RUN")
     parser.set_defaults(handler=run)
@@ -39,14 +41,18 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agent import pipelines
-    from agent.nst.continuing import check_continuable, plan_more
+    from agent.llm.options import LLMOptions
+    from agent.nst.continuing import check_continuable, new_config, plan_more
     from agent.nst.planner import PlanError
+    from agent.settings import parse_assignments
 
     with open_run(args.run_dir, readonly=False) as store:
         if store.live_status() == "running":
             raise CLIError(f"{args.run_dir} is being written by another process", exit_code=1)
         try:
             found = check_continuable(store, args.words, args.premise)
+            overrides = parse_assignments(args.overrides)
+            new_config(store, found, args.words, args.premise, LLMOptions(), overrides)  # checked before the model
         except InputError as exc:
             raise CLIError(str(exc)) from None
         stored = derived_on(store) if found.imported else pipelines.stored_model(store)
@@ -57,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
             try:
                 with store_errors():
                     new = plan_more(store, options, model, words=args.words, premise=args.premise,
-                                    events=ProgressDisplay(quiet=args.quiet))
+                                    events=ProgressDisplay(quiet=args.quiet), overrides=overrides)
             except PlanError as exc:
                 raise CLIError(f"{exc}; nothing was stored", exit_code=1) from None
             for item in new:

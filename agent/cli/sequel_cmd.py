@@ -36,6 +36,8 @@ def add_parser(sub) -> None:
                         help="an open requirement of book one that book two starts with resolved (repeatable)")
     parser.add_argument("--plan-only", action="store_true", help="stop once book two's outline is stored (fabula "
                         "outline RUN2 [--edit], then fabula resume RUN2)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                        help="a setting of the new chapters (VALUE is JSON, else a string), e.g. --set max_turns=8")
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
     add_model_options(parser, stored="RUN")
     parser.set_defaults(handler=run)
@@ -44,10 +46,12 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from agent import pipelines
     from agent.nst.sequel import plan_sequel, write_sequel
+    from agent.settings import parse_assignments
 
     with open_run(args.run_dir) as first:
         try:
-            sequel = plan_sequel(first, prompt=args.prompt, words=args.words, resolve=args.resolve)
+            sequel = plan_sequel(first, prompt=args.prompt, words=args.words, resolve=args.resolve,
+                                 overrides=parse_assignments(args.overrides))
         except InputError as exc:
             raise CLIError(str(exc)) from None
         imported = first.info().pipeline != "nst"

@@ -89,9 +89,10 @@ def check_continuable(store: RunStore, words: int, premise: str | None = None) -
 
 
 def new_config(store: RunStore, found: Continuable, words: int, premise: str | None,
-               llm: LLMOptions) -> dict[str, Any]:
+               llm: LLMOptions, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """The configuration the new chapters are written with: the run's own (an imported book:
-    NstAgent's defaults), the book's new length, the premise the writer gave."""
+    NstAgent's defaults), the book's new length, the premise the writer gave, ``overrides``
+    (validated: ``InputError``, one line)."""
     info = store.info()
     pipeline = pipelines.get(WRITER)
     if found.imported:
@@ -100,16 +101,17 @@ def new_config(store: RunStore, found: Continuable, words: int, premise: str | N
         base = {k: v for k, v in info.config.items() if k not in ("pipeline_version", "llm")}
         if premise:
             base["prompt"] = f"{base['prompt']}\n\nThe book goes on: {premise}"
+    base.update(overrides or {})
     base["words"] = found.words_before + words
     return pipeline.configure(base, llm)
 
 
 def plan_more(store: RunStore, llm: LLMOptions, model: LLM, *, words: int, premise: str | None = None,
-              events: EventSink | None = None) -> list[dict[str, Any]]:
+              events: EventSink | None = None, overrides: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Plan the new chapters and store them with the run's new configuration; returns their
     outline entries. The planner's calls are in a ``continue`` session, under unit 0."""
     found = check_continuable(store, words, premise)
-    config = new_config(store, found, words, premise, llm)
+    config = new_config(store, found, words, premise, llm, overrides)
     chapters = store.chapters()
     written = written_outline(store.plan(), chapters)
     typed = pipelines.get(WRITER).typed(config)
@@ -123,5 +125,6 @@ def plan_more(store: RunStore, llm: LLMOptions, model: LLM, *, words: int, premi
     record = {"after": len(chapters), "words": words, "chapters": len(new), "premise": premise,
               "from_kind": store.info().pipeline, "words_before": found.words_before}
     extra = {} if store.get_plan("title") else {"title": "Untitled"}
-    extend_run(store, pipeline=WRITER, config=config, outline=[*written, *new], record=record, plan=extra)
+    extend_run(store, pipeline=WRITER, config=config, outline=[*written, *new], record=record, plan=extra,
+               model=llm.model, backend=llm.backend)
     return new

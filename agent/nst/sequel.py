@@ -77,7 +77,8 @@ def sequel_prompt(prompt: str | None, title: str, state: NarrativeState, series:
     return given + told
 
 
-def plan_sequel(first: RunStore, *, prompt: str | None, words: int, resolve: list[str]) -> Sequel:
+def plan_sequel(first: RunStore, *, prompt: str | None, words: int, resolve: list[str],
+                overrides: dict[str, Any] | None = None) -> Sequel:
     """Book two's configuration, initial state and series record (nothing is written)."""
     if prompt is not None and not prompt.strip():
         raise InputError("--prompt is empty")
@@ -89,7 +90,9 @@ def plan_sequel(first: RunStore, *, prompt: str | None, words: int, resolve: lis
     info = first.info()
     base = dict(NST_DEFAULTS) if found.imported else {k: v for k, v in info.config.items()
                                                       if k not in ("pipeline_version", "llm", "prompt_id")}
+    base.update(overrides or {})
     base.update(prompt=sequel_prompt(prompt, title, state, series), words=words, prompt_id=None)
+    pipelines.get(WRITER).configure(base, LLMOptions())  # every setting checked before anything is created
     chapters = first.chapters()
     return Sequel(base, {"narrative": state.to_json()}, series, written_outline(first.plan(), chapters), chapters,
                   title)

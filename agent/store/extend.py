@@ -20,10 +20,12 @@ CONTINUED_KEY = "continued"
 
 
 def extend_run(store: RunStore, *, pipeline: str, config: dict[str, Any], outline: list[dict[str, Any]],
-               record: dict[str, Any], plan: dict[str, Any] | None = None) -> None:
+               record: dict[str, Any], plan: dict[str, Any] | None = None, model: str | None = None,
+               backend: str | None = None) -> None:
     """Store ``outline`` (the old chapters' entries unchanged, then the new ones) as the run's
     outline, the run as ``pipeline`` with ``config``, stopped at its last chapter; ``record``
-    is appended to :data:`CONTINUED_KEY`; ``plan``: other plan parts to set at the same time."""
+    is appended to :data:`CONTINUED_KEY`; ``plan``: other plan parts to set at the same time; ``model``
+    and ``backend``: what the new chapters are written with (None: as recorded)."""
     info = store.info()
     if info.unit_kind != "chapter":
         raise StoreError(f"{store.run_dir} is a run of {info.unit_kind}s; only a book of chapters is continued")
@@ -35,8 +37,9 @@ def extend_run(store: RunStore, *, pipeline: str, config: dict[str, Any], outlin
               CONTINUED_KEY: [*(records if isinstance(records, list) else []), {**record, "at": now}]}
     with store._write() as conn:  # one transaction across the run row and the plan
         conn.execute("UPDATE run SET pipeline = ?, config = ?, fingerprint = ?, status = 'stopped', error = NULL, "
-                     "finished_at = NULL, target_units = ?, updated_at = ? WHERE id = 1",
-                     (pipeline, canonical_json(config), fingerprint(config), len(outline), now))
+                     "finished_at = NULL, target_units = ?, updated_at = ?, model = coalesce(?, model), "
+                     "backend = coalesce(?, backend) WHERE id = 1",
+                     (pipeline, canonical_json(config), fingerprint(config), len(outline), now, model, backend))
         conn.executemany("INSERT INTO plan (key, value, updated_at) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE "
                          "SET value = excluded.value, updated_at = excluded.updated_at",
                          [(key, canonical_json(value), now) for key, value in values.items()])

@@ -136,6 +136,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(server, tmp_path, caps
 
     cases = [([run, "--words", "0"], "--words must be between"),
              ([run, "--words", "500", "--premise", " "], "--premise is empty"),
+             ([run, "--words", "500", "--set", "max_turns=0"], "max_turns"),
              ([imported, "--words", "500"], "fabula derive"),
              ([stopped, "--words", "500"], "is not finished"),
              ([str(tmp_path / "nowhere"), "--words", "500"], "")]

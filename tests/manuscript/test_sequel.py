@@ -84,6 +84,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(server, tmp_path, caps
     out = tmp_path / "two"
     cases = [([first, "--words", "10"], "--words must be between"),
              ([first, "--words", "1000", "--prompt", " "], "--prompt is empty"),
+             ([first, "--words", "1000", "--set", "max_turns=0"], "max_turns"),
              ([first, "--words", "1000", "--resolve", "no_such_key"], "no such open requirement"),
              ([stopped, "--words", "1000"], "is not finished"),
              ([first, "--words", "1000", "--out", first], "already holds a run")]
