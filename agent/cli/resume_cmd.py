@@ -44,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
                            f"changed settings: fabula fork {args.run_dir} --at N --out NEW --set ...")
         plan = pipelines.plan_resume(store, overrides=overrides,
                                      llm=choose_model(args, stored=pipelines.stored_model(store)))
+        if _finish_reconcile(store, args, plan.llm) != 0:
+            return 1
         if info.status == "completed":
             print(f"{args.run_dir}: already completed ({info.last_unit} {info.unit_kind}s); nothing to do")
             return 0
@@ -64,3 +66,15 @@ def run(args: argparse.Namespace) -> int:
     print(f"{args.run_dir}: {after.status} at {after.unit_kind} {after.last_unit}"
           + (f" of {after.target_units}" if after.target_units is not None else ""))
     return 0 if after.status == "completed" else 1
+
+
+def _finish_reconcile(store, args: argparse.Namespace, llm) -> int:
+    """An interrupted ``fabula reconcile`` is finished before anything is written from the states it
+    changes (0: none pending, or finished now; 1: it stopped again)."""
+    from agent.cli.reconcile_cmd import finish
+    from agent.nst.reconcile import unfinished
+
+    pending = unfinished(store)
+    if pending is None:
+        return 0
+    return finish(store, args.run_dir, pending, llm)

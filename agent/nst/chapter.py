@@ -23,11 +23,13 @@ from agent.nst.drafting import Drafter
 from agent.nst.drafts import Draft, DraftKeeper
 from agent.nst.prompts import chapter_prompt, prose_request, system_prompt
 from agent.nst.state import Applied, NarrativeState
-from agent.nst.tools import ChapterSession
+from agent.nst.tools import ChapterSession, ToolError
 from agent.nst.updating import update_state
 from agent.store import RunStore
+from agent.store.locks import locked
 from agent.store.records import Chapter
 from agent.store.search import Hit
+from agent.store.series import series, series_search
 from grammars.nst import UpdateCall
 
 
@@ -51,6 +53,7 @@ class ChapterInFlight:
         self.state = state
         self.new_state: NarrativeState | None = None
         self.s = ChapterSession.for_config(index, self.gate, cfg, tuple(state.future_requirements))
+        self.s.earlier_books = series(store) is not None
         self.room = ChapterBudget(self.budget, self.gate, cfg, self.s, lambda: self.drafter.ratio)
         self.abridged = False
         self.out_of_room = False
@@ -118,7 +121,7 @@ class ChapterInFlight:
         return self.room.read_window(self.messages, text, offset, chapter)
 
     def search(self, query: str) -> tuple[list[Hit], list[tuple[str, str]]]:
-        hits = self.store.search(query, k=int(self.config.search_hits), before=self.s.index)
+        hits = series_search(self.store, query, k=int(self.config.search_hits), before=self.s.index)
         events = self.state.find_events(query) if self.s.with_state and self.state.digests else []
         return hits, events
 
@@ -126,6 +129,8 @@ class ChapterInFlight:
         return self.room.fit_lookup(self.messages, passages)
 
     def correct(self, chapter: int, span: str, new: str, reason: str) -> None:
+        if chapter in locked(self.store):  # approved by the writer (fabula reconcile --lock): never rewritten
+            raise ToolError(f"chapter {chapter} is locked: the writer approved its text; it is not corrected")
         self.store.correct_chapter(chapter, span, new, reason=reason)
 
     # -- what the write and update tools do -------------------------------------------------

@@ -19,6 +19,7 @@ from agent.errors import InputError
 from agent.nst.config import Planned
 from agent.nst.planner import validate_outline
 from agent.store import RunStore
+from agent.store.extend import continuations
 from agent.store.plan_edits import revise_plan
 from grammars.nst import Outline, OutlineChapter
 
@@ -60,10 +61,17 @@ def check(store: RunStore, title: str, chapters: list[dict[str, Any]]) -> tuple[
     config = pipelines.get(info.pipeline).typed(info.config)  # the settings the chapters are written with
     assert isinstance(config, Planned)
     _, current = stored_outline(store)
-    outline = Outline.model_construct(title=title, chapters=[OutlineChapter.model_construct(**c) for c in chapters])
+    after, words = _continued(store, config.words)
     try:
-        checked = validate_outline(outline, config.words, len(current), config.gate_low, config.gate_high,
+        if len(chapters) != len(current):
+            raise ValueError(f"the outline has {len(chapters)} chapters; write {len(current)}")
+        # a continued book: the new chapters are held to the rules of their own plan (ids renumbered
+        # from 1 there), the book's own chapters before them are written and stay as they are
+        part = [{**c, "id": c.get("id", 0) - after} if isinstance(c.get("id"), int) else c for c in chapters[after:]]
+        outline = Outline.model_construct(title=title, chapters=[OutlineChapter.model_construct(**c) for c in part])
+        checked = validate_outline(outline, words, len(current) - after, config.gate_low, config.gate_high,
                                    strict=True)
+        checked = [*[dict(c) for c in chapters[:after]], *[{**c, "id": c["id"] + after} for c in checked]]
         Outline.model_validate({"title": title, "chapters": checked})  # the grammar's own types, last
     except ValueError as exc:
         raise OutlineEditError(f"the edited outline is refused: {str(exc).splitlines()[0]}; nothing was stored") \
@@ -75,6 +83,15 @@ def check(store: RunStore, title: str, chapters: list[dict[str, Any]]) -> tuple[
                                    "outline entry cannot change (fabula edit --chapter changes its text); "
                                    "nothing was stored")
     return " ".join(title.split()), checked
+
+
+def _continued(store: RunStore, words: int) -> tuple[int, int]:
+    """The chapters before the latest continuation (``fabula continue``) and the words it added;
+    (0, the story's words) for a book planned in one piece."""
+    latest = continuations(store)[-1:]
+    if not latest:
+        return 0, words
+    return int(latest[0]["after"]), int(latest[0]["words"])
 
 
 def apply(store: RunStore, title: str, chapters: list[dict[str, Any]]) -> OutlineEdit:

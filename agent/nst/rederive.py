@@ -31,6 +31,7 @@ from agent.nst.length import initial_ratio
 from agent.nst.loop import ChapterLoop
 from agent.nst.state import NarrativeState
 from agent.nst.summary import summarize
+from agent.nst.updating import ASK_AFTER_EDIT
 from agent.pipelines import Rederived
 from agent.run_context import RunContext
 from agent.store import StoreError
@@ -38,16 +39,18 @@ from agent.store.snapshots import ChapterSnapshot
 
 
 def _snapshots(ctx: RunContext[Any], index: int) -> tuple[ChapterSnapshot, ChapterSnapshot]:
-    """The snapshots after chapter ``index - 1`` (empty before chapter 1) and after ``index``."""
-    before = ChapterSnapshot.read(ctx.store.state(index - 1) if index > 1 else None)
+    """The snapshots after chapter ``index - 1`` (before chapter 1: a sequel's initial state, else
+    empty) and after ``index``."""
+    before = ChapterSnapshot.read(ctx.store.state(index - 1))
     return before, ChapterSnapshot.read(ctx.store.state(index))
 
 
-def _store(ctx: RunContext[Any], index: int, current: ChapterSnapshot, **changed: Any) -> None:
+def _store(ctx: RunContext[Any], index: int, current: ChapterSnapshot, mark: dict[str, Any] | None = None,
+           **changed: Any) -> None:
     chapter = ctx.store.chapter(index)
     version = chapter.version if chapter is not None else None
     stored = {**current.stored(), **changed,
-              "rederived": {"version": version, "at": time.time(), "calls": 1}}
+              "rederived": {"version": version, "at": time.time(), "calls": 1, **(mark or {})}}
     ctx.store.replace_state(index, ChapterSnapshot.read(stored).stored())
 
 
@@ -58,8 +61,12 @@ def _failed(index: int, what: str, error: str, calls: int) -> Rederived:
                      "the edit is kept and the old state stays, marked stale", calls)
 
 
-def rederive_nst(ctx: RunContext[NstConfig], index: int) -> Rederived:
-    """Chapter ``index``'s narrative state from its edited text, by one update call."""
+def rederive_nst(ctx: RunContext[NstConfig], index: int, *, mark: dict[str, Any] | None = None,
+                 ask: str = ASK_AFTER_EDIT) -> Rederived:
+    """Chapter ``index``'s narrative state from its edited text, by one update call. ``mark``: kept
+    in the state's ``rederived`` record in the same write (``fabula reconcile`` knows a chapter done
+    by it); ``ask``: what the update call is asked after the text (a later chapter, not edited,
+    is asked as the text it is)."""
     store, config = ctx.store, ctx.config
     chapter = store.chapter(index)
     if chapter is None:
@@ -77,12 +84,12 @@ def rederive_nst(ctx: RunContext[NstConfig], index: int) -> Rederived:
                            state=NarrativeState.from_json(before.narrative), index=index, config=config,
                            ratio=current.tokens_per_word or initial_ratio(config.prompt, config.tokens_per_word),
                            emit=ctx.emit, budget=budget)
-        ok = loop.update_from_text(chapter.title, chapter.text)
+        ok = loop.update_from_text(chapter.title, chapter.text, ask=ask)
     except LLMError as exc:
         return _failed(index, "the update call", str(exc), ctx.calls - start)
     if not ok or loop.new_state is None:
         return _failed(index, "the update call", loop.last_error or "not applied", ctx.calls - start)
-    _store(ctx, index, current, narrative=loop.new_state.to_json())
+    _store(ctx, index, current, mark, narrative=loop.new_state.to_json())
     applied = loop.last_update
     refused = len(applied.refused) if applied is not None else 0
     return Rederived(index, True, f"the state after chapter {index} was re-derived from the edited text (one update "

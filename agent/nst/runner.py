@@ -36,7 +36,7 @@ def write(ctx: RunContext[NstConfig]) -> None:
     if stop_after_plan(ctx, outline):
         return
     last = store.info().last_unit
-    previous = ChapterSnapshot.read(store.state(last) if last else None)
+    previous = ChapterSnapshot.read(store.state(last))  # before chapter 1: a sequel's initial state, else none
     state = NarrativeState.from_json(previous.narrative)
     ratio = previous.tokens_per_word or initial_ratio(config.prompt, config.tokens_per_word)
     ctx.set_progress(words=store.words_written(), units=len(outline), target_words=config.words)

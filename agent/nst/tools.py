@@ -70,6 +70,8 @@ class ChapterSession:
     """An update had entries refused: one more update may fix them (optional)."""
     evidence: bool = True
     """The update grammar asks each entry for a quote of the chapter (the run's ``evidence``)."""
+    earlier_books: bool = False
+    """A sequel (``fabula sequel``): the search covers the earlier books too, so chapter 1 may search."""
 
     @classmethod
     def for_config(cls, index: int, gate: Gate, config: NstConfig,
@@ -231,7 +233,7 @@ class Search(Lookback):
     name, call, used_attr, limit_attr = "search", TOOL_CALLS["search"], "searches", "search_budget"
 
     def legal(self, s: ChapterSession) -> bool:
-        return s.may_explore() and self.has_budget(s) and s.index > 1
+        return s.may_explore() and self.has_budget(s) and (s.index > 1 or s.earlier_books)
 
     def run(self, chapter: Chapter, call: Any) -> str:
         s = chapter.session
@@ -243,7 +245,7 @@ class Search(Lookback):
                 if dropped_terms(call.query) else "")
         if not hits and not events:
             return f"No passages in chapters 1 to {s.index - 1} match {call.query!r}{note}."
-        found = [f"[chapter {h.chapter}] {h.text}" for h in hits]
+        found = [f"[{f'book {h.book}, ' if h.book is not None else ''}chapter {h.chapter}] {h.text}" for h in hits]
         # consolidated events are digested in the prompt but stay findable, word for word
         found += [f"[past event {key}] {text}" for key, text in events]
         kept = chapter.fit_lookup(found)

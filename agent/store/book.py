@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agent.store.export import author_line, chapter_heading, story_title
+from agent.store.export import author_line, chapter_heading, series_of, story_title
 from agent.store.runstore import RunStore
 
 
@@ -37,6 +37,8 @@ class Book:
     model: str | None
     unit_kind: str
     sections: list[Section]
+    series: tuple[str, int] | None = None
+    """The series' name and this book's number in it (a sequel), else None."""
 
     @property
     def words(self) -> int:
@@ -72,4 +74,5 @@ def read_book(store: RunStore, *, by_step: bool = False) -> Book:
             sections = [Section(1, story_title(store), [p.text for p in paragraphs],
                                 "\n\n".join(p.text for p in paragraphs), sum(p.words for p in paragraphs),
                                 kinds=[p.kind for p in paragraphs])]
-    return Book(story_title(store), author_line(store), info.pipeline, info.model, info.unit_kind, sections)
+    return Book(story_title(store), author_line(store), info.pipeline, info.model, info.unit_kind, sections,
+                series_of(store))

@@ -93,13 +93,27 @@ def front_matter(store: RunStore) -> str:
                               "generator": "fabula", "pipeline": info.pipeline}
     if info.model:
         fields["model"] = info.model
+    named = series_of(store)
+    if named is not None:
+        fields["series"], fields["series_index"] = named
     lines = [f"{key}: {json.dumps(value, ensure_ascii=False)}" for key, value in fields.items()]
     return "---\n" + "\n".join(lines) + "\n---"
+
+
+def series_of(store: RunStore) -> tuple[str, int] | None:
+    """The series a sequel belongs to (``fabula sequel``) and its number in it; None for a book on its own."""
+    record = store.get_plan("series")
+    if isinstance(record, dict) and isinstance(record.get("name"), str) and isinstance(record.get("index"), int):
+        return record["name"], record["index"]
+    return None
 
 
 def _text(store: RunStore) -> str:
     title = story_title(store)
     parts = [f"{title}\n{'=' * len(title)}"]
+    named = series_of(store)
+    if named is not None:
+        parts[0] += f"\nBook {named[1]} of {named[0]}"
     for heading, body in _sections(store):
         parts.append(f"{heading}\n\n{body}" if heading else body)
     return "\n\n\n".join(parts) + "\n"
@@ -111,6 +125,7 @@ def to_json(store: RunStore) -> dict[str, Any]:
         "format": "fabula-run-export",
         "format_version": JSON_FORMAT_VERSION,
         "title": story_title(store),
+        "series": dict(zip(("name", "index"), series_of(store) or (), strict=False)) or None,
         "run": {
             "pipeline": info.pipeline, "unit_kind": info.unit_kind, "status": info.status, "model": info.model,
             "backend": info.backend, "config": info.config, "fingerprint": info.fingerprint,

@@ -55,6 +55,11 @@ def build(book: Book, ident: str, language: str = "en"):
     out.set_language(language)
     out.add_author(book.author)
     out.add_metadata("DC", "publisher", "fabula")
+    if book.series is not None:  # EPUB 3 collection metadata: the series and the book's place in it
+        name, index = book.series
+        out.add_metadata(None, "meta", name, {"property": "belongs-to-collection", "id": "series"})
+        out.add_metadata(None, "meta", "series", {"refines": "#series", "property": "collection-type"})
+        out.add_metadata(None, "meta", str(index), {"refines": "#series", "property": "group-position"})
     style = epub.EpubItem(uid="style", file_name="style.css", media_type="text/css", content=_CSS.encode())
     out.add_item(style)
     files = []

@@ -14,16 +14,19 @@ from agent.store.runstore import RunStore
 EDITS_KEY = "plan_edits"
 
 
-def revise_plan(store: RunStore, values: dict[str, Any], *, by: str) -> list[str]:
+def revise_plan(store: RunStore, values: dict[str, Any], *, by: str, also: dict[str, Any] | None = None) -> list[str]:
     """Store the ``values`` that differ from the plan; returns the keys changed (none: nothing stored).
 
-    ``by`` names the command (``outline``, ``export``), kept in the edit record."""
+    ``by`` names the command (``outline``, ``export``), kept in the edit record; ``also``: plan parts
+    stored in the same transaction that are no edit (the record of the command that made it)."""
     plan = store.plan()
     changed = {k: v for k, v in values.items() if plan.get(k) != v}
     if not changed:
+        if also:
+            store.update_plan(also)
         return []
     record = {"at": time.time(), "by": by, "previous": {k: plan.get(k) for k in changed}}
-    store.update_plan({**changed, EDITS_KEY: [*plan.get(EDITS_KEY, []), record]})
+    store.update_plan({**(also or {}), **changed, EDITS_KEY: [*plan.get(EDITS_KEY, []), record]})
     return sorted(changed)
 
 

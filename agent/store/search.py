@@ -62,9 +62,13 @@ class Hit:
     position: int
     score: float
     text: str
+    book: int | None = None
+    """In a series (``fabula sequel``): the number of the earlier book the window is from; None: this book."""
 
     def as_dict(self) -> dict[str, object]:
-        return {"chapter": self.chapter, "position": self.position, "score": self.score, "text": self.text}
+        found: dict[str, object] = {"chapter": self.chapter, "position": self.position, "score": self.score,
+                                    "text": self.text}
+        return found if self.book is None else {**found, "book": self.book}
 
 
 def _grams(run: str, *, unigrams: bool, bigrams: bool) -> list[str]:

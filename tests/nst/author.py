@@ -241,7 +241,32 @@ class Author(LLM):
             return "Summary so far: " + prose(50), "stop"
         if role == "nst_digest":
             return "Digest: " + prose(60, seed=len(self.requests)), "stop"
+        if role == "reconcile_judge":
+            return judge_json(request), "stop"
         return self.policy(request, offered(request)), "stop"
+
+
+def judge_json(request: Request) -> str:
+    """``fabula reconcile``'s continuity judge, scripted: a character of the state with a
+    ``former_name`` fact is contradicted by every sentence of the chapter that still uses that name
+    (each quoted exactly)."""
+    asked = last_user(request)
+    state, _, rest = asked.partition("written before that edit:\n")
+    chapter = rest.split("\n\nList every passage", 1)[0]
+    renamed = []
+    for line in state.splitlines():
+        if line.startswith('{"name"'):
+            entry = json.loads(line)
+            facts = entry.get("facts") or {}
+            facts = facts if isinstance(facts, dict) else {f["key"]: f["value"] for f in facts}
+            renamed += [(entry["name"], facts["former_name"])] if "former_name" in facts else []
+    found = []
+    for sentence in re.split(r"(?<=\.)\s+", chapter):
+        for name, former in renamed:
+            if former in sentence:
+                found.append({"quote": sentence.strip(), "state": f"{former} is now called {name}",
+                              "explanation": f"the chapter still calls {name} {former}"})
+    return json.dumps({"contradictions": found[:8]})
 
 
 class QueuedModels:

@@ -27,7 +27,10 @@ from tests.probe_replies import probe_reply
 def infer_role(body: dict) -> str:
     schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
     if schema is not None:
-        return "plan_outline" if "chapters" in schema.get("properties", {}) else "nst_turn"
+        properties = schema.get("properties", {})
+        if "contradictions" in properties:
+            return "reconcile_judge"
+        return "plan_outline" if "chapters" in properties else "nst_turn"
     last = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
     if last.startswith("Now write the complete text of chapter"):
         return "nst_prose"

@@ -1,0 +1,83 @@
+"""``fabula sequel RUN --out RUN2 [--prompt TEXT] --words N``: book two, starting from book one's final
+state (``agent.nst.sequel``), its search covering book one (read-only), its export naming the series.
+
+Everything that can refuse (book one, the prompt, the length, --out, --resolve, the server) is
+checked before RUN2 is created: one line, exit 2, nothing written. Book two is an ordinary NstAgent
+run: ``fabula resume RUN2`` continues it after any stop, ``--plan-only`` stops after its outline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from agent.cli.checks import output_dir
+from agent.cli.derive_cmd import derived_on
+from agent.cli.errors import CLIError
+from agent.cli.options import add_model_options, choose_model, open_client
+from agent.cli.progress import ProgressDisplay
+from agent.cli.rundir import discard_if_unused, open_run, store_errors
+from agent.errors import InputError
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser("sequel", help="a new book that starts from a finished book's final state",
+                            description="Write book two as a new NstAgent run: its initial state is book one's final "
+                            "state (characters and facts carried, open requirements kept unless --resolve), its "
+                            "search covers book one (opened read-only), its export names the series. Book one is "
+                            "a completed nst run or an imported book with a derived state.")
+    parser.add_argument("run_dir", metavar="RUN", help="book one (opened read-only)")
+    parser.add_argument("-o", "--out", required=True, metavar="RUN2",
+                        help="book two's run directory (must not hold one)")
+    parser.add_argument("--prompt", metavar="TEXT", help="what book two is about (default: book one's story goes on)")
+    parser.add_argument("--words", type=int, required=True, metavar="N", help="book two's length in words")
+    parser.add_argument("--resolve", action="append", default=[], metavar="KEY",
+                        help="an open requirement of book one that book two starts with resolved (repeatable)")
+    parser.add_argument("--plan-only", action="store_true", help="stop once book two's outline is stored (fabula "
+                        "outline RUN2 [--edit], then fabula resume RUN2)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                        help="a setting of the new chapters (VALUE is JSON, else a string), e.g. --set max_turns=8")
+    parser.add_argument("--quiet", action="store_true", help="no live progress line")
+    add_model_options(parser, stored="RUN")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent import pipelines
+    from agent.nst.sequel import plan_sequel, write_sequel
+    from agent.settings import parse_assignments
+
+    with open_run(args.run_dir) as first:
+        try:
+            sequel = plan_sequel(first, prompt=args.prompt, words=args.words, resolve=args.resolve,
+                                 overrides=parse_assignments(args.overrides))
+        except InputError as exc:
+            raise CLIError(str(exc)) from None
+        imported = first.info().pipeline != "nst"
+        stored = derived_on(first) if imported else pipelines.stored_model(first)
+    out = output_dir(Path(args.out))
+    if (out / "run.db").exists():
+        raise CLIError(f"{args.out} already holds a run; give --out a new folder")
+    options, model = open_client(choose_model(args, stored=stored))
+    existed = out.exists()
+    try:
+        print(f"fabula: writing book {sequel.series['index']} of \"{sequel.series['name']}\" ({args.words} words) "
+              f"into {args.out} with {options.describe()}", file=sys.stderr)
+        try:
+            with store_errors():
+                store = write_sequel(out, sequel, options, model, events=ProgressDisplay(quiet=args.quiet),
+                                     plan_only=args.plan_only)
+        except BaseException:
+            discard_if_unused(out, existed)
+            raise
+    finally:
+        model.close()
+    with store:
+        info = store.info()
+        if args.plan_only:
+            print(f"{args.out}: outline stored ({len(store.get_plan('outline') or [])} chapters), none written; "
+                  f"fabula outline {args.out} shows it, fabula resume {args.out} writes it")
+            return 0
+        print(f"{args.out}: {info.status} at chapter {info.last_unit} of {info.target_units}")
+        return 0 if info.status == "completed" else 1

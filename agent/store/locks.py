@@ -1,0 +1,44 @@
+"""Chapters a writer has approved (``fabula reconcile --lock K..M``): kept out of any rewrite.
+
+The set is kept in the run's plan. NstAgent's ``correct`` tool refuses a locked chapter (the model
+never changes its text), and ``fabula reconcile`` lists no locked chapter for rewriting; a writer's
+own ``fabula edit`` still changes one.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent.store.errors import StoreError
+from agent.store.runstore import RunStore
+
+LOCKED_KEY = "locked"
+_RANGE = re.compile(r"^\s*(\d+)\s*(?:(?:\.\.|-)\s*(\d+)\s*)?$")
+
+
+def parse_range(text: str) -> list[int]:
+    """``K``, ``K..M`` or ``K-M`` as the chapters K to M (``StoreError``, one line, otherwise)."""
+    match = _RANGE.match(text)
+    if not match:
+        raise StoreError(f"--lock {text!r}: give a chapter K or a range K..M")
+    first, last = int(match.group(1)), int(match.group(2) or match.group(1))
+    if first < 1 or last < first:
+        raise StoreError(f"--lock {text!r}: chapters are numbered from 1 and a range goes up (K..M with K <= M)")
+    return list(range(first, last + 1))
+
+
+def locked(store: RunStore) -> set[int]:
+    value = store.get_plan(LOCKED_KEY)
+    return {int(i) for i in value} if isinstance(value, list) else set()
+
+
+def lock(store: RunStore, chapters: list[int]) -> list[int]:
+    """Add ``chapters`` (written ones only) to the locked set; returns it sorted."""
+    last = store.info().last_unit
+    unwritten = [i for i in chapters if i > last]
+    if unwritten:
+        raise StoreError(f"--lock: chapter {unwritten[0]} is not written (last written: {last}); only a written "
+                         "chapter is approved")
+    merged = sorted(locked(store) | set(chapters))
+    store.put_plan(LOCKED_KEY, merged)
+    return merged
