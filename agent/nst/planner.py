@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -216,22 +216,25 @@ def target_range(words: int, chapters: int, low: float = DEFAULT_LOW, high: floa
     return bounds(words / chapters, low, high)
 
 
-def outline_schema(words: int, chapters: int, low: float = DEFAULT_LOW, high: float = DEFAULT_HIGH) -> JsonSchema:
+def outline_schema(words: int, chapters: int, low: float = DEFAULT_LOW, high: float = DEFAULT_HIGH, *,
+                   targets: Sequence[int] | None = None) -> JsonSchema:
     """The ``nst_outline`` grammar narrowed for this story: exactly ``chapters`` chapters, chapter
     ``i`` at position ``i`` (a ``prefixItems`` tuple, so ids cannot come out of order: the tiny model
     wrote ``[2, 1]`` three times running under a plain id enum) and targets from
-    :func:`target_choices`."""
+    :func:`target_choices` (``targets``: chapter ``i`` held to ``targets[i - 1]``, for a re-plan that
+    keeps each chapter's target)."""
     schema = Outline.model_json_schema()
     chapter = schema["$defs"].pop("OutlineChapter")
     described = chapter["properties"]
-    targets = {"type": "integer", "enum": target_choices(words, chapters, low, high),
-               "description": described["target_words"]["description"]}
+    choices = target_choices(words, chapters, low, high)
 
     def at(position: int) -> dict[str, Any]:
         item = copy.deepcopy(chapter)
         item["properties"]["id"] = {"type": "integer", "enum": [position],
                                     "description": described["id"]["description"]}
-        item["properties"]["target_words"] = targets
+        item["properties"]["target_words"] = {
+            "type": "integer", "enum": [targets[position - 1]] if targets is not None else list(choices),
+            "description": described["target_words"]["description"]}
         return item
 
     array = schema["properties"]["chapters"]

@@ -44,9 +44,8 @@ def replan(llm: LLM, budget: Budget, config: NstConfig, *, written: list[dict[st
            todo: list[dict[str, Any]], state: NarrativeState, edited: int) -> list[dict[str, Any]]:
     """New entries for ``todo`` (same ids and targets, new titles and descriptions)."""
     count = len(todo)
-    grammar = outline_schema(sum(int(c["target_words"]) for c in todo), count, config.gate_low, config.gate_high)
-    chapter = grammar.schema["$defs"]["OutlineChapter"]["properties"]
-    chapter["target_words"]["enum"] = sorted({int(c["target_words"]) for c in todo})
+    targets = [int(c["target_words"]) for c in todo]
+    grammar = outline_schema(sum(targets), count, config.gate_low, config.gate_high, targets=targets)
     messages = [{"role": "system", "content": SYSTEM},
                 {"role": "user", "content": replan_request(config.prompt, written, state, edited, todo)}]
     errors: list[str] = []

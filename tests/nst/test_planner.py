@@ -97,6 +97,8 @@ def test_the_outline_grammar_holds_chapter_ids_in_order():
     pattern = re.compile(constraint_regex(to_constraint(outline_schema(600, 2))))
     assert pattern.fullmatch(outline([1, 2]))
     assert not pattern.fullmatch(outline([2, 1])) and not pattern.fullmatch(outline([1, 1]))
+    kept = outline_schema(610, 2, targets=[300, 310]).schema["properties"]["chapters"]["prefixItems"]
+    assert [item["properties"]["target_words"]["enum"] for item in kept] == [[300], [310]]  # a re-plan's targets
 
 
 def test_outline_attempts_are_bounded():
