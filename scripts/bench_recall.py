@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agent.errors import FabulaError
 from agent.nst import direct, planner, rollsum, runner
 from agent.nst.config import DIRECT_DEFAULTS, NST_DEFAULTS, ROLLSUM_DEFAULTS, DirectConfig, NstConfig, RollSumConfig
+from agent.quotes import normalize
 from agent.store import RunStore
 from scripts.bench_longhaul import PROMPT, QwenChat, ids_of, smollm2
 from scripts.recall_author import RecallAuthor
@@ -89,6 +90,16 @@ def writer_prompts(pipeline: str, author: RecallAuthor, store: RunStore) -> dict
     return prompts
 
 
+def chapter_messages(author: RecallAuthor) -> dict[int, str]:
+    """Chapter -> every distinct message of the chapter's requests, normalised (what its turns saw)."""
+    seen: dict[int, dict[str, None]] = {}
+    for request in author.requests:
+        chapter = chapter_of(request)
+        if chapter:
+            seen.setdefault(chapter, {}).update(dict.fromkeys(m["content"] for m in request.messages[2:]))
+    return {chapter: normalize("\n".join(messages)) for chapter, messages in seen.items()}
+
+
 def run_one(method: str, words: int, context: int, tokenizer: Any, name: str, chapter_words: int, drift: float,
             workdir: Path, settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """One run of ``method`` and its recall; ``settings`` override the profile's (as ``--set`` does)."""
@@ -113,7 +124,7 @@ def run_one(method: str, words: int, context: int, tokenizer: Any, name: str, ch
     outline = store.plan().get("outline") or []
     facts = author.facts or script(len(outline) or chapters)
     prompts = writer_prompts(pipeline, author, store)
-    counted = tally(facts, prompts)
+    counted = tally(facts, prompts, chapter_messages(author))
     peak = max((len(ids_of(tokenizer, r.messages)) + r.max_tokens for r in author.requests if r.role == role),
                default=0)
     actions: dict[str, int] = {}
@@ -123,7 +134,8 @@ def run_one(method: str, words: int, context: int, tokenizer: Any, name: str, ch
     result = {"method": pipeline, "profile": profile, "words": words, "context": context, "tokenizer": name,
               "needed": counted.needed, "recalled": counted.recalled, "recall": round(counted.recall, 4),
               "by_source": {s: counted.by_source[s] for s in SOURCES if s in counted.by_source},
-              "by_kind": counted.by_kind, "unwritten": counted.unwritten, "chapters": len(store.chapters()),
+              "by_kind": counted.by_kind, "unwritten": counted.unwritten, "dropped": counted.dropped,
+              "chapters": len(store.chapters()),
               "planned_chapters": len(outline) or chapters, "peak_writer_request": peak, "budget_actions": actions,
               "status": store.info().status, "error": error, "drift": drift,
               "seconds": round(time.monotonic() - started, 1)}
@@ -137,6 +149,7 @@ def print_table(runs: list[dict[str, Any]]) -> None:
     for r in runs:
         sources = ", ".join(f"{k} {v}" for k, v in r["by_source"].items()) or "none"
         unwritten = f"; {r['unwritten']} in unwritten chapters" if r["unwritten"] else ""
+        unwritten += f"; {r['dropped']} found, then dropped" if r["dropped"] else ""
         print(f"{r['method']:<8} {r['profile']:<7} {r['tokenizer']:<9} {r['context']:>7} {r['words']:>7} "
               f"{r['chapters']:>5} {r['needed']:>6} {r['recalled']:>8} {r['recall']:>6.3f}  {sources}{unwritten}")
 

@@ -85,6 +85,9 @@ class Tally:
     by_source: dict[str, int] = field(default_factory=dict)
     by_kind: dict[str, list[int]] = field(default_factory=dict)
     """kind -> [recalled, needed]."""
+    dropped: int = 0
+    """Needs missed although an earlier request of the same chapter had the needle: a lookup found
+    it and the budget removed it before the writer's request (what the give-way order cost)."""
 
     def count(self, kind: str, source: str | None, written: bool = True) -> None:
         self.needed += 1
@@ -101,12 +104,16 @@ class Tally:
         return self.recalled / self.needed if self.needed else 0.0
 
 
-def tally(facts: Iterable[Any], prompts: dict[int, list[Section]]) -> Tally:
+def tally(facts: Iterable[Any], prompts: dict[int, list[Section]], seen: dict[int, str] | None = None) -> Tally:
     """Count every (fact, needing chapter) pair against ``prompts`` (chapter -> the sections of the
-    prompt the writer had when writing it; a chapter missing from it was never written)."""
+    prompt the writer had when writing it; a chapter missing from it was never written); ``seen``
+    (chapter -> every message of the chapter's requests) tells a dropped need from one never found."""
     result = Tally()
     for fact in facts:
         for chapter in fact.needed:
             sections = prompts.get(chapter)
-            result.count(fact.kind, source_of(fact.needle, sections or []), written=sections is not None)
+            source = source_of(fact.needle, sections or [])
+            result.count(fact.kind, source, written=sections is not None)
+            if source is None and normalize(fact.needle) in (seen or {}).get(chapter, ""):
+                result.dropped += 1
     return result

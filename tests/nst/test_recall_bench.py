@@ -40,8 +40,9 @@ def test_a_need_counts_only_where_its_needle_is_and_is_attributed_to_that_sectio
         4: message_sections(chapter_prompt(f"Open: {promise.needle[:5]}") + search),
     }
     prompts[4][-1] = ("search", prompts[4][-1][1].replace(eyes.needle, eyes.needle.replace(" ", "\n  ", 1)))
-    counted = tally(script(4), prompts)
-    assert (counted.needed, counted.recalled, counted.unwritten) == (4, 3, 0)
+    # a search of chapter 4 had found the promise, and the budget removed it before the draft
+    counted = tally(script(4), prompts, {4: f"1 passage(s) for 'vow': {promise.statement}"})
+    assert (counted.needed, counted.recalled, counted.unwritten, counted.dropped) == (4, 3, 0, 1)
     assert counted.by_source == {"state": 1, "digest": 1, "search": 1}
     assert counted.by_kind == {"eyes": [2, 2], "debt": [1, 1], "promise": [0, 1]}
     del prompts[4]  # a chapter never written: its needs are needed, not recalled
