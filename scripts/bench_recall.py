@@ -35,6 +35,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from itertools import product
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +165,17 @@ def goal_lines(runs: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def grid(args: argparse.Namespace) -> Iterator[tuple[str, Any, int, int, str]]:
+    """(tokenizer name, tokenizer, context, words, method) for every run the flags ask for."""
+    def numbers(text: str) -> list[int]:
+        return [int(n) for n in text.split(",")]
+
+    for name in args.tokenizers.split(","):
+        tokenizer = {"smollm2": smollm2, "qwen": QwenChat}[name]()
+        for context, words, method in product(numbers(args.contexts), numbers(args.words), args.methods.split(",")):
+            yield name, tokenizer, context, words, method
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--words", default="10000,50000,100000")
@@ -174,20 +186,14 @@ def main() -> int:
     parser.add_argument("--drift", type=float, default=0.03, help="chance a rewrite paraphrases a fact away")
     parser.add_argument("--json", metavar="FILE", help="write {'runs': [...]} to FILE")
     args = parser.parse_args()
-    makers = {"smollm2": smollm2, "qwen": QwenChat}
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name in args.tokenizers.split(","):
-            tokenizer = makers[name]()
-            for context in (int(c) for c in args.contexts.split(",")):
-                for words in (int(w) for w in args.words.split(",")):
-                    for method in args.methods.split(","):
-                        run = run_one(method, words, context, tokenizer, name, args.chapter_words, args.drift,
-                                      Path(tmp))
-                        runs.append(run)
-                        print(f"  {method} {name} ctx {context} {words} words: recall {run['recall']:.3f}, "
-                              f"{run['seconds']} s{'; ' + run['error'] if run['error'] else ''}", file=sys.stderr,
-                              flush=True)
+        for name, tokenizer, context, words, method in grid(args):
+            run = run_one(method, words, context, tokenizer, name, args.chapter_words, args.drift, Path(tmp))
+            runs.append(run)
+            failed = f"; {run['error']}" if run["error"] else ""
+            print(f"  {method} {name} ctx {context} {words} words: recall {run['recall']:.3f}, {run['seconds']} s"
+                  f"{failed}", file=sys.stderr, flush=True)
     print_table(runs)
     verdicts = goal_lines(runs)
     for line in verdicts:
