@@ -14,7 +14,9 @@ What it does beyond the long-haul author:
 - **Lookups** (NstAgent): before writing, for each needed fact its conversation lacks, one search
   for the subject (``"Ada Venn owed harbour master debt"``); if no result holds the needle, it
   reads the earliest chapter a result names the person in, page by page while its read budget
-  lasts. Then it spends what is left of its budgets as the long-haul author does.
+  lasts. Then it spends what is left of its budgets as the long-haul author does, except that a
+  lookup the budget refuses for lack of room is not asked again in that chapter (the error says
+  to continue with the chapter).
 - **Updates**: a planted eye colour goes into the person's character facts, a debt or a secret
   into a past event, a promise into an open requirement (resolved at the last chapter that
   needs it); a person a chapter plants or needs is upserted with the facts its prompt's state
@@ -169,11 +171,24 @@ class RecallAuthor(LonghaulAuthor):
     # -- tool calls ------------------------------------------------------------------------
     def turn(self, request: Request, tools: list[str]) -> str:
         self._learn(request)
+        tools = [t for t in tools if t not in self.refused_for_room(request)]
         if "write" in tools:
             call = self.lookup(request, chapter_of(request), tools)
             if call is not None:
                 return json.dumps(call)
         return super().turn(request, tools)
+
+    @staticmethod
+    def refused_for_room(request: Request) -> set[str]:
+        """Lookups the budget refused in this chapter for lack of room: the author heeds "continue
+        with the chapter" and stops asking (the long-haul author would ask again until the turn cap)."""
+        refused = set()
+        for message in request.messages:
+            if message["role"] == "user" and "there is no room in the context for a read" in message["content"]:
+                refused.add("read")
+            if message["role"] == "user" and "there is no room in the context for search results" in message["content"]:
+                refused.add("search")
+        return refused
 
     def lookup(self, request: Request, chapter: int, tools: list[str]) -> dict[str, Any] | None:
         """The next search or read for a needed fact the conversation lacks (None: none left)."""
