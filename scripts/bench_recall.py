@@ -42,7 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.errors import FabulaError
-from agent.nst import direct, planner, rollsum, runner
+from agent.nst import direct, fit_chapters, planner, rollsum, runner
 from agent.nst.config import DIRECT_DEFAULTS, NST_DEFAULTS, ROLLSUM_DEFAULTS, DirectConfig, NstConfig, RollSumConfig
 from agent.quotes import normalize
 from agent.store import RunStore
@@ -63,13 +63,14 @@ GOAL = 0.95
 
 @contextmanager
 def fixed_chapters(chapter_words: int) -> Iterator[None]:
-    """The planner plans chapters of ``chapter_words`` (as the long-haul bench), the fitting rule aside."""
+    """The planner plans chapters of ``chapter_words`` (as the long-haul bench), and the rule that
+    fits chapters to a small context starts from that count (``agent.nst.fit_chapters``)."""
     paper = planner.chapter_count
-    planner.chapter_count = lambda total: max(2, round(total / chapter_words))
+    planner.chapter_count = fit_chapters.chapter_count = lambda total: max(2, round(total / chapter_words))
     try:
         yield
     finally:
-        planner.chapter_count = paper
+        planner.chapter_count = fit_chapters.chapter_count = paper
 
 
 def writer_prompts(pipeline: str, author: RecallAuthor, store: RunStore) -> dict[int, list[Section]]:
