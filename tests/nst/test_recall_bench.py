@@ -63,3 +63,15 @@ def test_the_real_loops_carry_the_planted_facts_to_the_chapters_that_need_them(t
     assert run(tmp_path, "nst", state=False)["by_source"] == {"search": 4}
     blind = run(tmp_path, "nst", state=False, lookback=False)
     assert (blind["needed"], blind["recalled"], blind["by_source"]) == (4, 0, {})
+
+
+def test_the_author_stops_asking_for_a_lookup_the_budget_refused() -> None:
+    from agent.llm.base import Request
+    from scripts.recall_author import RecallAuthor
+
+    refused = "ERROR: there is no room in the context for a read now; continue with the chapter"
+    request = Request([{"role": "system", "content": "s"},
+                       {"role": "user", "content": "# Current task\nWrite chapter 3"},
+                       {"role": "assistant", "content": json.dumps({"tool": "read", "chapter": 1, "offset": 0})},
+                       {"role": "user", "content": f"{refused}\n\nAvailable now: read, search, write."}])
+    assert RecallAuthor.refused_for_room(request) == {"read"}
