@@ -12,6 +12,7 @@ of prose. The counts are a floor: no rejected draft, no read or search, no retry
 from __future__ import annotations
 
 import json
+import random
 import re
 from typing import Any
 
@@ -30,8 +31,9 @@ WORDS = tuple(LINE.split())
 def prose(words: int, seed: int = 0) -> str:
     """``words`` words of sentences that never repeat a long passage (the repetition guard passes)."""
     out, sentence = [], []
+    rng = random.Random(seed)  # seeded: the same request always gets the same reply
     for i in range(words):
-        sentence.append(f"Mark{seed}x{i}" if not sentence else WORDS[(i * 7 + seed) % len(WORDS)])
+        sentence.append(f"Mark{seed}x{i}" if not sentence else WORDS[rng.randrange(len(WORDS))])
         if len(sentence) == 12 or i == words - 1:
             out.append(" ".join(sentence).capitalize() + ".")
             sentence = []
@@ -44,6 +46,12 @@ def _gate(request: Request) -> int | None:
         if match:
             return int(match.group(1))
     return None
+
+
+def _whole(request: Request, role: str) -> int | None:
+    """A one-call story's length ("about N words long"), as much of it as ``max_tokens`` holds."""
+    match = re.search(r"about (\d+) words long", request.messages[-1]["content"]) if role == "baseline" else None
+    return min(int(match.group(1)), int(request.max_tokens / TOKENS_PER_WORD)) if match else None
 
 
 def _offered(schema: Any) -> list[str]:
@@ -113,11 +121,12 @@ class SimulatedModel(LLM):
         if role.startswith("plan_"):
             return prose(40, n)
         if role in PROSE_ROLES:
-            target = _gate(request)
+            target = _gate(request) or _whole(request, role)
             if target is None:
                 share = request.min_tokens or request.max_tokens // 2
                 target = max(20, int(min(share, 400) / TOKENS_PER_WORD))
-            return prose(target, n)
+            self.last_prose = prose(target, n)
+            return self.last_prose
         if role in TEXT_ROLES:
             return prose(60, n)
         if schema is None:
@@ -140,13 +149,16 @@ class SimulatedModel(LLM):
             {"id": i, "title": f"Part {i}", "description": f"Things happen in part {i}.", "target_words": target}
             for i in range(1, chapters + 1)]})
 
+    last_prose = ""
+    """The last prose reply (the chapter in flight): an update's evidence quotes it."""
+
     def turn(self, tools: list[str], schema: dict[str, Any], n: int) -> str:
         """Write, then update, then finish (past the turn cap, the fallback update's shape)."""
         defs = schema.get("$defs", {})
         if "write" in tools:
             return json.dumps({"tool": "write", "title": f"Chapter {n}"})
         if "update" in tools:
-            return json.dumps(self.update(schema, defs, n))
+            return json.dumps(_quoted(self.update(schema, defs, n), self.last_prose))
         if "finish" in tools:
             return json.dumps({"tool": "finish"})
         return json.dumps(instance(schema, defs, n=n))
@@ -180,3 +192,15 @@ def _keyed(entry: Any, kind: str, n: int, k: int) -> Any:
             if field in entry:
                 entry[field] = f"{kind}_{n}_{k}" if field == "key" else f"Character {k}"
     return entry
+
+
+def _quoted(update: dict[str, Any], chapter: str) -> dict[str, Any]:
+    """Every ``evidence`` field a passage of the chapter (the default profile checks the quotes)."""
+    sentences = [x for x in re.split(r"(?<=\.)\s+", chapter) if len(x.split()) >= 6] or ["(no text)"]
+    k = 0
+    for entries in update.values():
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict) and "evidence" in entry:
+                entry["evidence"] = " ".join(sentences[(k * 7) % len(sentences)].split()[:8])
+                k += 1
+    return update
