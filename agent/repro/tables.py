@@ -27,7 +27,7 @@ TINY_NOTE = ("**These stories were written on the embedded 135M model: the numbe
 
 def length_label(words: int, tables: str) -> str:
     if tables == "magnet" and words % 500 == 0:
-        return f"{words // 500} pages"
+        return f"{words // 500} page{'s' if words > 500 else ''}"
     return f"{words // 1000}K" if words % 1000 == 0 else str(words)
 
 

@@ -16,6 +16,7 @@ from agent.llm.types import LLMError
 from tests.nst.author import Author, gate_of
 from tests.repro.helpers import ContextJudge, grid_file, judge_fn
 
+ROOT = Path(__file__).resolve().parents[2]
 JUDGE = "http://judge.invalid/v1"
 M = r"SmolLM2-135M \(embedded\)"
 TABLE3 = "| Model | Method | Target Length | Subtype CED (↓) | Instance CED (↓) | Writing Quality (↑) | Avg. Words |"
@@ -156,3 +157,30 @@ def test_a_method_changed_under_the_same_name_is_refused(tmp_path, models, capsy
     assert repro(grid, out) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "was written with other settings for Direct" in err[0]
+
+
+def test_a_magnet_grid_reports_tables_1_and_2_from_editorial_judgments(tmp_path, models, capsys):
+    import shutil
+
+    from tests.magnet.story_llm import StoryLLM
+
+    stories = tmp_path / "stories"
+    stories.mkdir()
+    shutil.copy(ROOT / "agent" / "magnet" / "examples" / "mystery_codicil.toml", stories)
+    grid = tmp_path / "m.toml"
+    grid.write_text('name = "m"\ndescription = "magnet test"\ntables = "magnet"\nprofile = "default"\n'
+                    'stories = "stories"\nlengths = [500]\n'
+                    '[[methods]]\nname = "Magnet"\npipeline = "magnet"\n\n'
+                    '[[methods]]\nname = "Single Model"\npipeline = "single"\n')
+    models.authors += [StoryLLM()]  # one model writes every story of the grid (the embedded backend)
+    out = tmp_path / "out"
+    assert repro(grid, out) == 0, capsys.readouterr()
+    report = (out / "report.md").read_text()
+    assert "## Table 1: editorial annotation counts (mean ± standard deviation)" in report
+    assert "| Method | 1 page ↓ |" in report and "| Method | 1 page ↑ |" in report
+    assert re.search(r"\| Magnet \| 0\.0 \|", report) and re.search(r"\| Single Model \| 0\.0 \|", report)
+    assert re.search(r"\| Magnet \| 1\.0 \|", report.split("## Table 2")[1])  # the rubric's smallest scores
+    assert re.search(r"\| Single Model \| annotations \| 500 \| 1 \|", report)  # paired against Magnet
+    assert "## Table 3" not in report
+    judged = {r.messages[0]["content"][:40] for j in models.judges for r in j.requests}
+    assert judged and all(text.startswith("You are an experienced fiction editor") for text in judged)

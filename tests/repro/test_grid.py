@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from agent import pipelines
 from agent.cli import main
 from agent.repro.grid import GridError, load_grid, shipped
 from tests.repro.helpers import grid_file
@@ -53,7 +54,11 @@ METHODS = '[[methods]]\nname = "Direct"\npipeline = "direct"\n'
     ({"body": "tables = 'novel'\n"}, "tables must be one of nst, magnet"),
     ({"body": "not toml ="}, "not TOML"),
 ])
-def test_a_bad_grid_is_one_line_exit_2_and_nothing_is_created(tmp_path, capsys, change, message):
+def test_a_bad_grid_is_one_line_exit_2_and_nothing_is_created(tmp_path, capsys, monkeypatch, change, message):
+    def no_model(*args, **kw):
+        raise AssertionError("a bad grid opened a model")
+
+    monkeypatch.setattr(pipelines.LLMOptions, "open", no_model)
     path = grid_file(tmp_path, **change)
     out = tmp_path / "out"
     assert main(["repro", str(path), "-o", str(out)]) == 2
