@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.batch.store import BatchStore
 from agent.cli import main
 from agent.repro.tables import TINY_NOTE
 from serve.home import fabula_home
@@ -50,10 +51,14 @@ def test_fabula_repro_smoke_on_the_embedded_model(tmp_path, monkeypatch, capsys)
     assert all(r["llm_calls"] > 0 for r in rows)
     judged = [r for r in rows if r["consistency_judges"] or r["writing_quality"] is not None]
     assert judged or "judgments: 0 made" not in printed, printed
-    # a rerun redoes nothing that finished: the same report, no story started again
+    # a rerun (here without the judge) writes nothing again: every finished story keeps its one attempt
     again = time.monotonic()
-    assert main(["repro", "smoke", "-o", str(out), "--quiet"]) == code
-    assert time.monotonic() - again < wall / 2 or code == 1
-    print(f"fabula repro smoke on the embedded model: {wall:.0f} s (rerun {time.monotonic() - again:.0f} s), "
-          f"exit {code}")
+    assert main(["repro", "smoke", "-o", str(out), "--quiet", "--no-judge"]) in (0, 1)
+    rerun = time.monotonic() - again
+    for cell in ("nstagent", "rollsum"):
+        with BatchStore.open(out / cell / "500" / "seed-0", readonly=True) as batch:
+            assert all(r.attempts == 1 for r in batch.stories() if r.status == "completed")
     assert Path(out / "criteria").is_dir()
+    # measured 2026-12-02 on 2 busy cores (a CI run and two servers beside it): 673 s, the writing 219 s of it
+    print(f"fabula repro smoke on the embedded model: {wall:.0f} s (rerun without the judge {rerun:.0f} s), "
+          f"exit {code}")
