@@ -96,6 +96,7 @@ def test_a_grid_is_written_judged_and_reported_as_the_papers_tables(tmp_path, mo
     assert repro(grid, out) == 0
     assert models.written() == written and models.judged() == judged
     assert (out / "report.md").read_text() == report
+    assert repro(grid, out, "--no-judge") == 0 and models.written() == written and models.judged() == judged
 
 
 def test_a_grid_grows_and_only_what_is_new_is_written_and_judged(tmp_path, models, capsys):
