@@ -101,6 +101,7 @@ def runnable(words: list[str]) -> bool:
             or rest[:1] in (["models"], ["completion"], ["runs"])
             or rest[:2] in (["grammars", "list"], ["grammars", "export"], ["story", "check"], ["story", "schema"],
                             ["config", "show"], ["config", "path"])
+            or rest[:2] == ["repro", "--list"]
             or (rest[:1] == ["serve"] and "--dry-run" in rest))
 
 

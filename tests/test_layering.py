@@ -39,6 +39,7 @@ ALLOWED: dict[str, set[str]] = {
     "agent.batch": PIPELINE_DEPS | {"agent.nst", "agent.magnet", "agent.prompt_set"},
     "agent.view": {"agent.errors", "agent.store", "agent.pipelines"},
     "agent.manuscript": {"agent.errors", "agent.text", "agent.store", "agent.run_context", "agent.pipelines"},
+    "agent.repro": PIPELINE_DEPS | {"agent.batch", "agent.eval"},
     "agent.eval": {"agent.errors", "agent.limits", "agent.text", "agent.repetition", "agent.quotes", "agent.gate",
                    "agent.llm", "agent.store", "grammars", "serve"},
 }

@@ -238,6 +238,22 @@ class BatchStore:
         return self.folder / story.run_dir
 
     # -- writing ---------------------------------------------------------------------------
+    def add_stories(self, stories: Sequence[StorySpec]) -> list[str]:
+        """Grow the batch: the stories whose key it does not hold yet are added, pending (a grid
+        that grows); returns their keys. A story it holds is left as it is."""
+        with self._write() as conn:
+            held = {row["key"] for row in conn.execute("SELECT key FROM stories")}
+            taken = {row["run_dir"] for row in conn.execute("SELECT run_dir FROM stories")}
+            seq = conn.execute("SELECT coalesce(max(seq), 0) FROM stories").fetchone()[0]
+            new = [s for s in stories if s.key not in held]
+            clashes = [s.run_dir for s in new if s.run_dir in taken or (self.folder / s.run_dir).exists()]
+            if clashes:
+                raise NotABatchError(f"{self.folder}/{clashes[0]} already exists; the batch cannot take that story")
+            conn.executemany("INSERT INTO stories (key, seq, run_dir, config, target_words) VALUES (?, ?, ?, ?, ?)",
+                             [(s.key, seq + n, s.run_dir, json.dumps(s.config, ensure_ascii=False),
+                               target_words(s.config)) for n, s in enumerate(new, 1)])
+        return [s.key for s in new]
+
     def set_concurrency(self, concurrency: int) -> None:
         with self._write() as conn:
             conn.execute("UPDATE batch SET concurrency = ? WHERE id = 1", (concurrency,))

@@ -136,7 +136,7 @@ def _judge(args: argparse.Namespace, store, story, judge, out: str) -> tuple[int
     if words is None and fits(story, judge) is False:
         words = span_words(judge)
         print(f"fabula: the book (about {story_tokens(story)} tokens) does not fit the judge's context "
-              f"({judge.llm.context_length} tokens) in one call: judged in spans of at most {words} words, each "
+              f"({judge.budget().context} tokens) in one call: judged in spans of at most {words} words, each "
               "on its own (a contradiction between two spans is not found)", file=sys.stderr)
     if words is not None:
         failed = 0

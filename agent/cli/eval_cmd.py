@@ -111,7 +111,9 @@ def _judge_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--judge-api-key", metavar="KEY", help="env FABULA_JUDGE_API_KEY")
     g.add_argument("--judge-temperature", type=float, default=0.1, help="the judge's temperature (default 0.1)")
     g.add_argument("--judge-max-tokens", type=int, default=8192, metavar="N",
-                   help="longest judgment in tokens (default 8192)")
+                   help="longest judgment in tokens (default 8192; each request is fitted to the judge's context)")
+    g.add_argument("--judge-context-tokens", type=int, metavar="N",
+                   help="the judge's context (default: what its server or the embedded model states)")
     g.add_argument("--judge-seed", type=int, default=0, metavar="N", help="the judge's seed (default 0)")
 
 
@@ -126,7 +128,8 @@ def open_judges(args: argparse.Namespace) -> list[Any]:
         llm = choose_judge(args.judge_endpoint, name, args.judge_api_key).open()
         judges.append(Judge(llm, name or llm.model, temperature=args.judge_temperature,
                             max_tokens=args.judge_max_tokens, seed=args.judge_seed,
-                            endpoint=args.judge_endpoint or "embedded"))
+                            endpoint=args.judge_endpoint or "embedded",
+                            context_tokens=getattr(args, "judge_context_tokens", None)))
     return judges
 
 
@@ -162,14 +165,16 @@ def run_consistency(args: argparse.Namespace) -> int:
 
     def judge_run(store, story, judges, run_dir) -> int:
         from agent.eval.consistency import fits, story_tokens
+        from agent.eval.windows import choose_window
 
         failed = 0
         for judge in judges:
-            if fits(story, judge) is False:
-                raise CLIError(f"{run_dir}: the story (about {story_tokens(story)} tokens) and a judgment do not fit "
-                               f"the judge's context ({judge.llm.context_length} tokens) in one call, as this "
-                               "protocol asks; use a judge with a larger context, or fabula check FILE (a long "
-                               "book judged in spans)")
+            window = choose_window(story, chapters=args.window_chapters, min_words=args.window_words)
+            if fits(story, judge, window) is False:
+                raise CLIError(f"{run_dir}: the story (about {story_tokens(story)} tokens) and a judgment of at least "
+                               f"{judge.min_output} tokens do not fit the judge's context ({judge.budget().context} "
+                               "tokens) in one call, as this protocol asks (the whole story is the evidence); use a "
+                               "judge with a larger context, or fabula check FILE (a long book judged in spans)")
             window, counts = judge_consistency(store, story, judge, window_chapters=args.window_chapters,
                                                window_words=args.window_words)
             failed += counts["failed"]

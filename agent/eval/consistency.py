@@ -135,20 +135,23 @@ def story_tokens(story: Story) -> int:
     return int(sum(len(s.text) + len(s.title) + 20 for s in story.sections) * TOKENS_PER_CHAR) + PROMPT_ROOM
 
 
-def fits(story: Story, judge: Judge) -> bool | None:
-    """Whether one call with the whole story fits the judge's context (None: the context is unknown)."""
-    context = getattr(judge.llm, "context_length", None)
-    if not isinstance(context, int) or context <= 0:
+def fits(story: Story, judge: Judge, window: Window | None = None) -> bool | None:
+    """Whether every category call with the whole story leaves the judge room for a judgment of
+    ``min_output`` tokens, counted as the call itself is fitted (:meth:`Judge.fit`; None: the
+    context is unknown)."""
+    budget = judge.budget()
+    if budget.limit is None:
         return None
-    return story_tokens(story) + judge.max_tokens <= context
+    calls = build_calls(story, window or choose_window(story))
+    return all(budget.count(c.messages) + judge.min_output <= budget.limit for c in calls)
 
 
 def span_words(judge: Judge) -> int | None:
     """The most words of story a span may hold to fit the judge's context (None: unknown)."""
-    context = getattr(judge.llm, "context_length", None)
-    if not isinstance(context, int) or context <= 0:
+    limit = judge.budget().limit
+    if limit is None:
         return None
-    room = context - judge.max_tokens - PROMPT_ROOM
+    room = limit - judge.min_output - PROMPT_ROOM
     return max(200, int(room / TOKENS_PER_CHAR / 6))  # about 6 characters a word with its space
 
 

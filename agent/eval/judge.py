@@ -20,7 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.errors import InputError
 from agent.llm import LLM, LLMError, Message, Request
+from agent.llm.budget import Budget, ContextExceededError, open_budget
 from agent.store import RunStore
 from agent.store import judgments as stored
 from grammars.base import Grammar
@@ -43,6 +45,39 @@ class Judge:
     seed: int | None = 0
     endpoint: str | None = None
     """Where the judge runs (a server URL); ``None`` reads it from the backend."""
+    context_tokens: int | None = None
+    """The judge's context (``None``: what the server or the embedded model states)."""
+    min_output: int = 256
+    """The shortest judgment worth asking for: a prompt that leaves less room is not sent."""
+    _budget: Budget | None = field(default=None, init=False, repr=False, compare=False)
+
+    def budget(self) -> Budget:
+        """The judge's context budget, the one every pipeline request goes through (``agent.llm.budget``)."""
+        if self._budget is None:
+            self._budget = open_budget(self.llm, self.context_tokens, reserve=JUDGE_RESERVE)
+        return self._budget
+
+    def fit(self, messages: list[Message], what: str) -> int:
+        """The ``max_tokens`` this judgment may ask for: ``max_tokens`` clamped to the room the
+        prompt leaves in the judge's context; :class:`JudgeContextError` when even
+        ``min_output`` does not fit (the request would run past the model's maximum length)."""
+        try:
+            return self.budget().fit(lambda: messages, max_tokens=self.max_tokens, min_output=self.min_output,
+                                     what=what)
+        except ContextExceededError:
+            prompt = self.budget().count(messages)
+            raise JudgeContextError(
+                f"{what}: the prompt ({prompt} tokens) and a judgment of at least {self.min_output} tokens do not "
+                f"fit the judge's context ({self.budget().context} tokens); use a judge with a larger context") \
+                from None
+
+
+JUDGE_RESERVE = 64
+"""Tokens kept free of every judge request, as the pipelines keep them (``agent.llm.budget``)."""
+
+
+class JudgeContextError(InputError):
+    """A judge request that cannot fit the judge's context: refused before anything is sent."""
 
 
 @dataclass
@@ -96,8 +131,9 @@ def run_calls(store: RunStore, judge: Judge, kind: str, protocol: str, calls: Se
     counts = {"skipped": len(calls) - len(pending), "ok": 0, "failed": 0}
     if not pending:
         return counts
-    requests = [Request(c.messages, c.grammar, temperature=judge.temperature, max_tokens=judge.max_tokens,
-                        seed=judge.seed, role=f"judge:{kind}") for c in pending]
+    fitted = [judge.fit(c.messages, f"judge:{kind}:{c.item}") for c in pending]  # all fit, or none is sent
+    requests = [Request(c.messages, c.grammar, temperature=judge.temperature, max_tokens=tokens,
+                        seed=judge.seed, role=f"judge:{kind}") for c, tokens in zip(pending, fitted, strict=True)]
     results = judge.llm.generate_many(requests, return_exceptions=True)
     for call, result in zip(pending, results, strict=True):
         if isinstance(result, LLMError):

@@ -83,9 +83,9 @@ def get_criteria(judge: Judge, prompt: str, cache_dir: Path) -> tuple[list[dict[
     criteria = _cached(path, key)
     while len(criteria) < CRITERIA_COUNT:
         seed = None if judge.seed is None else judge.seed + len(criteria)
-        reply = judge.llm.generate(criteria_messages(prompt, criteria), CriterionDesign,
-                                   temperature=judge.temperature, max_tokens=judge.max_tokens, seed=seed,
-                                   role="judge:criteria")
+        messages = criteria_messages(prompt, criteria)
+        reply = judge.llm.generate(messages, CriterionDesign, temperature=judge.temperature,
+                                   max_tokens=judge.fit(messages, "judge:criteria"), seed=seed, role="judge:criteria")
         criteria.append(reply.parsed.as_criterion())
         cache_dir.mkdir(parents=True, exist_ok=True)
         payload = {"key": key, "judge": judge.label, "prompt": prompt, "criteria": criteria}

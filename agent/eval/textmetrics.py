@@ -67,9 +67,10 @@ def requirement_history(states: list[tuple[int, Any]]) -> dict[str, Any]:
 def state_sizes(store: RunStore) -> list[dict[str, Any]]:
     """Bytes (UTF-8 JSON) and collection sizes of the state after each committed unit."""
     out = []
+    chapters = store.info().unit_kind == "chapter"  # a step run's state is no ChapterSnapshot
     for unit, text in store.query("SELECT unit, state FROM states WHERE unit >= 1 ORDER BY unit"):
         state = json.loads(text)
-        narrative = ChapterSnapshot.read(state).state()
+        narrative = ChapterSnapshot.read(state).state() if chapters else None
         counts = {k: len(v) for k, v in narrative.model_dump().items() if isinstance(v, list | dict)} \
             if narrative is not None else {}
         out.append({"unit": unit, "bytes": len(text.encode("utf-8")), **counts})
@@ -91,7 +92,8 @@ def token_usage(store: RunStore, words: int) -> dict[str, Any]:
 def model_free_metrics(store: RunStore, story: Story | None = None) -> dict[str, Any]:
     story = story or load_story(store)
     toks = tokens(story.text)
-    states = [(u, json.loads(s)) for u, s in store.query("SELECT unit, state FROM states ORDER BY unit")]
+    states = [(u, json.loads(s)) for u, s in store.query("SELECT unit, state FROM states ORDER BY unit")
+              if store.info().unit_kind == "chapter"]
     sizes = state_sizes(store)
     degraded = store.query("SELECT count(*) FROM chapters WHERE degraded = 1")[0][0]
     return {

@@ -174,18 +174,18 @@ def test_check_judges_a_long_book_in_spans_with_the_books_chapter_numbers(tmp_pa
 
 def test_a_book_over_the_judges_context_is_refused_by_eval_and_spanned_by_check(tmp_path, judges, monkeypatch,
                                                                                 capsys):
-    monkeypatch.setattr(SmallJudge, "CONTEXT", 8192 + 1500 + 300)  # room for about 160 words of story
+    monkeypatch.setattr(SmallJudge, "CONTEXT", 64 + 256 + 1500 + 300)  # room for about 160 words of story
     source = book(tmp_path)
     run = tmp_path / "runs" / "book"
     assert main(["import", str(source), "--out", str(run)]) == 0
     capsys.readouterr()
     assert main(["eval", "consistency", str(run)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "do not fit the judge's context (9992 tokens)" in err[0] and "fabula check" in err[0]
+    assert len(err) == 1 and "do not fit the judge's context (2120 tokens)" in err[0] and "fabula check" in err[0]
     assert not any(j.requests for j in judges)  # nothing was sent
     assert main(["check", str(source)]) == 0
     captured = capsys.readouterr()
-    assert "does not fit the judge's context (9992 tokens) in one call: judged in spans" in captured.err
+    assert "does not fit the judge's context (2120 tokens) in one call: judged in spans" in captured.err
     assert len([ln for ln in captured.err.splitlines() if "span: chapters" in ln]) == CHAPTERS
 
 

@@ -1,0 +1,312 @@
+"""A repro grid: the experiment a paper's table reports, written down as a TOML file.
+
+A grid names its stories (prompts picked from a JSONL set by id or by count, or a folder of
+Magnet story definitions), the target lengths, the methods and ablations (each a pipeline and
+its ``--set`` values), the seeds (replicates: one more story per prompt, length and method),
+the profile, the judge and the tables it reports. Every field is checked here, before
+anything is created, so a bad grid is one line naming the field (exit 2) and leaves nothing.
+
+Grids ship with fabula (``agent/repro/grids/*.toml``, by name: ``fabula repro smoke``); any
+other path is a user's own grid. Paths inside a grid are read relative to the current folder
+first, then to the grid's own folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent import pipelines
+from agent.errors import ConfigError, InputError
+from agent.settings import check_user_value
+
+GRIDS = Path(__file__).resolve().parent / "grids"
+TABLES = ("nst", "magnet")
+"""Which papers' tables a grid reports: NstAgent's 3, 8 and 4, or Magnet's 1 and 2."""
+EVALS = {"nst": ("consistency", "quality"), "magnet": ("editorial",)}
+KEYS = {"name", "description", "tables", "profile", "prompts", "ids", "first", "first_at", "stories", "lengths",
+        "seeds", "methods", "judge", "include_incomplete", "concurrency"}
+METHOD_KEYS = {"name", "pipeline", "set"}
+JUDGE_KEYS = {"endpoint", "model", "max_tokens", "min_output", "temperature", "seed", "context_tokens"}
+MAX_CELLS = 10_000
+
+
+class GridError(InputError):
+    """The grid file is wrong: one line naming the grid and the field."""
+
+
+@dataclass(frozen=True)
+class Method:
+    """One row of a table: a label, the pipeline that writes it and its settings (an ablation)."""
+
+    name: str
+    pipeline: str
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def slug(self) -> str:
+        return re.sub(r"[^A-Za-z0-9._-]+", "-", self.name).strip(".-").lower() or "method"
+
+
+@dataclass(frozen=True)
+class JudgeSpec:
+    """The judge of every story of the grid (endpoint and model: flags or config when absent)."""
+
+    endpoint: str | None = None
+    model: str | None = None
+    max_tokens: int = 8192
+    min_output: int = 256
+    temperature: float = 0.1
+    seed: int = 0
+    context_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One batch of the grid: a method at a length and a seed, over every picked story."""
+
+    method: Method
+    words: int
+    seed: int
+
+    @property
+    def folder(self) -> str:
+        return f"{self.method.slug}/{self.words}/seed-{self.seed}"
+
+
+@dataclass(frozen=True)
+class Grid:
+    name: str
+    description: str
+    tables: str
+    profile: str
+    lengths: tuple[int, ...]
+    seeds: tuple[int, ...]
+    methods: tuple[Method, ...]
+    judge: JudgeSpec
+    source: Path
+    prompts: Path | None = None
+    ids: str | None = None
+    first: int | None = None
+    first_at: dict[int, int] = field(default_factory=dict)
+    stories: Path | None = None
+    include_incomplete: bool = False
+    concurrency: int = 1
+
+    @property
+    def evals(self) -> tuple[str, ...]:
+        return EVALS[self.tables]
+
+    def cells(self) -> list[Cell]:
+        return [Cell(m, w, s) for m in self.methods for w in self.lengths for s in self.seeds]
+
+    def stories_at(self, words: int) -> int | None:
+        """How many prompts a length takes by count (``first``, ``first_at``); None: by ids or all."""
+        return self.first_at.get(words, self.first)
+
+    def cell_digest(self, cell: Cell) -> str:
+        """What a cell's stories are written with: a rerun with other settings is refused."""
+        spec = {"pipeline": cell.method.pipeline, "settings": cell.method.settings, "profile": self.profile,
+                "words": cell.words}
+        return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def shipped() -> list[str]:
+    """The grids fabula ships, by name."""
+    return sorted(p.stem for p in GRIDS.glob("*.toml"))
+
+
+def locate(name_or_path: str) -> Path:
+    """A shipped grid by name, else a path to a TOML file."""
+    path = Path(name_or_path).expanduser()
+    if path.suffix != ".toml" and (GRIDS / f"{name_or_path}.toml").is_file():
+        return GRIDS / f"{name_or_path}.toml"
+    if not path.is_file():
+        raise GridError(f"no grid {name_or_path!r}: neither a shipped grid ({', '.join(shipped())}) nor a TOML file")
+    return path
+
+
+def load_grid(name_or_path: str, *, prompts: str | None = None) -> Grid:
+    """The grid, every field checked; ``prompts`` replaces the grid's prompt set (``--prompts``)."""
+    path = locate(name_or_path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise GridError(f"{path}: cannot read the grid ({exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise GridError(f"{path}: not TOML ({exc})") from None
+    return parse_grid(data, path, prompts=prompts)
+
+
+def _fail(path: Path, what: str) -> GridError:
+    return GridError(f"grid {path}: {what}")
+
+
+def _int_list(path: Path, data: Mapping[str, Any], key: str, default: list[int] | None = None) -> tuple[int, ...]:
+    value = data.get(key, default)
+    if not isinstance(value, list) or not value or not all(isinstance(v, int) and not isinstance(v, bool)
+                                                           for v in value):
+        raise _fail(path, f"{key} must be a non-empty list of whole numbers")
+    if len(set(value)) != len(value):
+        raise _fail(path, f"{key} repeats a value")
+    return tuple(value)
+
+
+def _resolve(path: Path, value: Any, key: str) -> Path:
+    if not isinstance(value, str) or not value:
+        raise _fail(path, f"{key} must be a path")
+    given = Path(value).expanduser()
+    if given.is_absolute() or given.exists():
+        return given
+    beside = path.parent / given
+    return beside if beside.exists() else given
+
+
+def parse_grid(data: Mapping[str, Any], path: Path, *, prompts: str | None = None) -> Grid:
+    unknown = sorted(set(data) - KEYS)
+    if unknown:
+        raise _fail(path, f"unknown key {unknown[0]!r}; known: {', '.join(sorted(KEYS))}")
+    name = data.get("name", path.stem)
+    tables = data.get("tables")
+    if tables not in TABLES:
+        raise _fail(path, f"tables must be one of {', '.join(TABLES)}, got {tables!r}")
+    profile = data.get("profile", "paper")
+    if not isinstance(profile, str):
+        raise _fail(path, "profile must be a name")
+    lengths = _int_list(path, data, "lengths")
+    seeds = _int_list(path, data, "seeds", [0])
+    for words in lengths:
+        try:
+            check_user_value("words", words, flag="lengths")
+        except ConfigError as exc:
+            raise _fail(path, str(exc)) from None
+    methods = _methods(path, data.get("methods"), profile)
+    takes = {pipelines.get(m.pipeline).takes for m in methods}
+    if len(takes) != 1:
+        raise _fail(path, "every method of a grid takes the same input (prompts, or story definitions)")
+    grid = Grid(name=str(name), description=str(data.get("description", "")), tables=tables, profile=profile,
+                lengths=lengths, seeds=seeds, methods=methods, judge=_judge(path, data.get("judge", {})), source=path,
+                include_incomplete=_bool(path, data, "include_incomplete"),
+                concurrency=_positive(path, data.get("concurrency", 1), "concurrency"))
+    if takes == {"prompt"}:
+        return _with_prompts(grid, path, data, prompts)
+    if "stories" not in data or any(k in data for k in ("prompts", "ids", "first", "first_at")) or prompts:
+        raise _fail(path, "a grid of story pipelines takes stories = FOLDER (and no prompts, ids or first)")
+    stories = _resolve(path, data["stories"], "stories")
+    if not stories.is_dir():
+        raise _fail(path, f"stories {stories}: not a folder of story definitions")
+    return _replace(grid, stories=stories)
+
+
+def _replace(grid: Grid, **changes: Any) -> Grid:
+    from dataclasses import replace
+
+    return replace(grid, **changes)
+
+
+def _with_prompts(grid: Grid, path: Path, data: Mapping[str, Any], prompts: str | None) -> Grid:
+    if "stories" in data:
+        raise _fail(path, "a grid of prompt pipelines takes prompts = FILE.jsonl, not stories")
+    if prompts is None and "prompts" not in data:
+        raise _fail(path, "prompts = FILE.jsonl is missing")
+    source = Path(prompts).expanduser() if prompts else _resolve(path, data["prompts"], "prompts")
+    ids = data.get("ids")
+    if ids is not None and (not isinstance(ids, str) or "first" in data):
+        raise _fail(path, "ids is a string such as \"1-20,35\", and does not go with first")
+    first = data.get("first")
+    if first is not None:
+        first = _positive(path, first, "first")
+    first_at: dict[int, int] = {}
+    raw = data.get("first_at", {})
+    if not isinstance(raw, dict):
+        raise _fail(path, "first_at is a table of length = count")
+    for key, value in raw.items():
+        if not str(key).isdigit() or int(key) not in grid.lengths:
+            raise _fail(path, f"first_at: {key!r} is not one of the lengths")
+        first_at[int(key)] = _positive(path, value, f"first_at.{key}")
+    return _replace(grid, prompts=source, ids=ids, first=first, first_at=first_at)
+
+
+def _positive(path: Path, value: Any, key: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise _fail(path, f"{key} must be a whole number of at least 1, got {value!r}")
+    return value
+
+
+def _bool(path: Path, data: Mapping[str, Any], key: str) -> bool:
+    value = data.get(key, False)
+    if not isinstance(value, bool):
+        raise _fail(path, f"{key} must be true or false")
+    return value
+
+
+def _methods(path: Path, raw: Any, profile: str) -> tuple[Method, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise _fail(path, "methods must be a non-empty list of [[methods]] tables")
+    out: list[Method] = []
+    for n, item in enumerate(raw, start=1):
+        if not isinstance(item, dict):
+            raise _fail(path, f"methods[{n}] is not a table")
+        unknown = sorted(set(item) - METHOD_KEYS)
+        if unknown:
+            raise _fail(path, f"methods[{n}]: unknown key {unknown[0]!r}; known: {', '.join(sorted(METHOD_KEYS))}")
+        name, pipeline, settings = item.get("name"), item.get("pipeline"), item.get("set", {})
+        if not isinstance(name, str) or not name.strip():
+            raise _fail(path, f"methods[{n}]: name is missing")
+        if pipeline not in pipelines.names():
+            raise _fail(path, f"methods[{n}] ({name}): pipeline must be one of {', '.join(pipelines.names())}, "
+                        f"got {pipeline!r}")
+        if not isinstance(settings, dict):
+            raise _fail(path, f"methods[{n}] ({name}): set is a table of settings")
+        _check_settings(path, name, pipeline, settings, profile)
+        out.append(Method(name.strip(), pipeline, dict(settings)))
+    slugs = [m.slug for m in out]
+    if len(set(slugs)) != len(slugs):
+        raise _fail(path, "two methods have the same name")
+    return tuple(out)
+
+
+def _check_settings(path: Path, name: str, pipeline: str, settings: dict[str, Any], profile: str) -> None:
+    """Every setting of the method, with the profile, validated as a run would validate it."""
+    registered = pipelines.get(pipeline)
+    for key in ("words", "prompt", "prompt_id", "story"):
+        if key in settings:
+            raise _fail(path, f"methods ({name}): {key} comes from the grid, not from set")
+    try:
+        shared = dict(registered.settings.profile_settings(profile)) if registered.settings else {}
+        if registered.takes == "prompt":
+            registered.typed({**registered.defaults, **shared, **settings, "prompt": "x", "words": 1000})
+        else:
+            known = set(registered.settings.known()) if registered.settings else set()
+            bad = sorted(set(settings) - known)
+            if bad:
+                raise ConfigError(f"unknown setting {bad[0]!r} for {pipeline}")
+    except ConfigError as exc:
+        raise _fail(path, f"methods ({name}): {exc}") from None
+
+
+def _judge(path: Path, raw: Any) -> JudgeSpec:
+    if not isinstance(raw, dict):
+        raise _fail(path, "judge is a table")
+    unknown = sorted(set(raw) - JUDGE_KEYS)
+    if unknown:
+        raise _fail(path, f"judge: unknown key {unknown[0]!r}; known: {', '.join(sorted(JUDGE_KEYS))}")
+    for key in ("endpoint", "model"):
+        if key in raw and not isinstance(raw[key], str):
+            raise _fail(path, f"judge.{key} must be a string")
+    ints = {k: _positive(path, raw[k], f"judge.{k}") for k in ("max_tokens", "min_output", "context_tokens")
+            if k in raw}
+    seed = raw.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise _fail(path, "judge.seed must be a whole number")
+    temperature = raw.get("temperature", 0.1)
+    if not isinstance(temperature, int | float) or isinstance(temperature, bool) or not 0 <= temperature <= 2:
+        raise _fail(path, "judge.temperature must be a number between 0 and 2")
+    return JudgeSpec(endpoint=raw.get("endpoint"), model=raw.get("model"), temperature=float(temperature),
+                     seed=seed, **ints)
