@@ -128,6 +128,9 @@ class Pipeline:
     """The lines of ``fabula show --history`` (None: the pipeline keeps no commit history)."""
     progress: Mapping[str, str] = field(default_factory=dict)
     """What a model call of each of its roles is doing, as a writer would say it."""
+    tools: tuple[str, ...] = ()
+    """The tools its writer calls in a loop, as the ledger names them (``fabula repro``'s Table 8
+    counts them per chapter); empty for a pipeline that writes without tools."""
     words: tuple[int, int] | None = None
     """The range of ``--words`` that ``fabula write`` and ``fabula batch`` accept (None: the
     story file sets the length and checks it)."""

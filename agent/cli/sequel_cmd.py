@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
                                  overrides=parse_assignments(args.overrides))
         except InputError as exc:
             raise CLIError(str(exc)) from None
-        imported = first.info().pipeline != "nst"
+        imported = pipelines.get(first.info().pipeline).takes == "manuscript"
         stored = derived_on(first) if imported else pipelines.stored_model(first)
     out = output_dir(Path(args.out))
     if (out / "run.db").exists():

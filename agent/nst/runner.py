@@ -21,6 +21,7 @@ from agent.nst.loop import ChapterLoop
 from agent.nst.planning import PLANNING_WORDS, frozen_plan, stop_after_plan
 from agent.nst.rederive import rederive_nst
 from agent.nst.state import NarrativeState
+from agent.nst.tools import TOOLS
 from agent.run_context import EventSink, RunContext
 from agent.store import RunStore
 from agent.store.snapshots import ChapterSnapshot
@@ -72,5 +73,6 @@ PROGRESS = {**PLANNING_WORDS, "nst_turn": "choosing the next step", "nst_prose":
 
 PIPELINE = pipelines.register(pipelines.Pipeline(
     "nst", "chapter", write, version="1", settings=NstConfig, rederive=rederive_nst, planned=True, flags=FLAGS,
+    tools=tuple(name for name in TOOLS if name != "finish"),
     help="NstAgent: chapters written with tools against a tracked narrative state", progress=PROGRESS,
     words=(MIN_WORDS, MAX_WORDS)))

@@ -27,9 +27,11 @@ from agent.errors import ConfigError, InputError
 from agent.settings import check_user_value
 
 GRIDS = Path(__file__).resolve().parent / "grids"
-TABLES = ("nst", "magnet")
-"""Which papers' tables a grid reports: NstAgent's 3, 8 and 4, or Magnet's 1 and 2."""
-EVALS = {"nst": ("consistency", "quality"), "magnet": ("editorial",)}
+NSTAGENT_TABLES, MAGNET_TABLES = "NstAgent", "Magnet"
+TABLES = (NSTAGENT_TABLES, MAGNET_TABLES)
+"""Which paper's tables a grid reports, by the paper's method: NstAgent's 3, 8 and 4, or Magnet's 1
+and 2 (not a pipeline's name: a grid's methods name their pipelines)."""
+EVALS = {NSTAGENT_TABLES: ("consistency", "quality"), MAGNET_TABLES: ("editorial",)}
 KEYS = {"name", "description", "tables", "profile", "prompts", "ids", "first", "first_at", "stories", "lengths",
         "seeds", "methods", "judge", "include_incomplete", "concurrency"}
 METHOD_KEYS = {"name", "pipeline", "set"}

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent import pipelines
 from agent.eval.collect import run_row
 from agent.eval.consistency import judge_consistency
 from agent.eval.editorial import judge_editorial
@@ -98,7 +99,7 @@ def rows(grid: Grid, planned: list[PlannedCell]) -> list[dict[str, Any]]:
             with RunStore.open(run_dir, readonly=True) as store:
                 row = run_row(store)
                 row["backend"] = store.info().backend
-                if cell.cell.method.pipeline == "nst":
+                if pipelines.get(store.info().pipeline).tools:  # a tool loop's run (NstAgent), not a baseline's
                     row.update(tool_usage(store))
             row.update(method=cell.cell.method.name, seed=cell.cell.seed, target_words=cell.cell.words,
                        prompt_key=f"{row['prompt_key']}|seed={cell.cell.seed}")

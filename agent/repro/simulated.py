@@ -16,10 +16,10 @@ import random
 import re
 from typing import Any
 
+from agent.limits import CLOSING_TOKENS_PER_WORD as ENGLISH_TOKENS_PER_WORD  # typical English prose
 from agent.llm.base import LLM, Request
 from agent.llm.types import RawReply, Usage
 
-TOKENS_PER_WORD = 1.3
 CHARS_PER_TOKEN = 4
 PROSE_ROLES = ("nst_prose", "rollsum_chapter", "direct_story", "narrator", "baseline", "transition")
 TEXT_ROLES = ("rollsum_summary", "nst_digest", "recap")
@@ -51,7 +51,7 @@ def _gate(request: Request) -> int | None:
 def _whole(request: Request, role: str) -> int | None:
     """A one-call story's length ("about N words long"), as much of it as ``max_tokens`` holds."""
     match = re.search(r"about (\d+) words long", request.messages[-1]["content"]) if role == "baseline" else None
-    return min(int(match.group(1)), int(request.max_tokens / TOKENS_PER_WORD)) if match else None
+    return min(int(match.group(1)), int(request.max_tokens / ENGLISH_TOKENS_PER_WORD)) if match else None
 
 
 def _offered(schema: Any) -> list[str]:
@@ -110,7 +110,7 @@ class SimulatedModel(LLM):
         n = self.calls[role] = self.calls.get(role, 0) + 1
         text = self.reply(request, role, n)
         prompt = sum(len(m["content"]) for m in request.messages) // CHARS_PER_TOKEN
-        completion = round(len(text.split()) * TOKENS_PER_WORD) if role in PROSE_ROLES else len(text) // 4
+        completion = round(len(text.split()) * ENGLISH_TOKENS_PER_WORD) if role in PROSE_ROLES else len(text) // 4
         completion = max(1, min(completion, request.max_tokens))
         return RawReply(text=text, finish_reason="stop", usage=Usage(prompt, 0, completion), model=self.model)
 
@@ -124,7 +124,7 @@ class SimulatedModel(LLM):
             target = _gate(request) or _whole(request, role)
             if target is None:
                 share = request.min_tokens or request.max_tokens // 2
-                target = max(20, int(min(share, 400) / TOKENS_PER_WORD))
+                target = max(20, int(min(share, 400) / ENGLISH_TOKENS_PER_WORD))
             self.last_prose = prose(target, n)
             return self.last_prose
         if role in TEXT_ROLES:

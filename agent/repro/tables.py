@@ -17,7 +17,7 @@ from typing import Any
 
 from agent.eval.compare import MixedJudgesError, compare
 from agent.eval.compare import render as render_comparisons
-from agent.repro.grid import Grid
+from agent.repro.grid import MAGNET_TABLES, NSTAGENT_TABLES, Grid
 from agent.repro.judging import TOOLS
 
 Row = dict[str, Any]
@@ -26,7 +26,7 @@ TINY_NOTE = ("**These stories were written on the embedded 135M model: the numbe
 
 
 def length_label(words: int, tables: str) -> str:
-    if tables == "magnet" and words % 500 == 0:
+    if tables == MAGNET_TABLES and words % 500 == 0:
         return f"{words // 500} page{'s' if words > 500 else ''}"
     return f"{words // 1000}K" if words % 1000 == 0 else str(words)
 
@@ -76,7 +76,7 @@ def nst_table3(grid: Grid, rows: Sequence[Row]) -> list[str]:
 def nst_table8(grid: Grid, rows: Sequence[Row]) -> list[str]:
     body = []
     for method, words, group in _cells(grid, rows):
-        group = [r for r in group if r.get("pipeline") == "nst"]
+        group = [r for r in group if "tool_write" in r]  # the tool loop's runs (see judging.rows)
         if not group:
             continue
         chapters = sum(r.get("chapters") or 0 for r in group)
@@ -135,7 +135,7 @@ def render(grid: Grid, rows: Sequence[Row], selection: Sequence[str], *, notes: 
     if any(tiny(r) for r in rows):
         lines += [TINY_NOTE, ""]
     lines += [f"- {line.strip()}" for line in selection] + [f"- {n}" for n in notes] + [""]
-    if grid.tables == "nst":
+    if grid.tables == NSTAGENT_TABLES:
         sections = [nst_table3(grid, rows), paired(grid, rows, ("subtype_ced", "instance_ced", "writing_quality")),
                     nst_table8(grid, rows), nst_table4(grid, rows)]
     else:

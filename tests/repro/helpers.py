@@ -26,7 +26,7 @@ def grid_file(root: Path, body: str = "", *, name: str = "g", methods: str | Non
     methods = methods or ('[[methods]]\nname = "Direct"\npipeline = "direct"\n\n'
                           '[[methods]]\nname = "RollSum"\npipeline = "rollsum"\n')
     path = root / f"{name}.toml"
-    path.write_text(body or (f'name = "{name}"\ndescription = "a test grid"\ntables = "nst"\nprofile = "default"\n'
+    path.write_text(body or (f'name = "{name}"\ndescription = "a test grid"\ntables = "NstAgent"\nprofile = "default"\n'
                              f'prompts = "prompts.jsonl"\nids = "1-2"\nlengths = {lengths}\n{extra}\n{methods}'))
     return path
 

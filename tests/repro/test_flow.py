@@ -169,7 +169,7 @@ def test_a_magnet_grid_reports_tables_1_and_2_from_editorial_judgments(tmp_path,
     stories.mkdir()
     shutil.copy(ROOT / "agent" / "magnet" / "examples" / "mystery_codicil.toml", stories)
     grid = tmp_path / "m.toml"
-    grid.write_text('name = "m"\ndescription = "magnet test"\ntables = "magnet"\nprofile = "default"\n'
+    grid.write_text('name = "m"\ndescription = "magnet test"\ntables = "Magnet"\nprofile = "default"\n'
                     'stories = "stories"\nlengths = [500]\n'
                     '[[methods]]\nname = "Magnet"\npipeline = "magnet"\n\n'
                     '[[methods]]\nname = "Single Model"\npipeline = "single"\n')

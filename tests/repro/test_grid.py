@@ -50,8 +50,8 @@ METHODS = '[[methods]]\nname = "Direct"\npipeline = "direct"\n'
     ({"extra": "[judge]\nmax_tokens = 0"}, "judge.max_tokens must be a whole number of at least 1"),
     ({"extra": "[judge]\ncolour = 1"}, "judge: unknown key 'colour'"),
     ({"extra": "first = 2"}, "does not go with first"),
-    ({"body": "tables = 'nst'\n"}, "lengths must be a non-empty list"),
-    ({"body": "tables = 'novel'\n"}, "tables must be one of nst, magnet"),
+    ({"body": "tables = 'NstAgent'\n"}, "lengths must be a non-empty list"),
+    ({"body": "tables = 'novel'\n"}, "tables must be one of NstAgent, Magnet"),
     ({"body": "not toml ="}, "not TOML"),
 ])
 def test_a_bad_grid_is_one_line_exit_2_and_nothing_is_created(tmp_path, capsys, monkeypatch, change, message):
@@ -75,5 +75,5 @@ def test_a_missing_prompt_id_or_grid_is_one_line(tmp_path, capsys):
     assert main(["repro", "no-such-grid"]) == 2
     assert "neither a shipped grid (magnet-table1, nst-ablations, nst-table3, smoke)" in capsys.readouterr().err
     with pytest.raises(GridError, match="not a folder of story definitions"):
-        load_grid(str(grid_file(tmp_path, name="m", body='tables = "magnet"\nlengths = [1000]\nstories = "nowhere"\n'
+        load_grid(str(grid_file(tmp_path, name="m", body='tables = "Magnet"\nlengths = [1000]\nstories = "nowhere"\n'
                                 '[[methods]]\nname = "M"\npipeline = "magnet"\n')))
