@@ -35,6 +35,19 @@ def _no_config_file():
     _ISOLATED_CONFIG.unlink(missing_ok=True)
 
 
+MODEL_VARIABLES = ("FABULA_ENDPOINT", "FABULA_MODEL", "FABULA_API_KEY", "FABULA_CALL_TIMEOUT")
+"""The environment that would choose a model for a command behind a test's back."""
+
+
+@pytest.fixture
+def no_model_environment(monkeypatch, tmp_path):
+    """A CLI journey's own ``$FABULA_HOME`` (its plan cache) and none of the model variables, so
+    the commands a test runs choose their model from their flags and the run alone."""
+    monkeypatch.setenv("FABULA_HOME", str(tmp_path / "home"))
+    for name in MODEL_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
 def _missing(*modules: str) -> list[str]:
     return [m for m in modules if importlib.util.find_spec(m) is None]
 

@@ -23,11 +23,7 @@ BOUNDED = ["--set", "max_turns=3", "--set", "update_max_tokens=512", "--set", "t
 default 4,096-token update alone takes minutes on the CPU."""
 
 
-@pytest.fixture(autouse=True)
-def _no_model_environment(monkeypatch, tmp_path):
-    monkeypatch.setenv("FABULA_HOME", str(tmp_path / "home"))
-    for name in ("FABULA_ENDPOINT", "FABULA_MODEL", "FABULA_API_KEY", "FABULA_CALL_TIMEOUT"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_model_environment")
 
 
 def scripted_book(tmp_path) -> str:

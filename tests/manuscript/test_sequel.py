@@ -23,11 +23,7 @@ def server():
         yield running
 
 
-@pytest.fixture(autouse=True)
-def _no_model_environment(monkeypatch, tmp_path):
-    monkeypatch.setenv("FABULA_HOME", str(tmp_path / "home"))  # a plan cache of this test's own
-    for name in ("FABULA_ENDPOINT", "FABULA_MODEL", "FABULA_API_KEY", "FABULA_CALL_TIMEOUT"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_model_environment")
 
 
 def book_one(run: str) -> tuple:
