@@ -134,8 +134,15 @@ def _fresh(request: Request) -> Request:
                    request.min_tokens, request.stop, request.seed, request.role)
 
 
-def _updates(parsed: Any) -> list[Update]:
-    return [Update(u.subject, u.attribute, u.value) for u in getattr(parsed, "world_updates", [])]
+def _updates(parsed: Any, world: WorldGraph | None) -> list[Update]:
+    """The reply's world updates, one per variable: a small model may write the same variable
+    twice in one reply (``mood`` and ``ann_mood`` of Ann); the later write is its last word, and
+    committing both would log two commits for one change."""
+    updates = [Update(u.subject, u.attribute, u.value) for u in getattr(parsed, "world_updates", [])]
+    if world is None:
+        return updates
+    last = {world.resolve(u.subject, u.attribute): i for i, u in enumerate(updates)}
+    return [u for i, u in enumerate(updates) if last[world.resolve(u.subject, u.attribute)] == i]
 
 
 def _first_line(error: Exception) -> str:
@@ -233,7 +240,7 @@ def propose_actions(llm: LLM, scene: Scene, settings: MagnetSettings) -> list[Ac
             text = " ".join(reply.parsed.action.split())
             if not settings.critic:
                 result.attempts.append(Attempt(text, "unreviewed"))
-                result.updates = _updates(reply.parsed) if settings.structured_state else []
+                result.updates = _updates(reply.parsed, scene.world) if settings.structured_state else []
                 result.goal_reached = bool(reply.parsed.goal_reached)
                 continue
             result.attempts.append(Attempt(text, "pending"))
@@ -280,7 +287,7 @@ def review(llm: LLM, scene: Scene, settings: MagnetSettings, results: list[Actio
             again.append(result.character)
             continue
         result.capped = final and settings.max_revisions > 0
-        result.updates = _updates(parsed)
+        result.updates = _updates(parsed, scene.world)
         result.goal_reached = bool(parsed.goal_reached)
     return again
 

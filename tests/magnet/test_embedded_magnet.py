@@ -44,6 +44,8 @@ def test_two_characters_three_timesteps(embedded_llm, tmp_path):
                     for a in record["actions"] if a["character"] == name for u in a["updates"]]
         assert len(record["commits"]) == len([p for p in proposed if p not in rejected])
         assert [c["character"] for c in record["commits"]] == [p[0] for p in proposed if p not in rejected]
+        written = [(c["character"], c["subject"], c["attribute"]) for c in record["commits"]]
+        assert len(set(written)) == len(written)  # one commit per variable per action
         variables = store.state(row["step"])["world"]["variables"]
         for commit in record["commits"]:
             assert variables[commit["subject"]][commit["attribute"]]["step"] <= row["step"]

@@ -105,6 +105,25 @@ def test_only_selected_actions_commit_in_narrator_order():
     assert told.index("1. Cy:") < told.index("2. Ann:") and "Bob acts" not in told.split("Actions to tell")[1]
 
 
+def test_a_variable_written_twice_in_one_reply_commits_once_with_the_later_value():
+    """A small model may name one variable twice in a reply (CI saw two commits for one change)."""
+    twice = [{"subject": "world", "attribute": "door", "value": "open"},
+             {"subject": "world", "attribute": "door", "value": "ajar"},
+             {"subject": "Ann", "attribute": "ann_mood", "value": "calm"},
+             {"subject": "Ann", "attribute": "mood", "value": "tense"}]
+
+    def critic(request, n):
+        return {"verdict": "accept", "feedback": "ok",
+                "world_updates": twice if character_of(request) == "Ann" else [], "goal_reached": False}
+
+    llm = StoryLLM(critic=critic, narrator_select=lambda r, n: {"selected": ["Ann"], "rejected_updates": []})
+    out = _run(llm)
+    commits = [(c["character"], c["subject"], c["attribute"], c["new"]) for c in out.record["commits"]]
+    assert commits == [("Ann", "world", "door", "ajar"), ("Ann", "Ann", "mood", "tense")]
+    ann = next(a for a in out.record["actions"] if a["character"] == "Ann")
+    assert [u["value"] for u in ann["updates"]] == ["ajar", "tense"]
+
+
 def test_goal_completed_by_a_selected_action_brings_the_next_goal_and_transition():
     def critic(request, n):
         return {**default_critic(request, n), "goal_reached": character_of(request) == "Ann"}
