@@ -108,6 +108,23 @@ def is_looping(text: str) -> bool:
     return runs_away(text)
 
 
+MIN_LOOP_WORDS = 48
+"""Words a reply's tail needs before :func:`ran_away` reads its 4-gram rate: a short list of
+JSON items repeats its keys, a loop of whole phrases fills a window this size."""
+
+
+def ran_away(tail: str) -> bool:
+    """The check a backend runs while a structured reply is written, on its tail (the last few
+    hundred tokens): it :func:`runs_away`, or the tail's words loop (half its 4-grams repeats,
+    the rate :func:`is_looping` reads on a reply cut at ``max_tokens``). Both backends stop
+    here: the embedded engines between tokens (:mod:`agent.llm.local_decoding`), the endpoint
+    on its streamed reply (:mod:`agent.llm.stream`)."""
+    toks = tokens(tail)
+    if len(toks) >= MIN_LOOP_WORDS and (repeated_ngram_rate(toks, 4) or 0.0) >= LOOP_RATE:
+        return True
+    return runs_away(tail)
+
+
 def runs_away(text: str) -> bool:
     """The end of a reply has gone off the rails in a way that shows while it is written: one
     short piece over and over (a loop inside a word or number), or a run-on "word" of Latin

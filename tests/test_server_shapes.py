@@ -64,7 +64,9 @@ def test_vllm_receives_structured_outputs_and_the_thinking_switch(serve):
         "model": MODEL, "messages": USER, "temperature": 0.5, "max_tokens": 40, "seed": 7,
         "chat_template_kwargs": {"enable_thinking": False},
         "response_format": {"type": "json_schema", "json_schema": {
-            "name": "p", "schema": PROBE_SCHEMA, "strict": True}}}
+            "name": "p", "schema": PROBE_SCHEMA, "strict": True}},
+        # structured replies are streamed, so one that runs away is cut (agent.llm.stream)
+        "stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
     assert _sent(server, llm, Regex("qx7[0-9]"), max_tokens=5)["structured_outputs"] == {"regex": "qx7[0-9]"}
 
 

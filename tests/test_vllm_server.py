@@ -43,6 +43,25 @@ def test_structured_call_cut_at_max_tokens_raises(endpoint_llm):
         endpoint_llm.generate(ASK, CharacterSheet, temperature=0.8, max_tokens=5)
 
 
+def test_a_runaway_structured_reply_is_cut_on_the_stream_and_the_server_goes_on(endpoint_llm):
+    """A grammar that forces 400 repeats of "la " (800 tokens, 80 s on this server): the streamed
+    reply is cut at the first runaway check that sees the loop, asked once more, cut again."""
+    records = []
+    endpoint_llm.recorders.append(records.append)
+    try:
+        with pytest.raises(TruncatedOutputError, match="ran away and was stopped after"):
+            endpoint_llm.generate([{"role": "user", "content": "Sing."}], Regex("(la ){400}"), temperature=0,
+                                  max_tokens=900)
+        after = endpoint_llm.generate([{"role": "user", "content": "Say hello."}], temperature=0, max_tokens=4)
+    finally:
+        endpoint_llm.recorders.remove(records.append)
+    cut = [r for r in records if r.schema_name is not None]
+    assert len(cut) == 2 and all(r.finish_reason == "length" and 0 < r.completion_tokens <= 96 for r in cut), [
+        (r.finish_reason, r.completion_tokens) for r in cut]
+    assert all(r.prompt_tokens > 0 for r in cut)  # counted from the stream's continuous usage
+    assert after.text  # the aborted requests left the server free
+
+
 def test_regex_choice_and_sampling_settings(endpoint_llm):
     year = endpoint_llm.generate([{"role": "user", "content": "In which year did the Titanic sink?"}],
                                  Regex(r"1[0-9]{3}"), temperature=0.5, max_tokens=8)

@@ -187,11 +187,13 @@ class LLM(ABC):
         parsed: Any = None
         constraint = request.constraint
         if constraint is not None:
-            if raw.finish_reason == "length":
-                looped = is_looping(text)
+            if raw.finish_reason == "length" or raw.runaway:
+                looped = raw.runaway or is_looping(text)
+                cut = (f"ran away and was stopped after {raw.usage.completion_tokens} tokens "
+                       f"(max_tokens={request.max_tokens})" if raw.runaway else
+                       f"was cut at max_tokens={request.max_tokens} after {raw.usage.completion_tokens} tokens")
                 raise TruncatedOutputError(
-                    f"{constraint.name} reply was cut at max_tokens={request.max_tokens} "
-                    f"after {raw.usage.completion_tokens} tokens"
+                    f"{constraint.name} reply {cut}"
                     + ("; it repeated itself" if looped else "; raise max_tokens or shorten the output"),
                     looped=looped,
                 )

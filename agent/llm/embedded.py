@@ -131,6 +131,7 @@ class EmbeddedLLM(LLM):
             finish_reason=finish_reason,
             usage=Usage(prompt_tokens=int(prompt_ids.shape[1]), completion_tokens=len(new_ids)),
             model=self.model,
+            runaway=runaway is not None and runaway.stopped,
         )
 
     def _generation_kwargs(self, request: Request) -> tuple[dict[str, Any], list[Any]]:

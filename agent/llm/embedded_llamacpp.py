@@ -154,7 +154,7 @@ class LlamaCppLLM(LLM):
         content = new_ids[:-1] if new_ids and new_ids[-1] in eos else new_ids
         text, finish = read_reply(self._detokenize(content), new_ids, eos_ids=eos, max_tokens=request.max_tokens,
                                   stop=request.stop, runaway_stopped=runaway.stopped)
-        return RawReply(text=text, finish_reason=finish, model=self.model,
+        return RawReply(text=text, finish_reason=finish, model=self.model, runaway=runaway.stopped,
                         usage=Usage(prompt_tokens=len(prompt), cached_prompt_tokens=cached,
                                     completion_tokens=len(new_ids)))
 

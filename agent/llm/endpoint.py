@@ -27,6 +27,7 @@ from agent.llm.context import TOKENIZE_BUDGET_S, TOKENIZE_MAX_BYTES, ServerCount
 from agent.llm.http import BoundedClient, HttpLimits, normalize_base_url, one_line, redact_url
 from agent.llm.probe import ServerProbe, check_enforcement, choose_model, identify, list_models
 from agent.llm.sampling import Sampling
+from agent.llm.stream import STREAM_FIELDS, StreamedReply
 from agent.llm.types import (
     Completion,
     LLMError,
@@ -148,8 +149,19 @@ class EndpointLLM(LLM):
     def _complete(self, request: Request) -> RawReply:
         kind = self.kind
         wire = shapes.to_wire(kind, self.payload(request), context_tokens=self.context_length)
-        data = self._http.request_json("POST", shapes.chat_url(kind, self._http.base_url), body=wire)
-        return self._read_reply(shapes.from_wire(kind, data))
+        url = shapes.chat_url(kind, self._http.base_url)
+        if request.constraint is None or not shapes.streams_structured(kind):
+            return self._read_reply(shapes.from_wire(kind, self._http.request_json("POST", url, body=wire)))
+        # A structured reply is streamed and watched, so one that runs away is cut there
+        # (agent.llm.stream); a server that answers in one piece anyway is read as one.
+        reader = StreamedReply()
+        data = self._http.request_stream("POST", url, body={**wire, **STREAM_FIELDS}, watch=reader)
+        if data is not None:
+            return self._read_reply(shapes.from_wire(kind, data))
+        if reader.error is not None:
+            raise LLMError(self._http.scrub(f"endpoint {self.base_url} sent an error in its streamed reply to "
+                                            f"POST /chat/completions: {one_line(reader.error, 300)}"))
+        return replace(self._read_reply(reader.reply()), runaway=reader.runaway)
 
     def _read_reply(self, data: Any) -> RawReply:
         def bad(what: str) -> LLMError:

@@ -15,6 +15,7 @@ import json
 import random
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -158,11 +159,27 @@ class BoundedClient:
                      retry: bool = True) -> Any:
         """One call: the decoded JSON reply, or an :class:`LLMError` naming what went wrong."""
         try:
-            return self._request_json(method, path, body=body, budget_s=budget_s, retry=retry)
+            _, data = self._request(method, path, body=body, budget_s=budget_s, retry=retry, watch=None)
+            return self._decode(data, f"{method} {path}")
         except LLMError as exc:
             raise type(exc)(self.scrub(str(exc))) from None
 
-    def _request_json(self, method: str, path: str, *, body: Any, budget_s: float | None, retry: bool) -> Any:
+    def request_stream(self, method: str, path: str, *, body: Any, watch: Callable[[bytes], bool]) -> Any:
+        """One call asked as a stream: a server-sent-events reply is fed to ``watch`` chunk by chunk
+        until it ends or ``watch`` says stop (the connection is then closed, and a vLLM server
+        aborts the request); returns ``None`` then. A server that answers with plain JSON instead
+        (it ignored ``stream``) gets its reply decoded and returned, as :meth:`request_json` would.
+        The same budget, cap and retries as any call; a retried stream starts ``watch`` over
+        (``watch(b"")`` marks each new attempt)."""
+        try:
+            streamed, data = self._request(method, path, body=body, budget_s=None, retry=True, watch=watch)
+            return None if streamed else self._decode(data, f"{method} {path}")
+        except LLMError as exc:
+            raise type(exc)(self.scrub(str(exc))) from None
+
+    def _request(self, method: str, path: str, *, body: Any, budget_s: float | None, retry: bool,
+                 watch: Callable[[bytes], bool] | None) -> tuple[bool, bytes]:
+        """``(streamed, data)``: whether ``watch`` read the reply as a stream, and the reply's bytes."""
         limits = self.limits
         budget = min(budget_s or limits.call_budget_s, limits.call_budget_s)
         deadline = time.monotonic() + budget
@@ -174,7 +191,7 @@ class BoundedClient:
             if remaining <= 0:
                 break
             try:
-                status, headers, data = self._attempt(method, path, body, remaining, deadline)
+                status, headers, data, streamed = self._attempt(method, path, body, remaining, deadline, watch)
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError,
                     httpx.WriteError, httpx.PoolTimeout) as exc:
                 last_problem = _exc_text(exc)
@@ -188,7 +205,7 @@ class BoundedClient:
                 raise LLMError(f"endpoint {self.shown}: {what} failed: {_exc_text(exc)}") from None
             else:
                 if status < 400:
-                    return self._decode(data, what)
+                    return streamed, data
                 problem = f"HTTP {status}: {error_text(data)}"
                 if status in (401, 403):
                     raise AuthenticationError(f"endpoint {self.shown} refused {what}: {problem} (check --api-key or "
@@ -210,8 +227,8 @@ class BoundedClient:
             f"endpoint {self.shown} unavailable after {attempt + 1} attempt{'s' if attempt else ''} "
             f"({what}, {budget:.0f} s call budget; last: {one_line(last_problem)})")
 
-    def _attempt(self, method: str, path: str, body: Any, remaining: float,
-                 deadline: float) -> tuple[int, httpx.Headers, bytes]:
+    def _attempt(self, method: str, path: str, body: Any, remaining: float, deadline: float,
+                 watch: Callable[[bytes], bool] | None) -> tuple[int, httpx.Headers, bytes, bool]:
         timeout = httpx.Timeout(remaining, connect=min(self.limits.connect_timeout_s, remaining))
         cap = self.limits.max_response_bytes
         with self._client.stream(method, path, json=body, timeout=timeout) as response:
@@ -219,6 +236,10 @@ class BoundedClient:
             if declared and declared.isdigit() and int(declared) > cap:
                 raise LLMError(f"endpoint {self.shown}: the reply to {method} {path} declares {int(declared)} "
                                f"bytes, over the {cap}-byte cap")
+            streamed = (watch is not None and response.status_code < 400
+                        and response.headers.get("content-type", "").startswith("text/event-stream"))
+            if streamed:
+                watch(b"")  # a new attempt: whatever an earlier one streamed is void
             chunks: list[bytes] = []
             size = 0
             for chunk in response.iter_bytes():
@@ -228,8 +249,12 @@ class BoundedClient:
                                    "cap; stopped reading")
                 if time.monotonic() > deadline:
                     raise _Deadline
-                chunks.append(chunk)
-            return response.status_code, response.headers, b"".join(chunks)
+                if streamed:
+                    if watch(chunk):  # the caller has what it needs: leaving closes the connection
+                        break
+                else:
+                    chunks.append(chunk)
+            return response.status_code, response.headers, b"".join(chunks), streamed
 
     def _decode(self, data: bytes, what: str) -> Any:
         try:

@@ -16,7 +16,7 @@ from typing import Any
 from agent.llm.bounds import JSON_WHITESPACE, decoding_regex
 from agent.llm.constraints import Constraint
 from agent.llm.types import UnsupportedSettingError
-from agent.repetition import runs_away
+from agent.repetition import ran_away
 
 RUNAWAY_EVERY = 32
 """Tokens between two runaway checks of a structured reply."""
@@ -85,7 +85,7 @@ def template_kwargs(thinking: str) -> dict[str, Any]:
 
 class RunawayCheck:
     """For structured replies: every :data:`RUNAWAY_EVERY` new tokens, whether the reply's tail ran
-    away (:func:`agent.repetition.runs_away`). The grammar keeps a string field open as long as the
+    away (:func:`agent.repetition.ran_away`). The grammar keeps a string field open as long as the
     model wants; the tiny model once filled a 4,096-token update with word salad (386 s) before it
     was cut. Stopped, the reply counts as cut at its limit and looped, so the LLM layer asks once
     more with a firmer penalty, minutes earlier."""
@@ -99,7 +99,7 @@ class RunawayCheck:
         """``new_ids``: the reply's tokens so far. True once it ran away (and from then on)."""
         count = len(new_ids)
         if count > 0 and count % self.every == 0 and not self.stopped:
-            self.stopped = runs_away(self.decode(list(new_ids[-self.window:])))
+            self.stopped = ran_away(self.decode(list(new_ids[-self.window:])))
         return self.stopped
 
 

@@ -91,6 +91,13 @@ def chat_url(kind: str, base_url: str) -> str:
     return "/chat/completions"
 
 
+def streams_structured(kind: str) -> bool:
+    """Whether a structured request to a server of ``kind`` is streamed, so that a reply that runs
+    away is cut as it is written (:mod:`agent.llm.stream`): vLLM, whose stream carries token counts
+    on every piece (``continuous_usage_stats``) and which aborts a request whose client left."""
+    return kind == "vllm"
+
+
 def to_wire(kind: str, body: dict[str, Any], *, context_tokens: int | None = None) -> dict[str, Any]:
     """``body`` (OpenAI-shaped) as the server of ``kind`` takes it: unchanged except for Ollama."""
     if kind != "ollama":

@@ -92,6 +92,9 @@ class RawReply:
     usage: Usage
     model: str
     reasoning: str | None = None
+    runaway: bool = False
+    """The backend stopped a structured reply because it ran away (:func:`agent.repetition.ran_away`):
+    it counts as cut at ``max_tokens`` and looped, so the shared layer asks once more."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,216 @@
+"""Structured replies from vLLM are streamed and watched (agent.llm.stream): a reply that runs away
+is cut where it runs away, not at max_tokens; a normal one reads exactly as unstreamed.
+
+A fake vLLM (its probe routes from tests.kind_servers) streams server-sent events from a script
+and counts what it sent before the client left. The real CPU vLLM server's check is in
+tests/test_vllm_server.py."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from agent.llm import open_llm
+from agent.llm.types import LLMError, TruncatedOutputError
+from agent.repetition import ran_away
+from tests.conftest import free_port
+from tests.kind_servers import GETS, MODEL
+
+USER = [{"role": "user", "content": "Say it."}]
+SCHEMA = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+
+
+class StreamingVllm:
+    """Looks like vLLM to the probe; answers a ``stream`` request with ``script(body)``'s events
+    (dicts, sent as ``data:`` lines, one piece at a time) and anything else with plain JSON."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        self.sent: list[int] = []  # events sent per streamed request before it ended or the client left
+        self.script: Any = None
+        self.closed = threading.Event()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _json(self, status: int, body: Any) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                found = GETS["vllm"].get(self.path)
+                self._json(200 if found is not None else 404, found if found is not None else {"error": "no"})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"null")
+                owner.bodies.append(body)
+                if not body.get("stream"):
+                    probe = '{"fabula_probe": "qx7"}' if body.get("response_format") else "qx74"
+                    self._json(200, {"model": MODEL, "choices": [{"message": {"content": probe},
+                                                                  "finish_reason": "stop"}],
+                                     "usage": {"prompt_tokens": 5, "completion_tokens": 3}})
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                sent = 0
+                try:
+                    for event in owner.script(body):
+                        if owner.closed.is_set():
+                            break
+                        self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+                        self.wfile.flush()
+                        sent += 1
+                    self.wfile.write(b"data: [DONE]\n\n")
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                finally:
+                    owner.sent.append(sent)
+                self.close_connection = True
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.closed.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def piece(content: str, n: int, finish: str | None = None) -> dict[str, Any]:
+    """One streamed piece with vLLM's continuous usage (prompt 40 tokens, ``n`` so far)."""
+    return {"model": MODEL, "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 40, "completion_tokens": n, "total_tokens": 40 + n}}
+
+
+def closing_usage(n: int, cached: int) -> dict[str, Any]:
+    return {"model": MODEL, "choices": [], "usage": {"prompt_tokens": 40, "completion_tokens": n,
+                                                     "prompt_tokens_details": {"cached_tokens": cached}}}
+
+
+@pytest.fixture
+def vllm():
+    server = StreamingVllm()
+    yield server
+    server.close()
+
+
+def _open(server: StreamingVllm):
+    llm = open_llm("endpoint", endpoint=server.url, thinking="off")
+    assert llm.kind == "vllm"
+    records: list[Any] = []
+    llm.recorders.append(records.append)
+    return llm, records
+
+
+def test_a_streamed_structured_reply_reads_as_an_unstreamed_one(vllm):
+    pieces = ['{"a": ', '"the tide', ' turned"', "}"]
+
+    def script(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        yield {"model": MODEL, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+        for i, text in enumerate(pieces, 1):
+            yield piece(text, i, "stop" if i == len(pieces) else None)
+        yield closing_usage(len(pieces), cached=32)
+
+    vllm.script = script
+    llm, records = _open(vllm)
+    reply = llm.generate(USER, SCHEMA, temperature=0, max_tokens=200)
+    assert reply.parsed == {"a": "the tide turned"} and reply.finish_reason == "stop"
+    assert (reply.usage.prompt_tokens, reply.usage.cached_prompt_tokens, reply.usage.completion_tokens) == (40, 32, 4)
+    body = vllm.bodies[-1]
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
+    assert body["response_format"]["type"] == "json_schema"  # the constraint travels as before
+    assert records[-1].text == '{"a": "the tide turned"}' and records[-1].completion_tokens == 4
+    llm.generate(USER, None, temperature=0, max_tokens=20)
+    assert "stream" not in vllm.bodies[-1]  # prose is not streamed: nothing to cut it on
+    llm.close()
+
+
+def test_a_runaway_structured_reply_is_cut_where_it_runs_away_and_asked_once_more(vllm):
+    """The server would stream 20,000 pieces of "la "; the client leaves after the first check
+    that sees the loop (32 pieces), twice: the first ask and the firmer one."""
+
+    def script(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        yield piece('{"a": "', 1)
+        for n in range(2, 20_000):
+            yield piece("la ", n)
+            time.sleep(0.001)
+
+    vllm.script = script
+    llm, records = _open(vllm)
+    started = time.monotonic()
+    with pytest.raises(TruncatedOutputError, match="ran away and was stopped after") as caught:
+        llm.generate(USER, SCHEMA, temperature=0, max_tokens=20_000)
+    assert caught.value.looped
+    assert time.monotonic() - started < 10  # 40 s if each stream ran to its end
+    asked = [b for b in vllm.bodies if b.get("stream")]
+    assert len(asked) == 2  # the ask and the firmer ask
+    assert asked[1]["repetition_penalty"] > asked[0].get("repetition_penalty", 1.0)
+    deadline = time.monotonic() + 5
+    while len(vllm.sent) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(n < 200 for n in vllm.sent), vllm.sent  # the server saw the client leave
+    assert [r.completion_tokens for r in records] == [32, 32]  # counted from the continuous usage
+    assert all(r.prompt_tokens == 40 and r.finish_reason == "length" for r in records)
+    llm.close()
+
+
+def test_a_long_reply_that_does_not_loop_is_not_cut(vllm):
+    words = ["harbour", "lantern", "keeper", "tide", "gull", "rope", "salt", "ledger", "widow", "captain",
+             "crown", "silver", "mark", "debt", "pier", "lamp", "room", "nephew", "fisherman", "storm", "key",
+             "door", "window", "stair", "rock", "wave", "boat", "net", "oar"]
+
+    def script(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        yield piece('{"a": "', 1)
+        for n in range(2, 600):
+            yield piece(f"{words[n % len(words)]}{n} ", n)
+        yield piece('"}', 600, "stop")
+
+    vllm.script = script
+    llm, _ = _open(vllm)
+    reply = llm.generate(USER, SCHEMA, temperature=0, max_tokens=1000)
+    assert reply.finish_reason == "stop" and len(reply.parsed["a"].split()) == 598
+    llm.close()
+
+
+def test_an_error_inside_the_stream_is_one_line_naming_the_endpoint(vllm):
+    def script(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        yield piece('{"a": ', 1)
+        yield {"error": {"message": "engine died\nwhile decoding", "code": 500}}
+
+    vllm.script = script
+    llm, _ = _open(vllm)
+    with pytest.raises(LLMError) as caught:
+        llm.generate(USER, SCHEMA, temperature=0, max_tokens=50)
+    message = str(caught.value)
+    assert "\n" not in message and vllm.url in message and "engine died while decoding" in message
+    llm.close()
+
+
+def test_the_in_flight_check_sees_phrase_loops_and_runaway_characters_but_not_json_lists():
+    phrase = "One day they'd return home where? " * 12
+    assert ran_away(phrase)  # a 34-character phrase: too long for the periodic check alone
+    assert ran_away('{"a": "' + "9" * 60)
+    items = ", ".join(json.dumps({"name": f"Person {i}", "location": place, "status": mood})
+                      for i, (place, mood) in enumerate(zip(
+                          ["the pier", "the lamp room", "the office", "the dock", "the stair", "the boat"],
+                          ["calm", "afraid", "angry", "tired", "hopeful", "silent"], strict=True)))
+    assert not ran_away('{"characters": [' + items)
