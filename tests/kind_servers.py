@@ -71,7 +71,7 @@ class KindServer:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"null")
                 owner.requests.append(("POST", self.path, body))
-                self._send(*owner.answer(self.path, body))
+                owner.respond(self, body)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
         self.httpd.daemon_threads = True
@@ -88,6 +88,10 @@ class KindServer:
                 if method == "POST" and path in ("/v1/chat/completions", "/api/chat")]
 
     # -- answers ---------------------------------------------------------------------------
+    def respond(self, handler: BaseHTTPRequestHandler, body: Any) -> None:
+        """Answer one POST on ``handler`` (a subclass may answer some in another way: a stream)."""
+        handler._send(*self.answer(handler.path, body))  # type: ignore[attr-defined]
+
     def answer(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
         kind = self.kind
         if kind == "ollama":

@@ -1,7 +1,7 @@
 """Structured replies from vLLM are streamed and watched (agent.llm.stream): a reply that runs away
 is cut where it runs away, not at max_tokens; a normal one reads exactly as unstreamed.
 
-A fake vLLM (its probe routes from tests.kind_servers) streams server-sent events from a script
+A fake vLLM (tests.kind_servers' routes) streams server-sent events from a script
 and counts what it sent before the client left. The real CPU vLLM server's check is in
 tests/test_vllm_server.py."""
 
@@ -11,7 +11,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -19,80 +19,54 @@ import pytest
 from agent.llm import open_llm
 from agent.llm.types import LLMError, TruncatedOutputError
 from agent.repetition import ran_away
-from tests.conftest import free_port
-from tests.kind_servers import GETS, MODEL
+from tests.kind_servers import MODEL, KindServer
 
 USER = [{"role": "user", "content": "Say it."}]
 SCHEMA = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
 
 
-class StreamingVllm:
-    """Looks like vLLM to the probe; answers a ``stream`` request with ``script(body)``'s events
-    (dicts, sent as ``data:`` lines, one piece at a time) and anything else with plain JSON."""
+class StreamingVllm(KindServer):
+    """A fake vLLM (:class:`tests.kind_servers.KindServer`) that answers a ``stream`` request with
+    ``script(body)``'s events (dicts, sent as ``data:`` lines, one piece at a time) and counts the
+    pieces it sent before the stream ended or the client left."""
 
     def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-        self.sent: list[int] = []  # events sent per streamed request before it ended or the client left
+        super().__init__("vllm")
+        self.sent: list[int] = []
         self.script: Any = None
         self.closed = threading.Event()
-        owner = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    @property
+    def bodies(self) -> list[Any]:
+        return self.chats()
 
-            def log_message(self, *args):
-                pass
-
-            def _json(self, status: int, body: Any) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self):
-                found = GETS["vllm"].get(self.path)
-                self._json(200 if found is not None else 404, found if found is not None else {"error": "no"})
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"null")
-                owner.bodies.append(body)
-                if not body.get("stream"):
-                    probe = '{"fabula_probe": "qx7"}' if body.get("response_format") else "qx74"
-                    self._json(200, {"model": MODEL, "choices": [{"message": {"content": probe},
-                                                                  "finish_reason": "stop"}],
-                                     "usage": {"prompt_tokens": 5, "completion_tokens": 3}})
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                sent = 0
-                try:
-                    for event in owner.script(body):
-                        if owner.closed.is_set():
-                            break
-                        self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
-                        self.wfile.flush()
-                        sent += 1
-                    self.wfile.write(b"data: [DONE]\n\n")
-                    self.wfile.flush()
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-                finally:
-                    owner.sent.append(sent)
-                self.close_connection = True
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+    def respond(self, handler: BaseHTTPRequestHandler, body: Any) -> None:
+        if not body.get("stream"):
+            super().respond(handler, body)
+            return
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        sent = 0
+        try:
+            for event in self.script(body):
+                if self.closed.is_set():
+                    break
+                handler.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+                handler.wfile.flush()
+                sent += 1
+            handler.wfile.write(b"data: [DONE]\n\n")
+            handler.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        finally:
+            self.sent.append(sent)
+        handler.close_connection = True
 
     def close(self) -> None:
         self.closed.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().close()
 
 
 def piece(content: str, n: int, finish: str | None = None) -> dict[str, Any]:
