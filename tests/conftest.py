@@ -78,6 +78,13 @@ def transformers_llm():
     llm.close()
 
 
+def ctrl_c_reaches() -> None:
+    """``preexec_fn`` of a child a test stops with SIGINT: SIGINT back to its default. A shell
+    runs a background job (``.ci/run &``) with SIGINT ignored, every child inherits that, and
+    Python then never raises KeyboardInterrupt: the test's Ctrl-C would not arrive."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -106,6 +113,7 @@ def vllm_server() -> Iterator[RunningServer]:
         text=True,
         cwd=ROOT,
         env=dict(os.environ),
+        preexec_fn=ctrl_c_reaches,
     )
     output: list[str] = []
     ready = threading.Event()

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import ROOT, SERVER_READY_TIMEOUT_S, _missing, free_port
+from tests.conftest import ROOT, SERVER_READY_TIMEOUT_S, _missing, ctrl_c_reaches, free_port
 
 pytestmark = pytest.mark.server
 
@@ -52,7 +52,8 @@ def router_endpoint() -> Iterator[str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "agent.cli", "serve", "--preset", "tiny-cpu", "--replicas", "2", "--port", str(port),
          "--cpu-kv-cache-gib", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=dict(os.environ))
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=dict(os.environ),
+        preexec_fn=ctrl_c_reaches)
     output: list[str] = []
     ready = threading.Event()
 
@@ -73,7 +74,7 @@ def router_endpoint() -> Iterator[str]:
     line = next(line for line in output if "ready in" in line)
     yield line.split("endpoint=")[1].split()[0]
     process.send_signal(signal.SIGINT)
-    try:
+    try:  # the fleet's own bound: the router's escalation (30 s), then the replicas' at once (50 s)
         process.wait(timeout=90)
     except subprocess.TimeoutExpired:
         process.kill()

@@ -17,6 +17,7 @@ import pytest
 
 from agent.batch.store import BatchStore
 from agent.store import NotARunError, RunStore
+from tests.conftest import ctrl_c_reaches
 from tests.nst.author_server import AuthorServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -132,7 +133,8 @@ def test_ctrl_c_stops_every_story_cleanly_and_resume_completes(tmp_path):
     cmd = [sys.executable, "-m", "agent.cli", "batch", "--pipeline", "nst", "--prompts", str(prompts), "--words",
            "1500", "--out", str(out), "--concurrency", "2", "--endpoint", server.url]
     try:
-        process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   preexec_fn=ctrl_c_reaches)
         _hold_when_part_way(server, out, process, completed=False)  # the batch cannot end before Ctrl-C
         process.send_signal(signal.SIGINT)
         time.sleep(0.5)
