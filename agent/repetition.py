@@ -99,10 +99,20 @@ and colons between its words; the tiny model's runaway string fields are ("...Ch
 AvatarImmutableParisalshipResposal..." for 4,096 tokens, seen in a chapter update)."""
 
 
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def loop_tokens(text: str) -> list[str]:
+    """:func:`tokens` with every number made one: a counting loop ("Ines: * 1. Ines: * 2. ...",
+    seen filling a Magnet action to its limit four times running) repeats its 4-grams then."""
+    return [_DIGITS.sub("#", t) for t in tokens(text)]
+
+
 def is_looping(text: str) -> bool:
     """A reply that mostly repeats itself or ran away (used on structured replies cut at
-    max_tokens): its words repeat (4-gram rate), or its end ran away (:func:`runs_away`)."""
-    toks = tokens(text)
+    max_tokens): its words repeat (4-gram rate, numbers alike), or its end ran away
+    (:func:`runs_away`)."""
+    toks = loop_tokens(text)
     if len(toks) >= 24 and (repeated_ngram_rate(toks, 4) or 0.0) >= LOOP_RATE:
         return True
     return runs_away(text)
@@ -119,7 +129,7 @@ def ran_away(tail: str) -> bool:
     the rate :func:`is_looping` reads on a reply cut at ``max_tokens``). Both backends stop
     here: the embedded engines between tokens (:mod:`agent.llm.local_decoding`), the endpoint
     on its streamed reply (:mod:`agent.llm.stream`)."""
-    toks = tokens(tail)
+    toks = loop_tokens(tail)
     if len(toks) >= MIN_LOOP_WORDS and (repeated_ngram_rate(toks, 4) or 0.0) >= LOOP_RATE:
         return True
     return runs_away(tail)

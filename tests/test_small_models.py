@@ -207,6 +207,15 @@ def test_a_loop_inside_a_word_or_number_counts_as_looping():
                           '"value": "armed"}], "goal_reached": false, "note": "====="}')
 
 
+def test_a_counting_loop_counts_as_looping_and_a_reply_with_numbers_does_not():
+    """Seen in CI on the tiny model's Magnet actions, four tries running, each cut at its limit and
+    never retried with a firmer penalty: the numbers differ, so plain word 4-grams did not repeat."""
+    counting = '{ "action": "' + " ".join(f"Ines: * {n}." for n in range(1, 15))
+    assert is_looping(counting) and is_looping('{ "action" :"' + " ".join(f"{n}." for n in range(1, 26)))
+    assert not is_looping('{"action": "Ines counts the 12 coins on the desk, hides the ledger under 3 loose boards '
+                          'and waits for Paul, who returns from the dock at 9 with news of Captain Vorn."}')
+
+
 SALAD = ('{ "tool": "update", "upsert_character_state": [{ "name": "Amirayeezah  3.27.2026,Syd$ 2019,Tue$$ '
          "CharangaperserviceAvatarImmutableParisalshipResposalMerdeJaLeJeLaBothSideCasarlineArnaudangeauset"
          "MesTypeLasTeorleansTrueZombieWeaveTheMacheRoachesLavarraciaMatingTwoDroogsStingrayPurpleRedPart")
