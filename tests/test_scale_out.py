@@ -22,6 +22,7 @@ from serve.launcher import ServeConfig, ServeError, server_command
 from serve.parallel import Parallelism
 from serve.presets import PRESETS
 from serve.replicas import RouterConfig, cpu_groups, pinning, replica_configs, router_command
+from tests.vllm_serve_cli import parse_serve_argv
 
 needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM not installed")
 needs_router = pytest.mark.skipif(importlib.util.find_spec("sglang_router") is None,
@@ -29,13 +30,7 @@ needs_router = pytest.mark.skipif(importlib.util.find_spec("sglang_router") is N
 
 
 def vllm_parse(argv: list[str]):
-    from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
-
-    assert argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
-    args = make_arg_parser(FlexibleArgumentParser()).parse_args(argv[3:])
-    validate_parsed_serve_args(args)
-    return args
+    return parse_serve_argv(argv)
 
 
 MULTI_NODE = {

@@ -20,3 +20,17 @@ def check_model_present(config) -> None:
     if not in_hf_cache(model):
         raise CLIError(f"{model} is not in the Hugging Face cache ({hf_cache_dir()}); fabula never downloads "
                        f"weights. Fetch it with:  {fetch_command(model)}   (or pass --model /path/to/folder)")
+
+
+def check_driver() -> None:
+    """A GPU server needs the NVIDIA driver vLLM's CUDA build runs on: refuse in one line before
+    anything starts, naming the driver found and the one needed (:mod:`serve.nvidia`)."""
+    from serve.nvidia import NvidiaSmiError, query
+
+    try:
+        report = query()
+    except NvidiaSmiError as exc:
+        raise CLIError(f"cannot read the NVIDIA driver: {exc}") from None
+    problem = report.driver_problem()
+    if problem:
+        raise CLIError(problem)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from agent.cli.common import loud
 from agent.cli.errors import CLIError
-from agent.cli.serve_checks import check_model_present
+from agent.cli.serve_checks import check_driver, check_model_present
 
 
 def add_parser(sub) -> None:
@@ -106,6 +106,8 @@ def resolve_config(args: argparse.Namespace):
     if device == "gpu" and not gpu_present() and not args.dry_run:
         raise CLIError(f"preset {preset.name} needs an NVIDIA GPU and none was found "
                        "(use --preset tiny-cpu, or --device cpu to try anyway)")
+    if device == "gpu" and not args.dry_run:
+        check_driver()
     if args.model:
         model_path = args.model
         if Path(model_path).expanduser().exists():

@@ -17,6 +17,7 @@ from typing import Any
 
 from agent.llm.constraints import Constraint, OutputType, to_constraint
 from agent.llm.context import TokenCounter
+from agent.llm.roles import role_order_error
 from agent.llm.sampling import NONE, Sampling
 from agent.llm.types import (
     CallRecord,
@@ -255,6 +256,9 @@ def _check_arguments(request: Request) -> None:
             message.get("content"), str
         ):
             raise ValueError(f"bad message (need role system/user/assistant and string content): {message!r}")
+    order = role_order_error(request.messages)
+    if order is not None:
+        raise ValueError(order)
     if not 0 <= request.temperature < float("inf"):  # nan and inf too
         raise ValueError(f"temperature must be a finite number >= 0, got {request.temperature}")
     if request.max_tokens < 1:

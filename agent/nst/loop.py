@@ -21,6 +21,7 @@ from typing import Any
 
 from agent.errors import FabulaError
 from agent.llm import OutputValidationError, TruncatedOutputError
+from agent.llm.roles import add_turn
 from agent.nst.budget import ContextExceededError
 from agent.nst.chapter import ChapterInFlight
 from agent.nst.chapter_budget import MIN_TURN_OUTPUT
@@ -140,7 +141,7 @@ class ChapterLoop(ChapterInFlight):
             result, ok, error = f"ERROR: {exc}", False, str(exc)
         self.ledger.record(call.tool, arguments, result, ok, error)
         if not s.finished:
-            self.messages.append({"role": "user", "content": f"{result}\n\n{self._next_hint()}"})
+            add_turn(self.messages, "user", f"{result}\n\n{self._next_hint()}")
 
     def update_from_text(self, title: str, text: str, ask: str = ASK_AFTER_EDIT) -> bool:
         """One update call for chapter text that already exists (``fabula edit``: the writer's
@@ -165,10 +166,10 @@ class ChapterLoop(ChapterInFlight):
         None when ``fallback_update`` is off (the reference has no update past the turn cap)."""
         if not self.config.fallback_update:
             return
-        self.messages.append({"role": "user", "content": ASK_AFTER_CAP})
+        add_turn(self.messages, "user", ASK_AFTER_CAP)
         if self._fallback_call(TOOLS["update"].grammar(self.s), self.config.update_max_tokens):
             return
-        self.messages.append({"role": "user", "content": ASK_ONE_EVENT})
+        add_turn(self.messages, "user", ASK_ONE_EVENT)
         # one event is a short reply: it may still fit where the full update did not
         self._fallback_call(EventUpdate, self.config.update_max_tokens, MIN_TURN_OUTPUT)
 
@@ -193,7 +194,7 @@ class ChapterLoop(ChapterInFlight):
             result, ok, error = f"ERROR: {exc}", False, str(exc)
         self.ledger.record("update", {**call.model_dump(), **self._arguments, "fallback": True}, result, ok, error)
         if not ok:
-            self.messages.append({"role": "user", "content": result})
+            add_turn(self.messages, "user", result)
         return ok
 
     def _next_hint(self) -> str:
