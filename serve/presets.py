@@ -36,6 +36,22 @@ class Preset:
     parallel: Parallelism = ONE_GPU
     """How vLLM spreads the model over GPUs (:mod:`serve.parallel`): one GPU unless the card
     says a node of several."""
+    sized_for: str | None = None
+    """The card (a key of :data:`serve.sizing.CARDS`) each GPU is, for the sizing arithmetic;
+    the utilization follows from it unless given."""
+    reasoning_parser: str | None = None
+    """vLLM's ``--reasoning-parser`` for this model (``None``: it does not think), started with
+    ``--thinking on``."""
+    tool_parser: str | None = None
+    """vLLM's ``--tool-call-parser`` for this model's own tool-call format."""
+    gated: bool = False
+    """The checkpoint needs a Hugging Face login and its licence accepted before ``hf download``."""
+
+    def __post_init__(self) -> None:
+        if self.device == "gpu" and self.gpu_memory_utilization is None and self.sized_for:
+            from serve.sizing import CARDS
+
+            object.__setattr__(self, "gpu_memory_utilization", CARDS[self.sized_for].utilization())
 
     @property
     def embedded(self) -> bool:
@@ -62,42 +78,48 @@ PRESETS: dict[str, Preset] = {
             name="qwen3-4b",
             model="Qwen/Qwen3-4B-Instruct-2507",
             device="gpu",
-            card="8-12 GB (RTX 3060 12GB, 4070)",
+            card="16 GB (RTX 4080, 5070 Ti)",
+            sized_for="16 GB",
             max_model_len=16384,
             dtype="bfloat16",
-            gpu_memory_utilization=0.90,
             kv_cache_dtype="fp8",
-            notes="~8 GB of bf16 weights; fp8 KV cache leaves room for 16K context on a 12 GB card.",
+            tool_parser="hermes",
+            notes="7.5 GiB of bf16 weights: on a 12 GB card only one 16K sequence fits (use qwen3-4b-awq).",
         ),
         Preset(
             name="qwen3-4b-awq",
             model="Qwen/Qwen3-4B-AWQ",
             device="gpu",
             card="8 GB (RTX 3070, 4060)",
-            max_model_len=16384,
+            sized_for="8 GB",
+            max_model_len=12288,
             dtype="float16",
             quantization="awq",
-            gpu_memory_utilization=0.90,
-            notes="4-bit AWQ, ~2.6 GB of weights; hybrid thinking model: fabula turns thinking off by default.",
+            kv_cache_dtype="fp8",
+            reasoning_parser="qwen3",
+            tool_parser="hermes",
+            notes="4-bit AWQ, 2.5 GiB of weights; 12K context so that two sequences fit on 8 GB; hybrid thinking model: fabula turns thinking off by default.",
         ),
         Preset(
             name="gemma3-4b",
             model="google/gemma-3-4b-it",
             device="gpu",
-            card="12 GB",
+            card="16 GB (RTX 4080, 5070 Ti)",
+            sized_for="16 GB",
             max_model_len=16384,
             dtype="bfloat16",
-            gpu_memory_utilization=0.90,
-            notes="~8.6 GB bf16 weights (vision tower included).",
+            gated=True,
+            notes="8.0 GiB of bf16 weights (vision tower included): a 12 GB card holds one 16K sequence.",
         ),
         Preset(
             name="gemma3-1b",
             model="google/gemma-3-1b-it",
             device="gpu",
-            card="6-8 GB",
+            card="8 GB (RTX 3070, 4060)",
+            sized_for="8 GB",
             max_model_len=32768,
             dtype="bfloat16",
-            gpu_memory_utilization=0.85,
+            gated=True,
             notes="the smallest Gemma 3 instruct model; text only.",
         ),
         # -- one 24-32 GB card (RTX 4090 / 5090).
@@ -106,10 +128,12 @@ PRESETS: dict[str, Preset] = {
             model="Qwen/Qwen3-14B-AWQ",
             device="gpu",
             card="24 GB (RTX 4090, 3090)",
+            sized_for="24 GB",
             max_model_len=32768,
             dtype="float16",
             quantization="awq",
-            gpu_memory_utilization=0.92,
+            reasoning_parser="qwen3",
+            tool_parser="hermes",
             notes="~10 GB of 4-bit weights, the rest is KV cache.",
         ),
         Preset(
@@ -117,10 +141,11 @@ PRESETS: dict[str, Preset] = {
             model="google/gemma-3-12b-it",
             device="gpu",
             card="32 GB (RTX 5090)",
+            sized_for="32 GB",
             max_model_len=32768,
             dtype="bfloat16",
-            gpu_memory_utilization=0.92,
             kv_cache_dtype="fp8",
+            gated=True,
             notes="~24 GB bf16 weights; fp8 KV cache for 32K context.",
         ),
         Preset(
@@ -128,10 +153,12 @@ PRESETS: dict[str, Preset] = {
             model="Qwen/Qwen3-32B-AWQ",
             device="gpu",
             card="32 GB (RTX 5090)",
+            sized_for="32 GB",
             max_model_len=32768,
             dtype="float16",
             quantization="awq",
-            gpu_memory_utilization=0.93,
+            reasoning_parser="qwen3",
+            tool_parser="hermes",
             kv_cache_dtype="fp8",
             notes="~19 GB of 4-bit weights.",
         ),
@@ -140,20 +167,36 @@ PRESETS: dict[str, Preset] = {
             name="qwen3-32b",
             model="Qwen/Qwen3-32B",
             device="gpu",
-            card="80-141 GB (H100, H200)",
+            card="141 GB (H200)",
+            sized_for="141 GB",
             max_model_len=40960,
             dtype="bfloat16",
-            gpu_memory_utilization=0.90,
-            notes="~66 GB bf16 weights; native 32K context extended to 40K by the model card's default.",
+            reasoning_parser="qwen3",
+            tool_parser="hermes",
+            notes="61 GiB of bf16 weights: an 80 GB card keeps 8 GiB for KV, less than one 40K sequence "
+            "(use qwen3-32b-fp8 there); native 32K context extended to 40K by the model card's default.",
+        ),
+        Preset(
+            name="qwen3-32b-fp8",
+            model="Qwen/Qwen3-32B-FP8",
+            device="gpu",
+            card="80 GB (H100, A100 80GB)",
+            sized_for="80 GB",
+            max_model_len=40960,
+            dtype="auto",  # the FP8 checkpoint's own dtypes
+            reasoning_parser="qwen3",
+            tool_parser="hermes",
+            notes="Qwen's own FP8 checkpoint of qwen3-32b: 32 GiB of weights leave room for several 40K sequences.",
         ),
         Preset(
             name="qwen3-30b-a3b",
             model="Qwen/Qwen3-30B-A3B-Instruct-2507",
             device="gpu",
             card="80-141 GB (H100, H200)",
+            sized_for="80 GB",
             max_model_len=65536,
             dtype="bfloat16",
-            gpu_memory_utilization=0.90,
+            tool_parser="hermes",
             notes="mixture of experts, 3B active: fast decoding, ~61 GB bf16 weights.",
         ),
         Preset(
@@ -161,9 +204,10 @@ PRESETS: dict[str, Preset] = {
             model="google/gemma-3-27b-it",
             device="gpu",
             card="80-141 GB (H100, H200)",
+            sized_for="80 GB",
             max_model_len=65536,
             dtype="bfloat16",
-            gpu_memory_utilization=0.90,
+            gated=True,
             notes="~55 GB bf16 weights; 128K native context, 64K here to leave KV room for batches.",
         ),
         # -- one node of several GPUs: vLLM's own parallelism (serve/parallel.py, docs/scale-out.md).
@@ -172,9 +216,10 @@ PRESETS: dict[str, Preset] = {
             model="Qwen/Qwen2.5-72B-Instruct",
             device="gpu",
             card="one node, 4 x 80 GB (A100/H100 80GB) with NVLink",
+            sized_for="80 GB",
+            tool_parser="hermes",
             max_model_len=32768,
             dtype="bfloat16",
-            gpu_memory_utilization=0.90,
             parallel=Parallelism(tensor=4),
             notes="70B-class dense: ~145 GB of bf16 weights split 4 ways by tensor parallelism (~36 GB "
             "per GPU), the rest of each GPU is KV cache; 32K is the model's native context.",
@@ -184,9 +229,10 @@ PRESETS: dict[str, Preset] = {
             model="Qwen/Qwen3-235B-A22B-Instruct-2507-FP8",
             device="gpu",
             card="one node, 8 x 80-141 GB (H100, H200)",
+            sized_for="80 GB",
+            tool_parser="hermes",
             max_model_len=32768,
             dtype="auto",  # the FP8 checkpoint's own dtypes
-            gpu_memory_utilization=0.90,
             parallel=Parallelism(tensor=8, expert=True),
             notes="mixture of experts, 22B active: ~240 GB of FP8 weights over 8 GPUs; expert parallelism "
             "places whole experts on each GPU (the FP8 checkpoint's 128-wide blocks cannot be split 8 ways "
@@ -197,9 +243,11 @@ PRESETS: dict[str, Preset] = {
             model="Qwen/Qwen3-14B",
             device="gpu",
             card="one node, 8 x 48-80 GB (L40S, A100, H100)",
+            sized_for="48 GB",
+            reasoning_parser="qwen3",
+            tool_parser="hermes",
             max_model_len=32768,
             dtype="bfloat16",
-            gpu_memory_utilization=0.90,
             parallel=Parallelism(data=8),
             notes="8-14B model, one copy per GPU (~30 GB bf16 weights each) behind vLLM's internal balancer, "
             "which is not cache-aware: for many stories prefer 'fabula serve --replicas 8' (one "
@@ -214,3 +262,18 @@ def get_preset(name: str) -> Preset:
         return PRESETS[name]
     except KeyError:
         raise KeyError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}") from None
+
+
+def preset_fit(preset: Preset, card=None, *, context: int | None = None,
+               utilization: float | None = None):
+    """The sizing arithmetic (:class:`serve.sizing.Fit`) of a GPU preset on ``card`` (default: the
+    card it is sized for); ``None`` for the CPU preset."""
+    from serve.sizing import CARDS, fit
+
+    if preset.device != "gpu" or not preset.sized_for:
+        return None
+    card = card or CARDS[preset.sized_for]
+    util = utilization if utilization is not None else (
+        preset.gpu_memory_utilization if card is CARDS[preset.sized_for] else card.utilization())
+    return fit(preset.model, card, context=context or preset.max_model_len, kv_cache_dtype=preset.kv_cache_dtype,
+               utilization=util, tensor=preset.parallel.tensor)

@@ -57,7 +57,7 @@ def test_serve_dry_run_gpu_settings_are_explicit(capsys, monkeypatch):
     assert main(["serve", "--preset", "qwen3-32b-awq", "--dry-run", "--structured-backend", "xgrammar",
                  "--", "--max-num-seqs", "32"]) == 0
     line = capsys.readouterr().out
-    for flag in ("--model Qwen/Qwen3-32B-AWQ", "--quantization awq", "--gpu-memory-utilization 0.93",
+    for flag in ("--model Qwen/Qwen3-32B-AWQ", "--quantization awq", "--gpu-memory-utilization 0.9",
                  "--kv-cache-dtype fp8", "--max-model-len 32768", "--dtype float16",
                  '"disable_any_whitespace": true', "--max-num-seqs 32"):
         assert flag in line, flag

@@ -10,10 +10,17 @@ def add_parser(sub) -> None:
     parser.add_argument("--prepare", action="store_true",
                         help="convert the embedded model now (otherwise done on first use)")
     parser.add_argument("--verify", action="store_true", help="re-hash the converted model's files")
+    parser.add_argument("--gpu-memory", type=float, metavar="GIB",
+                        help="size every GPU preset for a card of this many GiB (a card not listed): what "
+                        "context and how many sequences each holds, or why it cannot start")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.gpu_memory is not None and not 1 <= args.gpu_memory <= 4096:
+        from agent.cli.errors import CLIError
+
+        raise CLIError(f"--gpu-memory must be between 1 and 4096 GiB, got {args.gpu_memory:g}")
     from serve.models import EMBEDDED_NAME, WHEEL_REQUIREMENT, embedded_model_dir, embedded_model_status
     from serve.models import ensure_embedded_model as ensure
     from serve.presets import PRESETS
@@ -40,7 +47,37 @@ def run(args: argparse.Namespace) -> int:
         split = f" ({p.parallel.describe()})" if p.parallel.gpus > 1 else ""
         print(f"  {p.name:{name_w}} {p.device:6} {p.card:{card_w}} {p.max_model_len:>6} {p.dtype:9} "
               f"{p.quantization or '-':5} {mem:5} {model}{kv}{split}")
+    print()
+    print_sizing(args.gpu_memory)
     return 0
+
+
+def print_sizing(gpu_memory: float | None) -> None:
+    """The sizing table: per GPU, what each preset's weights, overhead and KV cache take and how many
+    sequences of its context fit (serve/sizing.py); with ``gpu_memory`` on that card instead."""
+    from serve.presets import PRESETS, preset_fit
+    from serve.sizing import GIB, card_of_memory
+
+    card = card_of_memory(gpu_memory) if gpu_memory is not None else None
+    where = f"a {gpu_memory:g} GiB card" if card else "the card each is sized for"
+    print(f"Sizing per GPU on {where} (from each model's config.json; serve/sizing.py):")
+    rows = [("preset", "card", "util", "ctx", "weights", "overhead", "KV cache", "KV/token", "seqs", "longest")]
+    refused = []
+    for p in PRESETS.values():
+        f = preset_fit(p, card)
+        if f is None:
+            continue
+        rows.append((p.name, f.card.label, f"{f.utilization:.2f}", str(f.context), f"{f.weights / GIB:.1f} GiB",
+                     f"{f.overhead / GIB:.1f} GiB", f"{f.kv_cache / GIB:.1f} GiB", f"{f.kv_per_token / 1024:.0f} KiB",
+                     f"{f.sequences:.1f}" if f.starts else "-", str(f.max_context) if f.starts else "cannot start"))
+        if not f.starts:
+            refused.append(f"  {p.name}: cannot start: {f.arithmetic()}")
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  " + "  ".join(cell.rjust(w) if i >= 2 else cell.ljust(w) for i, (cell, w) in
+                               enumerate(zip(row, widths, strict=True))).rstrip())
+    for line in refused:
+        print(line)
 
 
 def _print_local_gguf() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from agent.cli.common import loud
 from agent.cli.errors import CLIError
-from agent.cli.serve_checks import check_driver, check_model_present
+from agent.cli.serve_checks import check_driver, check_fits, check_model_present
 
 
 def add_parser(sub) -> None:
@@ -40,6 +40,9 @@ def add_parser(sub) -> None:
                         help="context length in tokens (default: the preset's)")
     parser.add_argument("--gpu-memory-utilization", type=float, metavar="F",
                         help="share of GPU memory vLLM may take, 0-1 (default: the preset's)")
+    parser.add_argument("--gpu-memory", type=float, metavar="GIB",
+                        help="size the preset for a GPU of this many GiB instead of the one nvidia-smi reports "
+                        "(also checked with --dry-run)")
     parser.add_argument("--dtype", help="weights' dtype, e.g. bfloat16 (default: the preset's; float32 on CPU)")
     parser.add_argument("--structured-backend", choices=STRUCTURED_BACKENDS,
                         help="vLLM's structured-output backend (default: the preset's; xgrammar on GPU, "
@@ -88,6 +91,8 @@ def resolve_config(args: argparse.Namespace):
     if args.gpu_memory_utilization is not None and not 0 < args.gpu_memory_utilization <= 1:
         raise CLIError("--gpu-memory-utilization must be in (0, 1]")
     check_numbers(args)
+    if args.gpu_memory is not None and not 1 <= args.gpu_memory <= 4096:
+        raise CLIError(f"--gpu-memory must be between 1 and 4096 GiB, got {args.gpu_memory:g}")
     check_options(args)  # every option before anything is prepared (the embedded model: a minute)
     check_exposure(args)
     if args.preset or not args.model:
@@ -129,6 +134,8 @@ def resolve_config(args: argparse.Namespace):
     )
     config.extra_args += extra
     config.parallel = parallelism(args, config.parallel)
+    if device == "gpu" and (args.gpu_memory is not None or not args.dry_run) and not args.model:
+        check_fits(preset, config, args.gpu_memory)
     if args.model and not args.served_name and preset.name == "custom":
         config.served_name = Path(model_path).name or model_path
     return config

@@ -1,0 +1,248 @@
+"""How much of a GPU a preset needs, computed from the model's ``config.json`` and the card's memory.
+
+Why: hand-written sizes drifted (a 32B bf16 model named for an 80 GB card that vLLM refuses at
+start); the arithmetic here is the one vLLM does at start, so a preset states the context and the
+number of sequences it holds on a card, and a card where it cannot start is refused with the sums.
+
+The model's shape comes from ``serve/model_configs/OWNER--NAME.json``: the fields of its published
+``config.json`` that sizing reads (facts, not weights). Per GPU:
+
+    budget   = card memory x gpu_memory_utilization
+    weights  = parameters x bytes each (bf16 2; AWQ 4-bit 0.5 + group scales; FP8 1), / tensor parallel
+    overhead = activations of one prefill chunk (max_num_batched_tokens) + logits + RUNTIME_RESERVE
+    KV cache = budget - weights - overhead, holding KV bytes per token (2 x layers x KV heads x head dim
+               x KV dtype bytes; a sliding-window layer holds at most its window per sequence)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+GIB = 2**30
+CONFIGS = Path(__file__).with_name("model_configs")
+RUNTIME_RESERVE = int(1.5 * GIB)
+"""CUDA context, CUDA graphs and allocator slack inside vLLM's budget: an estimate, stated once."""
+
+
+def server_defaults(card_bytes: int) -> tuple[int, int]:
+    """vLLM 0.32's ``max_num_batched_tokens`` and ``max_num_seqs`` for an OpenAI server on a card of
+    this size (``EngineArgs``' defaults by device memory; an A100 80GB gets the smaller pair, so
+    using the larger one for every 70+ GiB card over-counts activations, never under-counts)."""
+    if card_bytes >= 160 * GIB:
+        return 16384, 1024
+    if card_bytes >= 70 * GIB:
+        return 8192, 1024
+    return 2048, 256
+DESKTOP_RESERVE = int(1.5 * GIB)
+"""What a desktop session (display server, browser) may hold on a desktop card: vLLM refuses to
+start when free memory is below utilization x total, so desktop presets leave this much."""
+UTILIZATION_CAP = 0.90
+
+
+class ModelConfigMissing(KeyError):
+    """No stored ``config.json`` facts for a model id."""
+
+
+@cache
+def model_config(model_id: str) -> dict:
+    """The stored ``config.json`` fields for ``model_id`` (the text part for a multimodal model is
+    under ``text_config``)."""
+    path = CONFIGS / (model_id.replace("/", "--") + ".json")
+    if not path.exists():
+        raise ModelConfigMissing(f"no stored config.json facts for {model_id} (serve/model_configs/)")
+    return json.loads(path.read_text())
+
+
+@dataclass(frozen=True)
+class Card:
+    """A GPU as ``nvidia-smi`` reports its memory; ``desktop`` cards also drive a display."""
+
+    label: str
+    total_mib: int
+    desktop: bool
+
+    @property
+    def total_bytes(self) -> int:
+        return self.total_mib * 2**20
+
+    def utilization(self) -> float:
+        """The share of the card vLLM may take: 0.90, less on a desktop card so that
+        :data:`DESKTOP_RESERVE` stays free for the display session."""
+        if not self.desktop:
+            return UTILIZATION_CAP
+        return min(UTILIZATION_CAP, int((1 - DESKTOP_RESERVE / self.total_bytes) * 100) / 100)
+
+
+CARDS: dict[str, Card] = {c.label: c for c in [
+    # total memory as nvidia-smi prints it (MiB) for one common card of each size
+    Card("8 GB", 8188, True),      # RTX 4060 / 3070
+    Card("12 GB", 12288, True),    # RTX 3060 12GB / 4070
+    Card("16 GB", 16376, True),    # RTX 4080 / 5070 Ti
+    Card("24 GB", 24564, True),    # RTX 4090 / 3090
+    Card("32 GB", 32607, True),    # RTX 5090
+    Card("48 GB", 46068, False),   # L40S / RTX 6000 Ada
+    Card("80 GB", 81559, False),   # H100 80GB / A100 80GB
+    Card("141 GB", 143771, False),  # H200
+]}
+
+
+def card_of_memory(gib: float, desktop: bool = False) -> Card:
+    """A card of ``gib`` GiB (``--gpu-memory``), for cards not in :data:`CARDS`."""
+    return Card(f"{gib:g} GiB", int(gib * 1024), desktop)
+
+
+def _text(config: dict) -> dict:
+    return config.get("text_config", config)
+
+
+def _head_dim(t: dict) -> int:
+    return t.get("head_dim") or t["hidden_size"] // t["num_attention_heads"]
+
+
+def parameters(config: dict) -> tuple[int, int]:
+    """(parameters in quantizable linear layers, other parameters: embeddings, lm_head, norms, router,
+    vision tower) computed from the config's shapes."""
+    t = _text(config)
+    hidden, layers, hd = t["hidden_size"], t["num_hidden_layers"], _head_dim(t)
+    attention = hidden * t["num_attention_heads"] * hd * 2 + hidden * t["num_key_value_heads"] * hd * 2
+    if t.get("num_experts"):
+        mlp = t["num_experts"] * 3 * hidden * t["moe_intermediate_size"]
+        router = hidden * t["num_experts"]
+    else:
+        mlp, router = 3 * hidden * t["intermediate_size"], 0
+    linear = layers * (attention + mlp)
+    embeddings = t["vocab_size"] * hidden * (1 if t.get("tie_word_embeddings", True) else 2)
+    other = embeddings + layers * (router + 4 * hidden) + _vision_parameters(config, hidden)
+    return linear, other
+
+
+def _vision_parameters(config: dict, text_hidden: int) -> int:
+    v = config.get("vision_config")
+    if not v:
+        return 0
+    h = v["hidden_size"]
+    per_layer = 4 * h * h + 2 * h * v["intermediate_size"]
+    return v["num_hidden_layers"] * per_layer + h * text_hidden
+
+
+def weight_bytes(config: dict) -> int:
+    """Bytes of the checkpoint's weights as vLLM loads them (linear layers as quantized)."""
+    linear, other = parameters(config)
+    quant = config.get("quantization_config") or {}
+    method = quant.get("quant_method")
+    if method == "awq":
+        group = quant.get("group_size", 128)
+        per_linear = quant.get("bits", 4) / 8 + 2.5 / group  # fp16 scale + packed zero per group
+    elif method == "fp8":
+        per_linear = 1.0 + 4 / (128 * 128)  # one float32 scale per 128x128 block
+    else:
+        per_linear = 2.0
+    return int(linear * per_linear + other * 2)
+
+
+def kv_dtype_bytes(kv_cache_dtype: str | None) -> int:
+    return 1 if kv_cache_dtype and kv_cache_dtype.startswith("fp8") else 2
+
+
+def kv_layers(config: dict) -> tuple[int, int, int | None]:
+    """(full-attention layers, sliding-window layers, the window) from the config."""
+    t = _text(config)
+    layers = t["num_hidden_layers"]
+    window = t.get("sliding_window") if t.get("use_sliding_window", True) else None
+    if "layer_types" in t:
+        sliding = sum(1 for kind in t["layer_types"] if kind == "sliding_attention")
+    elif window and t.get("sliding_window_pattern"):
+        sliding = layers - layers // t["sliding_window_pattern"]  # every Nth layer is global
+    else:
+        sliding = 0
+    return layers - sliding, sliding, window if sliding else None
+
+
+def kv_bytes_per_token_per_layer(config: dict, kv_cache_dtype: str | None) -> int:
+    t = _text(config)
+    return 2 * t["num_key_value_heads"] * _head_dim(t) * kv_dtype_bytes(kv_cache_dtype)
+
+
+def kv_bytes_per_sequence(config: dict, tokens: int, kv_cache_dtype: str | None) -> int:
+    """KV cache bytes one sequence of ``tokens`` holds (sliding-window layers capped at their window)."""
+    full, sliding, window = kv_layers(config)
+    per_layer = kv_bytes_per_token_per_layer(config, kv_cache_dtype)
+    return per_layer * (full * tokens + sliding * min(tokens, window or tokens))
+
+
+def overhead_bytes(config: dict, card_bytes: int) -> int:
+    """Activations of one prefill chunk (``max_num_batched_tokens``), the float32 logits of a full
+    decoding batch (``max_num_seqs``), and the runtime reserve."""
+    batched_tokens, max_num_seqs = server_defaults(card_bytes)
+    t = _text(config)
+    hidden = t["hidden_size"]
+    if t.get("num_experts"):
+        inner = t["moe_intermediate_size"] * t["num_experts_per_tok"]
+    else:
+        inner = t["intermediate_size"]
+    activations = batched_tokens * (4 * hidden + 2 * inner) * 2
+    logits = max_num_seqs * t["vocab_size"] * 4
+    return activations + logits + RUNTIME_RESERVE
+
+
+@dataclass(frozen=True)
+class Fit:
+    """One preset on one card: every term of the sum, per GPU."""
+
+    card: Card
+    utilization: float
+    weights: int
+    overhead: int
+    kv_cache: int
+    kv_per_token: int
+    """KV bytes per token over every layer (full-attention layers, i.e. at long context)."""
+    context: int
+    sequences: float
+    """How many sequences of ``context`` tokens the KV cache holds at once."""
+    max_context: int
+    """The longest single sequence the KV cache holds."""
+
+    @property
+    def starts(self) -> bool:
+        return self.kv_cache > 0 and self.sequences >= 1
+
+    def arithmetic(self) -> str:
+        """The sum in one line, GiB."""
+        budget = self.card.total_bytes * self.utilization
+        head = (f"{self.card.total_bytes / GIB:.1f} GiB x {self.utilization:.2f} = {budget / GIB:.1f} GiB; "
+                f"weights {self.weights / GIB:.1f} + overhead {self.overhead / GIB:.1f}")
+        short = self.weights + self.overhead - budget
+        if short >= 0:
+            return f"{head} exceed it by {short / GIB:.1f} GiB: no room for any KV cache"
+        return (f"{head} leave {self.kv_cache / GIB:.1f} GiB of KV cache at {self.kv_per_token / 1024:.0f} KiB/token: "
+                f"{self.sequences:.1f} sequence(s) of {self.context} tokens, one of at most {self.max_context}")
+
+
+def kv_share(config: dict, tensor: int) -> float:
+    """The share of the KV cache one GPU holds under tensor parallelism: KV heads are split, and
+    replicated when there are fewer heads than GPUs."""
+    heads = _text(config)["num_key_value_heads"]
+    return max(1, heads // tensor) / heads if tensor > 1 else 1.0
+
+
+def fit(model_id: str, card: Card, *, context: int, kv_cache_dtype: str | None = None,
+        utilization: float | None = None, tensor: int = 1) -> Fit:
+    """What ``model_id`` holds on ``card`` (per GPU, its weights split over ``tensor`` GPUs)."""
+    config = model_config(model_id)
+    util = utilization if utilization is not None else card.utilization()
+    weights = weight_bytes(config) // tensor
+    overhead = overhead_bytes(config, card.total_bytes)
+    kv = max(0, int(card.total_bytes * util) - weights - overhead)
+    share = kv_share(config, tensor)
+    per_layer = kv_bytes_per_token_per_layer(config, kv_cache_dtype) * share
+    full, sliding, window = kv_layers(config)
+    per_sequence = kv_bytes_per_sequence(config, context, kv_cache_dtype) * share
+    bounded = per_layer * sliding * (window or 0)  # what the sliding layers hold at any length
+    longest = int((kv - bounded) // (per_layer * full)) if kv > bounded and full else 0
+    model_max = _text(config).get("max_position_embeddings") or longest
+    return Fit(card=card, utilization=util, weights=weights, overhead=overhead, kv_cache=kv,
+               kv_per_token=int(per_layer * (full + sliding)), context=context,
+               sequences=kv / per_sequence if per_sequence else 0.0, max_context=min(longest, model_max))

@@ -1,0 +1,81 @@
+"""Preset sizes computed from each model's config.json (stored facts) and the card's memory: every GPU
+preset holds at least two sequences of its context on the card it names, a card where it cannot start
+is refused with the arithmetic, and the sums match the published sizes."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.cli import main
+from serve.presets import PRESETS, preset_fit
+from serve.sizing import CARDS, GIB, kv_bytes_per_sequence, model_config, parameters, weight_bytes
+from tests.fake_nvidia import install_fake_nvidia_smi
+
+GPU_PRESETS = [name for name, p in PRESETS.items() if p.device == "gpu"]
+
+
+@pytest.mark.parametrize("name", GPU_PRESETS)
+def test_every_gpu_preset_holds_two_sequences_of_its_context_on_the_card_it_names(name):
+    preset = PRESETS[name]
+    assert preset.sized_for in CARDS and preset.sized_for.split()[0] in preset.card, preset.card
+    fit = preset_fit(preset)
+    assert fit.starts and fit.sequences >= 2, fit.arithmetic()
+    assert preset.max_model_len <= fit.max_context
+
+
+@pytest.mark.parametrize("model, billions", [
+    # the parameter counts the model cards state
+    ("Qwen/Qwen3-32B", 32.8), ("Qwen/Qwen3-14B", 14.8), ("Qwen/Qwen3-30B-A3B-Instruct-2507", 30.5),
+    ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", 235), ("Qwen/Qwen2.5-72B-Instruct", 72.7),
+    ("google/gemma-3-27b-it", 27.4), ("google/gemma-3-4b-it", 4.3), ("Qwen/Qwen3-4B-Instruct-2507", 4.0),
+])
+def test_parameters_computed_from_the_config_match_the_model_cards(model, billions):
+    assert sum(parameters(model_config(model))) / 1e9 == pytest.approx(billions, rel=0.02)
+
+
+def test_the_kv_cache_of_one_qwen3_32b_sequence_is_the_issue_s_ten_gib():
+    config = model_config("Qwen/Qwen3-32B")
+    assert kv_bytes_per_sequence(config, 40960, None) == 64 * 2 * 8 * 128 * 2 * 40960  # 10.0 GiB
+    assert kv_bytes_per_sequence(config, 40960, "fp8") * 2 == kv_bytes_per_sequence(config, 40960, None)
+    assert weight_bytes(config) / GIB == pytest.approx(61.0, abs=0.1)
+
+
+def test_gemma_sliding_window_layers_hold_only_their_window():
+    config = model_config("google/gemma-3-27b-it")  # 62 layers: every 6th global, the rest a 1024 window
+    per_layer = 2 * 16 * 128 * 2
+    assert kv_bytes_per_sequence(config, 65536, None) == per_layer * (10 * 65536 + 52 * 1024)
+
+
+def test_desktop_cards_leave_room_for_the_display_session():
+    for card in CARDS.values():
+        free = card.total_bytes * (1 - card.utilization())
+        assert card.utilization() <= 0.90 and (not card.desktop or free >= 1.5 * GIB), card
+
+
+def test_a_preset_sized_past_the_card_is_refused_with_the_arithmetic(capsys):
+    assert main(["serve", "--preset", "qwen3-32b", "--dry-run", "--gpu-memory", "79.6"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "preset qwen3-32b cannot start on a 79.6 GiB GPU" in err[0], err
+    assert "weights 61.0 + overhead" in err[0] and "0.7 sequence(s) of 40960 tokens" in err[0]
+    assert main(["serve", "--preset", "qwen3-32b-fp8", "--dry-run", "--gpu-memory", "79.6"]) == 0
+
+
+def test_serve_sizes_the_preset_for_the_gpu_nvidia_smi_reports(monkeypatch, tmp_path, capsys):
+    import serve.launcher
+
+    monkeypatch.setattr(serve.launcher, "gpu_present", lambda: True)
+    install_fake_nvidia_smi(tmp_path, monkeypatch, gpus=(("NVIDIA GeForce RTX 4090", 24564, 23000),))
+    assert main(["serve", "--preset", "gemma3-27b"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot start on a 24.0 GiB GPU" in err[0] and "exceed it by" in err[0], err
+
+
+def test_models_prints_what_each_preset_holds_and_refuses_what_cannot_start(capsys):
+    assert main(["models", "--gpu-memory", "24"]) == 0
+    out = capsys.readouterr().out
+    assert "Sizing per GPU on a 24 GiB card" in out
+    sizing = out[out.index("Sizing per GPU"):]
+    row = next(line for line in sizing.splitlines() if line.strip().startswith("qwen3-14b-awq "))
+    assert "24 GiB" in row and "32768" in row
+    assert "qwen3-32b: cannot start: 24.0 GiB x 0.90 = 21.6 GiB; weights 61.0" in out
+    assert main(["models", "--gpu-memory", "0"]) == 2
