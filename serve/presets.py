@@ -98,7 +98,8 @@ PRESETS: dict[str, Preset] = {
             kv_cache_dtype="fp8",
             reasoning_parser="qwen3",
             tool_parser="hermes",
-            notes="4-bit AWQ, 2.5 GiB of weights; 12K context so that two sequences fit on 8 GB; hybrid thinking model: fabula turns thinking off by default.",
+            notes="4-bit AWQ, 2.5 GiB of weights; 12K context so that two sequences fit on 8 GB; hybrid "
+            "thinking model: fabula turns thinking off by default.",
         ),
         Preset(
             name="gemma3-4b",

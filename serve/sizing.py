@@ -179,10 +179,8 @@ def overhead_bytes(config: dict, card_bytes: int) -> int:
     batched_tokens, max_num_seqs = server_defaults(card_bytes)
     t = _text(config)
     hidden = t["hidden_size"]
-    if t.get("num_experts"):
-        inner = t["moe_intermediate_size"] * t["num_experts_per_tok"]
-    else:
-        inner = t["intermediate_size"]
+    experts = t.get("num_experts")
+    inner = t["moe_intermediate_size"] * t["num_experts_per_tok"] if experts else t["intermediate_size"]
     activations = batched_tokens * (4 * hidden + 2 * inner) * 2
     logits = max_num_seqs * t["vocab_size"] * 4
     return activations + logits + RUNTIME_RESERVE
