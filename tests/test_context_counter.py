@@ -44,3 +44,19 @@ def test_a_hostile_tokenize_falls_back_to_the_estimate_in_bounded_time(servers, 
     finally:
         llm.close()
     assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("thinking, sent", [("off", {"enable_thinking": False}), ("on", {"enable_thinking": True}),
+                                            ("auto", None)])
+def test_the_count_renders_the_template_with_the_thinking_switch_every_request_sends(servers, thinking, sent):
+    # a Qwen3 hybrid's template adds an empty think block when thinking is off: counted without the
+    # switch, every request is undercounted by those tokens
+    server = servers("custom")
+    server.custom = lambda body: (200, {"count": 5})
+    llm = EndpointLLM(server.url, "m", timeout_s=5, thinking=thinking)
+    try:
+        counter_for(llm).count(ASK)
+        tokenize = [b for b, p in zip(server.bodies, server.paths, strict=True) if p == "/tokenize"]
+        assert tokenize and all(b.get("chat_template_kwargs") == sent for b in tokenize)
+    finally:
+        llm.close()

@@ -62,6 +62,13 @@ def test_every_preset_parses_under_the_installed_vllm_parser(name):
     if preset.device == "gpu":
         assert args.gpu_memory_utilization == preset.gpu_memory_utilization
         assert args.kv_cache_dtype == (preset.kv_cache_dtype or "auto")
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    engine = AsyncEngineArgs.from_cli_args(args)  # vLLM's own builder of the engine's settings
+    assert engine.max_model_len == preset.max_model_len and engine.enable_prefix_caching
+    assert engine.structured_outputs_config.backend == preset.structured_backend
+    assert engine.structured_outputs_config.disable_any_whitespace == (preset.structured_backend == "xgrammar")
+    assert engine.reasoning_parser in ("", None) or engine.reasoning_parser == preset.reasoning_parser
 
 
 def test_the_gpu_extra_is_bounded_to_the_vllm_the_presets_are_tested_with():

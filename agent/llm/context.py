@@ -95,13 +95,18 @@ class ServerCounter:
     exact = True
     name = "server /tokenize"
 
-    def __init__(self, client: Any, model: str) -> None:
+    def __init__(self, client: Any, model: str, template_kwargs: dict[str, Any] | None = None) -> None:
         self._client = client
         self.model = model
+        self.template_kwargs = template_kwargs or {}
+        """The ``chat_template_kwargs`` every chat request sends (the thinking switch): the count must
+        render the template as the request does, or a Qwen3 hybrid is undercounted."""
 
     def count(self, messages: Sequence[Message]) -> int:
-        data = self._client.request_json("POST", "/tokenize", body={"model": self.model, "messages": list(messages),
-                                                                     "add_generation_prompt": True}, retry=False)
+        body: dict[str, Any] = {"model": self.model, "messages": list(messages), "add_generation_prompt": True}
+        if self.template_kwargs:
+            body["chat_template_kwargs"] = self.template_kwargs
+        data = self._client.request_json("POST", "/tokenize", body=body, retry=False)
         if not isinstance(data, dict):
             raise ValueError("/tokenize did not answer with an object")
         return int(data["count"]) if "count" in data else len(data["tokens"])

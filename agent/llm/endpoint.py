@@ -131,8 +131,10 @@ class EndpointLLM(LLM):
         """The server's own count (vLLM's ``POST /tokenize``, at the root beside ``/v1``), through a
         bounded client; ``None`` when the server does not answer a probe count."""
         budget = min(TOKENIZE_BUDGET_S, self.limits.call_budget_s)
+        kwargs = shapes.thinking_field(self.kind, self._thinking()).get("chat_template_kwargs")
         counter = ServerCounter(self._http.at_root(HttpLimits(call_budget_s=budget, max_retries=0,
-                                                              max_response_bytes=TOKENIZE_MAX_BYTES)), self.model)
+                                                              max_response_bytes=TOKENIZE_MAX_BYTES)), self.model,
+                                template_kwargs=kwargs)
         try:
             counter.count([{"role": "user", "content": "probe"}])
             return counter
