@@ -55,6 +55,9 @@ class ServeConfig:
     cpu_threads: str | None = None
     grammar_compile_timeout_s: int = 30
     parallel: Parallelism = ONE_GPU
+    reasoning_parser: str | None = None
+    """vLLM's ``--reasoning-parser`` (``fabula serve --thinking on``): the reasoning comes back apart
+    from the answer, and structured outputs apply after it ends."""
     visible_devices: str | None = None
     """``CUDA_VISIBLE_DEVICES`` for this server (a replica's share of the node's GPUs)."""
     extra_args: list[str] = field(default_factory=list)
@@ -176,6 +179,8 @@ def server_command(config: ServeConfig) -> tuple[list[str], dict[str, str]]:
             argv += ["--kv-cache-dtype", config.kv_cache_dtype]
         if config.visible_devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = config.visible_devices
+    if config.reasoning_parser:
+        argv += ["--reasoning-parser", config.reasoning_parser]
     argv += config.parallel.args()
     if config.api_key:
         env["VLLM_API_KEY"] = config.api_key  # never on the command line, where `ps` shows it

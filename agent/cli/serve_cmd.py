@@ -47,6 +47,9 @@ def add_parser(sub) -> None:
     parser.add_argument("--structured-backend", choices=STRUCTURED_BACKENDS,
                         help="vLLM's structured-output backend (default: the preset's; xgrammar on GPU, "
                         "outlines on CPU)")
+    parser.add_argument("--thinking", choices=["off", "on"], default="off",
+                        help="on: start the preset's reasoning parser (vLLM --reasoning-parser), so a thinking "
+                        "model reasons before each answer; run fabula with --thinking on too (default off)")
     parser.add_argument("--cpu-kv-cache-gib", type=int, default=2, help="KV cache size on CPU (GiB)")
     parser.add_argument("--ready-timeout", type=float, default=900, help="seconds to wait for the server")
     parser.add_argument("--log-file", type=Path, help="server log (default: $FABULA_HOME/logs/serve-PORT.log)")
@@ -133,6 +136,11 @@ def resolve_config(args: argparse.Namespace):
         cpu_kv_cache_gib=args.cpu_kv_cache_gib, served_name=args.served_name,
     )
     config.extra_args += extra
+    if args.thinking == "on":
+        if not preset.reasoning_parser:
+            raise CLIError(f"--thinking on: preset {preset.name}'s model has no reasoning parser (it does not think); "
+                           "for your own model pass vLLM's flag after '--': -- --reasoning-parser NAME")
+        config.reasoning_parser = preset.reasoning_parser
     config.parallel = parallelism(args, config.parallel)
     if device == "gpu" and (args.gpu_memory is not None or not args.dry_run) and not args.model:
         check_fits(preset, config, args.gpu_memory)

@@ -32,6 +32,11 @@ from agent.repetition import is_looping
 
 Recorder = Callable[[CallRecord], None]
 
+REASONING_ALLOWANCE = 1024
+"""Tokens added to every call's ``max_tokens`` when thinking is on: the model reasons first and
+then answers under the grammar (vLLM applies structured outputs after the reasoning ends), so a
+budget sized for the answer alone would be spent on the reasoning and the answer cut."""
+
 _THINK_BLOCK = re.compile(r"^\s*<think>(.*?)</think>\s*", re.DOTALL)
 
 
@@ -156,6 +161,8 @@ class LLM(ABC):
             request.sampling = self.sampling_policy(request.role)
         _check_arguments(request)
         request.constraint = to_constraint(request.output_type)
+        if self.thinking == "on":
+            request.max_tokens += REASONING_ALLOWANCE
         return request
 
     def _run(self, request: Request) -> Completion:
@@ -230,6 +237,7 @@ class LLM(ABC):
             min_tokens=request.min_tokens,
             messages=request.messages,
             text=raw.text if raw is not None else None,
+            reasoning=split_reasoning(raw.text, raw.reasoning)[1] if raw is not None else None,
         )
         for recorder in self.recorders:
             recorder(record)

@@ -119,6 +119,9 @@ class CallRecord:
     """The sampling controls the call was made with (only those set)."""
     min_tokens: int | None = None
     """The floor on completion tokens the call asked for (None: none)."""
+    reasoning: str | None = None
+    """The model's reasoning before its answer (``--thinking on``): kept in the ledger, never sent
+    back to the model (the conversation carries the answer only)."""
 
 
 EMBEDDED_ENGINES = ("auto", "llama.cpp", "transformers")

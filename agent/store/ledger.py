@@ -34,11 +34,11 @@ def insert_llm_call(conn: sqlite3.Connection, record: CallRecord, *, session_id:
     cursor = conn.execute(
         "INSERT INTO llm_calls (session_id, unit, role, backend, model, temperature, max_tokens, schema_name, "
         "prompt_tokens, cached_prompt_tokens, completion_tokens, latency_s, finish_reason, error, messages, text, "
-        "created_at, sampling, min_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "created_at, sampling, min_tokens, reasoning) VALUES (" + ", ".join("?" * 20) + ")",
         (session_id, unit, record.role, record.backend, record.model, record.temperature, record.max_tokens,
          record.schema_name, record.prompt_tokens, record.cached_prompt_tokens, record.completion_tokens,
          record.latency_s, record.finish_reason, record.error, json.dumps(hashes), record.text, time.time(),
-         json.dumps(record.sampling) if record.sampling else None, record.min_tokens),
+         json.dumps(record.sampling) if record.sampling else None, record.min_tokens, record.reasoning),
     )
     return int(cursor.lastrowid or 0)
 
@@ -54,6 +54,7 @@ def llm_calls(conn: sqlite3.Connection) -> list[CallRecord]:
             latency_s=row["latency_s"], finish_reason=row["finish_reason"], error=row["error"],
             messages=_messages(conn, json.loads(row["messages"])), text=row["text"],
             sampling=json.loads(row["sampling"]) if row["sampling"] else None, min_tokens=row["min_tokens"],
+            reasoning=row["reasoning"],
         ))
     return out
 

@@ -258,9 +258,15 @@ def m009_call_min_tokens(conn: sqlite3.Connection) -> None:
     _run(conn, ["ALTER TABLE llm_calls ADD COLUMN min_tokens INTEGER"])
 
 
+def m010_call_reasoning(conn: sqlite3.Connection) -> None:
+    """The reasoning a thinking model wrote before its answer (NULL: none), kept apart from the
+    answer the conversation carries (``--thinking on``)."""
+    _run(conn, ["ALTER TABLE llm_calls ADD COLUMN reasoning TEXT"])
+
+
 MIGRATIONS: list[Migration] = [m001_core, m002_chapter_search, m003_ledgers, m004_magnet, m005_judgments,
                                m006_paragraph_versions, m007_call_sampling, m008_paragraph_search,
-                               m009_call_min_tokens]
+                               m009_call_min_tokens, m010_call_reasoning]
 LATEST = len(MIGRATIONS)
 
 

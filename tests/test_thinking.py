@@ -1,0 +1,83 @@
+"""``--thinking on`` does what a user expects: ``fabula serve`` starts the preset's reasoning parser
+(a name vLLM's own registry knows), every call gets a stated reasoning allowance on top of its budget,
+and the reasoning is recorded in the ledger but never sent back to the model. Default: off."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shlex
+
+import pytest
+
+from agent.cli import main
+from agent.llm.base import REASONING_ALLOWANCE
+from agent.store import RunStore
+from serve.launcher import ServeConfig, server_command
+from serve.presets import PRESETS
+from tests.scripted import ScriptedLLM
+from tests.vllm_serve_cli import parse_serve_argv
+
+needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM not installed")
+
+
+def dry_run_argv(capsys, *args: str) -> list[str]:
+    assert main(["serve", *args, "--dry-run"]) == 0
+    words = shlex.split(capsys.readouterr().out.strip())
+    return words[next(i for i, w in enumerate(words) if "=" not in w):]
+
+
+def test_thinking_on_starts_the_presets_reasoning_parser_and_off_does_not(capsys):
+    on = dry_run_argv(capsys, "--preset", "qwen3-14b-awq", "--thinking", "on")
+    assert on[on.index("--reasoning-parser") + 1] == "qwen3"
+    assert "--reasoning-parser" not in dry_run_argv(capsys, "--preset", "qwen3-14b-awq")  # the default is off
+
+
+def test_thinking_on_for_a_model_that_does_not_think_is_one_line(capsys):
+    assert main(["serve", "--preset", "gemma3-12b", "--thinking", "on", "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "has no reasoning parser" in err[0]
+
+
+@needs_vllm
+@pytest.mark.parametrize("name", [n for n, p in PRESETS.items() if p.reasoning_parser or p.tool_parser])
+def test_every_parser_a_preset_names_is_one_vllm_knows(name):
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.reasoning import ReasoningParserManager
+    from vllm.tool_parsers import ToolParserManager
+
+    preset = PRESETS[name]
+    if preset.tool_parser:
+        ToolParserManager.get_tool_parser(preset.tool_parser)
+    if preset.reasoning_parser:
+        ReasoningParserManager.get_reasoning_parser(preset.reasoning_parser)
+        config = ServeConfig.from_preset(preset, preset.model, reasoning_parser=preset.reasoning_parser)
+        args = parse_serve_argv(server_command(config)[0])
+        assert AsyncEngineArgs.from_cli_args(args).reasoning_parser == preset.reasoning_parser
+
+
+def test_reasoning_gets_an_allowance_is_recorded_and_never_sent_back(tmp_path):
+    store = RunStore.create(tmp_path / "run", pipeline="nst", config={})
+    try:
+        llm = ScriptedLLM(["<think>The keeper lies; make him hesitate.</think>The keeper hesitated.",
+                           "He rang the bell."])
+        llm.thinking = "on"
+        llm.recorders.append(store.recorder)
+        messages = [{"role": "user", "content": "Write one line."}]
+        first = llm.generate(messages, temperature=0, max_tokens=64)
+        assert first.text == "The keeper hesitated." and "make him hesitate" in first.reasoning
+        llm.generate([*messages, {"role": "assistant", "content": first.text},
+                      {"role": "user", "content": "Go on."}], temperature=0, max_tokens=64)
+        assert [r.max_tokens for r in llm.requests] == [64 + REASONING_ALLOWANCE] * 2
+        assert "make him hesitate" not in json.dumps([r.messages for r in llm.requests])
+        calls = store.llm_calls()
+        assert calls[0].reasoning == "The keeper lies; make him hesitate." and calls[1].reasoning is None
+    finally:
+        store.close()
+
+
+def test_thinking_off_adds_no_allowance():
+    llm = ScriptedLLM(["ok"])
+    llm.thinking = "off"
+    llm.generate([{"role": "user", "content": "x"}], temperature=0, max_tokens=64)
+    assert llm.requests[0].max_tokens == 64
