@@ -105,6 +105,19 @@ def test_a_model_missing_from_the_hf_cache_prints_the_fetch_command(monkeypatch,
     assert in_hf_cache("Qwen/Qwen3-4B")
 
 
+def test_a_gated_model_missing_from_the_cache_says_to_log_in_and_accept_the_licence(monkeypatch, tmp_path, capsys):
+    import serve.launcher
+
+    monkeypatch.setattr(serve.launcher, "gpu_present", lambda: True)
+    install_fake_nvidia_smi(tmp_path / "bin", monkeypatch, gpus=(("NVIDIA GeForce RTX 5090", 32607, 32000),))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    assert main(["serve", "--preset", "gemma3-12b"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "hf auth login, accept the licence at https://huggingface.co/google/gemma-3-12b-it" \
+        in err[0] and "hf download google/gemma-3-12b-it" in err[0], err
+
+
 @pytest.mark.parametrize("args, needle", [
     (["--host", ""], "--allow-remote"),
     (["--host", "0.0.0.0"], "--allow-remote"),

@@ -48,6 +48,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {p.name:{name_w}} {p.device:6} {p.card:{card_w}} {p.max_model_len:>6} {p.dtype:9} "
               f"{p.quantization or '-':5} {mem:5} {model}{kv}{split}")
     print()
+    print("Parsers (fabula serve --thinking on starts the reasoning parser) and access:")
+    for p in PRESETS.values():
+        if p.device != "gpu":
+            continue
+        access = "gated: hf auth login and accept the licence first" if p.gated else "open"
+        print(f"  {p.name:{name_w}} reasoning={p.reasoning_parser or '-':7} tool={p.tool_parser or '-':7} {access}")
+    print()
     print_sizing(args.gpu_memory)
     return 0
 

@@ -19,8 +19,13 @@ def check_model_present(config) -> None:
     if model.startswith(("/", ".", "~")) or model.count("/") != 1:
         raise CLIError(f"model folder {model} does not exist")
     if not in_hf_cache(model):
+        from serve.presets import PRESETS
+
+        gated = any(p.gated for p in PRESETS.values() if p.model == model)
+        login = (f"hf auth login, accept the licence at https://huggingface.co/{model} (a gated model), then  "
+                 if gated else "")
         raise CLIError(f"{model} is not in the Hugging Face cache ({hf_cache_dir()}); fabula never downloads "
-                       f"weights. Fetch it with:  {fetch_command(model)}   (or pass --model /path/to/folder)")
+                       f"weights. Fetch it with:  {login}{fetch_command(model)}   (or pass --model /path/to/folder)")
 
 
 def check_fits(preset, config, card_gib: float | None) -> None:
