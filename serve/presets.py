@@ -211,6 +211,20 @@ PRESETS: dict[str, Preset] = {
             gated=True,
             notes="~55 GB bf16 weights; 128K native context, 64K here to leave KV room for batches.",
         ),
+        Preset(
+            name="gemma4-31b",
+            model="google/gemma-4-31B-it",
+            device="gpu",
+            card="80 GB (H100, A100 80GB)",
+            sized_for="80 GB",
+            max_model_len=32768,
+            dtype="bfloat16",
+            gated=True,
+            reasoning_parser="gemma4",
+            tool_parser="gemma4",
+            notes="the papers' Magnet character-agent model: 57 GiB of bf16 text weights (its vision tower is not "
+            "counted: its config was not verified); on a 141 GB card --max-model-len 131072 holds six sequences.",
+        ),
         # -- one node of several GPUs: vLLM's own parallelism (serve/parallel.py, docs/scale-out.md).
         Preset(
             name="qwen2.5-72b-tp4",

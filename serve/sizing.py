@@ -106,14 +106,18 @@ def parameters(config: dict) -> tuple[int, int]:
     """(parameters in quantizable linear layers, other parameters: embeddings, lm_head, norms, router,
     vision tower) computed from the config's shapes."""
     t = _text(config)
-    hidden, layers, hd = t["hidden_size"], t["num_hidden_layers"], _head_dim(t)
-    attention = hidden * t["num_attention_heads"] * hd * 2 + hidden * t["num_key_value_heads"] * hd * 2
+    hidden, layers = t["hidden_size"], t["num_hidden_layers"]
+    full, sliding, _window = kv_layers(config)
+    attention = 0
+    for count, (heads, hd), is_full in ((full, _full_kv(t), True), (sliding, _sliding_kv(t), False)):
+        kv_projections = 1 if is_full and t.get("attention_k_eq_v") else 2  # Gemma 4's global K is its V
+        attention += count * (hidden * t["num_attention_heads"] * hd * 2 + hidden * heads * hd * kv_projections)
     if t.get("num_experts"):
         mlp = t["num_experts"] * 3 * hidden * t["moe_intermediate_size"]
         router = hidden * t["num_experts"]
     else:
         mlp, router = 3 * hidden * t["intermediate_size"], 0
-    linear = layers * (attention + mlp)
+    linear = attention + layers * mlp
     embeddings = t["vocab_size"] * hidden * (1 if t.get("tie_word_embeddings", True) else 2)
     other = embeddings + layers * (router + 4 * hidden) + _vision_parameters(config, hidden)
     return linear, other
@@ -161,16 +165,36 @@ def kv_layers(config: dict) -> tuple[int, int, int | None]:
     return layers - sliding, sliding, window if sliding else None
 
 
-def kv_bytes_per_token_per_layer(config: dict, kv_cache_dtype: str | None) -> int:
+def _sliding_kv(t: dict) -> tuple[int, int]:
+    """(KV heads, head dim) of a sliding-window layer (and of every layer of a uniform model)."""
+    return t["num_key_value_heads"], _head_dim(t)
+
+
+def _full_kv(t: dict) -> tuple[int, int]:
+    """(KV heads, head dim) of a full-attention layer: Gemma 4's global layers have their own."""
+    return t.get("num_global_key_value_heads") or t["num_key_value_heads"], t.get("global_head_dim") or _head_dim(t)
+
+
+def kv_bytes_per_token(config: dict, kv_cache_dtype: str | None) -> tuple[int, int]:
+    """KV bytes one token takes in one (full-attention, sliding-window) layer: K and V, each KV head x
+    head dim x the KV dtype's bytes. Gemma 4's K-equals-V global layers are counted with both (vLLM's
+    cache layout is not assumed to share them: an over-count, never an under-count)."""
     t = _text(config)
-    return 2 * t["num_key_value_heads"] * _head_dim(t) * kv_dtype_bytes(kv_cache_dtype)
+    size = kv_dtype_bytes(kv_cache_dtype)
+    (full_heads, full_hd), (heads, hd) = _full_kv(t), _sliding_kv(t)
+    return 2 * full_heads * full_hd * size, 2 * heads * hd * size
+
+
+def kv_bytes_per_token_per_layer(config: dict, kv_cache_dtype: str | None) -> int:
+    """KV bytes one token takes in one full-attention layer."""
+    return kv_bytes_per_token(config, kv_cache_dtype)[0]
 
 
 def kv_bytes_per_sequence(config: dict, tokens: int, kv_cache_dtype: str | None) -> int:
     """KV cache bytes one sequence of ``tokens`` holds (sliding-window layers capped at their window)."""
     full, sliding, window = kv_layers(config)
-    per_layer = kv_bytes_per_token_per_layer(config, kv_cache_dtype)
-    return per_layer * (full * tokens + sliding * min(tokens, window or tokens))
+    full_bytes, sliding_bytes = kv_bytes_per_token(config, kv_cache_dtype)
+    return full_bytes * full * tokens + sliding_bytes * sliding * min(tokens, window or tokens)
 
 
 def overhead_bytes(config: dict, card_bytes: int) -> int:
@@ -235,12 +259,12 @@ def fit(model_id: str, card: Card, *, context: int, kv_cache_dtype: str | None =
     overhead = overhead_bytes(config, card.total_bytes)
     kv = max(0, int(card.total_bytes * util) - weights - overhead)
     share = kv_share(config, tensor)
-    per_layer = kv_bytes_per_token_per_layer(config, kv_cache_dtype) * share
+    full_bytes, sliding_bytes = (b * share for b in kv_bytes_per_token(config, kv_cache_dtype))
     full, sliding, window = kv_layers(config)
     per_sequence = kv_bytes_per_sequence(config, context, kv_cache_dtype) * share
-    bounded = per_layer * sliding * (window or 0)  # what the sliding layers hold at any length
-    longest = int((kv - bounded) // (per_layer * full)) if kv > bounded and full else 0
+    bounded = sliding_bytes * sliding * (window or 0)  # what the sliding layers hold at any length
+    longest = int((kv - bounded) // (full_bytes * full)) if kv > bounded and full else 0
     model_max = _text(config).get("max_position_embeddings") or longest
     return Fit(card=card, utilization=util, weights=weights, overhead=overhead, kv_cache=kv,
-               kv_per_token=int(per_layer * (full + sliding)), context=context,
+               kv_per_token=int(full_bytes * full + sliding_bytes * sliding), context=context,
                sequences=kv / per_sequence if per_sequence else 0.0, max_context=min(longest, model_max))

@@ -27,7 +27,7 @@ def test_every_gpu_preset_holds_two_sequences_of_its_context_on_the_card_it_name
     # the parameter counts the model cards state
     ("Qwen/Qwen3-32B", 32.8), ("Qwen/Qwen3-14B", 14.8), ("Qwen/Qwen3-30B-A3B-Instruct-2507", 30.5),
     ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", 235), ("Qwen/Qwen2.5-72B-Instruct", 72.7),
-    ("google/gemma-3-27b-it", 27.4), ("google/gemma-3-4b-it", 4.3), ("Qwen/Qwen3-4B-Instruct-2507", 4.0),
+    ("google/gemma-3-27b-it", 27.4), ("google/gemma-4-31B-it", 30.7), ("google/gemma-3-4b-it", 4.3), ("Qwen/Qwen3-4B-Instruct-2507", 4.0),
 ])
 def test_parameters_computed_from_the_config_match_the_model_cards(model, billions):
     assert sum(parameters(model_config(model))) / 1e9 == pytest.approx(billions, rel=0.02)
@@ -44,6 +44,14 @@ def test_gemma_sliding_window_layers_hold_only_their_window():
     config = model_config("google/gemma-3-27b-it")  # 62 layers: every 6th global, the rest a 1024 window
     per_layer = 2 * 16 * 128 * 2
     assert kv_bytes_per_sequence(config, 65536, None) == per_layer * (10 * 65536 + 52 * 1024)
+
+
+def test_gemma4_global_layers_have_their_own_kv_heads_and_head_dim():
+    from serve.sizing import kv_bytes_per_token
+
+    config = model_config("google/gemma-4-31B-it")  # 10 global layers (4 KV heads x 512), 50 sliding (16 x 256)
+    assert kv_bytes_per_token(config, None) == (2 * 4 * 512 * 2, 2 * 16 * 256 * 2)
+    assert kv_bytes_per_sequence(config, 32768, None) == 8192 * 10 * 32768 + 16384 * 50 * 1024
 
 
 def test_desktop_cards_leave_room_for_the_display_session():
