@@ -27,7 +27,8 @@ def test_every_gpu_preset_holds_two_sequences_of_its_context_on_the_card_it_name
     # the parameter counts the model cards state
     ("Qwen/Qwen3-32B", 32.8), ("Qwen/Qwen3-14B", 14.8), ("Qwen/Qwen3-30B-A3B-Instruct-2507", 30.5),
     ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", 235), ("Qwen/Qwen2.5-72B-Instruct", 72.7),
-    ("google/gemma-3-27b-it", 27.4), ("google/gemma-4-31B-it", 30.7), ("google/gemma-3-4b-it", 4.3), ("Qwen/Qwen3-4B-Instruct-2507", 4.0),
+    ("google/gemma-3-27b-it", 27.4), ("google/gemma-4-31B-it", 30.7), ("google/gemma-3-4b-it", 4.3),
+    ("Qwen/Qwen3-4B-Instruct-2507", 4.0),
 ])
 def test_parameters_computed_from_the_config_match_the_model_cards(model, billions):
     assert sum(parameters(model_config(model))) / 1e9 == pytest.approx(billions, rel=0.02)
