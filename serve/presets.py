@@ -46,6 +46,11 @@ class Preset:
     """vLLM's ``--tool-call-parser`` for this model's own tool-call format."""
     gated: bool = False
     """The checkpoint needs a Hugging Face login and its licence accepted before ``hf download``."""
+    mtp_tokens: int = 0
+    """Tokens the model's own multi-token-prediction head drafts per step under ``fabula serve --mtp``
+    (vLLM's speculative method ``mtp``); 0: no MTP head vLLM 0.32 drives. Off by default: unproven here."""
+    purpose: str = ""
+    """What the preset is for, in one line a writer understands (``fabula models``)."""
 
     def __post_init__(self) -> None:
         if self.device == "gpu" and self.gpu_memory_utilization is None and self.sized_for:
@@ -224,6 +229,102 @@ PRESETS: dict[str, Preset] = {
             tool_parser="gemma4",
             notes="the papers' Magnet character-agent model: 57 GiB of bf16 text weights (its vision tower is not "
             "counted: its config was not verified); on a 141 GB card --max-model-len 131072 holds six sequences.",
+        ),
+        # -- Qwen3.5 (2026): hybrid Gated DeltaNet + gated attention, thinking models with an MTP head. Configs
+        # in serve/model_configs/ (each with its _source); served text-only (--language-model-only: the vision
+        # tower is not loaded). Tool calls: qwen3_coder, reasoning: qwen3, as Qwen's model cards start vLLM.
+        Preset(
+            name="qwen3.5-4b",
+            model="Qwen/Qwen3.5-4B",
+            device="gpu",
+            card="16 GB (RTX 4080, 5070 Ti)",
+            sized_for="16 GB",
+            max_model_len=32768,
+            dtype="bfloat16",
+            reasoning_parser="qwen3",
+            tool_parser="qwen3_coder",
+            mtp_tokens=1,
+            extra_args=("--language-model-only",),
+            purpose="the NstAgent paper's small model: a whole story on a desktop card, with room for long chapters",
+            notes="7.8 GiB of bf16 text weights; 24 of 32 layers are linear attention (a fixed state per "
+            "sequence), so a 32K sequence needs about 1 GiB; no quantized checkpoint is published.",
+        ),
+        Preset(
+            name="qwen3.5-9b",
+            model="Qwen/Qwen3.5-9B",
+            device="gpu",
+            card="24 GB (RTX 4090, 3090)",
+            sized_for="24 GB",
+            max_model_len=32768,
+            dtype="bfloat16",
+            reasoning_parser="qwen3",
+            tool_parser="qwen3_coder",
+            mtp_tokens=1,
+            extra_args=("--language-model-only",),
+            purpose="a stronger writer on one gaming card: better prose and plot memory than the 4B",
+            notes="16.7 GiB of bf16 text weights; no quantized checkpoint is published.",
+        ),
+        Preset(
+            name="qwen3.5-35b-a3b-gptq",
+            model="Qwen/Qwen3.5-35B-A3B-GPTQ-Int4",
+            device="gpu",
+            card="32 GB (RTX 5090)",
+            sized_for="32 GB",
+            max_model_len=65536,
+            dtype="auto",  # the GPTQ checkpoint's own dtypes
+            reasoning_parser="qwen3",
+            tool_parser="qwen3_coder",
+            mtp_tokens=1,
+            extra_args=("--language-model-only",),
+            purpose="a large, fast mixture-of-experts writer on one 32 GB card, long context",
+            notes="Qwen's own 4-bit GPTQ checkpoint (experts 4-bit, attention and shared experts 16-bit): "
+            "20 GiB of weights, 3B parameters active per token.",
+        ),
+        Preset(
+            name="qwen3.5-27b-fp8",
+            model="Qwen/Qwen3.5-27B-FP8",
+            device="gpu",
+            card="48 GB (L40S, RTX 6000 Ada)",
+            sized_for="48 GB",
+            max_model_len=65536,
+            dtype="auto",  # the FP8 checkpoint's own dtypes
+            reasoning_parser="qwen3",
+            tool_parser="qwen3_coder",
+            mtp_tokens=1,
+            extra_args=("--language-model-only",),
+            purpose="the best dense Qwen3.5 writer on a 48 GB workstation card",
+            notes="Qwen's own FP8 checkpoint (128x128 blocks): 27 GiB of weights; FP8 needs an Ada or newer GPU.",
+        ),
+        Preset(
+            name="qwen3.5-27b",
+            model="Qwen/Qwen3.5-27B",
+            device="gpu",
+            card="80 GB (H100, A100 80GB)",
+            sized_for="80 GB",
+            max_model_len=131072,
+            dtype="bfloat16",
+            reasoning_parser="qwen3",
+            tool_parser="qwen3_coder",
+            mtp_tokens=1,
+            extra_args=("--language-model-only",),
+            purpose="the dense 27B at full precision on a datacentre card: several long stories at once",
+            notes="50 GiB of bf16 text weights; 128K context (the model's native 256K fits one sequence).",
+        ),
+        Preset(
+            name="qwen3.5-35b-a3b",
+            model="Qwen/Qwen3.5-35B-A3B",
+            device="gpu",
+            card="141 GB (H200)",
+            sized_for="141 GB",
+            max_model_len=131072,
+            dtype="bfloat16",
+            reasoning_parser="qwen3",
+            tool_parser="qwen3_coder",
+            mtp_tokens=1,
+            extra_args=("--language-model-only",),
+            purpose="many stories in parallel on an H200: fast mixture-of-experts decoding at full precision",
+            notes="65 GiB of bf16 weights, 3B active per token (an 80 GB card keeps too little for the KV cache; "
+            "use qwen3.5-35b-a3b-gptq or the FP8 checkpoint there).",
         ),
         # -- one node of several GPUs: vLLM's own parallelism (serve/parallel.py, docs/scale-out.md).
         Preset(

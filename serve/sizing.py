@@ -12,6 +12,8 @@ The model's shape comes from ``serve/model_configs/OWNER--NAME.json``: the field
     overhead = activations of one prefill chunk (max_num_batched_tokens) + logits + RUNTIME_RESERVE
     KV cache = budget - weights - overhead, holding KV bytes per token (2 x layers x KV heads x head dim
                x KV dtype bytes; a sliding-window layer holds at most its window per sequence)
+               and, for a hybrid model's linear-attention (Gated DeltaNet) layers, a fixed-size
+               recurrent state per sequence instead of any per-token KV
 """
 
 from __future__ import annotations
@@ -104,23 +106,38 @@ def _head_dim(t: dict) -> int:
 
 def parameters(config: dict) -> tuple[int, int]:
     """(parameters in quantizable linear layers, other parameters: embeddings, lm_head, norms, router,
-    vision tower) computed from the config's shapes."""
+    convolutions, vision tower) computed from the config's shapes."""
+    attention, mlp, other = _parameter_parts(config)
+    return attention + mlp, other
+
+
+def _parameter_parts(config: dict) -> tuple[int, int, int]:
+    """(attention and linear-attention projections, MLP/expert projections, the rest)."""
     t = _text(config)
     hidden, layers = t["hidden_size"], t["num_hidden_layers"]
     full, sliding, _window = kv_layers(config)
+    query_width = 2 if t.get("attn_output_gate") else 1  # Qwen3.5's gated attention: q_proj emits a gate too
     attention = 0
     for count, (heads, hd), is_full in ((full, _full_kv(t), True), (sliding, _sliding_kv(t), False)):
         kv_projections = 1 if is_full and t.get("attention_k_eq_v") else 2  # Gemma 4's global K is its V
-        attention += count * (hidden * t["num_attention_heads"] * hd * 2 + hidden * heads * hd * kv_projections)
+        q_and_o = hidden * t["num_attention_heads"] * hd * (1 + query_width)
+        attention += count * (q_and_o + hidden * heads * hd * kv_projections)
+    convolutions = 0
+    if linear_layers(config):
+        kh, kd, vh, vd = (t["linear_num_key_heads"], t["linear_key_head_dim"],
+                          t["linear_num_value_heads"], t["linear_value_head_dim"])
+        # Gated DeltaNet: q, k, v, the output gate z, and the b/a gates in; out_proj back
+        attention += linear_layers(config) * (hidden * (2 * kh * kd + 2 * vh * vd + 2 * vh) + vh * vd * hidden)
+        convolutions = linear_layers(config) * (2 * kh * kd + vh * vd) * t["linear_conv_kernel_dim"]
     if t.get("num_experts"):
         mlp = t["num_experts"] * 3 * hidden * t["moe_intermediate_size"]
+        mlp += 3 * hidden * t.get("shared_expert_intermediate_size", 0)
         router = hidden * t["num_experts"]
     else:
         mlp, router = 3 * hidden * t["intermediate_size"], 0
-    linear = attention + layers * mlp
     embeddings = t["vocab_size"] * hidden * (1 if t.get("tie_word_embeddings", True) else 2)
-    other = embeddings + layers * (router + 4 * hidden) + _vision_parameters(config, hidden)
-    return linear, other
+    other = embeddings + layers * (router + 4 * hidden) + convolutions + _vision_parameters(config, hidden)
+    return attention, layers * mlp, other
 
 
 def _vision_parameters(config: dict, text_hidden: int) -> int:
@@ -133,36 +150,79 @@ def _vision_parameters(config: dict, text_hidden: int) -> int:
 
 
 def weight_bytes(config: dict) -> int:
-    """Bytes of the checkpoint's weights as vLLM loads them (linear layers as quantized)."""
-    linear, other = parameters(config)
+    """Bytes of the checkpoint's weights as vLLM loads them (linear layers as quantized; a GPTQ
+    checkpoint whose ``dynamic`` rules exclude ``attn`` keeps its attention and linear-attention
+    projections in 16 bits, as Qwen's own GPTQ-Int4 checkpoints do)."""
+    attention, mlp, other = _parameter_parts(config)
     quant = config.get("quantization_config") or {}
     method = quant.get("quant_method")
-    if method == "awq":
+    if method in ("awq", "gptq"):
         group = quant.get("group_size", 128)
         per_linear = quant.get("bits", 4) / 8 + 2.5 / group  # fp16 scale + packed zero per group
     elif method == "fp8":
         per_linear = 1.0 + 4 / (128 * 128)  # one float32 scale per 128x128 block
     else:
         per_linear = 2.0
-    return int(linear * per_linear + other * 2)
+    excluded = [rule for rule in quant.get("dynamic", {}) if rule.startswith("-:")] if method == "gptq" else []
+    attention_bytes = attention * (2.0 if any("attn" in rule for rule in excluded) else per_linear)
+    t = _text(config)
+    shared = t["num_hidden_layers"] * 3 * t["hidden_size"] * t.get("shared_expert_intermediate_size", 0)
+    shared_bytes = shared * (2.0 - per_linear) if any("shared_expert" in rule for rule in excluded) else 0
+    return int(attention_bytes + mlp * per_linear + shared_bytes + other * 2)
 
 
 def kv_dtype_bytes(kv_cache_dtype: str | None) -> int:
     return 1 if kv_cache_dtype and kv_cache_dtype.startswith("fp8") else 2
 
 
+def _layer_types(t: dict) -> list[str]:
+    """Each layer's kind: the config's ``layer_types``, else derived from ``full_attention_interval``
+    (every Nth layer full attention, the rest linear, as transformers derives it), else none given."""
+    if "layer_types" in t:
+        return list(t["layer_types"])
+    interval = t.get("full_attention_interval")
+    if interval and t.get("linear_num_value_heads"):
+        return ["full_attention" if (i + 1) % interval == 0 else "linear_attention"
+                for i in range(t["num_hidden_layers"])]
+    return []
+
+
+def linear_layers(config: dict) -> int:
+    """How many linear-attention (Gated DeltaNet) layers a hybrid model has: they keep a fixed-size
+    state per sequence, no KV per token."""
+    return sum(1 for kind in _layer_types(_text(config)) if kind == "linear_attention")
+
+
 def kv_layers(config: dict) -> tuple[int, int, int | None]:
-    """(full-attention layers, sliding-window layers, the window) from the config."""
+    """(full-attention layers, sliding-window layers, the window) from the config; a hybrid model's
+    linear-attention layers are neither."""
     t = _text(config)
     layers = t["num_hidden_layers"]
     window = t.get("sliding_window") if t.get("use_sliding_window", True) else None
-    if "layer_types" in t:
-        sliding = sum(1 for kind in t["layer_types"] if kind == "sliding_attention")
+    kinds = _layer_types(t)
+    if kinds:
+        sliding = sum(1 for kind in kinds if kind == "sliding_attention")
     elif window and t.get("sliding_window_pattern"):
         sliding = layers - layers // t["sliding_window_pattern"]  # every Nth layer is global
     else:
         sliding = 0
-    return layers - sliding, sliding, window if sliding else None
+    return layers - sliding - linear_layers(config), sliding, window if sliding else None
+
+
+def linear_state_bytes(config: dict) -> int:
+    """The recurrent state one sequence holds over every linear-attention layer, whatever its length
+    (vLLM's Gated DeltaNet state shapes): a convolution state of (2 x key heads x key dim + value
+    heads x value dim) x (kernel - 1) in the model's dtype, and a value heads x value dim x key dim
+    state in ``mamba_ssm_dtype`` (float32 in Qwen3.5's configs; else the model's dtype)."""
+    count = linear_layers(config)
+    if not count:
+        return 0
+    t = _text(config)
+    kh, kd, vh, vd = (t["linear_num_key_heads"], t["linear_key_head_dim"],
+                      t["linear_num_value_heads"], t["linear_value_head_dim"])
+    conv = (2 * kh * kd + vh * vd) * (t["linear_conv_kernel_dim"] - 1) * 2
+    ssm = vh * vd * kd * (4 if t.get("mamba_ssm_dtype") == "float32" else 2)
+    return count * (conv + ssm)
 
 
 def _sliding_kv(t: dict) -> tuple[int, int]:
@@ -191,10 +251,12 @@ def kv_bytes_per_token_per_layer(config: dict, kv_cache_dtype: str | None) -> in
 
 
 def kv_bytes_per_sequence(config: dict, tokens: int, kv_cache_dtype: str | None) -> int:
-    """KV cache bytes one sequence of ``tokens`` holds (sliding-window layers capped at their window)."""
+    """KV cache bytes one sequence of ``tokens`` holds (sliding-window layers capped at their window;
+    linear-attention layers a fixed state, :func:`linear_state_bytes`)."""
     full, sliding, window = kv_layers(config)
     full_bytes, sliding_bytes = kv_bytes_per_token(config, kv_cache_dtype)
-    return full_bytes * full * tokens + sliding_bytes * sliding * min(tokens, window or tokens)
+    return (full_bytes * full * tokens + sliding_bytes * sliding * min(tokens, window or tokens)
+            + linear_state_bytes(config))
 
 
 def overhead_bytes(config: dict, card_bytes: int) -> int:
@@ -262,7 +324,8 @@ def fit(model_id: str, card: Card, *, context: int, kv_cache_dtype: str | None =
     full_bytes, sliding_bytes = (b * share for b in kv_bytes_per_token(config, kv_cache_dtype))
     full, sliding, window = kv_layers(config)
     per_sequence = kv_bytes_per_sequence(config, context, kv_cache_dtype) * share
-    bounded = sliding_bytes * sliding * (window or 0)  # what the sliding layers hold at any length
+    # what the sliding layers and the linear-attention state hold at any length
+    bounded = sliding_bytes * sliding * (window or 0) + linear_state_bytes(config) * share
     longest = int((kv - bounded) // (full_bytes * full)) if kv > bounded and full else 0
     model_max = _text(config).get("max_position_embeddings") or longest
     return Fit(card=card, utilization=util, weights=weights, overhead=overhead, kv_cache=kv,

@@ -88,3 +88,25 @@ def test_models_prints_what_each_preset_holds_and_refuses_what_cannot_start(caps
     assert "24 GiB" in row and "32768" in row
     assert "qwen3-32b: cannot start: 24.0 GiB x 0.90 = 21.6 GiB; weights 61.0" in out
     assert main(["models", "--gpu-memory", "0"]) == 2
+
+
+def test_a_hybrid_model_holds_kv_only_in_its_full_attention_layers_and_a_fixed_state_in_the_linear_ones():
+    from serve.sizing import kv_layers, linear_layers, linear_state_bytes
+
+    config = model_config("Qwen/Qwen3.5-4B")  # 32 layers: every 4th full attention (4 KV heads x 256), 24 DeltaNet
+    assert kv_layers(config) == (8, 0, None) and linear_layers(config) == 24
+    # per DeltaNet layer: conv state (2 x 16 x 128 + 32 x 128) x 3 in bf16, recurrent state 32 x 128 x 128 in fp32
+    state = 24 * ((2 * 16 * 128 + 32 * 128) * 3 * 2 + 32 * 128 * 128 * 4)
+    assert linear_state_bytes(config) == state == 51_511_296
+    assert kv_bytes_per_sequence(config, 32768, None) == 8 * 2 * 4 * 256 * 2 * 32768 + state
+    assert kv_bytes_per_sequence(config, 65536, None) - kv_bytes_per_sequence(config, 32768, None) == \
+        8 * 2 * 4 * 256 * 2 * 32768  # the state does not grow with the sequence
+
+
+def test_a_hybrid_preset_s_concurrency_counts_one_state_per_sequence():
+    preset = PRESETS["qwen3.5-27b"]  # 16 full-attention layers, 48 DeltaNet layers
+    fit = preset_fit(preset)
+    per_sequence = 16 * 2 * 4 * 256 * 2 * 131072 + 48 * ((2 * 16 * 128 + 48 * 128) * 3 * 2 + 48 * 128 * 128 * 4)
+    assert fit.kv_per_token == 16 * 2 * 4 * 256 * 2
+    assert fit.sequences == pytest.approx(fit.kv_cache / per_sequence)
+    assert 2 <= fit.sequences < 3, fit.arithmetic()

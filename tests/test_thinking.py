@@ -81,3 +81,32 @@ def test_thinking_off_adds_no_allowance():
     llm.thinking = "off"
     llm.generate([{"role": "user", "content": "x"}], temperature=0, max_tokens=64)
     assert llm.requests[0].max_tokens == 64
+
+
+@needs_vllm
+def test_mtp_starts_speculative_decoding_through_the_models_own_head_and_is_off_by_default(capsys):
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    on = dry_run_argv(capsys, "--preset", "qwen3.5-9b", "--mtp")
+    spec = AsyncEngineArgs.from_cli_args(parse_serve_argv(on)).speculative_config  # vLLM's own parser
+    assert spec == {"method": "mtp", "num_speculative_tokens": PRESETS["qwen3.5-9b"].mtp_tokens}
+    assert "--speculative-config" not in dry_run_argv(capsys, "--preset", "qwen3.5-9b")
+    assert main(["serve", "--preset", "qwen3-14b-awq", "--mtp", "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no multi-token-prediction head" in err[0]
+
+
+@needs_vllm
+@pytest.mark.parametrize("name", [n for n, p in PRESETS.items() if p.mtp_tokens])
+def test_vllm_finds_an_mtp_head_in_every_preset_that_offers_mtp(name):
+    from transformers import AutoConfig
+    from vllm.config.speculative import SpeculativeConfig
+
+    from serve.sizing import model_config
+
+    preset = PRESETS[name]
+    facts = {k: v for k, v in model_config(preset.model).items() if not k.startswith("_")}
+    hf_config = AutoConfig.for_model(**facts)  # the stored config.json facts as transformers reads them
+    draft = SpeculativeConfig.hf_config_override(hf_config)  # what vLLM does to the target for method mtp
+    assert draft.architectures[0] in ("Qwen3_5MTP", "Qwen3_5MoeMTP")
+    assert draft.n_predict >= 1 and preset.mtp_tokens <= draft.n_predict

@@ -53,7 +53,15 @@ def run(args: argparse.Namespace) -> int:
         if p.device != "gpu":
             continue
         access = "gated: hf auth login and accept the licence first" if p.gated else "open"
-        print(f"  {p.name:{name_w}} reasoning={p.reasoning_parser or '-':7} tool={p.tool_parser or '-':7} {access}")
+        mtp = f" mtp={p.mtp_tokens}" if p.mtp_tokens else ""
+        print(f"  {p.name:{name_w}} reasoning={p.reasoning_parser or '-':7} tool={p.tool_parser or '-':11} "
+              f"{access}{mtp}")
+    print("  (mtp=N: fabula serve --mtp drafts N tokens a step through the model's own MTP head; off by default)")
+    print()
+    print("What each is for:")
+    for p in PRESETS.values():
+        if p.purpose:
+            print(f"  {p.name:{name_w}} {p.purpose}")
     print()
     print_sizing(args.gpu_memory)
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import signal
@@ -50,6 +51,10 @@ def add_parser(sub) -> None:
     parser.add_argument("--thinking", choices=["off", "on"], default="off",
                         help="on: start the preset's reasoning parser (vLLM --reasoning-parser), so a thinking "
                         "model reasons before each answer; run fabula with --thinking on too (default off)")
+    parser.add_argument("--mtp", action="store_true",
+                        help="speculative decoding through the model's own multi-token-prediction head (vLLM's "
+                        "--speculative-config method mtp), for presets whose model has one; off by default: "
+                        "not yet measured here")
     parser.add_argument("--cpu-kv-cache-gib", type=int, default=2, help="KV cache size on CPU (GiB)")
     parser.add_argument("--ready-timeout", type=float, default=900, help="seconds to wait for the server")
     parser.add_argument("--log-file", type=Path, help="server log (default: $FABULA_HOME/logs/serve-PORT.log)")
@@ -141,12 +146,23 @@ def resolve_config(args: argparse.Namespace):
             raise CLIError(f"--thinking on: preset {preset.name}'s model has no reasoning parser (it does not think); "
                            "for your own model pass vLLM's flag after '--': -- --reasoning-parser NAME")
         config.reasoning_parser = preset.reasoning_parser
+    if args.mtp:
+        if not preset.mtp_tokens:
+            raise CLIError(f"--mtp: preset {preset.name}'s model has no multi-token-prediction head vLLM drives; "
+                           "for your own model pass vLLM's flag after '--': -- --speculative-config JSON")
+        config.extra_args += mtp_args(preset.mtp_tokens)
     config.parallel = parallelism(args, config.parallel)
     if device == "gpu" and (args.gpu_memory is not None or not args.dry_run) and not args.model:
         check_fits(preset, config, args.gpu_memory)
     if args.model and not args.served_name and preset.name == "custom":
         config.served_name = Path(model_path).name or model_path
     return config
+
+
+def mtp_args(tokens: int) -> list[str]:
+    """vLLM's flag for speculative decoding through the served model's own MTP head: method ``mtp``
+    takes the draft from the target checkpoint itself."""
+    return ["--speculative-config", json.dumps({"method": "mtp", "num_speculative_tokens": tokens})]
 
 
 def parallelism(args: argparse.Namespace, base):
