@@ -234,6 +234,22 @@ PRESETS: dict[str, Preset] = {
         # in serve/model_configs/ (each with its _source); served text-only (--language-model-only: the vision
         # tower is not loaded). Tool calls: qwen3_coder, reasoning: qwen3, as Qwen's model cards start vLLM.
         Preset(
+            name="qwen3.5-2b",
+            model="Qwen/Qwen3.5-2B",
+            device="gpu",
+            card="8 GB (RTX 3070, 4060)",
+            sized_for="8 GB",
+            max_model_len=32768,
+            dtype="bfloat16",
+            reasoning_parser="qwen3",
+            tool_parser="qwen3_coder",
+            mtp_tokens=1,
+            extra_args=("--language-model-only",),
+            purpose="the smallest Qwen3.5 writer: drafts and experiments on an 8 GB card",
+            notes="3.5 GiB of bf16 text weights; 6 of 24 layers hold KV (12 KiB a token), the other 18 a fixed "
+            "19 MiB state per sequence; no quantized checkpoint is published.",
+        ),
+        Preset(
             name="qwen3.5-4b",
             model="Qwen/Qwen3.5-4B",
             device="gpu",
@@ -247,7 +263,8 @@ PRESETS: dict[str, Preset] = {
             extra_args=("--language-model-only",),
             purpose="the NstAgent paper's small model: a whole story on a desktop card, with room for long chapters",
             notes="7.8 GiB of bf16 text weights; 24 of 32 layers are linear attention (a fixed state per "
-            "sequence), so a 32K sequence needs about 1 GiB; no quantized checkpoint is published.",
+            "sequence), so a 32K sequence needs about 1 GiB; no quantized checkpoint is published, so a 12 GB "
+            "card holds only one 16K sequence (use qwen3.5-2b there).",
         ),
         Preset(
             name="qwen3.5-9b",
