@@ -110,3 +110,16 @@ def test_a_hybrid_preset_s_concurrency_counts_one_state_per_sequence():
     assert fit.kv_per_token == 16 * 2 * 4 * 256 * 2
     assert fit.sequences == pytest.approx(fit.kv_cache / per_sequence)
     assert 2 <= fit.sequences < 3, fit.arithmetic()
+
+
+def test_a_gptq_checkpoint_keeps_what_its_dynamic_rules_exclude_in_16_bits():
+    from serve.sizing import _parameter_parts
+
+    config = model_config("Qwen/Qwen3.5-35B-A3B-GPTQ-Int4")  # experts 4-bit; attention, DeltaNet, shared experts not
+    attention, _mlp, _other = _parameter_parts(config)
+    shared = 40 * 3 * 2048 * 512
+    all_quantized = {**config, "quantization_config": {**config["quantization_config"], "dynamic": {}}}
+    per_linear = 4 / 8 + 2.5 / 128
+    assert weight_bytes(config) - weight_bytes(all_quantized) == pytest.approx((attention + shared) * (2 - per_linear),
+                                                                               abs=2)
+    assert 19 * GIB < weight_bytes(config) < 21 * GIB
