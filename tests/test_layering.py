@@ -28,6 +28,7 @@ ALLOWED: dict[str, set[str]] = {
     "agent.repetition": {"agent.text"},
     "agent.quotes": set(),
     "agent.gate": set(),
+    "agent.lint": {"agent.errors", "agent.text"},
     "agent.prompt_set": {"agent.errors", "agent.text"},
     "agent.settings": {"agent.errors", "agent.keyvalue", "agent.limits", "agent.llm"},
     "agent.llm": {"agent.errors", "agent.text", "agent.repetition", "grammars", "serve"},
