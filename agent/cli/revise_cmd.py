@@ -201,6 +201,7 @@ def restore(store: RunStore, index: int | None, version: int, options, model) ->
     """Version ``version`` of chapter ``index`` stored again as its newest version; its state re-derived."""
     from agent import pipelines
     from agent.store.edit import mark_stale
+    from agent.store.review import record_action
     from agent.store.versions import chapter_versions
 
     if index is None:
@@ -220,6 +221,7 @@ def restore(store: RunStore, index: int | None, version: int, options, model) ->
     result = pipelines.rederive(store, index, llm=options, model=model)
     with store_errors():
         mark_stale(store, index, what=f"chapter {index} restored to version {version}", state_rederived=result.ok)
+        record_action(store, "restore", unit=index, version=chapter.version, restored=version)
     print(f"chapter {index}: version {version} restored as version {chapter.version}; version {current.version} "
           "is kept", file=sys.stderr)
     print(result.what, file=sys.stderr)

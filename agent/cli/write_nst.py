@@ -19,10 +19,12 @@ from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.profile_choice import PROFILE_CHOICES, PROFILE_HELP, choose_profile
 from agent.cli.progress import ProgressDisplay
+from agent.cli.review_cmd import add_review_option, review_lines, review_of
 from agent.cli.rundir import discard_if_unused, store_errors
 from agent.llm.options import LLMOptions
 from agent.settings import parse_assignments
 from agent.store import RunStore
+from agent.store.review import REVIEW_KEY
 from agent.store.snapshots import ChapterSnapshot, RunTarget
 from agent.text import read_capped
 
@@ -55,6 +57,7 @@ def add_parser(sub) -> None:
             parser.add_argument("--plan-only", action="store_true",
                                 help="stop once the outline is stored: see or change it with fabula outline RUN "
                                 "[--edit], then write the chapters with fabula resume RUN")
+            add_review_option(parser)
         parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                             help="any other setting (VALUE is JSON, else a string), e.g. --set read_budget=5")
         parser.add_argument("--profile", choices=PROFILE_CHOICES, help=PROFILE_HELP)
@@ -134,6 +137,7 @@ def summary_lines(store, writer: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     prompt, prompt_id = load_prompt(args)
     build_config(args, prompt, prompt_id)  # every setting checked before the model is opened
+    review = review_of(args)
     output_dir(Path(args.out or "runs"))
     llm, model = open_client(choose_model(args))
     try:
@@ -149,7 +153,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             with store_errors():
                 store = pipelines.start(out, args.writer, config, llm, events=ProgressDisplay(quiet=args.quiet),
-                                        model=model, notes={"profile_choice": profile.record()},
+                                        model=model, notes={"profile_choice": profile.record(),
+                                                                     **({REVIEW_KEY: review} if review else {})},
                                         plan_only=getattr(args, "plan_only", False))
         except BaseException:
             discard_if_unused(out, existed)
@@ -159,6 +164,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         if getattr(args, "plan_only", False):
             return _planned(store, args.writer)
+        waiting = review_lines(store, str(store.run_dir))
+        if waiting:
+            print("\n".join(waiting))
+            return 0
         for line in summary_lines(store, args.writer):
             print(line)
         print(f"run directory: {store.run_dir}")

@@ -31,6 +31,7 @@ from agent.pipelines import Rederived
 from agent.run_context import RunContext
 from agent.store import RunStore, StoreError
 from agent.store.edit import mark_stale
+from agent.store.review import record_action
 from agent.store.snapshots import ChapterSnapshot
 
 REVISION_KEY = "revision_in_flight"
@@ -158,5 +159,7 @@ def revise(ctx: RunContext[NstConfig], index: int, note: str, *, source: str = "
     mark_stale(store, index, what=f"chapter {index} revised (version {chapter.version})",
                state_rederived=rederived.ok)
     store.delete_plan(REVISION_KEY)
+    record_action(store, "revise", unit=index, via=str(record.get("source", source)), note=note,
+                  version=chapter.version)
     return Revised(index, int(record["base_version"]), chapter.version, int(record.get("words", chapter.words)),
                    bool(record.get("degraded", False)), record.get("reason"), rederived, resumed)

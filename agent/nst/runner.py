@@ -24,6 +24,7 @@ from agent.nst.state import NarrativeState
 from agent.nst.tools import TOOLS
 from agent.run_context import EventSink, RunContext
 from agent.store import RunStore
+from agent.store.review import pause_after
 from agent.store.snapshots import ChapterSnapshot
 
 
@@ -54,6 +55,9 @@ def write(ctx: RunContext[NstConfig]) -> None:
                                  degraded=result.degraded, degraded_reason=result.reason)
             ctx.set_progress(words=ctx.words + result.stats["words"])
             ctx.emit("committed", words=result.stats["words"], degraded=result.degraded)
+        if pause_after(store, index):  # --review: the writer approves, revises or edits it first
+            ctx.emit("note", f"chapter {index} committed; in review until fabula approve")
+            return
     store.finish()
 
 
