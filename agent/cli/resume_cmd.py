@@ -12,7 +12,15 @@ import sys
 from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.progress import ProgressDisplay
-from agent.cli.review_cmd import add_review_option, apply_review, refuse_in_review, review_lines, review_of
+from agent.cli.review_cmd import (
+    DRAFTS_HELP,
+    add_review_option,
+    apply_review,
+    drafts_setting,
+    refuse_in_review,
+    review_lines,
+    review_of,
+)
 from agent.cli.rundir import open_run
 from agent.settings import parse_assignments
 
@@ -28,6 +36,7 @@ def add_parser(sub) -> None:
                         help="change one configuration value (VALUE is JSON, else a string); needs --force")
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
     add_review_option(parser, off=True)
+    parser.add_argument("--drafts", type=int, metavar="N", help=DRAFTS_HELP)
     add_model_options(parser, stored="the run")
     parser.set_defaults(handler=run)
 
@@ -41,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
         if store.live_status() == "running":
             raise CLIError(f"{args.run_dir} is still running in another process", exit_code=1)
         refuse_in_review(store, args.run_dir)
-        review_of(args)  # a bad --review value: refused before anything changes
+        review_of(args)  # a bad --review or --drafts value: refused before anything changes
+        drafts_setting(args)
         if info.status == "completed" and overrides:
             pipelines.get(info.pipeline).configure({**info.config, **overrides}, pipelines.LLMOptions())
             raise CLIError(f"{args.run_dir} is completed: --set changes nothing there; continue a copy with "

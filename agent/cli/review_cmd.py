@@ -23,6 +23,22 @@ REVIEW_HELP = ("stop after each committed chapter (every=K: every K chapters), a
                "writer: fabula approve RUN writes on; fabula revise / edit change the chapter first")
 
 
+DRAFTS_HELP = ("best of N: N drafts of each chapter, one chosen (inside the gate, then the lowest lint score, "
+               "then nearest the target); the others kept for fabula revise RUN --chapter K --use-draft D")
+
+
+def drafts_setting(args: argparse.Namespace) -> dict[str, Any]:
+    """The plan record ``--drafts N`` asks for (empty when not given); a bad N is one line, exit 2."""
+    n = getattr(args, "drafts", None)
+    if n is None:
+        return {}
+    from agent.nst.best_of import DRAFTS_KEY, MAX_DRAFTS
+
+    if not 1 <= n <= MAX_DRAFTS:
+        raise CLIError(f"--drafts must be between 1 and {MAX_DRAFTS}, got {n}")
+    return {DRAFTS_KEY: {"n": n}}
+
+
 def add_review_option(parser: argparse.ArgumentParser, *, off: bool = False) -> None:
     parser.add_argument("--review", nargs="?", const="", default=None, metavar="every=K", help=REVIEW_HELP)
     if off:
@@ -38,7 +54,10 @@ def review_of(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def apply_review(store: RunStore, args: argparse.Namespace) -> None:
-    """``--review`` turns review on for the run, ``--no-review`` off; neither leaves it as it is."""
+    """``--review`` turns review on for the run, ``--no-review`` off; neither leaves it as it is
+    (``--drafts N``, where the command has it, is stored the same way)."""
+    for key, value in drafts_setting(args).items():
+        store.put_plan(key, value)
     if getattr(args, "no_review", False):
         set_review(store, None)
         return

@@ -39,6 +39,8 @@ def add_parser(sub) -> None:
                       help="several chapters: lines 'N: note' (a line without a number continues the note)")
     what.add_argument("--version", type=int, metavar="K", help="restore version K of the chapter (as a new version)")
     what.add_argument("--resume", action="store_true", help="finish a revision that was interrupted")
+    what.add_argument("--use-draft", type=int, metavar="K",
+                      help="choose draft K of the chapter (written with --drafts N) as its next version")
     parser.add_argument("--reconcile", action="store_true",
                         help="then reconcile: re-derive the later chapters' states, list contradictions")
     parser.add_argument("--no-diff", action="store_true", help="do not print the word diff")
@@ -108,8 +110,9 @@ def run(args: argparse.Namespace) -> int:
     from agent import pipelines
     from agent.nst.revise import check_revisable, pending
 
-    if args.note is None and args.notes is None and args.version is None and not args.resume:
-        raise CLIError("say what to do: --note TEXT, --notes FILE, --version K or --resume")
+    if args.note is None and args.notes is None and args.version is None and not args.resume \
+            and args.use_draft is None:
+        raise CLIError("say what to do: --note TEXT, --notes FILE, --version K, --use-draft K or --resume")
     with open_run(args.run_dir, readonly=False) as store:
         if store.live_status() == "running":
             raise CLIError(f"{args.run_dir} is being written; revise it once it stops", exit_code=1)
@@ -118,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
             if record is None:
                 raise CLIError(f"{args.run_dir} has no unfinished revision")
             jobs = [(int(record["chapter"]), str(record["note"]))]
-        elif args.version is not None:
+        elif args.version is not None or args.use_draft is not None:
             jobs = []
         else:
             jobs = _notes(args)
@@ -137,6 +140,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             if args.version is not None:
                 first = restore(store, args.chapter, args.version, options, model)
+            elif args.use_draft is not None:
+                first = choose_draft(store, args.chapter, args.use_draft, options, model)
             else:
                 first = min(n for n, _ in jobs)
                 for n, note in jobs:
@@ -225,4 +230,26 @@ def restore(store: RunStore, index: int | None, version: int, options, model) ->
     print(f"chapter {index}: version {version} restored as version {chapter.version}; version {current.version} "
           "is kept", file=sys.stderr)
     print(result.what, file=sys.stderr)
+    return index
+
+
+def choose_draft(store: RunStore, index: int, k: int, options, model) -> int:
+    """Draft ``k`` of chapter ``index`` (``--drafts N``) stored as its next version; its state re-derived."""
+    from agent import pipelines
+    from agent.nst.best_of import use_draft
+    from agent.store.edit import mark_stale
+    from agent.store.review import record_action
+
+    old = store.chapter(index)
+    assert old is not None
+    with store_errors(), pipelines.on_unit(store, index, "revise", llm=options, model=model) as ctx:
+        try:
+            version, rederived = use_draft(ctx, index, k)
+        except InputError as exc:
+            raise CLIError(str(exc)) from None
+        mark_stale(store, index, what=f"chapter {index}: draft {k} chosen (version {version})",
+                   state_rederived=rederived.ok)
+        record_action(store, "use-draft", unit=index, version=version, draft=k)
+    print(f"chapter {index}: draft {k} stored as version {version}; version {old.version} is kept", file=sys.stderr)
+    print(rederived.what, file=sys.stderr)
     return index

@@ -19,7 +19,7 @@ from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.profile_choice import PROFILE_CHOICES, PROFILE_HELP, choose_profile
 from agent.cli.progress import ProgressDisplay
-from agent.cli.review_cmd import add_review_option, review_lines, review_of
+from agent.cli.review_cmd import DRAFTS_HELP, add_review_option, drafts_setting, review_lines, review_of
 from agent.cli.rundir import discard_if_unused, store_errors
 from agent.llm.options import LLMOptions
 from agent.settings import parse_assignments
@@ -58,6 +58,8 @@ def add_parser(sub) -> None:
                                 help="stop once the outline is stored: see or change it with fabula outline RUN "
                                 "[--edit], then write the chapters with fabula resume RUN")
             add_review_option(parser)
+        if name == "nst":
+            parser.add_argument("--drafts", type=int, metavar="N", help=DRAFTS_HELP)
         parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                             help="any other setting (VALUE is JSON, else a string), e.g. --set read_budget=5")
         parser.add_argument("--profile", choices=PROFILE_CHOICES, help=PROFILE_HELP)
@@ -138,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
     prompt, prompt_id = load_prompt(args)
     build_config(args, prompt, prompt_id)  # every setting checked before the model is opened
     review = review_of(args)
+    drafts = drafts_setting(args)
     output_dir(Path(args.out or "runs"))
     llm, model = open_client(choose_model(args))
     try:
@@ -154,7 +157,8 @@ def run(args: argparse.Namespace) -> int:
             with store_errors():
                 store = pipelines.start(out, args.writer, config, llm, events=ProgressDisplay(quiet=args.quiet),
                                         model=model, notes={"profile_choice": profile.record(),
-                                                                     **({REVIEW_KEY: review} if review else {})},
+                                                                     **({REVIEW_KEY: review} if review else {}),
+                                                                     **drafts},
                                         plan_only=getattr(args, "plan_only", False))
         except BaseException:
             discard_if_unused(out, existed)
