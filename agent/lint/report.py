@@ -97,12 +97,18 @@ class BookReport:
                               "flags": [asdict(f) for f in c.flags]} for c in self.chapters]}
 
 
-def _passage(text: str, spans: list[tuple[int, int]], starts: list[int], start: int, end: int) -> str:
-    """The sentences of ``text`` that ``[start, end)`` touches, cut to ``PASSAGE_CHARS``."""
+def passage_span(spans: list[tuple[int, int]], starts: list[int], start: int, end: int) -> tuple[int, int]:
+    """``(lo, hi)``: the sentences (``spans``, their ``starts``) that ``[start, end)`` touches."""
     first = max(0, bisect.bisect_right(starts, start) - 1)
     last = max(first, bisect.bisect_left(starts, end) - 1)
     lo, hi = (spans[first][0], spans[last][1]) if spans else (start, end)
-    quoted = " ".join(text[min(lo, start):max(hi, end)].split())
+    return min(lo, start), max(hi, end)
+
+
+def _passage(text: str, spans: list[tuple[int, int]], starts: list[int], start: int, end: int) -> str:
+    """The sentences of ``text`` that ``[start, end)`` touches, cut to ``PASSAGE_CHARS``."""
+    lo, hi = passage_span(spans, starts, start, end)
+    quoted = " ".join(text[lo:hi].split())
     return quoted if len(quoted) <= PASSAGE_CHARS else quoted[:PASSAGE_CHARS - 1] + "…"
 
 

@@ -100,6 +100,14 @@ def following(note: str, words: int, seed: int) -> str:
     return sentence + " " + prose(max(1, words - count_words(sentence)), seed=seed)
 
 
+def fixed_passage(asked: str) -> str:
+    """``fabula lint --fix``'s rewrite, scripted: the passage with each flagged phrase taken out."""
+    passage = asked.split("Passage:\n", 1)[1].rsplit("\n\nReply with", 1)[0]
+    for phrase in re.findall(r'^- [\w-]+: "(.*)"$', asked, re.MULTILINE):
+        passage = re.sub(r"\s+".join(map(re.escape, phrase.split())), "", passage, flags=re.IGNORECASE)
+    return re.sub(r" {2,}", " ", passage).strip()
+
+
 def open_requirements(request: Request) -> list[str]:
     """Keys of the open requirements listed in the chapter prompt."""
     text = request.messages[1]["content"]
@@ -258,6 +266,8 @@ class Author(LLM):
                 size, finish = size
             note = note_of(request) if role == "nst_prose" else None
             return (following(note, size, key) if note else prose(size, seed=key)), finish
+        if role == "lint_fix":
+            return fixed_passage(last_user(request)), "stop"
         if role == "rollsum_summary":
             return "Summary so far: " + prose(50), "stop"
         if role == "nst_digest":
