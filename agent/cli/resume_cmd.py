@@ -14,9 +14,11 @@ from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.progress import ProgressDisplay
 from agent.cli.review_cmd import (
     DRAFTS_HELP,
+    LINT_AVOID_HELP,
     add_review_option,
     apply_review,
     drafts_setting,
+    lint_avoid_setting,
     refuse_in_review,
     review_lines,
     review_of,
@@ -37,6 +39,7 @@ def add_parser(sub) -> None:
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
     add_review_option(parser, off=True)
     parser.add_argument("--drafts", type=int, metavar="N", help=DRAFTS_HELP)
+    parser.add_argument("--lint-avoid", action="store_true", help=LINT_AVOID_HELP)
     add_model_options(parser, stored="the run")
     parser.set_defaults(handler=run)
 
@@ -52,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
         refuse_in_review(store, args.run_dir)
         review_of(args)  # a bad --review or --drafts value: refused before anything changes
         drafts_setting(args)
+        lint_avoid_setting(args, info.config.get("profile"))
         if info.status == "completed" and overrides:
             pipelines.get(info.pipeline).configure({**info.config, **overrides}, pipelines.LLMOptions())
             raise CLIError(f"{args.run_dir} is completed: --set changes nothing there; continue a copy with "

@@ -39,6 +39,23 @@ def drafts_setting(args: argparse.Namespace) -> dict[str, Any]:
     return {DRAFTS_KEY: {"n": n}}
 
 
+LINT_AVOID_HELP = ("name the book's worst offenders so far (fabula lint: stock phrases, overused words) as 'avoid' "
+                   "in each chapter's prompt (default profile only)")
+
+
+def lint_avoid_setting(args: argparse.Namespace, profile: str | None) -> dict[str, Any]:
+    """The plan record ``--lint-avoid`` asks for (empty when not given); refused under another profile."""
+    if not getattr(args, "lint_avoid", False):
+        return {}
+    from agent.nst.avoid import LINT_AVOID_KEY, check_profile
+
+    try:
+        check_profile(profile)
+    except InputError as exc:
+        raise CLIError(str(exc)) from None
+    return {LINT_AVOID_KEY: True}
+
+
 def add_review_option(parser: argparse.ArgumentParser, *, off: bool = False) -> None:
     parser.add_argument("--review", nargs="?", const="", default=None, metavar="every=K", help=REVIEW_HELP)
     if off:
@@ -56,7 +73,7 @@ def review_of(args: argparse.Namespace) -> dict[str, Any] | None:
 def apply_review(store: RunStore, args: argparse.Namespace) -> None:
     """``--review`` turns review on for the run, ``--no-review`` off; neither leaves it as it is
     (``--drafts N``, where the command has it, is stored the same way)."""
-    for key, value in drafts_setting(args).items():
+    for key, value in {**drafts_setting(args), **lint_avoid_setting(args, store.info().config.get("profile"))}.items():
         store.put_plan(key, value)
     if getattr(args, "no_review", False):
         set_review(store, None)

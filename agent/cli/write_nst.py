@@ -19,7 +19,15 @@ from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.profile_choice import PROFILE_CHOICES, PROFILE_HELP, choose_profile
 from agent.cli.progress import ProgressDisplay
-from agent.cli.review_cmd import DRAFTS_HELP, add_review_option, drafts_setting, review_lines, review_of
+from agent.cli.review_cmd import (
+    DRAFTS_HELP,
+    LINT_AVOID_HELP,
+    add_review_option,
+    drafts_setting,
+    lint_avoid_setting,
+    review_lines,
+    review_of,
+)
 from agent.cli.rundir import discard_if_unused, store_errors
 from agent.llm.options import LLMOptions
 from agent.settings import parse_assignments
@@ -60,6 +68,7 @@ def add_parser(sub) -> None:
             add_review_option(parser)
         if name == "nst":
             parser.add_argument("--drafts", type=int, metavar="N", help=DRAFTS_HELP)
+            parser.add_argument("--lint-avoid", action="store_true", help=LINT_AVOID_HELP)
         parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                             help="any other setting (VALUE is JSON, else a string), e.g. --set read_budget=5")
         parser.add_argument("--profile", choices=PROFILE_CHOICES, help=PROFILE_HELP)
@@ -146,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         profile = choose_profile(args.profile, model)
         config = build_config(args, prompt, prompt_id, profile.name)
+        avoid = lint_avoid_setting(args, config.get("profile"))
         out = Path(args.out or f"runs/{args.writer}-{time.strftime('%Y%m%d-%H%M%S')}")
         existed = out.exists()
         if profile.reason and profile.name != "default":
@@ -158,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
                 store = pipelines.start(out, args.writer, config, llm, events=ProgressDisplay(quiet=args.quiet),
                                         model=model, notes={"profile_choice": profile.record(),
                                                                      **({REVIEW_KEY: review} if review else {}),
-                                                                     **drafts},
+                                                                     **drafts, **avoid},
                                         plan_only=getattr(args, "plan_only", False))
         except BaseException:
             discard_if_unused(out, existed)

@@ -71,3 +71,19 @@ def test_lint_fix_refuses_a_file(tmp_path, capsys):
     book.write_text("Her heart pounded in her chest.\n", encoding="utf-8")
     assert main(["lint", str(book), "--fix"]) == 2
     assert "is not a run" in capsys.readouterr().err
+
+
+def test_lint_avoid_names_the_books_worst_offenders_in_the_next_chapters_prompt(server, tmp_path, capsys):
+    run = str(tmp_path / "run")
+    assert main(["write", "nst", "--prompt", PROMPT, "--words", "4000", "--endpoint", server.url, "--out", run,
+                 "--quiet", "--lint-avoid"]) == 0
+    with RunStore.open(run, readonly=True) as store:
+        prompts = {unit: call.messages[1]["content"] for unit, call in
+                   zip([r[0] for r in store.query("SELECT unit FROM llm_calls ORDER BY id")], store.llm_calls(),
+                       strict=True) if call.role == "nst_turn"}
+    assert "Avoid these phrases" not in prompts[2]  # chapter 1 is clean
+    assert "Avoid these phrases and words, which this book already overuses: " in prompts[3]
+    assert "her heart pounded in her chest" in prompts[3] and "a wave of relief" in prompts[3]
+    assert main(["write", "nst", "--prompt", PROMPT, "--words", "3000", "--endpoint", server.url, "--out",
+                 str(tmp_path / "paper"), "--profile", "paper", "--lint-avoid"]) == 2
+    assert "for the default profile, not paper" in capsys.readouterr().err
