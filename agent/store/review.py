@@ -10,6 +10,7 @@ writes, so a resume never sees it as a changed setting.
 from __future__ import annotations
 
 import getpass
+import os
 import time
 from typing import Any
 
@@ -79,8 +80,11 @@ def pause_for_outline(store: RunStore) -> bool:
 
 def record_action(store: RunStore, what: str, *, unit: int | None = None, by: str | None = None,
                   via: str = "cli", **details: Any) -> dict[str, Any]:
-    """Append one writer's action to the run's log (who, when, what, through which door)."""
-    entry = {"what": what, "unit": unit, "by": by or _who(), "via": via, "at": time.time(), **details}
+    """Append one writer's action to the run's log (who, when, what, through which door). A command the
+    view runs for the writer says so through ``FABULA_ACTION_VIA`` and ``FABULA_ACTION_BY``."""
+    via = os.environ.get("FABULA_ACTION_VIA", via)
+    entry = {"what": what, "unit": unit, "by": by or os.environ.get("FABULA_ACTION_BY") or _who(), "via": via,
+             "at": time.time(), **details}
     log = actions(store)[-(MAX_ACTIONS - 1):]
     store.put_plan(ACTIONS_KEY, [*log, entry])
     return entry
