@@ -33,6 +33,9 @@ def add_parser(sub) -> None:
                             "re-derived, and later chapters are marked stale (--reconcile re-derives them).")
     parser.add_argument("run_dir", metavar="RUN", help="the run directory")
     parser.add_argument("--chapter", type=int, metavar="N", help="the chapter to revise")
+    parser.add_argument("--step", type=int, metavar="N", help="a Magnet run: the step whose paragraph to revise")
+    parser.add_argument("--paragraph", type=int, default=1, metavar="J",
+                        help="--step: which of the step's paragraphs (default 1)")
     what = parser.add_mutually_exclusive_group()
     what.add_argument("--note", metavar="TEXT", help="what to change, in your words")
     what.add_argument("--notes", metavar="FILE", type=Path,
@@ -116,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
     with open_run(args.run_dir, readonly=False) as store:
         if store.live_status() == "running":
             raise CLIError(f"{args.run_dir} is being written; revise it once it stops", exit_code=1)
+        if store.info().unit_kind == "step" or args.step is not None:
+            return revise_step(store, args)
         record = pending(store)
         if args.resume:
             if record is None:
@@ -253,3 +258,34 @@ def choose_draft(store: RunStore, index: int, k: int, options, model) -> int:
     print(f"chapter {index}: draft {k} stored as version {version}; version {old.version} is kept", file=sys.stderr)
     print(rederived.what, file=sys.stderr)
     return index
+
+
+def revise_step(store: RunStore, args: argparse.Namespace) -> int:
+    """A Magnet run: one paragraph of ``--step N`` rewritten from ``--note`` (``agent.magnet.revise``)."""
+    from agent import pipelines
+    from agent.magnet.revise import revise_paragraph
+    from agent.nst.revise import check_note
+
+    if store.info().unit_kind != "step":
+        raise CLIError(f"{args.run_dir} is a run of chapters; use --chapter")
+    if args.step is None or args.note is None:
+        raise CLIError("a Magnet run: give --step N and --note TEXT (optionally --paragraph J)")
+    try:
+        note = check_note(args.note)
+    except InputError as exc:
+        raise CLIError(str(exc)) from None
+    options, model = open_client(choose_model(args, stored=pipelines.stored_model(store)))
+    try:
+        with store_errors(), pipelines.on_unit(store, args.step, "revise", llm=options, model=model) as ctx:
+            try:
+                new, old = revise_paragraph(ctx, args.step, note, paragraph=args.paragraph)
+            except InputError as exc:
+                raise CLIError(str(exc)) from None
+    finally:
+        model.close()
+    print(f"step {args.step} paragraph {args.paragraph}: revised ({new.words} words); the old text is kept as a "
+          "version; the world state is not re-derived from the text (set it with fabula edit --step --var)",
+          file=sys.stderr)
+    if not args.no_diff:
+        print("\n".join(diff_lines(old, new.text)))
+    return 0
