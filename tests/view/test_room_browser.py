@@ -89,6 +89,9 @@ def test_start_a_book_approve_and_revise_from_the_page(page, writer, tmp_path, s
         page.screenshot(path=str(shots / "room-revised.png"), full_page=True)
         log = page.locator("#actions").inner_text()
         assert "revise chapter 1 by view from 127.0.0.1 via view" in log and "approve outline" in log
+        page.goto(f"{url}/run/{run.name}/story")  # the run's own pages say it waits, and lead to the room
+        assert page.locator("#live").inner_text() == "review" and page.locator("#in-review-note").count() == 1
+        assert axe_violations(page) == []
     with RunStore.open(run, readonly=True) as store:
         assert store.chapter(1).text.startswith(NOTE + ".") and store.chapter(1).version == 2
         assert [(a["what"], a["unit"], a["via"]) for a in actions(store)] == [("approve", 0, "view"),
