@@ -67,7 +67,8 @@ def lint_target(target: str, rules: LintRules) -> BookReport:
     return lint_book(texts, rules)
 
 
-def print_report(report: BookReport, *, chapter: int | None, show: int, out=sys.stdout) -> None:
+def print_report(report: BookReport, *, chapter: int | None, show: int, out=None) -> None:
+    out = out or sys.stdout
     for c in report.chapters:
         if chapter is not None and c.index != chapter:
             continue

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+from agent.cli import main
 from agent.lint import lint_book, load_rules
 from agent.lint.report import MACHINE_FAMILIES
 from tests.manuscript.books import moby_dick
@@ -25,9 +24,12 @@ MACHINE = [
 ]
 
 
-def lint_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent.cli", "lint", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+def lint_cli(capsys, *args: str) -> tuple[int, str, str]:
+    """``fabula lint ARGS`` as the CLI runs it: (exit code, stdout, stderr)."""
+    capsys.readouterr()
+    code = main(["lint", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 def test_every_rule_flags_its_own_example():
@@ -72,24 +74,24 @@ def test_a_writers_rules_file_adds_replaces_and_turns_off_rules(tmp_path):
     assert [f.rule for f in report.flags] == ["suddenly"]
 
 
-def test_lint_reads_a_manuscript_file_and_prints_json(tmp_path):
+def test_lint_reads_a_manuscript_file_and_prints_json(tmp_path, capsys):
     book = tmp_path / "book.md"
     book.write_text("".join(f"# Chapter {i}\n\n{t}\n\n" for i, t in enumerate(MACHINE, 1)), encoding="utf-8")
-    result = lint_cli(str(book), "--json")
-    assert result.returncode == 0, result.stderr
-    data = json.loads(result.stdout)
+    code, out, err = lint_cli(capsys, str(book), "--json")
+    assert code == 0, err
+    data = json.loads(out)
     assert len(data["chapters"]) == 3 and data["flags"] == sum(len(c["flags"]) for c in data["chapters"])
     assert data["chapters"][0]["flags"][0]["rule"] == "breath-held"
-    text = lint_cli(str(book), "--show", "1")
-    assert "[breath-held]" in text.stdout and "book: " in text.stdout
+    _, text, _ = lint_cli(capsys, str(book), "--show", "1")
+    assert "[breath-held]" in text and "book: " in text
 
 
-def test_lint_refuses_bad_input_in_one_line(tmp_path):
+def test_lint_refuses_bad_input_in_one_line(tmp_path, capsys):
     bad = tmp_path / "bad.toml"
     bad.write_text('[[rule]]\nname = "x"\npattern = "("\n', encoding="utf-8")
     for args, says in (([str(tmp_path / "missing.txt")], "no such run or file"),
                        ([str(tmp_path)], "not a run"),
                        (["README.md", "--rules", str(bad)], "bad pattern")):
-        result = lint_cli(*args)
-        assert result.returncode == 2 and says in result.stderr, result.stderr
-        assert result.stderr.count("\n") == 1
+        code, _, err = lint_cli(capsys, *args)
+        assert code == 2 and says in err, err
+        assert err.count("\n") == 1
