@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -331,15 +332,27 @@ def rederive(store: RunStore, unit: int, *, llm: LLMOptions | None = None,
     pipeline = get(info.pipeline)
     if pipeline.rederive is None:
         return Rederived(unit, True, f"a {info.pipeline} run keeps no state derived from its text by the model")
+    with on_unit(store, unit, "rederive", llm=llm, events=events, model=model) as ctx:
+        return pipeline.rederive(ctx, unit)
+
+
+@contextmanager
+def on_unit(store: RunStore, unit: int, kind: str, *, llm: LLMOptions | None = None,
+            events: EventSink | None = None, model: LLM | None = None) -> Iterator[RunContext[Any]]:
+    """A run context for work on committed ``unit`` (a re-derivation, a revision): the run's
+    configuration as the unit was written, its model (``llm`` overrides the transport), a ``kind``
+    session that holds the run and leaves its status as it found it, calls attributed to ``unit``."""
+    info = store.info()
+    pipeline = get(info.pipeline)
     plan = plan_resume(store, llm=llm)
     config = pipeline.typed(info.config)  # as the unit was written, not as a resume would be
-    with store.session("rederive", transport=plan.llm.transport(), keep_status=True):
+    with store.session(kind, transport=plan.llm.transport(), keep_status=True):
         if model is not None:
             plan.llm.attach_run(model, store)
         with RunContext(store, config, llm=model, open_llm=plan.llm.open, events=events) as ctx, ctx.unit(unit):
-            return pipeline.rederive(ctx, unit)
+            yield ctx
 
 
 __all__ = ["BUILTIN", "KINDS", "ConfigChangedError", "Flag", "InputKind", "LLMOptions", "NoRunnerError", "Pipeline",
-           "Rederived", "Rederiver", "ResumePlan", "Runner", "get", "known", "names", "plan_resume", "rederive",
-           "register", "resume", "spoken", "start", "stored_model"]
+           "Rederived", "Rederiver", "ResumePlan", "Runner", "get", "known", "names", "on_unit", "plan_resume",
+           "rederive", "register", "resume", "spoken", "start", "stored_model"]

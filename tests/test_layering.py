@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 MAX_LINES = 600
 
 PIPELINE_DEPS = {"agent.errors", "agent.limits", "agent.text", "agent.repetition", "agent.quotes", "agent.gate",
-                 "agent.settings", "agent.llm", "agent.store", "agent.run_context", "agent.pipelines", "grammars",
-                 "serve"}
+                 "agent.lint", "agent.settings", "agent.llm", "agent.store", "agent.run_context", "agent.pipelines",
+                 "grammars", "serve"}
 
 # what each layer may import from fabula (besides itself); anything else is an upward import
 ALLOWED: dict[str, set[str]] = {
@@ -28,6 +28,7 @@ ALLOWED: dict[str, set[str]] = {
     "agent.repetition": {"agent.text"},
     "agent.quotes": set(),
     "agent.gate": set(),
+    "agent.lint": {"agent.errors", "agent.text"},
     "agent.prompt_set": {"agent.errors", "agent.text"},
     "agent.settings": {"agent.errors", "agent.keyvalue", "agent.limits", "agent.llm"},
     "agent.llm": {"agent.errors", "agent.text", "agent.repetition", "grammars", "serve"},

@@ -31,6 +31,7 @@ from agent.cli import (
     fork_cmd,
     grammars_cmd,
     import_cmd,
+    lint_cmd,
     models_cmd,
     outline_cmd,
     progress,
@@ -38,6 +39,8 @@ from agent.cli import (
     reconcile_cmd,
     repro_cmd,
     resume_cmd,
+    review_cmd,
+    revise_cmd,
     runs_cmd,
     search_cmd,
     sequel_cmd,
@@ -54,7 +57,7 @@ from agent.cli.errors import describe, log_internal_error
 COMMAND_MODULES = [prompt_cmd, models_cmd, serve_cmd, doctor_cmd, grammars_cmd, runs_cmd, show_cmd, search_cmd,
                    export_cmd, outline_cmd, resume_cmd, write_cmd, import_cmd, derive_cmd, check_cmd, batch_cmd,
                    eval_cmd, view_cmd, watch_cmd, fork_cmd, edit_cmd, continue_cmd, sequel_cmd, reconcile_cmd,
-                   story_cmd, config_cmd, repro_cmd, completion_cmd]
+                   story_cmd, config_cmd, repro_cmd, completion_cmd, lint_cmd, revise_cmd, review_cmd]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,6 +16,7 @@ from agent.cli.derive_cmd import derived_on
 from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.progress import ProgressDisplay
+from agent.cli.review_cmd import add_review_option, apply_review, refuse_in_review, review_lines, review_of
 from agent.cli.rundir import open_run, store_errors
 from agent.errors import InputError
 
@@ -35,6 +36,7 @@ def add_parser(sub) -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                         help="a setting of the new chapters (VALUE is JSON, else a string), e.g. --set max_turns=8")
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
+    add_review_option(parser)
     add_model_options(parser, stored="RUN")
     parser.set_defaults(handler=run)
 
@@ -49,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
     with open_run(args.run_dir, readonly=False) as store:
         if store.live_status() == "running":
             raise CLIError(f"{args.run_dir} is being written by another process", exit_code=1)
+        refuse_in_review(store, args.run_dir)
+        review_of(args)  # a bad --review value: refused before anything changes
         try:
             found = check_continuable(store, args.words, args.premise)
             overrides = parse_assignments(args.overrides)
@@ -73,11 +77,16 @@ def run(args: argparse.Namespace) -> int:
                 print(f"next: fabula outline {args.run_dir}    (print it; --edit to change it)")
                 print(f"      fabula resume {args.run_dir}    (write the new chapters)")
                 return 0
+            apply_review(store, args)
             with store_errors():
                 pipelines.resume(store, llm=options, model=model,
                                  events=ProgressDisplay(unit_name="chapter", quiet=args.quiet))
         finally:
             model.close()
         after = store.info()
+        waiting = review_lines(store, args.run_dir)
+    if waiting:
+        print("\n".join(waiting))
+        return 0
     print(f"{args.run_dir}: {after.status} at chapter {after.last_unit} of {after.target_units}")
     return 0 if after.status == "completed" else 1

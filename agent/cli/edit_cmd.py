@@ -26,6 +26,7 @@ from agent.settings import parse_assignments
 from agent.store import RunStore
 from agent.store.edit import edit_chapter, edit_step, mark_stale, parse_step_document, state_stale_from, step_document
 from agent.store.fork import STALE_KEY
+from agent.store.review import record_action
 
 
 def add_parser(sub) -> None:
@@ -116,6 +117,7 @@ def _edit_chapter(args: argparse.Namespace, store: RunStore) -> int:
         line, ok = _rederive(store, args.chapter, llm)
     with store_errors():
         mark_stale(store, args.chapter, what=what, state_rederived=ok)
+        record_action(store, "edit", unit=args.chapter, version=store.chapter(args.chapter).version)
     print(line + _next_step(args, store, ok), file=sys.stderr)
     return 0 if ok or args.no_rederive else 1
 

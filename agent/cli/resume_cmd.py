@@ -12,6 +12,17 @@ import sys
 from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.progress import ProgressDisplay
+from agent.cli.review_cmd import (
+    DRAFTS_HELP,
+    LINT_AVOID_HELP,
+    add_review_option,
+    apply_review,
+    drafts_setting,
+    lint_avoid_setting,
+    refuse_in_review,
+    review_lines,
+    review_of,
+)
 from agent.cli.rundir import open_run
 from agent.settings import parse_assignments
 
@@ -26,6 +37,9 @@ def add_parser(sub) -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                         help="change one configuration value (VALUE is JSON, else a string); needs --force")
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
+    add_review_option(parser, off=True)
+    parser.add_argument("--drafts", type=int, metavar="N", help=DRAFTS_HELP)
+    parser.add_argument("--lint-avoid", action="store_true", help=LINT_AVOID_HELP)
     add_model_options(parser, stored="the run")
     parser.set_defaults(handler=run)
 
@@ -38,6 +52,10 @@ def run(args: argparse.Namespace) -> int:
         info = store.info()
         if store.live_status() == "running":
             raise CLIError(f"{args.run_dir} is still running in another process", exit_code=1)
+        refuse_in_review(store, args.run_dir)
+        review_of(args)  # a bad --review or --drafts value: refused before anything changes
+        drafts_setting(args)
+        lint_avoid_setting(args, info.config.get("profile"))
         if info.status == "completed" and overrides:
             pipelines.get(info.pipeline).configure({**info.config, **overrides}, pipelines.LLMOptions())
             raise CLIError(f"{args.run_dir} is completed: --set changes nothing there; continue a copy with "
@@ -52,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         if plan.changes and not args.force:
             raise pipelines.ConfigChangedError(plan.changes)
         llm, model = open_client(plan.llm)
+        apply_review(store, args)
         try:
             print(f"fabula: resuming {args.run_dir} at {info.unit_kind} {info.last_unit + 1} with {llm.describe()}",
                   file=sys.stderr)
@@ -63,6 +82,10 @@ def run(args: argparse.Namespace) -> int:
             print("resumed with a changed configuration: " + "; ".join(c.describe() for c in plan.changes),
                   file=sys.stderr)
         after = store.info()
+        waiting = review_lines(store, args.run_dir)
+    if waiting:
+        print("\n".join(waiting))
+        return 0
     print(f"{args.run_dir}: {after.status} at {after.unit_kind} {after.last_unit}"
           + (f" of {after.target_units}" if after.target_units is not None else ""))
     return 0 if after.status == "completed" else 1

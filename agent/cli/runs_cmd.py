@@ -91,4 +91,8 @@ def run(args: argparse.Namespace) -> int:
         progress = f"{done} {'ch' if r['unit_kind'] == 'chapter' else 'st'}"
         print(f"{name:{width}}  {r['pipeline']:10} {r['status']:11} {progress:>11} {r['words']:>8}  "
               f"{len(r['degraded']) or '-'}")
+    for r in rows:
+        if r.get("status") == "review":
+            print(f"{r['run_dir']} waits in review: fabula show {r['run_dir']} says where; "
+                  f"fabula approve {r['run_dir']} writes on")
     return 0

@@ -17,6 +17,7 @@ from agent.cli.derive_cmd import derived_on
 from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.progress import ProgressDisplay
+from agent.cli.review_cmd import add_review_option, review_lines, review_of
 from agent.cli.rundir import discard_if_unused, open_run, store_errors
 from agent.errors import InputError
 
@@ -39,6 +40,7 @@ def add_parser(sub) -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                         help="a setting of the new chapters (VALUE is JSON, else a string), e.g. --set max_turns=8")
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
+    add_review_option(parser)
     add_model_options(parser, stored="RUN")
     parser.set_defaults(handler=run)
 
@@ -56,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
             raise CLIError(str(exc)) from None
         imported = pipelines.get(first.info().pipeline).takes == "manuscript"
         stored = derived_on(first) if imported else pipelines.stored_model(first)
+    review = review_of(args)
     out = output_dir(Path(args.out))
     if (out / "run.db").exists():
         raise CLIError(f"{args.out} already holds a run; give --out a new folder")
@@ -67,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             with store_errors():
                 store = write_sequel(out, sequel, options, model, events=ProgressDisplay(quiet=args.quiet),
-                                     plan_only=args.plan_only)
+                                     plan_only=args.plan_only, review=review)
         except BaseException:
             discard_if_unused(out, existed)
             raise
@@ -78,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
         if args.plan_only:
             print(f"{args.out}: outline stored ({len(store.get_plan('outline') or [])} chapters), none written; "
                   f"fabula outline {args.out} shows it, fabula resume {args.out} writes it")
+            return 0
+        waiting = review_lines(store, args.out)
+        if waiting:
+            print("\n".join(waiting))
             return 0
         print(f"{args.out}: {info.status} at chapter {info.last_unit} of {info.target_units}")
         return 0 if info.status == "completed" else 1

@@ -7,6 +7,7 @@ import json
 import time
 
 from agent.cli.rundir import open_run
+from agent.store.review import describe, in_review, next_steps
 from agent.store.stats import RunSummary, summarize
 
 
@@ -31,14 +32,20 @@ def run(args: argparse.Namespace) -> int:
         history = _magnet_history(store) if args.history else None
         probe = store.server_probe()
         versions = version_lines(store) if args.versions else None
+        waiting = in_review(store)
     if args.json:
         extra = {"history": history} if history is not None else {}
         extra.update({"server_probe": probe} if probe else {})
         extra.update({"versions": versions_json(versions)} if versions is not None else {})
+        extra.update({"in_review": {**waiting, "next": next_steps(args.run_dir, waiting)}} if waiting else {})
         print(json.dumps({"run_dir": str(path), **summary.as_dict(), **extra}, ensure_ascii=False))
         return 0
     for line in render(summary, str(path)):
         print(line)
+    if waiting:
+        print(f"review    {describe(waiting).removeprefix('in review: ')}; go on with:")
+        for line in next_steps(args.run_dir, waiting):
+            print(f"          {line}")
     for line in _server_lines(probe):
         print(line)
     for i, line in enumerate(history or []):

@@ -19,10 +19,20 @@ from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.profile_choice import PROFILE_CHOICES, PROFILE_HELP, choose_profile
 from agent.cli.progress import ProgressDisplay
+from agent.cli.review_cmd import (
+    DRAFTS_HELP,
+    LINT_AVOID_HELP,
+    add_review_option,
+    drafts_setting,
+    lint_avoid_setting,
+    review_lines,
+    review_of,
+)
 from agent.cli.rundir import discard_if_unused, store_errors
 from agent.llm.options import LLMOptions
 from agent.settings import parse_assignments
 from agent.store import RunStore
+from agent.store.review import REVIEW_KEY
 from agent.store.snapshots import ChapterSnapshot, RunTarget
 from agent.text import read_capped
 
@@ -55,6 +65,10 @@ def add_parser(sub) -> None:
             parser.add_argument("--plan-only", action="store_true",
                                 help="stop once the outline is stored: see or change it with fabula outline RUN "
                                 "[--edit], then write the chapters with fabula resume RUN")
+            add_review_option(parser)
+        if name == "nst":
+            parser.add_argument("--drafts", type=int, metavar="N", help=DRAFTS_HELP)
+            parser.add_argument("--lint-avoid", action="store_true", help=LINT_AVOID_HELP)
         parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                             help="any other setting (VALUE is JSON, else a string), e.g. --set read_budget=5")
         parser.add_argument("--profile", choices=PROFILE_CHOICES, help=PROFILE_HELP)
@@ -134,11 +148,14 @@ def summary_lines(store, writer: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     prompt, prompt_id = load_prompt(args)
     build_config(args, prompt, prompt_id)  # every setting checked before the model is opened
+    review = review_of(args)
+    drafts = drafts_setting(args)
     output_dir(Path(args.out or "runs"))
     llm, model = open_client(choose_model(args))
     try:
         profile = choose_profile(args.profile, model)
         config = build_config(args, prompt, prompt_id, profile.name)
+        avoid = lint_avoid_setting(args, config.get("profile"))
         out = Path(args.out or f"runs/{args.writer}-{time.strftime('%Y%m%d-%H%M%S')}")
         existed = out.exists()
         if profile.reason and profile.name != "default":
@@ -149,7 +166,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             with store_errors():
                 store = pipelines.start(out, args.writer, config, llm, events=ProgressDisplay(quiet=args.quiet),
-                                        model=model, notes={"profile_choice": profile.record()},
+                                        model=model, notes={"profile_choice": profile.record(),
+                                                                     **({REVIEW_KEY: review} if review else {}),
+                                                                     **drafts, **avoid},
                                         plan_only=getattr(args, "plan_only", False))
         except BaseException:
             discard_if_unused(out, existed)
@@ -159,6 +178,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         if getattr(args, "plan_only", False):
             return _planned(store, args.writer)
+        waiting = review_lines(store, str(store.run_dir))
+        if waiting:
+            print("\n".join(waiting))
+            return 0
         for line in summary_lines(store, args.writer):
             print(line)
         print(f"run directory: {store.run_dir}")

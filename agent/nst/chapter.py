@@ -14,6 +14,7 @@ from typing import Any
 
 from agent.llm import LLM
 from agent.llm.types import Completion, Message
+from agent.nst.avoid import avoid_list
 from agent.nst.budget import Budget
 from agent.nst.chapter_budget import ChapterBudget
 from agent.nst.chapter_ledger import ChapterLedger, Emit
@@ -56,6 +57,8 @@ class ChapterInFlight:
         self.s.earlier_books = series(store) is not None
         self.room = ChapterBudget(self.budget, self.gate, cfg, self.s, lambda: self.drafter.ratio)
         self.abridged = False
+        self.avoid = avoid_list(store, cfg, index)
+        """The book's worst offenders so far, named in the task (``--lint-avoid``; empty when off)."""
         self.out_of_room = False
         """A call did not fit the context: the chapter ended early (the cap's degraded path)."""
         self.last_update: Applied | None = None
@@ -83,7 +86,7 @@ class ChapterInFlight:
                 {"role": "user", "content": chapter_prompt(
                     story_prompt=self.story_prompt, outline=self.outline, state=self.state if cfg.state else None,
                     completed=self.s.index - 1, chapter=self.item, gate=self.gate, lookback=self.s.lookback,
-                    abridged=self.abridged)}]
+                    abridged=self.abridged, avoid=self.avoid)}]
 
     def fit_prompt(self) -> None:
         """Make the chapter prompt leave the chapter its working room (steps c, then d)."""

@@ -16,6 +16,7 @@ from agent.nst.fit_chapters import fit_chapters
 from agent.nst.plan_cache import PlanCache, cache_key, plan_digest
 from agent.nst.planner import Stages, make_plan
 from agent.run_context import RunContext
+from agent.store.review import pause_for_outline
 
 PLAN_KEYS = ("title", "premise", "synopsis", "acts", "outline", "words", "chapters", "notes")
 
@@ -72,8 +73,12 @@ def frozen_plan(ctx: RunContext[Any], budget: Budget | None = None) -> dict[str,
 
 def stop_after_plan(ctx: RunContext[Any], outline: list[dict[str, Any]]) -> bool:
     """True when the run was started with ``--plan-only``: the outline is stored, no chapter is
-    written, and the run is left stopped (resumable) for ``fabula outline`` and ``fabula resume``."""
+    written, and the run is left stopped (resumable) for ``fabula outline`` and ``fabula resume``.
+    Also True when the run reviews (``--review``) and its outline is not approved yet."""
     if not ctx.plan_only:
+        if pause_for_outline(ctx.store):  # --review: the outline is reviewed before the first chapter
+            ctx.emit("note", f"outline stored ({len(outline)} chapters); in review until fabula approve")
+            return True
         return False
     ctx.emit("note", f"outline stored ({len(outline)} chapters); no chapter written (plan only)")
     return True

@@ -74,8 +74,9 @@ def act_size(chapters: int, acts: int = 5) -> int:
 
 def chapter_prompt(*, story_prompt: str, outline: list[dict[str, Any]], state: NarrativeState | None,
                    completed: int, chapter: dict[str, Any], gate: Gate, lookback: bool,
-                   abridged: bool = False) -> str:
-    """The user message that opens chapter ``chapter['id']``'s conversation."""
+                   abridged: bool = False, avoid: list[str] | None = None) -> str:
+    """The user message that opens chapter ``chapter['id']``'s conversation; ``avoid``: the book's own
+    worst offenders by ``fabula lint`` (``agent.nst.avoid``), named in the task."""
     heading = "frozen; acts away from this one by title only" if abridged else "frozen"
     parts = [f"# Story prompt\n{story_prompt}",
              f"# Outline ({len(outline)} chapters, {heading})\n"
@@ -97,7 +98,8 @@ def chapter_prompt(*, story_prompt: str, outline: list[dict[str, Any]], state: N
         f"# Current task\nWrite chapter {chapter['id']}: \"{chapter['title']}\".\n"
         f"What happens: {chapter['description']}\n"
         f"Length: {gate.describe()}.\n"
-        f"Order: {order}.")
+        + (f"Avoid these phrases and words, which this book already overuses: {'; '.join(avoid)}.\n" if avoid else "")
+        + f"Order: {order}.")
     return "\n\n".join(parts)
 
 

@@ -26,6 +26,7 @@ from agent.nst.rederive import rederive_rollsum
 from agent.nst.summary import SYSTEM, summarize
 from agent.run_context import EventSink, RunContext
 from agent.store import RunStore
+from agent.store.review import pause_after
 from agent.store.snapshots import ChapterSnapshot
 from agent.text import count_words
 
@@ -81,6 +82,8 @@ def write(ctx: RunContext[RollSumConfig]) -> None:
                                  degraded=outcome.degraded, degraded_reason=outcome.reason)
             ctx.set_progress(words=ctx.words + outcome.words)
             ctx.emit("committed", words=outcome.words, degraded=outcome.degraded)
+        if pause_after(store, index):  # --review
+            return
     store.finish()
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from agent import pipelines
 from agent.limits import MAX_WORDS, MIN_WORDS
 from agent.llm import LLM
+from agent.nst.best_of import best_of, drafts_wanted, pending_drafts
 from agent.nst.budget import run_budget
 from agent.nst.config import NstConfig
 from agent.nst.length import initial_ratio
@@ -24,6 +25,7 @@ from agent.nst.state import NarrativeState
 from agent.nst.tools import TOOLS
 from agent.run_context import EventSink, RunContext
 from agent.store import RunStore
+from agent.store.review import pause_after
 from agent.store.snapshots import ChapterSnapshot
 
 
@@ -37,6 +39,10 @@ def write(ctx: RunContext[NstConfig]) -> None:
     if stop_after_plan(ctx, outline):
         return
     last = store.info().last_unit
+    wanted = drafts_wanted(store)
+    if wanted > 1 and last > 0 and pending_drafts(store, last):  # interrupted between a commit and its drafts
+        with ctx.unit(last):
+            best_of(ctx, last, wanted)
     previous = ChapterSnapshot.read(store.state(last))  # before chapter 1: a sequel's initial state, else none
     state = NarrativeState.from_json(previous.narrative)
     ratio = previous.tokens_per_word or initial_ratio(config.prompt, config.tokens_per_word)
@@ -54,6 +60,12 @@ def write(ctx: RunContext[NstConfig]) -> None:
                                  degraded=result.degraded, degraded_reason=result.reason)
             ctx.set_progress(words=ctx.words + result.stats["words"])
             ctx.emit("committed", words=result.stats["words"], degraded=result.degraded)
+            if wanted > 1 and best_of(ctx, index, wanted) is not None:  # another draft won: its state now
+                state = NarrativeState.from_json(ChapterSnapshot.read(store.state(index)).narrative) \
+                    if config.state else state
+        if pause_after(store, index):  # --review: the writer approves, revises or edits it first
+            ctx.emit("note", f"chapter {index} committed; in review until fabula approve")
+            return
     store.finish()
 
 

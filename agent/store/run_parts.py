@@ -66,8 +66,11 @@ class Sessions(StoreBase):
 
     def live_status(self) -> str:
         """The stored status, except that a ``running`` run whose process is gone (killed,
-        crashed, machine rebooted) reads as ``interrupted``."""
+        crashed, machine rebooted) reads as ``interrupted``, and a stopped run that waits for the
+        writer (``--review``, ``agent.store.review``) reads as ``review``."""
         status = self.info().status
+        if status == "stopped" and self._read("SELECT 1 FROM plan WHERE key = 'in_review'"):
+            return "review"
         if status != "running":
             return status
         rows = self._read("SELECT pid, host FROM sessions WHERE ended_at IS NULL ORDER BY id DESC LIMIT 1")

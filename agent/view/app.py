@@ -1,6 +1,7 @@
 """The web view's Starlette app: the runs in a folder, and per run its story, state over
-time, call ledger and judgments. GET only; every request opens the run read-only and closes
-it again, so a run being written is always read at its latest committed unit."""
+time, call ledger and judgments (GET only; the editing room's actions are ``agent.view.room``'s).
+Every request opens the run read-only and closes it again, so a run being written is always read
+at its latest committed unit."""
 
 from __future__ import annotations
 
@@ -22,14 +23,18 @@ from agent.store.batches import read_batch
 from agent.store.paths import DB_NAME
 from agent.store.readonly import RunIndex, open_readonly
 from agent.view import pages, workbench
+from agent.view.room import Room, RoomSettings
 from agent.view.templates_env import STATIC, render
 
 NO_CACHE = {"Cache-Control": "no-store"}
 
 
-def create_app(root: str | Path, *, poll_ms: int = 1500) -> Starlette:
-    views = _Views(RunIndex(root), poll_ms)
-    routes = [
+def create_app(root: str | Path, *, poll_ms: int = 1500, room: RoomSettings | None = None) -> Starlette:
+    """The view of the runs under ``root``; ``room``: who may act in the editing room (``agent.view.room``;
+    default: a fresh session token, loopback)."""
+    index = RunIndex(root)
+    views = _Views(index, poll_ms)
+    routes = [*Room(index, room or RoomSettings(), poll_ms).routes(),
         Route("/", views.runs_page),
         Route("/api/version", views.version),
         Route("/run/{name:path}/{page}", views.run_page),  # name: a run, or BATCH/STORY

@@ -14,8 +14,9 @@ from agent.store import RunStore
 from agent.store.search import DEFAULT_K, sentence_spans  # the sentences the search indexes, as it splits them
 from agent.store.snapshots import WorldTable
 
-STATUS_WORDS = {"running": "writing", "completed": "completed", "failed": "failed"}
-"""The badge of a run, in words (anything else, ``stopped`` or ``interrupted``, reads ``stopped``)."""
+STATUS_WORDS = {"running": "writing", "completed": "completed", "failed": "failed", "review": "review"}
+"""The badge of a run, in words (anything else, ``stopped`` or ``interrupted``, reads ``stopped``; ``review``:
+waiting for the writer, ``agent.store.review``)."""
 TOOL_WORDS = {"read": "reading back", "search": "searching", "write": "writing", "correct": "correcting",
               "update": "updating the story state", "finish": "finishing the chapter", "budget": "fitting the context"}
 RATE_CALLS = 20

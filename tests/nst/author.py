@@ -2,7 +2,8 @@
 
 It answers each request from the request itself: the planner stages, the outline (sized from
 the prompt), one tool call per turn chosen by a policy from the tools the turn's grammar
-offers, chapter prose of a chosen length, and state updates of realistic size.
+offers, chapter prose of a chosen length (a revision opens with the writer's note, so a test sees it was
+followed), and state updates of realistic size.
 """
 
 from __future__ import annotations
@@ -78,6 +79,33 @@ def prose(words: int, seed: int = 0) -> str:
             if len(out) % 5 == 0:
                 out.append("\n\n")
     return " ".join(out).replace(" \n\n ", "\n\n").strip()
+
+
+NOTE_HEADING = "# The writer's note\n"
+"""Where a revision request gives the writer's note (``agent.nst.revise``)."""
+
+
+def note_of(request: Request) -> str | None:
+    """The writer's note of a revision request, if the request is one."""
+    for message in request.messages:
+        if message["role"] == "user" and NOTE_HEADING in message["content"]:
+            return message["content"].split(NOTE_HEADING, 1)[1].split("\n\n", 1)[0].strip()
+    return None
+
+
+def following(note: str, words: int, seed: int) -> str:
+    """A revision that follows ``note`` detectably: the note itself opens the chapter (as one sentence),
+    then the chapter's own prose, the whole ``words`` long."""
+    sentence = note.rstrip(".") + "."
+    return sentence + " " + prose(max(1, words - count_words(sentence)), seed=seed)
+
+
+def fixed_passage(asked: str) -> str:
+    """``fabula lint --fix``'s rewrite, scripted: the passage with each flagged phrase taken out."""
+    passage = asked.split("Passage:\n", 1)[1].rsplit("\n\nReply with", 1)[0]
+    for phrase in re.findall(r'^- [\w-]+: "(.*)"$', asked, re.MULTILINE):
+        passage = re.sub(r"\s+".join(map(re.escape, phrase.split())), "", passage, flags=re.IGNORECASE)
+    return re.sub(r" {2,}", " ", passage).strip()
 
 
 def open_requirements(request: Request) -> list[str]:
@@ -236,7 +264,10 @@ class Author(LLM):
             finish = "stop"
             if isinstance(size, tuple):
                 size, finish = size
-            return prose(size, seed=key), finish
+            note = note_of(request) if role == "nst_prose" else None
+            return (following(note, size, key) if note else prose(size, seed=key)), finish
+        if role == "lint_fix":
+            return fixed_passage(last_user(request)), "stop"
         if role == "rollsum_summary":
             return "Summary so far: " + prose(50), "stop"
         if role == "nst_digest":

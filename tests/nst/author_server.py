@@ -34,6 +34,8 @@ def infer_role(body: dict) -> str:
     last = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
     if last.startswith("Now write the complete text of chapter"):
         return "nst_prose"
+    if last.startswith("Rewrite this passage of a novel"):
+        return "lint_fix"
     if "Rewrite the summary" in last:
         return "rollsum_summary"
     if "Write the complete story" in last:

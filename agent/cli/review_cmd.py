@@ -1,0 +1,133 @@
+"""``--review`` on write, resume, continue and sequel, and ``fabula approve RUN``: the writer's gate.
+
+With ``--review`` (or ``--review every=K``) a run stops after each committed chapter (every K) in review,
+and before the first chapter with its outline; ``fabula approve RUN`` records the approval and writes on
+(to the next review); ``fabula revise`` and ``fabula edit`` change the chapter first. The records are
+``agent.store.review``'s; ``runs``, ``show`` and the view say "in review" with the commands to go on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from agent.cli.errors import CLIError
+from agent.cli.options import add_model_options
+from agent.cli.rundir import open_run
+from agent.errors import InputError
+from agent.store import RunStore
+from agent.store.review import approve, describe, in_review, next_steps, parse_review, set_review
+
+REVIEW_HELP = ("stop after each committed chapter (every=K: every K chapters), and after the outline, for the "
+               "writer: fabula approve RUN writes on; fabula revise / edit change the chapter first")
+
+
+DRAFTS_HELP = ("best of N: N drafts of each chapter, one chosen (inside the gate, then the lowest lint score, "
+               "then nearest the target); the others kept for fabula revise RUN --chapter K --use-draft D")
+
+
+def drafts_setting(args: argparse.Namespace) -> dict[str, Any]:
+    """The plan record ``--drafts N`` asks for (empty when not given); a bad N is one line, exit 2."""
+    n = getattr(args, "drafts", None)
+    if n is None:
+        return {}
+    from agent.nst.best_of import DRAFTS_KEY, MAX_DRAFTS
+
+    if not 1 <= n <= MAX_DRAFTS:
+        raise CLIError(f"--drafts must be between 1 and {MAX_DRAFTS}, got {n}")
+    return {DRAFTS_KEY: {"n": n}}
+
+
+LINT_AVOID_HELP = ("name the book's worst offenders so far (fabula lint: stock phrases, overused words) as 'avoid' "
+                   "in each chapter's prompt (default profile only)")
+
+
+def lint_avoid_setting(args: argparse.Namespace, profile: str | None) -> dict[str, Any]:
+    """The plan record ``--lint-avoid`` asks for (empty when not given); refused under another profile."""
+    if not getattr(args, "lint_avoid", False):
+        return {}
+    from agent.nst.avoid import LINT_AVOID_KEY, check_profile
+
+    try:
+        check_profile(profile)
+    except InputError as exc:
+        raise CLIError(str(exc)) from None
+    return {LINT_AVOID_KEY: True}
+
+
+def add_review_option(parser: argparse.ArgumentParser, *, off: bool = False) -> None:
+    parser.add_argument("--review", nargs="?", const="", default=None, metavar="every=K", help=REVIEW_HELP)
+    if off:
+        parser.add_argument("--no-review", action="store_true", help="stop reviewing: write on to the end")
+
+
+def review_of(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The review setting the flags ask for (None: not given); bad values are one line, exit 2."""
+    try:
+        return parse_review(getattr(args, "review", None))
+    except InputError as exc:
+        raise CLIError(str(exc)) from None
+
+
+def apply_review(store: RunStore, args: argparse.Namespace) -> None:
+    """``--review`` turns review on for the run, ``--no-review`` off; neither leaves it as it is
+    (``--drafts N``, where the command has it, is stored the same way)."""
+    for key, value in {**drafts_setting(args), **lint_avoid_setting(args, store.info().config.get("profile"))}.items():
+        store.put_plan(key, value)
+    if getattr(args, "no_review", False):
+        set_review(store, None)
+        return
+    review = review_of(args)
+    if review is not None:
+        set_review(store, review)
+
+
+def review_lines(store: RunStore, run_dir: str) -> list[str]:
+    """What a run in review says (empty when it is not): where it waits and the commands to go on."""
+    waiting = in_review(store)
+    if waiting is None:
+        return []
+    return [f"{run_dir}: {describe(waiting)}", *(f"  next: {line}" for line in next_steps(run_dir, waiting))]
+
+
+def refuse_in_review(store: RunStore, run_dir: str) -> None:
+    """A run in review goes on only by ``fabula approve`` (a plain resume would skip the writer)."""
+    waiting = in_review(store)
+    if waiting is not None:
+        raise CLIError(f"{run_dir} is {describe(waiting)}; go on with fabula approve {run_dir} (or revise or edit "
+                       "it first)", exit_code=1)
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser("approve", help="approve the chapter (or outline) a run in review waits on; write on",
+                            description="Record the writer's approval of what a run in review waits on (the "
+                            "outline, or the last committed chapter) and write on to the next review (or the end, "
+                            "with --no-review); --stop records the approval only.")
+    parser.add_argument("run_dir", metavar="RUN", help="a run in review")
+    parser.add_argument("--stop", action="store_true", help="approve only; do not write on")
+    parser.add_argument("--no-review", action="store_true", help="stop reviewing: write on to the end")
+    parser.add_argument("--quiet", action="store_true", help="no live progress line")
+    add_model_options(parser, stored="RUN")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    with open_run(args.run_dir, readonly=False) as store:
+        if store.live_status() == "running":
+            raise CLIError(f"{args.run_dir} is being written by another process", exit_code=1)
+        try:
+            entry = approve(store)
+        except InputError as exc:
+            raise CLIError(str(exc)) from None
+        if args.no_review:
+            set_review(store, None)
+        what = "the outline" if entry["unit"] == 0 else f"chapter {entry['unit']}"
+        print(f"fabula: {what} approved", file=sys.stderr)
+        if args.stop:
+            print(f"next: fabula resume {args.run_dir}    (write on)")
+            return 0
+    from agent.cli import resume_cmd
+
+    args.force, args.overrides, args.review, args.no_review = False, [], None, False
+    return resume_cmd.run(args)

@@ -1,0 +1,154 @@
+"""Best of N (``--drafts N``): more drafts of each chapter, one chosen by a stated rule, the others kept.
+
+After the chapter loop commits its chapter (draft 1, whose state the loop derived), N-1 more drafts are
+written from the same context (the system prompt, the story prompt, the outline, the state before the
+chapter, its task and gate), each through the gate. The rule that chooses, model-free: a draft inside the
+gate before one outside it; then the lowest lint score (``agent.lint``: flags of machine prose per 1,000
+words); then the one nearest the target length; then the earliest. When another draft than the first
+wins it is stored as the chapter's next version and its state re-derived (one update call); every draft
+stays in the run (``DRAFTS_OF``) for ``fabula revise RUN --chapter N --use-draft K``. The setting and the
+drafts are plan records, not configuration: how many drafts to compare does not change a resumed run's
+settings. Each draft is stored as soon as it is written, so an interrupted run loses none.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.errors import InputError
+from agent.lint import lint_book
+from agent.nst.budget import run_budget
+from agent.nst.config import NstConfig
+from agent.nst.drafting import Drafter, draft_until_gate, record_attempt
+from agent.nst.length import initial_ratio
+from agent.nst.prompts import chapter_prompt, prose_request, system_prompt
+from agent.nst.rederive import rederive_nst
+from agent.nst.revise import REVISE_ATTEMPTS
+from agent.nst.state import NarrativeState
+from agent.pipelines import Rederived
+from agent.run_context import RunContext
+from agent.store import RunStore, StoreError
+from agent.store.snapshots import ChapterSnapshot
+
+DRAFTS_KEY = "drafts"
+"""The setting: ``{"n": N}``."""
+DRAFTS_OF = "drafts_of"
+"""Per chapter (as a string key): the drafts, the one chosen, the rule and what the extra drafts cost."""
+MAX_DRAFTS = 8
+RULE = "inside the gate first, then the lowest lint score, then the nearest to the target length, then the earliest"
+
+
+def set_drafts(store: RunStore, n: int | None) -> None:
+    if n is None:
+        return
+    if not 1 <= n <= MAX_DRAFTS:
+        raise InputError(f"--drafts must be between 1 and {MAX_DRAFTS}, got {n}")
+    store.put_plan(DRAFTS_KEY, {"n": n})
+
+
+def drafts_wanted(store: RunStore) -> int:
+    record = store.get_plan(DRAFTS_KEY)
+    return int(record.get("n", 1)) if isinstance(record, dict) else 1
+
+
+def drafts_of(store: RunStore, index: int) -> dict[str, Any] | None:
+    records = store.get_plan(DRAFTS_OF)
+    record = records.get(str(index)) if isinstance(records, dict) else None
+    return record if isinstance(record, dict) else None
+
+
+def pending_drafts(store: RunStore, index: int) -> bool:
+    """Chapter ``index`` is committed but its drafts are not all written and chosen yet."""
+    record = drafts_of(store, index)
+    return record is None or "chosen" not in record
+
+
+def _save(store: RunStore, index: int, record: dict[str, Any]) -> None:
+    records = store.get_plan(DRAFTS_OF)
+    records = records if isinstance(records, dict) else {}
+    store.put_plan(DRAFTS_OF, {**records, str(index): record})
+
+
+def _messages(config: NstConfig, plan: dict[str, Any], state: NarrativeState | None, index: int,
+              title: str) -> list[dict[str, str]]:
+    item = plan["outline"][index - 1]
+    gate = config.gate(int(item["target_words"]))
+    return [{"role": "system", "content": system_prompt(with_state=False)},
+            {"role": "user", "content": chapter_prompt(story_prompt=config.prompt, outline=plan["outline"],
+                                                       state=state, completed=index - 1, chapter=item, gate=gate,
+                                                       lookback=False)},
+            {"role": "user", "content": prose_request(index, title, gate)}]
+
+
+def score(drafts: list[dict[str, Any]], target: int) -> list[dict[str, Any]]:
+    """Each draft's lint score, each linted alone (alternatives share most phrases; that is no repetition)."""
+    return [{**d, "lint": lint_book([(f"draft {d['k']}", d["text"])]).score, "distance": abs(d["words"] - target)}
+            for d in drafts]
+
+
+def choose(drafts: list[dict[str, Any]]) -> int:
+    """The draft the rule (``RULE``) picks: its ``k``."""
+    return min(drafts, key=lambda d: (not d["in_gate"], d["lint"], d["distance"], d["k"]))["k"]
+
+
+def best_of(ctx: RunContext[NstConfig], index: int, n: int) -> Rederived | None:
+    """Write the missing drafts of committed chapter ``index``, choose one, store it if it is not the
+    committed one (its state re-derived). None when the committed draft stays."""
+    store, config = ctx.store, ctx.config
+    chapter = store.chapter(index)
+    if chapter is None:
+        raise StoreError(f"chapter {index} does not exist")
+    plan = store.plan()
+    item = plan["outline"][index - 1]
+    gate = config.gate(int(item["target_words"]))
+    record = drafts_of(store, index) or {"n": n, "drafts": [{"k": 1, "text": chapter.text, "words": chapter.words,
+                                                            "in_gate": gate.accepts(chapter.words),
+                                                            "source": "chapter loop"}],
+                                         "calls": 0, "completion_tokens": 0}
+    if "chosen" in record:
+        return None
+    before = ChapterSnapshot.read(store.state(index - 1))
+    state = NarrativeState.from_json(before.narrative) if config.state and before.narrative is not None else None
+    if config.state and state is None:
+        state = NarrativeState()
+    ratio = ChapterSnapshot.read(store.state(index)).tokens_per_word or initial_ratio(config.prompt,
+                                                                                     config.tokens_per_word)
+    budget = run_budget(ctx)
+    while len(record["drafts"]) < n:
+        calls, tokens = ctx.calls, ctx.completion_tokens
+        drafter = Drafter.for_config(ctx.llm, gate, ratio, config, "nst_prose", budget=budget)
+        outcome = draft_until_gate(drafter, _messages(config, plan, state, index, chapter.title), REVISE_ATTEMPTS,
+                                   on_attempt=record_attempt(ctx))
+        k = len(record["drafts"]) + 1
+        record["drafts"].append({"k": k, "text": outcome.text, "words": outcome.words, "in_gate": not outcome.degraded,
+                                 "source": "best of n"})
+        record["calls"] += ctx.calls - calls
+        record["completion_tokens"] += ctx.completion_tokens - tokens
+        _save(store, index, record)  # each draft kept as soon as it exists
+    scored = score(record["drafts"], gate.target)
+    chosen = choose(scored)
+    record.update(drafts=scored, chosen=chosen, rule=RULE)
+    cost = f"the {n - 1} more drafts cost {record['calls']} calls, {record['completion_tokens']} completion tokens"
+    if chosen == 1:
+        _save(store, index, record)
+        ctx.emit("note", f"chapter {index}: draft 1 of {n} kept ({RULE}); {cost}")
+        return None
+    winner = scored[chosen - 1]
+    store.revise_chapter(index, winner["text"], reason=f"draft {chosen} of {n} chosen")
+    _save(store, index, record)
+    ctx.emit("note", f"chapter {index}: draft {chosen} of {n} chosen ({RULE}); {cost}")
+    return rederive_nst(ctx, index)
+
+
+def use_draft(ctx: RunContext[NstConfig], index: int, k: int) -> tuple[int, Rederived]:
+    """The writer's choice: draft ``k`` of chapter ``index`` stored as its next version, state re-derived."""
+    store = ctx.store
+    record = drafts_of(store, index)
+    if record is None:
+        raise InputError(f"chapter {index} has no drafts to choose from (write with --drafts N)")
+    drafts = {int(d["k"]): d for d in record["drafts"]}
+    if k not in drafts:
+        raise InputError(f"chapter {index} has drafts {', '.join(map(str, sorted(drafts)))}; no draft {k}")
+    chapter = store.revise_chapter(index, drafts[k]["text"], reason=f"draft {k} chosen by the writer")
+    _save(store, index, {**record, "chosen": k, "rule": "the writer's choice"})
+    return chapter.version, rederive_nst(ctx, index)
