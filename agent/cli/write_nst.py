@@ -20,6 +20,7 @@ from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.profile_choice import PROFILE_CHOICES, PROFILE_HELP, choose_profile
 from agent.cli.progress import ProgressDisplay
 from agent.cli.rundir import discard_if_unused, store_errors
+from agent.cli.voice_inputs import add_voice_options, voice_notes
 from agent.llm.options import LLMOptions
 from agent.settings import parse_assignments
 from agent.store import RunStore
@@ -59,6 +60,7 @@ def add_parser(sub) -> None:
                             help="any other setting (VALUE is JSON, else a string), e.g. --set read_budget=5")
         parser.add_argument("--profile", choices=PROFILE_CHOICES, help=PROFILE_HELP)
         parser.add_argument("--quiet", action="store_true", help="no live progress line")
+        add_voice_options(parser)
         add_model_options(parser)
         parser.set_defaults(handler=run, writer=name)
 
@@ -100,6 +102,8 @@ def build_config(args: argparse.Namespace, prompt: str, prompt_id: str | None,
              **{flag.setting: flag.read(args) for flag in pipeline.flags},
              "plan_cache": str(output_dir(args.plan_cache, flag="--plan-cache")) if getattr(args, "plan_cache", None)
              else None}
+    if getattr(args, "language", None):
+        flags["language"] = args.language
     config.update({k: v for k, v in flags.items() if v is not None})
     config.update(pipeline.settings.profile_settings(profile))  # type: ignore[union-attr]
     config.update(parse_assignments(args.overrides))
@@ -134,6 +138,7 @@ def summary_lines(store, writer: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     prompt, prompt_id = load_prompt(args)
     build_config(args, prompt, prompt_id)  # every setting checked before the model is opened
+    voice, initial_state = voice_notes(args)  # --style and --bible read and checked before anything is created
     output_dir(Path(args.out or "runs"))
     llm, model = open_client(choose_model(args))
     try:
@@ -149,7 +154,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             with store_errors():
                 store = pipelines.start(out, args.writer, config, llm, events=ProgressDisplay(quiet=args.quiet),
-                                        model=model, notes={"profile_choice": profile.record()},
+                                        model=model, notes={"profile_choice": profile.record(), **voice},
+                                        initial_state=initial_state,
                                         plan_only=getattr(args, "plan_only", False))
         except BaseException:
             discard_if_unused(out, existed)

@@ -74,8 +74,9 @@ def act_size(chapters: int, acts: int = 5) -> int:
 
 def chapter_prompt(*, story_prompt: str, outline: list[dict[str, Any]], state: NarrativeState | None,
                    completed: int, chapter: dict[str, Any], gate: Gate, lookback: bool,
-                   abridged: bool = False) -> str:
-    """The user message that opens chapter ``chapter['id']``'s conversation."""
+                   abridged: bool = False, style: str = "", language: str = "") -> str:
+    """The user message that opens chapter ``chapter['id']``'s conversation. ``style``: the ``# Style``
+    block (``agent.style.guide.prompt_block``), before the task; ``language``: the language line."""
     heading = "frozen; acts away from this one by title only" if abridged else "frozen"
     parts = [f"# Story prompt\n{story_prompt}",
              f"# Outline ({len(outline)} chapters, {heading})\n"
@@ -83,6 +84,8 @@ def chapter_prompt(*, story_prompt: str, outline: list[dict[str, Any]], state: N
     if state is not None:
         parts.append(f"# Narrative state\n{state.render()}")
     parts.append(f"# Progress\nCompleted chapters: {completed} of {len(outline)}.")
+    if style:
+        parts.append(style)
     steps = []
     if lookback and completed:
         steps.append("look up earlier chapters with search or read if you need a detail")
@@ -97,7 +100,8 @@ def chapter_prompt(*, story_prompt: str, outline: list[dict[str, Any]], state: N
         f"# Current task\nWrite chapter {chapter['id']}: \"{chapter['title']}\".\n"
         f"What happens: {chapter['description']}\n"
         f"Length: {gate.describe()}.\n"
-        f"Order: {order}.")
+        + (f"{language}\n" if language else "")
+        + f"Order: {order}.")
     return "\n\n".join(parts)
 
 

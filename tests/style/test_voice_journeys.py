@@ -1,0 +1,114 @@
+"""A writer's road with their own voice and world, through the CLI on the scripted author:
+``fabula write nst --style`` (card and exemplars in every writer prompt), ``--bible`` (seeded state,
+the planner saw it, a contradicting update refused), and a Chinese prompt written, counted, searched."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent.cli import main
+from agent.store import RunStore
+from tests.nst.author import Author, QueuedModels, default_policy
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "style"
+BIBLE = """# Characters
+## Wenna Harrow
+The lighthouse keeper's daughter, nineteen. Facts: left-handed; born on Skerra Island.
+# Places
+## Skerra Island
+A tidal island reached by a causeway at low water.
+# Rules
+- The light must be lit before the last ferry.
+# Timeline
+- Ten years ago the old keeper drowned on the causeway.
+# Must happen
+- Wenna learns who moved the tide tables.
+"""
+
+
+@pytest.fixture
+def models(monkeypatch, tmp_path):
+    monkeypatch.setenv("FABULA_HOME", str(tmp_path / "home"))
+    return QueuedModels(monkeypatch)
+
+
+def _write(tmp_path: Path, *extra: str, prompt: str = "A bell keeper hears the drowned ships.") -> int:
+    return main(["write", "nst", "--prompt", prompt, "--words", "1000", "--out", str(tmp_path / "run"),
+                 "--quiet", "--endpoint", "http://127.0.0.1:9/v1", *extra])
+
+
+def test_every_writer_prompt_carries_the_style_card_and_exemplars(tmp_path, models, capsys):
+    code = _write(tmp_path, "--style", str(FIXTURES / "austen_sample.txt"))
+    assert code == 0, capsys.readouterr().err
+    author = models.opened[0]
+    openings = [r.messages[1]["content"] for r in author.requests
+                if r.role not in ("plan_outline",) and not (r.role or "").startswith("plan_")
+                and len(r.messages) > 1 and r.messages[1]["content"].startswith("# Story prompt")]
+    assert openings
+    for opening in openings:
+        assert "# Style (write in the voice" in opening and "Sentences:" in opening
+        assert "Example passage 1" in opening
+    with RunStore.open(tmp_path / "run", readonly=True) as store:
+        assert store.get_plan("style")["source"] == "austen_sample.txt"
+
+
+def test_a_style_sample_too_short_is_refused_in_one_line_and_nothing_is_created(tmp_path, models, capsys):
+    short = tmp_path / "short.txt"
+    short.write_text("Only a few words of prose.\n", encoding="utf-8")
+    assert _write(tmp_path, "--style", str(short)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--style" in err[0] and "at least" in err[0]
+    assert not (tmp_path / "run").exists()
+
+
+def _canon_breaking(request, tools):
+    """The default author, except that its update says Wenna is right-handed (against the bible)."""
+    reply = default_policy(request, tools)
+    data = json.loads(reply)
+    if data.get("tool") == "update":
+        snap = {"name": "Wenna Harrow", "location": "the lighthouse", "goal": "", "relationships": "",
+                "knowledge": "", "possessions": "", "condition": "",
+                "facts": [{"key": "left_handed", "value": "right-handed"}]}
+        if data.get("upsert_character_state"):
+            snap["evidence"] = data["upsert_character_state"][0].get("evidence")
+        elif data.get("add_past_event"):
+            snap["evidence"] = data["add_past_event"][0].get("evidence")
+        data["upsert_character_state"] = [snap, *data.get("upsert_character_state", [])]
+        return json.dumps(data)
+    return reply
+
+
+def test_a_bible_seeds_the_state_reaches_the_planner_and_holds_its_canon(tmp_path, models, capsys):
+    bible = tmp_path / "bible.md"
+    bible.write_text(BIBLE, encoding="utf-8")
+    models.queue.append(Author(policy=_canon_breaking))
+    code = _write(tmp_path, "--bible", str(bible))
+    assert code == 0, capsys.readouterr().err
+    author = models.opened[0]
+    planner = [r for r in author.requests if (r.role or "").startswith("plan_")]
+    assert planner and all("Wenna Harrow" in r.messages[1]["content"] for r in planner)
+    assert any("Must happen (wenna_learns_who_moved_the_tide)" in r.messages[1]["content"] for r in planner)
+    with RunStore.open(tmp_path / "run", readonly=True) as store:
+        initial = store.state(0)["narrative"]
+        assert initial["characters"]["Wenna Harrow"]["facts"]["left_handed"] == "left-handed"
+        assert "wenna_learns_who_moved_the_tide" in initial["future_requirements"]
+        assert "ten_years_ago_the_old_keeper" in initial["past_events"]
+        after = store.state(1)["narrative"]
+        assert after["characters"]["Wenna Harrow"]["facts"]["left_handed"] == "left-handed"
+    told = [m["content"] for r in author.requests for m in r.messages if "canon" in m["content"]]
+    assert any("contradicts the canon fact left_handed: 'left-handed'" in m for m in told)
+
+
+def test_a_chinese_prompt_is_written_in_chinese_counted_by_characters_and_searched(tmp_path, models, capsys):
+    prompt = "一个灯塔看守人的女儿发现潮汐表被人动了手脚，她必须在最后一班渡船之前找出真相。"
+    code = _write(tmp_path, prompt=prompt)
+    assert code == 0, capsys.readouterr().err
+    author = models.opened[0]
+    assert any("write everything in Chinese" in m["content"] for r in author.requests for m in r.messages)
+    with RunStore.open(tmp_path / "run", readonly=True) as store:
+        text = store.chapter(1).text
+        assert store.chapter(1).words == sum(1 for c in text if "\u4e00" <= c <= "\u9fff") + len(
+            [w for w in text.split() if w.isascii()])
