@@ -159,8 +159,8 @@ def _yaml(text: str) -> _Found:
 
     found = _Found()
     try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=yaml.BaseLoader)
+        data = yaml.load(text, Loader=yaml.BaseLoader)  # every scalar a string: a bad date is ours to name
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         found.problems.append((mark.line + 1 if mark else 0, f"not valid YAML: {getattr(exc, 'problem', exc)}"))

@@ -11,7 +11,7 @@ import pytest
 
 from agent.cli import main
 from agent.store import RunStore
-from tests.nst.author import Author, QueuedModels, default_policy
+from tests.nst.author import Author, QueuedModels, default_policy, gate_of
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "style"
 BIBLE = """# Characters
@@ -53,6 +53,11 @@ def test_every_writer_prompt_carries_the_style_card_and_exemplars(tmp_path, mode
         assert "Example passage 1" in opening
     with RunStore.open(tmp_path / "run", readonly=True) as store:
         assert store.get_plan("style")["source"] == "austen_sample.txt"
+    capsys.readouterr()
+    assert main(["show", str(tmp_path / "run")]) == 0
+    shown = capsys.readouterr().out
+    assert "style     sample austen_sample.txt" in shown and "chapter 2:" in shown
+    assert "DRIFT" in shown  # the scripted author's word salad is far from Austen
 
 
 def test_a_style_sample_too_short_is_refused_in_one_line_and_nothing_is_created(tmp_path, models, capsys):
@@ -102,13 +107,38 @@ def test_a_bible_seeds_the_state_reaches_the_planner_and_holds_its_canon(tmp_pat
     assert any("contradicts the canon fact left_handed: 'left-handed'" in m for m in told)
 
 
+ANALECTS = ("学而时习之，不亦说乎？有朋自远方来，不亦乐乎？人不知而不愠，不亦君子乎？"
+            "吾日三省吾身：为人谋而不忠乎？与朋友交而不信乎？传不习乎？"
+            "温故而知新，可以为师矣。知之为知之，不知为不知，是知也。")
+"""Public-domain Chinese prose (the Analects), the scripted author's Chinese chapters are cut from."""
+
+
+class ChineseAuthor(Author):
+    """The scripted author writing its chapters in Chinese (each character one word, as fabula counts)."""
+
+    def reply(self, request):
+        if request.role == "nst_prose":
+            size = gate_of(request)[0]
+            text = (ANALECTS * (size // len(ANALECTS) + 2))
+            cjk = 0
+            for end, char in enumerate(text):
+                cjk += "\u4e00" <= char <= "\u9fff"
+                if cjk >= size:
+                    return text[:end + 1] + "。", "stop"
+        return super().reply(request)
+
+
 def test_a_chinese_prompt_is_written_in_chinese_counted_by_characters_and_searched(tmp_path, models, capsys):
     prompt = "一个灯塔看守人的女儿发现潮汐表被人动了手脚，她必须在最后一班渡船之前找出真相。"
+    models.queue.append(ChineseAuthor())
     code = _write(tmp_path, prompt=prompt)
     assert code == 0, capsys.readouterr().err
     author = models.opened[0]
     assert any("write everything in Chinese" in m["content"] for r in author.requests for m in r.messages)
     with RunStore.open(tmp_path / "run", readonly=True) as store:
-        text = store.chapter(1).text
-        assert store.chapter(1).words == sum(1 for c in text if "\u4e00" <= c <= "\u9fff") + len(
-            [w for w in text.split() if w.isascii()])
+        chapter = store.chapter(1)
+        assert chapter.words == sum("\u4e00" <= c <= "\u9fff" for c in chapter.text) > 300
+    capsys.readouterr()
+    assert main(["search", str(tmp_path / "run"), "温故而知新", "--json"]) == 0
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert hits and "温故而知新" in hits[0]["text"]

@@ -1,0 +1,48 @@
+"""``fabula bible check`` and ``--bible``: the issue's Markdown accepted as written; bad bibles refused,
+one line per problem with its line number, nothing created."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.bible.read import read_bible
+from agent.cli import main
+from tests.style.test_voice_journeys import BIBLE
+
+
+def test_the_issues_markdown_bible_is_accepted_as_written(tmp_path, capsys):
+    path = tmp_path / "bible.md"
+    path.write_text(BIBLE.replace("# Characters", "# CHARACTERS"), encoding="utf-8")
+    assert main(["bible", "check", str(path)]) == 0
+    assert "1 characters, 1 places, 1 rules, 1 timeline, 1 must happen" in capsys.readouterr().out
+    bible = read_bible(path)
+    assert bible["characters"][0]["facts"] == {"left_handed": "left-handed",
+                                               "born_on_skerra_island": "born on Skerra Island"}
+
+
+@pytest.mark.parametrize(("name", "text", "message"), [
+    ("twice.md", BIBLE + "# Characters\n## wenna harrow\nAgain.\n", ":14: the character 'wenna harrow' appears twice"),
+    ("nokey.toml", '[[must_happen]]\ndescription = "Wenna learns the truth"\n', ": a requirement has no key"),
+    ("date.yaml", "timeline:\n  - key: flood\n    event: The causeway flooded.\n    date: 1890-13-45\n",
+     ":2: the date '1890-13-45' of 'flood' is not a date"),
+])
+def test_a_bad_bible_is_refused_naming_the_problem_and_its_line(tmp_path, capsys, name, text, message):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    assert main(["bible", "check", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+
+
+def test_a_huge_or_binary_bible_is_refused_in_one_line_and_no_run_is_created(tmp_path, capsys):
+    huge = tmp_path / "huge.md"
+    huge.write_bytes(b"# Rules\n" + b"- rule\n" * (10 * (1 << 20) // 7))
+    binary = tmp_path / "bible.toml"
+    binary.write_bytes(b"\x00\x01\x02PK\x03\x04" * 100)
+    for path, message in ((huge, "larger than 1 MiB"), (binary, "binary file")):
+        out = tmp_path / "run"
+        code = main(["write", "nst", "--prompt", "a story", "--words", "1000", "--bible", str(path),
+                     "--out", str(out), "--quiet", "--endpoint", "http://127.0.0.1:9/v1"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and message in err[0], err
+        assert not out.exists()
