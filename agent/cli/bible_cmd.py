@@ -15,6 +15,8 @@ def add_parser(sub) -> None:
     check = actions.add_parser("check", help="name every problem of a bible with its line (exit 2 if any)")
     check.add_argument("file", metavar="FILE", help="the bible (.toml, .yaml/.yml, else Markdown)")
     check.set_defaults(handler=run_check)
+    schema = actions.add_parser("schema", help="print the JSON Schema of a bible (for TOML and YAML editors)")
+    schema.set_defaults(handler=run_schema)
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -22,4 +24,11 @@ def run_check(args: argparse.Namespace) -> int:
     counts = ", ".join(f"{len(bible[k])} {k.replace('_', ' ')}" for k in
                        ("characters", "places", "rules", "timeline", "must_happen"))
     print(f"{args.file}: a valid story bible ({counts})")
+    return 0
+
+
+def run_schema(args: argparse.Namespace) -> int:
+    from agent.bible.schema import schema_text
+
+    print(schema_text(), end="")
     return 0

@@ -46,3 +46,32 @@ def test_a_huge_or_binary_bible_is_refused_in_one_line_and_no_run_is_created(tmp
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and message in err[0], err
         assert not out.exists()
+
+
+def test_the_exported_schema_is_the_bibles_and_every_read_bible_fits_it(tmp_path):
+    import json
+    from pathlib import Path
+
+    import jsonschema
+
+    from agent.bible.schema import bible_schema
+
+    exported = Path(__file__).resolve().parents[2] / "docs" / "story-bible.schema.json"
+    assert json.loads(exported.read_text(encoding="utf-8")) == bible_schema(), "run fabula bible schema > " \
+        "docs/story-bible.schema.json"
+    path = tmp_path / "bible.md"
+    path.write_text(BIBLE, encoding="utf-8")
+    jsonschema.validate(read_bible(path), bible_schema())
+
+
+def test_a_toml_and_a_yaml_bible_read_to_the_same_shape(tmp_path):
+    toml = tmp_path / "b.toml"
+    toml.write_text('[[characters]]\nname = "Wenna Harrow"\ndescription = "The keeper\'s daughter."\n'
+                    '[characters.facts]\nhandedness = "left"\n\n[[must_happen]]\nkey = "tide_tables"\n'
+                    'description = "Wenna learns who moved the tide tables."\n', encoding="utf-8")
+    yaml = tmp_path / "b.yaml"
+    yaml.write_text("characters:\n  - name: Wenna Harrow\n    description: The keeper's daughter.\n"
+                    "    facts: {handedness: left}\nmust_happen:\n  - key: tide_tables\n"
+                    "    description: Wenna learns who moved the tide tables.\n", encoding="utf-8")
+    assert read_bible(toml) == read_bible(yaml)
+    assert read_bible(toml)["characters"][0]["facts"] == {"handedness": "left"}

@@ -51,6 +51,9 @@ def test_every_writer_prompt_carries_the_style_card_and_exemplars(tmp_path, mode
     for opening in openings:
         assert "# Style (write in the voice" in opening and "Sentences:" in opening
         assert "Example passage 1" in opening
+        assert "Measured, ironic narration" in opening  # the model-written line of the card
+    describing = [r for r in author.requests if r.role == "style_description"]
+    assert len(describing) == 1 and describing[0].constraint is not None
     with RunStore.open(tmp_path / "run", readonly=True) as store:
         assert store.get_plan("style")["source"] == "austen_sample.txt"
     capsys.readouterr()
@@ -142,3 +145,14 @@ def test_a_chinese_prompt_is_written_in_chinese_counted_by_characters_and_search
     assert main(["search", str(tmp_path / "run"), "温故而知新", "--json"]) == 0
     hits = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
     assert hits and "温故而知新" in hits[0]["text"]
+
+
+def test_in_a_small_context_the_exemplars_give_way_before_the_card_and_the_outline(tmp_path, models, capsys):
+    code = _write(tmp_path, "--style", str(FIXTURES / "austen_sample.txt"), "--context-tokens", "4500")
+    assert code == 0, capsys.readouterr().err
+    with RunStore.open(tmp_path / "run", readonly=True) as store:
+        steps = [t.arguments["action"] for t in store.tool_calls() if t.tool == "budget"]
+    assert steps.count("drop_style_exemplars") == 2 and "abridge_outline" not in steps
+    openings = [r.messages[1]["content"] for r in models.opened[0].requests
+                if len(r.messages) > 1 and r.messages[1]["content"].startswith("# Story prompt")]
+    assert openings and all("Sentences:" in o and "Example passage" not in o for o in openings)
