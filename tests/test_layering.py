@@ -28,7 +28,7 @@ ALLOWED: dict[str, set[str]] = {
     "agent.repetition": {"agent.text"},
     "agent.quotes": set(),
     "agent.language": {"agent.text"},
-    "agent.style": {"agent.errors", "agent.text"},
+    "agent.style": {"agent.errors", "agent.text", "grammars"},
     "agent.bible": {"agent.errors", "agent.text"},
     "agent.gate": set(),
     "agent.prompt_set": {"agent.errors", "agent.text"},
