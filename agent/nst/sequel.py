@@ -99,17 +99,20 @@ def plan_sequel(first: RunStore, *, prompt: str | None, words: int, resolve: lis
 
 
 def write_sequel(out: str | Path, sequel: Sequel, llm: LLMOptions, model: LLM, *, events: EventSink | None = None,
-                 plan_only: bool = False) -> RunStore:
+                 plan_only: bool = False, notes: dict[str, Any] | None = None) -> RunStore:
     """Create book two in ``out`` and write it (``plan_only``: stop after its outline); returns the
     open store. Its outline is planned from book one as it ended (``agent.nst.continuation``), in
     book two's ``start`` session under unit 0; the chapters are then written as any NstAgent run's.
-    A start stopped before the outline is stored is planned by NstAgent's own planner on resume."""
+    A start stopped before the outline is stored is planned by NstAgent's own planner on resume.
+    ``notes``: plan entries stored first (the writer's ``style`` guide)."""
     pipeline = pipelines.get(WRITER)
     full = pipeline.configure(sequel.config, llm)
     store = RunStore.create(out, pipeline=WRITER, config=full, unit_kind=pipeline.unit, model=llm.model,
                             backend=llm.backend, initial_state=sequel.initial_state)
     try:
         store.put_plan(SERIES_KEY, sequel.series)
+        for key, value in (notes or {}).items():
+            store.put_plan(key, value)
         typed = pipeline.typed(full)
         with store.session("start", transport=llm.transport()):
             llm.attach_run(model, store)

@@ -156,3 +156,22 @@ def test_in_a_small_context_the_exemplars_give_way_before_the_card_and_the_outli
     openings = [r.messages[1]["content"] for r in models.opened[0].requests
                 if len(r.messages) > 1 and r.messages[1]["content"].startswith("# Story prompt")]
     assert openings and all("Sentences:" in o and "Example passage" not in o for o in openings)
+
+
+def _openings(model) -> list[str]:
+    return [r.messages[1]["content"] for r in model.requests
+            if len(r.messages) > 1 and r.messages[1]["content"].startswith("# Story prompt")]
+
+
+def test_continue_with_style_and_a_sequel_of_a_styled_book_write_in_the_samples_voice(tmp_path, models, capsys):
+    assert _write(tmp_path) == 0
+    assert main(["continue", str(tmp_path / "run"), "--words", "1000", "--quiet",
+                 "--style", str(FIXTURES / "doyle_sample.txt")]) == 0, capsys.readouterr().err
+    continued = _openings(models.opened[-1])
+    assert continued and all("# Style (write in the voice" in o for o in continued)
+    assert main(["sequel", str(tmp_path / "run"), "--out", str(tmp_path / "two"), "--words", "1000",
+                 "--quiet"]) == 0, capsys.readouterr().err
+    sequel = _openings(models.opened[-1])
+    assert sequel and all("# Style (write in the voice" in o for o in sequel)
+    with RunStore.open(tmp_path / "two", readonly=True) as store:
+        assert store.get_plan("style")["source"] == "doyle_sample.txt"
