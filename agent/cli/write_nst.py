@@ -138,8 +138,6 @@ def summary_lines(store, writer: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     prompt, prompt_id = load_prompt(args)
     build_config(args, prompt, prompt_id)  # every setting checked before the model is opened
-    if args.writer != "nst" and (getattr(args, "style", None) or getattr(args, "bible", None)):
-        raise CLIError(f"--style and --bible are taken by nst for now, not by {args.writer}")
     voice, initial_state = voice_notes(args)  # --style and --bible read and checked before anything is created
     output_dir(Path(args.out or "runs"))
     llm, model = open_client(choose_model(args))
@@ -157,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
             with store_errors():
                 store = pipelines.start(out, args.writer, config, llm, events=ProgressDisplay(quiet=args.quiet),
                                         model=model, notes={"profile_choice": profile.record(), **voice},
-                                        initial_state=initial_state,
+                                        initial_state=initial_state if args.writer == "nst" else None,
                                         plan_only=getattr(args, "plan_only", False))
         except BaseException:
             discard_if_unused(out, existed)

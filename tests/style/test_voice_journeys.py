@@ -175,3 +175,16 @@ def test_continue_with_style_and_a_sequel_of_a_styled_book_write_in_the_samples_
     assert sequel and all("# Style (write in the voice" in o for o in sequel)
     with RunStore.open(tmp_path / "two", readonly=True) as store:
         assert store.get_plan("style")["source"] == "doyle_sample.txt"
+
+
+@pytest.mark.parametrize(("writer", "role"), [("rollsum", "rollsum_chapter"), ("direct", "direct_story")])
+def test_the_baselines_writer_prompts_carry_the_bible_and_the_style(tmp_path, models, capsys, writer, role):
+    bible = tmp_path / "bible.md"
+    bible.write_text(BIBLE, encoding="utf-8")
+    code = main(["write", writer, "--prompt", "A bell keeper hears the drowned ships.", "--words", "1000",
+                 "--out", str(tmp_path / "run"), "--quiet", "--endpoint", "http://127.0.0.1:9/v1",
+                 "--style", str(FIXTURES / "austen_sample.txt"), "--bible", str(bible)])
+    assert code == 0, capsys.readouterr().err
+    drafts = [r.messages[1]["content"] for r in models.opened[0].requests if r.role == role]
+    assert drafts and all("# Story bible" in d and "left_handed: left-handed" in d
+                          and "# Style (write in the voice" in d and "Example passage 1" in d for d in drafts)
