@@ -61,6 +61,10 @@ def test_every_writer_prompt_carries_the_style_card_and_exemplars(tmp_path, mode
     shown = capsys.readouterr().out
     assert "style     sample austen_sample.txt" in shown and "chapter 2:" in shown
     assert "DRIFT" in shown  # the scripted author's word salad is far from Austen
+    assert main(["eval", "metrics", str(tmp_path / "run"), "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert metrics["style_drifted_chapters"] == 2 and len(metrics["style_distances"]) == 2
+    assert metrics["style_distance_max"] > 1.3
 
 
 def test_a_style_sample_too_short_is_refused_in_one_line_and_nothing_is_created(tmp_path, models, capsys):
