@@ -74,3 +74,14 @@ def instruction(language: str) -> str:
 def language_line(prompt: str, config: Any) -> str:
     """:func:`instruction` for a run: its ``language`` setting if it has one, else the prompt's language."""
     return instruction(resolve(prompt, getattr(config, "language", None)))
+
+
+def run_language_code(config: Any) -> str:
+    """The ISO code of a stored run's language (its ``language`` setting, else its prompt's), for the
+    view's and the exports' ``lang``; ``en`` for a run with neither (an imported book)."""
+    config = config if isinstance(config, dict) else {}
+    prompt = config.get("prompt") if isinstance(config.get("prompt"), str) else ""
+    given = config.get("language") if isinstance(config.get("language"), str) else None
+    if not prompt and not given:
+        return "en"
+    return code(resolve(prompt, given))

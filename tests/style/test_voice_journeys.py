@@ -63,6 +63,13 @@ def test_every_writer_prompt_carries_the_style_card_and_exemplars(tmp_path, mode
     assert "DRIFT" in shown  # the scripted author's word salad is far from Austen
     assert main(["eval", "metrics", str(tmp_path / "run"), "--json"]) == 0
     metrics = json.loads(capsys.readouterr().out)
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from agent.view.app import create_app
+
+    page = TestClient(create_app(tmp_path)).get("/run/run/story").text
+    assert 'id="style-distance"' in page and 'class="drift"' in page
     assert metrics["style_drifted_chapters"] == 2 and len(metrics["style_distances"]) == 2
     assert metrics["style_distance_max"] > 1.3
 
@@ -149,6 +156,15 @@ def test_a_chinese_prompt_is_written_in_chinese_counted_by_characters_and_search
     assert main(["search", str(tmp_path / "run"), "温故而知新", "--json"]) == 0
     hits = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
     assert hits and "温故而知新" in hits[0]["text"]
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from agent.view.app import create_app
+
+    page = TestClient(create_app(tmp_path)).get("/run/run/story").text
+    assert '<html lang="zh">' in page and "温故而知新" in page
+    assert main(["export", str(tmp_path / "run"), "--format", "html", "-o", str(tmp_path / "book.html")]) == 0
+    assert '<html lang="zh">' in (tmp_path / "book.html").read_text(encoding="utf-8")
 
 
 def test_in_a_small_context_the_exemplars_give_way_before_the_card_and_the_outline(tmp_path, models, capsys):
