@@ -47,3 +47,18 @@ def digest(bible: dict[str, Any]) -> str:
     import hashlib
 
     return hashlib.sha256(json.dumps(bible, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+def canon_text(bible: dict[str, Any]) -> str:
+    """The bible as prose a consistency judge reads as the book's chapter 0 (``fabula check --bible``):
+    one plain sentence per fact, so a contradiction can quote it exactly."""
+    lines = []
+    for person in bible["characters"]:
+        if person.get("description"):
+            lines.append(f"{person['name']}: {person['description']}")
+        facts = person.get("facts", {}).items()
+        lines += [f"{person['name']}, {key.replace('_', ' ')}: {value}." for key, value in facts]
+    lines += [f"{p['name']}: {p['description']}" for p in bible["places"] if p.get("description")]
+    lines += [f"Rule: {rule}" for rule in bible["rules"]]
+    lines += [f"{e['date'] + ': ' if e.get('date') else ''}{e['event']}" for e in bible["timeline"]]
+    return "\n\n".join(lines)
