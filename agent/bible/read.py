@@ -94,6 +94,18 @@ def slug(text: str, words: int = 6) -> str:
     return key[:64]
 
 
+def _unique(key: str, section: list[Any]) -> str:
+    """A key made from words, with ``_2``, ``_3``... when an earlier item of the section made the same one
+    (keys written by the writer are never changed: a repeated one is a problem)."""
+    taken = {entry.get("key") for entry in section}
+    if key not in taken:
+        return key
+    n = 2
+    while f"{key[:60]}_{n}" in taken:
+        n += 1
+    return f"{key[:60]}_{n}"
+
+
 def _markdown(text: str) -> _Found:
     found = _Found()
     section: str | None = None
@@ -137,12 +149,14 @@ def _markdown(text: str) -> _Found:
             found.add("rules", body, number)
         elif section == "timeline":
             dated = _DATED.match(body)
-            entry = {"key": slug(body), "event": body}
+            entry = {"key": _unique(slug(body), found.data["timeline"]), "event": body}
             if dated and re.match(r"^\d", dated.group(1)):
-                entry = {"key": slug(dated.group(2)), "event": dated.group(2), "date": dated.group(1)}
+                entry = {"key": _unique(slug(dated.group(2)), found.data["timeline"]), "event": dated.group(2),
+                         "date": dated.group(1)}
             found.add("timeline", entry, number)
         else:
-            found.add("must_happen", {"key": slug(body), "description": body}, number)
+            found.add("must_happen", {"key": _unique(slug(body), found.data["must_happen"]), "description": body},
+                      number)
     for entry in found.data["characters"]:
         facts = _FACTS.search(entry["description"])
         if facts:

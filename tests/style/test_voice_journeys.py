@@ -208,3 +208,37 @@ def test_the_baselines_writer_prompts_carry_the_bible_and_the_style(tmp_path, mo
     drafts = [r.messages[1]["content"] for r in models.opened[0].requests if r.role == role]
     assert drafts and all("# Story bible" in d and "left_handed: left-handed" in d
                           and "# Style (write in the voice" in d and "Example passage 1" in d for d in drafts)
+
+
+def test_a_books_state_exports_as_a_bible_that_reads_back_and_starts_the_next_book(tmp_path, models, capsys):
+    from agent.bible.read import read_bible
+
+    bible = tmp_path / "bible.md"
+    bible.write_text(BIBLE, encoding="utf-8")
+    assert _write(tmp_path, "--bible", str(bible)) == 0
+    with RunStore.open(tmp_path / "run", readonly=True) as store:
+        final = store.state(store.info().last_unit)["narrative"]
+    for name in ("next.toml", "next.md"):
+        assert main(["bible", "export", str(tmp_path / "run"), "-o", str(tmp_path / name)]) == 0
+        exported = read_bible(tmp_path / name)
+        assert {c["name"] for c in exported["characters"]} == set(final["characters"])
+        assert exported["places"][0]["name"] == "Skerra Island" and exported["rules"]
+        wenna = next(c for c in exported["characters"] if c["name"] == "Wenna Harrow")
+        assert wenna["facts"]["left_handed"] == "left-handed"
+    toml = read_bible(tmp_path / "next.toml")
+    assert {r["key"] for r in toml["must_happen"]} == set(final["future_requirements"])
+    assert {e["key"] for e in toml["timeline"]} == set(final["past_events"])
+    capsys.readouterr()
+    assert main(["write", "nst", "--prompt", "Book two.", "--words", "1000", "--out", str(tmp_path / "two"),
+                 "--quiet", "--endpoint", "http://127.0.0.1:9/v1", "--bible", str(tmp_path / "next.toml")]) == 0
+    with RunStore.open(tmp_path / "two", readonly=True) as store:
+        assert set(store.state(0)["narrative"]["future_requirements"]) == set(final["future_requirements"])
+
+
+def test_bible_export_of_a_run_without_a_state_is_one_line(tmp_path, models, capsys):
+    assert main(["write", "direct", "--prompt", "A bell.", "--words", "1000", "--out", str(tmp_path / "run"),
+                 "--quiet", "--endpoint", "http://127.0.0.1:9/v1"]) == 0
+    capsys.readouterr()
+    assert main(["bible", "export", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "direct run" in err[0]
