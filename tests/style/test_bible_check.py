@@ -75,3 +75,20 @@ def test_a_toml_and_a_yaml_bible_read_to_the_same_shape(tmp_path):
                     "    description: Wenna learns who moved the tide tables.\n", encoding="utf-8")
     assert read_bible(toml) == read_bible(yaml)
     assert read_bible(toml)["characters"][0]["facts"] == {"handedness": "left"}
+
+
+def test_a_bible_becomes_a_magnet_story_definition_that_magnet_accepts(tmp_path, capsys):
+    from agent.magnet.definition import load_definition
+
+    path = tmp_path / "bible.md"
+    path.write_text(BIBLE, encoding="utf-8")
+    out = tmp_path / "story.toml"
+    assert main(["story", "from-bible", str(path), "-o", str(out), "--title", "The Tide Tables",
+                 "--genre", "mystery"]) == 0
+    assert "marked (edit)" in capsys.readouterr().out
+    story = load_definition(out)
+    wenna = story.character("Wenna Harrow")
+    assert wenna.goals == ["Wenna learns who moved the tide tables."]
+    assert wenna.state["left_handed"] == "left-handed" and wenna.location == "Skerra Island"
+    assert story.world["rule_1"] == "The light must be lit before the last ferry."
+    assert main(["story", "check", str(out)]) == 0
