@@ -242,3 +242,14 @@ def test_bible_export_of_a_run_without_a_state_is_one_line(tmp_path, models, cap
     assert main(["bible", "export", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "direct run" in err[0]
+
+
+def test_language_overrides_the_prompts_for_the_planner_and_the_writer(tmp_path, models, capsys):
+    assert _write(tmp_path, "--language", "fr") == 0, capsys.readouterr().err
+    requests = models.opened[0].requests
+    planner = [r for r in requests if (r.role or "").startswith("plan_")]
+    writer = _openings(models.opened[0])
+    assert planner and all("write everything in French" in r.messages[1]["content"] for r in planner)
+    assert writer and all("write everything in French" in o for o in writer)
+    with RunStore.open(tmp_path / "run", readonly=True) as store:
+        assert store.info().config["language"] == "fr"
