@@ -77,7 +77,15 @@ def overview(store: RunStore) -> dict[str, Any]:
     info = store.info()
     return {"summary": summary, "info": info, "title": story_title(store),
             "activity": workbench.activity(store), "lang": run_language_code(info.config),
-            "style": style_lines(store.get_plan("style"), store.chapters())}
+            "style": style_lines(store.get_plan("style"), store.chapters()),
+            "style_card": _card(store.get_plan("style"))}
+
+
+def _card(guide: Any) -> list[str]:
+    """The style card's lines (measured, then the model's description), for the summary."""
+    if not isinstance(guide, dict):
+        return []
+    return [*str(guide.get("card", "")).splitlines(), *([guide["description"]] if guide.get("description") else [])]
 
 
 def story(store: RunStore, find: str | None = None, at: int | None = None) -> dict[str, Any]:

@@ -70,6 +70,7 @@ def test_every_writer_prompt_carries_the_style_card_and_exemplars(tmp_path, mode
 
     page = TestClient(create_app(tmp_path)).get("/run/run/story").text
     assert 'id="style-distance"' in page and 'class="drift"' in page
+    assert 'class="style-card"' in page and "Measured, ironic narration" in page
     assert metrics["style_drifted_chapters"] == 2 and len(metrics["style_distances"]) == 2
     assert metrics["style_distance_max"] > 1.3
 
