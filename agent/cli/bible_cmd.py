@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    bible = story_bible(args.file)
+    bible = story_bible(args.file, flag="")
     counts = ", ".join(f"{len(bible[k])} {k.replace('_', ' ')}" for k in
                        ("characters", "places", "rules", "timeline", "must_happen"))
     print(f"{args.file}: a valid story bible ({counts})")

@@ -64,7 +64,7 @@ def run_from_bible(args: argparse.Namespace) -> int:
     from agent.cli.voice_inputs import story_bible
     from agent.magnet.definition import load_definition
 
-    bible = story_bible(args.bible)
+    bible = story_bible(args.bible, flag="")
     if not bible["characters"]:
         raise CLIError(f"{args.bible}: a Magnet story needs characters; the bible has none")
     if not args.pages > 0:

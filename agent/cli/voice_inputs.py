@@ -50,17 +50,19 @@ def style_guide(path: str) -> dict[str, Any]:
         raise CLIError(f"--style {path}: {exc}") from None
 
 
-def story_bible(path: str) -> dict[str, Any]:
-    """The bible at ``path`` in its one shape; CLIError whose details name every problem with its line."""
+def story_bible(path: str, flag: str = "--bible") -> dict[str, Any]:
+    """The bible at ``path`` in its one shape; CLIError whose details name every problem with its line
+    (``flag``: the option that named the file, or "" for a command that takes it as an argument)."""
     from agent.bible.read import BibleError, read_bible
 
     try:
         return read_bible(path)
     except BibleError as exc:
         lines = exc.lines()
+        lead = f"{flag} " if flag else ""
         if len(lines) == 1:
-            raise CLIError(f"--bible {lines[0]}") from None
-        raise CLIError(f"--bible {path}: {len(lines)} problems", details=lines) from None
+            raise CLIError(f"{lead}{lines[0]}") from None
+        raise CLIError(f"{lead}{path}: {len(lines)} problems", details=lines) from None
 
 
 def voice_notes(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any] | None]:

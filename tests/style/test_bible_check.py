@@ -92,3 +92,15 @@ def test_a_bible_becomes_a_magnet_story_definition_that_magnet_accepts(tmp_path,
     assert wenna.state["left_handed"] == "left-handed" and wenna.location == "Skerra Island"
     assert story.world["rule_1"] == "The light must be lit before the last ferry."
     assert main(["story", "check", str(out)]) == 0
+
+
+def test_every_problem_of_a_bible_is_named_with_its_line(tmp_path, capsys):
+    path = tmp_path / "bad.md"
+    path.write_text("# Characters\n## Ann\nA.\n## ann\nB.\n# Timeline\n- 1890-13-01: a flood\n# Weather\n",
+                    encoding="utf-8")
+    assert main(["bible", "check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: 3 problems" in err
+    assert f"{path}:4: the character 'ann' appears twice (first at line 2)" in err
+    assert f"{path}:7: the date '1890-13-01' of 'a_flood' is not a date" in err
+    assert f"{path}:8: unknown section 'Weather'" in err
