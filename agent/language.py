@@ -47,7 +47,9 @@ def detect(text: str) -> str:
     words = Counter(w.lower() for w in _WORD.findall(text))
     scores = {name: sum(words[w] for w in common.split()) for name, common in _LATIN.items()}
     winner = max(scores, key=scores.__getitem__)
-    return winner if scores[winner] > scores["English"] else "English"
+    # another language only on clear evidence: a few of its words, twice English's (a name such as
+    # "Le Mans" or "Don Juan" in an English prompt does not switch the book's language)
+    return winner if scores[winner] >= max(3, 2 * scores["English"]) else "English"
 
 
 def resolve(prompt: str, given: str | None) -> str:

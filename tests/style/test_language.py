@@ -15,6 +15,7 @@ from agent.language import code, detect, instruction, resolve, run_language_code
     ("Write a tragic love story about a lord's daughter falling in love with a servant.", "English"),
     ("Все счастливые семьи похожи друг на друга.", "Russian"),
     ("", "English"),
+    ("Write about Don Juan y la Luna racing at Le Mans", "English"),
 ])
 def test_the_prompts_language_is_detected_by_script_then_by_common_words(text, language):
     assert detect(text) == language
