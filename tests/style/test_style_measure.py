@@ -64,3 +64,15 @@ def test_chinese_prose_is_measured_by_its_characters() -> None:
     features = measure(text)
     assert features.words > 1000 and features.dialogue_share > 0
     assert "的" in profile(text + "的").words or "了" in profile(text).words
+
+
+def test_the_exemplars_are_the_sample_passages_that_fit_the_chapters_outline_item() -> None:
+    from agent.style.guide import best_passages, passages, prompt_block
+
+    pool = passages(_text("austen_sample"))
+    assert len(pool) >= 6
+    chosen = best_passages("Mrs. Bennet and the ball at Netherfield", pool, k=2)
+    assert len(chosen) == 2 and all("Netherfield" in p or "ball" in p for p in chosen)
+    block = prompt_block({"card": "- Narration: third person, past tense.", "passages": pool},
+                         {"title": "The assembly", "description": "Bingley dances at the ball."})
+    assert block.startswith("# Style") and block.count("## Example passage") == 3
