@@ -24,7 +24,7 @@ from agent.nst.planning import PLANNING_WORDS, frozen_plan, stop_after_plan
 from agent.nst.prompts import outline_block
 from agent.nst.rederive import rederive_rollsum
 from agent.nst.summary import SYSTEM, summarize
-from agent.nst.voice import voice_blocks
+from agent.nst.voice import describe_style, voice_blocks
 from agent.run_context import EventSink, RunContext
 from agent.store import RunStore
 from agent.store.snapshots import ChapterSnapshot
@@ -61,6 +61,7 @@ def write(ctx: RunContext[RollSumConfig]) -> None:
     store.set_target(len(outline))
     if stop_after_plan(ctx, outline):
         return
+    describe_style(ctx, budget)
     last = store.info().last_unit
     previous = ChapterSnapshot.read(store.state(last) if last else None)
     summary = previous.summary or ""

@@ -22,6 +22,7 @@ from agent.nst.planning import PLANNING_WORDS, frozen_plan, stop_after_plan
 from agent.nst.rederive import rederive_nst
 from agent.nst.state import NarrativeState
 from agent.nst.tools import TOOLS
+from agent.nst.voice import describe_style
 from agent.run_context import EventSink, RunContext
 from agent.store import RunStore
 from agent.store.snapshots import ChapterSnapshot
@@ -56,24 +57,6 @@ def write(ctx: RunContext[NstConfig]) -> None:
             ctx.set_progress(words=ctx.words + result.stats["words"])
             ctx.emit("committed", words=result.stats["words"], degraded=result.degraded)
     store.finish()
-
-
-def describe_style(ctx: RunContext[NstConfig], budget: Any) -> None:
-    """Add the model-written description to the run's style card, once (a failed call leaves the card
-    measured only, and says so)."""
-    guide = ctx.store.get_plan("style")
-    if not guide or guide.get("description") is not None:
-        return
-    from agent.errors import FabulaError
-    from agent.style.describe import describe
-
-    try:
-        with ctx.unit(0):
-            text = describe(ctx.llm, budget, guide, temperature=ctx.config.temperature)
-    except (FabulaError, ValueError) as exc:
-        ctx.emit("note", f"the style card has no written description: {exc}")
-        text = ""
-    ctx.store.put_plan("style", {**guide, "description": text})
 
 
 def write_story(store: RunStore, llm: LLM, config: NstConfig | Mapping[str, Any], *,

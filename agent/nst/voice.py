@@ -29,3 +29,21 @@ def voice_blocks(store: RunStore, item: dict[str, Any], prompt: str, config: Any
     if language:
         parts.append(language)
     return "\n\n".join(parts)
+
+
+def describe_style(ctx: Any, budget: Any) -> None:
+    """Add the model-written description to the run's style card, once (a failed call leaves the card
+    measured only, and says so)."""
+    guide = ctx.store.get_plan("style")
+    if not guide or guide.get("description") is not None:
+        return
+    from agent.errors import FabulaError
+    from agent.style.describe import describe
+
+    try:
+        with ctx.unit(0):
+            text = describe(ctx.llm, budget, guide, temperature=ctx.config.temperature)
+    except (FabulaError, ValueError) as exc:
+        ctx.emit("note", f"the style card has no written description: {exc}")
+        text = ""
+    ctx.store.put_plan("style", {**guide, "description": text})

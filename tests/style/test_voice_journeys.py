@@ -208,7 +208,8 @@ def test_the_baselines_writer_prompts_carry_the_bible_and_the_style(tmp_path, mo
     assert code == 0, capsys.readouterr().err
     drafts = [r.messages[1]["content"] for r in models.opened[0].requests if r.role == role]
     assert drafts and all("# Story bible" in d and "left_handed: left-handed" in d
-                          and "# Style (write in the voice" in d and "Example passage 1" in d for d in drafts)
+                          and "# Style (write in the voice" in d and "Example passage 1" in d
+                          and "Measured, ironic narration" in d for d in drafts)
 
 
 def test_a_books_state_exports_as_a_bible_that_reads_back_and_starts_the_next_book(tmp_path, models, capsys):
