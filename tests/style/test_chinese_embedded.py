@@ -18,7 +18,7 @@ PROMPT = ("晋太元中，武陵人捕鱼为业。缘溪行，忘路之远近。
 @pytest.mark.embedded
 @pytest.mark.slow
 def test_a_chinese_prompt_gets_one_chapter_on_the_embedded_model(tmp_path, embedded_llm):
-    config = DirectConfig.coerce({"prompt": PROMPT, "words": 120, "attempts": 1})
+    config = DirectConfig.coerce({"prompt": PROMPT, "words": 60, "attempts": 1})
     store = RunStore.create(tmp_path / "run", pipeline="direct",
                             config={**config.stored(), "llm": {"backend": "embedded", "model": None}})
     embedded_llm.recorders.append(store.recorder)
