@@ -255,3 +255,12 @@ def test_language_overrides_the_prompts_for_the_planner_and_the_writer(tmp_path,
     assert writer and all("write everything in French" in o for o in writer)
     with RunStore.open(tmp_path / "run", readonly=True) as store:
         assert store.info().config["language"] == "fr"
+
+
+def test_a_chinese_book_goes_on_in_chinese_even_from_an_english_premise(tmp_path, models, capsys):
+    models.queue += [ChineseAuthor(), ChineseAuthor()]
+    assert _write(tmp_path, prompt="一个灯塔看守人的女儿发现潮汐表被人动了手脚。") == 0, capsys.readouterr().err
+    assert main(["continue", str(tmp_path / "run"), "--words", "1000", "--quiet",
+                 "--premise", "The keeper's daughter sails to the mainland."]) == 0, capsys.readouterr().err
+    planned = [r.messages[-1]["content"] for r in models.opened[-1].requests if r.role == "plan_outline"]
+    assert planned and "write everything in Chinese" in planned[0]
