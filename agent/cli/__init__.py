@@ -18,6 +18,7 @@ from importlib import metadata
 
 from agent.cli import (
     batch_cmd,
+    bible_cmd,
     check_cmd,
     common,
     completion_cmd,
@@ -57,7 +58,7 @@ from agent.cli.errors import describe, log_internal_error
 COMMAND_MODULES = [prompt_cmd, models_cmd, serve_cmd, doctor_cmd, grammars_cmd, runs_cmd, show_cmd, search_cmd,
                    export_cmd, outline_cmd, resume_cmd, write_cmd, import_cmd, derive_cmd, check_cmd, batch_cmd,
                    eval_cmd, view_cmd, watch_cmd, fork_cmd, edit_cmd, continue_cmd, sequel_cmd, reconcile_cmd,
-                   story_cmd, config_cmd, repro_cmd, completion_cmd, lint_cmd, revise_cmd, review_cmd]
+                   story_cmd, config_cmd, repro_cmd, completion_cmd, lint_cmd, revise_cmd, review_cmd, bible_cmd]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -39,6 +39,8 @@ def add_parser(sub) -> None:
                         help="judge the book in consecutive spans of chapters of at most W words, each on its own "
                         "(default: the whole book in each call, or spans sized to the judge's context when the "
                         "book does not fit it)")
+    parser.add_argument("--bible", metavar="BIBLE", help="a story bible (TOML, YAML or Markdown): the book is also "
+                        "judged against it (the judges read the bible after the last chapter, as the writer's canon)")
     _judge_options(parser)
     parser.set_defaults(handler=run)
 
@@ -117,8 +119,8 @@ def report(store, story, out: str, spanned: set[str] | None = None) -> list[str]
             r = inst.reply
             lines += ["", f"{n}. {CATEGORY_NAMES[inst.category]}: {inst.subtype.replace('_', ' ')}"
                       + ("" if inst.verified else f" (unverified: {inst.problem})"),
-                      f"   chapter {r.get('quote_chapter')}: \"{r.get('exact_quote')}\"",
-                      f"   chapter {r.get('contradicting_chapter')}: \"{r.get('contradicting_quote')}\"",
+                      f"   {_where(story, r.get('quote_chapter'))}: \"{r.get('exact_quote')}\"",
+                      f"   {_where(story, r.get('contradicting_chapter'))}: \"{r.get('contradicting_quote')}\"",
                       f"   {r.get('explanation', '')}"]
         if not instances:
             lines += ["", "No contradiction found."]
@@ -151,6 +153,37 @@ def _judge(args: argparse.Namespace, store, story, judge, out: str) -> tuple[int
     return counts["failed"], False
 
 
+def with_bible(path: str):
+    """A function that puts the bible at ``path`` after a story's last chapter (read and checked now), so
+    the consistency judges find a chapter that contradicts the writer's canon as they find two chapters
+    that contradict each other, each with its quotes."""
+    from dataclasses import replace
+
+    from agent.bible.seed import canon_text
+    from agent.cli.voice_inputs import story_bible
+    from agent.eval.story import Section
+    from agent.text import count_words
+
+    text = canon_text(story_bible(path))
+
+    def append(story):
+        index = max((s.index for s in story.sections), default=0) + 1
+        bible = Section(index, BIBLE_TITLE, text, count_words(text))
+        return replace(story, sections=[*story.sections, bible])
+
+    return append
+
+
+BIBLE_TITLE = "Story bible (the writer's canon)"
+"""The title of the section a ``--bible`` adds after the last chapter (the judges' chapter numbers start at 1)."""
+
+
+def _where(story, chapter) -> str:
+    """How the report names a judged section: ``chapter N``, or ``the story bible``."""
+    named = {s.index: s.title for s in story.sections}
+    return "the story bible" if named.get(chapter) == BIBLE_TITLE else f"chapter {chapter}"
+
+
 def run(args: argparse.Namespace) -> int:
     from agent.cli.eval_cmd import _close, open_judges
     from agent.eval.story import load_story
@@ -161,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
     if args.window_chapters is not None and args.span_words is not None:
         raise CLIError("--window-chapters and --span-words do not go together (a span's chapters are all in scope)")
     out = args.out or default_out(path)
+    canon = with_bible(args.bible) if args.bible else None  # checked before anything is created
     _import(args, path, out)
     judges = open_judges(args)
     failed = 0
@@ -168,6 +202,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         with open_run(out, readonly=False) as store:
             story = load_story(store)
+            if canon is not None:
+                story = canon(story)
             for judge in judges:
                 n, in_spans = _judge(args, store, story, judge, out)
                 failed += n

@@ -37,17 +37,21 @@ def add_parser(sub) -> None:
                         help="a setting of the new chapters (VALUE is JSON, else a string), e.g. --set max_turns=8")
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
     add_review_option(parser)
+    parser.add_argument("--style", metavar="FILE", help="a sample of your own prose: the new chapters are written "
+                        "in its voice (and measured against it); default: the run's own sample, if it has one")
     add_model_options(parser, stored="RUN")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from agent import pipelines
+    from agent.cli.voice_inputs import style_guide
     from agent.llm.options import LLMOptions
     from agent.nst.continuing import check_continuable, new_config, plan_more
     from agent.nst.planner import PlanError
     from agent.settings import parse_assignments
 
+    guide = style_guide(args.style) if args.style else None  # checked before the run is touched
     with open_run(args.run_dir, readonly=False) as store:
         if store.live_status() == "running":
             raise CLIError(f"{args.run_dir} is being written by another process", exit_code=1)
@@ -60,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
         except InputError as exc:
             raise CLIError(str(exc)) from None
         stored = derived_on(store) if found.imported else pipelines.stored_model(store)
+        if guide is not None:
+            store.put_plan("style", guide)
         options, model = open_client(choose_model(args, stored=stored))
         try:
             print(f"fabula: planning {args.words} more words after chapter {store.info().last_unit} of "

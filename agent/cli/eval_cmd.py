@@ -274,7 +274,7 @@ def run_metrics(args: argparse.Namespace) -> int:
             continue
         print(run_dir)
         for key, value in metrics.items():
-            if key != "state_sizes":
+            if key not in ("state_sizes", "style_distances"):
                 print(f"  {key:32} {value:.4g}" if isinstance(value, float) else f"  {key:32} {value}")
     return 0
 

@@ -41,15 +41,19 @@ def add_parser(sub) -> None:
                         help="a setting of the new chapters (VALUE is JSON, else a string), e.g. --set max_turns=8")
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
     add_review_option(parser)
+    parser.add_argument("--style", metavar="FILE", help="a sample of your own prose: book two is written in its "
+                        "voice (and measured against it); default: book one's sample, if it had one")
     add_model_options(parser, stored="RUN")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from agent import pipelines
+    from agent.cli.voice_inputs import style_guide
     from agent.nst.sequel import plan_sequel, write_sequel
     from agent.settings import parse_assignments
 
+    guide = style_guide(args.style) if args.style else None  # checked before anything is created
     with open_run(args.run_dir) as first:
         try:
             sequel = plan_sequel(first, prompt=args.prompt, words=args.words, resolve=args.resolve,
@@ -57,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         except InputError as exc:
             raise CLIError(str(exc)) from None
         imported = pipelines.get(first.info().pipeline).takes == "manuscript"
+        guide = guide or first.get_plan("style")
         stored = derived_on(first) if imported else pipelines.stored_model(first)
     review = review_of(args)
     out = output_dir(Path(args.out))
@@ -70,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             with store_errors():
                 store = write_sequel(out, sequel, options, model, events=ProgressDisplay(quiet=args.quiet),
-                                     plan_only=args.plan_only, review=review)
+                                     plan_only=args.plan_only, review=review,
+                                     notes={"style": guide} if guide else None)
         except BaseException:
             discard_if_unused(out, existed)
             raise

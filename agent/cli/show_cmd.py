@@ -9,6 +9,7 @@ import time
 from agent.cli.rundir import open_run
 from agent.store.review import describe, in_review, next_steps
 from agent.store.stats import RunSummary, summarize
+from agent.style.report import chapter_distances, style_lines
 
 
 def add_parser(sub) -> None:
@@ -33,9 +34,13 @@ def run(args: argparse.Namespace) -> int:
         probe = store.server_probe()
         versions = version_lines(store) if args.versions else None
         waiting = in_review(store)
+        guide = store.get_plan("style")
+        style = chapter_distances(guide, store.chapters())
+        style_text = style_lines(guide, store.chapters())
     if args.json:
         extra = {"history": history} if history is not None else {}
         extra.update({"server_probe": probe} if probe else {})
+        extra.update({"style": style} if style else {})
         extra.update({"versions": versions_json(versions)} if versions is not None else {})
         extra.update({"in_review": {**waiting, "next": next_steps(args.run_dir, waiting)}} if waiting else {})
         print(json.dumps({"run_dir": str(path), **summary.as_dict(), **extra}, ensure_ascii=False))
@@ -47,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
         for line in next_steps(args.run_dir, waiting):
             print(f"          {line}")
     for line in _server_lines(probe):
+        print(line)
+    for line in style_text:
         print(line)
     for i, line in enumerate(history or []):
         print(("history   " if i == 0 else "          ") + line)

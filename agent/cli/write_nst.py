@@ -29,6 +29,7 @@ from agent.cli.review_cmd import (
     review_of,
 )
 from agent.cli.rundir import discard_if_unused, store_errors
+from agent.cli.voice_inputs import add_voice_options, voice_notes
 from agent.llm.options import LLMOptions
 from agent.settings import parse_assignments
 from agent.store import RunStore
@@ -73,6 +74,7 @@ def add_parser(sub) -> None:
                             help="any other setting (VALUE is JSON, else a string), e.g. --set read_budget=5")
         parser.add_argument("--profile", choices=PROFILE_CHOICES, help=PROFILE_HELP)
         parser.add_argument("--quiet", action="store_true", help="no live progress line")
+        add_voice_options(parser)
         add_model_options(parser)
         parser.set_defaults(handler=run, writer=name)
 
@@ -114,6 +116,8 @@ def build_config(args: argparse.Namespace, prompt: str, prompt_id: str | None,
              **{flag.setting: flag.read(args) for flag in pipeline.flags},
              "plan_cache": str(output_dir(args.plan_cache, flag="--plan-cache")) if getattr(args, "plan_cache", None)
              else None}
+    if getattr(args, "language", None):
+        flags["language"] = args.language
     config.update({k: v for k, v in flags.items() if v is not None})
     config.update(pipeline.settings.profile_settings(profile))  # type: ignore[union-attr]
     config.update(parse_assignments(args.overrides))
@@ -150,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
     build_config(args, prompt, prompt_id)  # every setting checked before the model is opened
     review = review_of(args)
     drafts = drafts_setting(args)
+    voice, initial_state = voice_notes(args)  # --style and --bible read and checked before anything is created
     output_dir(Path(args.out or "runs"))
     llm, model = open_client(choose_model(args))
     try:
@@ -168,7 +173,8 @@ def run(args: argparse.Namespace) -> int:
                 store = pipelines.start(out, args.writer, config, llm, events=ProgressDisplay(quiet=args.quiet),
                                         model=model, notes={"profile_choice": profile.record(),
                                                                      **({REVIEW_KEY: review} if review else {}),
-                                                                     **drafts, **avoid},
+                                                                     **drafts, **avoid, **voice},
+                                        initial_state=initial_state if args.writer == "nst" else None,
                                         plan_only=getattr(args, "plan_only", False))
         except BaseException:
             discard_if_unused(out, existed)

@@ -89,6 +89,20 @@ def token_usage(store: RunStore, words: int) -> dict[str, Any]:
             "cached_share": cached / prompt if prompt else None}
 
 
+def style_metrics(store: RunStore) -> dict[str, Any]:
+    """Each chapter's distance from the writer's ``--style`` sample (``agent.style``), its mean and maximum,
+    and the chapters past the drift threshold; None when the run has no sample."""
+    from agent.style.report import chapter_distances
+
+    rows = chapter_distances(store.get_plan("style"), store.chapters())
+    if not rows:
+        return {"style_distance_mean": None, "style_distance_max": None, "style_drifted_chapters": None,
+                "style_distances": []}
+    totals = [r["total"] for r in rows]
+    return {"style_distance_mean": sum(totals) / len(totals), "style_distance_max": max(totals),
+            "style_drifted_chapters": sum(r["drifted"] for r in rows), "style_distances": rows}
+
+
 def model_free_metrics(store: RunStore, story: Story | None = None) -> dict[str, Any]:
     story = story or load_story(store)
     toks = tokens(story.text)
@@ -104,4 +118,5 @@ def model_free_metrics(store: RunStore, story: Story | None = None) -> dict[str,
         **requirement_history(states),
         "final_state_bytes": sizes[-1]["bytes"] if sizes else None, "state_sizes": sizes,
         **token_usage(store, story.words),
+        **style_metrics(store),
     }

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.language import language_line
 from agent.llm import LLM
 from agent.llm.types import Completion, Message
 from agent.nst.avoid import avoid_list
@@ -31,6 +32,7 @@ from agent.store.locks import locked
 from agent.store.records import Chapter
 from agent.store.search import Hit
 from agent.store.series import series, series_search
+from agent.style.guide import prompt_block
 from grammars.nst import UpdateCall
 
 
@@ -59,6 +61,9 @@ class ChapterInFlight:
         self.abridged = False
         self.avoid = avoid_list(store, cfg, index)
         """The book's worst offenders so far, named in the task (``--lint-avoid``; empty when off)."""
+        self.style_guide: dict[str, Any] | None = store.get_plan("style")
+        self.style_parts = {"card": True, "exemplars": True}
+        """What of the style guide the prompt still carries (exemplars give way first, then the card)."""
         self.out_of_room = False
         """A call did not fit the context: the chapter ended early (the cap's degraded path)."""
         self.last_update: Applied | None = None
@@ -86,11 +91,29 @@ class ChapterInFlight:
                 {"role": "user", "content": chapter_prompt(
                     story_prompt=self.story_prompt, outline=self.outline, state=self.state if cfg.state else None,
                     completed=self.s.index - 1, chapter=self.item, gate=self.gate, lookback=self.s.lookback,
-                    abridged=self.abridged, avoid=self.avoid)}]
+                    abridged=self.abridged, avoid=self.avoid, style=self._style_block(),
+                    language=language_line(self.story_prompt, cfg))}]
+
+    def _style_block(self) -> str:
+        if not self.style_guide:
+            return ""
+        return prompt_block(self.style_guide, self.item, **self.style_parts)
 
     def fit_prompt(self) -> None:
         """Make the chapter prompt leave the chapter its working room (steps c, then d)."""
-        self.room.fit_prompt(lambda: self.messages, lambda: self.state, self._digest, self._abridge)
+        self.room.fit_prompt(lambda: self.messages, lambda: self.state, self._digest, self._abridge,
+                             drop_style=self._drop_style)
+
+    def _drop_style(self) -> str | None:
+        """Give the style guide's room back, the exemplars first, then the card; the step's name, or None."""
+        if not self.style_guide:
+            return None
+        for part in ("exemplars", "card"):
+            if self.style_parts[part]:
+                self.style_parts[part] = False
+                self.messages = self._opening()
+                return f"drop_style_{part}"
+        return None
 
     def _digest(self) -> bool:
         digested = consolidate_one(self.llm, self.budget, self.state, self.s.index,

@@ -63,11 +63,13 @@ class ChapterBudget:
         return MIN_TURN_OUTPUT  # a turn that does not fit now ends the chapter (finish_without_turn)
 
     def fit_prompt(self, messages: Callable[[], list[Message]], state: Callable[[], NarrativeState],
-                   digest: Callable[[], bool], abridge: Callable[[], bool]) -> None:
+                   digest: Callable[[], bool], abridge: Callable[[], bool], *,
+                   drop_style: Callable[[], str | None] | None = None) -> None:
         """Make the chapter prompt (``messages()``) leave the chapter its working room: ``digest``
         the oldest arc of past events while the prompt is over or the state crowds the context
         (step c; False when nothing is left to digest), then ``abridge`` the outline once (step d;
-        False when it already is); past that the chapter cannot be written in this context."""
+        False when it already is); past that the chapter cannot be written in this context. The writer's
+        style guide (``drop_style``: its exemplars, then its card) gives way between the two, last but one."""
         budget, cfg = self.budget, self.config
         if budget.limit is None:
             return
@@ -82,6 +84,10 @@ class ChapterBudget:
                 continue
             if not over:
                 return  # the state is large but the chapter fits: nothing more gives way
+            dropped = drop_style() if drop_style is not None else None
+            if dropped:
+                budget.note(dropped, chapter=self.s.index, prompt_tokens=prompt)
+                continue
             if abridge():
                 budget.note("abridge_outline", chapter=self.s.index, prompt_tokens=prompt)
                 continue

@@ -56,6 +56,8 @@ class StoryTarget(WritingControls):
 
     prompt: str = Field(min_length=1, max_length=200_000)
     prompt_id: str | None = None
+    language: str | None = Field(None, max_length=40)
+    """The language to write in (``--language``); None: the prompt's own (``agent.language.detect``)."""
     words: int = Field(ge=1, le=MAX_WORDS)
     """The story's length; ``fabula write`` asks for at least MIN_WORDS, tests and benchmarks may go lower."""
     temperature: float = Field(0.7, ge=0.0, le=2.0)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.language import instruction, resolve
 from agent.llm import LLM
 from agent.nst.budget import Budget
 from agent.nst.config import Planned
@@ -95,6 +96,10 @@ def plan_continuation(llm: LLM, budget: Budget, config: Planned, *, premise: str
     last = chapters[-LAST_CHAPTERS:]
     asked = (sequel_request(premise, sequel_of, state, written, last, words, count) if sequel_of is not None
              else continuation_request(premise, state, written, last, words, count))
+    # the book's own language (its last chapters', unless --language says otherwise), not the premise's
+    language = instruction(resolve(" ".join(c.text[:2000] for c in last) or premise, getattr(config, "language", None)))
+    if language:
+        asked = f"{asked}\n\n{language}"
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": asked}]
     title, items = _outline(llm, messages, words, count, config.temperature, config.outline_attempts,
                             config.gate_low, config.gate_high, budget)

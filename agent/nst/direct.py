@@ -15,6 +15,7 @@ from agent.nst.budget import run_budget
 from agent.nst.config import DirectConfig
 from agent.nst.drafting import Drafter, draft_until_gate, record_attempt
 from agent.nst.length import initial_ratio
+from agent.nst.voice import describe_style, voice_blocks
 from agent.run_context import EventSink, RunContext
 from agent.store import RunStore
 from agent.store.snapshots import ChapterSnapshot
@@ -30,9 +31,12 @@ def write(ctx: RunContext[DirectConfig]) -> None:
         return
     gate = config.gate(config.words)
     budget = run_budget(ctx)
+    describe_style(ctx, budget)
     ctx.set_progress(words=0, units=1, target_words=config.words)
+    voice = voice_blocks(store, {"title": "", "description": config.prompt}, config.prompt, config)
     base: list[Message] = [{"role": "system", "content": SYSTEM},
-                           {"role": "user", "content": f"# Story prompt\n{config.prompt}\n\nWrite the complete "
+                           {"role": "user", "content": f"# Story prompt\n{config.prompt}\n\n"
+                            + (f"{voice}\n\n" if voice else "") + "Write the complete "
                             f"story in one reply. Length: {gate.describe()}. Reply with the story only."}]
     with ctx.unit(1):
         drafter = Drafter.for_config(ctx.llm, gate, initial_ratio(config.prompt, config.tokens_per_word), config,

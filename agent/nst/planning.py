@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from agent.bible.seed import digest as bible_digest
+from agent.bible.seed import planner_block
+from agent.language import language_line
 from agent.nst.budget import Budget
 from agent.nst.config import Planned
 from agent.nst.fit_chapters import fit_chapters
@@ -47,13 +50,22 @@ def frozen_plan(ctx: RunContext[Any], budget: Budget | None = None) -> dict[str,
     if fitted is not None:
         key["chapters"] = fitted.chapters  # a plan fitted to a small context is not the default plan
         ctx.emit("note", fitted.describe())
+    planner_prompt = config.prompt
+    bible = store.get_plan("bible")
+    if bible:
+        planner_prompt = f"{planner_prompt}\n\n{planner_block(bible)}"
+        key["bible"] = bible_digest(bible)
+    language = language_line(config.prompt, config)
+    if language:
+        planner_prompt = f"{planner_prompt}\n\n{language}"
+        key["language"] = language
     cache = PlanCache(config.plan_cache)
     plan = cache.get(key)
     source = "cache"
     if plan is None:
         source = "planner"
         with ctx.unit(0):
-            plan = make_plan(ctx.llm, config.prompt, config.words, temperature=config.temperature,
+            plan = make_plan(ctx.llm, planner_prompt, config.words, temperature=config.temperature,
                              max_tokens=config.planner_max_tokens, attempts=config.outline_attempts,
                              on_stage=lambda stage: ctx.emit("plan", stage), gate_low=config.gate_low,
                              gate_high=config.gate_high, budget=budget,

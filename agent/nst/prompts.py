@@ -74,9 +74,11 @@ def act_size(chapters: int, acts: int = 5) -> int:
 
 def chapter_prompt(*, story_prompt: str, outline: list[dict[str, Any]], state: NarrativeState | None,
                    completed: int, chapter: dict[str, Any], gate: Gate, lookback: bool,
-                   abridged: bool = False, avoid: list[str] | None = None) -> str:
+                   abridged: bool = False, avoid: list[str] | None = None, style: str = "",
+                   language: str = "") -> str:
     """The user message that opens chapter ``chapter['id']``'s conversation; ``avoid``: the book's own
-    worst offenders by ``fabula lint`` (``agent.nst.avoid``), named in the task."""
+    worst offenders by ``fabula lint`` (``agent.nst.avoid``), named in the task. ``style``: the ``# Style``
+    block (``agent.style.guide.prompt_block``), before the task; ``language``: the language line."""
     heading = "frozen; acts away from this one by title only" if abridged else "frozen"
     parts = [f"# Story prompt\n{story_prompt}",
              f"# Outline ({len(outline)} chapters, {heading})\n"
@@ -84,6 +86,8 @@ def chapter_prompt(*, story_prompt: str, outline: list[dict[str, Any]], state: N
     if state is not None:
         parts.append(f"# Narrative state\n{state.render()}")
     parts.append(f"# Progress\nCompleted chapters: {completed} of {len(outline)}.")
+    if style:
+        parts.append(style)
     steps = []
     if lookback and completed:
         steps.append("look up earlier chapters with search or read if you need a detail")
@@ -99,6 +103,7 @@ def chapter_prompt(*, story_prompt: str, outline: list[dict[str, Any]], state: N
         f"What happens: {chapter['description']}\n"
         f"Length: {gate.describe()}.\n"
         + (f"Avoid these phrases and words, which this book already overuses: {'; '.join(avoid)}.\n" if avoid else "")
+        + (f"{language}\n" if language else "")
         + f"Order: {order}.")
     return "\n\n".join(parts)
 

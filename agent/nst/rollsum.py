@@ -24,6 +24,7 @@ from agent.nst.planning import PLANNING_WORDS, frozen_plan, stop_after_plan
 from agent.nst.prompts import outline_block
 from agent.nst.rederive import rederive_rollsum
 from agent.nst.summary import SYSTEM, summarize
+from agent.nst.voice import describe_style, voice_blocks
 from agent.run_context import EventSink, RunContext
 from agent.store import RunStore
 from agent.store.review import pause_after
@@ -40,10 +41,12 @@ REFERENCE_TASK = ("Even though the full outline is visible, write only the curre
 
 
 def chapter_messages(prompt: str, outline: list[dict[str, Any]], summary: str, item: dict[str, Any],
-                     gate: Gate, completed: int, *, reference: bool = False) -> list[Message]:
+                     gate: Gate, completed: int, *, reference: bool = False, voice: str = "") -> list[Message]:
+    """The chapter request; ``voice``: the writer's bible, style and language blocks (``agent.nst.voice``)."""
     user = (f"# Story prompt\n{prompt}\n\n# Outline ({len(outline)} chapters, frozen)\n{outline_block(outline)}\n\n"
             f"# Story so far (summary)\n{summary or '(nothing written yet)'}\n\n"
             f"# Progress\nCompleted chapters: {completed} of {len(outline)}.\n\n"
+            + (f"{voice}\n\n" if voice else "") +
             f"# Current task\nWrite chapter {item['id']}: \"{item['title']}\".\nWhat happens: {item['description']}\n"
             f"Length: {gate.describe()}.\nThe outline is a plan, not prose: expand it into scenes with dialogue, "
             "sensory detail and inner experience.\n" + (REFERENCE_TASK if reference else "")
@@ -59,6 +62,7 @@ def write(ctx: RunContext[RollSumConfig]) -> None:
     store.set_target(len(outline))
     if stop_after_plan(ctx, outline):
         return
+    describe_style(ctx, budget)
     last = store.info().last_unit
     previous = ChapterSnapshot.read(store.state(last) if last else None)
     summary = previous.summary or ""
@@ -70,7 +74,9 @@ def write(ctx: RunContext[RollSumConfig]) -> None:
         with ctx.unit(index):
             drafter = Drafter.for_config(ctx.llm, gate, ratio, config, "rollsum_chapter", budget=budget)
             outcome = draft_until_gate(drafter, chapter_messages(config.prompt, outline, summary, item, gate,
-                                                                 index - 1, reference=config.reference_prompts),
+                                                                 index - 1, reference=config.reference_prompts,
+                                                                 voice=voice_blocks(store, item, config.prompt,
+                                                                                    config)),
                                        config.chapter_attempts, on_attempt=record_attempt(ctx))
             ratio = drafter.ratio
             summary = summarize(ctx, budget, summary, index, outcome.text, item["title"])

@@ -23,6 +23,7 @@ from agent.nst.planning import PLANNING_WORDS, frozen_plan, stop_after_plan
 from agent.nst.rederive import rederive_nst
 from agent.nst.state import NarrativeState
 from agent.nst.tools import TOOLS
+from agent.nst.voice import describe_style
 from agent.run_context import EventSink, RunContext
 from agent.store import RunStore
 from agent.store.review import pause_after
@@ -38,6 +39,7 @@ def write(ctx: RunContext[NstConfig]) -> None:
     store.set_target(len(outline))
     if stop_after_plan(ctx, outline):
         return
+    describe_style(ctx, budget)
     last = store.info().last_unit
     wanted = drafts_wanted(store)
     if wanted > 1 and last > 0 and pending_drafts(store, last):  # interrupted between a commit and its drafts

@@ -100,12 +100,14 @@ def plan_sequel(first: RunStore, *, prompt: str | None, words: int, resolve: lis
 
 
 def write_sequel(out: str | Path, sequel: Sequel, llm: LLMOptions, model: LLM, *, events: EventSink | None = None,
-                 plan_only: bool = False, review: dict[str, Any] | None = None) -> RunStore:
+                 plan_only: bool = False, review: dict[str, Any] | None = None,
+                 notes: dict[str, Any] | None = None) -> RunStore:
     """Create book two in ``out`` and write it (``plan_only``: stop after its outline); returns the
     open store. Its outline is planned from book one as it ended (``agent.nst.continuation``), in
     book two's ``start`` session under unit 0; the chapters are then written as any NstAgent run's.
     A start stopped before the outline is stored is planned by NstAgent's own planner on resume.
-    ``review``: the run stops for the writer after its outline and chapters (``agent.store.review``)."""
+    ``review``: the run stops for the writer after its outline and chapters (``agent.store.review``).
+    ``notes``: plan entries stored first (the writer's ``style`` guide)."""
     pipeline = pipelines.get(WRITER)
     full = pipeline.configure(sequel.config, llm)
     store = RunStore.create(out, pipeline=WRITER, config=full, unit_kind=pipeline.unit, model=llm.model,
@@ -114,6 +116,8 @@ def write_sequel(out: str | Path, sequel: Sequel, llm: LLMOptions, model: LLM, *
         store.put_plan(SERIES_KEY, sequel.series)
         if review is not None:
             store.put_plan(REVIEW_KEY, review)
+        for key, value in (notes or {}).items():
+            store.put_plan(key, value)
         typed = pipeline.typed(full)
         with store.session("start", transport=llm.transport()):
             llm.attach_run(model, store)

@@ -53,6 +53,8 @@ class NarrativeState:
     """collection -> key (or character name) -> {"chapter": n, "quote": "..."} of its last change."""
     digests: list[dict[str, Any]] = field(default_factory=list)
     """Consolidated arcs, oldest first: {"arc", "chapters": [first, last], "events": [keys], "text"}."""
+    canon: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Character name -> facts from the writer's story bible (``agent.bible``): no update may change them."""
 
     # -- persistence -------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -62,6 +64,8 @@ class NarrativeState:
             data["provenance"] = self.provenance
         if self.digests:
             data["digests"] = self.digests
+        if self.canon:
+            data["canon"] = self.canon
         return data
 
     @classmethod
@@ -70,7 +74,7 @@ class NarrativeState:
         return cls(dict(data.get("characters", {})), dict(data.get("past_events", {})),
                    dict(data.get("future_requirements", {})),
                    {k: dict(v) for k, v in (data.get("provenance") or {}).items()},
-                   list(data.get("digests") or []))
+                   list(data.get("digests") or []), {k: dict(v) for k, v in (data.get("canon") or {}).items()})
 
     def counts(self) -> dict[str, int]:
         return {"characters": len(self.characters), "past_events": len(self.past_events),
@@ -89,7 +93,8 @@ class NarrativeState:
         must quote it. Raises :class:`UpdateError` only when the update changed nothing and
         refused something (so the model sees it failed)."""
         t = _Transition(normalize(text) if text is not None else None, chapter,
-                        {c: dict(self.provenance.get(c, {})) for c in COLLECTIONS})
+                        {c: dict(self.provenance.get(c, {})) for c in COLLECTIONS},
+                        canon={k.casefold(): v for k, v in self.canon.items()})
         characters = t.upsert_characters(dict(self.characters), update.upsert_character_state)
         events = t.add_keyed(dict(self.past_events), update.add_past_event, "past_events", "add_past_event",
                              "the key already exists with a different text; past events never change, choose a "
@@ -101,7 +106,7 @@ class NarrativeState:
         if t.refused and not t.applied:
             raise UpdateError("; ".join(t.refused))
         state = NarrativeState(characters, events, requirements, {c: v for c, v in t.provenance.items() if v},
-                               list(self.digests))
+                               list(self.digests), dict(self.canon))
         return Applied(state, t.refused, t.applied, t.notes)
 
     # -- the prompt ------------------------------------------------------------------------
@@ -165,6 +170,17 @@ class _Transition:
     refused: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     applied: int = 0
+    canon: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Folded character name -> canon facts (the story bible's)."""
+
+    def contradicts_canon(self, name: str, facts: dict[str, str]) -> bool:
+        """Refuse (and say so, quoting the fact) a snapshot that changes a canon fact of ``name``."""
+        for key, value in self.canon.get(name.casefold(), {}).items():
+            if key in facts and facts[key].strip().casefold() != value.strip().casefold():
+                self.refused.append(f"upsert_character_state {name!r}: fact {key!r} = {facts[key]!r} contradicts "
+                                    f"the canon fact {key}: {value!r} (from the story bible); canon never changes")
+                return True
+        return False
 
     def supported(self, where: str, quote: str | None) -> bool:
         if self.body is None or (quote is not None and occurs(quote, self.body)):
@@ -191,6 +207,9 @@ class _Transition:
                                     "^[a-z][a-z0-9_]{0,63}$")
                 continue
             facts = {fact.key: fact.value for fact in snap.facts}
+            if self.contradicts_canon(name, facts):
+                continue
+            facts = {**facts, **self.canon.get(folded, {})}  # a canon fact left out is kept, not lost
             entry: dict[str, Any] = {f: getattr(snap, f) for f in SNAPSHOT_FIELDS}
             if facts:
                 entry["facts"] = facts

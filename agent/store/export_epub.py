@@ -13,6 +13,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from agent.language import run_language_code
 from agent.store.book import Book, Section, read_book
 from agent.store.errors import StoreError
 from agent.store.runstore import RunStore
@@ -78,11 +79,11 @@ def build(book: Book, ident: str, language: str = "en"):
 
 def export_epub(store: RunStore) -> bytes:
     """The EPUB file's bytes."""
-    language = store.info().config.get("language")
+    language = run_language_code(store.info().config)
     book = read_book(store)
     if not book.sections:
         raise StoreError(f"{store.run_dir} has no committed text yet")
-    built = build(book, identifier(store), language if isinstance(language, str) and language else "en")
+    built = build(book, identifier(store), language)
     epub = _ebooklib()
     fd, tmp = tempfile.mkstemp(suffix=".epub")
     os.close(fd)

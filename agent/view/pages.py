@@ -10,6 +10,7 @@ from typing import Any
 from markupsafe import Markup
 
 from agent import pipelines
+from agent.language import run_language_code
 from agent.store import RunStore, StoreError
 from agent.store.book import Book, read_book
 from agent.store.costs import calls, per_unit
@@ -17,6 +18,7 @@ from agent.store.export import story_title
 from agent.store.judgments import Judgment
 from agent.store.stats import summarize
 from agent.store.timeline import timeline
+from agent.style.report import style_lines
 from agent.view import versions_page, workbench
 from agent.view.passages import JudgmentView, judgment_views, locate, marks
 from agent.view.svg import bar_chart
@@ -72,8 +74,18 @@ def marked(text: str, spans: list[tuple[int, int, str, str]]) -> Markup:
 
 def overview(store: RunStore) -> dict[str, Any]:
     summary = summarize(store)
-    return {"summary": summary, "info": store.info(), "title": story_title(store),
-            "activity": workbench.activity(store)}
+    info = store.info()
+    return {"summary": summary, "info": info, "title": story_title(store),
+            "activity": workbench.activity(store), "lang": run_language_code(info.config),
+            "style": style_lines(store.get_plan("style"), store.chapters()),
+            "style_card": _card(store.get_plan("style"))}
+
+
+def _card(guide: Any) -> list[str]:
+    """The style card's lines (measured, then the model's description), for the summary."""
+    if not isinstance(guide, dict):
+        return []
+    return [*str(guide.get("card", "")).splitlines(), *([guide["description"]] if guide.get("description") else [])]
 
 
 def story(store: RunStore, find: str | None = None, at: int | None = None) -> dict[str, Any]:

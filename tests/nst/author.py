@@ -274,6 +274,8 @@ class Author(LLM):
             return "Digest: " + prose(60, seed=len(self.requests)), "stop"
         if role == "reconcile_judge":
             return judge_json(request), "stop"
+        if role == "style_description":
+            return json.dumps({"description": "Measured, ironic narration; long balanced sentences."}), "stop"
         return self.policy(request, offered(request)), "stop"
 
 
