@@ -76,8 +76,7 @@ def _messages(config: NstConfig, plan: dict[str, Any], state: NarrativeState | N
     return [{"role": "system", "content": system_prompt(with_state=False)},
             {"role": "user", "content": chapter_prompt(story_prompt=config.prompt, outline=plan["outline"],
                                                        state=state, completed=index - 1, chapter=item, gate=gate,
-                                                       lookback=False)},
-            {"role": "user", "content": prose_request(index, title, gate)}]
+                                                       lookback=False) + "\n\n" + prose_request(index, title, gate)}]
 
 
 def score(drafts: list[dict[str, Any]], target: int) -> list[dict[str, Any]]:

@@ -85,8 +85,7 @@ def revision_messages(config: NstConfig, plan: dict[str, Any], state: NarrativeS
                 f"\n\n{NOTE_HEADING}\n{note}\n\nRewrite chapter {index} following the note. Keep what the note "
                 "does not ask to change: the events of the outline, the names and the facts of the narrative state.")
     return [{"role": "system", "content": system_prompt(with_state=False)},
-            {"role": "user", "content": opening + "\n\n" + revision},
-            {"role": "user", "content": prose_request(index, title, gate)}]
+            {"role": "user", "content": f"{opening}\n\n{revision}\n\n{prose_request(index, title, gate)}"}]
 
 
 def _passages(store: RunStore, note: str, index: int) -> list[str]:

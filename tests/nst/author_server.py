@@ -32,7 +32,7 @@ def infer_role(body: dict) -> str:
             return "reconcile_judge"
         return "plan_outline" if "chapters" in properties else "nst_turn"
     last = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
-    if last.startswith("Now write the complete text of chapter"):
+    if last.rsplit("\n\n", 1)[-1].startswith("Now write the complete text of chapter"):  # alone or closing a turn
         return "nst_prose"
     if last.startswith("Rewrite this passage of a novel"):
         return "lint_fix"
