@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 from agent.store import RunStore
 from agent.store.search import DEFAULT_K, sentence_spans  # the sentences the search indexes, as it splits them
 from agent.store.snapshots import WorldTable
+from agent.store.titles import Headings
 
 STATUS_WORDS = {"running": "writing", "completed": "completed", "failed": "failed"}
 """The badge of a run, in words (anything else, ``stopped`` or ``interrupted``, reads ``stopped``)."""
@@ -94,10 +95,16 @@ def outline(store: RunStore) -> dict[str, Any]:
             gate = "within the gate" if low * target <= written.words <= high * target else "outside the gate"
         else:
             gate = "written"
-        rows.append({"index": index, "title": str(item.get("title") or ""), "summary": str(item.get("description") or
-                     item.get("summary") or ""), "target": target, "words": written.words if written else None,
+        rows.append({"index": index, "title": " ".join(str(item.get("title") or "").split()),
+                     "summary": str(item.get("description") or item.get("summary") or ""), "target": target,
+                     "words": written.words if written else None,
                      "written_title": written.title if written else None, "gate": gate,
                      "ok": written is not None and not written.degraded and gate != "outside the gate"})
+    if not isinstance(planned, list) and chapters:  # an imported book: its chapters as it has them
+        headings = Headings.of(store)
+        rows = [{"index": c.index, "title": headings.heading(c.index, c.title), "summary": "", "target": None,
+                 "words": c.words, "written_title": None, "gate": "as imported", "ok": True}
+                for c in chapters.values()]
     beats = story.get("beats") if story and isinstance(story.get("beats"), list) else []
     numeric = isinstance(low, int | float) and isinstance(high, int | float)
     gate_range = f"{low:g}-{high:g} × target" if numeric else None
@@ -323,9 +330,14 @@ def activity(store: RunStore) -> dict[str, Any]:
     the draft number, words so far, tokens/s and an ETA; for every run its status in words."""
     status = store.live_status()
     out: dict[str, Any] = {"status": status, "word": status_word(status), "running": status == "running"}
-    if status != "running":
-        return out
     info = store.info()
+    if status != "running":
+        if status != "completed":  # why it stopped, and the one command that goes on
+            reason = (info.error or "").strip().splitlines()
+            out.update(reason=reason[0] if reason else ("it was interrupted (the process that wrote it is gone)"
+                                                        if status == "interrupted" else "no reason was recorded"),
+                       next=f"fabula resume {store.run_dir}")
+        return out
     call = store.query("SELECT unit, role, created_at FROM llm_calls ORDER BY id DESC LIMIT 1")
     tool = store.query("SELECT unit, tool, ok, created_at FROM tool_calls ORDER BY id DESC LIMIT 1")
     unit = info.last_unit + 1
