@@ -47,6 +47,7 @@ from agent.cli import (
     watch_cmd,
     write_cmd,
 )
+from agent.cli.command_groups import did_you_mean, grouped_help
 from agent.cli.common import apply_everywhere
 from agent.cli.errors import describe, log_internal_error
 
@@ -58,16 +59,24 @@ COMMAND_MODULES = [prompt_cmd, models_cmd, serve_cmd, grammars_cmd, runs_cmd, sh
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="fabula",
-        description="Local-first long-form fiction on open-weight models.",
+        prog="fabula", usage="fabula COMMAND [options]", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="fabula writes novels and stories on open-weight models, on your own machine.",
     )
     parser.add_argument("--version", action="version", version=f"fabula {version()}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help=argparse.SUPPRESS)
     for module in COMMAND_MODULES:
         module.add_parser(sub)
+    parser.epilog = grouped_help({action.dest: action.help or "" for action in sub._choices_actions})
     apply_everywhere(parser)
     parser.set_defaults(root_parser=parser)  # for `fabula completion`, which completes every command
     return parser
+
+
+def _commands(parser: argparse.ArgumentParser) -> list[str]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return list(action.choices)
+    return []
 
 
 def version() -> str:
@@ -79,6 +88,14 @@ def version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:  # `fabula` alone: what it can do, grouped, and a first story
+        parser.print_help()
+        return 0
+    commands = _commands(parser)
+    if not argv[0].startswith("-") and argv[0] not in commands:
+        print(f"fabula: error: {did_you_mean(argv[0], commands)}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     stderr = sys.stderr
     progress.VERBOSE = bool(getattr(args, "verbose", False))
