@@ -1,0 +1,44 @@
+"""The CLI helps a writer (#36): ``fabula`` alone prints the commands grouped by what a writer does,
+and a mistyped command is answered with the closest one. Run as a writer runs it: ``python -m agent.cli``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from agent.cli import _commands, build_parser
+from agent.cli.command_groups import GROUPS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def fabula(*argv: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "agent.cli", *argv], capture_output=True, text=True, env=env,
+                          timeout=120, cwd=ROOT)
+
+
+def test_fabula_alone_prints_the_commands_grouped_with_write_first():
+    done = fabula()
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    titles = ["write and revise:", "read and export:", "models and servers:", "research and evaluation:",
+              "developer tools:"]
+    assert [out.index(t) for t in titles] == sorted(out.index(t) for t in titles)
+    group = out[out.index("write and revise:"): out.index("read and export:")]
+    assert group.splitlines()[1].split()[0] == "write" and "  reconcile " in group
+    assert "fabula write nst --prompt" in out and "required" not in done.stderr
+
+
+def test_every_command_is_in_exactly_one_group():
+    grouped = [name for _, names in GROUPS for name in names]
+    assert sorted(grouped) == sorted(_commands(build_parser())) and len(set(grouped)) == len(grouped)
+
+
+def test_a_mistyped_command_is_answered_with_did_you_mean():
+    done = fabula("wrte", "nst")
+    assert done.returncode == 2
+    assert done.stderr.strip() == "fabula: error: 'wrte' is not a fabula command; did you mean write?"
+    assert "fabula --help lists them" in fabula("zzzzzz").stderr
