@@ -14,6 +14,7 @@ from agent.store import RunStore, StoreError
 from agent.store.book import Book, read_book
 from agent.store.costs import calls, per_unit
 from agent.store.export import story_title
+from agent.store.fork import after_edit
 from agent.store.judgments import Judgment
 from agent.store.stats import summarize
 from agent.store.timeline import timeline
@@ -73,7 +74,7 @@ def marked(text: str, spans: list[tuple[int, int, str, str]]) -> Markup:
 def overview(store: RunStore) -> dict[str, Any]:
     summary = summarize(store)
     return {"summary": summary, "info": store.info(), "title": story_title(store),
-            "activity": workbench.activity(store)}
+            "activity": workbench.activity(store), "run_path": str(store.run_dir)}
 
 
 def story(store: RunStore, find: str | None = None, at: int | None = None) -> dict[str, Any]:
@@ -89,7 +90,9 @@ def story(store: RunStore, find: str | None = None, at: int | None = None) -> di
                                               for n, p in enumerate(s.paragraphs)]} for s in book.sections]
     stale = store.get_plan("stale_after")
     forked = store.get_plan("forked_from")
-    return {"book": book, "sections": rendered, "stale": stale if isinstance(stale, dict) else None,
+    stale = stale if isinstance(stale, dict) else None
+    return {"book": book, "sections": rendered, "stale": stale,
+            "after_edit": after_edit(store, stale["unit"]) if stale and isinstance(stale.get("unit"), int) else None,
             "forked": forked if isinstance(forked, dict) else None, "find": find,
             "found": found is not None}
 

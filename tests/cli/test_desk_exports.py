@@ -151,3 +151,30 @@ def test_the_planned_titles_reach_the_book_and_outline_pages(book):
     outline = client.get(f"/run/{run.name}/outline").text
     assert f"Chapter 1: {RENAMED}" in story and "Chapter 2: Part 2" in story
     assert RENAMED in outline and "Things happen in part 1." in outline  # the planned title and summary
+
+
+def test_after_an_edit_the_cli_and_the_versions_page_both_say_reconcile(book, tmp_path, monkeypatch, capsys):
+    pytest.importorskip("starlette")
+    import shutil
+    from pathlib import Path
+
+    from starlette.testclient import TestClient
+
+    from agent.view.app import create_app
+
+    run = tmp_path / "runs" / "edited"
+    shutil.copytree(book, run)
+    with RunStore.open(run, readonly=True) as store:
+        text = store.chapter(1).text
+    changed = tmp_path / "chapter1.txt"
+    changed.write_text(text.replace(".", ", and the bell rang.", 1), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["edit", str(run), "--chapter", "1", "--file", str(changed), "--no-rederive", "--title",
+                 "The Keeper's Daughter"]) == 0
+    assert f"next: fabula reconcile {run}" in capsys.readouterr().err
+    assert main(["export", str(run), "--format", "md"]) == 0
+    assert "# Chapter 1: The Keeper's Daughter\n" in capsys.readouterr().out  # a title edited by hand heads it
+    client = TestClient(create_app(Path(run).parent))
+    for page in ("versions", "story"):
+        shown = client.get(f"/run/edited/{page}").text
+        assert f"fabula reconcile {run}" in shown and "fabula fork RUN" not in shown, page
