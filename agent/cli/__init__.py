@@ -63,10 +63,19 @@ def build_parser() -> argparse.ArgumentParser:
         description="fabula writes novels and stories on open-weight models, on your own machine.",
     )
     parser.add_argument("--version", action="version", version=f"fabula {version()}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help=argparse.SUPPRESS)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMAND_MODULES:
         module.add_parser(sub)
     parser.epilog = grouped_help({action.dest: action.help or "" for action in sub._choices_actions})
+
+    def format_help() -> str:  # the grouped list (the epilog) replaces argparse's flat one; completion sees all
+        sub.help = argparse.SUPPRESS
+        try:
+            return argparse.ArgumentParser.format_help(parser)
+        finally:
+            sub.help = None
+
+    parser.format_help = format_help
     apply_everywhere(parser)
     parser.set_defaults(root_parser=parser)  # for `fabula completion`, which completes every command
     return parser

@@ -178,3 +178,23 @@ def test_after_an_edit_the_cli_and_the_versions_page_both_say_reconcile(book, tm
     for page in ("versions", "story"):
         shown = client.get(f"/run/edited/{page}").text
         assert f"fabula reconcile {run}" in shown and "fabula fork RUN" not in shown, page
+
+
+def test_runs_says_planned_for_an_outline_alone_and_counts_stale_chapters(book, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    monkeypatch.setenv("FABULA_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: Author())
+    shutil.copytree(book, tmp_path / "runs" / "edited")
+    with RunStore.open(tmp_path / "runs" / "edited", readonly=True) as store:
+        text = store.chapter(1).text
+    (tmp_path / "c1.txt").write_text(text + "\n\nThe bell rang once more.", encoding="utf-8")
+    assert main(["edit", str(tmp_path / "runs" / "edited"), "--chapter", "1", "--file", str(tmp_path / "c1.txt"),
+                 "--no-rederive"]) == 0
+    assert main(["write", "nst", "--prompt", PROMPT, "--words", "1000", "--out", str(tmp_path / "runs" / "plan"),
+                 "--quiet", "--plan-only"]) == 0
+    capsys.readouterr()
+    assert main(["runs", str(tmp_path / "runs")]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert "completed, 1 stale" in lines["edited"]
+    assert " planned " in lines["plan"] and "stopped" not in lines["plan"]
