@@ -42,3 +42,15 @@ def test_a_mistyped_command_is_answered_with_did_you_mean():
     assert done.returncode == 2
     assert done.stderr.strip() == "fabula: error: 'wrte' is not a fabula command; did you mean write?"
     assert "fabula --help lists them" in fabula("zzzzzz").stderr
+
+
+def test_view_on_a_busy_port_says_to_use_another_with_port(tmp_path):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = fabula("view", str(tmp_path), "--port", str(port))
+    assert done.returncode == 1
+    assert f"port {port} is in use" in done.stderr and f"--port {port + 1}" in done.stderr
