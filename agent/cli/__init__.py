@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
 from importlib import metadata
+from pathlib import Path
 
 from agent.cli import (
     batch_cmd,
@@ -50,6 +53,7 @@ from agent.cli import (
 from agent.cli.command_groups import did_you_mean, grouped_help
 from agent.cli.common import apply_everywhere
 from agent.cli.errors import describe, log_internal_error
+from agent.store.paths import DB_NAME
 
 COMMAND_MODULES = [prompt_cmd, models_cmd, serve_cmd, grammars_cmd, runs_cmd, show_cmd, search_cmd, export_cmd,
                    outline_cmd, resume_cmd, write_cmd, import_cmd, derive_cmd, check_cmd, batch_cmd, eval_cmd, view_cmd,
@@ -108,6 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     stderr = sys.stderr
     progress.VERBOSE = bool(getattr(args, "verbose", False))
+    previous = _stop_on_sigterm()
     try:
         if getattr(args, "quiet", False):
             common._LOUD = stderr  # warnings and errors still reach the real stderr
@@ -115,9 +120,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = int(args.handler(args) or 0)
         sys.stdout.flush()  # a reader gone is found here, not in the interpreter's exit
         return code
-    except KeyboardInterrupt:
-        print("fabula: interrupted", file=stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        how = "stopped (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        print(f"fabula: {how}{_resume_hint(args)}", file=stderr)
+        return 143 if isinstance(exc, Terminated) else 130
     except BrokenPipeError:
         return _reader_gone()
     except Exception as exc:
@@ -134,11 +140,39 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{where} (this is a bug in fabula, not in your input)", file=stderr)
         return 70
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         progress.VERBOSE = False
         common._LOUD = None
         if sys.stderr is not stderr:
             sys.stderr.close()
             sys.stderr = stderr
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a shutdown): ends a command as Ctrl-C does, so a run's session is closed as
+    interrupted, with everything committed kept, and ``fabula resume`` continues it."""
+
+
+def _stop_on_sigterm():
+    """Turn SIGTERM into :class:`Terminated` while a command runs (main thread only); returns the previous handler."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum, frame):
+        raise Terminated()
+
+    return signal.signal(signal.SIGTERM, stop)
+
+
+def _resume_hint(args: argparse.Namespace) -> str:
+    """For a command that writes a run: the run is kept, and the one command that continues it."""
+    if args.command not in ("write", "resume", "continue", "sequel", "fork"):
+        return ""
+    run = getattr(args, "out", None) if args.command != "resume" else getattr(args, "run_dir", None)
+    if not isinstance(run, str) or not (Path(run) / DB_NAME).exists():
+        return ""
+    return f"; every chapter committed so far is kept: fabula resume {run} continues it"
 
 
 def _reader_gone() -> int:

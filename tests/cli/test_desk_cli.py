@@ -54,3 +54,39 @@ def test_view_on_a_busy_port_says_to_use_another_with_port(tmp_path):
         done = fabula("view", str(tmp_path), "--port", str(port))
     assert done.returncode == 1
     assert f"port {port} is in use" in done.stderr and f"--port {port + 1}" in done.stderr
+
+
+def test_sigterm_mid_write_says_so_and_leaves_a_run_that_resumes(tmp_path):
+    import signal
+    import time
+
+    from agent.store import RunStore
+    from tests.nst.author_server import AuthorServer
+    from tests.test_journey import PROMPT, calls_of, clean_env
+
+    env = clean_env(tmp_path / "home")
+    run = tmp_path / "keeper"
+    with AuthorServer(delay_s=0.2, vllm=True) as server:
+        proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "write", "nst", "--prompt", PROMPT, "--words",
+                                 "2000", "--endpoint", server.url, "-o", str(run)], cwd=ROOT, env=env, text=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while calls_of(run, 2) < 1 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=60)[1]
+        assert proc.returncode == 143, err
+        last = err.strip().splitlines()[-1]
+        assert last == f"fabula: stopped (SIGTERM); every chapter committed so far is kept: fabula resume {run} " \
+                       "continues it"
+        with RunStore.open(run, readonly=True) as store:
+            assert store.live_status() != "running" and store.info().last_unit == 1
+        resumed = fabula_env(env, "resume", str(run))
+        assert resumed.returncode == 0, resumed.stderr
+    with RunStore.open(run, readonly=True) as store:
+        assert [c.index for c in store.chapters()] == [1, 2]
+
+
+def fabula_env(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "agent.cli", *argv], capture_output=True, text=True, env=env,
+                          timeout=300, cwd=ROOT)
