@@ -53,6 +53,7 @@ from agent.cli import (
 from agent.cli.command_groups import did_you_mean, grouped_help
 from agent.cli.common import apply_everywhere
 from agent.cli.errors import describe, log_internal_error
+from agent.llm import heartbeat
 from agent.store.paths import DB_NAME
 
 COMMAND_MODULES = [prompt_cmd, models_cmd, serve_cmd, grammars_cmd, runs_cmd, show_cmd, search_cmd, export_cmd,
@@ -113,6 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stderr = sys.stderr
     progress.VERBOSE = bool(getattr(args, "verbose", False))
     previous = _stop_on_sigterm()
+    listener = _heartbeat(args, stderr)
     try:
         if getattr(args, "quiet", False):
             common._LOUD = stderr  # warnings and errors still reach the real stderr
@@ -140,6 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{where} (this is a bug in fabula, not in your input)", file=stderr)
         return 70
     finally:
+        if listener in heartbeat.LISTENERS:
+            heartbeat.LISTENERS.remove(listener)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         progress.VERBOSE = False
@@ -147,6 +151,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         if sys.stderr is not stderr:
             sys.stderr.close()
             sys.stderr = stderr
+
+
+LIVE_LINE_COMMANDS = ("write", "resume", "continue", "sequel", "batch", "fork", "repro")
+"""Commands whose progress display keeps a live line on a terminal (a heartbeat line there would break it)."""
+
+
+def _heartbeat(args: argparse.Namespace, stderr):
+    """One line on stderr for every 10 s a model call has not returned: what it does, how long, tokens so far."""
+    if getattr(args, "quiet", False) or (args.command in LIVE_LINE_COMMANDS and stderr.isatty()):
+        return None
+
+    def say(role: str | None, elapsed: float, tokens: int | None) -> None:
+        doing = progress.role_words().get(role or "", (role or "a model call").replace("_", " "))
+        so_far = f", {tokens} tokens so far" if tokens is not None else ""
+        print(f"fabula: still {doing}: {elapsed:.0f} s{so_far}", file=stderr, flush=True)
+
+    heartbeat.LISTENERS.append(say)
+    return say
 
 
 class Terminated(KeyboardInterrupt):

@@ -4,6 +4,7 @@ and a mistyped command is answered with the closest one. Run as a writer runs it
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -90,3 +91,21 @@ def test_sigterm_mid_write_says_so_and_leaves_a_run_that_resumes(tmp_path):
 def fabula_env(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "agent.cli", *argv], capture_output=True, text=True, env=env,
                           timeout=300, cwd=ROOT)
+
+
+def test_a_long_model_call_beats_with_elapsed_time(tmp_path, monkeypatch, capsys):
+    from agent.cli import main
+    from agent.llm import heartbeat
+    from tests.nst.author_server import AuthorServer
+
+    monkeypatch.setattr(heartbeat, "EVERY_S", 0.3)
+    monkeypatch.setenv("FABULA_HOME", str(tmp_path / "home"))
+    for name in ("FABULA_ENDPOINT", "FABULA_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    with AuthorServer(delay_s=1.2, vllm=True) as server:
+        code = main(["prompt", "Say one word.", "--endpoint", server.url])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    beats = [line for line in err.splitlines() if line.startswith("fabula: still ")]
+    assert beats and re.fullmatch(r"fabula: still answering: \d+ s(, \d+ tokens so far)?", beats[0]), beats
+    assert not heartbeat.LISTENERS  # the command's listener is gone with it
