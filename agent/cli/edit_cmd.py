@@ -150,7 +150,7 @@ def _next_step(args: argparse.Namespace, store: RunStore, ok: bool) -> str:
     if n < last:
         later = f"chapter {last} was" if n + 1 == last else f"chapters {n + 1}-{last} were"
         tail = (f"; {later} written before the edit and {'is' if n + 1 == last else 'are'} marked stale; next: "
-                f"{after_edit(store, n)}")
+                f"{after_edit(store, n, args.run_dir)}")
     elif store.info().status != "completed":
         tail = f"; fabula resume {args.run_dir} continues from it"
     if not ok and not args.no_rederive:
