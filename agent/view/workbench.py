@@ -4,14 +4,21 @@ being written is doing now. Computed from an open store, read-only, like :mod:`a
 
 from __future__ import annotations
 
+import html
 import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
+from markupsafe import Markup
+
 from agent.store import RunStore
-from agent.store.search import DEFAULT_K, sentence_spans  # the sentences the search indexes, as it splits them
+from agent.store.search import (  # the sentences the search indexes, as it splits them
+    DEFAULT_K,
+    highlights,
+    sentence_spans,
+)
 from agent.store.snapshots import WorldTable
 from agent.store.titles import Headings
 
@@ -309,7 +316,7 @@ def search(store: RunStore, query: str = "", k: int = DEFAULT_K) -> dict[str, An
     """The run's BM25 search (what ``fabula search`` runs), hits linked to their passage."""
     searchable = store.info().unit_kind == "chapter"
     k = max(1, min(k, MAX_K))
-    hits = store.search(query, k=k) if searchable and query.strip() else []
+    hits = store.reader_search(query, k=k) if searchable and query.strip() else []
     texts: dict[int, str] = {}
     centres = []
     for hit in hits:  # the window's centre sentence: the passage a hit links to
@@ -319,7 +326,17 @@ def search(store: RunStore, query: str = "", k: int = DEFAULT_K) -> dict[str, An
         spans = sentence_spans(texts[hit.chapter])
         a, b = spans[hit.position] if hit.position < len(spans) else (0, 0)
         centres.append(texts[hit.chapter][a:b] or hit.text)
-    return {"query": query, "k": k, "hits": list(zip(hits, centres, strict=True)), "searchable": searchable}
+    shown = [marked_words(" ".join(hit.text.split()), query) for hit in hits]
+    return {"query": query, "k": k, "hits": list(zip(hits, centres, shown, strict=True)), "searchable": searchable}
+
+
+def marked_words(text: str, query: str) -> Markup:
+    """``text`` escaped, the query's words and phrases in ``<mark class="term">``."""
+    out, pos = [], 0
+    for start, end in highlights(text, query):
+        out += [html.escape(text[pos:start]), f'<mark class="term">{html.escape(text[start:end])}</mark>']
+        pos = end
+    return Markup("".join(out) + html.escape(text[pos:]))
 
 
 # ---------------------------------------------------------------- live status
