@@ -40,6 +40,18 @@ def version(store: RunStore) -> str:
             f"{store.live_status()}")
 
 
+def story_name(store: RunStore) -> str:
+    """What a batch's story is called in the runs list: its title, else its prompt's first words (never "3")."""
+    title = story_title(store)
+    if title != store.run_dir.name:
+        return title
+    prompt = store.info().config.get("prompt")
+    if isinstance(prompt, str) and prompt.strip():
+        words = prompt.split()
+        return " ".join(words[:8]) + (" ..." if len(words) > 8 else "")
+    return title
+
+
 def book_of(store: RunStore) -> Book:
     return read_book(store, by_step=store.info().unit_kind == "step")
 
