@@ -360,7 +360,8 @@ def activity(store: RunStore) -> dict[str, Any]:
     unit = info.last_unit + 1
     doing = "starting"
     if call:
-        doing = f"model call: {(call[0]['role'] or 'call').replace('_', ' ')}"
+        role = call[0]["role"] or ""
+        doing = _role_words().get(role, "the model is writing" if not role else role.replace("_", " "))
     if tool and (not call or tool[0]["created_at"] >= call[0]["created_at"]) and tool[0]["unit"] == unit:
         doing = TOOL_WORDS.get(tool[0]["tool"], tool[0]["tool"])
     drafts = store.query("SELECT count(*) FROM tool_calls WHERE unit = ? AND tool = 'write'", (unit,))[0][0]
@@ -377,6 +378,16 @@ def activity(store: RunStore) -> dict[str, Any]:
     out.update(unit=unit, units=info.target_units, unit_word="chapter" if info.unit_kind == "chapter" else "step",
                doing=doing, draft=drafts or None, words=words, target=target, rate=rate, eta=_duration(eta))
     return out
+
+
+def _role_words() -> dict[str, str]:
+    """What a model call of each role is doing, in each pipeline's own words ("choosing the next step")."""
+    from agent import pipelines
+
+    words: dict[str, str] = {}
+    for name in pipelines.names():
+        words.update(pipelines.get(name).progress)
+    return words
 
 
 def _duration(seconds: float | None) -> str | None:

@@ -33,7 +33,7 @@ def _writing(run_dir: Path, chapters: int, delay: float) -> subprocess.Popen:
 def test_text_typed_in_the_search_box_survives_the_live_updates(browser, tmp_path, shots):
     run_dir = tmp_path / "runs" / "live"
     run_dir.parent.mkdir()
-    writer = _writing(run_dir, 4, 1.2)
+    writer = _writing(run_dir, 6, 1.5)
     try:
         wait_for_unit(run_dir, 1)
         with serve(run_dir.parent) as url:
