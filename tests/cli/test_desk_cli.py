@@ -109,3 +109,10 @@ def test_a_long_model_call_beats_with_elapsed_time(tmp_path, monkeypatch, capsys
     beats = [line for line in err.splitlines() if line.startswith("fabula: still ")]
     assert beats and re.fullmatch(r"fabula: still answering: \d+ s(, \d+ tokens so far)?", beats[0]), beats
     assert not heartbeat.LISTENERS  # the command's listener is gone with it
+
+
+def test_continue_takes_prompt_as_write_fork_and_sequel_do():
+    args = build_parser().parse_args(["continue", "runs/keeper", "--words", "300", "--prompt", "The bell again."])
+    assert args.premise == "The bell again."
+    for command in (["sequel", "runs/keeper", "--out", "runs/two"],):
+        assert build_parser().parse_args([*command, "--prompt", "x"]).prompt == "x"
