@@ -65,7 +65,8 @@ def chosen_format(given: str | None, output: str | None, graph: str | None = Non
     named = EXTENSIONS.get(suffix)
     if given is None:
         if named is None:
-            known = ", ".join(sorted({e for e in EXTENSIONS if e not in (".markdown", ".text", ".htm", ".sqlite3")}))
+            known = ", ".join(sorted({e for e in EXTENSIONS if e not in (".markdown", ".text", ".htm", ".sqlite",
+                                                                         ".sqlite3")}))
             what = f"'{suffix}'" if suffix else "no extension"
             raise CLIError(f"cannot tell the format of {output} ({what}): name it {known}, or give --format")
         return named
@@ -76,11 +77,11 @@ def chosen_format(given: str | None, output: str | None, graph: str | None = Non
 
 def run(args: argparse.Namespace) -> int:
     output = None if args.output in (None, "-") else args.output
+    with store_errors():
+        target = check_output_file(output, force=args.force) if output else None
     args.format = chosen_format(args.format, output, args.graph)
     if args.with_ledger and args.format != "html":
         raise CLIError(f"--with-ledger is for the HTML export (this one is {args.format})")
-    with store_errors():
-        target = check_output_file(output, force=args.force) if output else None
     if args.version is not None and (args.version < 1 or args.graph or args.format == "db"):
         raise CLIError("--version N needs N >= 1 and is for the story (not --graph nor --format db)")
     _record_book_meta(args)
