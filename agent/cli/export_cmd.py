@@ -1,15 +1,18 @@
-"""``fabula export RUN_DIR --format md|txt|json|html|epub [-o FILE]``: the story, verbatim; or, for a
-Magnet run, ``--graph json|dot|svg``: its world graph. ``--title``/``--author`` name the book, for this
-export and the later ones (kept in the run's plan)."""
+"""``fabula export RUN_DIR [-o FILE] [--format md|txt|json|html|epub|docx|db]``: the story, verbatim; or, for
+a Magnet run, ``--graph json|dot|svg``: its world graph. The format is the file's extension (``-o book.docx``
+is a manuscript-format DOCX); an unknown extension, or one that disagrees with ``--format``, is refused in
+one line, so a file is never written in a format its name does not say. ``--title``/``--author`` name the
+book, for this export and the later ones (kept in the run's plan)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import PurePath
 
 from agent.cli.checks import cannot_write
 from agent.cli.errors import CLIError
-from agent.cli.export_book import BOOK_FORMATS, book_bytes
+from agent.cli.export_book import BINARY_FORMATS, BOOK_FORMATS, book_bytes
 from agent.cli.rundir import open_run, store_errors
 from agent.magnet.history import GRAPH_FORMATS, render_graph
 from agent.store.export import FORMATS, export
@@ -19,13 +22,20 @@ from agent.store.versions import AtVersion
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("export", help="write a run's story as Markdown, text, JSON, HTML or EPUB",
-                            description="Export the story. html: one self-contained page with the state timeline "
-                            "and costs; epub: a book with a table of contents; md: YAML front matter for pandoc.")
+    parser = sub.add_parser("export", help="write a run's story as a DOCX manuscript, EPUB, HTML, Markdown, text "
+                            "or JSON", description="Export the story; the format is the file's extension (-o "
+                            "book.docx, book.epub, book.html, book.md, book.txt, book.json). docx: standard "
+                            "manuscript format (title page with author and word count, one chapter per page, "
+                            "double-spaced); epub: a book with a title page and a table of contents; html: one "
+                            "self-contained page for a reader (--with-ledger adds the state timeline and costs); "
+                            "md: YAML front matter for pandoc.")
     parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory")
-    parser.add_argument("--format", choices=(*FORMATS, *BOOK_FORMATS, "db"), default="md",
-                        help="md, txt, json, html, epub, or db: a consistent single-file copy of the run "
-                        "database (SQLite backup; safe while the run is being written)")
+    parser.add_argument("--format", choices=(*FORMATS, *BOOK_FORMATS, "db"), default=None,
+                        help="md, txt, json, html, epub, docx, or db: a consistent single-file copy of the run "
+                        "database (SQLite backup; safe while the run is being written). Default: the extension "
+                        "of -o FILE; md on standard output")
+    parser.add_argument("--with-ledger", action="store_true",
+                        help="html: add the run's state over time, call ledger and judgments after the story")
     parser.add_argument("--graph", choices=GRAPH_FORMATS, metavar="{json,dot,svg}",
                         help="Magnet runs: export the world graph (entities and relations now) instead of the story")
     parser.add_argument("--version", type=int, metavar="N",
@@ -41,10 +51,37 @@ def add_parser(sub) -> None:
     parser.set_defaults(handler=run)
 
 
+EXTENSIONS = {".md": "md", ".markdown": "md", ".txt": "txt", ".text": "txt", ".json": "json", ".html": "html",
+              ".htm": "html", ".epub": "epub", ".docx": "docx", ".db": "db", ".sqlite": "db", ".sqlite3": "db"}
+"""The format each file extension names (``-o book.docx`` is a DOCX)."""
+
+
+def chosen_format(given: str | None, output: str | None, graph: str | None = None) -> str:
+    """The format to write: ``given``, else the extension of ``output``, else md (standard output).
+    An extension that names another format than ``given``, or none fabula writes, is refused."""
+    if graph or output is None:
+        return given or "md"
+    suffix = PurePath(output).suffix.lower()
+    named = EXTENSIONS.get(suffix)
+    if given is None:
+        if named is None:
+            known = ", ".join(sorted({e for e in EXTENSIONS if e not in (".markdown", ".text", ".htm", ".sqlite",
+                                                                         ".sqlite3")}))
+            what = f"'{suffix}'" if suffix else "no extension"
+            raise CLIError(f"cannot tell the format of {output} ({what}): name it {known}, or give --format")
+        return named
+    if named is not None and named != given:
+        raise CLIError(f"-o {output} says {named} but --format says {given}; make them agree")
+    return given
+
+
 def run(args: argparse.Namespace) -> int:
     output = None if args.output in (None, "-") else args.output
     with store_errors():
         target = check_output_file(output, force=args.force) if output else None
+    args.format = chosen_format(args.format, output, args.graph)
+    if args.with_ledger and args.format != "html":
+        raise CLIError(f"--with-ledger is for the HTML export (this one is {args.format})")
     if args.version is not None and (args.version < 1 or args.graph or args.format == "db"):
         raise CLIError("--version N needs N >= 1 and is for the story (not --graph nor --format db)")
     _record_book_meta(args)
@@ -59,13 +96,13 @@ def run(args: argparse.Namespace) -> int:
         elif not store.chapters() and not store.paragraphs():
             raise CLIError(f"{args.run_dir} has no committed text yet")
         elif args.format in BOOK_FORMATS:
-            data = book_bytes(store, args.format)
+            data = book_bytes(store, args.format, with_ledger=args.with_ledger)
         else:
             data = export(store, args.format).encode("utf-8")
     if target is None:
-        if args.format == "epub" and not args.graph:
+        if args.format in BINARY_FORMATS and not args.graph:
             if sys.stdout.isatty():
-                raise CLIError("an EPUB is binary; give -o FILE.epub")
+                raise CLIError(f"an {args.format.upper()} is binary; give -o FILE.{args.format}")
             sys.stdout.flush()
             sys.stdout.buffer.write(data)
             sys.stdout.buffer.flush()
@@ -76,8 +113,15 @@ def run(args: argparse.Namespace) -> int:
         write_atomic(target, data)
     except OSError as exc:
         raise cannot_write(args.output, exc) from exc
-    print(f"wrote {target}", file=sys.stderr)
+    print(f"wrote {target} ({_described(args)})", file=sys.stderr)
     return 0
+
+
+def _described(args: argparse.Namespace) -> str:
+    if args.graph:
+        return f"the world graph as {args.graph}"
+    return {"docx": "a DOCX in manuscript format", "epub": "an EPUB book", "html": "an HTML page",
+            "md": "Markdown", "txt": "plain text", "json": "JSON"}.get(args.format, args.format)
 
 
 def _record_book_meta(args: argparse.Namespace) -> None:

@@ -11,8 +11,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from agent.cli.errors import CLIError
 from agent.cli.rundir import store_errors
 from agent.manuscript.importer import check_out, source_config, write_run
+from agent.manuscript.model import Manuscript
 from agent.manuscript.read_text import checked_size
 from agent.manuscript.reading import FORMATS, read_manuscript
 
@@ -24,7 +26,8 @@ def add_parser(sub) -> None:
                             "as a run that show, search, view, export and eval metrics read. Project Gutenberg's "
                             "licence, a table of contents and front matter are left out, and said so.")
     parser.add_argument("file", metavar="FILE", help="the manuscript: .txt, .md, .epub or .docx")
-    parser.add_argument("-o", "--out", required=True, metavar="RUN", help="the run folder to make (new or empty)")
+    parser.add_argument("-o", "--out", metavar="RUN", help="the run folder to make (new or empty; not needed with "
+                        "--dry-run)")
     parser.add_argument("--split", metavar="REGEX", help="start a chapter at every line REGEX matches "
                         "(for a book without headings)")
     parser.add_argument("--format", choices=FORMATS, default="auto", help="how to read FILE (default: by its suffix)")
@@ -37,8 +40,11 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     path = Path(args.file)
     checked_size(path)  # refused from stat alone, before any byte is read
-    with store_errors():
-        check_out(args.out)
+    if args.out is None and not args.dry_run:
+        raise CLIError("give the run folder to make: fabula import FILE -o RUN (or --dry-run to list the chapters)")
+    if args.out is not None:
+        with store_errors():
+            check_out(args.out)
     manuscript = read_manuscript(path, split=args.split, fmt=args.format)
     for note in manuscript.notes:
         print(f"fabula: {note}", file=sys.stderr)
@@ -47,9 +53,24 @@ def run(args: argparse.Namespace) -> int:
         for index, piece in enumerate(manuscript.pieces, start=1):
             print(f"{index:>{width}}  {piece.words:>7} words  {piece.title or '(untitled)'}")
         print(f"{len(manuscript.pieces)} chapters, {manuscript.words} words (dry run: nothing written)")
+        print(f"fabula: {chosen_names(args, manuscript, path)[2]}", file=sys.stderr)
         return 0
+    title, author, said = chosen_names(args, manuscript, path)
     with store_errors():
-        folder = write_run(manuscript, args.out, source_config(path, manuscript, args.split), title=args.title,
-                           author=args.author)
-    print(f"imported {len(manuscript.pieces)} chapters, {manuscript.words} words into {folder}", file=sys.stderr)
+        folder = write_run(manuscript, args.out, source_config(path, manuscript, args.split), title=title,
+                           author=author)
+    print(f"fabula: {said}", file=sys.stderr)
+    print(f"imported {len(manuscript.pieces)} chapters, {manuscript.words} words into {folder}; read it with "
+          f"fabula outline {folder}, or fabula view {folder}", file=sys.stderr)
     return 0
+
+
+def chosen_names(args: argparse.Namespace, manuscript: Manuscript, path: Path) -> tuple[str, str | None, str]:
+    """``(title, author, the line that says so)``: --title/--author, else the file's own (its metadata, its
+    Gutenberg header or its first lines), else the title from the file's name and no author."""
+    title, author = args.title or manuscript.title, args.author or manuscript.author
+    source = "--title/--author" if args.title or args.author else manuscript.found_in
+    if not title:
+        title, source = path.stem.replace("_", " ").replace("-", " ").strip() or path.name, "the file's name"
+    said = f'titled "{title}" by {author or "an unknown author (Anonymous)"}, from {source or "the file name"}'
+    return title, author, said + "; change it with fabula export RUN --title TEXT --author NAME"

@@ -21,12 +21,14 @@ from agent.errors import InputError
 from agent.nst.outline_edit import apply, check, stored_outline
 from agent.nst.outline_form import parse, render_text, to_json
 from agent.store import RunStore
+from agent.store.export import author_line, story_title
 from agent.store.plan_edits import edits
+from agent.store.titles import IMPORTED_KIND, Headings
 
 
 def add_parser(sub) -> None:
     parser = sub.add_parser("outline", help="print a run's outline (title, chapters, targets, summaries) or "
-                            "change it before its chapters are written",
+                            "change it before its chapters are written; an imported book's chapter list",
                             description="Print the frozen outline of an nst or rollsum run, or change it: the "
                             "book's title, and each unwritten chapter's title, target and summary. The edit is "
                             "checked against every rule of the planner (the chapter count, each target within the "
@@ -47,6 +49,9 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     if not args.edit and args.file is None:
         with open_run(args.run_dir) as store, store_errors():
+            if store.info().pipeline == IMPORTED_KIND:
+                print(_chapter_list(store, args.json), end="")
+                return 0
             print(_shown(store, args.json), end="")
         return 0
     with open_run(args.run_dir, readonly=False) as store:
@@ -85,6 +90,22 @@ def _shown(store: RunStore, as_json: bool) -> str:
              f"Change it with: fabula outline {store.run_dir} --edit (or --file F). Lines starting with # are ignored;",
              "the chapter count stays as planned and written chapters keep their entries."]
     return render_text(title, outline, premise=premise if isinstance(premise, str) else None, notes=notes)
+
+
+def _chapter_list(store: RunStore, as_json: bool) -> str:
+    """An imported book's chapters as it has them: number, words and heading (it has no plan to edit)."""
+    headings = Headings.of(store)
+    chapters = [{"chapter": c.index, "words": c.words, "heading": headings.heading(c.index, c.title)}
+                for c in store.chapters()]
+    if as_json:
+        return json.dumps({"run": str(store.run_dir), "title": story_title(store), "author": author_line(store),
+                           "chapters": chapters}, ensure_ascii=False, indent=2) + "\n"
+    width = len(str(len(chapters)))
+    lines = [f"{story_title(store)} by {author_line(store)}: {len(chapters)} chapters, "
+             f"{sum(c['words'] for c in chapters)} words (imported; read it with fabula view "
+             f"{store.run_dir})"]
+    lines += [f"{c['chapter']:>{width}}  {c['words']:>7} words  {c['heading']}" for c in chapters]
+    return "\n".join(lines) + "\n"
 
 
 def _read(path: str) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 from agent.cli.errors import CLIError
 from agent.store import RunStore, StoreError
 from agent.store.batches import is_batch, read_batch, summary_line
+from agent.store.fork import STALE_KEY
 from agent.store.paths import DB_NAME
 from agent.store.stats import summarize
 
@@ -55,12 +56,24 @@ def print_batches(args: argparse.Namespace, folder: Path) -> int:
     return len(batches)
 
 
+def status_in_words(store: RunStore, status: str) -> str:
+    """The status as a writer reads it: a run with an outline and no chapter yet is "planned"; a run whose
+    later chapters were written before a hand edit says how many are stale."""
+    info = store.info()
+    if status == "stopped" and info.last_unit == 0 and isinstance(store.get_plan("outline"), list):
+        return "planned"
+    stale = store.get_plan(STALE_KEY)
+    later = info.last_unit - stale["unit"] if isinstance(stale, dict) and isinstance(stale.get("unit"), int) else 0
+    return f"{status}, {later} stale" if later > 0 else status
+
+
 def run(args: argparse.Namespace) -> int:
     folder = Path(args.dir).expanduser()
     if not folder.is_dir():
         raise CLIError(f"no such folder: {args.dir}")
     batches = print_batches(args, folder.resolve())
     rows, names = [], []
+    shown_status: dict[str, str] = {}  # the table's status in words (the JSON keeps show --json's keys)
     for path in find_runs(folder.resolve()):
         name = str(path.relative_to(folder.resolve())) if path != folder.resolve() else "."
         where = str(Path(args.dir) / name) if name != "." else args.dir
@@ -68,7 +81,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             with RunStore.open(path, readonly=True) as store:
                 s = summarize(store)
+                shown = status_in_words(store, s.status)
             rows.append({"run_dir": where, **s.as_dict()})
+            shown_status[where] = shown
         except (StoreError, OSError) as exc:
             rows.append({"run_dir": where, "error": str(exc)})
         except Exception as exc:  # sqlite3.DatabaseError and friends: one bad run must not hide the rest
@@ -82,14 +97,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"no runs in {args.dir}")
         return 0
     width = max(len(n) for n in names)
-    print(f"{'RUN':{width}}  {'PIPELINE':10} {'STATUS':11} {'PROGRESS':>11} {'WORDS':>8}  DEGRADED")
+    print(f"{'RUN':{width}}  {'PIPELINE':10} {'STATUS':20} {'PROGRESS':>11} {'WORDS':>8}  DEGRADED")
     for name, r in zip(names, rows, strict=True):
         if "pipeline" not in r:
             print(f"{name:{width}}  error: {r['error']}")
             continue
         done = f"{r['units_done']}/{r['target_units']}" if r["target_units"] is not None else str(r["units_done"])
         progress = f"{done} {'ch' if r['unit_kind'] == 'chapter' else 'st'}"
-        print(f"{name:{width}}  {r['pipeline']:10} {r['status']:11} {progress:>11} {r['words']:>8}  "
+        print(f"{name:{width}}  {r['pipeline']:10} {shown_status[r['run_dir']]:20} {progress:>11} {r['words']:>8}  "
               f"{len(r['degraded']) or '-'}")
     for r in rows:
         if r.get("status") == "review":

@@ -1,4 +1,4 @@
-"""``fabula sequel RUN --out RUN2 [--prompt TEXT] --words N``: book two, starting from book one's final
+"""``fabula sequel RUN --out RUN2 [--prompt TEXT] [--words N]``: book two, starting from book one's final
 state (``agent.nst.sequel``), its search covering book one (read-only), its export naming the series.
 
 Everything that can refuse (book one, the prompt, the length, --out, --resolve, the server) is
@@ -32,7 +32,8 @@ def add_parser(sub) -> None:
     parser.add_argument("-o", "--out", required=True, metavar="RUN2",
                         help="book two's run directory (must not hold one)")
     parser.add_argument("--prompt", metavar="TEXT", help="what book two is about (default: book one's story goes on)")
-    parser.add_argument("--words", type=int, required=True, metavar="N", help="book two's length in words")
+    parser.add_argument("--words", type=int, metavar="N", help="book two's length in words (default: as long as "
+                        "book one was planned, else as long as it is)")
     parser.add_argument("--resolve", action="append", default=[], metavar="KEY",
                         help="an open requirement of book one that book two starts with resolved (repeatable)")
     parser.add_argument("--plan-only", action="store_true", help="stop once book two's outline is stored (fabula "
@@ -47,6 +48,15 @@ def add_parser(sub) -> None:
     parser.set_defaults(handler=run)
 
 
+def default_words(first) -> int:
+    """Book two's length when none is given: book one's planned length, else its words (to the nearest 100)."""
+    planned = first.info().config.get("words")
+    if isinstance(planned, int) and planned > 0:
+        return planned
+    written = sum(c.words for c in first.chapters())
+    return max(100, round(written / 100) * 100)
+
+
 def run(args: argparse.Namespace) -> int:
     from agent import pipelines
     from agent.cli.voice_inputs import style_guide
@@ -55,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
 
     guide = style_guide(args.style) if args.style else None  # checked before anything is created
     with open_run(args.run_dir) as first:
+        if args.words is None:
+            args.words = default_words(first)
         try:
             sequel = plan_sequel(first, prompt=args.prompt, words=args.words, resolve=args.resolve,
                                  overrides=parse_assignments(args.overrides))

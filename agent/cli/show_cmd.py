@@ -45,13 +45,13 @@ def run(args: argparse.Namespace) -> int:
         extra.update({"in_review": {**waiting, "next": next_steps(args.run_dir, waiting)}} if waiting else {})
         print(json.dumps({"run_dir": str(path), **summary.as_dict(), **extra}, ensure_ascii=False))
         return 0
-    for line in render(summary, str(path)):
+    for line in render(summary, str(path), internals=args.verbose):
         print(line)
     if waiting:
         print(f"review    {describe(waiting).removeprefix('in review: ')}; go on with:")
         for line in next_steps(args.run_dir, waiting):
             print(f"          {line}")
-    for line in _server_lines(probe):
+    for line in _server_lines(probe) if args.verbose else []:
         print(line)
     for line in style_text:
         print(line)
@@ -124,7 +124,18 @@ def _magnet_history(store) -> list[str]:
     return described.history(store)
 
 
-def render(s: RunSummary, path: str) -> list[str]:
+INTERNALS = ("state", "calls", "tokens", "tools", "context", "budget")
+"""Lines of ``fabula show`` about how the run was made, not the book: shown with ``-v``."""
+
+
+def render(s: RunSummary, path: str, *, internals: bool = True) -> list[str]:
+    """The summary's lines; without ``internals``, what a writer reads (the book, its progress, what went
+    wrong), the ledger's lines (state size, calls, tokens, tools, context) left to ``-v``."""
+    lines = _render(s, path)
+    return lines if internals else [line for line in lines if line.split(" ", 1)[0] not in INTERNALS]
+
+
+def _render(s: RunSummary, path: str) -> list[str]:
     unit = "chapters" if s.unit_kind == "chapter" else "steps"
     progress = f"{s.units_done}/{s.target_units}" if s.target_units is not None else f"{s.units_done}"
     state_counts = ", ".join(f"{k} {v}" for k, v in s.state_counts.items())

@@ -68,6 +68,11 @@ def _check_bind(host: str, port: int) -> None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(address)
     except OSError as exc:
+        import errno
+
+        if exc.errno == errno.EADDRINUSE:
+            raise CLIError(f"port {port} is in use (another fabula view?): open that one, or give another port "
+                           f"with --port {port + 1 if port < 65535 else 8765}", exit_code=1) from exc
         raise CLIError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", exit_code=1) from exc
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.llm import heartbeat
 from agent.llm.constraints import Constraint, OutputType, to_constraint
 from agent.llm.context import TokenCounter
 from agent.llm.roles import role_order_error
@@ -182,7 +183,8 @@ class LLM(ABC):
         started = time.perf_counter()
         raw: RawReply | None = None
         try:
-            raw = self._complete(request)
+            with heartbeat.watched(request.role):
+                raw = self._complete(request)
             completion = self._finish(request, raw, time.perf_counter() - started)
         except LLMError as exc:
             self._record(request, raw, time.perf_counter() - started, error=str(exc))

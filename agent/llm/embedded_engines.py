@@ -4,7 +4,8 @@ tests' fixture).
 
 - the embedded default: llama.cpp on its GGUF, re-encoded once as Q8_0 (``serve.fast_gguf``),
   with its HF folder's tokenizer (so prompts are token for token those of the transformers
-  engine); else transformers on the HF folder, with one line saying why it is slower;
+  engine), or the GGUF's own on the light install (``fabula[embedded]``, no transformers); else
+  transformers on the HF folder, with one line saying why it is slower;
 - ``--model path.gguf``: llama.cpp (a GGUF has no other engine here);
 - ``--model path/to/hf-folder``: transformers (the folder's weights are what it holds).
 
@@ -51,8 +52,16 @@ def open_embedded(model: str | None = None, *, thinking: ThinkingMode = "auto", 
     from serve.fast_gguf import ensure_fast_gguf
     from serve.models import ensure_embedded_model, ensure_gguf
 
-    folder = ensure_embedded_model().path
+    # the light install (fabula[embedded]: no transformers) reads prompts with the GGUF's own tokenizer
+    # and template; with transformers, the HF folder's, token for token those of the transformers engine
+    folder = ensure_embedded_model().path if transformers_available() else None
     return _llamacpp(ensure_fast_gguf() or ensure_gguf(), folder, thinking)
+
+
+def transformers_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("transformers") is not None
 
 
 def _llamacpp(gguf: Path, tokenizer_dir: Path | None, thinking: ThinkingMode) -> LLM:

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agent.llm import heartbeat
 from agent.llm.bounds import JSON_WHITESPACE, decoding_regex
 from agent.llm.constraints import Constraint
 from agent.llm.types import UnsupportedSettingError
@@ -98,6 +99,7 @@ class RunawayCheck:
     def __call__(self, new_ids: Sequence[int]) -> bool:
         """``new_ids``: the reply's tokens so far. True once it ran away (and from then on)."""
         count = len(new_ids)
+        heartbeat.note_tokens(count)
         if count > 0 and count % self.every == 0 and not self.stopped:
             self.stopped = ran_away(self.decode(list(new_ids[-self.window:])))
         return self.stopped

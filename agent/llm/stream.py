@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agent.llm import heartbeat
 from agent.llm.local_decoding import RUNAWAY_EVERY, RUNAWAY_WINDOW
 from agent.repetition import ran_away
 
@@ -86,6 +87,8 @@ class StreamedReply:
             self.model = event["model"]
         if isinstance(event.get("usage"), dict):
             self.usage = event["usage"]
+            if isinstance(self.usage.get("completion_tokens"), int):
+                heartbeat.note_tokens(self.usage["completion_tokens"])
         choices = event.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             return  # the closing usage-only event

@@ -12,8 +12,9 @@ from typing import Any
 from agent.errors import InputError
 from agent.pipelines import Pipeline
 from agent.run_context import RunContext
+from agent.store.titles import IMPORTED_KIND
 
-NAME = "imported"
+NAME = IMPORTED_KIND
 VERSION = "1"
 
 

@@ -32,6 +32,8 @@ class Manuscript:
     encoding: str | None = None
     title: str | None = None
     author: str | None = None
+    found_in: str | None = None
+    """Where title and author were found ("the Gutenberg header", "the EPUB's metadata", "the first lines")."""
 
     @property
     def words(self) -> int:

@@ -81,7 +81,7 @@ def read_epub(path: Path, *, split: str | None = None) -> Manuscript:
     if not pieces:
         raise InputError(f"{path} has no chapters with text")
     note_numbers(pieces, notes)
-    return Manuscript(pieces, notes, "epub", None, title, author)
+    return Manuscript(pieces, notes, "epub", None, title, author, "the EPUB's metadata" if title or author else None)
 
 
 def _open(path: Path):

@@ -46,4 +46,7 @@ def read_manuscript(path: Path, *, split: str | None = None, fmt: str = "auto") 
 def _named(found: Manuscript, title: str | None, author: str | None) -> Manuscript:
     from dataclasses import replace
 
-    return replace(found, title=found.title or title, author=found.author or author)
+    if not (title or author):
+        return found
+    return replace(found, title=title or found.title, author=author or found.author,
+                   found_in="the document's properties")

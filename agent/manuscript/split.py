@@ -35,12 +35,18 @@ def split_text(text: str, *, fmt: str = "text", pattern: str | None = None, name
             raise InputError(f"--split {pattern!r} matches no line of {name}")
     else:
         found = headings.find(lines)
-    title = fields.get("title") or _markdown_title(lines, found)
+    title, author, found_in = fields.get("title"), fields.get("author"), "the Gutenberg header"
+    if not title:
+        title, found_in = _markdown_title(lines, found), "the book's first heading"
+    if not title:
+        title, byline = _front_title(lines, found)
+        author, found_in = author or byline, "the book's first lines"
+    found_in = found_in if title or author else None
     if not found:
         if count_words(body) == 0:
             raise InputError(f"{name} has no words of story" + (" between its Gutenberg markers" if notes else ""))
         notes.append("found no chapter headings: the book is one chapter (--split REGEX splits it)")
-        return Manuscript([Piece(title or "", _clean(body, fmt))], notes, fmt, encoding, title, fields.get("author"))
+        return Manuscript([Piece(title or "", _clean(body, fmt))], notes, fmt, encoding, title, author, found_in)
     kept, toc = _without_contents(lines, found)
     if not kept:  # every heading "a contents entry": a book of very short chapters, not a contents list alone
         kept, toc = found, 0
@@ -56,7 +62,7 @@ def split_text(text: str, *, fmt: str = "text", pattern: str | None = None, name
     if not pieces:
         raise InputError(f"{name} has no chapters with text")
     note_numbers(pieces, notes)
-    return Manuscript(pieces, notes, fmt, encoding, title, fields.get("author"))
+    return Manuscript(pieces, notes, fmt, encoding, title, author, found_in)
 
 
 def _compiled(pattern: str) -> re.Pattern[str]:
@@ -140,6 +146,21 @@ def _markdown_title(lines: list[str], found: list[Heading]) -> str | None:
         if m and len(m.group(1)) < found[0].level:
             return m.group(2).strip()
     return None
+
+
+_BYLINE = re.compile(r"^\s*by\s+(\S.{0,80}?)\s*$", re.IGNORECASE)
+
+
+def _front_title(lines: list[str], found: list[Heading]) -> tuple[str | None, str | None]:
+    """``(title, author)`` from the lines before the first chapter: the first short line that is not
+    front matter ("Contents", "Preface") is the title, a "by NAME" line under it the author."""
+    front = [" ".join(line.split()) for line in lines[: found[0].line if found else min(len(lines), 12)]]
+    front = [line.strip("#* ") for line in front if line.strip("#* ")]
+    if not front or len(front[0]) > 100 or boilerplate.is_front_title(front[0]) or _BYLINE.match(front[0]):
+        return None, None
+    title = front[0].rstrip(".")
+    author = next((m.group(1).rstrip(".") for line in front[1:6] if (m := _BYLINE.match(line))), None)
+    return title, author
 
 
 def _clean(text: str, fmt: str) -> str:

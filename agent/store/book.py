@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agent.store.export import author_line, chapter_heading, series_of, story_title
+from agent.store.export import author_line, series_of, story_title
 from agent.store.runstore import RunStore
+from agent.store.titles import Headings, chapter_heading
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,8 @@ def read_book(store: RunStore, *, by_step: bool = False) -> Book:
     sections: list[Section] = []
     chapters = store.chapters()
     if chapters:
-        sections = [Section(c.index, heading(c.index, c.title), blocks(c.text), c.text, c.words, c.degraded,
+        headings = Headings.of(store)
+        sections = [Section(c.index, headings.heading(c.index, c.title), blocks(c.text), c.text, c.words, c.degraded,
                             c.degraded_reason, version=c.version) for c in chapters]
     else:
         paragraphs = store.paragraphs()

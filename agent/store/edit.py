@@ -18,6 +18,7 @@ from typing import Any
 from agent import keyvalue
 from agent.store.errors import CommitError, StoreError
 from agent.store.fork import STALE_KEY
+from agent.store.plan_edits import revise_plan
 from agent.store.records import Chapter, Paragraph
 from agent.store.runstore import RunStore
 from agent.store.snapshots import WorldTable
@@ -71,8 +72,20 @@ def edit_chapter(store: RunStore, index: int, text: str, *, title: str | None = 
     if not text.strip():
         raise StoreError("the edited chapter is empty")
     chapter = store.revise_chapter(index, text, title=title, reason="edit")
+    if title is not None:
+        _retitle_in_outline(store, index, title)
     mark_stale(store, index, what=f"chapter {index} edited (version {chapter.version})", state_rederived=False)
     return chapter
+
+
+def _retitle_in_outline(store: RunStore, index: int, title: str) -> None:
+    """A chapter retitled by hand is retitled in the outline too: its titles head the book (agent.store.titles)."""
+    outline = store.get_plan("outline")
+    if not isinstance(outline, list):
+        return
+    entries = [{**item, "title": " ".join(title.split())} if isinstance(item, dict) and item.get("id", n) == index
+               else item for n, item in enumerate(outline, start=1)]
+    revise_plan(store, {"outline": entries}, by="edit")
 
 
 def step_document(store: RunStore, step: int) -> str:

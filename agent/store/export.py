@@ -12,13 +12,13 @@ book); EPUB and the self-contained HTML live in ``export_epub`` and ``agent.view
 from __future__ import annotations
 
 import json
-import re
 import time
 from typing import Any
 
 from agent.store.records import Chapter
 from agent.store.runstore import RunStore
 from agent.store.snapshots import StepRecord
+from agent.store.titles import IMPORTED_KIND, Headings
 
 FORMATS = ("md", "txt", "json")
 JSON_FORMAT_VERSION = 1
@@ -35,12 +35,15 @@ def story_title(store: RunStore) -> str:
 
 
 def author_line(store: RunStore) -> str:
-    """Who wrote it: the author recorded by ``export --author``, else a configured one, else fabula
-    with the run's model."""
+    """Who wrote it: the author recorded by ``export --author`` (or found by ``fabula import``), else a
+    configured one, else fabula with the run's model; an imported book with no author found is
+    "Anonymous", never credited to fabula."""
     info = store.info()
     for configured in (store.get_plan("author"), info.config.get("author")):
         if isinstance(configured, str) and configured.strip():
             return " ".join(configured.split())
+    if info.pipeline == IMPORTED_KIND:
+        return "Anonymous"
     return f"fabula ({info.model})" if info.model else "fabula"
 
 
@@ -59,7 +62,8 @@ def _sections(store: RunStore) -> list[tuple[str | None, str]]:
     chapter when its steps record chapters."""
     chapters = store.chapters()
     if chapters:
-        return [(chapter_heading(c.index, c.title) + degraded_marker(c), c.text) for c in chapters]
+        headings = Headings.of(store)
+        return [(headings.heading(c.index, c.title) + degraded_marker(c), c.text) for c in chapters]
     paragraphs = store.paragraphs()
     if not paragraphs:
         return []
@@ -137,13 +141,6 @@ def to_json(store: RunStore) -> dict[str, Any]:
         "paragraphs": [p.as_dict() for p in store.paragraphs()],
         "final_state": store.state(),
     }
-
-
-def chapter_heading(index: int, title: str) -> str:
-    """``Chapter N: TITLE``; a title that only repeats "Chapter N" (what a model often names a chapter),
-    or opens with it, is not said twice: "Chapter 1" and "Chapter 1: The Bell", never "Chapter 1: Chapter 1"."""
-    title = re.sub(rf"^chapter\s+{index}(?!\d)\s*[:.\-\u2013\u2014]*\s*", "", _one_line(title), flags=re.IGNORECASE)
-    return f"Chapter {index}: {title}" if title else f"Chapter {index}"
 
 
 def degraded_marker(chapter: Chapter) -> str:

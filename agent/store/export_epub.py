@@ -1,5 +1,5 @@
-"""A run's story as an EPUB 3 book (EbookLib): title, author, one XHTML file per chapter, a
-table of contents (nav and NCX) and the reading order.
+"""A run's story as an EPUB 3 book (EbookLib): title, author, a title page, one XHTML file per chapter
+(headed by its planned title), a table of contents (nav and NCX) and the reading order.
 
 The identifier is derived from the run's fingerprint and creation time, so exporting the same
 run twice names the same book (a reader's library replaces it instead of adding a copy).
@@ -19,7 +19,9 @@ from agent.store.errors import StoreError
 from agent.store.runstore import RunStore
 
 _CSS = ("body { font-family: serif; line-height: 1.5; } h1 { text-align: center; } "
-        "p { text-indent: 1.2em; margin: 0 0 0.4em 0; } p.degraded { color: #8a4b00; font-style: italic; }")
+        "p { text-indent: 1.2em; margin: 0 0 0.4em 0; } p.degraded { color: #8a4b00; font-style: italic; } "
+        "section.titlepage { text-align: center; margin-top: 30%; } section.titlepage p { text-indent: 0; } "
+        "p.byline { font-size: 1.2em; margin-top: 1em; }")
 
 
 def _ebooklib():
@@ -39,6 +41,15 @@ def chapter_xhtml(section: Section) -> str:
                      "</p>")
     parts += [f"<p>{html.escape(p).replace(chr(10), '<br/>')}</p>" for p in section.paragraphs]
     return "\n".join(parts)
+
+
+def title_xhtml(book: Book) -> str:
+    """The title page: the title, the author and, for a sequel, its place in the series."""
+    parts = ['<section class="titlepage">', f"<h1>{html.escape(book.title)}</h1>",
+             f'<p class="byline">{html.escape(book.author)}</p>']
+    if book.series is not None:
+        parts.append(f'<p class="series">Book {book.series[1]} of {html.escape(book.series[0])}</p>')
+    return "\n".join([*parts, "</section>"])
 
 
 def identifier(store: RunStore) -> str:
@@ -63,6 +74,10 @@ def build(book: Book, ident: str, language: str = "en"):
         out.add_metadata(None, "meta", str(index), {"refines": "#series", "property": "group-position"})
     style = epub.EpubItem(uid="style", file_name="style.css", media_type="text/css", content=_CSS.encode())
     out.add_item(style)
+    title_page = epub.EpubHtml(uid="titlepage", title="Title page", file_name="title.xhtml", lang=language)
+    title_page.content = title_xhtml(book)
+    title_page.add_item(style)
+    out.add_item(title_page)
     files = []
     for number, section in enumerate(book.sections, start=1):
         item = epub.EpubHtml(title=section.heading, file_name=f"chapter_{number:03d}.xhtml", lang=language)
@@ -70,10 +85,11 @@ def build(book: Book, ident: str, language: str = "en"):
         item.add_item(style)
         out.add_item(item)
         files.append(item)
-    out.toc = [epub.Link(f.file_name, f.title, f"ch{n}") for n, f in enumerate(files, start=1)]
+    out.toc = [epub.Link(title_page.file_name, title_page.title, "title"),
+               *(epub.Link(f.file_name, f.title, f"ch{n}") for n, f in enumerate(files, start=1))]
     out.add_item(epub.EpubNcx())
     out.add_item(epub.EpubNav())
-    out.spine = ["nav", *files]
+    out.spine = [title_page, "nav", *files]
     return out
 
 

@@ -232,6 +232,12 @@ class UnitReaders(StoreBase):
         with self._lock:
             return chapter_search.search(self._conn, query, k=k, before=before)
 
+    def reader_search(self, query: str, *, k: int = chapter_search.DEFAULT_K,
+                      before: int | None = None) -> list[chapter_search.Hit]:
+        """A writer's search: quoted phrases as written, no sentence twice (agent.store.search)."""
+        with self._lock:
+            return chapter_search.reader_search(self._conn, query, k=k, before=before)
+
     def search_paragraphs(self, query: str, *, k: int, before_step: int) -> list[Paragraph]:
         """Magnet's long-range memory: the ``k`` best-matching paragraphs of earlier steps (BM25)."""
         with self._lock:

@@ -160,6 +160,52 @@ def search(conn: sqlite3.Connection, query: str, *, k: int = DEFAULT_K, before: 
     return _ranked(conn, match_expression(terms), k, limit)
 
 
+_PHRASE = re.compile(r'"([^"]+)"')
+
+
+def phrases(query: str) -> list[str]:
+    """The quoted phrases of a writer's query (``"universally acknowledged" truth``: one phrase)."""
+    return [" ".join(p.split()) for p in _PHRASE.findall(query) if query_terms(p)]
+
+
+def reader_search(conn: sqlite3.Connection, query: str, *, k: int = DEFAULT_K,
+                  before: int | None = None) -> list[Hit]:
+    """A writer's search (``fabula search``, the view): :func:`search`, except that a quoted phrase must
+    appear as written (its words in order, next to each other), and no sentence is shown twice (a hit
+    whose centre sentence another, better hit's window already shows is dropped). The model's search tool
+    stays :func:`search`, the paper's."""
+    quoted = phrases(query)
+    loose = query_terms(_PHRASE.sub(" ", query))
+    if not quoted:
+        found = search(conn, query, k=3 * k + 2, before=before)
+    else:
+        last = (1 << 62) // WINDOW_STRIDE
+        limit = (min(before, last) if before is not None else last) * WINDOW_STRIDE
+        required = " AND ".join('"' + " ".join(query_terms(p)).replace('"', '""') + '"' for p in quoted)
+        expression = f"({required}) AND ({required} OR {match_expression(loose)})" if loose else required
+        found = _ranked(conn, expression, 3 * k + 2, limit)
+    kept: list[Hit] = []
+    for hit in found:
+        if not any(h.chapter == hit.chapter and abs(h.position - hit.position) <= 1 for h in kept):
+            kept.append(hit)
+        if len(kept) == k:
+            break
+    return kept
+
+
+def highlights(text: str, query: str) -> list[tuple[int, int]]:
+    """Where ``query``'s phrases and words (and words they begin, "acknowledge" in "acknowledged") are
+    in ``text``: ``(start, end)`` spans in order, not overlapping."""
+    patterns = [r"\s+".join(re.escape(w) for w in p.split()) for p in phrases(query)]
+    patterns += [re.escape(t) + (r"\w*" if len(t) >= 3 else "") for t in query_terms(_PHRASE.sub(" ", query))]
+    spans: list[tuple[int, int]] = []
+    for pattern in patterns:
+        for m in re.finditer(rf"(?<!\w){pattern}(?!\w)", text, flags=re.IGNORECASE):
+            if not any(a < m.end() and m.start() < b for a, b in spans):
+                spans.append((m.start(), m.end()))
+    return sorted(spans)
+
+
 def _rows_with(conn: sqlite3.Connection, term: str) -> int:
     return int(conn.execute("SELECT count(*) FROM chapter_fts WHERE chapter_fts MATCH ?",
                             (match_expression([term]),)).fetchone()[0])

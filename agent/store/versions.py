@@ -115,6 +115,48 @@ def word_diff(old: str, new: str) -> list[tuple[str, str]]:
             out.append(("del", "".join(a[i1:i2])))
         if j2 > j1:
             out.append(("ins", "".join(b[j1:j2])))
+    return _grouped(out)
+
+
+GLUE_WORDS = 2
+"""A run of at most this many unchanged words between two changes is shown inside the change (struck
+out and inserted again), so a rewritten passage reads as the old sentence, then the new one, not as
+old and new words interleaved ("Short new steps chapter ...")."""
+
+
+def _grouped(runs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Each stretch of changes, with the short unchanged runs inside it, as one ``del`` then one ``ins``."""
+    out: list[tuple[str, str]] = []
+    deleted: list[str] = []
+    inserted: list[str] = []
+
+    def flush() -> None:
+        if deleted:
+            out.append(("del", "".join(deleted)))
+        if inserted:
+            out.append(("ins", "".join(inserted)))
+        deleted.clear()
+        inserted.clear()
+
+    merged: list[tuple[str, str]] = []
+    for op, text in runs:  # neighbouring unchanged runs (a change of spacing alone among them) as one
+        if merged and op == "same" and merged[-1][0] == "same":
+            merged[-1] = ("same", merged[-1][1] + text)
+        else:
+            merged.append((op, text))
+    runs = merged
+    for n, (op, text) in enumerate(runs):
+        if op == "del":
+            deleted.append(text)
+        elif op == "ins":
+            inserted.append(text)
+        elif (deleted or inserted) and n + 1 < len(runs) and count_words(text) <= GLUE_WORDS:
+            deleted.append(text)  # glue between two changes: part of both sides
+            inserted.append(text)
+        else:
+            flush()
+            out.append((op, text))
+    flush()
     return out
 
 

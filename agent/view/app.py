@@ -68,6 +68,17 @@ class _Views:
     def html(self, template: str, **context: Any) -> HTMLResponse:
         return HTMLResponse(render(template, poll_ms=self.poll_ms, **context), headers=NO_CACHE)
 
+    def _story_names(self, prefix: str, run_dirs: set[str]) -> dict[str, str]:
+        """A batch's stories by name (title or prompt), so the list does not read "1", "2", "3"."""
+        names = {}
+        for run_dir in run_dirs:
+            try:
+                with self.opened(prefix + run_dir) as store:
+                    names[run_dir] = pages.story_name(store)
+            except Exception:  # an unreadable story keeps its key alone; the row says what is wrong
+                continue
+        return names
+
     async def runs_page(self, request: Request) -> Response:
         rows = []
         for name in self.index.runs():
@@ -84,8 +95,9 @@ class _Views:
         for name, folder in self.index.batches().items():
             prefix = "" if folder == self.index.root else name + "/"
             summary = read_batch(folder)
-            batches.append({"name": name, "prefix": prefix, "summary": summary,
-                            "linked": {s.run_dir for s in summary.stories if (folder / s.run_dir / DB_NAME).is_file()}})
+            linked = {s.run_dir for s in summary.stories if (folder / s.run_dir / DB_NAME).is_file()}
+            batches.append({"name": name, "prefix": prefix, "summary": summary, "linked": linked,
+                            "names": self._story_names(prefix, linked)})
         return self.html("runs.html", rows=rows, batches=batches, root=str(self.index.root))
 
     async def run_home(self, request: Request) -> Response:

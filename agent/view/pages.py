@@ -15,6 +15,7 @@ from agent.store import RunStore, StoreError
 from agent.store.book import Book, read_book
 from agent.store.costs import calls, per_unit
 from agent.store.export import story_title
+from agent.store.fork import after_edit
 from agent.store.judgments import Judgment
 from agent.store.stats import summarize
 from agent.store.timeline import timeline
@@ -39,6 +40,18 @@ def version(store: RunStore) -> str:
     revised = store.query("SELECT coalesce(sum(version), 0) FROM chapters")[0][0]
     return (f"{info.last_unit}.{paragraphs}.{revised}.{calls_n}.{calls_max}.{judged[0]}.{judged[1]}."
             f"{store.live_status()}")
+
+
+def story_name(store: RunStore) -> str:
+    """What a batch's story is called in the runs list: its title, else its prompt's first words (never "3")."""
+    title = story_title(store)
+    if title != store.run_dir.name:
+        return title
+    prompt = store.info().config.get("prompt")
+    if isinstance(prompt, str) and prompt.strip():
+        words = prompt.split()
+        return " ".join(words[:8]) + (" ..." if len(words) > 8 else "")
+    return title
 
 
 def book_of(store: RunStore) -> Book:
@@ -78,7 +91,7 @@ def overview(store: RunStore) -> dict[str, Any]:
     return {"summary": summary, "info": info, "title": story_title(store),
             "activity": workbench.activity(store), "lang": run_language_code(info.config),
             "style": style_lines(store.get_plan("style"), store.chapters()),
-            "style_card": _card(store.get_plan("style"))}
+            "style_card": _card(store.get_plan("style")), "run_path": str(store.run_dir)}
 
 
 def _card(guide: Any) -> list[str]:
@@ -101,7 +114,9 @@ def story(store: RunStore, find: str | None = None, at: int | None = None) -> di
                                               for n, p in enumerate(s.paragraphs)]} for s in book.sections]
     stale = store.get_plan("stale_after")
     forked = store.get_plan("forked_from")
-    return {"book": book, "sections": rendered, "stale": stale if isinstance(stale, dict) else None,
+    stale = stale if isinstance(stale, dict) else None
+    return {"book": book, "sections": rendered, "stale": stale,
+            "after_edit": after_edit(store, stale["unit"]) if stale and isinstance(stale.get("unit"), int) else None,
             "forked": forked if isinstance(forked, dict) else None, "find": find,
             "found": found is not None}
 

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from agent.store import RunStore
+from agent.store.fork import after_edit
 from agent.store.versions import changed_words, edited_units, stale, unit_versions, word_diff
 
 
@@ -22,8 +23,10 @@ def versions(store: RunStore, unit: int | None = None, a: int | None = None, b: 
         b = b if b is not None and 1 <= b <= count else count
         diff = word_diff(chosen["versions"][a - 1].text, chosen["versions"][b - 1].text)
         removed, added = changed_words(diff)
+    stale_units = stale(store)
     return {"edited": edited, "chosen": chosen, "a": a, "b": b, "diff": diff, "removed": removed, "added": added,
-            "stale_units": stale(store), "when": _when}
+            "stale_units": stale_units, "when": _when,
+            "after_edit": after_edit(store, stale_units.unit) if stale_units else None}
 
 
 def _when(at: float) -> str:

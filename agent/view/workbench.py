@@ -4,15 +4,23 @@ being written is doing now. Computed from an open store, read-only, like :mod:`a
 
 from __future__ import annotations
 
+import html
 import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
+from markupsafe import Markup
+
 from agent.store import RunStore
-from agent.store.search import DEFAULT_K, sentence_spans  # the sentences the search indexes, as it splits them
+from agent.store.search import (  # the sentences the search indexes, as it splits them
+    DEFAULT_K,
+    highlights,
+    sentence_spans,
+)
 from agent.store.snapshots import WorldTable
+from agent.store.titles import Headings
 
 STATUS_WORDS = {"running": "writing", "completed": "completed", "failed": "failed", "review": "review"}
 """The badge of a run, in words (anything else, ``stopped`` or ``interrupted``, reads ``stopped``; ``review``:
@@ -95,10 +103,16 @@ def outline(store: RunStore) -> dict[str, Any]:
             gate = "within the gate" if low * target <= written.words <= high * target else "outside the gate"
         else:
             gate = "written"
-        rows.append({"index": index, "title": str(item.get("title") or ""), "summary": str(item.get("description") or
-                     item.get("summary") or ""), "target": target, "words": written.words if written else None,
+        rows.append({"index": index, "title": " ".join(str(item.get("title") or "").split()),
+                     "summary": str(item.get("description") or item.get("summary") or ""), "target": target,
+                     "words": written.words if written else None,
                      "written_title": written.title if written else None, "gate": gate,
                      "ok": written is not None and not written.degraded and gate != "outside the gate"})
+    if not isinstance(planned, list) and chapters:  # an imported book: its chapters as it has them
+        headings = Headings.of(store)
+        rows = [{"index": c.index, "title": headings.heading(c.index, c.title), "summary": "", "target": None,
+                 "words": c.words, "written_title": None, "gate": "as imported", "ok": True}
+                for c in chapters.values()]
     beats = story.get("beats") if story and isinstance(story.get("beats"), list) else []
     numeric = isinstance(low, int | float) and isinstance(high, int | float)
     gate_range = f"{low:g}-{high:g} × target" if numeric else None
@@ -303,7 +317,7 @@ def search(store: RunStore, query: str = "", k: int = DEFAULT_K) -> dict[str, An
     """The run's BM25 search (what ``fabula search`` runs), hits linked to their passage."""
     searchable = store.info().unit_kind == "chapter"
     k = max(1, min(k, MAX_K))
-    hits = store.search(query, k=k) if searchable and query.strip() else []
+    hits = store.reader_search(query, k=k) if searchable and query.strip() else []
     texts: dict[int, str] = {}
     centres = []
     for hit in hits:  # the window's centre sentence: the passage a hit links to
@@ -313,7 +327,17 @@ def search(store: RunStore, query: str = "", k: int = DEFAULT_K) -> dict[str, An
         spans = sentence_spans(texts[hit.chapter])
         a, b = spans[hit.position] if hit.position < len(spans) else (0, 0)
         centres.append(texts[hit.chapter][a:b] or hit.text)
-    return {"query": query, "k": k, "hits": list(zip(hits, centres, strict=True)), "searchable": searchable}
+    shown = [marked_words(" ".join(hit.text.split()), query) for hit in hits]
+    return {"query": query, "k": k, "hits": list(zip(hits, centres, shown, strict=True)), "searchable": searchable}
+
+
+def marked_words(text: str, query: str) -> Markup:
+    """``text`` escaped, the query's words and phrases in ``<mark class="term">``."""
+    out, pos = [], 0
+    for start, end in highlights(text, query):
+        out += [html.escape(text[pos:start]), f'<mark class="term">{html.escape(text[start:end])}</mark>']
+        pos = end
+    return Markup("".join(out) + html.escape(text[pos:]))
 
 
 # ---------------------------------------------------------------- live status
@@ -324,15 +348,21 @@ def activity(store: RunStore) -> dict[str, Any]:
     the draft number, words so far, tokens/s and an ETA; for every run its status in words."""
     status = store.live_status()
     out: dict[str, Any] = {"status": status, "word": status_word(status), "running": status == "running"}
-    if status != "running":
-        return out
     info = store.info()
+    if status != "running":
+        if status != "completed":  # why it stopped, and the one command that goes on
+            reason = (info.error or "").strip().splitlines()
+            out.update(reason=reason[0] if reason else ("it was interrupted (the process that wrote it is gone)"
+                                                        if status == "interrupted" else "no reason was recorded"),
+                       next=f"fabula resume {store.run_dir}")
+        return out
     call = store.query("SELECT unit, role, created_at FROM llm_calls ORDER BY id DESC LIMIT 1")
     tool = store.query("SELECT unit, tool, ok, created_at FROM tool_calls ORDER BY id DESC LIMIT 1")
     unit = info.last_unit + 1
     doing = "starting"
     if call:
-        doing = f"model call: {(call[0]['role'] or 'call').replace('_', ' ')}"
+        role = call[0]["role"] or ""
+        doing = _role_words().get(role, "the model is writing" if not role else role.replace("_", " "))
     if tool and (not call or tool[0]["created_at"] >= call[0]["created_at"]) and tool[0]["unit"] == unit:
         doing = TOOL_WORDS.get(tool[0]["tool"], tool[0]["tool"])
     drafts = store.query("SELECT count(*) FROM tool_calls WHERE unit = ? AND tool = 'write'", (unit,))[0][0]
@@ -349,6 +379,16 @@ def activity(store: RunStore) -> dict[str, Any]:
     out.update(unit=unit, units=info.target_units, unit_word="chapter" if info.unit_kind == "chapter" else "step",
                doing=doing, draft=drafts or None, words=words, target=target, rate=rate, eta=_duration(eta))
     return out
+
+
+def _role_words() -> dict[str, str]:
+    """What a model call of each role is doing, in each pipeline's own words ("choosing the next step")."""
+    from agent import pipelines
+
+    words: dict[str, str] = {}
+    for name in pipelines.names():
+        words.update(pipelines.get(name).progress)
+    return words
 
 
 def _duration(seconds: float | None) -> str | None:

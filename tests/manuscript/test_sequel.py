@@ -107,3 +107,12 @@ def test_an_interrupted_sequel_resumes(server, tmp_path, capsys):
         assert (store.info().status, store.info().last_unit) == ("completed", 2)
     assert len([r for r, _, _ in calls(two) if r == "plan_outline"]) == 1  # planned once
     assert sorted(fingerprints(two)) == [1, 2]
+
+
+def test_a_sequel_without_words_is_as_long_as_book_one_was_planned(server, tmp_path, capsys):
+    first = written_book(server, tmp_path / "one")
+    two = str(tmp_path / "two")
+    assert main(["sequel", first, "--out", two, "--plan-only", "--quiet"]) == 0
+    with RunStore.open(first, readonly=True) as one, RunStore.open(two, readonly=True) as store:
+        assert store.info().config["words"] == one.info().config["words"]
+        assert store.get_plan("outline")

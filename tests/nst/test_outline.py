@@ -15,7 +15,7 @@ from agent import pipelines
 from agent.cli import main
 from agent.nst.outline_form import parse_text
 from agent.store import RunStore
-from agent.store.export import chapter_heading
+from agent.store.titles import chapter_heading
 from tests.nst.author import BOOK_TITLE, Author
 
 PROMPT = "A lighthouse keeper finds a bell that rings for ships that sank a hundred years ago."
@@ -235,7 +235,7 @@ def test_export_uses_the_planners_title_and_records_title_and_author(tmp_path, c
     assert main(["export", run, "--format", "md"]) == 0
     md = capsys.readouterr().out
     assert f'title: "{BOOK_TITLE}"' in md
-    assert "# Chapter 1\n" in md and "Chapter 1: Chapter 1" not in md  # the scripted author names it "Chapter 1"
+    assert "# Chapter 1: Part 1\n" in md and "Chapter 1: Chapter 1" not in md  # the planned title, not the model's
     epub = tmp_path / "book.epub"
     assert main(["export", run, "--format", "epub", "-o", str(epub), "--title", "The Last Bell",
                  "--author", "A. Keeper"]) == 0
@@ -243,7 +243,7 @@ def test_export_uses_the_planners_title_and_records_title_and_author(tmp_path, c
         opf = next(book.read(n).decode() for n in book.namelist() if n.endswith(".opf"))
         chapter = book.read(next(n for n in book.namelist() if n.endswith("chapter_001.xhtml"))).decode()
     assert "The Last Bell" in opf and "A. Keeper" in opf and BOOK_TITLE not in opf
-    assert "<h1>Chapter 1</h1>" in chapter
+    assert "<h1>Chapter 1: Part 1</h1>" in chapter
     capsys.readouterr()
     assert main(["export", run, "--format", "md"]) == 0  # later exports keep them
     md = capsys.readouterr().out

@@ -26,8 +26,8 @@ def test_markdown_has_front_matter_and_one_hash_heading_per_chapter(nst_dir):
     assert fields["title"] == '"The Bell Keeper"' and fields["author"] == '"fabula (scripted-author)"'
     assert fields["pipeline"] == '"nst"' and re.fullmatch(r'"\d{4}-\d\d-\d\d"', fields["date"])
     headings = re.findall(r"^# .*$", body, flags=re.M)
-    assert headings[0] == "# Chapter 1" and headings[2] == "# Chapter 3" and len(headings) == 3
-    assert headings[1].startswith("# Chapter 2 [DEGRADED: ")  # the degraded marker (#13)
+    assert headings[0] == "# Chapter 1: Part 1" and headings[2] == "# Chapter 3: Part 3" and len(headings) == 3
+    assert headings[1].startswith("# Chapter 2: Part 2 [DEGRADED: ")  # the degraded marker (#13)
     assert not re.search(r"^## ", body, flags=re.M)
     positions = [body.index(t) for t in texts]
     assert positions == sorted(positions)
@@ -44,7 +44,7 @@ def test_epub_reads_back_with_title_author_toc_and_one_file_per_chapter(nst_dir,
     assert book.get_metadata("DC", "creator")[0][0] == "fabula (scripted-author)"
     chapters = [i for i in book.get_items_of_type(ebooklib.ITEM_DOCUMENT) if i.get_name().startswith("chapter_")]
     assert [c.get_name() for c in chapters] == ["chapter_001.xhtml", "chapter_002.xhtml", "chapter_003.xhtml"]
-    assert [t.title for t in book.toc] == ["Chapter 1", "Chapter 2", "Chapter 3"]
+    assert [t.title for t in book.toc] == ["Title page", "Chapter 1: Part 1", "Chapter 2: Part 2", "Chapter 3: Part 3"]
     with RunStore.open(nst_dir, readonly=True) as store:
         first, last = quotes(store)
     body1 = chapters[0].get_content().decode()
@@ -52,7 +52,7 @@ def test_epub_reads_back_with_title_author_toc_and_one_file_per_chapter(nst_dir,
     assert first in body1 and last in body3 and last not in body1
     assert "degraded chapter" in chapters[1].get_content().decode()
     spine = [idref for idref, _ in book.spine]
-    assert spine[0] == "nav" and len(spine) == 4
+    assert spine[:2] == ["titlepage", "nav"] and len(spine) == 5
 
 
 def test_magnet_epub_is_one_chapter_of_paragraphs(magnet_dir, tmp_path):
@@ -67,7 +67,7 @@ def test_magnet_epub_is_one_chapter_of_paragraphs(magnet_dir, tmp_path):
 
 def test_html_export_is_one_self_contained_file(nst_dir, magnet_dir, tmp_path):
     out = tmp_path / "keeper.html"
-    assert main(["export", str(nst_dir), "--format", "html", "-o", str(out)]) == 0
+    assert main(["export", str(nst_dir), "--with-ledger", "-o", str(out)]) == 0
     page = out.read_text(encoding="utf-8")
     # nothing is fetched: no script, no stylesheet link, no image or remote URL except SVG's namespace
     assert "<script" not in page and "<link" not in page and "src=" not in page
@@ -80,7 +80,7 @@ def test_html_export_is_one_self_contained_file(nst_dir, magnet_dir, tmp_path):
     anchor = re.search(r'<a class="quote-link" href="#(q[\d-]+)">', page).group(1)
     assert f'<mark id="{anchor}"' in page
     out2 = tmp_path / "codicil.html"
-    assert main(["export", str(magnet_dir), "--format", "html", "-o", str(out2)]) == 0
+    assert main(["export", str(magnet_dir), "--with-ledger", "-o", str(out2)]) == 0
     assert 'id="world-graph"' in out2.read_text(encoding="utf-8")
 
 

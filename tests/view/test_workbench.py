@@ -227,6 +227,7 @@ def test_a_batch_folder_is_listed_as_a_batch_in_the_view(batch_dir):
     assert "&lt;b&gt;the server went away&lt;/b&gt;" in section and "<b>the server" not in section
     links = re.findall(r'href="(/run/night/\d+/story)"', section)
     assert links == [f"/run/night/{k}/story" for k in ("1", "2", "3", "4")]
+    assert ">1: Story 1: a bell rings at sea.</a>" in section  # named by its title or prompt, not "1" alone (#36)
     for link in links:
         response = client.get(link)
         assert response.status_code == 200 and "Story" in response.text, link
