@@ -6,9 +6,10 @@ from __future__ import annotations
 import difflib
 
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("write and revise", ("write", "resume", "outline", "edit", "reconcile", "fork", "continue", "sequel")),
-    ("read and export", ("view", "runs", "show", "watch", "search", "export", "import")),
-    ("models and servers", ("models", "serve", "prompt", "config")),
+    ("write and revise", ("write", "resume", "outline", "approve", "revise", "edit", "reconcile", "fork", "continue",
+                          "sequel", "bible")),
+    ("read and export", ("view", "runs", "show", "watch", "search", "lint", "export", "import")),
+    ("models and servers", ("models", "serve", "doctor", "prompt", "config")),
     ("research and evaluation", ("check", "derive", "batch", "eval", "repro", "story")),
     ("developer tools", ("grammars", "completion")),
 )
