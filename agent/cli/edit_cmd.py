@@ -55,19 +55,10 @@ MAX_EDIT_BYTES = 16 << 20
 
 
 def _read(path: str) -> str:
-    from agent.text import InputTooLargeError, read_capped
+    """``--file`` by the one bounded reader (``agent.userinput``)."""
+    from agent.userinput import read_user_file
 
-    try:
-        if path == "-":
-            stdin = getattr(sys.stdin, "buffer", None)
-            data = stdin.read(MAX_EDIT_BYTES + 1) if stdin else sys.stdin.read(MAX_EDIT_BYTES + 1).encode("utf-8")
-        else:
-            data = read_capped(path, MAX_EDIT_BYTES)
-        if len(data) > MAX_EDIT_BYTES:
-            raise InputTooLargeError(f"larger than {MAX_EDIT_BYTES >> 20} MiB; fabula reads at most that")
-        return data.decode("utf-8")
-    except (OSError, UnicodeDecodeError, InputTooLargeError) as exc:
-        raise CLIError(f"cannot read --file {path}: {exc}") from exc
+    return read_user_file(path, limit=MAX_EDIT_BYTES)
 
 
 def in_editor(text: str, suffix: str) -> str:

@@ -87,13 +87,15 @@ def _shown(store: RunStore, as_json: bool) -> str:
     return render_text(title, outline, premise=premise if isinstance(premise, str) else None, notes=notes)
 
 
+MAX_OUTLINE_BYTES = 4 << 20
+"""An outline is some KiB (a 200-chapter one well under 1 MiB); a --file over this is the wrong file."""
+
+
 def _read(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CLIError(f"cannot read {path}: {exc}") from exc
+    """The edited outline from ``--file`` by the one bounded reader (a FIFO, /dev/zero: one line)."""
+    from agent.userinput import read_user_file
+
+    return read_user_file(path, limit=MAX_OUTLINE_BYTES)
 
 
 def _keep(text: str, as_json: bool) -> str:

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from agent.view.app import create_app
+        from agent.view.app import create_app, host_names
     except ImportError as exc:
         raise CLIError(f"fabula view needs the view extra ({exc.name} is missing): run scripts/setup, or "
                        "pip install -e '.[view]' in the fabula checkout",
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from agent.store import StoreError
 
     try:
-        app = create_app(args.path, poll_ms=int(args.poll * 1000))
+        app = create_app(args.path, poll_ms=int(args.poll * 1000), hosts=host_names(args.host))
     except StoreError as exc:
         raise CLIError(str(exc)) from exc
     host = listen_address(args.host)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import itertools
 import re
+import time
+from collections.abc import Callable
 
 from agent.errors import InputError
 from agent.manuscript import boilerplate, headings
@@ -30,7 +32,7 @@ def split_text(text: str, *, fmt: str = "text", pattern: str | None = None, name
     body, notes, fields = boilerplate.strip_gutenberg(text)
     lines = body.split("\n")
     if pattern is not None:
-        found = headings.by_pattern(lines, _compiled(pattern))
+        found = headings.by_pattern(lines, _matcher(pattern, name))
         if not found:
             raise InputError(f"--split {pattern!r} matches no line of {name}")
     else:
@@ -59,11 +61,35 @@ def split_text(text: str, *, fmt: str = "text", pattern: str | None = None, name
     return Manuscript(pieces, notes, fmt, encoding, title, fields.get("author"))
 
 
-def _compiled(pattern: str) -> re.Pattern[str]:
+SPLIT_SECONDS = 5.0
+"""The time the user's ``--split`` pattern may take over the whole book: a pattern that backtracks
+(``(a+)+$``) is refused in one line instead of running for hours."""
+SPLIT_LINE = 1000
+"""Characters of each line the ``--split`` pattern sees (a heading is one short line)."""
+
+
+def _matcher(pattern: str, name: str) -> Callable[[str], bool]:
+    """``--split``: a line test with the pattern compiled by ``regex`` (Python's ``re`` syntax) so a
+    search can be stopped: the whole book gets :data:`SPLIT_SECONDS`."""
+    import regex
+
     try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise InputError(f"--split {pattern!r} is not a regular expression: {exc}") from None
+        compiled = regex.compile(pattern, flags=regex.VERSION0)
+    except (regex.error, ValueError, OverflowError, RecursionError) as exc:
+        raise InputError(f"--split {pattern[:80]!r} is not a regular expression: {exc}") from None
+    deadline = time.monotonic() + SPLIT_SECONDS
+
+    def matches(line: str) -> bool:
+        left = deadline - time.monotonic()
+        try:
+            if left <= 0:
+                raise TimeoutError
+            return compiled.search(line[:SPLIT_LINE], timeout=left) is not None
+        except TimeoutError:
+            raise InputError(f"--split {pattern[:80]!r} took over {SPLIT_SECONDS:g} s on {name}; a simpler pattern "
+                             "(one that cannot backtrack, e.g. ^Part [0-9]+) splits the book") from None
+
+    return matches
 
 
 def _without_contents(lines: list[str], found: list[Heading]) -> tuple[list[Heading], int]:
