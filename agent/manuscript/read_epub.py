@@ -13,6 +13,7 @@ from pathlib import Path
 
 from agent.errors import InputError
 from agent.manuscript import boilerplate, headings
+from agent.manuscript.archive import members
 from agent.manuscript.model import Manuscript, Piece
 from agent.manuscript.read_text import checked_size
 from agent.manuscript.split import note_numbers, split_text, without_matter
@@ -90,6 +91,7 @@ def _open(path: Path):
     except ImportError:
         raise InputError("reading EPUB needs ebooklib: pip install -e '.[manuscript]' in the fabula checkout") from None
     checked_size(path)
+    members(path)  # every inflated size checked before ebooklib inflates one
     try:
         return epub.read_epub(str(path), options={"ignore_ncx": True})
     except (zipfile.BadZipFile, KeyError, ValueError, AttributeError, IndexError) as exc:
