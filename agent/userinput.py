@@ -21,7 +21,7 @@ MAX_DIGITS = 19
 """The most digits a number typed by a user may have (2**63 has 19): longer is refused before ``int()``."""
 SEED_MAX = 2**63 - 1
 """The largest sampling seed passed to a server (a signed 64-bit integer on every backend)."""
-_DIGITS = re.compile(r"[0-9]{1,%d}" % MAX_DIGITS)
+_DIGITS = re.compile(rf"[0-9]{{1,{MAX_DIGITS}}}")
 _ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]{0,4096}(?:\x07|\x1b\\)?|[@-Z\\-_])")
 MAX_TITLE = 200
 """The longest title or name, in characters (a chapter's, a book's, a character's)."""
@@ -56,20 +56,20 @@ def number_or_none(text: object, *, low: int, high: int) -> int | None:
         return None
 
 
+def printable(text: str) -> str:
+    """One terminal line of ``text``: escape sequences and control characters removed, line breaks
+    and tabs made spaces, every other character (alignment blanks too) kept."""
+    text = _ESCAPE.sub("", text)
+    return "".join(" " if ch in "\t\n\r\x0b\x0c\u2028\u2029\x85" else ch for ch in text
+                   if ch in "\t\n\r\x0b\x0c\u2028\u2029\x85" or unicodedata.category(ch) not in ("Cc", "Cf")
+                   or ch in "\u200d\u200c")
+
+
 def clean_label(text: str) -> str:
     """``text`` fit to print on a terminal or show as a title: escape sequences and control characters
     (DEL and the C1 range included) removed, line breaks and tabs made spaces, runs of blanks one
     space. Says nothing about length (:func:`checked_label` does)."""
-    text = _ESCAPE.sub("", text)
-    out = []
-    for ch in text:
-        if ch in "\t\n\r\x0b\x0c\u2028\u2029\x85":
-            out.append(" ")
-        elif unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\u200d\u200c":
-            continue
-        else:
-            out.append(ch)
-    return " ".join("".join(out).split())
+    return " ".join(printable(text).split())
 
 
 def checked_label(text: str, *, what: str, limit: int = MAX_TITLE, empty_ok: bool = False) -> str:
@@ -146,6 +146,20 @@ def within_nesting(text: str, *, what: str) -> str:
     return text
 
 
-__all__ = ["MAX_DESCRIPTION", "MAX_DIGITS", "MAX_NESTING", "MAX_TITLE", "SEED_MAX", "checked_label", "checked_text",
-           "clean_label", "loads_json", "nesting_depth", "number_or_none", "read_user_file", "whole_number",
-           "within_nesting"]
+__all__ = [
+    "MAX_DESCRIPTION",
+    "MAX_DIGITS",
+    "MAX_NESTING",
+    "MAX_TITLE",
+    "SEED_MAX",
+    "checked_label",
+    "checked_text",
+    "clean_label",
+    "loads_json",
+    "nesting_depth",
+    "number_or_none",
+    "printable",
+    "read_user_file",
+    "whole_number",
+    "within_nesting",
+]

@@ -13,7 +13,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MAX_LINES = 600
 
-PIPELINE_DEPS = {"agent.errors", "agent.limits", "agent.text", "agent.userinput", "agent.repetition", "agent.quotes", "agent.gate",
+PIPELINE_DEPS = {"agent.errors", "agent.limits", "agent.text", "agent.userinput", "agent.repetition", "agent.quotes",
+                 "agent.gate",
                  "agent.settings", "agent.llm", "agent.store", "agent.run_context", "agent.pipelines", "grammars",
                  "serve"}
 
@@ -32,16 +33,19 @@ ALLOWED: dict[str, set[str]] = {
     "agent.prompt_set": {"agent.errors", "agent.text"},
     "agent.settings": {"agent.errors", "agent.keyvalue", "agent.userinput", "agent.limits", "agent.llm"},
     "agent.llm": {"agent.errors", "agent.text", "agent.repetition", "grammars", "serve"},
-    "agent.store": {"agent.errors", "agent.keyvalue", "agent.limits", "agent.text", "agent.userinput", "agent.llm", "agent.gate"},
+    "agent.store": {"agent.errors", "agent.keyvalue", "agent.limits", "agent.text", "agent.userinput", "agent.llm",
+                    "agent.gate"},
     "agent.run_context": {"agent.llm", "agent.store"},
     "agent.pipelines": {"agent.errors", "agent.llm", "agent.store", "agent.run_context", "agent.settings"},
     "agent.nst": PIPELINE_DEPS,
     "agent.magnet": PIPELINE_DEPS,
     "agent.batch": PIPELINE_DEPS | {"agent.nst", "agent.magnet", "agent.prompt_set"},
     "agent.view": {"agent.errors", "agent.userinput", "agent.store", "agent.pipelines"},
-    "agent.manuscript": {"agent.errors", "agent.text", "agent.userinput", "agent.store", "agent.run_context", "agent.pipelines"},
+    "agent.manuscript": {"agent.errors", "agent.text", "agent.userinput", "agent.store", "agent.run_context",
+                         "agent.pipelines"},
     "agent.repro": PIPELINE_DEPS | {"agent.batch", "agent.eval"},
-    "agent.eval": {"agent.errors", "agent.limits", "agent.text", "agent.userinput", "agent.repetition", "agent.quotes", "agent.gate",
+    "agent.eval": {"agent.errors", "agent.limits", "agent.text", "agent.userinput", "agent.repetition", "agent.quotes",
+                   "agent.gate",
                    "agent.llm", "agent.store", "grammars", "serve"},
 }
 

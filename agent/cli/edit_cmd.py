@@ -157,9 +157,13 @@ def check_flags(args: argparse.Namespace) -> None:
         raise CLIError("--title changes a chapter's title; it does not go with --step")
     if args.step is not None and args.no_rederive:
         raise CLIError("--no-rederive goes with --chapter (a step's world state is what the edit sets)")
-    if args.title is not None and (not args.title.strip() or any(not c.isprintable() for c in args.title)
-                                   or len(args.title) > 300):
-        raise CLIError(f"--title {args.title[:40]!r}: give a title of 1-300 printable characters")
+    if args.title is not None:
+        from agent.userinput import MAX_TITLE, clean_label
+
+        if clean_label(args.title) != " ".join(args.title.split()) or not args.title.strip() \
+                or len(args.title) > MAX_TITLE:
+            raise CLIError(f"--title {args.title[:40]!r}: give a title of 1-{MAX_TITLE} printable characters on one "
+                           "line")
 
 
 def run(args: argparse.Namespace) -> int:

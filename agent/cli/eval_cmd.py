@@ -42,7 +42,8 @@ def add_parser(sub) -> None:
 
     p = ev.add_parser("editorial", help="Magnet's editorial annotations and rubric (repeat --judge-model to average)")
     _runs(p)
-    p.add_argument("--seed", type=bounded_int(0, SEED_MAX), default=0, help="seed of the section and sentence sampler (default 0)")
+    p.add_argument("--seed", type=bounded_int(0, SEED_MAX), default=0,
+                   help="seed of the section and sentence sampler (default 0)")
     _judge_options(p)
     p.set_defaults(handler=run_editorial)
     _add_inject(ev)
@@ -105,7 +106,8 @@ def _runs(p: argparse.ArgumentParser) -> None:
 
 def _judge_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("judge")
-    g.add_argument("--judge-endpoint", metavar="URL", type=server_url, help="OpenAI-compatible server (env FABULA_JUDGE_ENDPOINT; "
+    g.add_argument("--judge-endpoint", metavar="URL", type=server_url,
+                   help="OpenAI-compatible server (env FABULA_JUDGE_ENDPOINT; "
                    "default: the embedded model)")
     g.add_argument("--judge-model", action="append", metavar="NAME",
                    help="judge model name (env FABULA_JUDGE_MODEL; repeat for several judges: averaged where "
@@ -116,7 +118,8 @@ def _judge_options(p: argparse.ArgumentParser) -> None:
                    help="longest judgment in tokens (default 8192; each request is fitted to the judge's context)")
     g.add_argument("--judge-context-tokens", type=int, metavar="N",
                    help="the judge's context (default: what its server or the embedded model states)")
-    g.add_argument("--judge-seed", type=bounded_int(0, SEED_MAX), default=0, metavar="N", help="the judge's seed (default 0)")
+    g.add_argument("--judge-seed", type=bounded_int(0, SEED_MAX), default=0, metavar="N",
+                   help="the judge's seed (default 0)")
 
 
 def open_judges(args: argparse.Namespace) -> list[Any]:

@@ -11,10 +11,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from agent.cli.errors import CLIError
 from agent.cli.rundir import store_errors
+from agent.errors import InputError
 from agent.manuscript.importer import check_out, source_config, write_run
 from agent.manuscript.read_text import checked_size
 from agent.manuscript.reading import FORMATS, read_manuscript
+from agent.userinput import checked_label, clean_label
 
 
 def add_parser(sub) -> None:
@@ -36,6 +39,11 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     path = Path(args.file)
+    try:
+        args.title, args.author = (None if value is None else checked_label(value, what=flag)
+                                   for value, flag in ((args.title, "--title"), (args.author, "--author")))
+    except InputError as exc:
+        raise CLIError(str(exc)) from None
     checked_size(path)  # refused from stat alone, before any byte is read
     with store_errors():
         check_out(args.out)
@@ -45,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         width = len(str(len(manuscript.pieces)))
         for index, piece in enumerate(manuscript.pieces, start=1):
-            print(f"{index:>{width}}  {piece.words:>7} words  {piece.title or '(untitled)'}")
+            print(f"{index:>{width}}  {piece.words:>7} words  {clean_label(piece.title) or '(untitled)'}")
         print(f"{len(manuscript.pieces)} chapters, {manuscript.words} words (dry run: nothing written)")
         return 0
     with store_errors():

@@ -12,7 +12,6 @@ import argparse
 import json
 import sys
 import tempfile
-from pathlib import Path
 
 from agent.cli.edit_cmd import in_editor
 from agent.cli.errors import CLIError

@@ -19,6 +19,7 @@ from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.progress import ProgressDisplay
 from agent.cli.rundir import discard_if_unused, open_run, store_errors
 from agent.errors import InputError
+from agent.store.paths import outside_run
 
 
 def add_parser(sub) -> None:
@@ -54,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
                                  overrides=parse_assignments(args.overrides))
         except InputError as exc:
             raise CLIError(str(exc)) from None
+        with store_errors():
+            outside_run(first.run_dir, args.out, what="book two")
         imported = pipelines.get(first.info().pipeline).takes == "manuscript"
         stored = derived_on(first) if imported else pipelines.stored_model(first)
     out = output_dir(Path(args.out))

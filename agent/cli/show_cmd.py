@@ -8,6 +8,7 @@ import time
 
 from agent.cli.rundir import open_run
 from agent.store.stats import RunSummary, summarize
+from agent.userinput import printable
 
 
 def add_parser(sub) -> None:
@@ -37,14 +38,11 @@ def run(args: argparse.Namespace) -> int:
         extra.update({"versions": versions_json(versions)} if versions is not None else {})
         print(json.dumps({"run_dir": str(path), **summary.as_dict(), **extra}, ensure_ascii=False))
         return 0
-    for line in render(summary, str(path)):
-        print(line)
-    for line in _server_lines(probe):
-        print(line)
-    for i, line in enumerate(history or []):
-        print(("history   " if i == 0 else "          ") + line)
-    for line in versions_text(versions) if versions is not None else []:
-        print(line)
+    lines = [*render(summary, str(path)), *_server_lines(probe),
+             *(("history   " if i == 0 else "          ") + line for i, line in enumerate(history or [])),
+             *(versions_text(versions) if versions is not None else [])]
+    for line in lines:
+        print(printable(line))  # a title or a server's text never reaches the terminal as an escape sequence
     return 0
 
 

@@ -24,7 +24,15 @@ from typing import Any
 
 from agent.errors import InputError
 from agent.limits import MAX_WORDS
-from agent.userinput import MAX_DESCRIPTION, checked_label, checked_text, loads_json, whole_number
+from agent.userinput import (
+    MAX_DESCRIPTION,
+    checked_label,
+    checked_text,
+    clean_label,
+    loads_json,
+    printable,
+    whole_number,
+)
 
 MAX_OUTLINE_NUMBER = MAX_WORDS
 """The largest number the text form reads (a chapter id or a target); the planner's rules then check
@@ -50,10 +58,10 @@ def render_text(title: str | None, outline: list[dict[str, Any]], *, premise: st
         lines += ["# Premise (the planner's; not read back):",
                   *(f"#   {line}" if line else "#" for paragraph in premise.strip().splitlines()
                     for line in textwrap.wrap(paragraph, 96) or [""])]
-    lines += [f"Title: {title or ''}"]
+    lines += [f"Title: {clean_label(title or '')}"]
     for c in outline:
-        lines += ["", f"Chapter {c['id']}: {c['title']}", f"Target: {c['target_words']} words",
-                  str(c["description"]).strip()]
+        lines += ["", f"Chapter {c['id']}: {clean_label(str(c['title']))}", f"Target: {c['target_words']} words",
+                  "\n".join(printable(line) for line in str(c["description"]).strip().split("\n"))]
     return "\n".join(lines) + "\n"
 
 

@@ -20,10 +20,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from agent.store import RunStore, StoreError
-from agent.userinput import number_or_none
 from agent.store.batches import read_batch
 from agent.store.paths import DB_NAME
 from agent.store.readonly import RunIndex, open_readonly
+from agent.userinput import number_or_none
 from agent.view import pages, workbench
 from agent.view.templates_env import STATIC, render
 
