@@ -108,11 +108,15 @@ def _book_meta(args: argparse.Namespace) -> dict[str, str]:
     from agent.userinput import checked_label
 
     try:
-        return {key: checked_label(value, what=f"--{key}") for key, value in (("title", args.title),
+        meta = {key: checked_label(value, what=f"--{key}") for key, value in (("title", args.title),
                                                                               ("author", args.author))
                 if value is not None}
     except InputError as exc:
         raise CLIError(str(exc)) from None
+    if meta:
+        with open_run(args.run_dir, readonly=False):  # can they be recorded (not read-only, not busy)?
+            pass
+    return meta
 
 
 def _record_book_meta(args: argparse.Namespace, values: dict[str, str]) -> None:

@@ -105,10 +105,10 @@ def test_an_imported_derived_book_goes_on_as_an_nst_run(server, tmp_path, capsys
     with RunStore.open(run, readonly=True) as store:
         events = list(store.state(2)["narrative"]["past_events"])
     capsys.readouterr()
-    assert main(["continue", run, "--words", "300", "--premise", "The bell is found again.", "--quiet"]) == 0
+    assert main(["continue", run, "--words", "500", "--premise", "The bell is found again.", "--quiet"]) == 0
     with RunStore.open(run, readonly=True) as store:
         info = store.info()
-        assert (info.pipeline, info.status, info.last_unit) == ("nst", "completed", 3)
+        assert (info.pipeline, info.status, info.last_unit) == ("nst", "completed", 4)  # 500 words: two chapters
         assert store.get_plan("continued")[0]["from_kind"] == "imported"
         outline = store.get_plan("outline")
         assert outline[0]["title"] == "Chapter 1" and "written" in outline[0]["description"]
