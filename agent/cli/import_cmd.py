@@ -32,6 +32,10 @@ def add_parser(sub) -> None:
                         "(for a book without headings)")
     parser.add_argument("--format", choices=FORMATS, default="auto", help="how to read FILE (default: by its suffix)")
     parser.add_argument("--dry-run", action="store_true", help="list the chapters it would make; write nothing")
+    parser.add_argument("--keep-front-matter", action="store_true",
+                        help="keep what is left out by default (a title page, a table of contents, a preface, back "
+                        "matter) as chapters; Project Gutenberg's licence still goes. Without it, each part left out "
+                        "is said with its word count and kept in the run")
     parser.add_argument("--title", metavar="TEXT", help="the book's title (default: the file's own)")
     parser.add_argument("--author", metavar="NAME", help="the author (default: the file's own)")
     parser.set_defaults(handler=run)
@@ -47,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     checked_size(path)  # refused from stat alone, before any byte is read
     with store_errors():
         check_out(args.out)
-    manuscript = read_manuscript(path, split=args.split, fmt=args.format)
+    manuscript = read_manuscript(path, split=args.split, fmt=args.format, keep_front=args.keep_front_matter)
     for note in manuscript.notes:
         print(f"fabula: {note}", file=sys.stderr)
     if args.dry_run:

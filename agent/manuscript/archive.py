@@ -20,13 +20,13 @@ MAX_MEMBERS = 20_000
 """Members of one archive (a 5,000-chapter EPUB has about 5,000)."""
 
 
-def members(path: Path) -> set[str]:
-    """The member names of the archive at ``path``, after its inflated sizes were checked."""
+def members(path: Path, kind: str) -> set[str]:
+    """The member names of the ``kind`` (EPUB, DOCX) archive at ``path``, after its inflated sizes were checked."""
     try:
         with zipfile.ZipFile(path) as archive:
             infos = archive.infolist()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError) as exc:
-        raise InputError(f"{path} is not a readable ZIP archive ({type(exc).__name__})") from None
+        raise InputError(f"{path} is not a readable {kind} ({type(exc).__name__}: not a ZIP archive)") from None
     if len(infos) > MAX_MEMBERS:
         raise InputError(f"{path} holds {len(infos):,} files; fabula reads archives of up to {MAX_MEMBERS:,}")
     total = 0

@@ -3,7 +3,8 @@
 Styles, tried in this order, the first one found being the book's: Markdown ``#`` headings (the
 level of ``## Chapter 3``-like ones, else the shallowest level used more than once), ``Chapter
 12`` / ``CHAPTER XII. Title.`` / ``Chapter Twelve``, a line holding only a roman numeral (``XII.``
-or ``XII. Title``), a line holding only a number. ``Prologue`` and ``Epilogue`` stand with the word
+or ``XII. Title``), a line holding only a number. ``Letter 4`` stands with ``Chapter 4`` (Frankenstein
+opens with four letters). ``Prologue`` and ``Epilogue`` stand with the word
 and numeral styles. A heading line must begin a paragraph and be short, so prose that mentions
 "chapter 3" never splits a book.
 """
@@ -27,8 +28,10 @@ MAX_HEADING_LINE = 4 * MAX_HEADING
 MARKDOWN = re.compile(r"^(#{1,6})[ \t]+(\S.*)$")
 """``## Title ##``: the closing hashes and blanks are stripped in code (a lazy group before optional
 trailing blanks backtracks quadratically on a long run of blanks)."""
-CHAPTER = re.compile(
-    rf"^(?:chapter|chap\.)[ \t]+(\d{{1,4}}|{_ROMAN}|{_WORD_NUMBER})\b\.?(?:[ \t]*[.:—–-]?[ \t]*(.*))?$", re.I)
+NUMBER = rf"\d{{1,4}}|{_ROMAN}|{_WORD_NUMBER}"
+"""A heading's number: digits, a roman numeral or English words."""
+CHAPTER = re.compile(rf"^(?:chapter|chap\.|letter)[ \t]+({NUMBER})\b\.?(?:[ \t]*[.:—–-]?[ \t]*(.*))?$", re.I)
+"""``Chapter 12``, ``CHAPTER XII. Title.``, ``Chapter Twelve``; ``Letter 4`` too (a novel in letters)."""
 ROMAN = re.compile(rf"^({_ROMAN})(?:\.(?:[ \t]+(\S.{{0,60}}))?)?$")
 """``XII``, ``XII.`` or ``XII. Title``: never ``I waited.``, a first-person paragraph of its own."""
 NUMERIC = re.compile(r"^(\d{1,4})\.?$")

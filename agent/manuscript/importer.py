@@ -1,4 +1,6 @@
-"""Writing an imported manuscript as a run: each chapter committed as a written chapter is.
+"""Writing an imported manuscript as a run: each chapter committed as a written chapter is, and
+every part of the file left out kept in the plan (``left_out``: what, words, text), so nothing
+imported is lost.
 
 ``RunStore.commit_chapter`` stores the text, its first version and its search windows in one
 transaction, so search, show, view, export and the metrics read an imported run at once. The
@@ -53,7 +55,9 @@ def write_run(manuscript: Manuscript, out: str, config: dict[str, Any], *, title
                                 target_units=len(manuscript.pieces))
         with store, store.session("import"):
             for key, value in (("title", _label(title or manuscript.title)),
-                               ("author", _label(author or manuscript.author)), ("import_notes", manuscript.notes)):
+                               ("author", _label(author or manuscript.author)), ("import_notes", manuscript.notes),
+                               ("left_out", [{"what": p.title, "words": p.words, "text": p.text}
+                                             for p in manuscript.left_out])):
                 if value:
                     store.put_plan(key, value)
             for index, piece in enumerate(manuscript.pieces, start=1):

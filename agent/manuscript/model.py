@@ -32,6 +32,9 @@ class Manuscript:
     encoding: str | None = None
     title: str | None = None
     author: str | None = None
+    left_out: list[Piece] = field(default_factory=list)
+    """Every part of the file not made a chapter (``title``: what it is), kept by the run so it can be
+    restored; each is also one of ``notes``, with its word count."""
 
     @property
     def words(self) -> int:

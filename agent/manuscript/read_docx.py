@@ -24,7 +24,7 @@ def read_docx(path: Path) -> tuple[str, str | None, str | None]:
     import io
 
     data = read_bytes(path)
-    names = members(path)  # every inflated size checked before python-docx inflates one
+    names = members(path, "DOCX file")  # every inflated size checked before python-docx inflates one
     try:
         document = docx.Document(io.BytesIO(data))
     except (zipfile.BadZipFile, KeyError, ValueError) as exc:
