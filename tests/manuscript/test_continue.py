@@ -131,6 +131,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(server, tmp_path, caps
             return store.info(), store.plan(), fingerprints(path), len(store.llm_calls())
 
     cases = [([run, "--words", "0"], "--words must be between"),
+             ([run, "--words", "10"], "--words must be between 500"),  # every length is held to the same rule
              ([run, "--words", "500", "--premise", " "], "--premise is empty"),
              ([run, "--words", "500", "--set", "max_turns=0"], "max_turns"),
              ([imported, "--words", "500"], "fabula derive"),
