@@ -198,7 +198,7 @@ def test_the_views_numbers_never_reach_the_store_unparsed(value, tmp_path):
 
 
 @pytest.mark.parametrize(("line", "problem"), [("Chapter ²: A", "expected"),
-                                              ("Chapter 1: A\nTarget: ² words", "target"),
+                                              ("Chapter 1: A\nTarget: ² words", "needs 'Target: N words'"),
                                               ("Chapter 1: A\nTarget: " + "9" * 5000 + " words", "from 0 to"),
                                               ("Chapter " + "1" * 5000 + ": A", "chapter number")])
 def test_outline_numbers_are_ascii_digits_with_a_length_bound(line, problem):

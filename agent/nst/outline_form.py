@@ -81,7 +81,8 @@ def parse_text(text: str) -> tuple[str, list[dict[str, Any]]]:
             body = []
         elif chapters and chapters[-1]["target_words"] is None and line:
             target = TARGET.match(line)
-            if target is None or target.group(2).strip().lower() not in ("", "word", "words"):
+            if target is None or target.group(2).strip().lower() not in ("", "word", "words") \
+                    or not target.group(1).isascii() or not target.group(1).isdigit():
                 raise OutlineFormError(f"line {number}: chapter {chapters[-1]['id']} needs 'Target: N words' "
                                        f"right after its heading, got {line[:60]!r}")
             chapters[-1]["target_words"] = _number(target.group(1), number, "target")
