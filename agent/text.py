@@ -15,6 +15,7 @@ import errno
 import os
 import re
 import stat
+from typing import Any
 
 CJK_CLASS = (
     "\u3040-\u3096"  # hiragana
@@ -112,6 +113,20 @@ class InputTooLargeError(OSError):
     """A user's input file is larger than fabula reads (``/dev/zero``, a wrong file)."""
 
 
+def _read_up_to(handle: Any, count: int) -> bytes:
+    """At most ``count`` bytes, read a block at a time: ``read(count)`` would allocate ``count`` bytes
+    at once however short the file (100 MiB for a 1 KiB manuscript)."""
+    blocks: list[bytes] = []
+    left = count
+    while left > 0:
+        block = handle.read(min(left, 1 << 20))
+        if not block:
+            break
+        blocks.append(block)
+        left -= len(block)
+    return b"".join(blocks)
+
+
 def read_capped(path: str | os.PathLike[str], limit: int) -> bytes:
     """At most ``limit`` bytes of a file; a longer one (or an endless device) raises
     :class:`InputTooLargeError` instead of filling memory."""
@@ -125,7 +140,7 @@ def read_capped(path: str | os.PathLike[str], limit: int) -> bytes:
         if stat.S_ISSOCK(mode):
             raise OSError(errno.EINVAL, "is a socket, not a file", str(path))
         os.set_blocking(fd, True)
-        data = handle.read(limit + 1)
+        data = _read_up_to(handle, limit + 1)
     if len(data) > limit:
         raise InputTooLargeError(f"larger than {limit // (1 << 20)} MiB; fabula reads at most that")
     return data

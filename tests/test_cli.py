@@ -81,7 +81,6 @@ def test_gpu_preset_without_gpu_is_one_line(monkeypatch, capsys):
         (["prompt", "hi", "--grammar", "no_such_grammar"], "unknown grammar"),
         (["prompt", "hi", "--schema", "/nonexistent/schema.json"], "cannot read schema file"),
         (["prompt", "   "], "prompt is empty"),
-        (["prompt", "hi", "--max-tokens", "0"], "--max-tokens"),
         (["prompt", "hi", "--backend", "endpoint"], "needs --endpoint"),
     ],
 )

@@ -13,9 +13,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MAX_LINES = 600
 
-PIPELINE_DEPS = {"agent.errors", "agent.limits", "agent.text", "agent.repetition", "agent.quotes", "agent.gate",
-                 "agent.lint", "agent.settings", "agent.llm", "agent.store", "agent.run_context", "agent.pipelines",
-                 "grammars", "serve", "agent.style", "agent.language", "agent.bible"}
+PIPELINE_DEPS = {"agent.errors", "agent.limits", "agent.text", "agent.userinput", "agent.repetition", "agent.quotes",
+                 "agent.gate", "agent.lint", "agent.settings", "agent.llm", "agent.store", "agent.run_context",
+                 "agent.pipelines", "grammars", "serve", "agent.style", "agent.language", "agent.bible"}
 
 # what each layer may import from fabula (besides itself); anything else is an upward import
 ALLOWED: dict[str, set[str]] = {
@@ -25,6 +25,7 @@ ALLOWED: dict[str, set[str]] = {
     "agent.limits": set(),
     "agent.keyvalue": set(),
     "agent.text": set(),
+    "agent.userinput": {"agent.errors", "agent.text"},
     "agent.repetition": {"agent.text"},
     "agent.quotes": set(),
     "agent.language": {"agent.text"},
@@ -33,20 +34,24 @@ ALLOWED: dict[str, set[str]] = {
     "agent.gate": set(),
     "agent.lint": {"agent.errors", "agent.text"},
     "agent.prompt_set": {"agent.errors", "agent.text"},
-    "agent.settings": {"agent.errors", "agent.keyvalue", "agent.limits", "agent.llm"},
+    "agent.settings": {"agent.errors", "agent.keyvalue", "agent.userinput", "agent.limits", "agent.llm"},
     "agent.llm": {"agent.errors", "agent.text", "agent.repetition", "grammars", "serve"},
-    "agent.store": {"agent.language", "agent.errors", "agent.keyvalue", "agent.limits", "agent.text", "agent.llm",
+    "agent.store": {"agent.language", "agent.errors", "agent.keyvalue", "agent.limits", "agent.text", "agent.userinput",
+                    "agent.llm",
                     "agent.gate"},
     "agent.run_context": {"agent.llm", "agent.store"},
     "agent.pipelines": {"agent.errors", "agent.llm", "agent.store", "agent.run_context", "agent.settings"},
     "agent.nst": PIPELINE_DEPS,
     "agent.magnet": PIPELINE_DEPS,
     "agent.batch": PIPELINE_DEPS | {"agent.nst", "agent.magnet", "agent.prompt_set"},
-    "agent.view": {"agent.errors", "agent.store", "agent.pipelines", "agent.style", "agent.language"},
-    "agent.manuscript": {"agent.errors", "agent.text", "agent.store", "agent.run_context", "agent.pipelines"},
+    "agent.view": {"agent.errors", "agent.userinput", "agent.store", "agent.pipelines", "agent.style",
+                   "agent.language"},
+    "agent.manuscript": {"agent.errors", "agent.text", "agent.userinput", "agent.store", "agent.run_context",
+                         "agent.pipelines"},
     "agent.repro": PIPELINE_DEPS | {"agent.batch", "agent.eval"},
     "agent.eval": {"agent.style", "agent.language",
-                   "agent.errors", "agent.limits", "agent.text", "agent.repetition", "agent.quotes", "agent.gate",
+                   "agent.errors", "agent.limits", "agent.text", "agent.userinput", "agent.repetition", "agent.quotes",
+                   "agent.gate",
                    "agent.llm", "agent.store", "grammars", "serve"},
 }
 

@@ -39,17 +39,25 @@ def finite(low: float, high: float, *, low_open: bool = False) -> Callable[[str]
     return parse
 
 
+def server_url(text: str) -> str:
+    """An argparse ``type`` for ``--endpoint``/``--judge-endpoint``: a URL, never empty (an empty flag
+    used to be taken as "not given" and the configured server used instead)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty; give the server's URL (http://HOST:PORT/v1)")
+    return text.strip()
+
+
 def bounded_int(low: int, high: int) -> Callable[[str], int]:
     """An argparse ``type``: an integer in ``[low, high]``."""
 
     def parse(text: str) -> int:
+        from agent.errors import InputError
+        from agent.userinput import whole_number
+
         try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be between {low} and {high}, got {text}")
-        return value
+            return whole_number(text, low=low, high=high, what="it")
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix("it ")) from None
 
     parse.__name__ = "integer"
     return parse

@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
     put.add_argument("value", metavar="VALUE", help="the value (true/false for allow_unconstrained)")
     put.set_defaults(handler=run_set)
     unset = inner.add_parser("unset", help="remove one key from the config file")
-    unset.add_argument("key", choices=list(config_file.KEYS), metavar="KEY", help="the key to remove")
+    unset.add_argument("key", metavar="KEY", help="the key to remove (also one fabula does not know, to repair a file)")
     unset.set_defaults(handler=run_unset)
     path = inner.add_parser("path", help="print the config file's path")
     path.set_defaults(handler=run_path)
@@ -43,8 +43,8 @@ def effective() -> dict[str, dict[str, Any]]:
             value, source = loaded.values[key], f"config file {loaded.path}"
         else:
             value, source = _default(key), "default"
-        if spec.secret and value is not None:
-            value = "***"
+        if value is not None:
+            value = config_file.shown(key, value)
         out[key] = {"value": value, "source": source}
     return out
 
@@ -66,20 +66,29 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_set(args: argparse.Namespace) -> int:
-    loaded = config_file.load()
-    value = config_file.check(args.key, args.value, where=f"config set {args.key}")
-    config_file.save(loaded, {**loaded.values, args.key: value})
-    print(f"{args.key} = {'***' if config_file.KEYS[args.key].secret else value} in {loaded.path}")
+    value = config_file.check(args.key, args.value, where=f"config set {args.key}")  # the reader's own rule
+    with config_file.changing(args.key) as (path, values):
+        config_file.save(path, {**values, args.key: value})
+    print(f"{args.key} = {config_file.shown(args.key, value)} in {config_file.config_path()}")
     return 0
 
 
 def run_unset(args: argparse.Namespace) -> int:
-    loaded = config_file.load()
-    if args.key not in loaded.values:
-        raise CLIError(f"{args.key} is not set in {loaded.path}")
-    config_file.save(loaded, {k: v for k, v in loaded.values.items() if k != args.key})
-    print(f"{args.key} removed from {loaded.path}")
+    with config_file.changing(args.key) as (path, values):
+        if args.key not in values and not _damaged(path, args.key):
+            raise CLIError(f"{args.key} is not set in {config_file.config_path()}")
+        config_file.save(path, {k: v for k, v in values.items() if k != args.key})
+    print(f"{args.key} removed from {config_file.config_path()}")
     return 0
+
+
+def _damaged(path, key: str) -> bool:
+    """Whether ``key`` has a line in the file that was dropped as unreadable (unset repairs it)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return any(line.partition("=")[0].strip().strip('"') == key for line in text.splitlines())
 
 
 def run_path(args: argparse.Namespace) -> int:

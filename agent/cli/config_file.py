@@ -12,8 +12,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
+import tempfile
 import tomllib
-from collections.abc import Mapping
+import unicodedata
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,29 +112,107 @@ def check(key: str, value: Any, *, where: str) -> Any:
         if isinstance(value, bool) or not math.isfinite(number) or not 0 < number <= 86400:
             raise CLIError(f"{where}: {key} must be between 0 and 86400 seconds, got {value!r}")
         return number
-    if not isinstance(value, str) or not value.strip() or any(ord(c) < 32 for c in value) or len(value) > 4096:
-        raise CLIError(f"{where}: {key} must be a non-empty one-line string, got {json.dumps(value)[:80]}")
+    if not isinstance(value, str) or not value.strip() or len(value) > 4096 or any(
+            unicodedata.category(c) == "Cc" for c in value):
+        raise CLIError(f"{where}: {key} must be a non-empty one-line string without control characters, "
+                       f"got {json.dumps(_shown(key, value))[:80]}")
     if key == "profile" and value not in PROFILES:
         raise CLIError(f"{where}: profile must be one of {', '.join(PROFILES)}, got {value!r}")
-    if key.endswith("endpoint") and not value.startswith(("http://", "https://")):
-        raise CLIError(f"{where}: {key} must be an http:// or https:// URL, got {value!r}")
+    if key == "embedded_engine":
+        from agent.llm.types import EMBEDDED_ENGINES
+
+        if value not in EMBEDDED_ENGINES:
+            raise CLIError(f"{where}: embedded_engine must be one of {', '.join(EMBEDDED_ENGINES)}, got {value!r}")
+    if key.endswith("endpoint"):
+        from agent.llm.http import normalize_base_url
+
+        try:
+            normalize_base_url(value)  # the rule every server URL meets before a request
+        except ValueError as exc:
+            raise CLIError(f"{where}: {key}: {exc}") from None
     return value
 
 
-def save(config: FabulaConfig, values: Mapping[str, Any]) -> None:
-    """Write ``values`` as the whole file (atomically: a crash leaves the old file or the new one)."""
-    lines = ["# fabula's settings (fabula config set KEY VALUE); flags and environment variables beat them"]
-    for key in KEYS:
-        if key in values:
-            lines.append(f"{key} = {_toml(values[key])}")
-    path = config.path
+def _shown(key: str, value: Any) -> Any:
+    """A value as it may be printed: a secret never, a URL without its credentials."""
+    if KEYS[key].secret:
+        return "***"
+    if key.endswith("endpoint") and isinstance(value, str):
+        from agent.llm.http import redact_url
+
+        return redact_url(value)
+    return value
+
+
+def shown(key: str, value: Any) -> Any:
+    """:func:`_shown` for the commands that print config values (``config set``/``show``)."""
+    return _shown(key, value) if key in KEYS else value
+
+
+@contextmanager
+def changing(key: str, path: Path | None = None) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """``(path, values)`` to change under a lock (concurrent ``config set``s lose nothing); the
+    values as written, unchecked, so a damaged key can always be set or unset again: a line that
+    is not TOML is dropped when it is ``key``'s own and refused (naming the line) otherwise."""
+    from filelock import FileLock, Timeout
+
+    path = path or config_path()
+    target = Path(os.path.realpath(path))
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(path.name + ".tmp")
-        temporary.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        if any(KEYS[k].secret for k in values):
-            temporary.chmod(0o600)
-        temporary.replace(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(target) + ".lock", timeout=30)
+        with lock:
+            yield target, _lines(target, key)
+    except Timeout:
+        raise CLIError(f"the config file {path} is being changed by another command; try again", exit_code=1) \
+            from None
+    except OSError as exc:
+        raise CLIError(f"cannot change the config file {path}: {exc.strerror or exc}", exit_code=1) from exc
+
+
+def _lines(path: Path, key: str) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        raw = read_capped(path, MAX_CONFIG_BYTES).decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise CLIError(f"cannot read the config file {path}: {exc}") from exc
+    values: dict[str, Any] = {}
+    for number, line in enumerate(raw.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            values.update(tomllib.loads(line))
+        except (tomllib.TOMLDecodeError, RecursionError):
+            if line.partition("=")[0].strip().strip('"') != key:
+                raise CLIError(f"the config file {path}, line {number}, is not valid TOML; fabula config unset "
+                               f"{line.partition('=')[0].strip()[:40]} removes it") from None
+    return values
+
+
+def save(path: Path, values: Mapping[str, Any]) -> None:
+    """Write ``values`` as the whole file at ``path`` (a symlinked config.toml: at its target),
+    atomically through a fresh temporary file (never a planted ``config.toml.tmp`` link): a crash
+    leaves the old file or the new one. Keys fabula does not know are kept as they were."""
+    lines = ["# fabula's settings (fabula config set KEY VALUE); flags and environment variables beat them"]
+    lines += [f"{key} = {_toml(values[key])}" for key in KEYS if key in values]
+    lines += [f"{json.dumps(key)} = {_toml(value)}" for key, value in values.items() if key not in KEYS]
+    target = Path(os.path.realpath(path))
+    try:
+        mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o644
+        if any(k in KEYS and KEYS[k].secret for k in values):
+            mode &= 0o700
+        fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write("\n".join(lines) + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(temporary, mode)
+            os.replace(temporary, target)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
     except OSError as exc:
         raise CLIError(f"cannot write the config file {path}: {exc.strerror or exc}", exit_code=1) from exc
 
@@ -140,4 +222,7 @@ def _toml(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, float):
         return repr(value)
-    return json.dumps(value, ensure_ascii=False)  # a JSON string is a TOML basic string
+    if isinstance(value, int):
+        return str(value)
+    # a JSON string is a TOML basic string; DEL, which JSON leaves as it is and TOML refuses, escaped
+    return json.dumps(str(value), ensure_ascii=False).replace("\x7f", "\\u007f")

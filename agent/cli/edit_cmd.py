@@ -56,19 +56,10 @@ MAX_EDIT_BYTES = 16 << 20
 
 
 def _read(path: str) -> str:
-    from agent.text import InputTooLargeError, read_capped
+    """``--file`` by the one bounded reader (``agent.userinput``)."""
+    from agent.userinput import read_user_file
 
-    try:
-        if path == "-":
-            stdin = getattr(sys.stdin, "buffer", None)
-            data = stdin.read(MAX_EDIT_BYTES + 1) if stdin else sys.stdin.read(MAX_EDIT_BYTES + 1).encode("utf-8")
-        else:
-            data = read_capped(path, MAX_EDIT_BYTES)
-        if len(data) > MAX_EDIT_BYTES:
-            raise InputTooLargeError(f"larger than {MAX_EDIT_BYTES >> 20} MiB; fabula reads at most that")
-        return data.decode("utf-8")
-    except (OSError, UnicodeDecodeError, InputTooLargeError) as exc:
-        raise CLIError(f"cannot read --file {path}: {exc}") from exc
+    return read_user_file(path, limit=MAX_EDIT_BYTES)
 
 
 def in_editor(text: str, suffix: str) -> str:
@@ -168,9 +159,13 @@ def check_flags(args: argparse.Namespace) -> None:
         raise CLIError("--title changes a chapter's title; it does not go with --step")
     if args.step is not None and args.no_rederive:
         raise CLIError("--no-rederive goes with --chapter (a step's world state is what the edit sets)")
-    if args.title is not None and (not args.title.strip() or any(not c.isprintable() for c in args.title)
-                                   or len(args.title) > 300):
-        raise CLIError(f"--title {args.title[:40]!r}: give a title of 1-300 printable characters")
+    if args.title is not None:
+        from agent.userinput import MAX_TITLE, clean_label
+
+        if clean_label(args.title) != " ".join(args.title.split()) or not args.title.strip() \
+                or len(args.title) > MAX_TITLE:
+            raise CLIError(f"--title {args.title[:40]!r}: give a title of 1-{MAX_TITLE} printable characters on one "
+                           "line")
 
 
 def run(args: argparse.Namespace) -> int:

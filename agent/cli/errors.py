@@ -42,15 +42,27 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
     if isinstance(exc, ServeError | ModelUnavailableError):
         return str(exc), 1
     if isinstance(exc, sqlite3.DatabaseError):
-        if "database or disk is full" in str(exc):
-            return DISK_FULL, 1
-        return f"the run database is damaged or unreadable: {exc}", 1
+        return database_error(exc), 1
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return DISK_FULL + (f" (writing {exc.filename})" if exc.filename else ""), 1
     if isinstance(exc, OSError) and exc.errno in _FILE_SYSTEM_ERRORS and exc.filename is not None:
         # a path fabula was told to use and cannot: the file system's answer, not a bug
         return f"cannot use {exc.filename}: {exc.strerror}", 1
     return None
+
+
+def database_error(exc: sqlite3.DatabaseError) -> str:
+    """The one line for an SQLite failure, by its cause: another process, a read-only file system, a
+    full disk, else damage (every command says the same for the same cause)."""
+    text = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
+        return f"the run is locked by another process ({exc}); try again when it is done"
+    if "readonly" in text or "read-only" in text:
+        return (f"the run is on a read-only file system ({exc}); show, search and export work there, writing "
+                "does not")
+    if "database or disk is full" in text:
+        return DISK_FULL
+    return f"the run database is damaged or unreadable: {exc}"
 
 
 DISK_FULL = ("the disk is full; nothing already committed was lost (free some space, then run the same command "

@@ -14,10 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent.cli.checks import bounded_int, output_dir
+from agent.cli.checks import bounded_int, output_dir, server_url
 from agent.cli.common import loud
 from agent.cli.errors import CLIError
 from agent.cli.rundir import expand_batches, open_run, store_errors
+from agent.limits import TOKEN_CAP
+from agent.userinput import SEED_MAX
 
 
 def add_parser(sub) -> None:
@@ -40,7 +42,8 @@ def add_parser(sub) -> None:
 
     p = ev.add_parser("editorial", help="Magnet's editorial annotations and rubric (repeat --judge-model to average)")
     _runs(p)
-    p.add_argument("--seed", type=int, default=0, help="seed of the section and sentence sampler (default 0)")
+    p.add_argument("--seed", type=bounded_int(0, SEED_MAX), default=0,
+                   help="seed of the section and sentence sampler (default 0)")
     _judge_options(p)
     p.set_defaults(handler=run_editorial)
     _add_inject(ev)
@@ -82,7 +85,7 @@ def _add_tables(ev) -> None:
                    help="baseline runs; repeat --vs for several baselines (Holm then runs across the baselines "
                    "at each length)")
     p.add_argument("--metric", action="append", help="metric to compare (repeatable; default: all)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--seed", type=bounded_int(0, SEED_MAX), default=0, help="bootstrap seed (default 0)")
     p.add_argument("--resamples", type=bounded_int(100, 1_000_000), default=10_000,
                    help="bootstrap resamples (default 10000)")
     p.add_argument("--allow-mixed", action="store_true",
@@ -103,18 +106,20 @@ def _runs(p: argparse.ArgumentParser) -> None:
 
 def _judge_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("judge")
-    g.add_argument("--judge-endpoint", metavar="URL", help="OpenAI-compatible server (env FABULA_JUDGE_ENDPOINT; "
+    g.add_argument("--judge-endpoint", metavar="URL", type=server_url,
+                   help="OpenAI-compatible server (env FABULA_JUDGE_ENDPOINT; "
                    "default: the embedded model)")
     g.add_argument("--judge-model", action="append", metavar="NAME",
                    help="judge model name (env FABULA_JUDGE_MODEL; repeat for several judges: averaged where "
                    "the protocol says so)")
     g.add_argument("--judge-api-key", metavar="KEY", help="env FABULA_JUDGE_API_KEY")
     g.add_argument("--judge-temperature", type=float, default=0.1, help="the judge's temperature (default 0.1)")
-    g.add_argument("--judge-max-tokens", type=int, default=8192, metavar="N",
+    g.add_argument("--judge-max-tokens", type=bounded_int(1, TOKEN_CAP), default=8192, metavar="N",
                    help="longest judgment in tokens (default 8192; each request is fitted to the judge's context)")
     g.add_argument("--judge-context-tokens", type=int, metavar="N",
                    help="the judge's context (default: what its server or the embedded model states)")
-    g.add_argument("--judge-seed", type=int, default=0, metavar="N", help="the judge's seed (default 0)")
+    g.add_argument("--judge-seed", type=bounded_int(0, SEED_MAX), default=0, metavar="N",
+                   help="the judge's seed (default 0)")
 
 
 def open_judges(args: argparse.Namespace) -> list[Any]:

@@ -9,11 +9,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import PurePath
+from typing import Any
 
 from agent.cli.checks import cannot_write
 from agent.cli.errors import CLIError
 from agent.cli.export_book import BINARY_FORMATS, BOOK_FORMATS, book_bytes
 from agent.cli.rundir import open_run, store_errors
+from agent.errors import InputError
 from agent.magnet.history import GRAPH_FORMATS, render_graph
 from agent.store.export import FORMATS, export
 from agent.store.paths import check_output_file, write_atomic
@@ -76,6 +78,8 @@ def chosen_format(given: str | None, output: str | None, graph: str | None = Non
 
 
 def run(args: argparse.Namespace) -> int:
+    """Every check first, then the file, then (last) ``--title``/``--author`` recorded in the run: a
+    refused export records nothing."""
     output = None if args.output in (None, "-") else args.output
     with store_errors():
         target = check_output_file(output, force=args.force) if output else None
@@ -84,11 +88,15 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError(f"--with-ledger is for the HTML export (this one is {args.format})")
     if args.version is not None and (args.version < 1 or args.graph or args.format == "db"):
         raise CLIError("--version N needs N >= 1 and is for the story (not --graph nor --format db)")
-    _record_book_meta(args)
+    meta = _book_meta(args)
     if args.format == "db":
+        if target is None:
+            raise CLIError("--format db needs -o FILE (a database is not written to standard output)")
+        _record_book_meta(args, meta)  # the copy carries them
         return _copy_database(args, target)
     with open_run(args.run_dir) as opened:
         store = opened if args.version is None else AtVersion(opened, args.version)
+        store = _WithMeta(store, meta) if meta else store
         if args.graph:
             if store.info().unit_kind != "step":
                 raise CLIError(f"--graph is for Magnet runs; this is a {store.info().pipeline} run")
@@ -108,11 +116,13 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.buffer.flush()
         else:
             sys.stdout.write(data.decode("utf-8"))
+        _record_book_meta(args, meta)
         return 0
     try:
         write_atomic(target, data)
     except OSError as exc:
         raise cannot_write(args.output, exc) from exc
+    _record_book_meta(args, meta)
     print(f"wrote {target} ({_described(args)})", file=sys.stderr)
     return 0
 
@@ -124,15 +134,39 @@ def _described(args: argparse.Namespace) -> str:
             "md": "Markdown", "txt": "plain text", "json": "JSON"}.get(args.format, args.format)
 
 
-def _record_book_meta(args: argparse.Namespace) -> None:
+class _WithMeta:
+    """A run read as if ``--title``/``--author`` were already recorded (they are, once the export is written)."""
+
+    def __init__(self, store: Any, meta: dict[str, str]) -> None:
+        self._store, self._meta = store, meta
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def get_plan(self, key: str, default: Any = None) -> Any:
+        return self._meta[key] if key in self._meta else self._store.get_plan(key, default)
+
+
+def _book_meta(args: argparse.Namespace) -> dict[str, str]:
+    """``--title``/``--author`` by the one label rule (``agent.userinput``); nothing is written."""
+    from agent.userinput import checked_label
+
+    try:
+        meta = {key: checked_label(value, what=f"--{key}") for key, value in (("title", args.title),
+                                                                              ("author", args.author))
+                if value is not None}
+    except InputError as exc:
+        raise CLIError(str(exc)) from None
+    if meta:
+        with open_run(args.run_dir, readonly=False):  # can they be recorded (not read-only, not busy)?
+            pass
+    return meta
+
+
+def _record_book_meta(args: argparse.Namespace, values: dict[str, str]) -> None:
     """Keep ``--title``/``--author`` in the run's plan (the previous values in its edit record)."""
-    values = {key: " ".join(str(value).split()) for key, value in (("title", args.title), ("author", args.author))
-              if value is not None}
     if not values:
         return
-    for key, value in values.items():
-        if not value:
-            raise CLIError(f"--{key} is empty")
     with open_run(args.run_dir, readonly=False) as store, store_errors():
         changed = revise_plan(store, values, by="export")
     if changed:

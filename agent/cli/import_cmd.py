@@ -13,10 +13,12 @@ from pathlib import Path
 
 from agent.cli.errors import CLIError
 from agent.cli.rundir import store_errors
+from agent.errors import InputError
 from agent.manuscript.importer import check_out, source_config, write_run
 from agent.manuscript.model import Manuscript
 from agent.manuscript.read_text import checked_size
 from agent.manuscript.reading import FORMATS, read_manuscript
+from agent.userinput import checked_label, clean_label
 
 
 def add_parser(sub) -> None:
@@ -32,6 +34,10 @@ def add_parser(sub) -> None:
                         "(for a book without headings)")
     parser.add_argument("--format", choices=FORMATS, default="auto", help="how to read FILE (default: by its suffix)")
     parser.add_argument("--dry-run", action="store_true", help="list the chapters it would make; write nothing")
+    parser.add_argument("--keep-front-matter", action="store_true",
+                        help="keep what is left out by default (a title page, a table of contents, a preface, back "
+                        "matter) as chapters; Project Gutenberg's licence still goes. Without it, each part left out "
+                        "is said with its word count and kept in the run")
     parser.add_argument("--title", metavar="TEXT", help="the book's title (default: the file's own)")
     parser.add_argument("--author", metavar="NAME", help="the author (default: the file's own)")
     parser.set_defaults(handler=run)
@@ -39,19 +45,24 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     path = Path(args.file)
+    try:
+        args.title, args.author = (None if value is None else checked_label(value, what=flag)
+                                   for value, flag in ((args.title, "--title"), (args.author, "--author")))
+    except InputError as exc:
+        raise CLIError(str(exc)) from None
     checked_size(path)  # refused from stat alone, before any byte is read
     if args.out is None and not args.dry_run:
         raise CLIError("give the run folder to make: fabula import FILE -o RUN (or --dry-run to list the chapters)")
     if args.out is not None:
         with store_errors():
             check_out(args.out)
-    manuscript = read_manuscript(path, split=args.split, fmt=args.format)
+    manuscript = read_manuscript(path, split=args.split, fmt=args.format, keep_front=args.keep_front_matter)
     for note in manuscript.notes:
         print(f"fabula: {note}", file=sys.stderr)
     if args.dry_run:
         width = len(str(len(manuscript.pieces)))
         for index, piece in enumerate(manuscript.pieces, start=1):
-            print(f"{index:>{width}}  {piece.words:>7} words  {piece.title or '(untitled)'}")
+            print(f"{index:>{width}}  {piece.words:>7} words  {clean_label(piece.title) or '(untitled)'}")
         print(f"{len(manuscript.pieces)} chapters, {manuscript.words} words (dry run: nothing written)")
         print(f"fabula: {chosen_names(args, manuscript, path)[2]}", file=sys.stderr)
         return 0

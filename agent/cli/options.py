@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from agent.cli import config_file
+from agent.cli.checks import server_url
 from agent.cli.errors import CLIError
 from agent.llm.options import LLMOptions, ModelChoiceError, ModelFlags, StoredModel, resolve
 
@@ -42,7 +43,7 @@ def add_model_options(parser: argparse.ArgumentParser, *, stored: str | None = N
                        help="embedded (in-process tiny model) or endpoint (an OpenAI-compatible server); default: "
                        + (default or "endpoint if an endpoint is set (flag, FABULA_ENDPOINT, config file), else "
                           "embedded"))
-    group.add_argument("--endpoint", metavar="URL",
+    group.add_argument("--endpoint", metavar="URL", type=server_url,
                        help="server base URL (env FABULA_ENDPOINT, config endpoint"
                        + (f", else the server {stored} was written on" if stored else "") + ")")
     group.add_argument("--model", metavar="NAME",
@@ -77,10 +78,13 @@ def choose_model(args: argparse.Namespace, *, stored: StoredModel | None = None,
         raise CLIError(str(exc)) from None
 
 
-def choose_judge(endpoint: str | None, model: str | None, api_key: str | None) -> LLMOptions:
-    """A judge's model: its own flags, then ``FABULA_JUDGE_*``, then the config file's ``judge_*``."""
+def choose_judge(endpoint: str | None, model: str | None, api_key: str | None, *,
+                 endpoint_source: str = "flag") -> LLMOptions:
+    """A judge's model: its own flags, then ``FABULA_JUDGE_*``, then the config file's ``judge_*``
+    (``endpoint_source``: who named ``endpoint``, e.g. ``the grid file``)."""
     try:
-        return resolve(ModelFlags(endpoint=endpoint, model=model, api_key=api_key, thinking="off"), purpose="judge",
+        return resolve(ModelFlags(endpoint=endpoint, model=model, api_key=api_key, thinking="off",
+                                  endpoint_source=endpoint_source), purpose="judge",
                        environ=os.environ, config=config_file.load().values)
     except ModelChoiceError as exc:
         raise CLIError(str(exc)) from None

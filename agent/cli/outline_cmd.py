@@ -12,7 +12,6 @@ import argparse
 import json
 import sys
 import tempfile
-from pathlib import Path
 
 from agent.cli.edit_cmd import in_editor
 from agent.cli.errors import CLIError
@@ -108,13 +107,15 @@ def _chapter_list(store: RunStore, as_json: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
+MAX_OUTLINE_BYTES = 4 << 20
+"""An outline is some KiB (a 200-chapter one well under 1 MiB); a --file over this is the wrong file."""
+
+
 def _read(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CLIError(f"cannot read {path}: {exc}") from exc
+    """The edited outline from ``--file`` by the one bounded reader (a FIFO, /dev/zero: one line)."""
+    from agent.userinput import read_user_file
+
+    return read_user_file(path, limit=MAX_OUTLINE_BYTES)
 
 
 def _keep(text: str, as_json: bool) -> str:

@@ -10,10 +10,12 @@ from pathlib import Path
 import jsonschema
 from pydantic import BaseModel
 
-from agent.cli.checks import finite
+from agent.cli.checks import bounded_int, finite
 from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, open_model
+from agent.limits import TOKEN_CAP
 from agent.text import read_capped
+from agent.userinput import SEED_MAX
 
 
 def add_parser(sub) -> None:
@@ -26,10 +28,10 @@ def add_parser(sub) -> None:
     shape.add_argument("--schema", metavar="FILE.json", type=Path, help="constrain the reply to a JSON Schema")
     shape.add_argument("--grammar", metavar="NAME", help="constrain the reply to a registered grammar")
     parser.add_argument("--temperature", type=finite(0.0, 2.0), default=0.7, help="sampling temperature (default 0.7)")
-    parser.add_argument("--max-tokens", type=int, default=512, metavar="N",
+    parser.add_argument("--max-tokens", type=bounded_int(1, TOKEN_CAP), default=512, metavar="N",
                         help="longest reply in tokens (default 512); a reply cut there is printed with a warning, "
                         "exit 3")
-    parser.add_argument("--seed", type=int, metavar="N", help="sampling seed (default: none)")
+    parser.add_argument("--seed", type=bounded_int(0, SEED_MAX), metavar="N", help="sampling seed (default: none)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print usage and latency to stderr")
     add_model_options(parser)
     parser.set_defaults(handler=run)

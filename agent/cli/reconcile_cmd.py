@@ -70,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
         if store.live_status() == "running":
             raise CLIError(f"{args.run_dir} is being written; reconcile it once it stops", exit_code=1)
         try:
-            lock = sorted({i for text in args.lock for i in parse_range(text)})
+            written = store.info().last_unit
+            lock = sorted({i for text in args.lock for i in parse_range(text, written=written)})
             pending = prepare(store, start=args.start, lock=lock)
         except (InputError, StoreError) as exc:
             raise CLIError(str(exc)) from None

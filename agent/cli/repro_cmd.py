@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from agent.cli.checks import finite, output_dir
+from agent.cli.checks import finite, output_dir, server_url
 from agent.cli.common import loud
 from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, choose_judge, choose_model, open_client
@@ -37,7 +37,7 @@ def add_parser(sub) -> None:
     p.add_argument("--no-judge", action="store_true", help="write and report without judging")
     p.add_argument("--quiet", action="store_true", help="no live progress")
     g = p.add_argument_group("judge (default: the grid's [judge], then FABULA_JUDGE_*, then the config file)")
-    g.add_argument("--judge-endpoint", metavar="URL", help="the judge's OpenAI-compatible server")
+    g.add_argument("--judge-endpoint", metavar="URL", type=server_url, help="the judge's OpenAI-compatible server")
     g.add_argument("--judge-model", metavar="NAME", help="the judge's model name")
     g.add_argument("--judge-api-key", metavar="KEY", help="env FABULA_JUDGE_API_KEY")
     add_model_options(p)
@@ -120,7 +120,8 @@ def _open_judge(args: argparse.Namespace, grid, chosen, model, owned: list):
     """The judge model: flags, then the grid's [judge], then env/config; the writer's embedded model
     is shared when the judge is embedded too (loaded once)."""
     endpoint = args.judge_endpoint or grid.judge.endpoint
-    options = choose_judge(endpoint, args.judge_model or grid.judge.model, args.judge_api_key)
+    options = choose_judge(endpoint, args.judge_model or grid.judge.model, args.judge_api_key,
+                           endpoint_source="flag" if args.judge_endpoint else "the grid file")
     if options.backend != "endpoint" and chosen.backend != "endpoint" and options.model in (None, chosen.model):
         return model, None
     _, llm = open_client(options)

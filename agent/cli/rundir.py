@@ -10,9 +10,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from agent.cli.common import loud
-from agent.cli.errors import DISK_FULL, CLIError
+from agent.cli.errors import CLIError, database_error
 from agent.store import CommitError, RunBusyError, RunStore, StoreError
-from agent.store.errors import DiskFullError
+from agent.store.errors import DiskFullError, ReadOnlyRunError
 
 
 @contextmanager
@@ -20,22 +20,12 @@ def store_errors() -> Iterator[None]:
     """Turn store and SQLite failures into a ``CLIError`` (2: the input is wrong, 1: it broke)."""
     try:
         yield
-    except (RunBusyError, CommitError, DiskFullError) as exc:
+    except (RunBusyError, CommitError, DiskFullError, ReadOnlyRunError) as exc:
         raise CLIError(str(exc), exit_code=1) from exc
     except StoreError as exc:
         raise CLIError(str(exc)) from exc
-    except sqlite3.OperationalError as exc:
-        if "locked" in str(exc) or "busy" in str(exc):
-            raise CLIError(f"the run is locked by another process ({exc}); try again when it is done",
-                           exit_code=1) from exc
-        if "readonly" in str(exc) or "read-only" in str(exc):
-            raise CLIError(f"the run is on a read-only file system ({exc}); show, search and export work "
-                           "there, writing does not", exit_code=1) from exc
-        if "database or disk is full" in str(exc):
-            raise CLIError(DISK_FULL, exit_code=1) from exc
-        raise CLIError(f"the run database is damaged or unreadable: {exc}", exit_code=1) from exc
     except sqlite3.DatabaseError as exc:
-        raise CLIError(f"the run database is damaged or unreadable: {exc}", exit_code=1) from exc
+        raise CLIError(database_error(exc), exit_code=1) from exc
 
 
 @contextmanager

@@ -20,6 +20,7 @@ from agent.cli.progress import ProgressDisplay
 from agent.cli.review_cmd import add_review_option, review_lines, review_of
 from agent.cli.rundir import discard_if_unused, open_run, store_errors
 from agent.errors import InputError
+from agent.store.paths import outside_run
 
 
 def add_parser(sub) -> None:
@@ -72,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
                                  overrides=parse_assignments(args.overrides))
         except InputError as exc:
             raise CLIError(str(exc)) from None
+        with store_errors():
+            outside_run(first.run_dir, args.out, what="book two")
         imported = pipelines.get(first.info().pipeline).takes == "manuscript"
         guide = guide or first.get_plan("style")
         stored = derived_on(first) if imported else pipelines.stored_model(first)

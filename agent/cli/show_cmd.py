@@ -10,6 +10,7 @@ from agent.cli.rundir import open_run
 from agent.store.review import describe, in_review, next_steps
 from agent.store.stats import RunSummary, summarize
 from agent.style.report import chapter_distances, style_lines
+from agent.userinput import printable
 
 
 def add_parser(sub) -> None:
@@ -45,20 +46,16 @@ def run(args: argparse.Namespace) -> int:
         extra.update({"in_review": {**waiting, "next": next_steps(args.run_dir, waiting)}} if waiting else {})
         print(json.dumps({"run_dir": str(path), **summary.as_dict(), **extra}, ensure_ascii=False))
         return 0
-    for line in render(summary, str(path), internals=args.verbose):
-        print(line)
+    review: list[str] = []
     if waiting:
-        print(f"review    {describe(waiting).removeprefix('in review: ')}; go on with:")
-        for line in next_steps(args.run_dir, waiting):
-            print(f"          {line}")
-    for line in _server_lines(probe) if args.verbose else []:
-        print(line)
-    for line in style_text:
-        print(line)
-    for i, line in enumerate(history or []):
-        print(("history   " if i == 0 else "          ") + line)
-    for line in versions_text(versions) if versions is not None else []:
-        print(line)
+        review = [f"review    {describe(waiting).removeprefix('in review: ')}; go on with:",
+                  *(f"          {line}" for line in next_steps(args.run_dir, waiting))]
+    lines = [*render(summary, str(path), internals=args.verbose), *review,
+             *(_server_lines(probe) if args.verbose else []), *style_text,
+             *(("history   " if i == 0 else "          ") + line for i, line in enumerate(history or [])),
+             *(versions_text(versions) if versions is not None else [])]
+    for line in lines:
+        print(printable(line))  # a title or a server's text never reaches the terminal as an escape sequence
     return 0
 
 

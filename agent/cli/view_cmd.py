@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from agent.view.app import create_app
+        from agent.view.app import create_app, host_names
     except ImportError as exc:
         raise CLIError(f"fabula view needs the view extra ({exc.name} is missing): run scripts/setup, or "
                        "pip install -e '.[view]' in the fabula checkout",
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     access = secrets.token_urlsafe(18) if beyond and args.token else None
     room = RoomSettings(access=access, enabled=not beyond or access is not None)
     try:
-        app = create_app(args.path, poll_ms=int(args.poll * 1000), room=room)
+        app = create_app(args.path, poll_ms=int(args.poll * 1000), room=room, hosts=host_names(args.host))
     except StoreError as exc:
         raise CLIError(str(exc)) from exc
     _check_bind(host, args.port)

@@ -162,6 +162,9 @@ class ModelFlags:
     thinking: str | None = None
     call_timeout_s: float | None = None
     allow_unconstrained: bool | None = None
+    endpoint_source: str = "flag"
+    """Who named ``endpoint``: ``flag`` (the user, now) or a file (``the grid file``): a file's server
+    gets the user's configured key only when it is the server that key was configured for."""
 
     @classmethod
     def of(cls, options: LLMOptions) -> ModelFlags:
@@ -220,7 +223,7 @@ def resolve(flags: ModelFlags | None = None, *, purpose: Purpose = "writer",
         return None
 
     record = stored or StoredModel()
-    endpoint = pick("endpoint", (flags.endpoint, "flag"), (env["endpoint"], env_names["endpoint"]),
+    endpoint = pick("endpoint", (flags.endpoint, flags.endpoint_source), (env["endpoint"], env_names["endpoint"]),
                     (conf["endpoint"], "config file"), (record.endpoint, "the run's record"))
     if stored is not None:
         backend = pick("backend", (flags.backend, "flag"), (stored.backend, "the run's record"),
@@ -240,6 +243,12 @@ def resolve(flags: ModelFlags | None = None, *, purpose: Purpose = "writer",
     if backend == "endpoint":
         api_key = pick("api_key", (flags.api_key, "flag"), (env["api_key"], env_names["api_key"]),
                        (conf["api_key"], "config file"))
+        named = ("flag", env_names["endpoint"], "config file")
+        if api_key and origin.get("api_key") != "flag" and origin.get("endpoint") not in named:
+            bound = env["endpoint"] if origin["api_key"] == env_names["api_key"] else conf["endpoint"]
+            if not same_origin(endpoint, bound):  # a run's recorded server, a grid file's judge: not the key's
+                api_key = None
+                origin.pop("api_key")
     timeout = pick("call_timeout", (flags.call_timeout_s, "flag"), (env["call_timeout"], env_names["call_timeout"]),
                    (conf["call_timeout"], "config file"), (DEFAULT_CALL_TIMEOUT_S, "default"))
     unconstrained = pick("allow_unconstrained", (flags.allow_unconstrained, "flag"),
@@ -308,6 +317,24 @@ def run_routing_key(store: Any) -> str:
 routing_key = run_routing_key  # the name the rest of fabula imports
 
 
+def same_origin(a: str | None, b: str | None) -> bool:
+    """Whether two server URLs are one origin (scheme, host and port; path, credentials and case
+    aside): a key configured for one is sent to the other only then."""
+    from urllib.parse import urlsplit
+
+    def origin(url: str) -> tuple[str, str, int | None]:
+        parts = urlsplit(url.strip())
+        scheme = parts.scheme.lower()
+        return scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(scheme)
+
+    if not a or not b:
+        return False
+    try:
+        return origin(a) == origin(b)
+    except ValueError:
+        return False
+
+
 def redact_url(url: str | None) -> str | None:
     """A URL with user:password and query values shown as ``***`` (``agent.llm.http``'s rule)."""
     from agent.llm.http import redact_url as redact
@@ -316,4 +343,4 @@ def redact_url(url: str | None) -> str | None:
 
 
 __all__ = ["ENV", "LLMOptions", "ModelChoiceError", "ModelFlags", "StoredModel", "redact_url", "register_backend",
-           "resolve", "routing_key"]
+           "resolve", "routing_key", "same_origin"]

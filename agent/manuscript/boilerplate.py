@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from agent.manuscript.model import Piece
+
 GUTENBERG_START = re.compile(r"^[ \t]*\*{3}[ \t]*START OF (?:THE|THIS) PROJECT GUTENBERG E-?BOOK[^\n]*$", re.I | re.M)
 GUTENBERG_END = re.compile(r"^[ \t]*\*{3}[ \t]*END OF (?:THE|THIS) PROJECT GUTENBERG E-?BOOK[^\n]*$", re.I | re.M)
 OLD_END = re.compile(r"^[ \t]*End of (?:the )?Project Gutenberg'?s?[ \t][^\n]*$", re.I | re.M)
@@ -23,23 +25,45 @@ BACK_TITLES = re.compile(r"^(?:about the author|acknowledge?ments?|also by .*|co
                          r"transcriber'?s? notes?|footnotes|notes)\W*$", re.I)
 
 
-def strip_gutenberg(text: str) -> tuple[str, list[str], dict[str, str]]:
-    """The text between Project Gutenberg's START and END lines, the notes saying so, and the
-    header's Title and Author (the book's own metadata)."""
+OLD_END_REACH = 40
+"""Lines above the END marker an older-style end line may stand (it sits just before the licence)."""
+
+
+def strip_gutenberg(text: str) -> tuple[str, list[str], dict[str, str], list[Piece]]:
+    """The text between Project Gutenberg's START and END lines, the notes saying so (with word
+    counts), the header's Title and Author (the book's own metadata) and the parts left out (kept
+    by the run, so nothing is lost). The older end line ("End of the Project Gutenberg EBook of
+    ...") just above the END marker goes with the footer."""
     notes: list[str] = []
     fields: dict[str, str] = {}
+    left: list[Piece] = []
     start = GUTENBERG_START.search(text)
     if start:
-        header = text[: start.start()]
+        header = text[: start.end()]
         fields = {m.group(1).lower(): " ".join(m.group(2).split()) for m in _HEADER_FIELD.finditer(header)}
-        notes.append(f"left out the Project Gutenberg header ({_lines(header) + 1} lines, up to its START line)")
+        left.append(Piece("Project Gutenberg header", header))
+        notes.append(f"left out the Project Gutenberg header ({_lines(header)} lines, {left[-1].words} words, up "
+                     "to its START line)")
         text = text[start.end():]
-    end = GUTENBERG_END.search(text) or OLD_END.search(text)
-    if end:
-        footer = text[end.start():]
-        notes.append(f"left out the Project Gutenberg licence footer ({_lines(footer)} lines, from its END line)")
-        text = text[: end.start()]
-    return text, notes, fields
+    end = _end(text)
+    if end is not None:
+        footer = text[end:]
+        left.append(Piece("Project Gutenberg licence footer", footer))
+        notes.append(f"left out the Project Gutenberg licence footer ({_lines(footer)} lines, {left[-1].words} "
+                     "words, from its end line)")
+        text = text[:end]
+    return text, notes, fields, left
+
+
+def _end(text: str) -> int | None:
+    """Where the footer starts: the END marker, or an older end line above it (or alone)."""
+    marker = GUTENBERG_END.search(text)
+    older = [m for m in OLD_END.finditer(text) if marker is None or m.start() < marker.start()]
+    if marker is None:
+        return older[0].start() if older else None
+    if older and text.count("\n", older[-1].start(), marker.start()) <= OLD_END_REACH:
+        return older[-1].start()
+    return marker.start()
 
 
 def is_front_title(title: str) -> bool:

@@ -3,7 +3,8 @@
 Styles, tried in this order, the first one found being the book's: Markdown ``#`` headings (the
 level of ``## Chapter 3``-like ones, else the shallowest level used more than once), ``Chapter
 12`` / ``CHAPTER XII. Title.`` / ``Chapter Twelve``, a line holding only a roman numeral (``XII.``
-or ``XII. Title``), a line holding only a number. ``Prologue`` and ``Epilogue`` stand with the word
+or ``XII. Title``), a line holding only a number. ``Letter 4`` stands with ``Chapter 4`` (Frankenstein
+opens with four letters). ``Prologue`` and ``Epilogue`` stand with the word
 and numeral styles. A heading line must begin a paragraph and be short, so prose that mentions
 "chapter 3" never splits a book.
 """
@@ -11,6 +12,7 @@ and numeral styles. A heading line must begin a paragraph and be short, so prose
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 _UNITS = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
@@ -21,9 +23,15 @@ _ROMAN = r"[IVXLCDM]+"
 MAX_HEADING = 100
 """Longest heading line, in characters."""
 
-MARKDOWN = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
-CHAPTER = re.compile(
-    rf"^(?:chapter|chap\.)[ \t]+(\d{{1,4}}|{_ROMAN}|{_WORD_NUMBER})\b\.?(?:[ \t]*[.:—–-]?[ \t]*(.*))?$", re.I)
+MAX_HEADING_LINE = 4 * MAX_HEADING
+"""Longest line even looked at as a possible heading: every pattern below runs on short lines only."""
+MARKDOWN = re.compile(r"^(#{1,6})[ \t]+(\S.*)$")
+"""``## Title ##``: the closing hashes and blanks are stripped in code (a lazy group before optional
+trailing blanks backtracks quadratically on a long run of blanks)."""
+NUMBER = rf"\d{{1,4}}|{_ROMAN}|{_WORD_NUMBER}"
+"""A heading's number: digits, a roman numeral or English words."""
+CHAPTER = re.compile(rf"^(?:chapter|chap\.|letter)[ \t]+({NUMBER})\b\.?(?:[ \t]*[.:—–-]?[ \t]*(.*))?$", re.I)
+"""``Chapter 12``, ``CHAPTER XII. Title.``, ``Chapter Twelve``; ``Letter 4`` too (a novel in letters)."""
 ROMAN = re.compile(rf"^({_ROMAN})(?:\.(?:[ \t]+(\S.{{0,60}}))?)?$")
 """``XII``, ``XII.`` or ``XII. Title``: never ``I waited.``, a first-person paragraph of its own."""
 NUMERIC = re.compile(r"^(\d{1,4})\.?$")
@@ -88,11 +96,12 @@ def find(lines: list[str]) -> list[Heading]:
     return []
 
 
-def by_pattern(lines: list[str], pattern: re.Pattern[str]) -> list[Heading]:
-    """``--split REGEX``: every line the pattern matches starts a chapter (its title, if it has words)."""
+def by_pattern(lines: list[str], matches: Callable[[str], bool]) -> list[Heading]:
+    """``--split REGEX``: every line ``matches`` (the user's pattern, time-limited by the caller)
+    starts a chapter (its title, if it has words)."""
     out = []
     for i, line in enumerate(lines):
-        if pattern.search(line):
+        if matches(line):
             title = line.strip() if re.search(r"\w", line) else ""
             out.append(Heading(i, title[:MAX_HEADING], None))
     return out
@@ -105,9 +114,9 @@ def _markdown(lines: list[str]) -> list[Heading]:
         if line.lstrip().startswith(("```", "~~~")):
             fenced = not fenced
             continue
-        m = None if fenced else MARKDOWN.match(line)
+        m = None if fenced or len(line) > MAX_HEADING_LINE else MARKDOWN.match(line)
         if m:
-            title = m.group(2).strip()
+            title = m.group(2).rstrip().rstrip("#").strip() or m.group(2).strip()
             inner = CHAPTER.match(title) or SPECIAL.match(title)
             number = number_of(inner.group(1)) if inner and inner.re is CHAPTER else None
             found.append(Heading(i, title, number, len(m.group(1))))

@@ -1,4 +1,6 @@
-"""Writing an imported manuscript as a run: each chapter committed as a written chapter is.
+"""Writing an imported manuscript as a run: each chapter committed as a written chapter is, and
+every part of the file left out kept in the plan (``left_out``: what, words, text), so nothing
+imported is lost.
 
 ``RunStore.commit_chapter`` stores the text, its first version and its search windows in one
 transaction, so search, show, view, export and the metrics read an imported run at once. The
@@ -18,6 +20,7 @@ from agent.manuscript.kind import NAME, VERSION
 from agent.manuscript.model import Manuscript
 from agent.store import RunStore
 from agent.store.paths import check_output_dir
+from agent.userinput import MAX_TITLE, clean_label
 
 
 def check_out(out: str) -> tuple[Path, bool]:
@@ -51,19 +54,27 @@ def write_run(manuscript: Manuscript, out: str, config: dict[str, Any], *, title
         store = RunStore.create(folder, pipeline=NAME, config=config, unit_kind="chapter",
                                 target_units=len(manuscript.pieces))
         with store, store.session("import"):
-            for key, value in (("title", title or manuscript.title), ("author", author or manuscript.author),
-                               ("import_notes", manuscript.notes)):
+            for key, value in (("title", _label(title or manuscript.title)),
+                               ("author", _label(author or manuscript.author)), ("import_notes", manuscript.notes),
+                               ("left_out", [{"what": p.title, "words": p.words, "text": p.text}
+                                             for p in manuscript.left_out])):
                 if value:
                     store.put_plan(key, value)
             for index, piece in enumerate(manuscript.pieces, start=1):
-                store.commit_chapter(index, piece.title, piece.text,
-                                     state={"chapter": {"words": piece.words, "heading": piece.title,
+                heading = _label(piece.title) or ""
+                store.commit_chapter(index, heading, piece.text,
+                                     state={"chapter": {"words": piece.words, "heading": heading,
                                                         "number": piece.number}})
             store.finish()
     except BaseException:
         _undo(folder, existed)
         raise
     return folder
+
+
+def _label(text: str | None) -> str | None:
+    """A title or name read from the file, fit for a terminal (``agent.userinput``'s rule), cut to length."""
+    return clean_label(text)[:MAX_TITLE] if text else text
 
 
 def _undo(folder: Path, existed: bool) -> None:

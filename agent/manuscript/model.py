@@ -34,6 +34,9 @@ class Manuscript:
     author: str | None = None
     found_in: str | None = None
     """Where title and author were found ("the Gutenberg header", "the EPUB's metadata", "the first lines")."""
+    left_out: list[Piece] = field(default_factory=list)
+    """Every part of the file not made a chapter (``title``: what it is), kept by the run so it can be
+    restored; each is also one of ``notes``, with its word count."""
 
     @property
     def words(self) -> int:

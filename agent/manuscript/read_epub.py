@@ -12,10 +12,11 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from agent.errors import InputError
-from agent.manuscript import boilerplate, headings
+from agent.manuscript import boilerplate, contents, headings
+from agent.manuscript.archive import members
 from agent.manuscript.model import Manuscript, Piece
 from agent.manuscript.read_text import checked_size
-from agent.manuscript.split import note_numbers, split_text, without_matter
+from agent.manuscript.split import TITLE_PAGE_WORDS, note_numbers, split_text, without_matter
 
 _BLOCKS = {"p", "div", "li", "blockquote", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "pre", "section"}
 
@@ -76,12 +77,14 @@ def read_epub(path: Path, *, split: str | None = None) -> Manuscript:
     if split is not None:
         joined = "\n\n".join("\n\n".join(([t] if t else []) + blocks) for t, blocks in items)
         return split_text(joined, fmt="docx", pattern=split, name=str(path))
-    pieces, notes = _pieces(items)
-    pieces = without_matter(pieces, notes)
+    pieces, notes, left = _pieces(items)
+    pieces, dropped = without_matter(pieces, notes)
+    pieces = [p for p in pieces if p.words or p.title]
     if not pieces:
         raise InputError(f"{path} has no chapters with text")
     note_numbers(pieces, notes)
-    return Manuscript(pieces, notes, "epub", None, title, author, "the EPUB's metadata" if title or author else None)
+    return Manuscript(pieces, notes, "epub", None, title, author,
+                      found_in="the EPUB's metadata" if title or author else None, left_out=left + dropped)
 
 
 def _open(path: Path):
@@ -90,6 +93,7 @@ def _open(path: Path):
     except ImportError:
         raise InputError("reading EPUB needs ebooklib: pip install -e '.[manuscript]' in the fabula checkout") from None
     checked_size(path)
+    members(path, "EPUB")  # every inflated size checked before ebooklib inflates one
     try:
         return epub.read_epub(str(path), options={"ignore_ncx": True})
     except (zipfile.BadZipFile, KeyError, ValueError, AttributeError, IndexError) as exc:
@@ -103,12 +107,14 @@ def _open(path: Path):
 def _spine_items(book, path: Path) -> list[tuple[str | None, list[str]]]:
     """``(title, paragraphs)`` of each spine document, in reading order."""
     import ebooklib
+    from ebooklib import epub
 
     out = []
     for entry in book.spine:
         item = book.get_item_with_id(entry[0] if isinstance(entry, tuple) else entry)
         properties = getattr(item, "properties", None) or []
-        if item is None or item.get_type() != ebooklib.ITEM_DOCUMENT or "nav" in properties:
+        if item is None or item.get_type() != ebooklib.ITEM_DOCUMENT or "nav" in properties \
+                or isinstance(item, epub.EpubNav):  # the EPUB's own navigation document is its contents list
             continue
         parser = _Text()
         parser.feed(item.get_content().decode("utf-8", "replace"))
@@ -120,25 +126,34 @@ def _spine_items(book, path: Path) -> list[tuple[str | None, list[str]]]:
     return out
 
 
-def _pieces(items: list[tuple[str | None, list[str]]]) -> tuple[list[Piece], list[str]]:
+def _pieces(items: list[tuple[str | None, list[str]]]) -> tuple[list[Piece], list[str], list[Piece]]:
+    """``(pieces, notes, left out)``: one piece per spine item, Gutenberg's parts and the items before
+    the first chapter-titled one left out (and kept)."""
     notes: list[str] = []
     pieces: list[Piece] = []
+    left: list[Piece] = []
     ended = False
     for title, blocks in items:
         text = "\n\n".join(blocks)
         if ended:
             continue
         if boilerplate.GUTENBERG_START.search(text) or boilerplate.GUTENBERG_END.search(text):
-            text, said, _ = boilerplate.strip_gutenberg(text)
+            text, said, _, gone = boilerplate.strip_gutenberg(text)
             notes += [n for n in said if n not in notes]
+            left += gone
             ended = bool(boilerplate.GUTENBERG_END.search("\n\n".join(blocks)))
         pieces.append(Piece(title or "", text, _number(title)))
     story = next((i for i, p in enumerate(pieces) if p.number is not None or headings.SPECIAL.match(p.title)), 0)
-    front = [p for p in pieces[:story] if p.words]
+    # before the first chapter: a title page or a contents item goes; a longer item may be story and stays
+    titles = [p.title for p in pieces[story:]]
+    kept = [p for p in pieces[:story] if p.words > TITLE_PAGE_WORDS and not boilerplate.is_front_title(p.title)
+            and not contents.lists(p.text.split("\n\n"), titles, [q.title for q in pieces])]
+    front = [p for p in pieces[:story] if p.words and p not in kept]
     if front:
         notes.append(f"left out front matter: {len(front)} spine item(s) before the first chapter "
                      f"({sum(p.words for p in front)} words)")
-    return pieces[story:], notes
+        left += [Piece(f"front matter: {p.title or 'untitled'}", p.text) for p in front]
+    return kept + pieces[story:], notes, left
 
 
 def _number(title: str | None) -> int | None:

@@ -12,6 +12,7 @@ import stat
 from pathlib import Path
 
 from agent.errors import InputError
+from agent.text import InputTooLargeError, read_capped
 
 MAX_BYTES = 100 * 1024 * 1024
 """The largest file read: the longest novels are a few MB of text, an illustrated EPUB tens of MB."""
@@ -44,8 +45,9 @@ def read_bytes(path: Path) -> bytes:
     """The whole file, after :func:`checked_size`."""
     checked_size(path)
     try:
-        with open(path, "rb") as handle:
-            return handle.read(MAX_BYTES + 1)
+        return read_capped(path, MAX_BYTES)  # read a block at a time, never a 100 MiB buffer up front
+    except InputTooLargeError as exc:
+        raise InputError(f"{path}: {exc}") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read it ({exc.strerror or exc})") from None
 

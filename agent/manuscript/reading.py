@@ -22,8 +22,9 @@ def format_of(path: Path, given: str = "auto") -> str:
     return _BY_SUFFIX.get(path.suffix.lower(), "text")
 
 
-def read_manuscript(path: Path, *, split: str | None = None, fmt: str = "auto") -> Manuscript:
-    """Read and split ``path``; every problem with the file is an :class:`InputError` (one line)."""
+def read_manuscript(path: Path, *, split: str | None = None, fmt: str = "auto", keep_front: bool = False) -> Manuscript:
+    """Read and split ``path``; every problem with the file is an :class:`InputError` (one line).
+    ``keep_front``: a plain-text or Markdown file's front and back matter and contents stay chapters."""
     kind = format_of(path, fmt)
     if kind == "epub":
         from agent.manuscript.read_epub import read_epub
@@ -33,11 +34,11 @@ def read_manuscript(path: Path, *, split: str | None = None, fmt: str = "auto") 
         from agent.manuscript.read_docx import read_docx
 
         text, title, author = read_docx(path)
-        found = split_text(text, fmt="docx", pattern=split, name=str(path))
+        found = split_text(text, fmt="docx", pattern=split, name=str(path), keep_front=keep_front)
         return _named(found, title, author)
     text, encoding = read_text(path)
     found = split_text(text, fmt="markdown" if kind == "markdown" else "text", pattern=split, name=str(path),
-                       encoding=encoding)
+                       encoding=encoding, keep_front=keep_front)
     if encoding not in ("utf-8", "utf-16"):
         found.notes.insert(0, f"read {path.name} as {encoding} (it is not UTF-8)")
     return found

@@ -19,7 +19,7 @@ from typing import Any
 
 from agent import pipelines
 from agent.errors import InputError
-from agent.limits import MAX_WORDS
+from agent.limits import MAX_WORDS, MIN_WORDS
 from agent.llm import LLM
 from agent.llm.options import LLMOptions
 from agent.nst.budget import run_budget
@@ -82,8 +82,8 @@ def finished_book(store: RunStore, premise: str | None = None, *, command: str =
 def check_continuable(store: RunStore, words: int, premise: str | None = None) -> Continuable:
     """:func:`finished_book`, and ``words`` more fit in one run."""
     found = finished_book(store, premise)
-    if words < 1 or found.words_before + words > MAX_WORDS:
-        raise InputError(f"--words must be between 1 and {MAX_WORDS - found.words_before} (the book has "
+    if words < MIN_WORDS or found.words_before + words > MAX_WORDS:
+        raise InputError(f"--words must be between {MIN_WORDS} and {MAX_WORDS - found.words_before} (the book has "
                          f"{found.words_before} words; a run holds at most {MAX_WORDS}), got {words}")
     return found
 

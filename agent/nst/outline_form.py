@@ -23,10 +23,26 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent.errors import InputError
+from agent.limits import MAX_WORDS
+from agent.userinput import (
+    MAX_DESCRIPTION,
+    checked_label,
+    checked_text,
+    clean_label,
+    loads_json,
+    printable,
+    whole_number,
+)
 
-CHAPTER = re.compile(r"^chapter\s+(\d+)\s*:\s*(.*?)\s*$", re.IGNORECASE)
-TARGET = re.compile(r"^target\s*:\s*(\S+?)(?:\s+words?)?\s*$", re.IGNORECASE)
-TITLE = re.compile(r"^title\s*:\s*(.*?)\s*$", re.IGNORECASE)
+MAX_OUTLINE_NUMBER = MAX_WORDS
+"""The largest number the text form reads (a chapter id or a target); the planner's rules then check
+each against the run (``agent.nst.outline_edit``)."""
+
+CHAPTER = re.compile(r"^chapter[ \t]+([0-9]+)[ \t]*:(.*)$", re.IGNORECASE)
+TARGET = re.compile(r"^target[ \t]*:[ \t]*(\S+)(.*)$", re.IGNORECASE)
+TITLE = re.compile(r"^title[ \t]*:(.*)$", re.IGNORECASE)
+"""Each pattern is linear (no lazy group before optional blanks, which backtracks quadratically on a
+long run of blanks) and runs on a stripped line; the captured text is stripped in code."""
 FIELDS = ("id", "title", "target_words", "description")
 
 
@@ -42,10 +58,10 @@ def render_text(title: str | None, outline: list[dict[str, Any]], *, premise: st
         lines += ["# Premise (the planner's; not read back):",
                   *(f"#   {line}" if line else "#" for paragraph in premise.strip().splitlines()
                     for line in textwrap.wrap(paragraph, 96) or [""])]
-    lines += [f"Title: {title or ''}"]
+    lines += [f"Title: {clean_label(title or '')}"]
     for c in outline:
-        lines += ["", f"Chapter {c['id']}: {c['title']}", f"Target: {c['target_words']} words",
-                  str(c["description"]).strip()]
+        lines += ["", f"Chapter {c['id']}: {clean_label(str(c['title']))}", f"Target: {c['target_words']} words",
+                  "\n".join(printable(line) for line in str(c["description"]).strip().split("\n"))]
     return "\n".join(lines) + "\n"
 
 
@@ -60,21 +76,22 @@ def parse_text(text: str) -> tuple[str, list[dict[str, Any]]]:
             continue
         if (match := CHAPTER.match(line)) is not None:
             _close(chapters, body)
-            chapters.append({"id": int(match.group(1)), "title": match.group(2), "target_words": None,
-                             "description": ""})
+            chapters.append({"id": _number(match.group(1), number, "chapter number"), "title": match.group(2).strip(),
+                             "target_words": None, "description": ""})
             body = []
         elif chapters and chapters[-1]["target_words"] is None and line:
             target = TARGET.match(line)
-            if target is None or not target.group(1).isdigit():
+            if target is None or target.group(2).strip().lower() not in ("", "word", "words") \
+                    or not target.group(1).isascii() or not target.group(1).isdigit():
                 raise OutlineFormError(f"line {number}: chapter {chapters[-1]['id']} needs 'Target: N words' "
                                        f"right after its heading, got {line[:60]!r}")
-            chapters[-1]["target_words"] = int(target.group(1))
+            chapters[-1]["target_words"] = _number(target.group(1), number, "target")
         elif chapters:
             body.append(raw.rstrip())
         elif (match := TITLE.match(line)) is not None:
             if title is not None:
                 raise OutlineFormError(f"line {number}: a second 'Title:' line")
-            title = match.group(1)
+            title = match.group(1).strip()
         elif line:
             raise OutlineFormError(f"line {number}: expected 'Title: ...' or 'Chapter N: TITLE', got {line[:60]!r}")
     _close(chapters, body)
@@ -82,6 +99,14 @@ def parse_text(text: str) -> tuple[str, list[dict[str, Any]]]:
         if c["target_words"] is None:
             raise OutlineFormError(f"chapter {c['id']} has no 'Target: N words' line")
     return title or "", chapters
+
+
+def _number(text: str, line: int, what: str) -> int:
+    """A number of the text form by the one rule for numbers users type (``agent.userinput``)."""
+    try:
+        return whole_number(text, low=0, high=MAX_OUTLINE_NUMBER, what=what)
+    except InputError as exc:
+        raise OutlineFormError(f"line {line}: {exc}") from None
 
 
 def _close(chapters: list[dict[str, Any]], body: list[str]) -> None:
@@ -97,9 +122,11 @@ def to_json(title: str | None, outline: list[dict[str, Any]], **extra: Any) -> d
 def parse_json(text: str) -> tuple[str, list[dict[str, Any]]]:
     """The title and chapters of the JSON form (other top-level keys, as ``--json`` prints them, ignored)."""
     try:
-        data = json.loads(text)
+        data = loads_json(text, what="the JSON outline")
     except json.JSONDecodeError as exc:
         raise OutlineFormError(f"not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except InputError as exc:
+        raise OutlineFormError(str(exc)) from None
     if not isinstance(data, dict) or not isinstance(data.get("chapters"), list):
         raise OutlineFormError("the JSON outline needs an object with a 'chapters' list")
     title = data.get("title", "")
@@ -118,5 +145,15 @@ def parse_json(text: str) -> tuple[str, list[dict[str, Any]]]:
 
 
 def parse(text: str) -> tuple[str, list[dict[str, Any]]]:
-    """Either form: JSON if the text starts with ``{``, else the text form."""
-    return parse_json(text) if text.lstrip().startswith("{") else parse_text(text)
+    """Either form: JSON if the text starts with ``{``, else the text form; titles and descriptions
+    pass the one label rule (no escape sequences or control characters, bounded length)."""
+    title, chapters = parse_json(text) if text.lstrip().startswith("{") else parse_text(text)
+    try:
+        title = checked_label(title, what="the outline's title", empty_ok=True)
+        for c in chapters:
+            c["title"] = checked_label(c["title"], what=f"chapter {c['id']}'s title", empty_ok=True)
+            c["description"] = checked_text(c["description"], what=f"chapter {c['id']}'s description",
+                                            limit=MAX_DESCRIPTION)
+    except InputError as exc:
+        raise OutlineFormError(str(exc)) from None
+    return title, chapters

@@ -25,6 +25,7 @@ from typing import Any
 from agent import pipelines
 from agent.errors import ConfigError, InputError
 from agent.settings import check_user_value
+from agent.userinput import SEED_MAX, number_or_none, read_user_file, within_nesting
 
 GRIDS = Path(__file__).resolve().parent / "grids"
 NSTAGENT_TABLES, MAGNET_TABLES = "NstAgent", "Magnet"
@@ -37,6 +38,13 @@ KEYS = {"name", "description", "tables", "profile", "prompts", "ids", "first", "
 METHOD_KEYS = {"name", "pipeline", "set"}
 JUDGE_KEYS = {"endpoint", "model", "max_tokens", "min_output", "temperature", "seed", "context_tokens"}
 MAX_CELLS = 10_000
+"""The most cells (methods x lengths x seeds) a grid may have, checked before any cell is made."""
+MAX_COUNT = 1_000_000
+"""The largest count a grid field names (a concurrency, a number of prompts, a judge's token count)."""
+MAX_GRID_BYTES = 1 << 20
+"""A grid is a page of TOML; a bigger file is the wrong one."""
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
+"""A grid's ``name``: it names the folder ``runs/repro-NAME`` (no ``/``, no ``..``)."""
 
 
 class GridError(InputError):
@@ -138,9 +146,10 @@ def load_grid(name_or_path: str, *, prompts: str | None = None) -> Grid:
     """The grid, every field checked; ``prompts`` replaces the grid's prompt set (``--prompts``)."""
     path = locate(name_or_path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise GridError(f"{path}: cannot read the grid ({exc})") from None
+        text = within_nesting(read_user_file(str(path), limit=MAX_GRID_BYTES, what="the grid"), what=f"grid {path}")
+        data = tomllib.loads(text)
+    except InputError as exc:
+        raise GridError(str(exc)) from None
     except tomllib.TOMLDecodeError as exc:
         raise GridError(f"{path}: not TOML ({exc})") from None
     return parse_grid(data, path, prompts=prompts)
@@ -152,9 +161,9 @@ def _fail(path: Path, what: str) -> GridError:
 
 def _int_list(path: Path, data: Mapping[str, Any], key: str, default: list[int] | None = None) -> tuple[int, ...]:
     value = data.get(key, default)
-    if not isinstance(value, list) or not value or not all(isinstance(v, int) and not isinstance(v, bool)
-                                                           for v in value):
-        raise _fail(path, f"{key} must be a non-empty list of whole numbers")
+    if not isinstance(value, list) or not value or len(value) > MAX_CELLS or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise _fail(path, f"{key} must be a non-empty list of whole numbers (at most {MAX_CELLS:,})")
     if len(set(value)) != len(value):
         raise _fail(path, f"{key} repeats a value")
     return tuple(value)
@@ -175,6 +184,8 @@ def parse_grid(data: Mapping[str, Any], path: Path, *, prompts: str | None = Non
     if unknown:
         raise _fail(path, f"unknown key {unknown[0]!r}; known: {', '.join(sorted(KEYS))}")
     name = data.get("name", path.stem)
+    if not isinstance(name, str) or NAME.fullmatch(name) is None or ".." in name:
+        raise _fail(path, f"name must be letters, digits, '.', '_' or '-' (it names a folder), got {str(name)[:60]!r}")
     tables = data.get("tables")
     if tables not in TABLES:
         raise _fail(path, f"tables must be one of {', '.join(TABLES)}, got {tables!r}")
@@ -183,6 +194,12 @@ def parse_grid(data: Mapping[str, Any], path: Path, *, prompts: str | None = Non
         raise _fail(path, "profile must be a name")
     lengths = _int_list(path, data, "lengths")
     seeds = _int_list(path, data, "seeds", [0])
+    if any(not 0 <= seed <= SEED_MAX for seed in seeds):
+        raise _fail(path, f"seeds must be whole numbers from 0 to {SEED_MAX}")
+    methods_given = data.get("methods")
+    count = len(lengths) * len(seeds) * (len(methods_given) if isinstance(methods_given, list) else 1)
+    if count > MAX_CELLS:
+        raise _fail(path, f"{count:,} cells (methods x lengths x seeds); a grid has at most {MAX_CELLS:,}")
     for words in lengths:
         try:
             check_user_value("words", words, flag="lengths")
@@ -229,15 +246,16 @@ def _with_prompts(grid: Grid, path: Path, data: Mapping[str, Any], prompts: str 
     if not isinstance(raw, dict):
         raise _fail(path, "first_at is a table of length = count")
     for key, value in raw.items():
-        if not str(key).isdigit() or int(key) not in grid.lengths:
-            raise _fail(path, f"first_at: {key!r} is not one of the lengths")
-        first_at[int(key)] = _positive(path, value, f"first_at.{key}")
+        length = number_or_none(key, low=1, high=max(grid.lengths))
+        if length is None or length not in grid.lengths:
+            raise _fail(path, f"first_at: {str(key)[:40]!r} is not one of the lengths")
+        first_at[length] = _positive(path, value, f"first_at.{str(key)[:40]}")
     return _replace(grid, prompts=source, ids=ids, first=first, first_at=first_at)
 
 
-def _positive(path: Path, value: Any, key: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise _fail(path, f"{key} must be a whole number of at least 1, got {value!r}")
+def _positive(path: Path, value: Any, key: str, high: int = MAX_COUNT) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= high:
+        raise _fail(path, f"{key} must be a whole number of at least 1 (at most {high:,}), got {str(value)[:40]}")
     return value
 
 
@@ -305,8 +323,8 @@ def _judge(path: Path, raw: Any) -> JudgeSpec:
     ints = {k: _positive(path, raw[k], f"judge.{k}") for k in ("max_tokens", "min_output", "context_tokens")
             if k in raw}
     seed = raw.get("seed", 0)
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise _fail(path, "judge.seed must be a whole number")
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= SEED_MAX:
+        raise _fail(path, f"judge.seed must be a whole number from 0 to {SEED_MAX}")
     temperature = raw.get("temperature", 0.1)
     if not isinstance(temperature, int | float) or isinstance(temperature, bool) or not 0 <= temperature <= 2:
         raise _fail(path, "judge.temperature must be a number between 0 and 2")

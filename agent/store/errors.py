@@ -31,6 +31,12 @@ class RunBusyError(StoreError):
     exit_code = 1
 
 
+class ReadOnlyRunError(StoreError):
+    """A command that writes was given a run on a read-only file system (it can be read, not changed)."""
+
+    exit_code = 1
+
+
 class DiskFullError(StoreError):
     """The disk holding the run is full: nothing committed is lost, nothing more can be written."""
 

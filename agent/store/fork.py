@@ -20,7 +20,7 @@ from typing import Any
 from agent.store.config import canonical_json, fingerprint
 from agent.store.db import atomic, connect
 from agent.store.errors import StoreError
-from agent.store.paths import DB_NAME, new_run_dir
+from agent.store.paths import DB_NAME, new_run_dir, outside_run
 from agent.store.runstore import RunStore
 
 FORK_KEY = "forked_from"
@@ -34,10 +34,7 @@ def fork_run(source: RunStore, out: str | Path, *, at: int, config: dict[str, An
     if at < 0 or at > info.last_unit:
         raise StoreError(f"--at must be between 0 and {info.last_unit} (the last committed {info.unit_kind}), "
                          f"not {at}")
-    wanted = Path(out).expanduser().resolve()
-    if wanted.is_relative_to(source.run_dir.resolve()):
-        raise StoreError(f"the fork must go outside the run it copies ({out} is "
-                         f"{'that run' if wanted == source.run_dir.resolve() else 'inside it'})")
+    wanted = outside_run(source.run_dir, out, what="the fork")
     existed = wanted.exists()
     target = new_run_dir(out)
     db = target / DB_NAME

@@ -13,17 +13,21 @@ from agent.store.errors import StoreError
 from agent.store.runstore import RunStore
 
 LOCKED_KEY = "locked"
-_RANGE = re.compile(r"^\s*(\d+)\s*(?:(?:\.\.|-)\s*(\d+)\s*)?$")
+_RANGE = re.compile(r"^[ \t]*([0-9]{1,19})[ \t]*(?:(?:\.\.|-)[ \t]*([0-9]{1,19})[ \t]*)?$")
 
 
-def parse_range(text: str) -> list[int]:
-    """``K``, ``K..M`` or ``K-M`` as the chapters K to M (``StoreError``, one line, otherwise)."""
-    match = _RANGE.match(text)
-    if not match:
-        raise StoreError(f"--lock {text!r}: give a chapter K or a range K..M")
+def parse_range(text: str, *, written: int) -> list[int]:
+    """``K``, ``K..M`` or ``K-M`` as the chapters K to M, each of them written (``written``: the last
+    written chapter), checked before the list is made (``StoreError``, one line, otherwise)."""
+    match = _RANGE.match(text[:100])
+    if not match or len(text) > 100:
+        raise StoreError(f"--lock {text[:60]!r}: give a chapter K or a range K..M")
     first, last = int(match.group(1)), int(match.group(2) or match.group(1))
     if first < 1 or last < first:
         raise StoreError(f"--lock {text!r}: chapters are numbered from 1 and a range goes up (K..M with K <= M)")
+    if last > written:
+        raise StoreError(f"--lock {text!r}: chapter {max(first, written + 1)} is not written (last written: "
+                         f"{written}); only a written chapter is approved")
     return list(range(first, last + 1))
 
 

@@ -78,6 +78,16 @@ def check_output_dir(path: str | os.PathLike[str], *, what: str = "output folder
     return target
 
 
+def outside_run(run_dir: Path, out: str | os.PathLike[str], *, what: str) -> Path:
+    """``out`` resolved, refused when it is ``run_dir`` or inside it: a new run (a fork, book two)
+    nested in the run it comes from would be copied, exported and removed with it."""
+    wanted = Path(out).expanduser().resolve()
+    if wanted.is_relative_to(run_dir.resolve()):
+        raise StoreError(f"{what} must go outside the run it comes from ({out} is "
+                         f"{'that run' if wanted == run_dir.resolve() else 'inside it'})")
+    return wanted
+
+
 def inside(run_dir: Path, relative: str | os.PathLike[str]) -> Path:
     """``run_dir / relative``, refused if it would land outside ``run_dir`` (``..``, links)."""
     rel = Path(relative)

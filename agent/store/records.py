@@ -6,8 +6,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from agent.text import without_nul
-
 
 def stored_json(raw: Any, what: str) -> Any:
     """A JSON column as written by fabula; a hand-damaged one is a one-line damaged-database error."""
@@ -20,12 +18,16 @@ def stored_json(raw: Any, what: str) -> Any:
                            f"{str(exc)[:80]})") from None
 
 
-def stored_text(raw: Any) -> str:
-    """A text column as a string: a hand-damaged one (binary bytes, a number) is shown, never crashes a reader."""
+def stored_text(raw: Any, what: str = "a text column") -> str:
+    """A text column as a string. fabula writes only text there: a column damaged into binary bytes
+    (a BLOB) is a one-line damaged-database error, never shown as mojibake with success."""
+    from agent.store.errors import NotARunError
+
     if isinstance(raw, str):
         return raw
     if isinstance(raw, bytes | bytearray | memoryview):
-        return without_nul(bytes(raw).decode("utf-8", "replace"))
+        raise NotARunError(f"the run database is damaged: {what} holds binary data, not text "
+                           f"({len(bytes(raw))} bytes); restore the run from a copy (fabula export --format db)")
     return "" if raw is None else str(raw)
 
 
@@ -67,7 +69,8 @@ class Chapter:
 
     @classmethod
     def from_row(cls, row: Any) -> Chapter:
-        return cls(row["idx"], stored_text(row["title"]), stored_text(row["text"]), row["words"], row["version"],
+        return cls(row["idx"], stored_text(row["title"], f"chapter {row['idx']}'s title"),
+                   stored_text(row["text"], f"chapter {row['idx']}'s text"), row["words"], row["version"],
                    bool(row["degraded"]),
                    row["degraded_reason"])
 

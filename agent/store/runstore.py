@@ -30,6 +30,7 @@ from agent.store.errors import (
     CommitError,
     DiskFullError,
     NotARunError,
+    ReadOnlyRunError,
     SchemaTooNewError,
     StoreError,
     WrongPipelineError,
@@ -107,6 +108,9 @@ class RunStore(Sessions, PlanRecords, UnitReaders, Ledgers):
                 migrate(upgrade)
             finally:
                 upgrade.close()
+        if not readonly and _read_only_file_system(folder):
+            raise ReadOnlyRunError(f"the run is on a read-only file system ({folder}); show, search and export work "
+                                   "there, writing does not")
         conn = connect(db, readonly=readonly)
         store = cls(folder, conn, readonly=readonly)
         if not readonly:
@@ -258,6 +262,7 @@ def _check_database(db: Path) -> int:
             tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
             if version >= LATEST:  # an older schema gains its tables when it is upgraded
                 missing = sorted(REQUIRED_TABLES - tables)
+            binary = _binary_text(conn, tables)
     except sqlite3.DatabaseError as exc:
         if _disk_full(db.parent):  # SQLite cannot make its -shm file: "disk I/O error", not damage
             raise DiskFullError(f"the disk is full; nothing already committed was lost (SQLite cannot open {db} "
@@ -268,12 +273,36 @@ def _check_database(db: Path) -> int:
         conn.close()
     if app_id != APPLICATION_ID:
         raise NotARunError(f"{db} is an SQLite database of some other program, not a fabula run")
+    if binary:  # fabula writes text only: bytes there are damage, never shown as mojibake with success
+        raise NotARunError(f"{db} is damaged: {binary} holds binary data, not text; restore the run from a copy")
     if missing:  # e.g. a hand-dropped chapters table: never "already completed" over a hole
         raise NotARunError(f"{db} is damaged: its {', '.join(missing)} table{'s are' if len(missing) > 1 else ' is'} "
                            "missing")
     if version > LATEST:
         raise SchemaTooNewError(f"{db} has schema version {version}; this fabula knows up to {LATEST} (upgrade fabula)")
     return version
+
+
+def _binary_text(conn: sqlite3.Connection, tables: set[str]) -> str | None:
+    """The first story text column damaged into a BLOB (``chapter 3's text``), or None."""
+    if "chapters" in tables:
+        row = conn.execute("SELECT idx, typeof(title) = 'blob' FROM chapters WHERE typeof(text) = 'blob' "
+                           "OR typeof(title) = 'blob' LIMIT 1").fetchone()
+        if row:
+            return f"chapter {row[0]}'s {'title' if row[1] else 'text'}"
+    if "paragraphs" in tables:
+        row = conn.execute("SELECT step FROM paragraphs WHERE typeof(text) = 'blob' LIMIT 1").fetchone()
+        if row:
+            return f"a paragraph of step {row[0]}"
+    return None
+
+
+def _read_only_file_system(folder: Path) -> bool:
+    """The file system holding ``folder`` is mounted read-only (SQLite would only say it cannot open the file)."""
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False
 
 
 def _disk_full(folder: Path) -> bool:

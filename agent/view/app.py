@@ -5,7 +5,7 @@ at its latest committed unit."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -13,6 +13,8 @@ from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -22,16 +24,35 @@ from agent.store import RunStore, StoreError
 from agent.store.batches import read_batch
 from agent.store.paths import DB_NAME
 from agent.store.readonly import RunIndex, open_readonly
+from agent.userinput import number_or_none
 from agent.view import pages, workbench
 from agent.view.room import Room, RoomSettings
 from agent.view.templates_env import STATIC, render
 
 NO_CACHE = {"Cache-Control": "no-store"}
+MAX_UNIT = 1_000_000
+"""The largest unit, version or result count a query string may name (SQLite takes 64-bit integers;
+a 20-digit one overflowed there)."""
 
 
-def create_app(root: str | Path, *, poll_ms: int = 1500, room: RoomSettings | None = None) -> Starlette:
+LOCAL_NAMES = ("127.0.0.1", "localhost")
+"""The names the view answers to when it listens on loopback (the default)."""
+
+
+def host_names(listen: str | None) -> list[str]:
+    """The ``Host:`` names the view answers: its own (loopback: :data:`LOCAL_NAMES`; ``--host H``:
+    H too; a wildcard ``--host 0.0.0.0``: any). Any other name is refused, so a web page that
+    rebinds its own DNS name to 127.0.0.1 cannot read the served runs."""
+    if listen in ("0.0.0.0", "::", "*"):
+        return ["*"]
+    return [*LOCAL_NAMES, *([listen] if listen and listen not in LOCAL_NAMES else [])]
+
+
+def create_app(root: str | Path, *, poll_ms: int = 1500, room: RoomSettings | None = None,
+               hosts: Sequence[str] | None = None) -> Starlette:
     """The view of the runs under ``root``; ``room``: who may act in the editing room (``agent.view.room``;
-    default: a fresh session token, loopback)."""
+    default: a fresh session token, loopback); ``hosts``: the ``Host:`` names answered (:func:`host_names`;
+    None, for an app served by a test client: any)."""
     index = RunIndex(root)
     views = _Views(index, poll_ms)
     routes = [*Room(index, room or RoomSettings(), poll_ms).routes(),
@@ -42,7 +63,9 @@ def create_app(root: str | Path, *, poll_ms: int = 1500, room: RoomSettings | No
         Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
     ]
     # every failure is a page of the view: a 404, a run that cannot be opened, and a bug (500)
-    return Starlette(routes=routes, exception_handlers={HTTPException: views.error, Exception: views.error})
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))] if hosts is not None else []
+    return Starlette(routes=routes, middleware=middleware,
+                     exception_handlers={HTTPException: views.error, Exception: views.error})
 
 
 class _Views:
@@ -146,20 +169,23 @@ class _Views:
 def _options(page: str, params: Any) -> dict[str, Any]:
     """A page's options from its query string (anything malformed is ignored, never an error)."""
     options: dict[str, Any] = {}
-    if page == "state" and params.get("unit", "").isdigit():
-        options["unit"] = int(params["unit"])
+    def number(key: str, high: int = MAX_UNIT) -> int | None:
+        return number_or_none(params.get(key, ""), low=0, high=high)
+
+    if page == "state" and (unit := number("unit")) is not None:
+        options["unit"] = unit
     if page == "story" and params.get("find"):
         options["find"] = params["find"][:2000]
-        if params.get("at", "").isdigit():
-            options["at"] = int(params["at"])
+        if (at := number("at", 1 << 40)) is not None:
+            options["at"] = at
     if page == "search":
         options["query"] = params.get("q", "")[:2000]
-        if params.get("k", "").isdigit():
-            options["k"] = int(params["k"])
+        if (k := number("k", MAX_UNIT)) is not None:
+            options["k"] = k
     if page == "versions":
         for key in ("unit", "a", "b"):
-            if params.get(key, "").isdigit():
-                options[key] = int(params[key])
+            if (value := number(key)) is not None:
+                options[key] = value
     if page == "character":
         options["who"] = params.get("name", "")
     return options

@@ -105,10 +105,10 @@ def test_an_imported_derived_book_goes_on_as_an_nst_run(server, tmp_path, capsys
     with RunStore.open(run, readonly=True) as store:
         events = list(store.state(2)["narrative"]["past_events"])
     capsys.readouterr()
-    assert main(["continue", run, "--words", "300", "--premise", "The bell is found again.", "--quiet"]) == 0
+    assert main(["continue", run, "--words", "500", "--premise", "The bell is found again.", "--quiet"]) == 0
     with RunStore.open(run, readonly=True) as store:
         info = store.info()
-        assert (info.pipeline, info.status, info.last_unit) == ("nst", "completed", 3)
+        assert (info.pipeline, info.status, info.last_unit) == ("nst", "completed", 4)  # 500 words: two chapters
         assert store.get_plan("continued")[0]["from_kind"] == "imported"
         outline = store.get_plan("outline")
         assert outline[0]["title"] == "Chapter 1" and "written" in outline[0]["description"]
@@ -131,6 +131,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(server, tmp_path, caps
             return store.info(), store.plan(), fingerprints(path), len(store.llm_calls())
 
     cases = [([run, "--words", "0"], "--words must be between"),
+             ([run, "--words", "10"], "--words must be between 500"),  # every length is held to the same rule
              ([run, "--words", "500", "--premise", " "], "--premise is empty"),
              ([run, "--words", "500", "--set", "max_turns=0"], "max_turns"),
              ([imported, "--words", "500"], "fabula derive"),

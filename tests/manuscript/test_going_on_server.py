@@ -47,7 +47,7 @@ def carried(run: str, first_prompt: str) -> list[str]:
 def test_continue_writes_one_chapter_on_the_real_server(vllm_server, tmp_path):
     run = scripted_book(tmp_path)
     before = fingerprints(run)
-    assert main(["continue", run, "--words", "150", "--endpoint", vllm_server.endpoint, "--model",
+    assert main(["continue", run, "--words", "500", "--endpoint", vllm_server.endpoint, "--model",
                  vllm_server.model, "--quiet", *BOUNDED]) == 0
     with RunStore.open(run, readonly=True) as store:
         info = store.info()

@@ -83,7 +83,8 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(server, tmp_path, caps
              ([first, "--words", "1000", "--set", "max_turns=0"], "max_turns"),
              ([first, "--words", "1000", "--resolve", "no_such_key"], "no such open requirement"),
              ([stopped, "--words", "1000"], "is not finished"),
-             ([first, "--words", "1000", "--out", first], "already holds a run")]
+             ([first, "--words", "1000", "--out", first], "outside the run"),
+             ([first, "--words", "1000", "--out", f"{first}/two"], "outside the run it comes from")]
     for argv, needle in cases:
         capsys.readouterr()
         args = ["sequel", *argv] if "--out" in argv else ["sequel", *argv, "--out", str(out)]
