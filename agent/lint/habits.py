@@ -14,11 +14,15 @@ from functools import cache
 from pathlib import Path
 
 from agent.lint.rules import LintRules
+from agent.text import CJK_CHAR
 
 REFERENCE = Path(__file__).with_name("data") / "reference_en.tsv"
 
 REPEAT_N = 6
 """A repeated phrase is this many words long (shorter ones are the language's own idioms)."""
+REPEAT_N_CJK = 10
+"""In a book written mostly in CJK characters, each character counts as a word (``agent.text``), and a
+repeated phrase is this many characters long: six characters are often one idiom, ten are a clause."""
 REPEAT_BASE, REPEAT_PER_WORDS = 3, 25_000
 """A phrase counts as repeated from ``BASE + book words // PER_WORDS`` uses on: a long book earns more."""
 OPENING_RUN = 4
@@ -33,7 +37,10 @@ ELABORATE_MIN = 4
 """A chapter with at least this many elaborate tags, more than its plain ones, has a tag habit."""
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z']*")
-_OPENING = re.compile(r"[\s\"'“‘(\[*_—-]*([A-Za-z][A-Za-z']*)")
+_TOKEN = re.compile(rf"{CJK_CHAR.pattern}|[A-Za-z][A-Za-z']*")
+"""A word of a repeated phrase: a Latin word, or one CJK character (the count rule of ``agent.text``)."""
+_OPENING = re.compile(rf"[\s\"'“‘「『(\[*_—-]*([A-Za-z][A-Za-z']*|{CJK_CHAR.pattern}{{1,2}})")
+"""A sentence's opening word: a Latin word, or its first two CJK characters (他说, 她的)."""
 _COMMON_OPENINGS = frozenset({"the", "and", "but", "a", "i"})
 _STOP = frozenset({"a", "an", "the", "and", "or", "but", "of", "to", "in", "on", "at", "by", "for", "with", "from",
     "as", "is", "was", "were", "be", "been", "it", "its", "he", "she", "they", "them", "his", "her", "their", "i",
@@ -67,20 +74,30 @@ def stock_phrases(text: str, rules: LintRules) -> list[Hit]:
     return hits
 
 
-def _grams(text: str) -> tuple[list[tuple[str, ...]], list[tuple[int, int]]]:
-    words = list(_WORD.finditer(text))
+def _grams(text: str, n: int) -> tuple[list[tuple[str, ...]], list[tuple[int, int]]]:
+    words = list(_TOKEN.finditer(text))
     low = [w.group(0).lower() for w in words]
-    grams = [tuple(low[i:i + REPEAT_N]) for i in range(len(low) - REPEAT_N + 1)]
-    spans = [(words[i].start(), words[i + REPEAT_N - 1].end()) for i in range(len(grams))]
+    grams = [tuple(low[i:i + n]) for i in range(len(low) - n + 1)]
+    spans = [(words[i].start(), words[i + n - 1].end()) for i in range(len(grams))]
     return grams, spans
 
 
+def phrase_length(texts: list[str]) -> int:
+    """How many words a repeated phrase has in this book: :data:`REPEAT_N_CJK` when most of its words are
+    CJK characters, else :data:`REPEAT_N`."""
+    cjk = sum(len(CJK_CHAR.findall(t)) for t in texts)
+    latin = sum(len(_WORD.findall(t)) for t in texts)
+    return REPEAT_N_CJK if cjk > latin else REPEAT_N
+
+
 def repeated_phrases(texts: list[str]) -> list[list[Hit]]:
-    """Per chapter: phrases of ``REPEAT_N`` words the book uses more often than its length explains.
+    """Per chapter: phrases of ``REPEAT_N`` words (CJK: characters) the book uses more often than its length
+    explains.
 
     Overlapping repeated phrases (one long repeat) are one hit; a phrase of stop words only is ignored.
     """
-    parsed = [_grams(t) for t in texts]
+    n = phrase_length(texts)
+    parsed = [_grams(t, n) for t in texts]
     total_words = sum(len(g) for g, _ in parsed)
     threshold = REPEAT_BASE + total_words // REPEAT_PER_WORDS
     counts = Counter(g for grams, _ in parsed for g in grams)
