@@ -107,7 +107,7 @@ def version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = review_cmd.old_review_spelling(list(sys.argv[1:] if argv is None else argv))
     if not argv:  # `fabula` alone: what it can do, grouped, and a first story
         parser.print_help()
         return 0

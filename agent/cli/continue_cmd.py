@@ -16,7 +16,16 @@ from agent.cli.derive_cmd import derived_on
 from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.progress import ProgressDisplay
-from agent.cli.review_cmd import add_review_option, apply_review, refuse_in_review, review_lines, review_of
+from agent.cli.review_cmd import (
+    add_drafts_options,
+    add_review_option,
+    apply_review,
+    drafts_setting,
+    lint_avoid_setting,
+    refuse_in_review,
+    review_lines,
+    review_of,
+)
 from agent.cli.rundir import open_run, store_errors
 from agent.errors import InputError
 
@@ -38,6 +47,7 @@ def add_parser(sub) -> None:
                         help="a setting of the new chapters (VALUE is JSON, else a string), e.g. --set max_turns=8")
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
     add_review_option(parser)
+    add_drafts_options(parser)
     parser.add_argument("--style", metavar="FILE", help="a sample of your own prose: the new chapters are written "
                         "in its voice (and measured against it); default: the run's own sample, if it has one")
     add_model_options(parser, stored="RUN")
@@ -57,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
         if store.live_status() == "running":
             raise CLIError(f"{args.run_dir} is being written by another process", exit_code=1)
         refuse_in_review(store, args.run_dir)
-        review_of(args)  # a bad --review value: refused before anything changes
+        review_of(args)  # a bad --review, --drafts or --lint-avoid: refused before anything changes
+        drafts_setting(args)
+        lint_avoid_setting(args, store.info().config.get("profile"))
         try:
             found = check_continuable(store, args.words, args.premise)
             overrides = parse_assignments(args.overrides)

@@ -13,8 +13,7 @@ from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.progress import ProgressDisplay
 from agent.cli.review_cmd import (
-    DRAFTS_HELP,
-    LINT_AVOID_HELP,
+    add_drafts_options,
     add_review_option,
     apply_review,
     drafts_setting,
@@ -38,8 +37,7 @@ def add_parser(sub) -> None:
                         help="change one configuration value (VALUE is JSON, else a string); needs --force")
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
     add_review_option(parser, off=True)
-    parser.add_argument("--drafts", type=int, metavar="N", help=DRAFTS_HELP)
-    parser.add_argument("--lint-avoid", action="store_true", help=LINT_AVOID_HELP)
+    add_drafts_options(parser)
     add_model_options(parser, stored="the run")
     parser.set_defaults(handler=run)
 

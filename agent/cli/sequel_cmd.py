@@ -17,7 +17,14 @@ from agent.cli.derive_cmd import derived_on
 from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.progress import ProgressDisplay
-from agent.cli.review_cmd import add_review_option, review_lines, review_of
+from agent.cli.review_cmd import (
+    add_drafts_options,
+    add_review_option,
+    drafts_setting,
+    lint_avoid_setting,
+    review_lines,
+    review_of,
+)
 from agent.cli.rundir import discard_if_unused, open_run, store_errors
 from agent.errors import InputError
 from agent.store.paths import outside_run
@@ -43,6 +50,7 @@ def add_parser(sub) -> None:
                         help="a setting of the new chapters (VALUE is JSON, else a string), e.g. --set max_turns=8")
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
     add_review_option(parser)
+    add_drafts_options(parser)
     parser.add_argument("--style", metavar="FILE", help="a sample of your own prose: book two is written in its "
                         "voice (and measured against it); default: book one's sample, if it had one")
     add_model_options(parser, stored="RUN")
@@ -79,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         guide = guide or first.get_plan("style")
         stored = derived_on(first) if imported else pipelines.stored_model(first)
     review = review_of(args)
+    drafts = {**drafts_setting(args), **lint_avoid_setting(args, sequel.config.get("profile"))}
     out = output_dir(Path(args.out))
     if (out / "run.db").exists():
         raise CLIError(f"{args.out} already holds a run; give --out a new folder")
@@ -91,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             with store_errors():
                 store = write_sequel(out, sequel, options, model, events=ProgressDisplay(quiet=args.quiet),
                                      plan_only=args.plan_only, review=review,
-                                     notes={"style": guide} if guide else None)
+                                     notes={**({"style": guide} if guide else {}), **drafts} or None)
         except BaseException:
             discard_if_unused(out, existed)
             raise

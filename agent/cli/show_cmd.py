@@ -7,6 +7,7 @@ import json
 import time
 
 from agent.cli.rundir import open_run
+from agent.nst.best_of import choice_lines
 from agent.store.review import describe, in_review, next_steps
 from agent.store.stats import RunSummary, summarize
 from agent.style.report import chapter_distances, style_lines
@@ -35,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
         probe = store.server_probe()
         versions = version_lines(store) if args.versions else None
         waiting = in_review(store)
+        drafts = choice_lines(store)
         guide = store.get_plan("style")
         style = chapter_distances(guide, store.chapters())
         style_text = style_lines(guide, store.chapters())
@@ -43,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         extra.update({"server_probe": probe} if probe else {})
         extra.update({"style": style} if style else {})
         extra.update({"versions": versions_json(versions)} if versions is not None else {})
+        extra.update({"drafts": drafts} if drafts else {})
         extra.update({"in_review": {**waiting, "next": next_steps(args.run_dir, waiting)}} if waiting else {})
         print(json.dumps({"run_dir": str(path), **summary.as_dict(), **extra}, ensure_ascii=False))
         return 0
@@ -52,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
                   *(f"          {line}" for line in next_steps(args.run_dir, waiting))]
     lines = [*render(summary, str(path), internals=args.verbose), *review,
              *(_server_lines(probe) if args.verbose else []), *style_text,
+             *(("drafts    " if i == 0 else "          ") + line for i, line in enumerate(drafts)),
              *(("history   " if i == 0 else "          ") + line for i, line in enumerate(history or [])),
              *(versions_text(versions) if versions is not None else [])]
     for line in lines:

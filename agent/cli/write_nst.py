@@ -20,8 +20,7 @@ from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.profile_choice import PROFILE_CHOICES, PROFILE_HELP, choose_profile
 from agent.cli.progress import ProgressDisplay
 from agent.cli.review_cmd import (
-    DRAFTS_HELP,
-    LINT_AVOID_HELP,
+    add_drafts_options,
     add_review_option,
     drafts_setting,
     lint_avoid_setting,
@@ -68,8 +67,7 @@ def add_parser(sub) -> None:
                                 "[--edit], then write the chapters with fabula resume RUN")
             add_review_option(parser)
         if name == "nst":
-            parser.add_argument("--drafts", type=int, metavar="N", help=DRAFTS_HELP)
-            parser.add_argument("--lint-avoid", action="store_true", help=LINT_AVOID_HELP)
+            add_drafts_options(parser)
         parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                             help="any other setting (VALUE is JSON, else a string), e.g. --set read_budget=5")
         parser.add_argument("--profile", choices=PROFILE_CHOICES, help=PROFILE_HELP)

@@ -2,24 +2,31 @@
 
 After the chapter loop commits its chapter (draft 1, whose state the loop derived), N-1 more drafts are
 written from the same context (the system prompt, the story prompt, the outline, the state before the
-chapter, its task and gate), each through the gate. The rule that chooses, model-free: a draft inside the
-gate before one outside it; then the lowest lint score (``agent.lint``: flags of machine prose per 1,000
-words); then the one nearest the target length; then the earliest. When another draft than the first
-wins it is stored as the chapter's next version and its state re-derived (one update call); every draft
-stays in the run (``DRAFTS_OF``) for ``fabula revise RUN --chapter N --use-draft K``. The setting and the
-drafts are plan records, not configuration: how many drafts to compare does not change a resumed run's
-settings. Each draft is stored as soon as it is written, so an interrupted run loses none.
+chapter, its task and gate), each through the gate, at once on a server (as many as its client sends
+together, ``at_once`` in the record; one after another in process). With ``--drafts-judge`` the run's own
+model chooses (``agent.nst.drafts_judge``: one constrained call with the outline item, the state before
+the chapter and the drafts; its one-line reason kept). Without it, or when the judge's reply cannot be
+used, the model-free rule (``RULE``): a draft inside the gate before one outside it; then the lowest lint
+score (``agent.lint``: flags of machine prose per 1,000 words); then the nearest to the target length;
+then the earliest. When another draft than the first wins it is stored as the chapter's next version and
+its state re-derived (one update call); every draft stays in the run (``DRAFTS_OF``, with the choice, its
+rule and reason, and what the extra drafts and the judge cost) for ``fabula revise RUN --chapter N
+--use-draft K``. The setting and the drafts are plan records, not configuration: how many drafts to
+compare does not change a resumed run's settings. Each draft is stored as soon as it is written, so an
+interrupted run loses none.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from agent.errors import InputError
 from agent.lint import lint_book
 from agent.nst.budget import run_budget
 from agent.nst.config import NstConfig
-from agent.nst.drafting import Drafter, draft_until_gate, record_attempt
+from agent.nst.drafting import Drafter, GateOutcome, draft_until_gate, record_attempt
+from agent.nst.drafts_judge import judge_drafts
 from agent.nst.length import initial_ratio
 from agent.nst.prompts import chapter_prompt, prose_request, system_prompt
 from agent.nst.rederive import rederive_nst
@@ -31,24 +38,28 @@ from agent.store import RunStore, StoreError
 from agent.store.snapshots import ChapterSnapshot
 
 DRAFTS_KEY = "drafts"
-"""The setting: ``{"n": N}``."""
+"""The setting: ``{"n": N, "from": first chapter}``, with ``"judge": true`` when the run's model chooses."""
 DRAFTS_OF = "drafts_of"
 """Per chapter (as a string key): the drafts, the one chosen, the rule and what the extra drafts cost."""
-MAX_DRAFTS = 8
+JUDGE_RULE = "the judge (the run's own model)"
 RULE = "inside the gate first, then the lowest lint score, then the nearest to the target length, then the earliest"
-
-
-def set_drafts(store: RunStore, n: int | None) -> None:
-    if n is None:
-        return
-    if not 1 <= n <= MAX_DRAFTS:
-        raise InputError(f"--drafts must be between 1 and {MAX_DRAFTS}, got {n}")
-    store.put_plan(DRAFTS_KEY, {"n": n})
 
 
 def drafts_wanted(store: RunStore) -> int:
     record = store.get_plan(DRAFTS_KEY)
     return int(record.get("n", 1)) if isinstance(record, dict) else 1
+
+
+def drafts_from(store: RunStore) -> int:
+    """The first chapter written with drafts (a run given ``--drafts`` later redrafts none before it)."""
+    record = store.get_plan(DRAFTS_KEY)
+    return int(record.get("from", 1)) if isinstance(record, dict) else 1
+
+
+def judged(store: RunStore) -> bool:
+    """The run's model chooses among the drafts (``--drafts-judge``)."""
+    record = store.get_plan(DRAFTS_KEY)
+    return isinstance(record, dict) and bool(record.get("judge"))
 
 
 def drafts_of(store: RunStore, index: int) -> dict[str, Any] | None:
@@ -59,8 +70,28 @@ def drafts_of(store: RunStore, index: int) -> dict[str, Any] | None:
 
 def pending_drafts(store: RunStore, index: int) -> bool:
     """Chapter ``index`` is committed but its drafts are not all written and chosen yet."""
+    if index < drafts_from(store):
+        return False
     record = drafts_of(store, index)
     return record is None or "chosen" not in record
+
+
+def choice_lines(store: RunStore) -> list[str]:
+    """What ``fabula show`` says of a best-of-N run: per chapter, the draft chosen, by which rule, why, and
+    what the extra drafts (and the judge) cost."""
+    records = store.get_plan(DRAFTS_OF)
+    if not isinstance(records, dict):
+        return []
+    lines = []
+    for key in sorted(records, key=lambda k: int(k) if k.isdigit() else 0):
+        record = records[key]
+        if not isinstance(record, dict) or "chosen" not in record:
+            continue
+        why = f": {record['reason']}" if record.get("reason") else ""
+        lines.append(f"chapter {key}: draft {record['chosen']} of {len(record.get('drafts', []))} by "
+                     f"{record.get('rule')}{why} ({record.get('calls', 0)} calls, "
+                     f"{record.get('completion_tokens', 0)} completion tokens for the extra drafts)")
+    return lines
 
 
 def _save(store: RunStore, index: int, record: dict[str, Any]) -> None:
@@ -113,29 +144,50 @@ def best_of(ctx: RunContext[NstConfig], index: int, n: int) -> Rederived | None:
     ratio = ChapterSnapshot.read(store.state(index)).tokens_per_word or initial_ratio(config.prompt,
                                                                                      config.tokens_per_word)
     budget = run_budget(ctx)
-    while len(record["drafts"]) < n:
+    missing = n - len(record["drafts"])
+    if missing > 0:
+        at_once = max(1, min(missing, int(getattr(ctx.llm, "concurrency", 1) or 1)))
+        messages = _messages(config, plan, state, index, chapter.title)
+
+        def draft(_: int) -> GateOutcome:
+            drafter = Drafter.for_config(ctx.llm, gate, ratio, config, "nst_prose", budget=budget)
+            return draft_until_gate(drafter, [dict(m) for m in messages], REVISE_ATTEMPTS,
+                                    on_attempt=record_attempt(ctx))
+
         calls, tokens = ctx.calls, ctx.completion_tokens
-        drafter = Drafter.for_config(ctx.llm, gate, ratio, config, "nst_prose", budget=budget)
-        outcome = draft_until_gate(drafter, _messages(config, plan, state, index, chapter.title), REVISE_ATTEMPTS,
-                                   on_attempt=record_attempt(ctx))
-        k = len(record["drafts"]) + 1
-        record["drafts"].append({"k": k, "text": outcome.text, "words": outcome.words, "in_gate": not outcome.degraded,
-                                 "source": "best of n"})
+        with ThreadPoolExecutor(max_workers=at_once) as pool:
+            for outcome in as_completed([pool.submit(draft, i) for i in range(missing)]):
+                got = outcome.result()
+                record["drafts"].append({"k": len(record["drafts"]) + 1, "text": got.text, "words": got.words,
+                                         "in_gate": not got.degraded, "source": "best of n"})
+                _save(store, index, record)  # each draft kept as soon as it exists
         record["calls"] += ctx.calls - calls
         record["completion_tokens"] += ctx.completion_tokens - tokens
-        _save(store, index, record)  # each draft kept as soon as it exists
+        record["at_once"] = at_once
+        _save(store, index, record)
     scored = score(record["drafts"], gate.target)
-    chosen = choose(scored)
-    record.update(drafts=scored, chosen=chosen, rule=RULE)
-    cost = f"the {n - 1} more drafts cost {record['calls']} calls, {record['completion_tokens']} completion tokens"
+    chosen, rule, reason = choose(scored), RULE, None
+    if judged(store):
+        calls, tokens = ctx.calls, ctx.completion_tokens
+        verdict = judge_drafts(ctx.llm, budget, item, state, scored)
+        record["calls"] += ctx.calls - calls
+        record["completion_tokens"] += ctx.completion_tokens - tokens
+        if verdict is not None:
+            (chosen, reason), rule = verdict, JUDGE_RULE
+        else:
+            reason = "the judge's reply could not be used; chosen by the rule"
+    record.update(drafts=scored, chosen=chosen, rule=rule, **({"reason": reason} if reason else {}))
+    how = f"{rule}: {reason}" if reason else rule
+    cost = f"the {n - 1} more drafts{' and the judge' if judged(store) else ''} cost {record['calls']} calls, " \
+        f"{record['completion_tokens']} completion tokens"
     if chosen == 1:
         _save(store, index, record)
-        ctx.emit("note", f"chapter {index}: draft 1 of {n} kept ({RULE}); {cost}")
+        ctx.emit("note", f"chapter {index}: draft 1 of {n} kept ({how}); {cost}")
         return None
     winner = scored[chosen - 1]
     store.revise_chapter(index, winner["text"], reason=f"draft {chosen} of {n} chosen")
     _save(store, index, record)
-    ctx.emit("note", f"chapter {index}: draft {chosen} of {n} chosen ({RULE}); {cost}")
+    ctx.emit("note", f"chapter {index}: draft {chosen} of {n} chosen ({how}); {cost}")
     return rederive_nst(ctx, index)
 
 

@@ -22,18 +22,13 @@ IN_REVIEW_KEY = "in_review"
 ACTIONS_KEY = "room_actions"
 MAX_ACTIONS = 10_000
 """The action log keeps the latest this many (a writer's lifetime of clicks on one book)."""
+MAX_EVERY = 10_000
 
 
-def parse_review(text: str | None) -> dict[str, Any] | None:
-    """``--review`` (every chapter) or ``--review every=K``; None when not given."""
-    if text is None:
-        return None
-    every = 1
-    if text not in ("", "on"):
-        key, _, value = text.partition("=")
-        if key.strip() != "every" or not value.strip().isdigit() or not 1 <= int(value) <= 10_000:
-            raise InputError(f"--review {text!r}: give --review, or --review every=K (K from 1 to 10000)")
-        every = int(value)
+def review_every(every: int) -> dict[str, Any]:
+    """The setting of ``--review`` (every chapter) or ``--review-every K``; a K out of range is refused."""
+    if not 1 <= every <= MAX_EVERY:
+        raise InputError(f"--review-every {every}: give K from 1 to {MAX_EVERY}")
     return {"every": every, "outline": True}
 
 

@@ -235,6 +235,11 @@ class Author(LLM):
         self.requests: list[Request] = []
         self.prose_attempts: dict[int, int] = {}
 
+    def choose_draft(self, request: Request) -> str:
+        """The drafts judge, scripted: the last draft shown, with a one-line reason."""
+        last = drafts_shown(request)[-1]
+        return json.dumps({"draft": last, "reason": f"draft {last} carries out the outline item most closely"})
+
     def _complete(self, request: Request) -> RawReply:
         self.requests.append(request)
         text, finish = self.reply(request)
@@ -274,9 +279,16 @@ class Author(LLM):
             return "Digest: " + prose(60, seed=len(self.requests)), "stop"
         if role == "reconcile_judge":
             return judge_json(request), "stop"
+        if role == "drafts_judge":
+            return self.choose_draft(request), "stop"
         if role == "style_description":
             return json.dumps({"description": "Measured, ironic narration; long balanced sentences."}), "stop"
         return self.policy(request, offered(request)), "stop"
+
+
+def drafts_shown(request: Request) -> list[int]:
+    """The draft numbers a drafts judge's request shows."""
+    return [int(k) for k in re.findall(r"^## Draft (\d+) \(", last_user(request), re.MULTILINE)]
 
 
 def judge_json(request: Request) -> str:

@@ -30,6 +30,8 @@ def infer_role(body: dict) -> str:
         properties = schema.get("properties", {})
         if "contradictions" in properties:
             return "reconcile_judge"
+        if "draft" in properties and "reason" in properties:
+            return "drafts_judge"
         return "plan_outline" if "chapters" in properties else "nst_turn"
     last = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
     if last.rsplit("\n\n", 1)[-1].startswith("Now write the complete text of chapter"):  # alone or closing a turn

@@ -83,8 +83,24 @@ def test_review_refuses_bad_input_in_one_line(server, tmp_path, capsys):
     run = str(tmp_path / "run")
     assert main(["write", "nst", "--prompt", PROMPT, "--words", "3000", "--endpoint", server.url, "--out", run,
                  "--quiet", "--review", "every=x"]) == 2
-    assert "--review 'every=x'" in capsys.readouterr().err
+    assert "--review-every x: give K from 1 to 10000" in capsys.readouterr().err
+    assert main(["write", "nst", "--prompt", PROMPT, "--words", "3000", "--endpoint", server.url, "--out", run,
+                 "--quiet", "--review-every", "0"]) == 2
+    assert "--review-every 0: give K from 1 to 10000" in capsys.readouterr().err
     assert main(["write", "nst", "--prompt", PROMPT, "--words", "3000", "--endpoint", server.url, "--out", run,
                  "--quiet"]) == 0
     assert main(["approve", run]) == 2
     assert "is not in review: nothing to approve" in capsys.readouterr().err
+
+
+def test_resume_review_before_the_run_reads_the_run_as_the_run(server, tmp_path, capsys):
+    run = str(tmp_path / "run")
+    assert main(["write", "nst", "--prompt", PROMPT, "--words", "4000", "--endpoint", server.url, "--out", run,
+                 "--quiet", "--plan-only"]) == 0
+    assert main(["resume", "--review", run, "--quiet"]) == 0  # --review takes no value: RUN is the run
+    assert status(run)[:2] == ("review", 0)
+    assert main(["approve", run, "--quiet"]) == 0
+    assert status(run)[:2] == ("review", 1)
+    assert main(["approve", "--stop", run]) == 0
+    assert main(["resume", "--review-every", "2", run, "--quiet"]) == 0
+    assert status(run)[:2] == ("review", 2)
