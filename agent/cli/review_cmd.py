@@ -17,7 +17,7 @@ from agent.cli.options import add_model_options
 from agent.cli.rundir import open_run
 from agent.errors import InputError
 from agent.store import RunStore
-from agent.store.review import MAX_EVERY, approve, describe, in_review, next_steps, review_every, set_review
+from agent.store.review import MAX_EVERY, approve, describe, in_review, next_steps, review_every, set_review, with_start
 
 REVIEW_HELP = ("stop after each committed chapter, and after the outline, for the writer: fabula approve RUN writes "
                "on; fabula revise / edit change the chapter first")
@@ -115,7 +115,7 @@ def apply_review(store: RunStore, args: argparse.Namespace) -> None:
         return
     review = review_of(args)
     if review is not None:
-        set_review(store, review)
+        set_review(store, with_start(store, review))
 
 
 def _from_here(store: RunStore, key: str, value: Any) -> Any:

@@ -27,7 +27,7 @@ from agent.nst.summary import SYSTEM, summarize
 from agent.nst.voice import describe_style, voice_blocks
 from agent.run_context import EventSink, RunContext
 from agent.store import RunStore
-from agent.store.review import pause_after
+from agent.store.review import owed_review, pause_after
 from agent.store.snapshots import ChapterSnapshot
 from agent.text import count_words
 
@@ -64,6 +64,9 @@ def write(ctx: RunContext[RollSumConfig]) -> None:
         return
     describe_style(ctx, budget)
     last = store.info().last_unit
+    if owed_review(store):  # stopped between the last commit and its review: the writer sees it first
+        ctx.emit("note", f"chapter {last} committed; in review until fabula approve")
+        return
     previous = ChapterSnapshot.read(store.state(last) if last else None)
     summary = previous.summary or ""
     ratio = previous.tokens_per_word or initial_ratio(config.prompt, config.tokens_per_word)

@@ -26,7 +26,7 @@ from agent.nst.tools import TOOLS
 from agent.nst.voice import describe_style
 from agent.run_context import EventSink, RunContext
 from agent.store import RunStore
-from agent.store.review import pause_after
+from agent.store.review import owed_review, pause_after
 from agent.store.snapshots import ChapterSnapshot
 
 
@@ -45,6 +45,9 @@ def write(ctx: RunContext[NstConfig]) -> None:
     if wanted > 1 and last > 0 and pending_drafts(store, last):  # interrupted between a commit and its drafts
         with ctx.unit(last):
             best_of(ctx, last, wanted)
+    if owed_review(store):  # stopped between the last commit and its review: the writer sees it first
+        ctx.emit("note", f"chapter {last} committed; in review until fabula approve")
+        return
     previous = ChapterSnapshot.read(store.state(last))  # before chapter 1: a sequel's initial state, else none
     state = NarrativeState.from_json(previous.narrative)
     ratio = previous.tokens_per_word or initial_ratio(config.prompt, config.tokens_per_word)

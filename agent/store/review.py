@@ -1,9 +1,9 @@
 """Review: a run that stops after each committed chapter (or every K) until the writer approves it.
 
-Three plan records: ``review`` (the setting: ``every`` K chapters, and whether the outline is reviewed
-first), ``in_review`` (where the run stands waiting: the unit, 0 for the outline), and ``room_actions``
-(every writer's action on the run: who, when, what; approvals, revisions and edits from the CLI or the
-view). Kept in the plan, not the configuration: reviewing changes how a run is driven, not what it
+Three plan records: ``review`` (the setting: ``every`` K chapters, whether the outline is reviewed
+first, and ``from``: the first unit reviewed), ``in_review`` (where the run stands waiting: the unit, 0
+for the outline), and ``room_actions`` (every writer's action on the run: who, when, what; approvals,
+revisions and edits from the CLI or the view). Kept in the plan, not the configuration: reviewing changes how a run is driven, not what it
 writes, so a resume never sees it as a changed setting.
 """
 
@@ -56,12 +56,30 @@ def _approved(store: RunStore, unit: int) -> bool:
 
 
 def pause_after(store: RunStore, unit: int) -> bool:
-    """After committing ``unit``: enter review and return True when the setting asks for it here."""
+    """After committing ``unit``: enter review and return True when the setting asks for it here. A resume
+    asks it again of the last committed unit (:func:`owed_review`)."""
     review = review_setting(store)
-    if review is None or unit % int(review.get("every", 1)) != 0 or _approved(store, unit):
+    if review is None or unit < int(review.get("from", 1)) or unit % int(review.get("every", 1)) != 0 \
+            or _approved(store, unit):
         return False
     store.put_plan(IN_REVIEW_KEY, {"unit": unit, "at": time.time()})
     return True
+
+
+def owed_review(store: RunStore) -> bool:
+    """Before a resumed run writes on: the review its last committed unit owes, entered (True) when a run
+    stopped between that unit's commit and its review (killed, a crash). Units committed before review was
+    turned on (its ``from``) owe none; an approved one owes none."""
+    last = store.info().last_unit
+    return last > 0 and in_review(store) is None and pause_after(store, last)
+
+
+def with_start(store: RunStore, review: dict[str, Any]) -> dict[str, Any]:
+    """``review`` as given to a run that may have units: reviews begin at its next unit (those committed
+    already were not waiting for the writer); once on, they keep where they began."""
+    before = review_setting(store)
+    start = before.get("from", 1) if before is not None else store.info().last_unit + 1
+    return {**review, "from": start}
 
 
 def pause_for_outline(store: RunStore) -> bool:

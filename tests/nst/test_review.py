@@ -104,3 +104,24 @@ def test_resume_review_before_the_run_reads_the_run_as_the_run(server, tmp_path,
     assert main(["approve", "--stop", run]) == 0
     assert main(["resume", "--review-every", "2", run, "--quiet"]) == 0
     assert status(run)[:2] == ("review", 2)
+
+
+def test_a_run_killed_between_a_commit_and_its_review_enters_that_review_on_resume(server, tmp_path, monkeypatch):
+    import agent.nst.runner as runner
+
+    run = str(tmp_path / "run")
+    assert main(["write", "nst", "--prompt", PROMPT, "--words", "3000", "--endpoint", server.url, "--out", run,
+                 "--quiet", "--review"]) == 0
+    real = runner.pause_after
+
+    def killed(store, unit):  # the process dies after chapter 1 is committed, before it enters review
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "pause_after", killed)
+    assert main(["approve", run, "--quiet"]) == 130
+    assert status(run)[1:] == (1, None)  # committed, not in review
+    monkeypatch.setattr(runner, "pause_after", real)
+    assert main(["resume", run, "--quiet"]) == 0
+    assert status(run) == ("review", 1, status(run)[2]) and status(run)[2]["unit"] == 1  # the review it owed
+    with RunStore.open(run, readonly=True) as store:
+        assert store.chapter(2) is None  # nothing written past the unseen chapter
