@@ -3,8 +3,8 @@
 Three plan records: ``review`` (the setting: ``every`` K chapters, whether the outline is reviewed
 first, and ``from``: the first unit reviewed), ``in_review`` (where the run stands waiting: the unit, 0
 for the outline), and ``room_actions`` (every writer's action on the run: who, when, what; approvals,
-revisions and edits from the CLI or the view). Kept in the plan, not the configuration: reviewing changes how a run is driven, not what it
-writes, so a resume never sees it as a changed setting.
+revisions and edits from the CLI or the view). Kept in the plan, not the configuration: reviewing
+changes how a run is driven, not what it writes, so a resume never sees it as a changed setting.
 """
 
 from __future__ import annotations
