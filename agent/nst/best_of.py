@@ -169,13 +169,13 @@ def best_of(ctx: RunContext[NstConfig], index: int, n: int) -> Rederived | None:
     chosen, rule, reason = choose(scored), RULE, None
     if judged(store):
         calls, tokens = ctx.calls, ctx.completion_tokens
-        verdict = judge_drafts(ctx.llm, budget, item, state, scored)
+        judged_k, why = judge_drafts(ctx.llm, budget, item, state, scored)
         record["calls"] += ctx.calls - calls
         record["completion_tokens"] += ctx.completion_tokens - tokens
-        if verdict is not None:
-            (chosen, reason), rule = verdict, JUDGE_RULE
+        if judged_k is not None:
+            chosen, reason, rule = judged_k, why, JUDGE_RULE
         else:
-            reason = "the judge's reply could not be used; chosen by the rule"
+            reason = f"the judge's reply could not be used ({why}); chosen by the rule"
     record.update(drafts=scored, chosen=chosen, rule=rule, **({"reason": reason} if reason else {}))
     how = f"{rule}: {reason}" if reason else rule
     cost = f"the {n - 1} more drafts{' and the judge' if judged(store) else ''} cost {record['calls']} calls, " \

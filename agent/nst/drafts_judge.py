@@ -3,7 +3,7 @@
 One constrained call (``grammars.drafts.DraftChoice``): the outline item the chapter carries out, the
 narrative state before it and every draft, numbered; the reply names a draft and says why in one line.
 Roles: one system message, then one user turn (strict role order). A reply that cannot be used (the call
-failed or was refused, a draft that was not shown) is ``None``: the caller falls back to the model-free
+failed or was refused, a draft that was not shown) has no draft: the caller falls back to the model-free
 rule and says so.
 """
 
@@ -34,8 +34,9 @@ def judge_request(item: dict[str, Any], state: NarrativeState | None, drafts: li
 
 
 def judge_drafts(llm: LLM, budget: Budget, item: dict[str, Any], state: NarrativeState | None,
-                 drafts: list[dict[str, Any]]) -> tuple[int, str] | None:
-    """``(k, reason)`` of the draft the judge chooses, or None when its reply cannot be used."""
+                 drafts: list[dict[str, Any]]) -> tuple[int | None, str]:
+    """``(k, reason)`` of the draft the judge chooses, or ``(None, why not)`` when its reply cannot be used
+    (a call refused or failed, a context too small for the drafts, a draft it was not shown)."""
     messages = [{"role": "system", "content": SYSTEM},
                 {"role": "user", "content": judge_request(item, state, drafts)}]
     try:
@@ -44,8 +45,8 @@ def judge_drafts(llm: LLM, budget: Budget, item: dict[str, Any], state: Narrativ
         parsed = reply.parsed if isinstance(reply.parsed, DraftChoice) else DraftChoice.model_validate(reply.parsed)
     except EndpointUnavailableError:
         raise  # the server is gone: the run stops and a resume asks again
-    except (LLMError, ValueError):
-        return None
+    except (LLMError, ValueError) as exc:
+        return None, " ".join(str(exc).split())[:200]
     if parsed.draft not in {int(d["k"]) for d in drafts}:
-        return None
+        return None, f"it named draft {parsed.draft}, which it was not shown"
     return parsed.draft, " ".join(parsed.reason.split())

@@ -140,7 +140,7 @@ def test_drafts_judge_chooses_with_a_reason_shown_and_falls_back_to_the_rule(tmp
     assert first["chosen"] == 2 and first["rule"] == JUDGE_RULE
     assert first["reason"] == "draft 2 carries out the outline item most closely" and first["calls"] == 2
     assert versions == ["write", "draft 2 of 2 chosen"]
-    assert second["rule"] == RULE and "could not be used" in second["reason"]  # a draft it was not shown
+    assert second["rule"] == RULE and "could not be used (it named draft 5, which it was not shown)" in second["reason"]
     capsys.readouterr()
     assert main(["show", run]) == 0
     shown = capsys.readouterr().out
