@@ -154,13 +154,19 @@ def best_of(ctx: RunContext[NstConfig], index: int, n: int) -> Rederived | None:
             return draft_until_gate(drafter, [dict(m) for m in messages], REVISE_ATTEMPTS,
                                     on_attempt=record_attempt(ctx))
 
+        def keep(got: GateOutcome) -> None:
+            record["drafts"].append({"k": len(record["drafts"]) + 1, "text": got.text, "words": got.words,
+                                     "in_gate": not got.degraded, "source": "best of n"})
+            _save(store, index, record)  # each draft kept as soon as it exists
+
         calls, tokens = ctx.calls, ctx.completion_tokens
-        with ThreadPoolExecutor(max_workers=at_once) as pool:
-            for outcome in as_completed([pool.submit(draft, i) for i in range(missing)]):
-                got = outcome.result()
-                record["drafts"].append({"k": len(record["drafts"]) + 1, "text": got.text, "words": got.words,
-                                         "in_gate": not got.degraded, "source": "best of n"})
-                _save(store, index, record)  # each draft kept as soon as it exists
+        if at_once == 1:  # in process (the embedded model): one after another, on this thread
+            for i in range(missing):
+                keep(draft(i))
+        else:
+            with ThreadPoolExecutor(max_workers=at_once) as pool:
+                for outcome in as_completed([pool.submit(draft, i) for i in range(missing)]):
+                    keep(outcome.result())
         record["calls"] += ctx.calls - calls
         record["completion_tokens"] += ctx.completion_tokens - tokens
         record["at_once"] = at_once

@@ -13,6 +13,7 @@ import pytest
 from agent.cli import main
 from agent.nst.avoid import LINT_AVOID_KEY
 from agent.nst.best_of import DRAFTS_OF, JUDGE_RULE, RULE
+from agent.nst.runner import write_story
 from agent.store import RunStore
 from agent.store.versions import chapter_versions
 from tests.nst.author import Author, chapter_of, last_user
@@ -166,3 +167,21 @@ def test_continue_and_sequel_take_drafts_and_lint_avoid(server, tmp_path):
             assert store.get_plan(LINT_AVOID_KEY) is True
         assert sorted(map(int, records)) == list(range(first_new, last + 1))  # every new chapter, none before
         assert all(len(r["drafts"]) == 2 and "chosen" in r for r in records.values())
+
+
+def test_drafts_in_process_are_written_one_after_another_on_the_run_thread(store, config):
+    threads: set[int] = set()
+
+    class Recording(Author):
+        def reply(self, request):
+            threads.add(threading.get_ident())
+            return super().reply(request)
+
+    author = Recording()
+    author.recorders.append(store.recorder)
+    store.put_plan("drafts", {"n": 3})
+    with store.session("start"):
+        write_story(store, author, config)
+    assert threads == {threading.get_ident()}  # an in-process model is never called from another thread
+    records = store.get_plan(DRAFTS_OF)
+    assert sorted(records) == ["1", "2"] and all(r["at_once"] == 1 and len(r["drafts"]) == 3 for r in records.values())
