@@ -9,6 +9,7 @@ and before the first chapter with its outline; ``fabula approve RUN`` records th
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Any
 
@@ -98,7 +99,7 @@ def review_of(args: argparse.Namespace) -> dict[str, Any] | None:
     if every is None:
         return review_every(1) if getattr(args, "review", False) else None
     try:
-        if not every.strip().isdigit():
+        if not re.fullmatch(r"[0-9]{1,9}", every.strip()):
             raise InputError(f"--review-every {every}: give K from 1 to {MAX_EVERY}")
         return review_every(int(every))
     except InputError as exc:
