@@ -9,7 +9,6 @@ and before the first chapter with its outline; ``fabula approve RUN`` records th
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from typing import Any
 
@@ -19,6 +18,7 @@ from agent.cli.rundir import open_run
 from agent.errors import InputError
 from agent.store import RunStore
 from agent.store.review import MAX_EVERY, approve, describe, in_review, next_steps, review_every, set_review, with_start
+from agent.userinput import whole_number
 
 REVIEW_HELP = ("stop after each committed chapter, and after the outline, for the writer: fabula approve RUN writes "
                "on; fabula revise / edit change the chapter first")
@@ -34,7 +34,7 @@ DRAFTS_JUDGE_HELP = ("with --drafts: the run's own model chooses among the draft
 
 def add_drafts_options(parser: argparse.ArgumentParser) -> None:
     """``--drafts N``, ``--drafts-judge`` and ``--lint-avoid``: every NstAgent door that writes chapters."""
-    parser.add_argument("--drafts", type=int, metavar="N", help=DRAFTS_HELP)
+    parser.add_argument("--drafts", metavar="N", help=DRAFTS_HELP)
     parser.add_argument("--drafts-judge", action="store_true", help=DRAFTS_JUDGE_HELP)
     parser.add_argument("--lint-avoid", action="store_true", help=LINT_AVOID_HELP)
 
@@ -51,8 +51,10 @@ def drafts_setting(args: argparse.Namespace) -> dict[str, Any]:
     from agent.nst.best_of import DRAFTS_KEY
     from grammars.drafts import MAX_DRAFTS
 
-    if not 1 <= n <= MAX_DRAFTS:
-        raise CLIError(f"--drafts must be between 1 and {MAX_DRAFTS}, got {n}")
+    try:
+        n = whole_number(n, low=1, high=MAX_DRAFTS, what="--drafts")
+    except InputError as exc:
+        raise CLIError(str(exc)) from None
     return {DRAFTS_KEY: {"n": n, **({"judge": True} if judge else {})}}
 
 
@@ -99,9 +101,7 @@ def review_of(args: argparse.Namespace) -> dict[str, Any] | None:
     if every is None:
         return review_every(1) if getattr(args, "review", False) else None
     try:
-        if not re.fullmatch(r"[0-9]{1,9}", every.strip()):
-            raise InputError(f"--review-every {every}: give K from 1 to {MAX_EVERY}")
-        return review_every(int(every))
+        return review_every(whole_number(every, low=1, high=MAX_EVERY, what="--review-every"))
     except InputError as exc:
         raise CLIError(str(exc)) from None
 

@@ -83,10 +83,10 @@ def test_review_refuses_bad_input_in_one_line(server, tmp_path, capsys):
     run = str(tmp_path / "run")
     assert main(["write", "nst", "--prompt", PROMPT, "--words", "3000", "--endpoint", server.url, "--out", run,
                  "--quiet", "--review", "every=x"]) == 2
-    assert "--review-every x: give K from 1 to 10000" in capsys.readouterr().err
+    assert "--review-every must be a whole number from 1 to 10000, got 'x'" in capsys.readouterr().err
     assert main(["write", "nst", "--prompt", PROMPT, "--words", "3000", "--endpoint", server.url, "--out", run,
                  "--quiet", "--review-every", "0"]) == 2
-    assert "--review-every 0: give K from 1 to 10000" in capsys.readouterr().err
+    assert "--review-every must be from 1 to 10000, got 0" in capsys.readouterr().err
     assert main(["write", "nst", "--prompt", PROMPT, "--words", "3000", "--endpoint", server.url, "--out", run,
                  "--quiet"]) == 0
     assert main(["approve", run]) == 2
