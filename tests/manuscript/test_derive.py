@@ -5,6 +5,7 @@ alone; a derive interrupted mid-book continues and asks no chapter twice (calls 
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -211,3 +212,27 @@ def test_a_chapter_edited_after_its_derive_is_derived_again_alone(tmp_path, mode
         assert state["derived"]["version"] == store.chapter(2).version == 2
         own = [e["quote"] for c in state["narrative"]["provenance"].values() for e in c.values() if e["chapter"] == 2]
         assert own and all(occurs(q, store.chapter(2).text) for q in own)
+
+
+def finds_nothing(request, tools):
+    """A model that reads each chapter and reports no character, event or requirement."""
+    if "update" in tools:
+        return json.dumps({"tool": "update", "upsert_character_state": [], "add_past_event": [],
+                           "add_future_requirement": [], "resolve_future_requirement": []})
+    return default_policy(request, tools)
+
+
+def test_a_derive_that_finds_nothing_says_so_and_does_not_call_it_derived(tmp_path, models, capsys):
+    run = book(tmp_path, chapters=3)
+    models.queue.append(Author(policy=finds_nothing))
+    capsys.readouterr()
+    main(["derive", run])
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("derive: chapter")]
+    assert len(lines) == 3 and all("nothing found in this chapter" in ln for ln in lines), lines
+    last = err.strip().splitlines()[-1]
+    assert "0 characters, 0 past events, 0 open requirements" in last and "nothing could be derived" in last
+    assert "state(s) derived" not in last
+    assert main(["derive", run]) == 0
+    again = capsys.readouterr().err
+    assert "nothing could be derived" in again and "every chapter's state is derived" not in again
