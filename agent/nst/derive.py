@@ -48,9 +48,7 @@ from agent.nst.updating import ASK_FROM_BOOK
 from agent.run_context import RunContext
 from agent.store import RunStore
 from agent.store.records import Chapter
-
-DERIVED = "derived"
-"""The key of a chapter's state that records its derivation (ok, error, version, calls, at)."""
+from agent.store.timeline import DERIVED
 
 
 @dataclass(frozen=True)

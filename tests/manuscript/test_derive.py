@@ -236,3 +236,23 @@ def test_a_derive_that_finds_nothing_says_so_and_does_not_call_it_derived(tmp_pa
     assert main(["derive", run]) == 0
     again = capsys.readouterr().err
     assert "nothing could be derived" in again and "every chapter's state is derived" not in again
+
+
+def test_the_state_page_of_a_failed_chapter_says_when_what_failed_and_which_tool_in_a_writers_words(
+        tmp_path, models):
+    from starlette.testclient import TestClient
+
+    from agent.view.app import create_app
+
+    run = book(tmp_path, chapters=6)
+    models.queue.append(Author(policy=wrong_quotes))
+    assert main(["derive", run]) == 1
+    page = TestClient(create_app(run)).get("/run/book/state")
+    assert page.status_code == 200
+    failed = page.text.split('id="state-5"', 1)[1].split("</article>", 1)[0]
+    for raw in ("ok: false", "ok: False", "upsert_character_state", "copy a passage", "at: 1", "attempts:"):
+        assert raw not in failed, (raw, failed)
+    assert "The state after this chapter could not be derived" in failed
+    assert "updating a character (Character 7)" in failed
+    assert "does not occur in chapter 5" in failed and re.search(r"\d{1,2} \w{3} \d{4}, \d\d:\d\d", failed)
+    assert "fabula derive" in failed and "<dt>" not in failed  # the next step; no raw record
