@@ -206,3 +206,26 @@ def test_chapters_that_cannot_fit_the_context_are_planned_shorter_not_stopped(se
     with RunStore.open(out, readonly=True) as store:
         assert (store.info().status, store.info().last_unit) == ("completed", 5)
         assert store.get_plan("chapters_fitted")["planned"] == 2
+
+
+def _said(captured, needle: str) -> int:
+    return (captured.out + captured.err).count(needle)
+
+
+def test_every_command_that_ends_a_book_prints_the_one_next_step(server, tmp_path, capsys):
+    out = tmp_path / "run"
+    _stopped_after_chapter_one(server, out)
+    failed = capsys.readouterr()
+    assert _said(failed, f"fabula resume {out}") == 1, failed  # a failure's next step, once
+    assert main(["resume", str(out)]) == 0
+    done = capsys.readouterr()
+    step = f"next: read it: fabula view {out} · export it: fabula export {out} -o book.docx"
+    assert _said(done, step) == 1 and _said(done, "next:") == 1, done
+    assert main(["continue", str(out), "--words", "500", "--endpoint", server.url]) == 0
+    assert _said(capsys.readouterr(), step) == 1
+    sequel = tmp_path / "sequel"
+    assert main(["sequel", str(out), "--out", str(sequel), "--words", "500", "--endpoint", server.url]) == 0
+    assert _said(capsys.readouterr(), f"next: read it: fabula view {sequel} · export it: fabula export {sequel}") == 1
+    fresh = tmp_path / "fresh"
+    assert _write(server, fresh) == 0
+    assert _said(capsys.readouterr(), f"next: read it: fabula view {fresh} · export it") == 1
