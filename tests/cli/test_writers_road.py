@@ -229,3 +229,24 @@ def test_every_command_that_ends_a_book_prints_the_one_next_step(server, tmp_pat
     fresh = tmp_path / "fresh"
     assert _write(server, fresh) == 0
     assert _said(capsys.readouterr(), f"next: read it: fabula view {fresh} · export it") == 1
+
+
+def test_everyday_progress_is_in_a_writers_words_and_the_internals_are_behind_verbose(server, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert _write(server, out) == 0
+    err = capsys.readouterr().err
+    written = [ln for ln in err.splitlines() if " written (" in ln]
+    assert written and all("words" in ln and "ETA" in ln for ln in written), err
+    assert not any("calls" in ln or "tokens" in ln or "cached" in ln for ln in written), written
+    assert main(["show", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "KiB" not in shown and "context" not in shown and "estimated" not in shown
+    assert main(["show", str(out), "-v"]) == 0
+    shown = capsys.readouterr().out
+    context = next(ln for ln in shown.splitlines() if ln.startswith("context"))
+    assert "chars-estimate" not in context and "unknown (" not in context, context
+    assert "token counts estimated from the characters" in context or "counted exactly" in context, context
+    verbose = tmp_path / "verbose"
+    assert _write(server, verbose, "-v") == 0
+    written = [ln for ln in capsys.readouterr().err.splitlines() if " written (" in ln]
+    assert written and all("calls" in ln and "tokens" in ln for ln in written), written
