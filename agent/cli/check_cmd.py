@@ -94,6 +94,8 @@ class Verdict:
     complete: int
     total: int
     failed: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    """Why the failed judgments failed, as stored (each distinct reason once)."""
 
     @property
     def whole(self) -> bool:
@@ -105,10 +107,12 @@ def scores_of(store, story, spanned: set[str]) -> list[Verdict]:
     (every span of the current text), else its latest complete whole-book judgment, else its latest
     partial one (what was judged is still reported)."""
     from agent.eval.ced import consistency_scores
-    from agent.eval.consistency import SPAN
+    from agent.eval.consistency import KIND, SPAN
+    from agent.store import judgments as stored
     from grammars.judges import CATEGORIES
 
     current = [s for s in consistency_scores(store, story) if s.current]  # complete and latest first
+    errors = [j for j in stored.select(store, KIND) if not j.ok]
     out: list[Verdict] = []
     for judge in dict.fromkeys(s.judge for s in current):
         if judge in spanned:
@@ -120,7 +124,10 @@ def scores_of(store, story, spanned: set[str]) -> list[Verdict]:
         total = len(CATEGORIES) * len(groups)
         failed = sorted({c for s in groups for c in [*s.failed, *s.missing]})
         done = total - sum(len(s.failed) + len(s.missing) for s in groups)
-        out.append(Verdict(judge, [i for s in groups for i in s.instances], done, total, failed))
+        protocols = {s.protocol for s in groups}
+        reasons = dict.fromkeys((j.error or j.status).splitlines()[0][:200] for j in errors
+                                if j.judge == judge and j.protocol in protocols and j.item in failed)
+        out.append(Verdict(judge, [i for s in groups for i in s.instances], done, total, failed, list(reasons)))
     return out
 
 
@@ -131,8 +138,9 @@ def report(store, story, out: str, spanned: set[str] | None = None) -> list[str]
     lines = [f"# Consistency check of {out} ({len(story.sections)} chapters, {story.words} words)"]
     verdicts = scores_of(store, story, spanned or set())
     if not any(v.complete for v in verdicts):
-        return [*lines, "", "Nothing was judged: every judgment failed (why: the fabula lines printed while "
-                "judging, on stderr); fabula check again asks them again."]
+        why = "; ".join(r for v in verdicts for r in v.reasons)
+        return [*lines, "", "Nothing was judged: every judgment failed" + (f" ({why})" if why else "")
+                + "; fabula check again asks them again."]
     for v in verdicts:
         verified = [i for i in v.instances if i.verified]
         per = 10_000 * len(verified) / max(story.words, 1)
@@ -140,8 +148,9 @@ def report(store, story, out: str, spanned: set[str] | None = None) -> list[str]
                f"in the text ({per:.2f} per 10,000 words)"
         if not v.whole:
             names = ", ".join(CATEGORY_NAMES.get(c, c) for c in v.failed)
-            head += (f"; {v.complete} of {v.total} judgments complete, not judged: {names} (why: the fabula lines "
-                     "printed while judging, on stderr; fabula check again asks only those)")
+            why = f" ({'; '.join(v.reasons)})" if v.reasons else ""
+            head += (f"; {v.complete} of {v.total} judgments complete, not judged: {names}{why}; fabula check "
+                     "again asks only those")
         if v.judge in (spanned or set()):
             head += "; judged in spans of chapters, each on its own"
         lines += ["", head]

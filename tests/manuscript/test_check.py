@@ -219,5 +219,6 @@ def test_a_check_with_one_failed_judgment_reports_what_was_judged_and_where_the_
     report = capsys.readouterr().out
     assert "see the lines above" not in report and "No complete judgment" not in report
     assert "4 of 5 judgments complete" in report and "Timeline and plot" in report
+    assert "the judge's reply was cut off" in report  # why, in the report itself
     assert "1 contradiction(s)" in report and "Factual detail: appearance mismatches" in report
     assert "fabula view" in report and "fabula check" in report
