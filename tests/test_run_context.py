@@ -76,7 +76,10 @@ def test_display_on_a_terminal_and_in_a_log():
         display(call)  # a log gets at most one call line per interval
         display(Event("committed", unit=2, units=5, words=2400, target_words=5000, data={"words": 1200}))
     assert tty.getvalue().count("\r\033[K") == 3
-    assert "chapter 2/5: drafting  1200/5000 words  ETA 3m20s  7 calls  1.3k tokens (80% cached)" in tty.getvalue()
+    assert "chapter 2/5: drafting  1200/5000 words  ETA 3m20s  1m05s elapsed" in tty.getvalue()
+    verbose = io.StringIO()
+    ProgressDisplay(stream=verbose, tty=True, width=120, verbose=True)(call)  # -v: the calls and tokens too
+    assert "chapter 2/5: drafting  1200/5000 words  ETA 3m20s  7 calls  1.3k tokens (80% cached)" in verbose.getvalue()
     lines = log.getvalue().splitlines()
     assert len(lines) == 2 and lines[1].startswith("chapter 2/5 written (1200 words)  2400/5000 words")
 

@@ -75,8 +75,20 @@ def select_prompts(path: str | Path, ids: str | None) -> list[tuple[str, str]]:
     return [(key, prompt) for key, prompt in items if key in picked]
 
 
+FOLDER_WORDS = 8
+"""How many of a prompt's first words name its story's folder (``3-a-lighthouse-keeper-finds-a-bell``)."""
+
+
+def prompt_folder(key: str, prompt: str) -> str:
+    """A story's folder name: its prompt id, then the prompt's first words (lower case, letters and
+    digits of any script), so a batch's folders say which story each is; the id keeps them unique
+    and in the set's order. A batch made before keeps its folders: each story's is in batch.db."""
+    words = re.findall(r"\w+", prompt.lower())[:FOLDER_WORDS]
+    return "-".join([key, *words])[:60].strip(".-_")
+
+
 def _folder_name(key: str, taken: set[str]) -> str:
-    base = re.sub(r"[^A-Za-z0-9._-]+", "-", key).strip(".-")[:60] or "story"
+    base = re.sub(r"[^\w.-]+", "-", key).strip(".-")[:60] or "story"
     name, n = base, 2
     while name in taken:
         name, n = f"{base}-{n}", n + 1
@@ -124,7 +136,8 @@ def plan_stories(pipeline: str, *, prompts: str | Path | None = None, ids: str |
 
 def _prompt_specs(items: Sequence[tuple[str, str]], words: int, shared: Mapping[str, Any]) -> list[StorySpec]:
     taken: set[str] = set()
-    return [StorySpec(key, _folder_name(key, taken), {**shared, "prompt": prompt, "prompt_id": key, "words": words})
+    return [StorySpec(key, _folder_name(prompt_folder(key, prompt), taken),
+                      {**shared, "prompt": prompt, "prompt_id": key, "words": words})
             for key, prompt in items]
 
 

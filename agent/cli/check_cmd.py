@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.cli.checks import bounded_int
@@ -83,47 +84,85 @@ def _import(args: argparse.Namespace, path: Path, out: str) -> None:
     print(f"imported {len(manuscript.pieces)} chapters, {manuscript.words} words into {out}", file=sys.stderr)
 
 
-def scores_of(store, story, spanned: set[str]) -> list[tuple[str, list, bool]]:
-    """``(judge, instances, complete)`` per judge: the span judgments of the judges in ``spanned``
-    (every span of the current text), the whole-book judgment of the others."""
-    from agent.eval.ced import best_scores, consistency_scores
-    from agent.eval.consistency import SPAN
+@dataclass
+class Verdict:
+    """One judge's result as the report tells it: its contradictions, and how many of its category
+    judgments of the current text are complete (``failed`` names the categories that are not)."""
 
-    out = []
-    for score in best_scores(store, story):
-        if score.judge not in spanned:
-            out.append((score.judge, score.instances, True))
-    for judge in sorted(spanned):
-        groups = [s for s in consistency_scores(store, story)
-                  if s.judge == judge and s.current and f"|{SPAN}=" in s.protocol]
-        out.append((judge, [i for s in groups for i in s.instances], bool(groups) and all(s.complete for s in groups)))
+    judge: str
+    instances: list
+    complete: int
+    total: int
+    failed: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    """Why the failed judgments failed, as stored (each distinct reason once)."""
+
+    @property
+    def whole(self) -> bool:
+        return self.complete == self.total
+
+
+def scores_of(store, story, spanned: set[str]) -> list[Verdict]:
+    """One verdict per judge of the current text: the span judgments of the judges in ``spanned``
+    (every span of the current text), else its latest complete whole-book judgment, else its latest
+    partial one (what was judged is still reported)."""
+    from agent.eval.ced import consistency_scores
+    from agent.eval.consistency import KIND, SPAN
+    from agent.store import judgments as stored
+    from grammars.judges import CATEGORIES
+
+    current = [s for s in consistency_scores(store, story) if s.current]  # complete and latest first
+    errors = [j for j in stored.select(store, KIND) if not j.ok]
+    out: list[Verdict] = []
+    for judge in dict.fromkeys(s.judge for s in current):
+        if judge in spanned:
+            groups = [s for s in current if s.judge == judge and f"|{SPAN}=" in s.protocol]
+        else:
+            groups = [s for s in current if s.judge == judge and f"|{SPAN}=" not in s.protocol][:1]
+        if not groups:
+            continue
+        total = len(CATEGORIES) * len(groups)
+        failed = sorted({c for s in groups for c in [*s.failed, *s.missing]})
+        done = total - sum(len(s.failed) + len(s.missing) for s in groups)
+        protocols = {s.protocol for s in groups}
+        reasons = dict.fromkeys((j.error or j.status).splitlines()[0][:200] for j in errors
+                                if j.judge == judge and j.protocol in protocols and j.item in failed)
+        out.append(Verdict(judge, [i for s in groups for i in s.instances], done, total, failed, list(reasons)))
     return out
 
 
 def report(store, story, out: str, spanned: set[str] | None = None) -> list[str]:
-    """The report's lines: per judge, each contradiction with its quotes and chapters."""
+    """The report's lines: per judge, how much was judged and each contradiction with its quotes and chapters."""
     from agent.eval.consistency import CATEGORY_NAMES
 
     lines = [f"# Consistency check of {out} ({len(story.sections)} chapters, {story.words} words)"]
-    scores = [s for s in scores_of(store, story, spanned or set()) if s[1] or s[2]]
-    if not scores:
-        return [*lines, "", "No complete judgment: see the lines above; fabula check again fills in what is missing."]
-    for judge, instances, complete in scores:
-        verified = [i for i in instances if i.verified]
+    verdicts = scores_of(store, story, spanned or set())
+    if not any(v.complete for v in verdicts):
+        why = "; ".join(r for v in verdicts for r in v.reasons)
+        return [*lines, "", "Nothing was judged: every judgment failed" + (f" ({why})" if why else "")
+                + "; fabula check again asks them again."]
+    for v in verdicts:
+        verified = [i for i in v.instances if i.verified]
         per = 10_000 * len(verified) / max(story.words, 1)
-        lines += ["", f"## Judge {judge}: {len(instances)} contradiction(s), {len(verified)} with both quotes found "
-                  f"in the text ({per:.2f} per 10,000 words)"
-                  + ("" if complete else "; some judgments failed: fabula check again fills them in")
-                  + ("; judged in spans of chapters, each on its own" if judge in (spanned or set()) else "")]
-        for n, inst in enumerate(instances, start=1):
+        head = f"## Judge {v.judge}: {len(v.instances)} contradiction(s), {len(verified)} with both quotes found " \
+               f"in the text ({per:.2f} per 10,000 words)"
+        if not v.whole:
+            names = ", ".join(CATEGORY_NAMES.get(c, c) for c in v.failed)
+            why = f" ({'; '.join(v.reasons)})" if v.reasons else ""
+            head += (f"; {v.complete} of {v.total} judgments complete, not judged: {names}{why}; fabula check "
+                     "again asks only those")
+        if v.judge in (spanned or set()):
+            head += "; judged in spans of chapters, each on its own"
+        lines += ["", head]
+        for n, inst in enumerate(v.instances, start=1):
             r = inst.reply
             lines += ["", f"{n}. {CATEGORY_NAMES[inst.category]}: {inst.subtype.replace('_', ' ')}"
                       + ("" if inst.verified else f" (unverified: {inst.problem})"),
                       f"   {_where(story, r.get('quote_chapter'))}: \"{r.get('exact_quote')}\"",
                       f"   {_where(story, r.get('contradicting_chapter'))}: \"{r.get('contradicting_quote')}\"",
                       f"   {r.get('explanation', '')}"]
-        if not instances:
-            lines += ["", "No contradiction found."]
+        if not v.instances:
+            lines += ["", "No contradiction found" + ("." if v.whole else " in what was judged.")]
     lines += ["", f"The quotes, linked to the passages: fabula view {out} (the Judgments page)"]
     return lines
 

@@ -14,6 +14,7 @@ import sys
 
 from agent.cli.derive_cmd import derived_on
 from agent.cli.errors import CLIError
+from agent.cli.next_step import print_if_done
 from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.progress import ProgressDisplay
 from agent.cli.review_cmd import (
@@ -108,4 +109,5 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(waiting))
         return 0
     print(f"{args.run_dir}: {after.status} at chapter {after.last_unit} of {after.target_units}")
+    print_if_done(args.run_dir, after.status)
     return 0 if after.status == "completed" else 1

@@ -62,8 +62,19 @@ def derived_on(store):
     return StoredModel.from_record(transport, transport) if transport else None
 
 
+def found_line(store, run_dir: str, chapters: int) -> str:
+    """What the derived state holds after the last chapter, or that nothing could be derived."""
+    from agent.nst.derive import derived_state, holds, is_empty
+
+    state = derived_state(store)
+    if state is None or is_empty(state):
+        return (f"{run_dir}: nothing could be derived: the model found 0 characters, 0 past events, "
+                f"0 open requirements in {chapters} chapter(s) (a larger model may find them)")
+    return f"{run_dir}: the state after the last chapter holds {holds(state)}"
+
+
 def run(args: argparse.Namespace) -> int:
-    from agent.nst.derive import derive, failed, todo
+    from agent.nst.derive import derive, derived_state, failed, is_empty, todo
 
     with open_run(args.run_dir, readonly=False) as store:
         check_derivable(store, args.run_dir)
@@ -73,8 +84,11 @@ def run(args: argparse.Namespace) -> int:
         left = todo(store)
         total = len(store.chapters())
         if not left:
-            print(f"{args.run_dir}: every chapter's state is derived ({total} chapters); nothing to do",
-                  file=sys.stderr)
+            if is_empty(derived_state(store)):
+                print(found_line(store, args.run_dir, total), file=sys.stderr)
+            else:
+                print(f"{args.run_dir}: every chapter's state is derived ({total} chapters); nothing to do",
+                      file=sys.stderr)
             return 0
         retried = [i for i in failed(store) if i in left]
         options = choose_model(args, stored=derived_on(store))
@@ -95,8 +109,14 @@ def run(args: argparse.Namespace) -> int:
         finally:
             model.close()
         still = failed(store)
-    line = (f"{args.run_dir}: {len(result.done)} chapter state(s) derived, {len(result.failed)} failed, "
-            f"{result.skipped} already derived; {result.calls} model call(s), all in the run's ledger")
+        found = found_line(store, args.run_dir, total)
+    if "nothing could be derived" in found:
+        line = (f"{found}; {len(result.done) + result.skipped} chapter(s) read, {len(result.failed)} failed; "
+                f"{result.calls} model call(s), all in the run's ledger")
+    else:
+        line = (f"{args.run_dir}: {len(result.done)} chapter state(s) derived, {len(result.failed)} failed, "
+                f"{result.skipped} already derived; {result.calls} model call(s), all in the run's ledger; "
+                + found.split(": ", 1)[1])
     if result.stopped:
         line += f"; stopped: {result.stopped}; fabula derive {args.run_dir} continues from there"
     if still:

@@ -20,6 +20,7 @@ from agent.magnet.history import GRAPH_FORMATS, render_graph
 from agent.store.export import FORMATS, export
 from agent.store.paths import check_output_file, write_atomic
 from agent.store.plan_edits import revise_plan
+from agent.store.series import SERIES_KEY, named_series
 from agent.store.versions import AtVersion
 
 
@@ -49,6 +50,9 @@ def add_parser(sub) -> None:
     parser.add_argument("--title", metavar="TEXT", help="the book's title (default: the planner's); recorded in "
                         "the run, so later exports keep it")
     parser.add_argument("--author", metavar="NAME", help="the author line (default: fabula and the model); "
+                        "recorded in the run, so later exports keep it")
+    parser.add_argument("--series", metavar="NAME", help="the name of the series the book is in (a sequel's "
+                        "is book one's title until named; book one named before its sequels gives them the name); "
                         "recorded in the run, so later exports keep it")
     parser.set_defaults(handler=run)
 
@@ -137,7 +141,7 @@ def _described(args: argparse.Namespace) -> str:
 class _WithMeta:
     """A run read as if ``--title``/``--author`` were already recorded (they are, once the export is written)."""
 
-    def __init__(self, store: Any, meta: dict[str, str]) -> None:
+    def __init__(self, store: Any, meta: dict[str, Any]) -> None:
         self._store, self._meta = store, meta
 
     def __getattr__(self, name: str) -> Any:
@@ -147,8 +151,9 @@ class _WithMeta:
         return self._meta[key] if key in self._meta else self._store.get_plan(key, default)
 
 
-def _book_meta(args: argparse.Namespace) -> dict[str, str]:
-    """``--title``/``--author`` by the one label rule (``agent.userinput``); nothing is written."""
+def _book_meta(args: argparse.Namespace) -> dict[str, Any]:
+    """``--title``/``--author``/``--series`` by the one label rule (``agent.userinput``), the series as the
+    run's whole series record with the new name; nothing is written."""
     from agent.userinput import checked_label
 
     try:
@@ -157,13 +162,21 @@ def _book_meta(args: argparse.Namespace) -> dict[str, str]:
                 if value is not None}
     except InputError as exc:
         raise CLIError(str(exc)) from None
+    series_name = getattr(args, "series", None)
+    if series_name is not None:
+        try:
+            name = checked_label(series_name, what="--series")
+        except InputError as exc:
+            raise CLIError(str(exc)) from None
+        meta["series"] = name
     if meta:
-        with open_run(args.run_dir, readonly=False):  # can they be recorded (not read-only, not busy)?
-            pass
+        with open_run(args.run_dir, readonly=False) as store:  # can they be recorded (not read-only, not busy)?
+            if "series" in meta:
+                meta["series"] = named_series(store.get_plan(SERIES_KEY), meta["series"])
     return meta
 
 
-def _record_book_meta(args: argparse.Namespace, values: dict[str, str]) -> None:
+def _record_book_meta(args: argparse.Namespace, values: dict[str, Any]) -> None:
     """Keep ``--title``/``--author`` in the run's plan (the previous values in its edit record)."""
     if not values:
         return

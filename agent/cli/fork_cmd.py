@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from agent.cli.errors import CLIError
+from agent.cli.next_step import print_if_done
 from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.progress import ProgressDisplay
 from agent.cli.rundir import open_run, store_errors
@@ -83,4 +84,5 @@ def run(args: argparse.Namespace) -> int:
             model.close()
     print(f"{args.out}: {after.status} at {after.unit_kind} {after.last_unit}"
           + (f" of {after.target_units}" if after.target_units is not None else ""))
+    print_if_done(args.out, after.status)
     return 0 if after.status == "completed" else 1

@@ -85,17 +85,20 @@ def fit(parts: list[str], width: int, sep: str = "  ") -> str:
     return line if len(line) <= room else line[: room - 1] + "…"
 
 
-def step_line(event: Event) -> str:
-    """A committed timestep (Magnet and its single-model baseline): its words of the target, what
-    the step did (the actions selected, critic revisions, world commits, failed calls), its tokens
-    and time, and a new goal on a second line."""
+def step_line(event: Event, internals: bool = False) -> str:
+    """A committed timestep (Magnet and its single-model baseline): its words of the target and time, a
+    new goal on a second line; with ``internals`` (-v) also what the step did (the actions selected,
+    critic revisions, world commits, failed calls) and its tokens."""
     d = event.data
     line = f"step {d['step']:>3}  {event.words}/{event.target_words} words"
-    if "selected" in d:
+    if not internals:
+        line += f"  {d['wall_s']:.1f}s"
+    elif "selected" in d:
         line += (f"  selected {','.join(d['selected'])}  revisions {d['revisions']}"
                  + (f" ({d['capped']} capped)" if d.get("capped") else "") + f"  commits {d['commits']}"
                  + (f"  failed calls {d['failed_calls']}" if d.get("failed_calls") else ""))
-    line += f"  tokens {event.prompt_tokens}+{event.completion_tokens}  {d['wall_s']:.1f}s"
+    if internals:
+        line += f"  tokens {event.prompt_tokens}+{event.completion_tokens}  {d['wall_s']:.1f}s"
     goal = d.get("goal")
     if goal:
         text = goal["text"]
@@ -123,9 +126,9 @@ class ProgressDisplay:
             self._line([f"planning the {event.detail}" if event.detail else "planning"], keep=True)
         elif event.kind == "committed":
             flag = " (degraded)" if event.data.get("degraded") else ""
-            text = event.detail or (step_line(event) if "step" in event.data
+            text = event.detail or (step_line(event, self.verbose) if "step" in event.data
                                     else f"{self._unit(event)} written ({event.data.get('words')} words){flag}")
-            self._line([text, *self._totals(event)], keep=True)
+            self._line([text, *self._totals(event, self.verbose)], keep=True)
         elif event.kind == "note":
             self._line([str(event.detail)], keep=True, fitted=False)
         elif event.kind in ("call", "draft", "tool", "unit"):
@@ -136,7 +139,7 @@ class ProgressDisplay:
             unit = self._unit(event)
             doing = self._doing(event)
             head = f"{unit}: {doing}" if unit else doing
-            self._line([head, *self._totals(event)], keep=not self.tty or self.verbose)
+            self._line([head, *self._totals(event, self.verbose)], keep=not self.tty or self.verbose)
 
     def _unit(self, event: Event) -> str:
         if event.unit is None or event.unit == 0:
@@ -160,14 +163,17 @@ class ProgressDisplay:
         return "starting"
 
     @staticmethod
-    def _totals(event: Event) -> list[str]:
-        """The figures after the activity, most useful first (the last ones go first on a narrow terminal)."""
+    def _totals(event: Event, internals: bool = False) -> list[str]:
+        """The figures after the activity, most useful first (the last ones go first on a narrow terminal):
+        words of the target, ETA and time for a writer; the model calls and tokens with ``internals`` (-v)."""
         target = f"/{event.target_words}" if event.target_words else ""
-        tokens = event.prompt_tokens + event.completion_tokens
-        cached = f" ({100 * event.cached_prompt_tokens / event.prompt_tokens:.0f}% cached)" \
-            if event.prompt_tokens else ""
-        return [f"{event.words}{target} words", f"ETA {_duration(event.eta_s)}", f"{event.calls} calls",
-                f"{_count(tokens)} tokens{cached}", f"{_duration(event.elapsed_s)} elapsed"]
+        figures = [f"{event.words}{target} words", f"ETA {_duration(event.eta_s)}"]
+        if internals:
+            tokens = event.prompt_tokens + event.completion_tokens
+            cached = f" ({100 * event.cached_prompt_tokens / event.prompt_tokens:.0f}% cached)" \
+                if event.prompt_tokens else ""
+            figures += [f"{event.calls} calls", f"{_count(tokens)} tokens{cached}"]
+        return [*figures, f"{_duration(event.elapsed_s)} elapsed"]
 
     def _line(self, parts: list[str], *, keep: bool, fitted: bool = True) -> None:
         if self.tty:

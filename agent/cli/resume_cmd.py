@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from agent.cli.errors import CLIError
+from agent.cli.next_step import print_if_done
 from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.progress import ProgressDisplay
 from agent.cli.review_cmd import (
@@ -86,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"{args.run_dir}: {after.status} at {after.unit_kind} {after.last_unit}"
           + (f" of {after.target_units}" if after.target_units is not None else ""))
+    print_if_done(args.run_dir, after.status)
     return 0 if after.status == "completed" else 1
 
 

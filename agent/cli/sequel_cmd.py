@@ -15,6 +15,7 @@ from pathlib import Path
 from agent.cli.checks import output_dir
 from agent.cli.derive_cmd import derived_on
 from agent.cli.errors import CLIError
+from agent.cli.next_step import print_if_done
 from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.progress import ProgressDisplay
 from agent.cli.review_cmd import (
@@ -117,4 +118,5 @@ def run(args: argparse.Namespace) -> int:
             print("\n".join(waiting))
             return 0
         print(f"{args.out}: {info.status} at chapter {info.last_unit} of {info.target_units}")
+        print_if_done(args.out, info.status)
         return 0 if info.status == "completed" else 1

@@ -161,9 +161,7 @@ def _render(s: RunSummary, path: str) -> list[str]:
     ]
     if s.context:
         c = s.context
-        counted = "counted exactly" if c.get("exact_counts") else "estimated"
-        lines.append(f"context   {c.get('context_tokens') or 'unknown'} tokens ({c.get('source')}; "
-                     f"{c.get('counter')}, {counted})")
+        lines.append(f"context   {_context_words(c)}")
     if s.budget_actions or s.context:
         lines.append("budget    " + (", ".join(f"{k} {v}" for k, v in s.budget_actions.items()) or "nothing gave way"))
     if s.degraded:
@@ -172,6 +170,16 @@ def _render(s: RunSummary, path: str) -> list[str]:
     else:
         lines.append("degraded  none")
     return lines
+
+
+def _context_words(c: dict) -> str:
+    """The run's context as ``show -v`` says it: its size and where it came from, how tokens were counted."""
+    counted = f"tokens counted exactly ({c.get('counter')})" if c.get("exact_counts") \
+        else "token counts estimated from the characters"
+    source = str(c.get("source") or "")
+    if not c.get("context_tokens"):
+        return f"not known, so not budgeted (no setting, server or model config said it); {counted}"
+    return f"{c['context_tokens']} tokens (from the {source.removeprefix('the ')}); {counted}"
 
 
 def _size(n: int) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 from agent import pipelines
 from agent.cli.checks import output_dir
 from agent.cli.errors import CLIError
+from agent.cli.next_step import print_if_done
 from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.profile_choice import PROFILE_CHOICES, PROFILE_HELP, choose_profile
 from agent.cli.progress import ProgressDisplay
@@ -121,8 +122,8 @@ def _start(args: argparse.Namespace, name: str, build: Callable[[str], dict[str,
     try:
         info = store.info()
         words = sum(p.words for p in store.paragraphs())
-        print(f"{store.run_dir}: {info.status}, {info.last_unit} steps, {words} words "
-              f"(fabula show {run_dir}; fabula export {run_dir})")
+        print(f"{store.run_dir}: {info.status}, {info.last_unit} steps, {words} words")
+        print_if_done(run_dir, info.status)
         return 0 if info.status == "completed" else 1
     finally:
         store.close()

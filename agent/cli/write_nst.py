@@ -16,6 +16,7 @@ from typing import Any
 from agent import pipelines
 from agent.cli.checks import output_dir
 from agent.cli.errors import CLIError
+from agent.cli.next_step import print_if_done
 from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.profile_choice import PROFILE_CHOICES, PROFILE_HELP, choose_profile
 from agent.cli.progress import ProgressDisplay
@@ -189,6 +190,7 @@ def run(args: argparse.Namespace) -> int:
         for line in summary_lines(store, args.writer):
             print(line)
         print(f"run directory: {store.run_dir}")
+        print_if_done(store.run_dir, store.info().status)
         return 0 if store.info().status == "completed" else 1
     finally:
         store.close()

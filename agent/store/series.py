@@ -26,14 +26,22 @@ def series(store: RunStore) -> dict[str, Any] | None:
     return value if isinstance(value, dict) and value.get("books") else None
 
 
+def named_series(record: Any, name: str) -> dict[str, Any]:
+    """The series record ``record`` renamed ``name`` (``fabula export --series``); a book on its own
+    becomes book 1 of the series, with no earlier book."""
+    base = record if isinstance(record, dict) and isinstance(record.get("index"), int) else {"index": 1, "books": []}
+    return {**base, "name": name}
+
+
 def sequel_record(first: RunStore, title: str) -> dict[str, Any]:
     """The series record of a sequel to ``first`` (``title``: the first book's title); a sequel of a
-    sequel continues its series."""
+    sequel continues its series, and a book one named in a series (``export --series``) gives its name."""
     earlier = series(first)
     books = [*(earlier["books"] if earlier else []),
              {"index": (earlier["index"] if earlier else 1), "run": str(first.run_dir.resolve()), "title": title,
               "chapters": first.info().last_unit}]
-    name = earlier["name"] if earlier else title
+    named = first.get_plan(SERIES_KEY)
+    name = named["name"] if isinstance(named, dict) and isinstance(named.get("name"), str) else title
     return {"name": name, "index": books[-1]["index"] + 1, "books": books}
 
 

@@ -34,13 +34,20 @@ class Change:
                 if _canon(self.old.get(k)) != _canon(self.new.get(k))]
 
 
+DERIVED = "derived"
+"""The key of a chapter's state that records how it was derived from the text (``fabula derive``:
+ok, error, version, calls, attempts, at)."""
+
+
 @dataclass(frozen=True)
 class UnitState:
-    """The collections after ``unit`` and what changed since the unit before."""
+    """The collections after ``unit`` and what changed since the unit before; ``failed``: the
+    derive record of a chapter whose state could not be derived (None otherwise)."""
 
     unit: int
     collections: dict[str, dict[str, Any]]
     changes: list[Change] = field(default_factory=list)
+    failed: dict[str, Any] | None = None
 
     def changed(self, collection: str) -> list[Change]:
         return [c for c in self.changes if c.collection == collection]
@@ -48,8 +55,8 @@ class UnitState:
 
 def collections(state: Any) -> dict[str, dict[str, Any]]:
     """The keyed collections of one stored state, in a fixed order."""
-    if not isinstance(state, dict):
-        return {}
+    if not isinstance(state, dict) or failed_derive(state) is not None:
+        return {}  # a failed derive holds bookkeeping only, no collection
     narrative = state.get("narrative")
     if isinstance(narrative, dict):  # NstAgent: {"narrative": {...}, "chapter": {...}}
         return {name: _keyed(narrative.get(name)) for name in ("characters", "past_events", "future_requirements")}
@@ -60,6 +67,12 @@ def collections(state: Any) -> dict[str, dict[str, Any]]:
                  for i, g in enumerate(state.get("goals") or []) if isinstance(g, dict)}
         return {"world_variables": variables, "goals": goals}
     return {k: _keyed(v) for k, v in state.items() if isinstance(v, dict | list)}
+
+
+def failed_derive(state: Any) -> dict[str, Any] | None:
+    """The derive record of a state whose derive failed (no narrative stored), else None."""
+    record = state.get(DERIVED) if isinstance(state, dict) else None
+    return record if isinstance(record, dict) and record.get("ok") is False else None
 
 
 def _keyed(value: Any) -> dict[str, Any]:
@@ -94,8 +107,11 @@ def timeline(store: RunStore) -> list[UnitState]:
     out: list[UnitState] = []
     previous: dict[str, dict[str, Any]] = {}
     for unit, raw in rows:
-        current = collections(json.loads(raw))
+        state = json.loads(raw)
+        failed = failed_derive(state)
+        current = previous if failed is not None else collections(state)  # the state stays as it was
         if unit > 0:
-            out.append(UnitState(unit, current, diff(previous, current)))
+            out.append(UnitState(unit, {} if failed is not None else current,
+                                 [] if failed is not None else diff(previous, current), failed))
         previous = current
     return out

@@ -21,6 +21,7 @@ from agent.store.stats import summarize
 from agent.store.timeline import timeline
 from agent.style.report import style_lines
 from agent.view import versions_page, workbench
+from agent.view.failure_words import failure
 from agent.view.passages import JudgmentView, judgment_views, locate, marks
 from agent.view.svg import bar_chart
 
@@ -132,7 +133,8 @@ def state(store: RunStore, unit: int | None = None) -> dict[str, Any]:
         except StoreError as exc:
             graph_error = str(exc)
     return {"units": units, "graph": graph, "graph_error": graph_error, "graph_unit": unit or info.last_unit,
-            "unit_word": "Chapter" if info.unit_kind == "chapter" else "Step", "dumps": _dumps}
+            "unit_word": "Chapter" if info.unit_kind == "chapter" else "Step", "dumps": _dumps,
+            "failure": failure, "run_path": str(store.run_dir)}
 
 
 def _dumps(value: Any) -> str:

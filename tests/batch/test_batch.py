@@ -18,6 +18,7 @@ from agent.errors import InputError
 from agent.llm.options import LLMOptions
 from agent.llm.types import LLMError
 from agent.store import RunStore
+from tests.batch.folders import story_dir
 from tests.cli.fake_server import models_server
 from tests.nst.author import Author
 from tests.nst.author_server import AuthorServer
@@ -49,7 +50,8 @@ def test_ids_pick_prompts_by_their_id_field_in_file_order(prompts):
     assert [s.key for s in picked] == ["3", "7", "35"]
     assert [s.key for s in batch.plan_stories("direct", prompts=prompts, ids="7-12", words=1000)] == ["7", "12"]
     assert [s.config["prompt_id"] for s in picked] == ["3", "7", "35"]
-    assert picked[0].config["prompt"] == "Story 3: a bell rings at sea." and picked[0].run_dir == "3"
+    assert picked[0].config["prompt"] == "Story 3: a bell rings at sea."
+    assert picked[0].run_dir == "3-story-3-a-bell-rings-at-sea"
     assert [s.key for s in batch.plan_stories("nst", prompts=prompts, words=1000)] == ["3", "7", "12", "20", "35",
                                                                                         "1994"]
 
@@ -126,15 +128,15 @@ def test_a_batch_through_a_server_then_show_export_and_resume(tmp_path, prompts,
             assert story["words"] == 1000 and story["units"] == 1 and story["calls"] >= 1
             assert story["completion_tokens"] > 0 and story["prompt_tokens"] > 0
             assert story["started_at"] <= story["ended_at"]
-            with RunStore.open(out / story["key"], readonly=True) as store:
+            with RunStore.open(out / story["run_dir"], readonly=True) as store:
                 info = store.info()
                 assert info.status == "completed" and info.config["prompt_id"] == story["key"]
                 assert info.config["temperature"] == 0.5 and info.config["prompt"].startswith(f"Story {story['key']}:")
                 assert story["calls"] == len(store.llm_calls())
         assert shown["totals"]["completed"] == 3 and shown["totals"]["words"] == 3000
-        assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["20", "3", "7"]
-        assert main(["show", str(out / "7")]) == 0 and "completed" in capsys.readouterr().out
-        assert main(["export", str(out / "7"), "--format", "txt"]) == 0 and capsys.readouterr().out.strip()
+        assert sorted(p.name for p in out.iterdir() if p.is_dir()) == sorted(s["run_dir"] for s in shown["stories"])
+        assert main(["show", str(story_dir(out, "7"))]) == 0 and "completed" in capsys.readouterr().out
+        assert main(["export", str(story_dir(out, "7")), "--format", "txt"]) == 0 and capsys.readouterr().out.strip()
         assert main(["batch", "show", str(out)]) == 0
         table = capsys.readouterr().out
         assert "3 completed" in table and "words     3000 of 3000" in table
@@ -174,7 +176,7 @@ def test_a_failing_story_does_not_stop_the_others_and_resume_retries_it(tmp_path
         assert {k: r.status for k, r in rows.items()} == {"3": "completed", "7": "completed", "12": "failed",
                                                           "20": "completed"}
         assert rows["12"].error == "the server refused the request (scripted)" and rows["12"].calls == 1
-        with RunStore.open(out / "12", readonly=True) as store:  # the failed story's run is kept, marked failed
+        with RunStore.open(story_dir(out, "12"), readonly=True) as store:  # the failed story's run is kept
             assert store.info().status == "failed"
 
         monkeypatch.setattr(Doomed, "broken", False)
@@ -185,7 +187,7 @@ def test_a_failing_story_does_not_stop_the_others_and_resume_retries_it(tmp_path
     assert all(r.status == "completed" and r.error is None for r in rows.values())
     assert {k: r.attempts for k, r in rows.items()} == {"3": 1, "7": 1, "12": 2, "20": 1}
     for key in rows:  # completed stories were not written again; the failed one was resumed, not restarted
-        with RunStore.open(out / key, readonly=True) as store:
+        with RunStore.open(story_dir(out, key), readonly=True) as store:
             sessions = [r[0] for r in store.query("SELECT kind FROM sessions ORDER BY id")]
             assert sessions == (["start", "resume"] if key == "12" else ["start"])
             assert [c.index for c in store.chapters()] == [1]
@@ -200,13 +202,13 @@ def test_eval_accepts_a_batch_folder_as_its_completed_runs(tmp_path, prompts, ca
     assert main(["eval", "metrics", str(out), "--json"]) == 0
     captured = capsys.readouterr()
     rows = [json.loads(line) for line in captured.out.splitlines()]
-    assert [Path(r["run"]).name for r in rows] == ["3", "7"]
+    assert [Path(r["run"]) for r in rows] == [story_dir(out, "3"), story_dir(out, "7")]
     assert all(r["words"] == 1000 for r in rows)
     assert "2 of 3 stories completed" in captured.err
-    assert main(["eval", "report", str(out), str(out / "12"), "--out", str(tmp_path / "report"),
+    assert main(["eval", "report", str(out), str(story_dir(out, "12")), "--out", str(tmp_path / "report"),
                  "--include-incomplete"]) == 0
     report = (tmp_path / "report" / "metrics.json").read_text()
-    assert report.count(str(out / "3")) >= 1 and str(out / "7") in report and str(out / "12") in report
+    assert all(str(story_dir(out, key)) in report for key in ("3", "7", "12"))
 
 
 def test_a_stopped_batch_leaves_every_story_resumable(tmp_path, prompts, monkeypatch, home):
@@ -230,12 +232,12 @@ def test_a_stopped_batch_leaves_every_story_resumable(tmp_path, prompts, monkeyp
     assert statuses.count("stopped") == 2 and statuses.count("pending") == 4, statuses
     for row in rows:
         if row.status == "stopped":
-            with RunStore.open(out / row.key, readonly=True) as store:
+            with RunStore.open(out / row.run_dir, readonly=True) as store:
                 assert store.info().status == "stopped" and store.live_status() == "stopped"
     result = batch.run(out, llm=llm, concurrency=3)
     assert result.complete and len(result.stories) == 6
     for row in result.stories:
-        with RunStore.open(out / row.key, readonly=True) as store:
+        with RunStore.open(out / row.run_dir, readonly=True) as store:
             assert [c.index for c in store.chapters()] == [1, 2]
             assert store.query("SELECT count(*) FROM chapters")[0][0] == 2
 
@@ -319,7 +321,7 @@ def test_a_magnet_batch_from_a_folder_of_story_definitions(tmp_path, capsys, mon
     assert [r.key for r in rows] == ["mystery_codicil", "thriller_museum"]
     for row in rows:
         assert row.status == "completed" and row.target_words == 150 and row.units >= 1
-        with RunStore.open(out / row.key, readonly=True) as store:
+        with RunStore.open(out / row.run_dir, readonly=True) as store:
             assert store.info().pipeline == "magnet" and store.info().unit_kind == "step"
             assert store.info().config["story"]["target_words"] == 150
             assert row.words == store.words_written() and row.units == store.info().last_unit
@@ -341,7 +343,7 @@ def test_a_story_whose_run_completed_just_before_a_kill_is_not_written_again(tmp
         assert db.story("7").live_status == "interrupted"
     result = batch.run(out, llm=llm)
     assert result.complete and [r.words for r in result.stories] == [1000, 1000]
-    with RunStore.open(out / "7", readonly=True) as store:
+    with RunStore.open(story_dir(out, "7"), readonly=True) as store:
         assert [r[0] for r in store.query("SELECT kind FROM sessions ORDER BY id")] == ["start"]
 
 
@@ -357,8 +359,8 @@ def test_a_story_killed_while_its_run_was_being_created_starts_again(tmp_path, p
     llm = LLMOptions("endpoint", endpoint="http://127.0.0.1:9/v1")
     specs = batch.plan_stories("direct", prompts=prompts, ids="3,7", words=1000)
     batch.create(out, "direct", specs, llm).close()
-    (out / "7").mkdir()
-    db = out / "7" / "run.db"
+    (story_dir(out, "7")).mkdir()
+    db = story_dir(out, "7") / "run.db"
     db.write_bytes(b"")  # what a kill inside RunStore.create can leave
     if left != "empty file":
         from agent.store.migrations import migrate
@@ -375,7 +377,7 @@ def test_a_story_killed_while_its_run_was_being_created_starts_again(tmp_path, p
     conn.close()
     result = batch.run(out, llm=llm)
     assert result.complete, [r.error for r in result.stories]
-    with RunStore.open(out / "7", readonly=True) as store:
+    with RunStore.open(story_dir(out, "7"), readonly=True) as store:
         assert store.info().status == "completed" and store.words_written() == 1000
 
 
@@ -386,13 +388,13 @@ def test_some_other_programs_database_in_a_story_folder_is_not_removed(tmp_path,
     out = tmp_path / "batch"
     llm = LLMOptions("endpoint", endpoint="http://127.0.0.1:9/v1")
     batch.create(out, "direct", batch.plan_stories("direct", prompts=prompts, ids="3,7", words=1000), llm).close()
-    (out / "7").mkdir()
-    with sqlite3.connect(out / "7" / "run.db") as other:
+    (story_dir(out, "7")).mkdir()
+    with sqlite3.connect(story_dir(out, "7") / "run.db") as other:
         other.execute("CREATE TABLE photos (id INTEGER)")
     other.close()
     result = batch.run(out, llm=llm)
-    assert not result.complete and (out / "7" / "run.db").exists()
-    with sqlite3.connect(out / "7" / "run.db") as other:
+    assert not result.complete and (story_dir(out, "7") / "run.db").exists()
+    with sqlite3.connect(story_dir(out, "7") / "run.db") as other:
         assert other.execute("SELECT name FROM sqlite_master").fetchall() == [("photos",)]
     other.close()
 
@@ -437,3 +439,27 @@ def test_a_run_that_returns_before_its_last_unit_is_a_failed_story(tmp_path, pro
     assert "before its last unit" in (result.stories[0].error or "")
     monkeypatch.setattr(pipelines, "start", real_start)
     assert batch.run(out, llm=llm).complete
+
+
+def test_each_storys_folder_is_named_after_its_prompt_and_an_old_batch_of_numbered_folders_still_reads(
+        tmp_path, prompts, capsys, monkeypatch, home):
+    import sqlite3
+
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: Author())
+    out = tmp_path / "batch"
+    assert main(["batch", "--pipeline", "direct", "--prompts", str(prompts), "--ids", "3,12", "--words", "1000",
+                 "--out", str(out), "--endpoint", "http://127.0.0.1:9/v1", "--quiet"]) == 0
+    names = sorted(p.name for p in out.iterdir() if p.is_dir())
+    assert names == ["12-story-12-doomed-from-the-start", "3-story-3-a-bell-rings-at-sea"], names
+    assert main(["show", str(out / names[1])]) == 0 and "completed" in capsys.readouterr().out
+    # a batch made before stories were named: its folders "3" and "12" are read and resumed as they are
+    for name, key in zip(names, ("12", "3"), strict=True):
+        (out / name).rename(out / key)
+    with sqlite3.connect(out / "batch.db") as conn:
+        conn.execute("UPDATE stories SET run_dir = key")
+    conn.close()
+    assert main(["batch", "show", str(out), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [s["run_dir"] for s in shown["stories"]] == ["3", "12"]
+    assert main(["batch", "resume", str(out), "--quiet"]) == 0 and "nothing to do" in capsys.readouterr().out
+    assert main(["show", str(out / "3")]) == 0

@@ -17,6 +17,7 @@ import pytest
 
 from agent.batch.store import BatchStore
 from agent.store import NotARunError, RunStore
+from tests.batch.folders import story_dir
 from tests.conftest import ctrl_c_reaches
 from tests.nst.author_server import AuthorServer
 
@@ -86,7 +87,7 @@ def test_sigkill_mid_batch_then_resume_loses_and_duplicates_nothing(tmp_path):
         finished_before: dict[str, bool] = {}  # a run may finish just before the batch records it
         for key in in_flight + done_before:
             try:
-                with RunStore.open(out / key, readonly=True) as store:
+                with RunStore.open(story_dir(out, key), readonly=True) as store:
                     chapters_before[key] = {c.index: c.text for c in store.chapters()}
                     finished_before[key] = store.info().status == "completed"
             except NotARunError:  # killed while its run was being created: it starts again
@@ -105,10 +106,10 @@ def test_sigkill_mid_batch_then_resume_loses_and_duplicates_nothing(tmp_path):
     with BatchStore.open(out, readonly=True) as db:
         after = {r.key: r for r in db.stories()}
     assert sorted(after) == ["1", "2", "3", "4", "5"]
-    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["1", "2", "3", "4", "5"]
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == sorted(r.run_dir for r in after.values())
     for key, row in after.items():
         assert row.status == "completed" and row.error is None
-        with RunStore.open(out / key, readonly=True) as store:
+        with RunStore.open(story_dir(out, key), readonly=True) as store:
             chapters = store.chapters()
             assert store.info().status == "completed"
             units = store.info().target_units
@@ -150,7 +151,7 @@ def test_ctrl_c_stops_every_story_cleanly_and_resume_completes(tmp_path):
         assert set(statuses) <= {"stopped", "pending", "completed"}, err[-3000:]
         for row in rows:
             if row.status == "stopped":  # its run ended its session cleanly, not left running
-                with RunStore.open(out / row.key, readonly=True) as store:
+                with RunStore.open(out / row.run_dir, readonly=True) as store:
                     assert store.info().status == "stopped"
                     assert store.query("SELECT count(*) FROM sessions WHERE ended_at IS NULL")[0][0] == 0
         resumed = subprocess.run([sys.executable, "-m", "agent.cli", "batch", "resume", str(out), "--quiet"],

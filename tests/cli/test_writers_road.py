@@ -206,3 +206,47 @@ def test_chapters_that_cannot_fit_the_context_are_planned_shorter_not_stopped(se
     with RunStore.open(out, readonly=True) as store:
         assert (store.info().status, store.info().last_unit) == ("completed", 5)
         assert store.get_plan("chapters_fitted")["planned"] == 2
+
+
+def _said(captured, needle: str) -> int:
+    return (captured.out + captured.err).count(needle)
+
+
+def test_every_command_that_ends_a_book_prints_the_one_next_step(server, tmp_path, capsys):
+    out = tmp_path / "run"
+    _stopped_after_chapter_one(server, out)
+    failed = capsys.readouterr()
+    assert _said(failed, f"fabula resume {out}") == 1, failed  # a failure's next step, once
+    assert main(["resume", str(out)]) == 0
+    done = capsys.readouterr()
+    step = f"next: read it: fabula view {out} · export it: fabula export {out} -o book.docx"
+    assert _said(done, step) == 1 and _said(done, "next:") == 1, done
+    assert main(["continue", str(out), "--words", "500", "--endpoint", server.url]) == 0
+    assert _said(capsys.readouterr(), step) == 1
+    sequel = tmp_path / "sequel"
+    assert main(["sequel", str(out), "--out", str(sequel), "--words", "500", "--endpoint", server.url]) == 0
+    assert _said(capsys.readouterr(), f"next: read it: fabula view {sequel} · export it: fabula export {sequel}") == 1
+    fresh = tmp_path / "fresh"
+    assert _write(server, fresh) == 0
+    assert _said(capsys.readouterr(), f"next: read it: fabula view {fresh} · export it") == 1
+
+
+def test_everyday_progress_is_in_a_writers_words_and_the_internals_are_behind_verbose(server, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert _write(server, out) == 0
+    err = capsys.readouterr().err
+    written = [ln for ln in err.splitlines() if " written (" in ln]
+    assert written and all("words" in ln and "ETA" in ln for ln in written), err
+    assert not any("calls" in ln or "tokens" in ln or "cached" in ln for ln in written), written
+    assert main(["show", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "KiB" not in shown and "context" not in shown and "estimated" not in shown
+    assert main(["show", str(out), "-v"]) == 0
+    shown = capsys.readouterr().out
+    context = next(ln for ln in shown.splitlines() if ln.startswith("context"))
+    assert "chars-estimate" not in context and "unknown (" not in context, context
+    assert "token counts estimated from the characters" in context or "counted exactly" in context, context
+    verbose = tmp_path / "verbose"
+    assert _write(server, verbose, "-v") == 0
+    written = [ln for ln in capsys.readouterr().err.splitlines() if " written (" in ln]
+    assert written and all("calls" in ln and "tokens" in ln for ln in written), written

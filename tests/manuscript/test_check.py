@@ -199,3 +199,26 @@ def test_a_book_of_very_short_chapters_is_chapters_not_a_contents_list(tmp_path,
     with RunStore.open(tmp_path / "short", readonly=True) as store:
         assert [c.text for c in store.chapters()] == ["Mara had green eyes.", "The storm came.", "Mara had blue eyes."]
     assert "table of contents" not in capsys.readouterr().err
+
+
+def test_a_check_with_one_failed_judgment_reports_what_was_judged_and_where_the_details_are(
+        tmp_path, judges, monkeypatch, capsys):
+    """Four of five judgments stored and one failed: the report says so (not 'No complete judgment'),
+    names the failed category, and points at stderr and the view, not at 'the lines above'."""
+    from agent.llm.types import LLMError
+
+    planted = judge_reply
+
+    def failing(request):
+        if schema_name(request) == "TimelinePlotReport":
+            return LLMError("the judge's reply was cut off")
+        return planted(request)
+
+    monkeypatch.setattr("tests.manuscript.test_check.judge_reply", failing)
+    assert main(["check", str(book(tmp_path))]) == 1
+    report = capsys.readouterr().out
+    assert "see the lines above" not in report and "No complete judgment" not in report
+    assert "4 of 5 judgments complete" in report and "Timeline and plot" in report
+    assert "the judge's reply was cut off" in report  # why, in the report itself
+    assert "1 contradiction(s)" in report and "Factual detail: appearance mismatches" in report
+    assert "fabula view" in report and "fabula check" in report

@@ -5,6 +5,7 @@ alone; a derive interrupted mid-book continues and asks no chapter twice (calls 
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -211,3 +212,47 @@ def test_a_chapter_edited_after_its_derive_is_derived_again_alone(tmp_path, mode
         assert state["derived"]["version"] == store.chapter(2).version == 2
         own = [e["quote"] for c in state["narrative"]["provenance"].values() for e in c.values() if e["chapter"] == 2]
         assert own and all(occurs(q, store.chapter(2).text) for q in own)
+
+
+def finds_nothing(request, tools):
+    """A model that reads each chapter and reports no character, event or requirement."""
+    if "update" in tools:
+        return json.dumps({"tool": "update", "upsert_character_state": [], "add_past_event": [],
+                           "add_future_requirement": [], "resolve_future_requirement": []})
+    return default_policy(request, tools)
+
+
+def test_a_derive_that_finds_nothing_says_so_and_does_not_call_it_derived(tmp_path, models, capsys):
+    run = book(tmp_path, chapters=3)
+    models.queue.append(Author(policy=finds_nothing))
+    capsys.readouterr()
+    main(["derive", run])
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("derive: chapter")]
+    assert len(lines) == 3 and all("nothing found in this chapter" in ln for ln in lines), lines
+    last = err.strip().splitlines()[-1]
+    assert "0 characters, 0 past events, 0 open requirements" in last and "nothing could be derived" in last
+    assert "state(s) derived" not in last
+    assert main(["derive", run]) == 0
+    again = capsys.readouterr().err
+    assert "nothing could be derived" in again and "every chapter's state is derived" not in again
+
+
+def test_the_state_page_of_a_failed_chapter_says_when_what_failed_and_which_tool_in_a_writers_words(
+        tmp_path, models):
+    from starlette.testclient import TestClient
+
+    from agent.view.app import create_app
+
+    run = book(tmp_path, chapters=6)
+    models.queue.append(Author(policy=wrong_quotes))
+    assert main(["derive", run]) == 1
+    page = TestClient(create_app(run)).get("/run/book/state")
+    assert page.status_code == 200
+    failed = page.text.split('id="state-5"', 1)[1].split("</article>", 1)[0]
+    for raw in ("ok: false", "ok: False", "upsert_character_state", "copy a passage", "at: 1", "attempts:"):
+        assert raw not in failed, (raw, failed)
+    assert "The state after this chapter could not be derived" in failed
+    assert "updating a character (Character 7)" in failed
+    assert "does not occur in chapter 5" in failed and re.search(r"\d{1,2} \w{3} \d{4}, \d\d:\d\d", failed)
+    assert "fabula derive" in failed and "<dt>" not in failed  # the next step; no raw record

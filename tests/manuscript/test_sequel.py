@@ -117,3 +117,26 @@ def test_a_sequel_without_words_is_as_long_as_book_one_was_planned(server, tmp_p
     with RunStore.open(first, readonly=True) as one, RunStore.open(two, readonly=True) as store:
         assert store.info().config["words"] == one.info().config["words"]
         assert store.get_plan("outline")
+
+
+def test_a_sequels_series_is_named_later_with_export_series_and_kept(server, tmp_path, capsys):
+    first = written_book(server, tmp_path / "one")
+    two = str(tmp_path / "two")
+    assert main(["sequel", first, "--out", two, "--plan-only", "--quiet"]) == 0
+    assert main(["resume", two, "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["export", two, "--format", "txt", "--series", "The Keeper Books"]) == 0
+    captured = capsys.readouterr()
+    assert "Book 2 of The Keeper Books" in captured.out and "recorded series" in captured.err
+    assert main(["export", two, "--format", "json"]) == 0  # recorded like --title: later exports keep it
+    assert json.loads(capsys.readouterr().out)["series"] == {"name": "The Keeper Books", "index": 2}
+    with RunStore.open(two, readonly=True) as store:
+        assert store.get_plan("series")["books"][0]["run"].endswith("one")  # the earlier books stay
+    assert main(["export", two, "--series", "  "]) == 2  # an empty name: one line, exit 2
+    # book one named first: its sequels carry the name
+    assert main(["export", first, "--format", "txt", "--series", "Lanterns"]) == 0
+    assert "Book 1 of Lanterns" in capsys.readouterr().out
+    three = str(tmp_path / "three")
+    assert main(["sequel", first, "--out", three, "--plan-only", "--quiet"]) == 0
+    with RunStore.open(three, readonly=True) as store:
+        assert store.get_plan("series")["name"] == "Lanterns" and store.get_plan("series")["index"] == 2

@@ -127,7 +127,8 @@ def test_a_context_too_small_stops_in_one_line_keeps_the_run_and_resumes_when_ra
     assert run_dir.exists()  # its ledger is kept: the planner's calls were paid for
     assert main(["show", str(run_dir), "-v"]) == 0  # the context is a detail of how it was written: -v
     shown = capsys.readouterr().out
-    assert "context   1024 tokens (setting context_tokens; chars-estimate, estimated)" in shown
+    assert ("context   1024 tokens (from the setting context_tokens); token counts estimated from the characters"
+            in shown)
     assert main(["resume", str(run_dir), "--endpoint", server.url, "--set", "context_tokens=8192", "--force"]) == 0
     capsys.readouterr()
     assert main(["show", str(run_dir), "--json"]) == 0

@@ -33,7 +33,7 @@ PAGES = [
     ("magnet-character", "/run/crowded/character?name=Ann", 200),
     ("magnet-versions", "/run/crowded/versions", 200),
     ("world-graph", "/run/crowded/state", 200),
-    ("batch-story", "/run/night/1/story", 200),
+    ("batch-story", "/run/night/1-story-1-a-bell-rings-at-sea/story", 200),
     ("not-found", "/run/edited/no-such-page", 404),
     ("cannot-open", "/run/broken/story", 409),
 ]

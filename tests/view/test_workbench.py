@@ -207,6 +207,10 @@ def test_a_run_being_written_shows_what_it_is_doing(tmp_path):
     assert "writing" in runs and "chapter 2: writing" in runs
 
 
+FIRST = "1-story-1-a-bell-rings-at-sea"
+"""The folder of the batch's first story: its prompt id and first words (#36)."""
+
+
 @pytest.fixture(scope="module")
 def batch_dir(tmp_path_factory) -> Path:
     """A folder holding a batch of four short stories: one done, one running, one failed, one pending."""
@@ -225,8 +229,8 @@ def test_a_batch_folder_is_listed_as_a_batch_in_the_view(batch_dir):
     counts = dict(re.findall(r'data-status="(\w+)">(\d+) ', section))
     assert counts == {"completed": "1", "running": "1", "failed": "1", "pending": "1", "stopped": "0"}
     assert "&lt;b&gt;the server went away&lt;/b&gt;" in section and "<b>the server" not in section
-    links = re.findall(r'href="(/run/night/\d+/story)"', section)
-    assert links == [f"/run/night/{k}/story" for k in ("1", "2", "3", "4")]
+    links = re.findall(r'href="(/run/night/[^"/]+/story)"', section)
+    assert links == [f"/run/night/{k}-story-{k}-a-bell-rings-at-sea/story" for k in ("1", "2", "3", "4")]
     assert ">1: Story 1: a bell rings at sea.</a>" in section  # named by its title or prompt, not "1" alone (#36)
     for link in links:
         response = client.get(link)
@@ -234,18 +238,19 @@ def test_a_batch_folder_is_listed_as_a_batch_in_the_view(batch_dir):
     from agent.store.readonly import RunIndex
 
     index = RunIndex(batch_dir)
-    assert index.path("night/1") == batch_dir / "night" / "1"
-    assert index.path("night/../night/1") is None and index.path("night/..") is None and index.path("night/") is None
+    assert index.path(f"night/{FIRST}") == batch_dir / "night" / FIRST
+    assert index.path(f"night/../night/{FIRST}") is None
+    assert index.path("night/..") is None and index.path("night/") is None
     assert client.get("/run/night/9/story").status_code == 404
     inner = TestClient(create_app(batch_dir / "night")).get("/").text  # the batch folder itself
-    assert 'data-batch="night"' in inner and 'href="/run/1/story"' in inner
+    assert 'data-batch="night"' in inner and f'href="/run/{FIRST}/story"' in inner
 
 
 def test_fabula_runs_lists_a_batch_as_a_batch(batch_dir, capsys):
     assert main(["runs", str(batch_dir)]) == 0
     out = capsys.readouterr().out
     assert f"batch {batch_dir / 'night'}  direct  1 completed, 1 running, 1 failed, 1 pending, 0 stopped" in out
-    assert re.search(r"night/3\s+failed .*the server went away", out)
+    assert re.search(r"night/3-story-3-a-bell-rings-at-sea\s+failed .*the server went away", out)
     assert main(["runs", str(batch_dir), "--json"]) == 0
     row = json.loads(capsys.readouterr().out.splitlines()[0])
     assert row["kind"] == "batch" and row["counts"]["pending"] == 1 and len(row["stories"]) == 4
