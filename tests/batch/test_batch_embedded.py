@@ -11,6 +11,7 @@ import pytest
 from agent import batch
 from agent.llm.options import LLMOptions
 from agent.store import RunStore
+from tests.batch.folders import story_dir
 
 
 @pytest.mark.embedded
@@ -29,7 +30,7 @@ def test_a_batch_of_three_tiny_stories_on_the_embedded_model(tmp_path, embedded_
     assert result.complete and result.concurrency == 1 and len(result.stories) == 3
     assert notes == ["the shared model writes one story at a time (--concurrency 3 is taken as 1)"]
     for row in result.stories:
-        with RunStore.open(tmp_path / "batch" / row.key, readonly=True) as store:
+        with RunStore.open(story_dir(tmp_path / "batch", row.key), readonly=True) as store:
             assert store.info().status == "completed" and store.info().backend == "embedded"
             assert len(store.chapters()) == 1 and store.words_written() == row.words > 0
             assert row.calls == len(store.llm_calls()) >= 1 and row.completion_tokens > 0
