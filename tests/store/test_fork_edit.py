@@ -63,7 +63,7 @@ def test_fork_refuses_a_bad_point_or_an_existing_run(four, tmp_path, fake, capsy
     assert main(["fork", str(four), "--at", "7", "--out", str(tmp_path / "x")]) == 2
     assert "between 0 and 4" in capsys.readouterr().err
     assert main(["fork", str(four), "--at", "1", "--out", str(four)]) == 2
-    assert "outside the run it copies" in capsys.readouterr().err
+    assert "outside the run it comes from" in capsys.readouterr().err
     (tmp_path / "other").mkdir()
     assert main(["fork", str(four), "--at", "1", "--out", str(tmp_path / "x2"), "--no-run"]) == 0
     assert main(["fork", str(four), "--at", "1", "--out", str(tmp_path / "x2")]) == 2
