@@ -20,6 +20,7 @@ from importlib import metadata
 from pathlib import Path
 
 from agent.cli import (
+    approve_cmd,
     batch_cmd,
     bible_cmd,
     check_cmd,
@@ -64,7 +65,7 @@ from agent.store.paths import DB_NAME
 COMMAND_MODULES = [prompt_cmd, models_cmd, serve_cmd, doctor_cmd, grammars_cmd, runs_cmd, show_cmd, search_cmd,
                    export_cmd, outline_cmd, resume_cmd, write_cmd, import_cmd, derive_cmd, check_cmd, batch_cmd,
                    eval_cmd, view_cmd, watch_cmd, fork_cmd, edit_cmd, continue_cmd, sequel_cmd, reconcile_cmd,
-                   story_cmd, config_cmd, repro_cmd, completion_cmd, lint_cmd, revise_cmd, review_cmd, bible_cmd]
+                   story_cmd, config_cmd, repro_cmd, completion_cmd, lint_cmd, revise_cmd, approve_cmd, bible_cmd]
 
 
 def build_parser() -> argparse.ArgumentParser:

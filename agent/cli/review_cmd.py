@@ -9,15 +9,12 @@ and before the first chapter with its outline; ``fabula approve RUN`` records th
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from agent.cli.errors import CLIError
-from agent.cli.options import add_model_options
-from agent.cli.rundir import open_run
 from agent.errors import InputError
 from agent.store import RunStore
-from agent.store.review import MAX_EVERY, approve, describe, in_review, next_steps, review_every, set_review, with_start
+from agent.store.review import MAX_EVERY, describe, in_review, next_steps, review_every, set_review, with_start
 from agent.userinput import whole_number
 
 REVIEW_HELP = ("stop after each committed chapter, and after the outline, for the writer: fabula approve RUN writes "
@@ -146,37 +143,3 @@ def refuse_in_review(store: RunStore, run_dir: str) -> None:
     if waiting is not None:
         raise CLIError(f"{run_dir} is {describe(waiting)}; go on with fabula approve {run_dir} (or revise or edit "
                        "it first)", exit_code=1)
-
-
-def add_parser(sub) -> None:
-    parser = sub.add_parser("approve", help="approve the chapter (or outline) a run in review waits on; write on",
-                            description="Record the writer's approval of what a run in review waits on (the "
-                            "outline, or the last committed chapter) and write on to the next review (or the end, "
-                            "with --no-review); --stop records the approval only.")
-    parser.add_argument("run_dir", metavar="RUN", help="a run in review")
-    parser.add_argument("--stop", action="store_true", help="approve only; do not write on")
-    parser.add_argument("--no-review", action="store_true", help="stop reviewing: write on to the end")
-    parser.add_argument("--quiet", action="store_true", help="no live progress line")
-    add_model_options(parser, stored="RUN")
-    parser.set_defaults(handler=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    with open_run(args.run_dir, readonly=False) as store:
-        if store.live_status() == "running":
-            raise CLIError(f"{args.run_dir} is being written by another process", exit_code=1)
-        try:
-            entry = approve(store)
-        except InputError as exc:
-            raise CLIError(str(exc)) from None
-        if args.no_review:
-            set_review(store, None)
-        what = "the outline" if entry["unit"] == 0 else f"chapter {entry['unit']}"
-        print(f"fabula: {what} approved", file=sys.stderr)
-        if args.stop:
-            print(f"next: fabula resume {args.run_dir}    (write on)")
-            return 0
-    from agent.cli import resume_cmd
-
-    args.force, args.overrides, args.review, args.no_review = False, [], None, False
-    return resume_cmd.run(args)
