@@ -20,6 +20,12 @@ def split(item: str) -> tuple[str, str] | None:
     return key, raw
 
 
+def line_key(line: str) -> str:
+    """The key of a ``KEY = VALUE`` line as written (before the first ``=``, without surrounding
+    space or double quotes); the whole line stripped when it has no ``=``."""
+    return line.partition("=")[0].strip().strip('"')
+
+
 class MalformedValue(ValueError):
     """A VALUE that starts as JSON does but is not JSON (or is nested beyond parsing)."""
 

@@ -30,7 +30,7 @@ from agent.llm.options import LLMOptions, ModelFlags, StoredModel
 from agent.llm.options import resolve as resolve_model
 from agent.run_context import EventSink, RunContext
 from agent.settings import Settings
-from agent.store import Change, RunStore, StoreError, config_changes
+from agent.store import Change, RunInfo, RunStore, StoreError, config_changes
 from agent.store.snapshots import ChapterSnapshot, Record, RunTarget, StepState
 
 if TYPE_CHECKING:
@@ -135,6 +135,13 @@ class Pipeline:
     words: tuple[int, int] | None = None
     """The range of ``--words`` that ``fabula write`` and ``fabula batch`` accept (None: the
     story file sets the length and checks it)."""
+    drafts: bool = False
+    """``--drafts N`` writes several drafts of each chapter's prose and keeps the best."""
+    seeded: bool = False
+    """A story bible (``--bible``) seeds the narrative state it starts from, not only its prompts."""
+    reconciles: Callable[[RunInfo], bool] | None = None
+    """Whether ``fabula reconcile`` brings a run of it up to date after a hand edit (re-derives its
+    state and judges the later chapters); None: never, a fork goes on from the edit instead."""
 
     def __post_init__(self) -> None:
         if self.settings is not None and not self.defaults:
@@ -210,6 +217,17 @@ def names(takes: InputKind | None = None) -> tuple[str, ...]:
     order, those that take ``takes`` if given. A pipeline registered from Python (a test's) runs
     and resumes (:func:`get`) but is not offered."""
     return tuple(name for name in BUILTIN if takes is None or get(name).takes == takes)
+
+
+def after_edit(store: RunStore, unit: int, run: str | None = None) -> str:
+    """The one command that goes on after a hand edit of ``unit``: ``fabula reconcile`` where the
+    run's pipeline can bring it up to date (:attr:`Pipeline.reconciles`), else a fork from the edit.
+    ``run``: the run as the writer named it (default: its full path)."""
+    info, run = store.info(), run or str(store.run_dir)
+    described = known(info.pipeline)
+    if described is not None and described.reconciles is not None and described.reconciles(info):
+        return f"fabula reconcile {run}"
+    return f"fabula fork {run} --at {unit} --out NEW"
 
 
 def known(name: str) -> Pipeline | None:

@@ -8,6 +8,7 @@ import json
 import os
 from typing import Any
 
+from agent import keyvalue
 from agent.cli import config_file
 from agent.cli.errors import CLIError
 
@@ -88,7 +89,7 @@ def _damaged(path, key: str) -> bool:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return False
-    return any(line.partition("=")[0].strip().strip('"') == key for line in text.splitlines())
+    return any(keyvalue.line_key(line) == key for line in text.splitlines())
 
 
 def run_path(args: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent import keyvalue
 from agent.cli.errors import CLIError
 from agent.text import read_capped
 
@@ -184,9 +185,9 @@ def _lines(path: Path, key: str) -> dict[str, Any]:
         try:
             values.update(tomllib.loads(line))
         except (tomllib.TOMLDecodeError, RecursionError):
-            if line.partition("=")[0].strip().strip('"') != key:
+            if keyvalue.line_key(line) != key:
                 raise CLIError(f"the config file {path}, line {number}, is not valid TOML; fabula config unset "
-                               f"{line.partition('=')[0].strip()[:40]} removes it") from None
+                               f"{keyvalue.line_key(line)[:40]} removes it") from None
     return values
 
 

@@ -22,10 +22,11 @@ from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.rundir import open_run, store_errors
 from agent.llm.options import LLMOptions
+from agent.pipelines import after_edit
 from agent.settings import parse_assignments
 from agent.store import RunStore
 from agent.store.edit import edit_chapter, edit_step, mark_stale, parse_step_document, state_stale_from, step_document
-from agent.store.fork import STALE_KEY, after_edit
+from agent.store.fork import STALE_KEY
 from agent.store.review import record_action
 
 

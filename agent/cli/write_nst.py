@@ -67,7 +67,7 @@ def add_parser(sub) -> None:
                                 help="stop once the outline is stored: see or change it with fabula outline RUN "
                                 "[--edit], then write the chapters with fabula resume RUN")
             add_review_option(parser)
-        if name == "nst":
+        if described.drafts:
             add_drafts_options(parser)
         parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                             help="any other setting (VALUE is JSON, else a string), e.g. --set read_budget=5")
@@ -173,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
                                         model=model, notes={"profile_choice": profile.record(),
                                                                      **({REVIEW_KEY: review} if review else {}),
                                                                      **drafts, **avoid, **voice},
-                                        initial_state=initial_state if args.writer == "nst" else None,
+                                        initial_state=initial_state if pipelines.get(args.writer).seeded else None,
                                         plan_only=getattr(args, "plan_only", False))
         except BaseException:
             discard_if_unused(out, existed)

@@ -16,7 +16,7 @@ from agent.manuscript import boilerplate, contents, headings
 from agent.manuscript.archive import members
 from agent.manuscript.model import Manuscript, Piece
 from agent.manuscript.read_text import checked_size
-from agent.manuscript.split import TITLE_PAGE_WORDS, note_numbers, split_text, without_matter
+from agent.manuscript.split import TITLE_PAGE_WORD_LIMIT, note_numbers, split_text, without_matter
 
 _BLOCKS = {"p", "div", "li", "blockquote", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "pre", "section"}
 
@@ -146,7 +146,7 @@ def _pieces(items: list[tuple[str | None, list[str]]]) -> tuple[list[Piece], lis
     story = next((i for i, p in enumerate(pieces) if p.number is not None or headings.SPECIAL.match(p.title)), 0)
     # before the first chapter: a title page or a contents item goes; a longer item may be story and stays
     titles = [p.title for p in pieces[story:]]
-    kept = [p for p in pieces[:story] if p.words > TITLE_PAGE_WORDS and not boilerplate.is_front_title(p.title)
+    kept = [p for p in pieces[:story] if p.words > TITLE_PAGE_WORD_LIMIT and not boilerplate.is_front_title(p.title)
             and not contents.lists(p.text.split("\n\n"), titles, [q.title for q in pieces])]
     front = [p for p in pieces[:story] if p.words and p not in kept]
     if front:

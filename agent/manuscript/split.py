@@ -22,7 +22,7 @@ from agent.manuscript.headings import Heading
 from agent.manuscript.model import Manuscript, Piece
 from agent.text import count_words
 
-TITLE_PAGE_WORDS = 150
+TITLE_PAGE_WORD_LIMIT = 150
 """Most words before the first chapter heading that are left out as a title page; more is kept
 (an untitled first chapter) since it may be story (letters, a prologue without a heading)."""
 
@@ -84,7 +84,7 @@ def _front(front: str, fmt: str, notes: list[str], left: list[Piece], *, keep: b
     if not words:
         return []
     first = next((line.strip() for line in front.split("\n") if line.strip()), "")
-    if keep or words > TITLE_PAGE_WORDS:
+    if keep or words > TITLE_PAGE_WORD_LIMIT:
         if not keep:
             notes.append(f"kept the {words} words before the first chapter heading (from {first[:40]!r}) as "
                          "chapter 1: only a title page is left out")

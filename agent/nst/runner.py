@@ -25,7 +25,7 @@ from agent.nst.state import NarrativeState
 from agent.nst.tools import TOOLS
 from agent.nst.voice import describe_style
 from agent.run_context import EventSink, RunContext
-from agent.store import RunStore
+from agent.store import RunInfo, RunStore
 from agent.store.review import owed_review, pause_after
 from agent.store.snapshots import ChapterSnapshot
 
@@ -88,8 +88,13 @@ FLAGS = (pipelines.Flag("--no-state", "state", "ablation: no narrative state or 
 PROGRESS = {**PLANNING_WORDS, "nst_turn": "choosing the next step", "nst_prose": "drafting",
             "nst_digest": "digesting older events"}
 
+def reconciles(info: RunInfo) -> bool:
+    """A chapter run that keeps its narrative state (not ``--no-state``) is reconciled after an edit."""
+    return info.unit_kind == "chapter" and info.config.get("state", True) is not False
+
+
 PIPELINE = pipelines.register(pipelines.Pipeline(
     "nst", "chapter", write, version="1", settings=NstConfig, rederive=rederive_nst, planned=True, flags=FLAGS,
     tools=tuple(name for name in TOOLS if name != "finish"),
     help="NstAgent: chapters written with tools against a tracked narrative state", progress=PROGRESS,
-    words=(MIN_WORDS, MAX_WORDS)))
+    words=(MIN_WORDS, MAX_WORDS), drafts=True, seeded=True, reconciles=reconciles))

@@ -90,13 +90,3 @@ def _truncate(conn: sqlite3.Connection, at: int) -> None:
     conn.execute("DELETE FROM judgments")
     conn.execute("DELETE FROM llm_messages WHERE hash NOT IN "
                  "(SELECT value FROM llm_calls, json_each(llm_calls.messages))")
-
-
-def after_edit(store: RunStore, unit: int, run: str | None = None) -> str:
-    """The one command that goes on after a hand edit of ``unit``: ``fabula reconcile`` where the run keeps a
-    narrative state to re-derive (an NstAgent run; ``agent.nst.reconcile`` holds the rule), else a fork.
-    ``run``: the run as the writer named it (default: its full path)."""
-    info, run = store.info(), run or str(store.run_dir)
-    if info.pipeline == "nst" and info.unit_kind == "chapter" and info.config.get("state", True) is not False:
-        return f"fabula reconcile {run}"
-    return f"fabula fork {run} --at {unit} --out NEW"

@@ -15,7 +15,6 @@ from agent.store import RunStore, StoreError
 from agent.store.book import Book, read_book
 from agent.store.costs import calls, per_unit
 from agent.store.export import story_title
-from agent.store.fork import after_edit
 from agent.store.judgments import Judgment
 from agent.store.stats import summarize
 from agent.store.timeline import timeline
@@ -117,7 +116,8 @@ def story(store: RunStore, find: str | None = None, at: int | None = None) -> di
     forked = store.get_plan("forked_from")
     stale = stale if isinstance(stale, dict) else None
     return {"book": book, "sections": rendered, "stale": stale,
-            "after_edit": after_edit(store, stale["unit"]) if stale and isinstance(stale.get("unit"), int) else None,
+            "after_edit": (pipelines.after_edit(store, stale["unit"])
+                           if stale and isinstance(stale.get("unit"), int) else None),
             "forked": forked if isinstance(forked, dict) else None, "find": find,
             "found": found is not None}
 

@@ -30,13 +30,13 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from agent import pipelines
 from agent.store.readonly import RunIndex, open_readonly
 from agent.store.review import actions, in_review, next_steps
 from agent.view.templates_env import render
 
 MAX_FORM_BYTES = 1 << 20
 MAX_JOBS = 200
-PIPELINES = ("nst", "rollsum", "direct")
 ACTIONS = ("approve", "revise", "edit", "use-draft", "lint")
 NO_CACHE = {"Cache-Control": "no-store"}
 
@@ -89,7 +89,7 @@ class Room:
         return HTMLResponse(render(template, poll_ms=0, settings=self.settings, **context), headers=NO_CACHE)
 
     async def start_page(self, request: Request) -> Response:
-        return self._html("room_start.html", pipelines=PIPELINES, can_start=self._can_start(),
+        return self._html("room_start.html", pipelines=pipelines.names(takes="prompt"), can_start=self._can_start(),
                           job=self.jobs.get(request.query_params.get("job", "")))
 
     async def run_page(self, request: Request) -> Response:
@@ -176,16 +176,17 @@ class Room:
         form = await self._form(request)
         if not self._can_start():
             raise HTTPException(409, "this view serves one run; start a book from a view of a folder")
-        prompt, pipeline = form.get("prompt", "").strip(), form.get("pipeline", "nst")
+        offered = pipelines.names(takes="prompt")
+        prompt, pipeline = form.get("prompt", "").strip(), form.get("pipeline", offered[0])
         words = _number(form.get("words"), "words")
-        if not prompt or pipeline not in PIPELINES:
+        if not prompt or pipeline not in offered:
             raise HTTPException(400, "give a prompt and one of the pipelines")
         slug = re.sub(r"[^a-z0-9]+", "-", prompt.lower())[:40].strip("-") or "book"
         out = self.index.root / f"{slug}-{time.strftime('%Y%m%d-%H%M%S')}"
         argv = ["write", pipeline, "--prompt", prompt, "--words", str(words), "--out", str(out), "--quiet"]
-        if form.get("plan_first") and pipeline != "direct":
+        if form.get("plan_first") and pipelines.get(pipeline).planned:
             argv.append("--plan-only")
-        if form.get("review") and pipeline != "direct":
+        if form.get("review") and pipelines.get(pipeline).planned:
             argv.append("--review")
         job = self._launch(out.name, "start", argv, request, None)
         return RedirectResponse(f"/room?job={job.id}#job", status_code=303)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from agent.pipelines import after_edit
 from agent.store import RunStore
-from agent.store.fork import after_edit
 from agent.store.versions import changed_words, edited_units, stale, unit_versions, word_diff
 
 
