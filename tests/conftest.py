@@ -207,3 +207,19 @@ def served(request) -> RunningServer:
     144 s, one NST chapter 473 s: its spinning threads fought the test process); on all cores but
     one they take 54 s and 46 s (#27), so CI runs them."""
     return request.getfixturevalue(f"{request.param}_server")
+
+
+MODEL_FIXTURES = {"embedded_llm": "embedded", "transformers_llm": "embedded", "vllm_server": "server",
+                  "endpoint_llm": "server", "llamacpp_server": "server", "llamacpp_llm": "server", "served": "server"}
+"""The fixtures that load the tiny model or start a real server, and the marker a test taking one wears."""
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """A test that takes a model fixture wears its marker: scripts/test runs the unmarked tests on two
+    workers and the marked ones one at a time (each uses both cores), so a missing marker would start
+    a model in every worker at once."""
+    unmarked = [f"{item.nodeid} takes {name} but is not marked {marker}" for item in items
+                for name, marker in MODEL_FIXTURES.items()
+                if name in getattr(item, "fixturenames", ()) and item.get_closest_marker(marker) is None]
+    if unmarked:
+        raise pytest.UsageError("\n".join(unmarked))
