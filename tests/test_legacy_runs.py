@@ -32,6 +32,8 @@ ADDED_BY_ISSUE_28 = {"prose_max_tokens", "premise_from", "synopsis_from", "acts_
 """The paper profile's settings, each defaulting to what the run did before (#28)."""
 ADDED_BY_ISSUE_38 = {"language"}
 """The language a story is written in (#38), detected from the prompt when not given."""
+ADDED_BY_ISSUE_35 = {"repeated_rejection_limit"}
+"""The same refused update sent again ends a chapter's turns (#35)."""
 
 
 @pytest.fixture
@@ -78,5 +80,6 @@ def test_legacy_run_plans_a_resume_under_the_typed_settings(run):
     # any new pipeline default); no value the run stored is ever changed or dropped
     assert all(not c.old_set for c in plan.changes), plan.changes
     assert {c.key.split(".")[0] for c in plan.changes} <= NEW_SETTINGS | MAGNET_MEMORY_SETTINGS | ADDED_BY_ISSUE_13 \
-        | ADDED_BY_ISSUE_28 | ADDED_BY_ISSUE_38, \
+        | ADDED_BY_ISSUE_28 | ADDED_BY_ISSUE_38 \
+        | ADDED_BY_ISSUE_35, \
         plan.changes

@@ -58,6 +58,7 @@ NST_PINS = [
     ("min_past_events", 0),  # §4.3 "Empty arrays are passed when a collection does not change"
     ("fallback_update", False),  # App. A.1: the loop "ends when the model outputs DONE"; no update past the cap
     ("required_after_failures", False),  # reference: no failed-call rule (agent_core.py section 6 tool loop)
+    ("repeated_rejection_limit", 0),  # reference: a refused update is asked again until the turn cap
     ("state_share", 1.0),  # §4.3 "each chapter prompt contains the outline and the state": the state whole
     ("repetition_guard", False),  # neither paper nor reference has a repetition guard
     # reference agent_core.py stage_count_for_words: 1 stage < 10K, 2 < 20K, 3 < 100K, else 4

@@ -73,7 +73,7 @@ class ChapterLoop(ChapterInFlight):
     def run(self) -> ChapterResult:
         s = self.s
         self.fit_prompt()
-        while s.turn < s.max_turns and not s.finished:
+        while s.turn < s.max_turns and not s.finished and not s.stuck:
             tools = legal_tools(s)
             if tools == ["finish"]:
                 self.ledger.record("finish", {"tool": "finish", "automatic": True}, "chapter finished", True)
@@ -92,8 +92,7 @@ class ChapterLoop(ChapterInFlight):
             if s.with_state and not s.updated:
                 self._fallback_update()
                 if not s.updated:
-                    degraded, reason = True, ("state not updated: the context was full" if self.out_of_room
-                                              else f"state not updated within {s.max_turns} turns")
+                    degraded, reason = True, self._why_not_updated()
             return self._result(s.accepted_title or self.item["title"], s.accepted_text or "", degraded, reason)
         best = self.drafts.best()
         if best is None:
@@ -106,6 +105,14 @@ class ChapterLoop(ChapterInFlight):
         if s.with_state:
             self._fallback_update()
         return self._result(best.title, best.text, True, reason)
+
+    def _why_not_updated(self) -> str:
+        s = self.s
+        if self.out_of_room:
+            return "state not updated: the context was full"
+        if s.stuck:
+            return f"state not updated: the model sent the same refused update {s.refusals_in_a_row} times"
+        return f"state not updated within {s.max_turns} turns"
 
     def _result(self, title: str, text: str, degraded: bool, reason: str | None) -> ChapterResult:
         self.stats.update(attempts=self.s.attempts, reads=self.s.reads, searches=self.s.searches,
@@ -140,6 +147,8 @@ class ChapterLoop(ChapterInFlight):
             s.failed += 1
             result, ok, error = f"ERROR: {exc}", False, str(exc)
         self.ledger.record(call.tool, arguments, result, ok, error)
+        if call.tool == "update":
+            s.note_update(arguments, refused=not ok)
         if not s.finished:
             add_turn(self.messages, "user", f"{result}\n\n{self._next_hint()}")
 

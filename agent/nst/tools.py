@@ -16,6 +16,7 @@ loop implements it, so this module does not know the loop.
 
 from __future__ import annotations
 
+import json
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -66,6 +67,13 @@ class ChapterSession:
     """Keys a ``resolve`` may name now (the grammar's enum)."""
     min_events: int = 0
     """Past events every update must add (the run's ``min_past_events``)."""
+    repeat_limit: int = 0
+    """Refusals of the same update in a row that end the turns (the run's ``repeated_rejection_limit``; 0: none)."""
+    refused_update: str | None = None
+    """The last refused update's arguments (canonical JSON), to spot the same one sent again."""
+    refusals_in_a_row: int = 0
+    stuck: bool = False
+    """The same refused update came back ``repeat_limit`` times: no more turns for this chapter."""
     retry_update: bool = False
     """An update had entries refused: one more update may fix them (optional)."""
     evidence: bool = True
@@ -81,7 +89,8 @@ class ChapterSession:
                    max_turns=config.max_turns, read_budget=config.read_budget, search_budget=config.search_budget,
                    correct_budget=config.correct_budget,
                    failed_budget=config.failed_call_budget if config.required_after_failures else NO_LIMIT,
-                   min_events=config.min_past_events, open_requirements=open_requirements, evidence=config.evidence)
+                   min_events=config.min_past_events, open_requirements=open_requirements, evidence=config.evidence,
+                   repeat_limit=config.repeated_rejection_limit)
 
     @property
     def written(self) -> bool:
@@ -101,6 +110,17 @@ class ChapterSession:
     def chapters_available(self) -> tuple[int, ...]:
         """Chapter ids a read or correct may name now: the earlier chapters, and this one once accepted."""
         return tuple(range(1, self.index + (1 if self.written else 0)))
+
+    def note_update(self, arguments: dict[str, Any], refused: bool) -> None:
+        """Count a refused update sent again word for word; any other update starts the count anew."""
+        if not refused:
+            self.refused_update, self.refusals_in_a_row = None, 0
+            return
+        key = json.dumps(arguments, sort_keys=True, ensure_ascii=False)
+        self.refusals_in_a_row = self.refusals_in_a_row + 1 if key == self.refused_update else 1
+        self.refused_update = key
+        if self.repeat_limit and self.refusals_in_a_row >= self.repeat_limit:
+            self.stuck = True
 
     def may_explore(self) -> bool:
         """Optional tools stay on offer until the failed-call budget is spent."""

@@ -131,3 +131,38 @@ def test_the_one_retry_is_spent_even_when_it_fails(store, config):
                                                             ("finish", True)]
     assert "nothing more was applied" in store.tool_calls()[2].result
     assert list(result.state.past_events) == ["ch1_event_0"] and not result.degraded
+
+
+BOGUS_EVENT = {"key": "como", "description": "dejando", "evidence": "dejando"}
+"""The refused update a 135M model re-sent 25 times in a row on the light install (its evidence is
+not in the chapter), until the context was full."""
+
+
+def stubborn(request):
+    """The same refused update for every update grammar, whatever the refusal said."""
+    offered_now = offered(request)
+    if not offered_now:
+        return json.dumps({"add_past_event": [BOGUS_EVENT]})  # the one-event fallback
+    if "write" in offered_now:
+        return write(request)
+    return json.dumps({"tool": "update", "upsert_character_state": [], "add_past_event": [BOGUS_EVENT],
+                       "add_future_requirement": [], "resolve_future_requirement": []})
+
+
+def test_the_same_refused_update_sent_again_ends_the_chapters_turns(store, config):
+    author = Author(policy=lambda request, tools: stubborn(request))
+    _, result = run_chapter(store, config, author)
+    updates = [c for c in store.tool_calls() if c.tool == "update"]
+    assert not any(c.ok for c in updates)
+    assert len([c for c in updates if not c.arguments.get("fallback")]) == 2  # refused, then the same again
+    assert result.degraded and result.reason == "state not updated: the model sent the same refused update 2 times"
+    assert len(author.requests) == 6  # write, prose, two updates, the two fallback asks
+
+
+def test_without_the_limit_the_same_refused_update_is_asked_until_the_turn_cap(store, config):
+    """The paper profile (``repeated_rejection_limit=0``): the reference has no such rule."""
+    assert NstConfig.profile_settings("paper")["repeated_rejection_limit"] == 0
+    author = Author(policy=lambda request, tools: stubborn(request))
+    _, result = run_chapter(store, config, author, repeated_rejection_limit=0, max_turns=12)
+    refused = [c for c in store.tool_calls() if c.tool == "update" and not c.arguments.get("fallback")]
+    assert len(refused) >= 8 and result.reason == "state not updated within 12 turns"
