@@ -135,8 +135,8 @@ class NstConfig(Planned):
     fallback_update: bool = True
     """Ask for the update past the turn cap when a kept chapter has none (fabula's; the reference has none)."""
     repeated_rejection_limit: int = Field(2, ge=0, le=100)
-    """A refused update sent again word for word this many times in a row ends the chapter's turns:
-    the fallback update is asked, then the chapter is kept (fabula's; 0: never, as the reference).
+    """Updates refused for the same reason this many times in a row end the chapter's turns: the
+    fallback update is asked, then the chapter is kept (fabula's; 0: never, as the reference).
     A 135M model re-sent one refused update 25 times, until its context was full."""
     atomic_update: bool = False
     """All or nothing (paper Eq. 6): one refused entry refuses the update, and no second update is offered."""

@@ -111,7 +111,7 @@ class ChapterLoop(ChapterInFlight):
         if self.out_of_room:
             return "state not updated: the context was full"
         if s.stuck:
-            return f"state not updated: the model sent the same refused update {s.refusals_in_a_row} times"
+            return f"state not updated: the update was refused {s.refusals_in_a_row} times in a row for the same reason"
         return f"state not updated within {s.max_turns} turns"
 
     def _result(self, title: str, text: str, degraded: bool, reason: str | None) -> ChapterResult:
@@ -148,7 +148,7 @@ class ChapterLoop(ChapterInFlight):
             result, ok, error = f"ERROR: {exc}", False, str(exc)
         self.ledger.record(call.tool, arguments, result, ok, error)
         if call.tool == "update":
-            s.note_update(arguments, refused=not ok)
+            s.note_update(error)
         if not s.finished:
             add_turn(self.messages, "user", f"{result}\n\n{self._next_hint()}")
 

@@ -16,7 +16,6 @@ loop implements it, so this module does not know the loop.
 
 from __future__ import annotations
 
-import json
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -70,10 +69,10 @@ class ChapterSession:
     repeat_limit: int = 0
     """Refusals of the same update in a row that end the turns (the run's ``repeated_rejection_limit``; 0: none)."""
     refused_update: str | None = None
-    """The last refused update's arguments (canonical JSON), to spot the same one sent again."""
+    """Why the last update was refused (its error), to spot the same refusal again."""
     refusals_in_a_row: int = 0
     stuck: bool = False
-    """The same refused update came back ``repeat_limit`` times: no more turns for this chapter."""
+    """Updates were refused for the same reason ``repeat_limit`` times in a row: no more turns."""
     retry_update: bool = False
     """An update had entries refused: one more update may fix them (optional)."""
     evidence: bool = True
@@ -111,14 +110,15 @@ class ChapterSession:
         """Chapter ids a read or correct may name now: the earlier chapters, and this one once accepted."""
         return tuple(range(1, self.index + (1 if self.written else 0)))
 
-    def note_update(self, arguments: dict[str, Any], refused: bool) -> None:
-        """Count a refused update sent again word for word; any other update starts the count anew."""
-        if not refused:
+    def note_update(self, error: str | None) -> None:
+        """Count an update refused for the same reason as the one before (``error``; None: applied);
+        any other outcome starts the count anew. The reason, not the reply: a small model that keeps
+        one bad entry and rewords the rest is as stuck as one that sends the same reply."""
+        if error is None:
             self.refused_update, self.refusals_in_a_row = None, 0
             return
-        key = json.dumps(arguments, sort_keys=True, ensure_ascii=False)
-        self.refusals_in_a_row = self.refusals_in_a_row + 1 if key == self.refused_update else 1
-        self.refused_update = key
+        self.refusals_in_a_row = self.refusals_in_a_row + 1 if error == self.refused_update else 1
+        self.refused_update = error
         if self.repeat_limit and self.refusals_in_a_row >= self.repeat_limit:
             self.stuck = True
 

@@ -149,13 +149,14 @@ def stubborn(request):
                        "add_future_requirement": [], "resolve_future_requirement": []})
 
 
-def test_the_same_refused_update_sent_again_ends_the_chapters_turns(store, config):
+def test_an_update_refused_again_for_the_same_reason_ends_the_chapters_turns(store, config):
     author = Author(policy=lambda request, tools: stubborn(request))
     _, result = run_chapter(store, config, author)
     updates = [c for c in store.tool_calls() if c.tool == "update"]
     assert not any(c.ok for c in updates)
     assert len([c for c in updates if not c.arguments.get("fallback")]) == 2  # refused, then the same again
-    assert result.degraded and result.reason == "state not updated: the model sent the same refused update 2 times"
+    assert result.degraded
+    assert result.reason == "state not updated: the update was refused 2 times in a row for the same reason"
     assert len(author.requests) == 6  # write, prose, two updates, the two fallback asks
 
 
