@@ -58,7 +58,7 @@ NST_PINS = [
     ("min_past_events", 0),  # §4.3 "Empty arrays are passed when a collection does not change"
     ("fallback_update", False),  # App. A.1: the loop "ends when the model outputs DONE"; no update past the cap
     ("required_after_failures", False),  # reference: no failed-call rule (agent_core.py section 6 tool loop)
-    ("repeated_rejection_limit", 0),  # reference: a refused update is asked again until the turn cap
+    ("failed_turns_limit", 0),  # reference: a failing update is asked again until the turn cap
     ("state_share", 1.0),  # §4.3 "each chapter prompt contains the outline and the state": the state whole
     ("repetition_guard", False),  # neither paper nor reference has a repetition guard
     # reference agent_core.py stage_count_for_words: 1 stage < 10K, 2 < 20K, 3 < 100K, else 4
@@ -272,10 +272,10 @@ def stubborn(request: Any, tools: list[str]) -> str:
     return default_policy(request, tools)
 
 
-def _stubborn_run(tmp_path: Path, profile: str) -> Any:
+def _stubborn_run(tmp_path: Path, profile: str, **settings: Any) -> Any:
     config = {**PROMPT, "words": 3000, "plan_cache": str(tmp_path / "plans" / profile), "max_turns": 12,
-              **NstConfig.profile_settings(profile)}
-    return _run(tmp_path / profile, "nst", config, Author(policy=stubborn))
+              **NstConfig.profile_settings(profile), **settings}
+    return _run(tmp_path / f"{profile}{len(settings)}", "nst", config, Author(policy=stubborn))
 
 
 def test_paper_has_no_fallback_update_and_no_required_only_rule(tmp_path: Path) -> None:
@@ -287,9 +287,13 @@ def test_paper_has_no_fallback_update_and_no_required_only_rule(tmp_path: Path) 
     offered = [c.arguments["offered"] for c in tools if c.tool == "invalid"]
     # (the last turns offer only the required step whatever the profile: the cap's own rule, legal_tools)
     assert len(offered) > 7 and all("search" in o and "read" in o for o in offered[5:-2])
+    # the default's additions, for contrast: three failed turns in a row end the chapter's turns, then
+    # the fallback update; without that rule, after five failed calls only the required step is offered
     default = [c for c in _stubborn_run(tmp_path, "default").tool_calls() if c.unit == 2]
-    assert any(c.arguments.get("fallback") for c in default)  # the default's addition, for contrast
-    assert [c.arguments["offered"] for c in default if c.tool == "invalid" and not c.arguments.get("fallback")][-1] \
+    assert any(c.arguments.get("fallback") for c in default)
+    assert len([c for c in default if c.tool == "invalid" and not c.arguments.get("fallback")]) == 3
+    patient = [c for c in _stubborn_run(tmp_path, "default", failed_turns_limit=0).tool_calls() if c.unit == 2]
+    assert [c.arguments["offered"] for c in patient if c.tool == "invalid" and not c.arguments.get("fallback")][-1] \
         == ["update"]
 
 

@@ -66,13 +66,11 @@ class ChapterSession:
     """Keys a ``resolve`` may name now (the grammar's enum)."""
     min_events: int = 0
     """Past events every update must add (the run's ``min_past_events``)."""
-    repeat_limit: int = 0
-    """Refusals of the same update in a row that end the turns (the run's ``repeated_rejection_limit``; 0: none)."""
-    refused_update: str | None = None
-    """Why the last update was refused (its error), to spot the same refusal again."""
-    refusals_in_a_row: int = 0
+    stuck_limit: int = 0
+    """Failed turns in a row, while the update is due, that end the turns (``failed_turns_limit``; 0: none)."""
+    failures_in_a_row: int = 0
     stuck: bool = False
-    """Updates were refused for the same reason ``repeat_limit`` times in a row: no more turns."""
+    """``stuck_limit`` turns in a row failed while the update was due: no more turns for this chapter."""
     retry_update: bool = False
     """An update had entries refused: one more update may fix them (optional)."""
     evidence: bool = True
@@ -89,7 +87,7 @@ class ChapterSession:
                    correct_budget=config.correct_budget,
                    failed_budget=config.failed_call_budget if config.required_after_failures else NO_LIMIT,
                    min_events=config.min_past_events, open_requirements=open_requirements, evidence=config.evidence,
-                   repeat_limit=config.repeated_rejection_limit)
+                   stuck_limit=config.failed_turns_limit)
 
     @property
     def written(self) -> bool:
@@ -110,16 +108,12 @@ class ChapterSession:
         """Chapter ids a read or correct may name now: the earlier chapters, and this one once accepted."""
         return tuple(range(1, self.index + (1 if self.written else 0)))
 
-    def note_update(self, error: str | None) -> None:
-        """Count an update refused for the same reason as the one before (``error``; None: applied);
-        any other outcome starts the count anew. The reason, not the reply: a small model that keeps
-        one bad entry and rewords the rest is as stuck as one that sends the same reply."""
-        if error is None:
-            self.refused_update, self.refusals_in_a_row = None, 0
-            return
-        self.refusals_in_a_row = self.refusals_in_a_row + 1 if error == self.refused_update else 1
-        self.refused_update = error
-        if self.repeat_limit and self.refusals_in_a_row >= self.repeat_limit:
+    def note_turn(self, ok: bool) -> None:
+        """Count the turns that failed in a row while the update is due (written, not yet updated);
+        any turn that succeeds, or one before the chapter is written, starts the count anew."""
+        due = self.written and self.with_state and not self.updated
+        self.failures_in_a_row = self.failures_in_a_row + 1 if due and not ok else 0
+        if self.stuck_limit and self.failures_in_a_row >= self.stuck_limit:
             self.stuck = True
 
     def may_explore(self) -> bool:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from agent.nst.config import NstConfig
 from agent.nst.loop import ChapterLoop
 from agent.nst.state import NarrativeState
@@ -138,32 +140,36 @@ BOGUS_EVENT = {"key": "como", "description": "dejando", "evidence": "dejando"}
 not in the chapter), until the context was full."""
 
 
-def stubborn(request):
-    """The same refused update for every update grammar, whatever the refusal said."""
-    offered_now = offered(request)
-    if not offered_now:
-        return json.dumps({"add_past_event": [BOGUS_EVENT]})  # the one-event fallback
-    if "write" in offered_now:
-        return write(request)
-    return json.dumps({"tool": "update", "upsert_character_state": [], "add_past_event": [BOGUS_EVENT],
-                       "add_future_requirement": [], "resolve_future_requirement": []})
+def stubborn(update):
+    """A model that writes, then answers every update grammar with ``update`` (the full update's
+    text, or any text for a reply that cannot be read); the one-event fallback gets the bogus event."""
+    def policy(request, tools):
+        offered_now = offered(request)
+        if not offered_now:
+            return json.dumps({"add_past_event": [BOGUS_EVENT]})
+        return write(request) if "write" in offered_now else update
+    return policy
 
 
-def test_an_update_refused_again_for_the_same_reason_ends_the_chapters_turns(store, config):
-    author = Author(policy=lambda request, tools: stubborn(request))
+REFUSED = json.dumps({"tool": "update", "upsert_character_state": [], "add_past_event": [BOGUS_EVENT],
+                      "add_future_requirement": [], "resolve_future_requirement": []})
+
+
+@pytest.mark.parametrize("update", [REFUSED, '{"tool": "update", "upsert_character_state": [{"name": "x'],
+                         ids=["refused", "cut off"])
+def test_turns_that_fail_in_a_row_while_the_update_is_due_end_the_chapters_turns(store, config, update):
+    author = Author(policy=stubborn(update))
     _, result = run_chapter(store, config, author)
-    updates = [c for c in store.tool_calls() if c.tool == "update"]
-    assert not any(c.ok for c in updates)
-    assert len([c for c in updates if not c.arguments.get("fallback")]) == 2  # refused, then the same again
-    assert result.degraded
-    assert result.reason == "state not updated: the update was refused 2 times in a row for the same reason"
-    assert len(author.requests) == 6  # write, prose, two updates, the two fallback asks
+    assert not any(c.ok for c in store.tool_calls() if c.tool == "update")
+    failed = [c for c in store.tool_calls() if c.tool in ("update", "invalid") and not c.arguments.get("fallback")]
+    assert len(failed) == 3  # then the fallback: the full update, then one event
+    assert result.degraded and result.reason == "state not updated: 3 turns in a row failed while the update was due"
+    assert len(author.requests) == 7  # write, prose, three updates, the two fallback asks
 
 
-def test_without_the_limit_the_same_refused_update_is_asked_until_the_turn_cap(store, config):
-    """The paper profile (``repeated_rejection_limit=0``): the reference has no such rule."""
-    assert NstConfig.profile_settings("paper")["repeated_rejection_limit"] == 0
-    author = Author(policy=lambda request, tools: stubborn(request))
-    _, result = run_chapter(store, config, author, repeated_rejection_limit=0, max_turns=12)
+def test_without_the_limit_a_failing_update_is_asked_until_the_turn_cap(store, config):
+    """The paper profile (``failed_turns_limit=0``): the reference has no such rule."""
+    assert NstConfig.profile_settings("paper")["failed_turns_limit"] == 0
+    _, result = run_chapter(store, config, Author(policy=stubborn(REFUSED)), failed_turns_limit=0, max_turns=12)
     refused = [c for c in store.tool_calls() if c.tool == "update" and not c.arguments.get("fallback")]
     assert len(refused) >= 8 and result.reason == "state not updated within 12 turns"
