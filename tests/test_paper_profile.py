@@ -58,7 +58,7 @@ NST_PINS = [
     ("min_past_events", 0),  # §4.3 "Empty arrays are passed when a collection does not change"
     ("fallback_update", False),  # App. A.1: the loop "ends when the model outputs DONE"; no update past the cap
     ("required_after_failures", False),  # reference: no failed-call rule (agent_core.py section 6 tool loop)
-    ("failed_turns_limit", 0),  # reference: a failing update is asked again until the turn cap
+    ("failed_update_limit", 0),  # reference: a failing update is asked again until the turn cap
     ("state_share", 1.0),  # §4.3 "each chapter prompt contains the outline and the state": the state whole
     ("repetition_guard", False),  # neither paper nor reference has a repetition guard
     # reference agent_core.py stage_count_for_words: 1 stage < 10K, 2 < 20K, 3 < 100K, else 4
@@ -292,7 +292,7 @@ def test_paper_has_no_fallback_update_and_no_required_only_rule(tmp_path: Path) 
     default = [c for c in _stubborn_run(tmp_path, "default").tool_calls() if c.unit == 2]
     assert any(c.arguments.get("fallback") for c in default)
     assert len([c for c in default if c.tool == "invalid" and not c.arguments.get("fallback")]) == 3
-    patient = [c for c in _stubborn_run(tmp_path, "default", failed_turns_limit=0).tool_calls() if c.unit == 2]
+    patient = [c for c in _stubborn_run(tmp_path, "default", failed_update_limit=0).tool_calls() if c.unit == 2]
     assert [c.arguments["offered"] for c in patient if c.tool == "invalid" and not c.arguments.get("fallback")][-1] \
         == ["update"]
 

@@ -33,7 +33,7 @@ PAPER_NST: dict[str, Any] = {
     **PAPER_STORY, **PAPER_PLANNER, "prose_max_tokens": 16384, "tool_max_tokens": 16384, "update_max_tokens": 16384,
     "evidence": False, "atomic_update": True,
     "fallback_update": False, "required_after_failures": False, "state_share": 1.0, "min_past_events": 0,
-    "failed_turns_limit": 0}
+    "failed_update_limit": 0}
 """NstAgent as the paper: the reference's 16,384 tokens for every call of the chapter loop (agent_core.py
 line 49, with line 101 ``DEFAULT_CHAPTER_TOKEN_CONTROL = "fixed"``), Eq. 6's atomic update
 with no evidence and no second call (Section 4.3), no update past the 50-turn cap, every tool on offer
@@ -134,11 +134,11 @@ class NstConfig(Planned):
     """Offer only the required steps once ``failed_call_budget`` is spent (fabula's; the reference has no such rule)."""
     fallback_update: bool = True
     """Ask for the update past the turn cap when a kept chapter has none (fabula's; the reference has none)."""
-    failed_turns_limit: int = Field(3, ge=0, le=100)
-    """Turns that fail in a row once the chapter is written and its update is due (a refused call,
-    a reply cut off or invalid) end the chapter's turns: the fallback update is asked, then the
-    chapter is kept (fabula's; 0: never, as the reference). A 135M model re-sent one refused update
-    25 times, and in another run let ten updates in a row run away, until its context was full."""
+    failed_update_limit: int = Field(3, ge=0, le=100)
+    """Update attempts that fail in a row (refused, or a reply cut off or invalid while the update is
+    on offer) end the chapter's turns: the fallback update is asked, then the chapter is kept
+    (fabula's; 0: never, as the reference). A 135M model re-sent one refused update 25 times, and
+    in another run let ten updates in a row run away, until its context was full."""
     atomic_update: bool = False
     """All or nothing (paper Eq. 6): one refused entry refuses the update, and no second update is offered."""
     tool_max_tokens: int = Field(512, ge=16, le=TOKEN_CAP)

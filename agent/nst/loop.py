@@ -111,7 +111,7 @@ class ChapterLoop(ChapterInFlight):
         if self.out_of_room:
             return "state not updated: the context was full"
         if s.stuck:
-            return f"state not updated: {s.failures_in_a_row} turns in a row failed while the update was due"
+            return f"state not updated: {s.failures_in_a_row} update attempts in a row failed"
         return f"state not updated within {s.max_turns} turns"
 
     def _result(self, title: str, text: str, degraded: bool, reason: str | None) -> ChapterResult:
@@ -131,7 +131,7 @@ class ChapterLoop(ChapterInFlight):
             self.stats["invalid_turns"] += 1
             s.failed += 1
             self.ledger.record("invalid", {"offered": tools}, None, False, str(exc))
-            s.note_turn(False)
+            s.note_turn(False, update_failed="update" in tools)
             if isinstance(exc, TruncatedOutputError) and self.budget.clamped:
                 self.room.free_room_after_cut(self.messages, self.drafts, max_tokens)
             return
@@ -148,7 +148,7 @@ class ChapterLoop(ChapterInFlight):
             s.failed += 1
             result, ok, error = f"ERROR: {exc}", False, str(exc)
         self.ledger.record(call.tool, arguments, result, ok, error)
-        s.note_turn(ok)
+        s.note_turn(ok, update_failed=call.tool == "update")
         if not s.finished:
             add_turn(self.messages, "user", f"{result}\n\n{self._next_hint()}")
 

@@ -67,10 +67,10 @@ class ChapterSession:
     min_events: int = 0
     """Past events every update must add (the run's ``min_past_events``)."""
     stuck_limit: int = 0
-    """Failed turns in a row, while the update is due, that end the turns (``failed_turns_limit``; 0: none)."""
+    """Failed update attempts in a row that end the turns (``failed_update_limit``; 0: none)."""
     failures_in_a_row: int = 0
     stuck: bool = False
-    """``stuck_limit`` turns in a row failed while the update was due: no more turns for this chapter."""
+    """``stuck_limit`` update attempts in a row failed: no more turns for this chapter."""
     retry_update: bool = False
     """An update had entries refused: one more update may fix them (optional)."""
     evidence: bool = True
@@ -87,7 +87,7 @@ class ChapterSession:
                    correct_budget=config.correct_budget,
                    failed_budget=config.failed_call_budget if config.required_after_failures else NO_LIMIT,
                    min_events=config.min_past_events, open_requirements=open_requirements, evidence=config.evidence,
-                   stuck_limit=config.failed_turns_limit)
+                   stuck_limit=config.failed_update_limit)
 
     @property
     def written(self) -> bool:
@@ -108,11 +108,16 @@ class ChapterSession:
         """Chapter ids a read or correct may name now: the earlier chapters, and this one once accepted."""
         return tuple(range(1, self.index + (1 if self.written else 0)))
 
-    def note_turn(self, ok: bool) -> None:
-        """Count the turns that failed in a row while the update is due (written, not yet updated);
-        any turn that succeeds, or one before the chapter is written, starts the count anew."""
+    def note_turn(self, ok: bool, *, update_failed: bool = False) -> None:
+        """Count the update attempts that failed in a row while the update is due (written, not yet
+        updated): ``update_failed``, a refused update or a reply cut off or invalid while the update
+        was on offer. A turn that succeeds starts the count anew; another tool's refusal is the
+        failed-call budget's (it neither counts nor resets)."""
         due = self.written and self.with_state and not self.updated
-        self.failures_in_a_row = self.failures_in_a_row + 1 if due and not ok else 0
+        if ok or not due:
+            self.failures_in_a_row = 0
+        elif update_failed:
+            self.failures_in_a_row += 1
         if self.stuck_limit and self.failures_in_a_row >= self.stuck_limit:
             self.stuck = True
 

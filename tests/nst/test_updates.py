@@ -157,19 +157,35 @@ REFUSED = json.dumps({"tool": "update", "upsert_character_state": [], "add_past_
 
 @pytest.mark.parametrize("update", [REFUSED, '{"tool": "update", "upsert_character_state": [{"name": "x'],
                          ids=["refused", "cut off"])
-def test_turns_that_fail_in_a_row_while_the_update_is_due_end_the_chapters_turns(store, config, update):
+def test_update_attempts_that_fail_in_a_row_end_the_chapters_turns(store, config, update):
     author = Author(policy=stubborn(update))
     _, result = run_chapter(store, config, author)
     assert not any(c.ok for c in store.tool_calls() if c.tool == "update")
     failed = [c for c in store.tool_calls() if c.tool in ("update", "invalid") and not c.arguments.get("fallback")]
     assert len(failed) == 3  # then the fallback: the full update, then one event
-    assert result.degraded and result.reason == "state not updated: 3 turns in a row failed while the update was due"
+    assert result.degraded and result.reason == "state not updated: 3 update attempts in a row failed"
     assert len(author.requests) == 7  # write, prose, three updates, the two fallback asks
 
 
 def test_without_the_limit_a_failing_update_is_asked_until_the_turn_cap(store, config):
-    """The paper profile (``failed_turns_limit=0``): the reference has no such rule."""
-    assert NstConfig.profile_settings("paper")["failed_turns_limit"] == 0
-    _, result = run_chapter(store, config, Author(policy=stubborn(REFUSED)), failed_turns_limit=0, max_turns=12)
+    """The paper profile (``failed_update_limit=0``): the reference has no such rule."""
+    assert NstConfig.profile_settings("paper")["failed_update_limit"] == 0
+    _, result = run_chapter(store, config, Author(policy=stubborn(REFUSED)), failed_update_limit=0, max_turns=12)
     refused = [c for c in store.tool_calls() if c.tool == "update" and not c.arguments.get("fallback")]
     assert len(refused) >= 8 and result.reason == "state not updated within 12 turns"
+
+
+def test_other_tools_refused_meanwhile_leave_the_update_its_attempts(store, config):
+    """Refused corrects (the failed-call budget's) neither count nor reset: the update still gets
+    its turns and applies (a real run's pattern: three corrects with old == new, then the update)."""
+    def correct_same(request):
+        return json.dumps({"tool": "correct", "chapter": 1, "old": "the", "new": "the", "reason": "x"})
+
+    def update(request):
+        return update_json(1, events=1, characters=0, requirement=False, text=chapter_text(request))
+
+    author = Author(policy=scripted(write, correct_same, correct_same, correct_same, correct_same, update,
+                                    lambda r: json.dumps({"tool": "finish"})))
+    _, result = run_chapter(store, config, author)
+    assert [c.ok for c in store.tool_calls() if c.tool == "correct"] == [False] * 4
+    assert not result.degraded and list(result.state.past_events) == ["ch1_event_0"]
