@@ -18,6 +18,12 @@ share of prompt tokens recomputed over a real NstAgent prompt sequence (a script
 for three chapters, replayed in order). The streaming-copy bandwidth of this machine over the
 GGUF's size gives the decode limit; each engine's decode is printed as a share of it.
 
+The cases real runs have (#35), in a second table: decode on a cached prompt of ``--context``
+tokens (6,000: a chapter turn late in a small run) under the state-update schema and under a
+turn's union of tools (the union offered after a chapter is written), and a schema the engine has
+never seen (a new union, as each chapter's narrowed tools are) timed on its first call and again,
+with the compile share of the first where the engine reports its time split.
+
     .venv/bin/python scripts/bench_engines.py [--rounds 3] [--skip vllm-cpu] [--json FILE]
 """
 
@@ -43,6 +49,8 @@ from agent.llm.embedded_llamacpp import default_threads  # noqa: E402
 
 ENGINES = ("embedded", "embedded-previous", "llamacpp", "llamacpp-server", "vllm-cpu")
 DECODE_TOKENS = 128
+CONTEXT = 6000
+"""Tokens of cached prompt in the real-run cases: a chapter turn late in a small run."""
 REGEX = r"[A-Z][a-z]+( [a-z]+){40,80}\."
 STORY = [{"role": "user", "content": "Tell me a long story about a lighthouse keeper and a storm."}]
 
@@ -62,8 +70,12 @@ def bandwidth_gbs(mib: int = 256, repeats: int = 5) -> float:
 
 
 def fresh(messages: list[dict[str, str]]) -> list[dict[str, str]]:
-    """The same request with a new first line, so no cache holds any of it."""
-    return [{"role": "system", "content": f"Session {uuid.uuid4().hex}."}, *messages]
+    """The same request with a new first line, so no cache holds any of it (one system message:
+    the LLM layer refuses two)."""
+    line = f"Session {uuid.uuid4().hex}."
+    if messages and messages[0]["role"] == "system":
+        return [{"role": "system", "content": f"{line} {messages[0]['content']}"}, *messages[1:]]
+    return [{"role": "system", "content": line}, *messages]
 
 
 def long_prompt() -> list[dict[str, str]]:
@@ -105,6 +117,7 @@ class FabulaEngine:
 
     def __init__(self, name: str, llm: Any, *, server: subprocess.Popen | None = None) -> None:
         self.name, self.llm, self.server = name, llm, server
+        self.last: Any = None
         self.backend = f"{llm.backend}/{getattr(llm, 'engine', llm.backend)}"
         path = getattr(llm, "path", None)
         self.weights = _weights_bytes(Path(path)) if path else None
@@ -112,7 +125,8 @@ class FabulaEngine:
     def call(self, messages: list[dict[str, str]], max_tokens: int, output_type: Any = None,
              temperature: float = 0.0) -> tuple[float, int, int, int]:
         """Wall time and token counts of one call, read from the call's record, so a reply cut at
-        ``max_tokens`` (refused by the LLM layer) still counts the tokens it decoded."""
+        ``max_tokens`` (refused by the LLM layer) still counts the tokens it decoded. The record
+        stays in :attr:`last` (its ``timing`` says where an in-process engine's time went)."""
         from agent.llm import LLMError
 
         records: list[Any] = []
@@ -125,7 +139,7 @@ class FabulaEngine:
         finally:
             self.llm.recorders.remove(records.append)
         took = time.perf_counter() - start
-        last = records[0]  # the first attempt (a looped structured reply is asked once more)
+        last = self.last = records[0]  # the first attempt (a looped structured reply is asked once more)
         return took if len(records) == 1 else last.latency_s, last.prompt_tokens, last.cached_prompt_tokens, \
             last.completion_tokens
 
@@ -275,6 +289,71 @@ ASK_STATE = [{"role": "system", "content": "You track a story's state and answer
               "She hides it from the harbour master, Tomas. Record the state update."}]
 
 
+def context_messages(tokens: int, count: Any) -> list[dict[str, str]]:
+    """An update request whose prompt is about ``tokens`` tokens long (this page's README as the
+    chapter text); ``count(messages)`` is the prompt's length in the model's tokens."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8") * (1 + tokens // 1500)
+    ask = {"role": "user", "content": "Record what happened in this chapter as a state update."}
+    whole = count([{"role": "system", "content": text}, ask])
+    chars = int(len(text) * min(1.0, (tokens - 40) / whole))
+    return [{"role": "system", "content": text[:chars]}, ask]
+
+
+def template_count() -> Any:
+    """Counts a request's prompt tokens with the model's own tokenizer and chat template."""
+    import transformers
+
+    from serve.models import ensure_embedded_model
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(ensure_embedded_model().path)
+
+    def count(messages: list[dict[str, str]]) -> int:
+        out = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        return len(out["input_ids"] if hasattr(out, "keys") else out)
+
+    return count
+
+
+def written_turn(chapters: tuple[int, ...]) -> Any:
+    """The union a chapter turn offers once the chapter is written (read, search, correct,
+    update, finish), narrowed to ``chapters`` as the chapter loop narrows it."""
+    from agent.nst.tools import _union, _with_chapters, update_grammar
+    from grammars.nst import CorrectCall, FinishCall, ReadCall, SearchCall
+
+    return _union((_with_chapters(ReadCall, chapters), SearchCall, _with_chapters(CorrectCall, chapters),
+                   update_grammar(("the_bell_rings",)), FinishCall))
+
+
+def _decode_rate(engine: Any, took: float) -> float | None:
+    """Tokens/s of the last call's decoding: its own decode time where the engine splits its time,
+    else the whole call (a cached prompt: prefill is a small part of it)."""
+    record = engine.last
+    if record is None or record.completion_tokens < 2:
+        return None
+    seconds = record.timing.decode if record.timing is not None and record.timing.decode > 0 else took
+    return record.completion_tokens / seconds
+
+
+def real_run_round(engine: Any, messages: list[dict[str, str]], schema: Any, number: int) -> dict[str, float | None]:
+    """One round of the real-run cases for one engine behind fabula's LLM layer."""
+    out: dict[str, float | None] = {}
+    turn = written_turn((1, 2))
+    for key, output_type in (("ctx_json_tps", schema), ("ctx_union_tps", turn)):
+        try:
+            engine.call(messages, 2, output_type)  # the prompt into the cache, the constraint compiled
+            took, _, _, _ = engine.call(messages, DECODE_TOKENS, output_type, temperature=0.7)
+            out[key] = _decode_rate(engine, took)
+        except Exception as exc:  # a server whose context is shorter than the case
+            print(f"  {engine.name}: no {key} ({type(exc).__name__}: {str(exc)[:80]})", file=sys.stderr)
+            out[key] = None
+    new = written_turn(tuple(range(1, 4 + number)))  # a schema no earlier call used
+    out["new_schema_first_s"], _, _, _ = engine.call(fresh(ASK_STATE), 8, new)
+    timing = engine.last.timing
+    out["new_schema_compile_s"] = timing.compile if timing is not None else None
+    out["new_schema_again_s"], _, _, _ = engine.call(fresh(ASK_STATE), 8, new)
+    return out
+
+
 def recomputed_share(engine: Any, prompts: list[list[dict[str, str]]]) -> float | None:
     """Share of the sequence's prompt tokens the engine computed again (1 - cached / prompt)."""
     total = cached = 0
@@ -317,6 +396,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--skip", action="append", default=[], choices=ENGINES)
+    parser.add_argument("--context", type=int, default=CONTEXT,
+                        help=f"tokens of cached prompt in the real-run cases (default {CONTEXT})")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args()
     from agent.llm import Regex
@@ -332,6 +413,7 @@ def main() -> int:
     prompts = chapter_prompts()
     ideal = ideal_share(prompts)
     schema = get_grammar("nst_update")
+    at_context = context_messages(args.context, template_count())
     engines = open_engines(set(args.skip))
     try:
         for engine in engines:  # compile every constraint once, outside the timings
@@ -339,9 +421,12 @@ def main() -> int:
             if engine.name != "llamacpp":
                 engine.call(fresh(STORY), 8, Regex(REGEX))
         rounds: dict[str, list[dict[str, float | None]]] = {e.name: [] for e in engines}
+        real: dict[str, list[dict[str, float | None]]] = {e.name: [] for e in engines if isinstance(e, FabulaEngine)}
         for number in range(args.rounds):
             for engine in engines:
                 rounds[engine.name].append(measure_round(engine, schema))
+                if engine.name in real:
+                    real[engine.name].append(real_run_round(engine, at_context, schema, number))
             print(f"round {number + 1}/{args.rounds} done", file=sys.stderr)
         shares = {e.name: recomputed_share(e, prompts) for e in engines}
     finally:
@@ -355,11 +440,14 @@ def main() -> int:
                      "weights_mib": round(engine.weights / 2**20, 1) if engine.weights else None,
                      "decode_over_limit": figures["decode_tps"] / limit if figures["decode_tps"] else None})
     _print_table(rows, limit, len(prompts))
+    real_rows = [{"name": name, **{key: _median([r[key] for r in found]) for key in found[0]}}
+                 for name, found in real.items()]
+    _print_real_table(real_rows, args.context)
     print(f"the least any prefix cache could recompute on this replay: {ideal:.3f} (replies and tool results "
           "are new to a replay; a real run's ledger shows what an engine that wrote them reuses)")
     data = {"bandwidth_gbs": gbs, "model_bytes": model_bytes, "bandwidth_limit_tps": limit,
             "prefix_case_calls": len(prompts), "prefix_case_ideal_share": ideal, "rounds": args.rounds,
-            "engines": rows}
+            "engines": rows, "real_run_context": args.context, "real_run_cases": real_rows}
     write_results("bench_engines", data, args.json)
     return 0
 
@@ -389,6 +477,19 @@ def _print_table(rows: list[dict[str, Any]], limit: float, calls: int) -> None:
         print(f"llamacpp over embedded: decode {by['llamacpp']['decode_tps'] / by['embedded']['decode_tps']:.2f}x, "
               f"json {by['llamacpp']['decode_json_tps'] / by['embedded']['decode_json_tps']:.2f}x")
     print(f"decode limit {limit:.0f} tokens/s; repeated-prefix case: {calls} calls of a scripted NstAgent run")
+
+
+
+def _print_real_table(rows: list[dict[str, Any]], context: int) -> None:
+    def fmt(value: float | None, digits: int = 1) -> str:
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    print(f"\nreal-run cases: decode on a cached {context}-token prompt, and a schema never seen before")
+    print(f"{'engine':18} {'json t/s':>9} {'union t/s':>9} {'new schema s':>12} {'compile s':>9} {'again s':>8}")
+    for r in rows:
+        print(f"{r['name']:18} {fmt(r['ctx_json_tps']):>9} {fmt(r['ctx_union_tps']):>9} "
+              f"{fmt(r['new_schema_first_s'], 2):>12} {fmt(r['new_schema_compile_s'], 2):>9} "
+              f"{fmt(r['new_schema_again_s'], 2):>8}")
 
 
 if __name__ == "__main__":

@@ -142,6 +142,33 @@ def test_interleaved_conversations_each_reuse_their_own_prefix(embedded_llm):
 
 @needs_llamacpp
 @pytest.mark.embedded
+def test_each_call_says_where_its_time_went(embedded_llm):
+    """#35: compile on a schema's first use only, prefill of what the cache lacked, one decode step
+    per generated token; the parts never add up to more than the call took."""
+    if embedded_llm.engine != "llama.cpp":
+        pytest.skip("the default engine is transformers here")
+    schema = {"type": "object", "properties": {"harbour": {"type": "string", "maxLength": 40}},
+              "required": ["harbour"], "additionalProperties": False, "title": "TimedHarbour"}
+    story = [{"role": "system", "content": "The harbour wall is old. " * 60},
+             {"role": "user", "content": "Describe the harbour in JSON."}]
+    seen = []
+    embedded_llm.recorders.append(seen.append)
+    try:
+        first = embedded_llm.generate(story, schema, temperature=0, max_tokens=40)
+        again = embedded_llm.generate(story, schema, temperature=0, max_tokens=40)
+    finally:
+        embedded_llm.recorders.remove(seen.append)
+    assert first.usage.cached_prompt_tokens < again.usage.cached_prompt_tokens == again.usage.prompt_tokens - 1
+    one, two = (record.timing for record in seen)
+    assert one is not None and two is not None
+    assert one.compile > 10 * two.compile and one.prefill > 5 * two.prefill  # compiled once, prefix reused
+    assert one.decode > 0 and two.decode > 0 and one.mask > 0 and one.sample > 0
+    for record in seen:
+        assert record.timing.total <= record.latency_s
+
+
+@needs_llamacpp
+@pytest.mark.embedded
 def test_ctrl_c_inside_a_decode_leaves_the_engine_as_before(embedded_llm, monkeypatch):
     if embedded_llm.engine != "llama.cpp":
         pytest.skip("the default engine is transformers here")

@@ -151,6 +151,8 @@ def test_the_writers_road_through_the_cli(tmp_path):
 
 
 @pytest.mark.server
+@pytest.mark.slow  # 401 s in CI (#35): .ci/scheduled runs it; CI keeps the real server's stories
+# (tests/nst/test_server.py) and this road on a scripted server (test_the_writers_road_through_the_cli)
 def test_kill_and_resume_with_no_flags_on_the_real_cpu_server(vllm_server, tmp_path):
     env = clean_env(tmp_path / "home")
     env["FABULA_HOME"] = os.environ.get("FABULA_HOME") or str(Path.home() / ".cache" / "fabula")  # the model

@@ -32,8 +32,9 @@ ADDED_BY_ISSUE_28 = {"prose_max_tokens", "premise_from", "synopsis_from", "acts_
 """The paper profile's settings, each defaulting to what the run did before (#28)."""
 ADDED_BY_ISSUE_38 = {"language"}
 """The language a story is written in (#38), detected from the prompt when not given."""
-ADDED_BY_ISSUE_35 = {"failed_update_limit"}
-"""Turns that fail in a row while the update is due end a chapter's turns (#35)."""
+ADDED_BY_ISSUE_35 = {"failed_update_limit", "fallback_full_update"}
+"""Turns that fail in a row while the update is due end a chapter's turns; the fallback may ask
+for one event only (#35)."""
 
 
 @pytest.fixture

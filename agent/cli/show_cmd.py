@@ -7,7 +7,9 @@ import json
 import time
 
 from agent.cli.rundir import open_run
+from agent.llm.types import TIMING_PARTS
 from agent.nst.best_of import choice_lines
+from agent.store.costs import RoleTiming, per_role_timing
 from agent.store.review import describe, in_review, next_steps
 from agent.store.stats import RunSummary, summarize
 from agent.style.report import chapter_distances, style_lines
@@ -25,6 +27,9 @@ def add_parser(sub) -> None:
     parser.add_argument("--versions", action="store_true",
                         help="list every edited chapter or step with its versions (words, why, when) and the later "
                         "units the edit made stale; the text of version N: fabula export RUN_DIR --version N")
+    parser.add_argument("--timing", action="store_true",
+                        help="where the model calls' time went, per role: KV-cache restore, grammar compile, "
+                        "prefill, decode, mask, sampling (in-process engines; a server's calls show latency only)")
     parser.set_defaults(handler=run)
 
 
@@ -37,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
         versions = version_lines(store) if args.versions else None
         waiting = in_review(store)
         drafts = choice_lines(store)
+        timing = per_role_timing(store) if args.timing else None
         guide = store.get_plan("style")
         style = chapter_distances(guide, store.chapters())
         style_text = style_lines(guide, store.chapters())
@@ -46,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
         extra.update({"style": style} if style else {})
         extra.update({"versions": versions_json(versions)} if versions is not None else {})
         extra.update({"drafts": drafts} if drafts else {})
+        extra.update({"timing": [timing_json(t) for t in timing]} if timing is not None else {})
         extra.update({"in_review": {**waiting, "next": next_steps(args.run_dir, waiting)}} if waiting else {})
         print(json.dumps({"run_dir": str(path), **summary.as_dict(), **extra}, ensure_ascii=False))
         return 0
@@ -57,10 +64,35 @@ def run(args: argparse.Namespace) -> int:
              *(_server_lines(probe) if args.verbose else []), *style_text,
              *(("drafts    " if i == 0 else "          ") + line for i, line in enumerate(drafts)),
              *(("history   " if i == 0 else "          ") + line for i, line in enumerate(history or [])),
-             *(versions_text(versions) if versions is not None else [])]
+             *(versions_text(versions) if versions is not None else []),
+             *(timing_lines(timing) if timing is not None else [])]
     for line in lines:
         print(printable(line))  # a title or a server's text never reaches the terminal as an escape sequence
     return 0
+
+
+def timing_json(sums: RoleTiming) -> dict:
+    return {"role": sums.role, "calls": sums.calls, "timed_calls": sums.timed, "prompt_tokens": sums.prompt_tokens,
+            "cached_prompt_tokens": sums.cached_prompt_tokens, "completion_tokens": sums.completion_tokens,
+            "latency_s": round(sums.latency_s, 3), **{f"{p}_s": round(v, 3) for p, v in sums.parts.items()},
+            "other_s": round(sums.other, 3),
+            "decode_tokens_per_s": round(sums.decode_rate, 1) if sums.decode_rate else None}
+
+
+def timing_lines(rows: list[RoleTiming]) -> list[str]:
+    """``--timing``: one line per role, seconds per part, and the decode rate."""
+    if not rows:
+        return ["timing    no model calls yet"]
+    head = f"{'role':<16}{'calls':>6}{'prompt':>9}{'cached':>8}{'out':>7}{'latency':>9}" + "".join(
+        f"{p:>9}" for p in TIMING_PARTS) + f"{'other':>8}{'decode/s':>9}"
+    lines = ["timing    seconds per part (in-process engines)", "          " + head]
+    for t in rows:
+        rate = f"{t.decode_rate:.1f}" if t.decode_rate else "-"
+        parts = "".join(f"{t.parts[p]:>9.1f}" if t.timed else f"{'-':>9}" for p in TIMING_PARTS)
+        other = f"{t.other:>8.1f}" if t.timed else f"{'-':>8}"
+        lines.append(f"          {t.role:<16}{t.calls:>6}{t.prompt_tokens:>9}{t.cached_prompt_tokens:>8}"
+                     f"{t.completion_tokens:>7}{t.latency_s:>9.1f}{parts}{other}{rate:>9}")
+    return lines
 
 
 def version_lines(store) -> dict:

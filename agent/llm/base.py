@@ -240,6 +240,7 @@ class LLM(ABC):
             messages=request.messages,
             text=raw.text if raw is not None else None,
             reasoning=split_reasoning(raw.text, raw.reasoning)[1] if raw is not None else None,
+            timing=raw.timing if raw is not None else None,
         )
         for recorder in self.recorders:
             recorder(record)

@@ -13,10 +13,12 @@ cached per schema for the life of the process.
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 from agent.llm.base import LLM, Request
+from agent.llm.call_clock import CallClock
 from agent.llm.constraints import Constraint
 from agent.llm.context import TemplateCounter, TokenCounter
 from agent.llm.local_decoding import (
@@ -102,16 +104,19 @@ class EmbeddedLLM(LLM):
             **template_kwargs(self.thinking),
         )["input_ids"]
         kwargs, processors = self._generation_kwargs(request)
+        clock = CallClock()
         with self._lock:
             if request.constraint is not None:
                 from outlines.backends.outlines_core import OutlinesCoreLogitsProcessor
 
-                processor = OutlinesCoreLogitsProcessor(self._index(request.constraint), "torch")
-                processors.append(processor)  # last: penalties never re-allow a token the grammar masked
-            if processors:
-                from transformers import LogitsProcessorList
+                with clock.part("compile"):
+                    index = self._index(request.constraint)
+                processors.append(OutlinesCoreLogitsProcessor(index, "torch"))
+                # last: penalties never re-allow a token the grammar masked
+            from transformers import LogitsProcessorList
 
-                kwargs["logits_processor"] = LogitsProcessorList(processors)
+            first = FirstLogits()
+            kwargs["logits_processor"] = LogitsProcessorList([first, *(clock.timed("mask", p) for p in processors)])
             runaway = None
             if request.constraint is not None:
                 from transformers import StoppingCriteriaList
@@ -120,10 +125,15 @@ class EmbeddedLLM(LLM):
                 kwargs["stopping_criteria"] = StoppingCriteriaList([runaway])
             if request.seed is not None:
                 torch.manual_seed(request.seed)
+            started = time.perf_counter()
             with torch.inference_mode():
                 output = self.hf_model.generate(
                     input_ids=prompt_ids, attention_mask=torch.ones_like(prompt_ids), **kwargs
                 )
+            took = time.perf_counter() - started
+        prefill = (first.at or started + took) - started
+        clock.add("prefill", prefill)
+        clock.add("decode", max(0.0, took - prefill - clock.seconds["mask"]))  # sampling included
         new_ids = output[0, prompt_ids.shape[1] :].tolist()
         text, finish_reason = self._read_output(request, new_ids, runaway)
         return RawReply(
@@ -132,6 +142,7 @@ class EmbeddedLLM(LLM):
             usage=Usage(prompt_tokens=int(prompt_ids.shape[1]), completion_tokens=len(new_ids)),
             model=self.model,
             runaway=runaway is not None and runaway.stopped,
+            timing=clock.timing(),
         )
 
     def _generation_kwargs(self, request: Request) -> tuple[dict[str, Any], list[Any]]:
@@ -166,6 +177,18 @@ class EmbeddedLLM(LLM):
     def _pad_id(self) -> int:
         pad = self.tokenizer.pad_token_id
         return pad if pad is not None else self.tokenizer.eos_token_id
+
+
+class FirstLogits:
+    """A pass-through logits processor that notes when the first logits arrive (the prefill's end)."""
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        if self.at is None:
+            self.at = time.perf_counter()
+        return scores
 
 
 class RunawayStop:

@@ -19,13 +19,16 @@ from __future__ import annotations
 import os
 import random
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from agent.llm.base import LLM, Request
+from agent.llm.call_clock import CallClock
 from agent.llm.constraints import Constraint
 from agent.llm.context import TokenCounter
+from agent.llm.decode_threads import DecodeThreads
 from agent.llm.local_decoding import (
     ConstraintIndexes,
     RunawayCheck,
@@ -38,16 +41,18 @@ from agent.llm.local_sampling import GrammarMask, MinTokens, Penalties
 from agent.llm.prefix_slots import PrefixSlots
 from agent.llm.types import LLMError, RawReply, ThinkingMode, Usage
 
+THREAD_CHECK_EVERY = 32
+"""Generated tokens between two looks at the cores (:meth:`LlamaCppLLM._use_threads`)."""
 MAX_DEFAULT_CONTEXT = 32768
 """The context opened when a GGUF trains for more (a 128K context's KV cache would not fit a
 workstation's memory beside the weights); ``context`` asks for another."""
 
 
 def default_threads() -> int:
-    """Decoding threads: all cores but one. llama.cpp's worker threads spin at their barriers:
-    with every core taken and another process busy (a server, a test runner), decoding on these
-    2 cores fell from 116 to 9 tokens/s; one core spare keeps it. Prefill (a batch of prompt
-    tokens, compute-bound) takes every core: 157 -> 302 tokens/s on 2."""
+    """Threads with one core spare (what a fixed count must be: llama.cpp's threads spin at their
+    barriers, so with every core taken and another process busy decoding fell from 116 to 9
+    tokens/s on 2 cores). The engine itself watches the cores instead
+    (:class:`~agent.llm.decode_threads.DecodeThreads`)."""
     return max(1, len(os.sched_getaffinity(0)) - 1)
 
 
@@ -61,7 +66,8 @@ def llamacpp_available() -> bool:
 class LlamaCppLLM(LLM):
     """A GGUF model in process. ``tokenizer_dir``: the HF folder of the same model (the embedded
     default has one), whose tokenizer and chat template render prompts exactly as the transformers
-    engine does; without it the GGUF's own template and tokenizer are used."""
+    engine does; without it the GGUF's own template and tokenizer are used. ``threads``: a fixed
+    decode thread count (benchmarks compare with it); by default the engine watches the cores."""
 
     backend = "embedded"
     engine = "llama.cpp"
@@ -87,17 +93,22 @@ class LlamaCppLLM(LLM):
         self.path = path
         name = Path(tokenizer_dir).name if tokenizer_dir else path.stem
         super().__init__(name, thinking=thinking)
-        threads = threads or default_threads()
+        self._threads = DecodeThreads(threads)
         if context is None and info.context_length and info.context_length > MAX_DEFAULT_CONTEXT:
             context = MAX_DEFAULT_CONTEXT
         try:
-            self._llama = llama_cpp.Llama(str(path), n_ctx=context or 0, n_threads=threads,
-                                          n_threads_batch=len(os.sched_getaffinity(0)), n_batch=512,
+            self._llama = llama_cpp.Llama(str(path), n_ctx=context or 0, n_threads=self._threads.threads,
+                                          n_threads_batch=self._threads.all_cores, n_batch=512,
                                           logits_all=False, verbose=False)
         except (ValueError, RuntimeError, OSError) as exc:
             raise LLMError(f"embedded backend: cannot load {path.name} as a GGUF model ({exc})") from None
         self._lock = threading.Lock()
         self._slots = PrefixSlots(self._llama)
+        self._applied_threads = (self._threads.threads, self._threads.all_cores)
+        self._clock = CallClock()
+        self._evaluated = 0
+        self._eval = self._llama.eval
+        self._llama.eval = self._timed_eval  # generate() evaluates through it: prefill, then one token a step
         self.template: PromptTemplate
         if tokenizer_dir is not None:
             import transformers
@@ -144,45 +155,78 @@ class LlamaCppLLM(LLM):
             raise LLMError(f"embedded backend: the prompt is {len(prompt)} tokens, the model's context "
                            f"{self._llama.n_ctx()} (maximum context length)")
         with self._lock:
-            cached = self._slots.prepare(prompt)
+            self._clock, self._evaluated = CallClock(), 0
+            with self._clock.part("restore"):
+                cached = self._slots.prepare(prompt)
             try:
                 new_ids, runaway = self._decode(request, prompt)
             except BaseException:
                 self._llama.reset()  # an interrupted decode leaves no half-written cache behind
                 raise
+            timing = self._clock.timing()
         eos = self._eog_ids(new_ids)
         content = new_ids[:-1] if new_ids and new_ids[-1] in eos else new_ids
         text, finish = read_reply(self._detokenize(content), new_ids, eos_ids=eos, max_tokens=request.max_tokens,
                                   stop=request.stop, runaway_stopped=runaway.stopped)
         return RawReply(text=text, finish_reason=finish, model=self.model, runaway=runaway.stopped,
                         usage=Usage(prompt_tokens=len(prompt), cached_prompt_tokens=cached,
-                                    completion_tokens=len(new_ids)))
+                                    completion_tokens=len(new_ids)), timing=timing)
+
+    def _timed_eval(self, tokens: Sequence[int]) -> None:
+        """llama.cpp's ``eval``, timed: a call's first is its prefill, each later one a decode step."""
+        started = time.perf_counter()
+        try:
+            self._eval(tokens)
+        finally:
+            self._clock.add("prefill" if self._evaluated == 0 else "decode", time.perf_counter() - started)
+            self._evaluated += 1
 
     def _decode(self, request: Request, prompt: list[int]) -> tuple[list[int], RunawayCheck]:
         """Sample the reply token by token: every stop (end of sequence, ``max_tokens``, a stop
         string, a runaway) is decided here, between two tokens, so Ctrl-C lands within one."""
         import llama_cpp
 
-        grammar = GrammarMask(self._constraints.index(request.constraint)) if request.constraint else None
+        clock = self._clock
+        with clock.part("compile"):
+            grammar = GrammarMask(self._constraints.index(request.constraint)) if request.constraint else None
         penalties = Penalties.of(request.sampling, sampled=request.temperature > 0, prompt=prompt)
         processors: list[Any] = [p for p in (penalties, MinTokens.of(request.min_tokens, self._eos_id()), grammar)
                                  if p is not None]  # the grammar last: nothing re-allows a token it masked
         runaway = RunawayCheck(self._detokenize)
+        self._use_threads()
         self._llama.set_seed(request.seed if request.seed is not None else random.getrandbits(31))
         new_ids: list[int] = []
         vocab = llama_cpp.llama_model_get_vocab(self._llama.model)
-        for token in self._llama.generate(prompt, reset=True, logits_processor=processors or None,
+        timed = [clock.timed("mask", p) for p in processors]
+        started, timed_before = time.perf_counter(), clock.timing().total
+        for token in self._llama.generate(prompt, reset=True, logits_processor=timed or None,
                                           **self._sampler_settings(request)):
             new_ids.append(token)
             if llama_cpp.llama_vocab_is_eog(vocab, token) or len(new_ids) >= request.max_tokens:
                 break
-            for processor in processors:
-                processor.accept(token)
+            with clock.part("mask"):
+                for processor in processors:
+                    processor.accept(token)
             if request.stop and self._hit_stop(new_ids, request.stop):
                 break
             if grammar is not None and runaway(new_ids):
                 break
+            if len(new_ids) % THREAD_CHECK_EVERY == 0:
+                self._use_threads()
+        looped = time.perf_counter() - started
+        clock.add("sample", max(0.0, looped - (clock.timing().total - timed_before)))
         return new_ids, runaway
+
+    def _use_threads(self) -> None:
+        """Decode on every core while other processes leave them idle, on all but one while not
+        (:class:`~agent.llm.decode_threads.DecodeThreads`); a fixed count keeps prefill on all."""
+        import llama_cpp
+
+        threads = self._threads.choose()
+        batch = self._threads.all_cores if self._threads.fixed else threads
+        if (threads, batch) != self._applied_threads:
+            llama_cpp.llama_set_n_threads(self._llama._ctx.ctx, threads, batch)
+            self._applied_threads = (threads, batch)
 
     @staticmethod
     def _sampler_settings(request: Request) -> dict[str, Any]:

@@ -70,6 +70,37 @@ class Usage:
         return self.prompt_tokens + self.completion_tokens
 
 
+TIMING_PARTS = ("restore", "compile", "prefill", "decode", "mask", "sample")
+"""Where an in-process call's time goes, in order: switching the live KV cache to the saved
+prefix that shares most with the prompt; compiling a constraint the process has not seen;
+evaluating the prompt tokens the cache did not hold; evaluating each generated token; the logits
+processors (penalties, the grammar's token mask); the sampler and the loop around it."""
+
+
+@dataclass(frozen=True)
+class CallTiming:
+    """Seconds per part of one in-process call (:data:`TIMING_PARTS`); what the latency holds
+    beyond their sum (templating, detokenizing, checks) is ``other``. Servers report none."""
+
+    restore: float = 0.0
+    compile: float = 0.0
+    prefill: float = 0.0
+    decode: float = 0.0
+    mask: float = 0.0
+    sample: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {part: round(getattr(self, part), 4) for part in TIMING_PARTS}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CallTiming:
+        return cls(**{part: float(data.get(part, 0.0)) for part in TIMING_PARTS})
+
+    @property
+    def total(self) -> float:
+        return sum(getattr(self, part) for part in TIMING_PARTS)
+
+
 @dataclass(frozen=True)
 class Completion:
     """One model reply. ``parsed`` holds the validated object when an output type was given."""
@@ -95,6 +126,8 @@ class RawReply:
     runaway: bool = False
     """The backend stopped a structured reply because it ran away (:func:`agent.repetition.ran_away`):
     it counts as cut at ``max_tokens`` and looped, so the shared layer asks once more."""
+    timing: CallTiming | None = None
+    """Where the call's time went (in-process engines only)."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +155,8 @@ class CallRecord:
     reasoning: str | None = None
     """The model's reasoning before its answer (``--thinking on``): kept in the ledger, never sent
     back to the model (the conversation carries the answer only)."""
+    timing: CallTiming | None = None
+    """Where the call's time went (in-process engines; ``None`` for servers)."""
 
 
 EMBEDDED_ENGINES = ("auto", "llama.cpp", "transformers")

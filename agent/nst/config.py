@@ -113,11 +113,30 @@ class Planned(StoryTarget):
     chapter within the gate around an even share. The validator judges the outline either way."""
 
 
+SMALL_UPDATE_MAX_TOKENS = 512
+"""The small profile's update budget: in seven real runs of SmolLM2-135M the one update accepted
+was ~70 tokens and every parsed reply over 512 tokens (7 of 61) was refused, while the default
+4,096 let runaways fill the context (docs/design/embedded-speed.md)."""
+
+
+SMALL_FAILED_UPDATE_LIMIT = 1
+"""The small profile takes the fallback update after one failed update attempt: in two 600-word
+runs of SmolLM2-135M none of 20 update attempts was accepted (14 ran away or were cut, 6 refused),
+and each further failed turn cost two failed calls, a runaway and its retry
+(docs/design/embedded-speed.md)."""
+
+
 class NstConfig(Planned):
-    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": {**StoryTarget.PROFILES["small"], "min_past_events": 1},
+    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": {**StoryTarget.PROFILES["small"], "min_past_events": 1,
+                                                                "update_max_tokens": SMALL_UPDATE_MAX_TOKENS,
+                                                                "failed_update_limit": SMALL_FAILED_UPDATE_LIMIT,
+                                                                "fallback_full_update": False},
                                                       "paper": PAPER_NST}
     """The small profile also asks every state update for at least one past event: a tiny model's
-    cheapest legal update is an empty one, and an empty chronology leaves later chapters nothing."""
+    cheapest legal update is an empty one, and an empty chronology leaves later chapters nothing;
+    it caps an update reply at :data:`SMALL_UPDATE_MAX_TOKENS`, takes the fallback after
+    :data:`SMALL_FAILED_UPDATE_LIMIT` failed attempt, and the fallback asks for one event only (no
+    full fallback update was accepted in three runs; half of them ran away, failed calls)."""
 
     state: bool = True
     """--no-state: no state, no update tool, no state guidance."""
@@ -134,6 +153,8 @@ class NstConfig(Planned):
     """Offer only the required steps once ``failed_call_budget`` is spent (fabula's; the reference has no such rule)."""
     fallback_update: bool = True
     """Ask for the update past the turn cap when a kept chapter has none (fabula's; the reference has none)."""
+    fallback_full_update: bool = True
+    """The fallback asks for the full update first, then one event if that fails; off: the one event only."""
     failed_update_limit: int = Field(3, ge=0, le=100)
     """Update attempts that fail in a row (refused, or a reply cut off or invalid while the update is
     on offer) end the chapter's turns: the fallback update is asked, then the chapter is kept

@@ -29,7 +29,7 @@ from agent.nst.drafting import clean_prose
 from agent.nst.prompts import prose_request
 from agent.nst.state import NarrativeState
 from agent.nst.tools import TOOLS, ToolError, check_allowed, legal_tools, turn_grammar, unwrap
-from agent.nst.updating import ASK_AFTER_CAP, ASK_AFTER_EDIT, ASK_ONE_EVENT
+from agent.nst.updating import ASK_AFTER_CAP, ASK_AFTER_EDIT, ASK_EVENT_AFTER_CAP, ASK_ONE_EVENT
 from agent.text import count_words
 from grammars.nst import EventUpdate, UpdateCall
 
@@ -111,6 +111,8 @@ class ChapterLoop(ChapterInFlight):
         if self.out_of_room:
             return "state not updated: the context was full"
         if s.stuck:
+            if s.failures_in_a_row == 1:
+                return "state not updated: the update attempt failed"
             return f"state not updated: {s.failures_in_a_row} update attempts in a row failed"
         return f"state not updated within {s.max_turns} turns"
 
@@ -172,13 +174,17 @@ class ChapterLoop(ChapterInFlight):
     def _fallback_update(self) -> None:
         """Update calls past the cap, so the chapter kept still reaches the state: the full update
         first; if that is cut off or invalid, the one most important event alone (a bounded reply).
-        None when ``fallback_update`` is off (the reference has no update past the turn cap)."""
+        Without ``fallback_full_update``, the one event only. None when ``fallback_update`` is off
+        (the reference has no update past the turn cap)."""
         if not self.config.fallback_update:
             return
-        add_turn(self.messages, "user", ASK_AFTER_CAP)
-        if self._fallback_call(TOOLS["update"].grammar(self.s), self.config.update_max_tokens):
-            return
-        add_turn(self.messages, "user", ASK_ONE_EVENT)
+        if self.config.fallback_full_update:
+            add_turn(self.messages, "user", ASK_AFTER_CAP)
+            if self._fallback_call(TOOLS["update"].grammar(self.s), self.config.update_max_tokens):
+                return
+            add_turn(self.messages, "user", ASK_ONE_EVENT)
+        else:
+            add_turn(self.messages, "user", ASK_EVENT_AFTER_CAP)
         # one event is a short reply: it may still fit where the full update did not
         self._fallback_call(EventUpdate, self.config.update_max_tokens, MIN_TURN_OUTPUT)
 

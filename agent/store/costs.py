@@ -6,8 +6,10 @@ what was spent planning before the first unit.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
+from agent.llm.types import TIMING_PARTS, CallTiming
 from agent.store.runstore import RunStore
 
 
@@ -73,3 +75,48 @@ def per_unit(store: RunStore) -> list[UnitCost]:
         u.tools[tool] = n
         u.tool_errors += bad
     return [units[k] for k in sorted(units)]
+
+
+@dataclass
+class RoleTiming:
+    """Where one role's calls spent their time (in-process engines; ``timed``: calls that
+    reported a split). ``other``: latency beyond the parts (templating, detokenizing, checks)."""
+
+    role: str
+    calls: int = 0
+    timed: int = 0
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    timed_latency_s: float = 0.0
+    parts: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TIMING_PARTS, 0.0))
+
+    @property
+    def other(self) -> float:
+        return max(0.0, self.timed_latency_s - sum(self.parts.values()))
+
+    @property
+    def decode_rate(self) -> float | None:
+        """Generated tokens per second of decoding (the engine's own steps, sampling excluded)."""
+        return self.completion_tokens / self.parts["decode"] if self.parts["decode"] > 0 else None
+
+
+def per_role_timing(store: RunStore) -> list[RoleTiming]:
+    """The ledger's calls summed per role, in order of first call, then all roles as ``total``."""
+    roles: dict[str, RoleTiming] = {}
+    total = RoleTiming("total")
+    for row in store.query("SELECT role, prompt_tokens, cached_prompt_tokens, completion_tokens, latency_s, timing "
+                           "FROM llm_calls ORDER BY id"):
+        for sums in (roles.setdefault(row["role"] or "(none)", RoleTiming(row["role"] or "(none)")), total):
+            sums.calls += 1
+            sums.prompt_tokens += row["prompt_tokens"]
+            sums.cached_prompt_tokens += row["cached_prompt_tokens"]
+            sums.completion_tokens += row["completion_tokens"]
+            sums.latency_s += row["latency_s"]
+            if row["timing"]:
+                sums.timed += 1
+                sums.timed_latency_s += row["latency_s"]
+                for part, seconds in CallTiming.from_dict(json.loads(row["timing"])).as_dict().items():
+                    sums.parts[part] += seconds
+    return [*roles.values(), total] if roles else []

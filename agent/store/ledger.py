@@ -14,7 +14,7 @@ import sqlite3
 import time
 from typing import Any
 
-from agent.llm.types import CallRecord, Message
+from agent.llm.types import CallRecord, CallTiming, Message
 from agent.store.records import ToolCall
 
 
@@ -34,11 +34,12 @@ def insert_llm_call(conn: sqlite3.Connection, record: CallRecord, *, session_id:
     cursor = conn.execute(
         "INSERT INTO llm_calls (session_id, unit, role, backend, model, temperature, max_tokens, schema_name, "
         "prompt_tokens, cached_prompt_tokens, completion_tokens, latency_s, finish_reason, error, messages, text, "
-        "created_at, sampling, min_tokens, reasoning) VALUES (" + ", ".join("?" * 20) + ")",
+        "created_at, sampling, min_tokens, reasoning, timing) VALUES (" + ", ".join("?" * 21) + ")",
         (session_id, unit, record.role, record.backend, record.model, record.temperature, record.max_tokens,
          record.schema_name, record.prompt_tokens, record.cached_prompt_tokens, record.completion_tokens,
          record.latency_s, record.finish_reason, record.error, json.dumps(hashes), record.text, time.time(),
-         json.dumps(record.sampling) if record.sampling else None, record.min_tokens, record.reasoning),
+         json.dumps(record.sampling) if record.sampling else None, record.min_tokens, record.reasoning,
+         json.dumps(record.timing.as_dict()) if record.timing else None),
     )
     return int(cursor.lastrowid or 0)
 
@@ -55,6 +56,7 @@ def llm_calls(conn: sqlite3.Connection) -> list[CallRecord]:
             messages=_messages(conn, json.loads(row["messages"])), text=row["text"],
             sampling=json.loads(row["sampling"]) if row["sampling"] else None, min_tokens=row["min_tokens"],
             reasoning=row["reasoning"],
+            timing=CallTiming.from_dict(json.loads(row["timing"])) if row["timing"] else None,
         ))
     return out
 

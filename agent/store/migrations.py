@@ -264,9 +264,15 @@ def m010_call_reasoning(conn: sqlite3.Connection) -> None:
     _run(conn, ["ALTER TABLE llm_calls ADD COLUMN reasoning TEXT"])
 
 
+def m011_call_timing(conn: sqlite3.Connection) -> None:
+    """Where each in-process call's time went (JSON seconds per part of
+    :data:`agent.llm.types.TIMING_PARTS`; NULL: a server's call, or one from before)."""
+    _run(conn, ["ALTER TABLE llm_calls ADD COLUMN timing TEXT"])
+
+
 MIGRATIONS: list[Migration] = [m001_core, m002_chapter_search, m003_ledgers, m004_magnet, m005_judgments,
                                m006_paragraph_versions, m007_call_sampling, m008_paragraph_search,
-                               m009_call_min_tokens, m010_call_reasoning]
+                               m009_call_min_tokens, m010_call_reasoning, m011_call_timing]
 LATEST = len(MIGRATIONS)
 
 

@@ -19,7 +19,9 @@ from agent.store import judgments as stored
 from grammars.judges import CATEGORIES
 from tests.eval.helpers import make_run
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.slow]
+"""177 s in CI (#35): .ci/scheduled runs it; CI keeps the tiny model's real judgments
+(tests/eval/test_embedded_judge.py) and the server's structured replies (tests/test_vllm_server.py)."""
 SEEDS = (0, 1, 2, 3)
 
 

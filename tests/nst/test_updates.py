@@ -167,6 +167,21 @@ def test_update_attempts_that_fail_in_a_row_end_the_chapters_turns(store, config
     assert len(author.requests) == 7  # write, prose, three updates, the two fallback asks
 
 
+def test_the_small_profiles_fallback_asks_for_one_event_only_after_one_failed_attempt(store, config):
+    """The small profile (``failed_update_limit=1``, ``fallback_full_update=false``): a tiny model's
+    full updates failed again and again, so one failure leads straight to the one-event ask."""
+    small = NstConfig.profile_settings("small")
+    author = Author(policy=stubborn(REFUSED))
+    _, result = run_chapter(store, config, author, failed_update_limit=small["failed_update_limit"],
+                            fallback_full_update=small["fallback_full_update"])
+    calls = [(c.tool, c.ok, bool(c.arguments.get("fallback"))) for c in store.tool_calls()]
+    assert calls == [("write", True, False), ("update", False, False), ("update", False, True)], calls
+    assert store.tool_calls()[-1].arguments["add_past_event"] == [BOGUS_EVENT]  # the one-event reply
+    assert result.reason == "state not updated: the update attempt failed"
+    assert len(author.requests) == 4  # write, prose, one update, one event
+    assert "Record only the one most important event" in author.requests[-1].messages[-1]["content"]
+
+
 def test_without_the_limit_a_failing_update_is_asked_until_the_turn_cap(store, config):
     """The paper profile (``failed_update_limit=0``): the reference has no such rule."""
     assert NstConfig.profile_settings("paper")["failed_update_limit"] == 0

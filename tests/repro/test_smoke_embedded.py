@@ -17,7 +17,10 @@ from agent.repro.tables import TINY_NOTE
 from serve.home import fabula_home
 from tests.conftest import _missing
 
-pytestmark = pytest.mark.embedded
+pytestmark = [pytest.mark.embedded, pytest.mark.slow]
+"""360 s in CI (#35): .ci/scheduled runs it; CI keeps its parts on the real model (an NstAgent story,
+tests/nst/test_embedded.py; judgments, tests/eval/test_embedded_judge.py) and the repro road scripted
+(tests/repro/test_flow.py)."""
 
 
 def test_fabula_repro_smoke_on_the_embedded_model(tmp_path, monkeypatch, capsys):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from agent.llm.base import LLM, Request
 from agent.llm.types import CallRecord, LLMError, RawReply, Usage
 
@@ -74,3 +76,35 @@ def test_ledger_rows_survive_a_lost_unit_and_name_their_unit(store):
     store.unit_in_flight = 0  # planning work, for example
     store.recorder(_record(4))
     assert [r[0] for r in store.query("SELECT unit FROM llm_calls ORDER BY id")] == [1, 0]
+
+
+def test_each_call_keeps_where_its_time_went_and_show_sums_it_per_role(store, capsys):
+    """#35: an in-process call's split (restore, compile, prefill, decode, mask, sample) is kept in
+    its ledger row and ``fabula show RUN --timing`` sums it per role; a server's call has none."""
+    import json
+
+    from agent.cli import main
+    from agent.llm.types import CallTiming
+    from agent.store.costs import per_role_timing
+
+    split = CallTiming(restore=0.5, compile=1.0, prefill=2.0, decode=4.0, mask=0.25, sample=0.25)
+    timed = CallRecord(role="nst_turn", backend="embedded", model="m", temperature=0.7, max_tokens=100,
+                       schema_name="UpdateCall", prompt_tokens=6000, cached_prompt_tokens=5900, completion_tokens=40,
+                       latency_s=8.5, finish_reason="stop", timing=split)
+    store.recorder(timed)
+    store.recorder(timed)
+    store.recorder(_record(7))  # a server's call: latency only
+    assert store.llm_calls()[0].timing == split and store.llm_calls()[2].timing is None
+    turn, writer, total = per_role_timing(store)
+    assert (turn.role, turn.calls, turn.timed, turn.parts["decode"], turn.decode_rate) == ("nst_turn", 2, 2, 8.0, 10.0)
+    assert turn.other == pytest.approx(1.0)  # 2 x (8.5 - 8.0): templating, detokenizing, checks
+    assert (writer.timed, writer.decode_rate, total.calls, total.parts["prefill"]) == (0, None, 3, 4.0)
+    run_dir = str(store.run_dir)
+    store.close()
+    assert main(["show", run_dir, "--timing"]) == 0
+    out = capsys.readouterr().out
+    row = next(line.split() for line in out.splitlines() if line.strip().startswith("nst_turn"))
+    assert row[1:] == ["2", "12000", "11800", "80", "17.0", "1.0", "2.0", "4.0", "8.0", "0.5", "0.5", "1.0", "10.0"]
+    assert main(["show", run_dir, "--timing", "--json"]) == 0
+    timing = json.loads(capsys.readouterr().out)["timing"]
+    assert timing[0]["decode_s"] == 8.0 and timing[1]["timed_calls"] == 0 and timing[2]["role"] == "total"
