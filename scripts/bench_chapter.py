@@ -3,12 +3,13 @@
 
 Runs the same small-profile story (``--words``, default 600) on the embedded SmolLM2 twice in
 one process, one setting after the other: ``before`` decodes on a fixed one thread (the engine's
-count until #35) with 4,096-token updates, ``after`` on the cores the engine finds idle
-(:class:`agent.llm.decode_threads.DecodeThreads`) with the small profile's 512. For each it prints the run's wall time,
-calls and failed calls, the time split per role from the ledger (``fabula show RUN --timing``),
-and the ratio of its constrained decode rate (the median cached ``nst_turn`` call) to the
-engine bench's rate at the same context: the same engine decoding under a JSON schema on a
-prompt of that length. A ratio near 1 says the run loses nothing beyond the engine itself.
+count until #35) with the update settings the small profile had until #35, ``after`` on the
+cores the engine finds idle (:class:`agent.llm.decode_threads.DecodeThreads`) with the small
+profile's. For each it prints the run's wall time, calls and failed calls, the time split per
+role from the ledger (``fabula show RUN --timing``), and the ratio of its constrained decode rate
+(the median cached ``nst_turn`` call) to the engine bench's rate at the same context: the same
+engine decoding under a JSON schema on a prompt of that length. A ratio near 1 says the run
+loses nothing beyond the engine itself.
 
     flock /tmp/fabula-heavy.lock .venv/bin/python scripts/bench_chapter.py [--words 600] [--keep DIR]
         [--only before|after]
@@ -38,9 +39,10 @@ from agent.store.costs import per_role_timing  # noqa: E402
 
 PROMPT = "A lighthouse keeper finds a bell that rings by itself."
 SETTINGS: tuple[tuple[str, int | None, dict[str, Any]], ...] = (
-    ("before", 1, {"update_max_tokens": 4096}), ("after", None, {}))
+    ("before", 1, {"update_max_tokens": 4096, "failed_update_limit": 3, "fallback_full_update": True}),
+    ("after", None, {}))
 """Per setting: decode threads (``None``: watched) and settings over the small profile (before
-#35 its updates had the default 4,096 tokens)."""
+#35 its updates had the defaults: 4,096 tokens, three failed attempts, the full fallback first)."""
 CACHED = 0.9
 """A call counts as cached when at least this share of its prompt was in the KV cache."""
 
