@@ -33,7 +33,7 @@ from bench_engines import context_messages  # noqa: E402
 
 from agent import pipelines  # noqa: E402
 from agent.llm.options import LLMOptions  # noqa: E402
-from agent.llm.types import TIMING_PARTS, CallTiming, LLMError  # noqa: E402
+from agent.llm.types import TIMING_PARTS, LLMError  # noqa: E402
 from agent.nst.config import NstConfig  # noqa: E402
 from agent.store.costs import per_role_timing  # noqa: E402
 
@@ -64,15 +64,14 @@ def story(llm: Any, folder: Path, words: int, settings: dict[str, Any]) -> dict[
     store = pipelines.start(folder / "run", "nst", config, LLMOptions(backend="embedded"), model=llm)
     wall = time.perf_counter() - started
     with store:
-        rows = store.query("SELECT role, prompt_tokens, cached_prompt_tokens, completion_tokens, error, timing "
-                           "FROM llm_calls ORDER BY id")
+        records = store.llm_calls()
         roles = per_role_timing(store)
         words_written = sum(len(c.text.split()) for c in store.chapters())
         degraded = sum(c.degraded for c in store.chapters())
-    cached = [(r["prompt_tokens"], r["completion_tokens"] / CallTiming.from_dict(_json(r["timing"])).decode)
-              for r in rows if r["role"] == "nst_turn" and r["timing"] and r["completion_tokens"] >= 16
-              and r["cached_prompt_tokens"] >= CACHED * r["prompt_tokens"]]
-    return {"wall_s": wall, "calls": len(rows), "failed": sum(r["error"] is not None for r in rows),
+    cached = [(r.prompt_tokens, r.completion_tokens / r.timing.decode)
+              for r in records if r.role == "nst_turn" and r.timing and r.timing.decode > 0
+              and r.completion_tokens >= 16 and r.cached_prompt_tokens >= CACHED * r.prompt_tokens]
+    return {"wall_s": wall, "calls": len(records), "failed": sum(r.error is not None for r in records),
             "words": words_written, "degraded": degraded, "roles": roles,
             "turn_rate": statistics.median(rate for _, rate in cached) if cached else None,
             "turn_context": int(statistics.median(p for p, _ in cached)) if cached else None}
@@ -95,12 +94,6 @@ def bench_rate(llm: Any, context: int) -> float:
         llm.recorders.remove(seen.append)
     record = seen[-1]
     return record.completion_tokens / record.timing.decode
-
-
-def _json(text: str) -> dict[str, Any]:
-    import json
-
-    return json.loads(text)
 
 
 def report(label: str, found: dict[str, Any], bench: float | None) -> list[str]:

@@ -11,11 +11,11 @@ from agent.nst.state import Applied, NarrativeState, UpdateError, describe_updat
 from agent.nst.tools import ChapterSession, ToolError
 from grammars.nst import UpdateCall
 
-ASK_AFTER_CAP = "The turn limit is reached. The chapter above is kept. Call update now with what it changed."
-ASK_ONE_EVENT = ("That update could not be applied. Record only the one most important event of this chapter, "
-                 "as a single past event.")
-ASK_EVENT_AFTER_CAP = ("The turn limit is reached. The chapter above is kept. Record only the one most important event "
-                       "of this chapter, as a single past event.")
+CAP_REACHED = "The turn limit is reached. The chapter above is kept."
+ONE_EVENT = "Record only the one most important event of this chapter, as a single past event."
+ASK_AFTER_CAP = f"{CAP_REACHED} Call update now with what it changed."
+ASK_ONE_EVENT = f"That update could not be applied. {ONE_EVENT}"
+ASK_EVENT_AFTER_CAP = f"{CAP_REACHED} {ONE_EVENT}"
 ASK_AFTER_EDIT = ("The writer has edited this chapter by hand: the text above is the chapter as it now stands and "
                   "is kept. Call update now with what it changed.")
 ASK_FROM_BOOK = ("This chapter is the book's own text, as the author wrote it: the text above is the chapter and is "

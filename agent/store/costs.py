@@ -90,6 +90,7 @@ class RoleTiming:
     completion_tokens: int = 0
     latency_s: float = 0.0
     timed_latency_s: float = 0.0
+    timed_completion_tokens: int = 0
     parts: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TIMING_PARTS, 0.0))
 
     @property
@@ -98,8 +99,9 @@ class RoleTiming:
 
     @property
     def decode_rate(self) -> float | None:
-        """Generated tokens per second of decoding (the engine's own steps, sampling excluded)."""
-        return self.completion_tokens / self.parts["decode"] if self.parts["decode"] > 0 else None
+        """Generated tokens per second of decoding (the engine's own steps, sampling excluded), over
+        the calls that reported a split."""
+        return self.timed_completion_tokens / self.parts["decode"] if self.parts["decode"] > 0 else None
 
 
 def per_role_timing(store: RunStore) -> list[RoleTiming]:
@@ -117,6 +119,7 @@ def per_role_timing(store: RunStore) -> list[RoleTiming]:
             if row["timing"]:
                 sums.timed += 1
                 sums.timed_latency_s += row["latency_s"]
+                sums.timed_completion_tokens += row["completion_tokens"]
                 for part, seconds in CallTiming.from_dict(json.loads(row["timing"])).as_dict().items():
                     sums.parts[part] += seconds
     return [*roles.values(), total] if roles else []

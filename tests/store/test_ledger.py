@@ -99,6 +99,7 @@ def test_each_call_keeps_where_its_time_went_and_show_sums_it_per_role(store, ca
     assert (turn.role, turn.calls, turn.timed, turn.parts["decode"], turn.decode_rate) == ("nst_turn", 2, 2, 8.0, 10.0)
     assert turn.other == pytest.approx(1.0)  # 2 x (8.5 - 8.0): templating, detokenizing, checks
     assert (writer.timed, writer.decode_rate, total.calls, total.parts["prefill"]) == (0, None, 3, 4.0)
+    assert total.decode_rate == 10.0  # the server's token has no decode time: left out of the rate
     run_dir = str(store.run_dir)
     store.close()
     assert main(["show", run_dir, "--timing"]) == 0
