@@ -179,8 +179,8 @@ class Pipeline:
 _REGISTRY: dict[str, Pipeline] = {}
 BUILTIN: dict[str, str] = {
     "nst": "agent.nst.runner:PIPELINE",
-    "rollsum": "agent.nst.rollsum:PIPELINE",
-    "direct": "agent.nst.direct:PIPELINE",
+    "rollsum": "agent.nst.baselines.rollsum:PIPELINE",
+    "direct": "agent.nst.baselines.direct:PIPELINE",
     "magnet": "agent.magnet.runner:PIPELINE",
     "single": "agent.magnet.baseline:PIPELINE",
 }

@@ -1,7 +1,7 @@
 """Checking that a quote occurs in a text: one matcher for every evidence check.
 
 The evaluation drops a judge's instance whose quotes do not occur in the story (a judge that
-paraphrases or invents its evidence inflates CED; ``agent.eval.quotes``), and NstAgent refuses
+paraphrases or invents its evidence inflates CED; ``agent.quotes``), and NstAgent refuses
 a state entry whose evidence quote does not occur in the accepted chapter
 (``agent.nst.state``). Matching tolerates whitespace
 (runs of spaces and line breaks) and typographic variants (curly vs straight quotes, dashes,

@@ -1,7 +1,7 @@
 """NstAgent's structured replies: the chapter outline and the six tool calls of the chapter loop.
 
 Each tool call is its own closed object with a constant ``tool`` field, so a turn's grammar is
-the union of only the calls legal at that moment (``agent.nst.tools.turn_grammar``); the
+the union of only the calls legal at that moment (``agent.nst.chapter.tools.turn_grammar``); the
 controller still checks every rule. Prose is never a JSON string here: ``write`` carries the
 title, and the chapter text is a plain-text generation that the controller triggers.
 

@@ -35,7 +35,7 @@ from agent import pipelines  # noqa: E402
 from agent.llm.options import LLMOptions  # noqa: E402
 from agent.llm.types import TIMING_PARTS, LLMError  # noqa: E402
 from agent.nst.config import NstConfig  # noqa: E402
-from agent.store.costs import per_role_timing  # noqa: E402
+from agent.store.reports.costs import per_role_timing  # noqa: E402
 
 PROMPT = "A lighthouse keeper finds a bell that rings by itself."
 SETTINGS: tuple[tuple[str, int | None, dict[str, Any]], ...] = (
@@ -50,8 +50,8 @@ CACHED = 0.9
 def open_engine(threads: int | None) -> Any:
     from agent.llm.embedded_engines import transformers_available
     from agent.llm.embedded_llamacpp import LlamaCppLLM
-    from serve.fast_gguf import ensure_fast_gguf
-    from serve.models import ensure_embedded_model, ensure_gguf
+    from agent.weights.fast_gguf import ensure_fast_gguf
+    from agent.weights.models import ensure_embedded_model, ensure_gguf
 
     folder = ensure_embedded_model().path if transformers_available() else None
     return LlamaCppLLM(ensure_fast_gguf() or ensure_gguf(), tokenizer_dir=folder, threads=threads)

@@ -28,8 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_results import write_results  # scripts/ is on sys.path when a script runs
 
-from agent.nst import planner, runner
+from agent.nst import runner
 from agent.nst.config import NST_DEFAULTS
+from agent.nst.plan import planner
 from agent.store import RunStore
 from tests.nst.author import Author, chapter_of, open_requirements, update_json
 
@@ -154,7 +155,7 @@ def main() -> int:
     args = parser.parse_args()
     from transformers import AutoTokenizer
 
-    from serve.models import ensure_embedded_model
+    from agent.weights.models import ensure_embedded_model
 
     tokenizer = AutoTokenizer.from_pretrained(ensure_embedded_model().path)
     lengths = [int(w) for w in args.lengths.split(",")]

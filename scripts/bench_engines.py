@@ -193,7 +193,7 @@ def _weights_bytes(path: Path) -> int:
 def open_engines(skip: set[str]) -> list[Any]:
     from agent.llm.embedded import EmbeddedLLM
     from agent.llm.embedded_engines import open_embedded
-    from serve.models import ensure_gguf
+    from agent.weights.models import ensure_gguf
 
     engines: list[Any] = []
     if "embedded" not in skip:
@@ -256,7 +256,7 @@ def _vllm_server() -> FabulaEngine:
                                 str(port)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/v1"
     _wait_ready(url, process, 900)
-    from serve.models import embedded_model_dir
+    from agent.weights.models import embedded_model_dir
 
     engine = FabulaEngine("vllm-cpu", EndpointLLM(url, probe="full"), server=process)
     engine.weights = _weights_bytes(embedded_model_dir())  # the folder it loads (in the preset's dtype)
@@ -303,7 +303,7 @@ def template_count() -> Any:
     """Counts a request's prompt tokens with the model's own tokenizer and chat template."""
     import transformers
 
-    from serve.models import ensure_embedded_model
+    from agent.weights.models import ensure_embedded_model
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(ensure_embedded_model().path)
 
@@ -317,7 +317,7 @@ def template_count() -> Any:
 def written_turn(chapters: tuple[int, ...]) -> Any:
     """The union a chapter turn offers once the chapter is written (read, search, correct,
     update, finish), narrowed to ``chapters`` as the chapter loop narrows it."""
-    from agent.nst.tools import _union, _with_chapters, update_grammar
+    from agent.nst.chapter.tools import _union, _with_chapters, update_grammar
     from grammars.nst import CorrectCall, FinishCall, ReadCall, SearchCall
 
     return _union((_with_chapters(ReadCall, chapters), SearchCall, _with_chapters(CorrectCall, chapters),
@@ -371,7 +371,7 @@ def ideal_share(prompts: list[list[dict[str, str]]]) -> float:
     is the scripted replies and tool results, which an engine that wrote them has in its cache."""
     import transformers
 
-    from serve.models import ensure_embedded_model
+    from agent.weights.models import ensure_embedded_model
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(ensure_embedded_model().path)
     ids = []
@@ -401,8 +401,8 @@ def main() -> int:
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args()
     from agent.llm import Regex
+    from agent.weights.models import ensure_gguf
     from grammars import get_grammar
-    from serve.models import ensure_gguf
 
     gguf = ensure_gguf()
     gbs = bandwidth_gbs()

@@ -17,8 +17,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.gate import Gate
-from agent.nst.drafting import Drafter
-from agent.nst.length import LATIN_TOKENS_PER_WORD
+from agent.limits import LATIN_TOKENS_PER_WORD
+from agent.nst.chapter.drafter import Drafter
 
 PROMPT = "A fisherman finds a talking fish that grants one wish."
 

@@ -39,8 +39,8 @@ BUDGET_S = 5.0  # vLLM's default VLLM_REGEX_COMPILATION_TIMEOUT_S / grammar budg
 def schemas() -> dict[str, dict[str, Any]]:
     """Every schema fabula sends a server: registered grammars, NST turn unions, a story outline."""
     from agent.gate import Gate
-    from agent.nst.planner import outline_schema
-    from agent.nst.tools import TOOLS, ChapterSession, turn_grammar
+    from agent.nst.chapter.tools import TOOLS, ChapterSession, turn_grammar
+    from agent.nst.plan.planner import outline_schema
     from grammars import all_grammars
 
     out = {name: to_constraint(model).decoding_schema for name, model in all_grammars().items()}
@@ -61,7 +61,7 @@ def schemas() -> dict[str, dict[str, Any]]:
 def smollm2_vocab() -> tuple[list[bytes], int, Any]:
     import transformers
 
-    from serve.models import ensure_embedded_model
+    from agent.weights.models import ensure_embedded_model
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(ensure_embedded_model().path)
     return [], tokenizer.eos_token_id, tokenizer

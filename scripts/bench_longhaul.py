@@ -41,8 +41,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.llm.context import TemplateCounter
-from agent.nst import planner, runner
+from agent.nst import runner
 from agent.nst.config import NST_DEFAULTS
+from agent.nst.plan import planner
 from agent.store import RunStore
 from tests.nst.author import Author, chapter_of, chapter_text, gate_of, open_requirements, prose, quotes_from
 
@@ -84,7 +85,7 @@ class QwenChat:
 def smollm2() -> Any:
     from transformers import AutoTokenizer
 
-    from serve.models import embedded_model_dir, ensure_embedded_model
+    from agent.weights.models import embedded_model_dir, ensure_embedded_model
 
     folder = embedded_model_dir()  # the tokenizer is enough: no need for the weights' checks
     path = folder if (folder / "tokenizer.json").exists() else ensure_embedded_model().path

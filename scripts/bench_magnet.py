@@ -110,8 +110,8 @@ def main() -> int:
         with EndpointLLM(args.endpoint) as llm:
             rows = run(llm, args.repeats, args.with_critic)
     else:
+        from agent.weights.models import ensure_embedded_model, fabula_home
         from serve.launcher import ServeConfig, Server
-        from serve.models import ensure_embedded_model, fabula_home
         from serve.presets import get_preset
 
         with socket.socket() as sock:
@@ -269,7 +269,7 @@ def token_counter(use_tokenizer: bool):
     if use_tokenizer:
         from transformers import AutoTokenizer
 
-        from serve.models import embedded_model_dir, embedded_model_status
+        from agent.weights.models import embedded_model_dir, embedded_model_status
 
         if embedded_model_status() != "ready":
             raise SystemExit("--tokenizer: the embedded model is not converted yet (run scripts/demo once)")

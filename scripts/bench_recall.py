@@ -42,8 +42,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.errors import FabulaError
-from agent.nst import direct, fit_chapters, planner, rollsum, runner
+from agent.nst import runner
+from agent.nst.baselines import direct, rollsum
 from agent.nst.config import DIRECT_DEFAULTS, NST_DEFAULTS, ROLLSUM_DEFAULTS, DirectConfig, NstConfig, RollSumConfig
+from agent.nst.plan import fit as fit_chapters
+from agent.nst.plan import planner
 from agent.quotes import normalize
 from agent.store import RunStore
 from scripts.bench_longhaul import PROMPT, QwenChat, ids_of, smollm2
@@ -64,7 +67,7 @@ GOAL = 0.95
 @contextmanager
 def fixed_chapters(chapter_words: int) -> Iterator[None]:
     """The planner plans chapters of ``chapter_words`` (as the long-haul bench), and the rule that
-    fits chapters to a small context starts from that count (``agent.nst.fit_chapters``)."""
+    fits chapters to a small context starts from that count (``agent.nst.plan.fit``)."""
     paper = planner.chapter_count
     planner.chapter_count = fit_chapters.chapter_count = lambda total: max(2, round(total / chapter_words))
     try:

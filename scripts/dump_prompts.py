@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def _finish(store: Any) -> None:
-    from agent.store.stats import summarize
+    from agent.store.reports.stats import summarize
 
     info, actions = store.info(), summarize(store).budget_actions
     print(f"{info.pipeline}: {info.status}, {info.last_unit} unit(s)"

@@ -68,14 +68,14 @@ MUTANTS = [
     Mutant("eval-gate-wide", "gate bounds", "agent/eval/textmetrics.py", 'config.get("gate_high", DEFAULT_HIGH)',
            'config.get("gate_high", 1.5)', EVAL_GATE),
     # tool budgets (one rule for read, search and correct: Lookback.has_budget)
-    Mutant("lookback-budget-plus-one", "tool budgets", "agent/nst/tools.py", "        return used < limit",
+    Mutant("lookback-budget-plus-one", "tool budgets", "agent/nst/chapter/tools.py", "        return used < limit",
            "        return used <= limit", NST_LOOP),
-    Mutant("search-in-chapter-one", "tool budgets", "agent/nst/tools.py",
+    Mutant("search-in-chapter-one", "tool budgets", "agent/nst/chapter/tools.py",
            "return s.may_explore() and self.has_budget(s) and s.index > 1",
            "return s.may_explore() and self.has_budget(s)", NST_LOOP),
-    Mutant("failed-calls-uncharged", "tool budgets", "agent/nst/tools.py",
+    Mutant("failed-calls-uncharged", "tool budgets", "agent/nst/chapter/tools.py",
            "return self.lookback and self.failed < self.failed_budget", "return self.lookback", NST_LOOP),
-    Mutant("turn-cap-late", "tool budgets", "agent/nst/tools.py", "if s.turns_left() <= len(required):",
+    Mutant("turn-cap-late", "tool budgets", "agent/nst/chapter/tools.py", "if s.turns_left() <= len(required):",
            "if s.turns_left() < len(required):", NST_LOOP),
     # state apply
     Mutant("state-duplicate-character", "state apply", "agent/nst/state.py", "if folded in seen:", "if False:",
@@ -234,7 +234,7 @@ MUTANTS = [
     Mutant("fifo-open-blocks", "special files", "agent/text.py", "os.O_RDONLY | os.O_NONBLOCK |",
            "os.O_RDONLY |",
            ("tests/test_hostile_input.py::test_a_fifo_nobody_writes_to_does_not_block",)),
-    Mutant("fork-inside-source", "fork", "agent/store/fork.py",
+    Mutant("fork-inside-source", "fork", "agent/store/lineage/fork.py",
            "    if wanted.is_relative_to(source.run_dir.resolve()):", "    if False:",
            ("tests/test_hostile_input.py::test_a_fork_inside_the_run_it_copies_is_refused",)),
 ]

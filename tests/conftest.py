@@ -163,7 +163,7 @@ def llamacpp_server(tmp_path_factory) -> Iterator[RunningServer]:
                     "(it compiles llama.cpp once) to run the llama.cpp server tests")
     import httpx
 
-    from serve.models import ensure_gguf
+    from agent.weights.models import ensure_gguf
 
     port = free_port()
     log_path = tmp_path_factory.mktemp("llamacpp") / "server.log"

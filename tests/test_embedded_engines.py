@@ -80,7 +80,7 @@ def gguf_llm():
     """The embedded model's GGUF opened as any local GGUF: its own template and tokenizer."""
     if not llamacpp_available():
         pytest.skip("llama-cpp-python is not installed (scripts/setup builds it)")
-    from serve.models import ensure_gguf
+    from agent.weights.models import ensure_gguf
 
     llm = engines.open_embedded(str(ensure_gguf()))
     yield llm
@@ -106,7 +106,7 @@ def test_a_gguf_renders_its_own_template_as_transformers_does(gguf_llm, embedded
 
 @needs_llamacpp
 def test_fabula_models_lists_the_gguf_files_it_finds(tmp_path, monkeypatch, capsys):
-    from serve.models import ensure_gguf
+    from agent.weights.models import ensure_gguf
 
     (tmp_path / "models" / "qwen").mkdir(parents=True)
     (tmp_path / "models" / "qwen" / "tiny.gguf").symlink_to(ensure_gguf())
@@ -195,7 +195,7 @@ def test_ctrl_c_inside_a_decode_leaves_the_engine_as_before(embedded_llm, monkey
 
 
 def test_the_gguf_header_reader_skips_arrays_and_reads_the_context(tmp_path):
-    from serve.gguf_header import gguf_info
+    from agent.weights.gguf_header import gguf_info
 
     header = _gguf_header({"general.architecture": "qwen3", "tokenizer.chat_template": "{{ messages }}"})
     header = header[:16] + struct.pack("<Q", 4) + header[24:]  # two more keys

@@ -93,7 +93,7 @@ def test_a_markdown_heading_with_a_long_run_of_blanks_imports_at_once():
 @pytest.mark.parametrize("line", ["Chapter 1: A" + " " * 50_000 + "B", "Target: 5" + " " * 50_000 + "x",
                                   "Title: T" + "\t " * 30_000 + "U"])
 def test_the_outline_text_form_reads_a_long_line_at_once(line):
-    from agent.nst.outline_form import OutlineFormError, parse
+    from agent.nst.plan.form import OutlineFormError, parse
 
     text = {"Chapter": f"Title: T\n\n{line}\nTarget: 600 words\nd\n", "Target": f"Chapter 1: A\n{line}\nd\n",
             "Title": f"{line}\n\nChapter 1: A\nTarget: 600 words\nd\n"}[line.split(" ")[0].split(":")[0]]
@@ -116,7 +116,7 @@ def test_a_split_pattern_that_backtracks_is_stopped_in_one_line(tmp_path, capsys
 @given(st.text(alphabet=" \t\n#:abcIVX1²٣.-—*Chapter", max_size=3000))
 def test_every_reader_of_user_text_answers_any_text_in_bounded_time(text):
     from agent.manuscript.split import split_text
-    from agent.nst.outline_form import parse
+    from agent.nst.plan.form import parse
 
     for read in (lambda t: split_text(t, fmt="markdown"), split_text, parse):
         with contextlib.suppress(InputError):
@@ -202,7 +202,7 @@ def test_the_views_numbers_never_reach_the_store_unparsed(value, tmp_path):
                                               ("Chapter 1: A\nTarget: " + "9" * 5000 + " words", "from 0 to"),
                                               ("Chapter " + "1" * 5000 + ": A", "chapter number")])
 def test_outline_numbers_are_ascii_digits_with_a_length_bound(line, problem):
-    from agent.nst.outline_form import OutlineFormError, parse
+    from agent.nst.plan.form import OutlineFormError, parse
 
     with pytest.raises(OutlineFormError, match=problem):
         parse(f"Title: T\n\n{line}\nTarget: 600 words\nd\n" if "Target" not in line else f"Title: T\n\n{line}\nd\n")
@@ -240,7 +240,7 @@ def test_prompt_numbers_are_checked_before_anything_is_sent(flag, value, capsys,
 
 @pytest.mark.parametrize("form", ["json", "toml"])
 def test_deep_nesting_in_an_outline_or_a_grid_is_one_line(form, tmp_path):
-    from agent.nst.outline_form import OutlineFormError, parse
+    from agent.nst.plan.form import OutlineFormError, parse
     from agent.repro.grid import GridError, load_grid
 
     if form == "json":
@@ -255,7 +255,7 @@ def test_deep_nesting_in_an_outline_or_a_grid_is_one_line(form, tmp_path):
 
 # -- one label rule; no side effect before the last check ---------------------------------------------------
 def test_titles_and_descriptions_of_an_edited_outline_are_bounded_and_cleaned():
-    from agent.nst.outline_form import OutlineFormError, parse
+    from agent.nst.plan.form import OutlineFormError, parse
 
     with pytest.raises(OutlineFormError, match="at most"):
         parse("Title: " + "x" * 1_000_000 + "\n\nChapter 1: A\nTarget: 600 words\nd\n")

@@ -245,15 +245,13 @@ def test_binary_chapter_text_is_reported_as_damage_by_export_search_metrics_and_
                                    ["--dtype", "bogus"], ["--log-file", "{tmp}"], ["--served-name", ""],
                                    ["--model", "/nonexistent/model"], ["--", "--host", "0.0.0.0"]])
 def test_serve_dry_run_validates_every_option_before_preparing_the_model(extra, tmp_path, capsys, monkeypatch):
-    from serve import models
-
+    from agent.weights import models
     monkeypatch.setattr(models, "ensure_embedded_model", lambda **k: pytest.fail("the model was prepared first"))
     one_error(capsys, run_cli(["serve", "--dry-run", *[a.format(tmp=tmp_path) for a in extra]]))
 
 
 def test_serve_dry_run_prepares_nothing(capsys, monkeypatch):
-    from serve import models
-
+    from agent.weights import models
     monkeypatch.setattr(models, "ensure_embedded_model", lambda **k: pytest.fail("a dry run prepared the model"))
     assert run_cli(["serve", "--dry-run"]) == 0
     assert str(models.embedded_model_dir()) in capsys.readouterr().out

@@ -11,7 +11,7 @@ import pytest
 
 from agent.errors import ConfigError
 from agent.settings import parse_assignments
-from agent.store.edit import VARIABLES_HEADER, parse_step_document
+from agent.store.writer.edit import VARIABLES_HEADER, parse_step_document
 
 ROOT = Path(__file__).resolve().parents[1]
 

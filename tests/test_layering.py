@@ -1,6 +1,6 @@
 """The layering holds: imports flow one way, pipelines never import each other, no module too long.
 
-grammars/serve -> llm -> store -> (run context, registry) -> pipelines | manuscript | eval | view -> cli. The view
+grammars/serve/weights -> llm -> store -> (run context, registry) -> pipelines | manuscript | eval | view -> cli. The view
 reads stored runs and asks the registry how a pipeline's state is shown; it imports no pipeline. Checked on
 the source with ``ast``, including imports inside functions (lazy imports count too).
 """
@@ -15,12 +15,13 @@ MAX_LINES = 600
 
 PIPELINE_DEPS = {"agent.errors", "agent.limits", "agent.text", "agent.userinput", "agent.repetition", "agent.quotes",
                  "agent.gate", "agent.lint", "agent.settings", "agent.llm", "agent.store", "agent.run_context",
-                 "agent.pipelines", "grammars", "serve", "agent.style", "agent.language", "agent.bible"}
+                 "agent.pipelines", "grammars", "agent.weights", "agent.style", "agent.language", "agent.bible"}
 
 # what each layer may import from fabula (besides itself); anything else is an upward import
 ALLOWED: dict[str, set[str]] = {
     "grammars": set(),
     "serve": set(),
+    "agent.weights": set(),
     "agent.errors": set(),
     "agent.limits": set(),
     "agent.keyvalue": set(),
@@ -35,7 +36,7 @@ ALLOWED: dict[str, set[str]] = {
     "agent.lint": {"agent.errors", "agent.text"},
     "agent.prompt_set": {"agent.errors", "agent.text"},
     "agent.settings": {"agent.errors", "agent.keyvalue", "agent.userinput", "agent.limits", "agent.llm"},
-    "agent.llm": {"agent.errors", "agent.text", "agent.repetition", "grammars", "serve"},
+    "agent.llm": {"agent.errors", "agent.text", "agent.repetition", "grammars", "agent.weights"},
     "agent.store": {"agent.language", "agent.errors", "agent.keyvalue", "agent.limits", "agent.text", "agent.userinput",
                     "agent.llm",
                     "agent.gate"},
@@ -52,7 +53,7 @@ ALLOWED: dict[str, set[str]] = {
     "agent.eval": {"agent.style", "agent.language",
                    "agent.errors", "agent.limits", "agent.text", "agent.userinput", "agent.repetition", "agent.quotes",
                    "agent.gate",
-                   "agent.llm", "agent.store", "grammars", "serve"},
+                   "agent.llm", "agent.store", "grammars", "agent.weights"},
 }
 
 
@@ -112,3 +113,22 @@ def test_no_module_is_too_long():
     long = [f"{path.relative_to(ROOT)}: {n}" for _, path in modules()
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES]
     assert not long, long
+
+
+# inside NstAgent: a chapter knows nothing of the plan, the revisions, the baselines or the runner; the plan
+# knows only how a chapter is sized and prompted
+NST_INNER: dict[str, tuple[str, ...]] = {
+    "agent.nst.chapter": ("agent.nst.plan", "agent.nst.revise", "agent.nst.baselines", "agent.nst.best_of",
+                          "agent.nst.runner"),
+    "agent.nst.plan": ("agent.nst.revise", "agent.nst.baselines", "agent.nst.best_of", "agent.nst.runner"),
+    "agent.nst.state": ("agent.nst.chapter", "agent.nst.plan", "agent.nst.revise", "agent.nst.baselines",
+                        "agent.nst.best_of", "agent.nst.runner"),
+    "agent.nst.config": ("agent.nst.",),
+}
+
+
+def test_nst_rooms_import_downwards():
+    upward = [f"{name} imports {imported}" for name, path in modules() for room, banned in NST_INNER.items()
+              if name == room or name.startswith(room + ".") for imported in fabula_imports(path)
+              if any(imported == b or imported.startswith(b if b.endswith(".") else b + ".") for b in banned)]
+    assert not upward, "\n".join(upward)

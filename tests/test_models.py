@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from serve import models
-from serve.models import ModelUnavailableError
+from agent.weights import models
+from agent.weights.models import ModelUnavailableError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,8 +23,7 @@ FAKE_CONVERSION = textwrap.dedent(
     """
     import os, sys, time
     from pathlib import Path
-    from serve import models
-
+    from agent.weights import models
     def fake_fetch(scratch):
         return scratch / "fake.gguf"
 
@@ -107,8 +106,7 @@ def test_the_gguf_is_extracted_once_verified_and_replaced_when_damaged(tmp_path,
     """llama.cpp servers serve the GGUF itself: kept under $FABULA_HOME, fetched once, re-fetched if cut."""
     import hashlib
 
-    from serve import models
-
+    from agent.weights import models
     payload = b"GGUF" + bytes(range(256)) * 4
     fetched: list[Path] = []
 

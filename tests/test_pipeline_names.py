@@ -17,7 +17,7 @@ REGISTRY = ROOT / "agent" / "pipelines.py"
 
 
 def home(name: str) -> Path:
-    """The package a built-in pipeline lives in (``agent.nst.rollsum:PIPELINE`` -> agent/nst)."""
+    """The package a built-in pipeline lives in (``agent.nst.baselines.rollsum:PIPELINE`` -> agent/nst)."""
     module = pipelines.BUILTIN[name].partition(":")[0]
     return ROOT.joinpath(*module.split(".")[:2])
 

@@ -9,7 +9,7 @@ from agent.cli import main
 from agent.errors import ConfigError
 from agent.magnet.settings import MagnetSettings
 from agent.nst.config import NstConfig
-from agent.nst.planner import outline_schema, target_choices
+from agent.nst.plan.planner import outline_schema, target_choices
 from agent.settings import parse_assignments
 from agent.store import RunStore
 from tests.magnet.story_llm import StoryLLM

@@ -1,5 +1,5 @@
 """One home for shared numbers and paths: the word and token limits, the tokens-per-word priors and
-words per page live in ``agent/limits.py``, ``fabula_home`` in ``serve/home.py``; no other module of
+words per page live in ``agent/limits.py``, ``fabula_home`` in ``agent/weights/home.py``; no other module of
 agent/, serve/ or grammars/ writes its own copy (checked on the source with ``ast``)."""
 
 from __future__ import annotations
@@ -41,10 +41,10 @@ def test_fabula_home_is_defined_once_outside_the_model_hosting_module():
     defined = [f"{path.relative_to(ROOT)}" for path in sources()
                for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                if isinstance(node, ast.FunctionDef) and node.name == "fabula_home"]
-    assert defined == ["serve/home.py"], defined
+    assert defined == ["agent/weights/home.py"], defined
     users = [f"{path.relative_to(ROOT)}" for path in sources() if path.parts[-2] != "serve"
              for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-             if isinstance(node, ast.ImportFrom) and node.module == "serve.models"
+             if isinstance(node, ast.ImportFrom) and node.module == "agent.weights.models"
              and any(alias.name == "fabula_home" for alias in node.names)]
     assert not users, users
 

@@ -14,9 +14,9 @@ from agent.llm.embedded import _OccurrencePenalty, sampling_kwargs
 from agent.llm.endpoint import EndpointLLM
 from agent.llm.sampling import Sampling
 from agent.magnet.settings import MagnetSettings
+from agent.nst.chapter.drafter import Drafter, Guard, draft_until_gate, whole_sentences
+from agent.nst.chapter.sizing import size_tokens
 from agent.nst.config import NstConfig
-from agent.nst.drafting import Drafter, Guard, draft_until_gate, whole_sentences
-from agent.nst.length import size_tokens
 from agent.repetition import is_looping, measure
 from agent.settings import SMALL_PROSE, SMALL_PROSE_LONG_PROMPTS, SMALL_STRUCTURED, SMALL_STRUCTURED_LONG_PROMPTS
 from agent.store import RunStore

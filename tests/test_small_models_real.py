@@ -12,8 +12,8 @@ import pytest
 from agent.magnet.definition import parse_definition
 from agent.magnet.runner import write_story as write_magnet
 from agent.magnet.settings import MagnetSettings
+from agent.nst.chapter.loop import ChapterLoop
 from agent.nst.config import NstConfig
-from agent.nst.loop import ChapterLoop
 from agent.nst.state import NarrativeState
 from agent.repetition import measure
 from agent.settings import SMALL_PROSE, SMALL_PROSE_LONG_PROMPTS

@@ -12,7 +12,7 @@ from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options
 from agent.cli.rundir import open_run
 from agent.errors import InputError
-from agent.store.review import approve, set_review
+from agent.store.writer.review import approve, set_review
 
 
 def add_parser(sub) -> None:

@@ -47,7 +47,7 @@ def run_export(args: argparse.Namespace) -> int:
     from agent.cli.errors import CLIError
     from agent.cli.rundir import open_run
     from agent.errors import InputError
-    from agent.nst.continuing import finished_book
+    from agent.nst.revise.continuation import finished_book
 
     with open_run(args.run_dir) as store:
         try:

@@ -72,7 +72,7 @@ def config_path(environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     if env.get("FABULA_CONFIG"):
         return Path(env["FABULA_CONFIG"]).expanduser()
-    from serve.home import fabula_home
+    from agent.weights.home import fabula_home
 
     return fabula_home() / "config.toml"
 

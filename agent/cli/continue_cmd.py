@@ -2,7 +2,7 @@
 
 Everything that can refuse (the run, the length, the premise, the server) is checked before the
 run is touched, so a refusal is one line, exit 2, nothing written. The new chapters' outline is
-planned (``agent.nst.continuing``) and stored in one transaction; NstAgent then writes them as
+planned (``agent.nst.revise.continuation``) and stored in one transaction; NstAgent then writes them as
 ``fabula resume`` does, which is also how an interrupted ``continue`` goes on. ``--plan-only``
 stops after the outline: ``fabula outline RUN [--edit]`` shows or changes it.
 """
@@ -59,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
     from agent import pipelines
     from agent.cli.voice_inputs import style_guide
     from agent.llm.options import LLMOptions
-    from agent.nst.continuing import check_continuable, new_config, plan_more
-    from agent.nst.planner import PlanError
+    from agent.nst.plan.planner import PlanError
+    from agent.nst.revise.continuation import check_continuable, new_config, plan_more
     from agent.settings import parse_assignments
 
     guide = style_guide(args.style) if args.style else None  # checked before the run is touched

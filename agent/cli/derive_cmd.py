@@ -1,6 +1,6 @@
 """``fabula derive RUN``: the narrative state of an imported book, chapter by chapter, from its text.
 
-One update call per chapter through NstAgent's own update path (``agent.nst.derive``: evidence
+One update call per chapter through NstAgent's own update path (``agent.nst.revise.derive``: evidence
 checked against that chapter, every call in the run's ledger), one line per chapter on stderr
 with the time so far and the ETA. Resumable: a killed derive continues at the first chapter
 without a state; a chapter whose update failed is marked and ``derive`` again retries only
@@ -64,7 +64,7 @@ def derived_on(store):
 
 def found_line(store, run_dir: str, chapters: int) -> str:
     """What the derived state holds after the last chapter, or that nothing could be derived."""
-    from agent.nst.derive import derived_state, holds, is_empty
+    from agent.nst.revise.derive import derived_state, holds, is_empty
 
     state = derived_state(store)
     if state is None or is_empty(state):
@@ -74,7 +74,7 @@ def found_line(store, run_dir: str, chapters: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.nst.derive import derive, derived_state, failed, is_empty, todo
+    from agent.nst.revise.derive import derive, derived_state, failed, is_empty, todo
 
     with open_run(args.run_dir, readonly=False) as store:
         check_derivable(store, args.run_dir)

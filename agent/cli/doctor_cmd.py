@@ -149,7 +149,7 @@ def hf_cache_lines() -> list[Line]:
 
 
 def home_lines() -> list[Line]:
-    from serve.home import fabula_home
+    from agent.weights.home import fabula_home
 
     home = fabula_home()
     where = home if home.exists() else home.parent
@@ -183,7 +183,7 @@ def road_check(*, probe: bool) -> tuple[str, list[Line]]:
 
 def embedded_lines() -> list[Line]:
     from agent.llm.embedded_llamacpp import llamacpp_available
-    from serve.models import embedded_model_status
+    from agent.weights.models import embedded_model_status
 
     lines = []
     if llamacpp_available():

@@ -25,9 +25,16 @@ from agent.llm.options import LLMOptions
 from agent.pipelines import after_edit
 from agent.settings import parse_assignments
 from agent.store import RunStore
-from agent.store.edit import edit_chapter, edit_step, mark_stale, parse_step_document, state_stale_from, step_document
-from agent.store.fork import STALE_KEY
-from agent.store.review import record_action
+from agent.store.lineage.fork import STALE_KEY
+from agent.store.writer.edit import (
+    edit_chapter,
+    edit_step,
+    mark_stale,
+    parse_step_document,
+    state_stale_from,
+    step_document,
+)
+from agent.store.writer.review import record_action
 
 
 def add_parser(sub) -> None:

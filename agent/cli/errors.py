@@ -30,8 +30,8 @@ class CLIError(FabulaError):
 
 def describe(exc: BaseException) -> tuple[str, int] | None:
     """``(one line, exit code)`` for one of fabula's own errors; ``None`` for a bug."""
+    from agent.weights.models import ModelUnavailableError
     from serve.launcher import ServeError
-    from serve.models import ModelUnavailableError
 
     if isinstance(exc, FabulaError):
         lines = str(exc).strip().splitlines() or [type(exc).__name__]
@@ -74,7 +74,7 @@ _FILE_SYSTEM_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, er
 
 def log_internal_error(exc: BaseException) -> Path | None:
     """Write the traceback to ``$FABULA_HOME/logs/internal-<time>.log``; its path, or None if unwritable."""
-    from serve.home import fabula_home
+    from agent.weights.home import fabula_home
 
     try:
         folder = fabula_home() / "logs"

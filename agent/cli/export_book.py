@@ -11,11 +11,11 @@ BINARY_FORMATS = ("epub", "docx")
 def book_bytes(store: RunStore, fmt: str, *, with_ledger: bool = False) -> bytes:
     """The exported file's bytes (the HTML: the book, and with ``with_ledger`` the state timeline and costs)."""
     if fmt == "epub":
-        from agent.store.export_epub import export_epub
+        from agent.store.export.epub import export_epub
 
         return export_epub(store)
     if fmt == "docx":
-        from agent.store.export_docx import export_docx
+        from agent.store.export.docx import export_docx
 
         return export_docx(store)
     if fmt == "html":

@@ -17,11 +17,11 @@ from agent.cli.export_book import BINARY_FORMATS, BOOK_FORMATS, book_bytes
 from agent.cli.rundir import open_run, store_errors
 from agent.errors import InputError
 from agent.magnet.history import GRAPH_FORMATS, render_graph
-from agent.store.export import FORMATS, export
+from agent.store.export.markdown import FORMATS, export
+from agent.store.lineage.series import SERIES_KEY, named_series
 from agent.store.paths import check_output_file, write_atomic
-from agent.store.plan_edits import revise_plan
-from agent.store.series import SERIES_KEY, named_series
-from agent.store.versions import AtVersion
+from agent.store.writer.plan_edits import revise_plan
+from agent.store.writer.versions import AtVersion
 
 
 def add_parser(sub) -> None:

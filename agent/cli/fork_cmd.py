@@ -14,7 +14,7 @@ from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.progress import ProgressDisplay
 from agent.cli.rundir import open_run, store_errors
 from agent.settings import parse_assignments
-from agent.store.fork import fork_run
+from agent.store.lineage.fork import fork_run
 
 
 def add_parser(sub) -> None:

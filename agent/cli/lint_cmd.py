@@ -46,7 +46,7 @@ def chapters_of(target: str) -> list[tuple[str, str]]:
     path = Path(target)
     if (path / "run.db").exists():
         from agent.cli.rundir import open_run
-        from agent.store.book import read_book
+        from agent.store.export.book import read_book
 
         with open_run(target) as store:
             book = read_book(store, by_step=True)

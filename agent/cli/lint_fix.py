@@ -1,4 +1,4 @@
-"""``fabula lint RUN --fix``: lint, rewrite each flagged chapter's passages (``agent.nst.lint_fix``), lint again.
+"""``fabula lint RUN --fix``: lint, rewrite each flagged chapter's passages (``agent.nst.revise.lint_fix``), lint again.
 
 The report is each fixed chapter's score before and after and its new version (the old one is kept).
 """
@@ -18,8 +18,8 @@ from agent.lint import LintRules, lint_book
 
 def fix(args: argparse.Namespace, rules: LintRules) -> int:
     from agent import pipelines
-    from agent.nst.lint_fix import fix_chapter
-    from agent.nst.revise import check_revisable
+    from agent.nst.revise.lint_fix import fix_chapter
+    from agent.nst.revise.rewrite import check_revisable
 
     if not (Path(args.target) / "run.db").exists():
         raise CLIError(f"--fix rewrites a run's chapters; {args.target} is not a run (lint it without --fix)")

@@ -21,8 +21,8 @@ def run(args: argparse.Namespace) -> int:
         from agent.cli.errors import CLIError
 
         raise CLIError(f"--gpu-memory must be between 1 and 4096 GiB, got {args.gpu_memory:g}")
-    from serve.models import EMBEDDED_NAME, WHEEL_REQUIREMENT, embedded_model_dir, embedded_model_status
-    from serve.models import ensure_embedded_model as ensure
+    from agent.weights.models import EMBEDDED_NAME, WHEEL_REQUIREMENT, embedded_model_dir, embedded_model_status
+    from agent.weights.models import ensure_embedded_model as ensure
     from serve.presets import PRESETS
 
     if args.prepare or args.verify:
@@ -99,8 +99,8 @@ def _print_local_gguf() -> None:
     """The GGUF files on this machine that ``--model PATH`` runs in-process (llama.cpp)."""
     from pathlib import Path
 
-    from serve.gguf_header import NotGGUFError, find_gguf_files, gguf_info
-    from serve.home import fabula_home
+    from agent.weights.gguf_header import NotGGUFError, find_gguf_files, gguf_info
+    from agent.weights.home import fabula_home
 
     folders = [fabula_home() / "models", Path.cwd() / "models"]
     files = find_gguf_files(folders)

@@ -1,7 +1,7 @@
 """``fabula outline RUN [--json] [--edit | --file F]``: see the outline a run writes from, and change
 it before its chapters are written (after ``fabula write nst|rollsum --plan-only``).
 
-An edit is held to every rule of the planner (``agent.nst.outline_edit``) and refused in one line
+An edit is held to every rule of the planner (``agent.nst.plan.edit``) and refused in one line
 with nothing stored; an accepted one keeps the previous outline in the run, and ``fabula resume``
 writes the chapters from the new one.
 """
@@ -17,12 +17,12 @@ from agent.cli.edit_cmd import in_editor
 from agent.cli.errors import CLIError
 from agent.cli.rundir import open_run, store_errors
 from agent.errors import InputError
-from agent.nst.outline_edit import apply, check, stored_outline
-from agent.nst.outline_form import parse, render_text, to_json
+from agent.nst.plan.edit import apply, check, stored_outline
+from agent.nst.plan.form import parse, render_text, to_json
 from agent.store import RunStore
-from agent.store.export import author_line, story_title
-from agent.store.plan_edits import edits
-from agent.store.titles import IMPORTED_KIND, Headings
+from agent.store.export.markdown import author_line, story_title
+from agent.store.export.titles import IMPORTED_KIND, Headings
+from agent.store.writer.plan_edits import edits
 
 
 def add_parser(sub) -> None:

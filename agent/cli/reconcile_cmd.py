@@ -1,7 +1,7 @@
 """``fabula reconcile RUN [--from K] [--lock K..M]``: after ``fabula edit RUN --chapter K``, the state
 of K and of every later written chapter is re-derived from their texts in order, the later chapters
 whose text now contradicts the new state are listed with quotes, and the outline entries of the
-chapters not yet written are re-planned (``agent.nst.reconcile``). Refusals are one line, exit 2,
+chapters not yet written are re-planned (``agent.nst.revise.reconcile``). Refusals are one line, exit 2,
 nothing written; an interrupted reconcile continues with the same command.
 """
 
@@ -63,8 +63,8 @@ def report(record: dict) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from agent import pipelines
-    from agent.nst.reconcile import prepare
-    from agent.store.locks import parse_range
+    from agent.nst.revise.reconcile import prepare
+    from agent.store.writer.locks import parse_range
 
     with open_run(args.run_dir, readonly=False) as store:
         if store.live_status() == "running":
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
 def finish(store, run_dir: str, pending, llm) -> int:
     """Run (or continue) ``pending`` on the model ``llm`` names; the report on stdout (0), or why it
     stopped (1: the same command, or ``fabula resume``, continues it)."""
-    from agent.nst.reconcile import reconcile
+    from agent.nst.revise.reconcile import reconcile
 
     options, model = open_client(llm)
     record = pending.record

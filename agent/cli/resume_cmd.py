@@ -95,7 +95,7 @@ def _finish_reconcile(store, args: argparse.Namespace, llm) -> int:
     """An interrupted ``fabula reconcile`` is finished before anything is written from the states it
     changes (0: none pending, or finished now; 1: it stopped again)."""
     from agent.cli.reconcile_cmd import finish
-    from agent.nst.reconcile import unfinished
+    from agent.nst.revise.reconcile import unfinished
 
     pending = unfinished(store)
     if pending is None:

@@ -3,7 +3,7 @@
 With ``--review`` (or ``--review-every K``) a run stops after each committed chapter (every K) in review,
 and before the first chapter with its outline; ``fabula approve RUN`` records the approval and writes on
 (to the next review); ``fabula revise`` and ``fabula edit`` change the chapter first. The records are
-``agent.store.review``'s; ``runs``, ``show`` and the view say "in review" with the commands to go on.
+``agent.store.writer.review``'s; ``runs``, ``show`` and the view say "in review" with the commands to go on.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 from agent.cli.errors import CLIError
 from agent.errors import InputError
 from agent.store import RunStore
-from agent.store.review import MAX_EVERY, describe, in_review, next_steps, review_every, set_review, with_start
+from agent.store.writer.review import MAX_EVERY, describe, in_review, next_steps, review_every, set_review, with_start
 from agent.userinput import whole_number
 
 REVIEW_HELP = ("stop after each committed chapter, and after the outline, for the writer: fabula approve RUN writes "
@@ -45,7 +45,7 @@ def drafts_setting(args: argparse.Namespace) -> dict[str, Any]:
         if judge:
             raise CLIError("--drafts-judge chooses among drafts: give --drafts N too")
         return {}
-    from agent.nst.best_of import DRAFTS_KEY
+    from agent.nst.best_of.runner import DRAFTS_KEY
     from grammars.drafts import MAX_DRAFTS
 
     try:
@@ -63,7 +63,7 @@ def lint_avoid_setting(args: argparse.Namespace, profile: str | None) -> dict[st
     """The plan record ``--lint-avoid`` asks for (empty when not given); refused under another profile."""
     if not getattr(args, "lint_avoid", False):
         return {}
-    from agent.nst.avoid import LINT_AVOID_KEY, check_profile
+    from agent.nst.chapter.avoid import LINT_AVOID_KEY, check_profile
 
     try:
         check_profile(profile)
@@ -120,7 +120,7 @@ def _from_here(store: RunStore, key: str, value: Any) -> Any:
     """``--drafts`` given to a run with chapters: the drafts begin at its next chapter (those written already
     are never redrafted); once on, they keep where they began (a resume that repeats the flag redrafts
     nothing)."""
-    from agent.nst.best_of import DRAFTS_KEY
+    from agent.nst.best_of.runner import DRAFTS_KEY
 
     if key != DRAFTS_KEY:
         return value

@@ -3,7 +3,7 @@
 Also ``--notes FILE`` (several chapters, one note each), ``--version K`` (restore version K as the newest:
 nothing is ever overwritten), ``--resume`` (finish a revision that was interrupted) and ``--reconcile``
 (then re-derive the later chapters' states and list what contradicts them, as ``fabula reconcile``). The
-work is ``agent.nst.revise``'s; the view's Revise button runs the same function.
+work is ``agent.nst.revise.rewrite``'s; the view's Revise button runs the same function.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.rundir import open_run, store_errors
 from agent.errors import InputError
 from agent.store import RunStore, StoreError
-from agent.store.versions import changed_words, word_diff
+from agent.store.writer.versions import changed_words, word_diff
 
 DIFF_CONTEXT_WORDS = 8
 """Unchanged words shown either side of a change in the printed diff."""
@@ -89,7 +89,7 @@ def diff_lines(old: str, new: str) -> list[str]:
 
 
 def _notes(args: argparse.Namespace) -> list[tuple[int, str]]:
-    from agent.nst.revise import check_note
+    from agent.nst.revise.rewrite import check_note
 
     if args.notes is not None:
         try:
@@ -111,7 +111,7 @@ def _notes(args: argparse.Namespace) -> list[tuple[int, str]]:
 
 def run(args: argparse.Namespace) -> int:
     from agent import pipelines
-    from agent.nst.revise import check_revisable, pending
+    from agent.nst.revise.rewrite import check_revisable, pending
 
     if args.note is None and args.notes is None and args.version is None and not args.resume \
             and args.use_draft is None:
@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
         last = store.info().last_unit
         if args.reconcile and first < last:
             from agent.cli.reconcile_cmd import finish
-            from agent.nst.reconcile import prepare
+            from agent.nst.revise.reconcile import prepare
 
             try:
                 pending_reconcile = prepare(store, start=first, lock=[])
@@ -172,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
 
 def revise_one(store: RunStore, args: argparse.Namespace, index: int, note: str, options, model) -> None:
     from agent import pipelines
-    from agent.nst.revise import revise
+    from agent.nst.revise.rewrite import revise
 
     old = store.chapter(index)
     assert old is not None
@@ -191,7 +191,7 @@ def revise_one(store: RunStore, args: argparse.Namespace, index: int, note: str,
 
 
 def _version_text(store: RunStore, index: int, version: int) -> str:
-    from agent.store.versions import chapter_versions
+    from agent.store.writer.versions import chapter_versions
 
     return next((v.text for v in chapter_versions(store, index) if v.number == version), "")
 
@@ -210,9 +210,9 @@ def _report(args: argparse.Namespace, index: int, old_version: int, old: str, ne
 def restore(store: RunStore, index: int | None, version: int, options, model) -> int:
     """Version ``version`` of chapter ``index`` stored again as its newest version; its state re-derived."""
     from agent import pipelines
-    from agent.store.edit import mark_stale
-    from agent.store.review import record_action
-    from agent.store.versions import chapter_versions
+    from agent.store.writer.edit import mark_stale
+    from agent.store.writer.review import record_action
+    from agent.store.writer.versions import chapter_versions
 
     if index is None:
         raise CLIError("give --chapter N with --version K")
@@ -241,9 +241,9 @@ def restore(store: RunStore, index: int | None, version: int, options, model) ->
 def choose_draft(store: RunStore, index: int, k: int, options, model) -> int:
     """Draft ``k`` of chapter ``index`` (``--drafts N``) stored as its next version; its state re-derived."""
     from agent import pipelines
-    from agent.nst.best_of import use_draft
-    from agent.store.edit import mark_stale
-    from agent.store.review import record_action
+    from agent.nst.best_of.runner import use_draft
+    from agent.store.writer.edit import mark_stale
+    from agent.store.writer.review import record_action
 
     old = store.chapter(index)
     assert old is not None
@@ -264,7 +264,7 @@ def revise_step(store: RunStore, args: argparse.Namespace) -> int:
     """A Magnet run: one paragraph of ``--step N`` rewritten from ``--note`` (``agent.magnet.revise``)."""
     from agent import pipelines
     from agent.magnet.revise import revise_paragraph
-    from agent.nst.revise import check_note
+    from agent.nst.revise.rewrite import check_note
 
     if store.info().unit_kind != "step":
         raise CLIError(f"{args.run_dir} is a run of chapters; use --chapter")

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from agent.cli.errors import CLIError
 from agent.store import RunStore, StoreError
-from agent.store.batches import is_batch, read_batch, summary_line
-from agent.store.fork import STALE_KEY
+from agent.store.lineage.fork import STALE_KEY
 from agent.store.paths import DB_NAME
-from agent.store.stats import summarize
+from agent.store.reports.batches import is_batch, read_batch, summary_line
+from agent.store.reports.stats import summarize
 
 
 def add_parser(sub) -> None:

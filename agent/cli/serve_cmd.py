@@ -90,8 +90,8 @@ def add_parser(sub) -> None:
 
 def resolve_config(args: argparse.Namespace):
     """Preset + overrides → a ServeConfig; converts the embedded model when needed."""
+    from agent.weights.models import embedded_model_dir, ensure_embedded_model
     from serve.launcher import ServeConfig, gpu_present
-    from serve.models import embedded_model_dir, ensure_embedded_model
     from serve.presets import Preset, get_preset
 
     if not 1 <= args.port <= 65535:
@@ -263,7 +263,7 @@ def check_extra(extra: list[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from serve.home import fabula_home
+    from agent.weights.home import fabula_home
     from serve.launcher import ServeError, Server, server_command, shown_command, vllm_importable
 
     config = resolve_config(args)

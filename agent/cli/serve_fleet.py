@@ -67,8 +67,8 @@ def _check_fleet(args: argparse.Namespace, config) -> None:
 def _serve(args: argparse.Namespace, config, replicas, router) -> int:
     """Start the replicas and the router, and watch them until Ctrl-C."""
     from agent.cli.serve_checks import check_model_present
+    from agent.weights.home import fabula_home
     from serve.fleet import Fleet
-    from serve.home import fabula_home
     from serve.launcher import vllm_importable
     from serve.replicas import router_installed
 

@@ -8,10 +8,10 @@ import time
 
 from agent.cli.rundir import open_run
 from agent.llm.types import TIMING_PARTS
-from agent.nst.best_of import choice_lines
-from agent.store.costs import RoleTiming, per_role_timing
-from agent.store.review import describe, in_review, next_steps
-from agent.store.stats import RunSummary, summarize
+from agent.nst.best_of.runner import choice_lines
+from agent.store.reports.costs import RoleTiming, per_role_timing
+from agent.store.reports.stats import RunSummary, summarize
+from agent.store.writer.review import describe, in_review, next_steps
 from agent.style.report import chapter_distances, style_lines
 from agent.userinput import printable
 
@@ -97,7 +97,7 @@ def timing_lines(rows: list[RoleTiming]) -> list[str]:
 
 def version_lines(store) -> dict:
     """The edited units with their versions, and what the edit made stale (``--versions``)."""
-    from agent.store.versions import edited_units, stale, unit_versions
+    from agent.store.writer.versions import edited_units, stale, unit_versions
 
     word = "chapter" if store.info().unit_kind == "chapter" else "step"
     return {"unit_kind": word, "edited": {u: unit_versions(store, u) for u in edited_units(store)},

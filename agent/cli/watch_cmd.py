@@ -8,8 +8,8 @@ import sys
 from agent.cli.checks import finite
 from agent.cli.errors import CLIError
 from agent.cli.rundir import store_errors
-from agent.store.follow import follow
 from agent.store.readonly import open_readonly
+from agent.store.reports.follow import follow
 
 
 def add_parser(sub) -> None:

@@ -33,8 +33,8 @@ from agent.cli.voice_inputs import add_voice_options, voice_notes
 from agent.llm.options import LLMOptions
 from agent.settings import parse_assignments
 from agent.store import RunStore
-from agent.store.review import REVIEW_KEY
 from agent.store.snapshots import ChapterSnapshot, RunTarget
+from agent.store.writer.review import REVIEW_KEY
 from agent.text import read_capped
 
 MAX_PROMPT_BYTES = 1 << 20

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.eval.consistency import KIND, PROTOCOL_VERSION
-from agent.eval.quotes import normalize, occurs
 from agent.eval.story import Story
+from agent.quotes import normalize, occurs
 from agent.store import RunStore
 from agent.store import judgments as stored
 from agent.store.judgments import Judgment

@@ -29,8 +29,8 @@ from agent.llm import LLMError
 from agent.store import RunStore
 from agent.store import judgments as stored
 from agent.store.paths import write_atomic
+from agent.weights.home import fabula_home
 from grammars.judges import CriterionDesign, CriterionScore
-from serve.home import fabula_home
 
 KIND = "quality"
 CRITERIA_KIND = "quality_criteria"

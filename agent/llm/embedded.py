@@ -55,7 +55,7 @@ class EmbeddedLLM(LLM):
     def __init__(self, model: str | None = None, *, thinking: ThinkingMode = "auto") -> None:
         torch, transformers, _ = _import_stack()
         if model is None:
-            from serve.models import ensure_embedded_model
+            from agent.weights.models import ensure_embedded_model
 
             path = ensure_embedded_model().path
         else:

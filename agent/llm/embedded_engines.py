@@ -2,7 +2,7 @@
 otherwise, chosen here once for every caller (the CLI's model options, the Python API, the
 tests' fixture).
 
-- the embedded default: llama.cpp on its GGUF, re-encoded once as Q8_0 (``serve.fast_gguf``),
+- the embedded default: llama.cpp on its GGUF, re-encoded once as Q8_0 (``agent.weights.fast_gguf``),
   with its HF folder's tokenizer (so prompts are token for token those of the transformers
   engine), or the GGUF's own on the light install (``fabula[embedded]``, no transformers); else
   transformers on the HF folder, with one line saying why it is slower;
@@ -49,8 +49,8 @@ def open_embedded(model: str | None = None, *, thinking: ThinkingMode = "auto", 
         if engine == "auto":
             _notice_once()
         return _transformers(None, thinking)
-    from serve.fast_gguf import ensure_fast_gguf
-    from serve.models import ensure_embedded_model, ensure_gguf
+    from agent.weights.fast_gguf import ensure_fast_gguf
+    from agent.weights.models import ensure_embedded_model, ensure_gguf
 
     # the light install (fabula[embedded]: no transformers) reads prompts with the GGUF's own tokenizer
     # and template; with transformers, the HF folder's, token for token those of the transformers engine

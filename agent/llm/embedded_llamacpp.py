@@ -77,7 +77,7 @@ class LlamaCppLLM(LLM):
         path = Path(gguf).expanduser()
         if not path.is_file():
             raise LLMError(f"embedded backend: {path} does not exist (give a .gguf file or an HF model folder)")
-        from serve.gguf_header import NotGGUFError, gguf_info
+        from agent.weights.gguf_header import NotGGUFError, gguf_info
 
         try:
             info = gguf_info(path)

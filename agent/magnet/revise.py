@@ -12,9 +12,9 @@ from typing import Any
 
 from agent.errors import InputError
 from agent.run_context import RunContext
-from agent.store.edit import mark_stale
 from agent.store.records import Paragraph
-from agent.store.review import record_action
+from agent.store.writer.edit import mark_stale
+from agent.store.writer.review import record_action
 from agent.text import count_words
 
 NOTE_HEADING = "# The writer's note"

@@ -12,7 +12,7 @@ from typing import Any
 from agent.errors import InputError
 from agent.pipelines import Pipeline
 from agent.run_context import RunContext
-from agent.store.titles import IMPORTED_KIND
+from agent.store.export.titles import IMPORTED_KIND
 
 NAME = IMPORTED_KIND
 VERSION = "1"

@@ -77,7 +77,7 @@ class StoryTarget(WritingControls):
     lies inside the gate (recorded as trimmed). Off by default: the papers reject a cut draft."""
     context_tokens: int | None = Field(None, ge=512, le=TOKEN_CAP)
     """The model's context (--context-tokens); None: the server's max_model_len, else the embedded
-    model's config, else unknown (nothing budgeted). Every request is fitted to it (agent.nst.budget)."""
+    model's config, else unknown (nothing budgeted). Every request is fitted to it (agent.llm.budget)."""
     context_reserve: int = Field(64, ge=0, le=16384)
     """Tokens kept free of every request (prompt + max_tokens <= context - reserve)."""
 

@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from agent.llm import LLM
-from agent.nst.budget import Budget
+from agent.llm.budget import Budget
 from agent.nst.state import NarrativeState
 
 SYSTEM = "You keep the event log of a long story. Write in the language of the events."

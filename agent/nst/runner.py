@@ -14,20 +14,19 @@ from typing import Any
 from agent import pipelines
 from agent.limits import MAX_WORDS, MIN_WORDS
 from agent.llm import LLM
-from agent.nst.best_of import best_of, drafts_wanted, pending_drafts
-from agent.nst.budget import run_budget
+from agent.nst.baselines.voice import describe_style
+from agent.nst.best_of.runner import best_of, drafts_wanted, pending_drafts
+from agent.nst.chapter.loop import ChapterLoop
+from agent.nst.chapter.sizing import initial_ratio, run_budget
+from agent.nst.chapter.tools import TOOLS
 from agent.nst.config import NstConfig
-from agent.nst.length import initial_ratio
-from agent.nst.loop import ChapterLoop
-from agent.nst.planning import PLANNING_WORDS, frozen_plan, stop_after_plan
-from agent.nst.rederive import rederive_nst
+from agent.nst.plan.frozen import PLANNING_WORDS, frozen_plan, stop_after_plan
+from agent.nst.revise.rederive import rederive_nst
 from agent.nst.state import NarrativeState
-from agent.nst.tools import TOOLS
-from agent.nst.voice import describe_style
 from agent.run_context import EventSink, RunContext
 from agent.store import RunInfo, RunStore
-from agent.store.review import owed_review, pause_after
 from agent.store.snapshots import ChapterSnapshot
+from agent.store.writer.review import owed_review, pause_after
 
 
 def write(ctx: RunContext[NstConfig]) -> None:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.store.batches import is_batch, read_batch
 from agent.store.db import APPLICATION_ID, connect, looks_like_sqlite
 from agent.store.errors import NotARunError, StoreError
 from agent.store.migrations import LATEST, schema_version
 from agent.store.paths import DB_NAME, resolve_run_dir
+from agent.store.reports.batches import is_batch, read_batch
 from agent.store.runstore import RunStore
 
 

@@ -67,7 +67,7 @@ class Sessions(StoreBase):
     def live_status(self) -> str:
         """The stored status, except that a ``running`` run whose process is gone (killed,
         crashed, machine rebooted) reads as ``interrupted``, and a stopped run that waits for the
-        writer (``--review``, ``agent.store.review``) reads as ``review``."""
+        writer (``--review``, ``agent.store.writer.review``) reads as ``review``."""
         status = self.info().status
         if status == "stopped" and self._read("SELECT 1 FROM plan WHERE key = 'in_review'"):
             return "review"

@@ -21,9 +21,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from agent.store import RunStore, StoreError
-from agent.store.batches import read_batch
 from agent.store.paths import DB_NAME
 from agent.store.readonly import RunIndex, open_readonly
+from agent.store.reports.batches import read_batch
 from agent.userinput import number_or_none
 from agent.view import pages, workbench
 from agent.view.room import Room, RoomSettings

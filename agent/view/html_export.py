@@ -5,7 +5,7 @@ own templates; ``with_ledger`` appends the run's state timeline, call ledger and
 from __future__ import annotations
 
 from agent.store import RunStore
-from agent.store.export import author_line, series_of
+from agent.store.export.markdown import author_line, series_of
 from agent.view import pages
 from agent.view.templates_env import STATIC, render
 

@@ -12,12 +12,12 @@ from markupsafe import Markup
 from agent import pipelines
 from agent.language import run_language_code
 from agent.store import RunStore, StoreError
-from agent.store.book import Book, read_book
-from agent.store.costs import calls, per_unit
-from agent.store.export import story_title
+from agent.store.export.book import Book, read_book
+from agent.store.export.markdown import story_title
 from agent.store.judgments import Judgment
-from agent.store.stats import summarize
-from agent.store.timeline import timeline
+from agent.store.reports.costs import calls, per_unit
+from agent.store.reports.stats import summarize
+from agent.store.reports.timeline import timeline
 from agent.style.report import style_lines
 from agent.view import versions_page, workbench
 from agent.view.failure_words import failure

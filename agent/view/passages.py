@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.store.book import Section
+from agent.store.export.book import Section
 from agent.store.judgments import Judgment
 
 

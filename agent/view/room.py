@@ -5,7 +5,7 @@ background job whose output the page follows (``GET /room/job/ID``). Safety: act
 carries the session's token (made when the view starts; a form without it, or from another origin, is
 refused: the CSRF check); a view listening beyond loopback takes actions only with ``--token`` (the access
 token is printed once and typed into the page). Every action is recorded in the run by the command itself
-(``agent.store.review.record_action``: who, when, what, ``via`` the view). Nothing is lost by an action:
+(``agent.store.writer.review.record_action``: who, when, what, ``via`` the view). Nothing is lost by an action:
 every change is a new version.
 """
 
@@ -32,7 +32,7 @@ from starlette.routing import Route
 
 from agent import pipelines
 from agent.store.readonly import RunIndex, open_readonly
-from agent.store.review import actions, in_review, next_steps
+from agent.store.writer.review import actions, in_review, next_steps
 from agent.view.templates_env import render
 
 MAX_FORM_BYTES = 1 << 20

@@ -1,5 +1,5 @@
 """The versions page: every edited unit's versions, a word-level diff between any two of them, and
-the later units an edit made stale (read from :mod:`agent.store.versions`, as the CLI reads them)."""
+the later units an edit made stale (read from :mod:`agent.store.writer.versions`, as the CLI reads them)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from agent.pipelines import after_edit
 from agent.store import RunStore
-from agent.store.versions import changed_words, edited_units, stale, unit_versions, word_diff
+from agent.store.writer.versions import changed_words, edited_units, stale, unit_versions, word_diff
 
 
 def versions(store: RunStore, unit: int | None = None, a: int | None = None, b: int | None = None) -> dict[str, Any]:

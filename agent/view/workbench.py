@@ -14,17 +14,17 @@ from urllib.parse import urlencode
 from markupsafe import Markup
 
 from agent.store import RunStore
+from agent.store.export.titles import Headings
 from agent.store.search import (  # the sentences the search indexes, as it splits them
     DEFAULT_K,
     highlights,
     sentence_spans,
 )
 from agent.store.snapshots import WorldTable
-from agent.store.titles import Headings
 
 STATUS_WORDS = {"running": "writing", "completed": "completed", "failed": "failed", "review": "review"}
 """The badge of a run, in words (anything else, ``stopped`` or ``interrupted``, reads ``stopped``; ``review``:
-waiting for the writer, ``agent.store.review``)."""
+waiting for the writer, ``agent.store.writer.review``)."""
 TOOL_WORDS = {"read": "reading back", "search": "searching", "write": "writing", "correct": "correcting",
               "update": "updating the story state", "finish": "finishing the chapter", "budget": "fitting the context"}
 RATE_CALLS = 20

@@ -63,7 +63,7 @@ def test_without_endpoint_anywhere_the_embedded_default_is_used(captured, tmp_pa
 def test_the_run_records_backend_endpoint_and_model_without_credentials(tmp_path, monkeypatch, capsys):
     from agent.cli.show_cmd import render
     from agent.store import RunStore
-    from agent.store.stats import summarize
+    from agent.store.reports.stats import summarize
     from tests.magnet.story_llm import StoryLLM
 
     def serving_its_only_model(self, store=None, **kw):

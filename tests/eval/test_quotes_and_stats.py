@@ -8,8 +8,8 @@ from statistics import fmean
 
 import pytest
 
-from agent.eval.quotes import normalize, occurs
 from agent.eval.stats import bootstrap_ci, holm, kendall_tau_b, paired, paired_t, percentile, t_two_sided_p
+from agent.quotes import normalize, occurs
 
 A = [3.1, 2.4, 5.0, 4.2, 3.3, 6.1, 2.2, 4.8]
 B = [4.0, 2.9, 5.5, 4.1, 4.4, 6.0, 3.5, 5.9]

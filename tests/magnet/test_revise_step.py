@@ -8,7 +8,7 @@ from agent.cli import main
 from agent.llm.base import LLM
 from agent.llm.types import RawReply, Usage
 from agent.store import RunStore
-from agent.store.fork import STALE_KEY
+from agent.store.lineage.fork import STALE_KEY
 
 NOTE = "Ann hears the clock stop"
 

@@ -11,7 +11,7 @@ from agent.magnet.baseline import write_baseline
 from agent.magnet.runner import write_story
 from agent.magnet.settings import MagnetSettings, SingleConfig
 from agent.store import RunStore
-from agent.store.export import export
+from agent.store.export.markdown import export
 from tests.magnet.story_llm import StoryLLM, default_critic, story
 
 

@@ -82,7 +82,7 @@ def prose(words: int, seed: int = 0) -> str:
 
 
 NOTE_HEADING = "# The writer's note\n"
-"""Where a revision request gives the writer's note (``agent.nst.revise``)."""
+"""Where a revision request gives the writer's note (``agent.nst.revise.rewrite``)."""
 
 
 def note_of(request: Request) -> str | None:

@@ -11,11 +11,11 @@ import time
 import pytest
 
 from agent.cli import main
-from agent.nst.avoid import LINT_AVOID_KEY
-from agent.nst.best_of import DRAFTS_OF, JUDGE_RULE, RULE
+from agent.nst.best_of.runner import DRAFTS_OF, JUDGE_RULE, RULE
+from agent.nst.chapter.avoid import LINT_AVOID_KEY
 from agent.nst.runner import write_story
 from agent.store import RunStore
-from agent.store.versions import chapter_versions
+from agent.store.writer.versions import chapter_versions
 from tests.nst.author import Author, chapter_of, last_user
 from tests.nst.author_server import AuthorServer
 

@@ -12,6 +12,7 @@ import pytest
 
 from agent import pipelines
 from agent.llm import LLMError
+from agent.llm.budget import Budget, ContextExceededError
 from agent.llm.context import (
     CharsEstimate,
     embedded_context,
@@ -19,10 +20,10 @@ from agent.llm.context import (
     resolve_context,
     server_context,
 )
-from agent.nst import direct, rollsum, runner
-from agent.nst.budget import Budget, ContextExceededError
+from agent.nst import runner
+from agent.nst.baselines import direct, rollsum
+from agent.nst.chapter.loop import ChapterLoop
 from agent.nst.config import DIRECT_DEFAULTS, NST_DEFAULTS, ROLLSUM_DEFAULTS, DirectConfig, NstConfig, RollSumConfig
-from agent.nst.loop import ChapterLoop
 from agent.nst.state import NarrativeState
 from agent.store import RunStore
 from tests.nst.author import Author, chapter_of, chapter_text, default_policy, open_requirements, prose, update_json
@@ -231,7 +232,7 @@ def test_the_context_comes_from_the_setting_the_server_or_the_model():
 def test_the_estimate_over_counts_the_real_tokenizer():
     transformers = pytest.importorskip("transformers")
     from agent.llm.context import TemplateCounter
-    from serve.models import fabula_home
+    from agent.weights.models import fabula_home
 
     path = fabula_home() / "models" / "SmolLM2-135M-Instruct"
     if not (path / "tokenizer.json").exists():

@@ -13,7 +13,7 @@ from agent.cli import main
 from agent.nst import runner
 from agent.nst.config import NST_DEFAULTS
 from agent.store import RunStore
-from agent.store.fork import STALE_KEY
+from agent.store.lineage.fork import STALE_KEY
 from tests.nst.author import Author
 
 EDITED = ("Old Tomas pulled the silver fish from his net at dawn. The fish spoke in his dead wife's voice and "

@@ -9,7 +9,7 @@ import pytest
 
 from agent.cli import main
 from agent.store import RunStore
-from agent.store.versions import chapter_versions, word_diff
+from agent.store.writer.versions import chapter_versions, word_diff
 from tests.nst.author import Author, chapter_of
 from tests.nst.author_server import AuthorServer
 

@@ -7,11 +7,12 @@ import json
 
 import pytest
 
+from agent.gate import Gate
+from agent.nst.chapter.loop import ChapterLoop
+from agent.nst.chapter.sizing import size_tokens
+from agent.nst.chapter.tools import ChapterSession, ToolError, check_allowed, legal_tools
 from agent.nst.config import NstConfig
-from agent.nst.length import Gate, size_tokens
-from agent.nst.loop import ChapterLoop
 from agent.nst.state import NarrativeState
-from agent.nst.tools import ChapterSession, ToolError, check_allowed, legal_tools
 from tests.nst.author import (
     Author,
     chapter_text,
@@ -366,7 +367,7 @@ def test_failed_calls_are_charged_and_then_only_required_steps_are_offered(store
 
 
 def test_tool_rules_live_in_the_tool_objects():
-    from agent.nst.tools import TOOLS, turn_grammar
+    from agent.nst.chapter.tools import TOOLS, turn_grammar
 
     s = ChapterSession(index=3, gate=Gate.for_target(100), with_state=True, lookback=True, max_turns=50,
                        read_budget=3, search_budget=5, correct_budget=3)

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from agent.nst.plan_cache import PlanCache, cache_key
-from agent.nst.planner import (
+from agent.nst.plan.cache import PlanCache, cache_key
+from agent.nst.plan.planner import (
     PlanError,
     chapter_count,
     make_plan,
@@ -138,8 +138,8 @@ def test_plan_cache_round_trip_and_digest(tmp_path):
 
 
 def test_the_outline_stage_keeps_the_premise_and_every_stage_fits_the_context():
+    from agent.llm.budget import Budget
     from agent.llm.context import CharsEstimate
-    from agent.nst.budget import Budget
 
     llm = Author()
     plan = make_plan(llm, "a storm prompt", 50_000, temperature=0.7, max_tokens=3900, attempts=2,

@@ -11,7 +11,7 @@ from agent.cli import main
 from agent.llm import EndpointUnavailableError
 from agent.nst.config import NST_DEFAULTS, ROLLSUM_DEFAULTS
 from agent.store import RunStore
-from agent.store.fork import STALE_KEY
+from agent.store.lineage.fork import STALE_KEY
 from tests.nst.author import Author, QueuedModels, default_policy, update_json
 
 EDITED = ("Zebulon the cartographer rowed out alone to the drowned chapel at dawn. He found the bell wrapped in "

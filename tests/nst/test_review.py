@@ -8,7 +8,7 @@ import pytest
 
 from agent.cli import main
 from agent.store import RunStore
-from agent.store.review import actions
+from agent.store.writer.review import actions
 from tests.nst.author import Author
 from tests.nst.author_server import AuthorServer
 

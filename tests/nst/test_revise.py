@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from agent.cli import main
-from agent.nst.revise import REVISION_KEY
+from agent.nst.revise.rewrite import REVISION_KEY
 from agent.store import RunStore
-from agent.store.fork import STALE_KEY
-from agent.store.versions import chapter_versions
+from agent.store.lineage.fork import STALE_KEY
+from agent.store.writer.versions import chapter_versions
 from tests.nst.author import Author
 from tests.nst.author_server import AuthorServer
 

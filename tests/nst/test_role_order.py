@@ -10,8 +10,8 @@ import pytest
 from agent.llm.roles import add_turn, role_order_error
 from agent.magnet.runner import write_story
 from agent.magnet.settings import MagnetSettings
+from agent.nst.chapter.loop import ChapterLoop
 from agent.nst.config import NstConfig
-from agent.nst.loop import ChapterLoop
 from agent.nst.state import NarrativeState
 from agent.store import RunStore
 from tests.magnet.story_llm import StoryLLM, story

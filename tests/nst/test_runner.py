@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.nst import direct, rollsum, runner
+from agent.nst import runner
+from agent.nst.baselines import direct, rollsum
 from agent.nst.config import DIRECT_DEFAULTS, ROLLSUM_DEFAULTS, DirectConfig, RollSumConfig
 from agent.store import RunStore
 from tests.nst.author import Author, default_policy

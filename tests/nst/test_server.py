@@ -10,8 +10,8 @@ import pytest
 
 from agent.llm.context import is_length_rejection
 from agent.nst import runner
+from agent.nst.chapter.loop import ChapterLoop
 from agent.nst.config import NST_DEFAULTS, NstConfig
-from agent.nst.loop import ChapterLoop
 from agent.nst.state import NarrativeState
 from agent.store import RunStore
 from serve.presets import get_preset

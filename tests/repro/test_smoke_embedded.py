@@ -14,7 +14,7 @@ import pytest
 from agent.batch.store import BatchStore
 from agent.cli import main
 from agent.repro.tables import TINY_NOTE
-from serve.home import fabula_home
+from agent.weights.home import fabula_home
 from tests.conftest import _missing
 
 pytestmark = [pytest.mark.embedded, pytest.mark.slow]

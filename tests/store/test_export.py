@@ -8,7 +8,7 @@ import re
 import pytest
 
 from agent.store import RunStore
-from agent.store.export import export
+from agent.store.export.markdown import export
 
 TEXTS = [
     "It began with rain.\n\n“Who’s there?” she asked — twice.  Double  spaces stay.\n",

@@ -12,8 +12,8 @@ import pytest
 from agent import pipelines
 from agent.cli import main
 from agent.store import RunStore
-from agent.store.edit import VARIABLES_HEADER
-from agent.store.fork import FORK_KEY, STALE_KEY
+from agent.store.lineage.fork import FORK_KEY, STALE_KEY
+from agent.store.writer.edit import VARIABLES_HEADER
 
 
 def _sha(path) -> str:

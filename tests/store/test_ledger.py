@@ -85,7 +85,7 @@ def test_each_call_keeps_where_its_time_went_and_show_sums_it_per_role(store, ca
 
     from agent.cli import main
     from agent.llm.types import CallTiming
-    from agent.store.costs import per_role_timing
+    from agent.store.reports.costs import per_role_timing
 
     split = CallTiming(restore=0.5, compile=1.0, prefill=2.0, decode=4.0, mask=0.25, sample=0.25)
     timed = CallRecord(role="nst_turn", backend="embedded", model="m", temperature=0.7, max_tokens=100,

@@ -3,7 +3,7 @@ with the spaces kept; not old and new words interleaved ("Mark0Short stepsnew ch
 
 from __future__ import annotations
 
-from agent.store.versions import changed_words, word_diff
+from agent.store.writer.versions import changed_words, word_diff
 
 OLD = "Mark0 Short steps to the old chapel by the sea. The bell rang at noon."
 NEW = "Mark0 A new chapter of the lighthouse began at dawn. The bell rang at noon."

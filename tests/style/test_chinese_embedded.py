@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.nst import direct
+from agent.nst.baselines import direct
 from agent.nst.config import DirectConfig
 from agent.store import RunStore
 from agent.text import count_words

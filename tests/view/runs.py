@@ -92,7 +92,7 @@ EDITED_WORDS = "The keeper rewrote this chapter by hand: the bell was never foun
 def edited_nst_run(folder: Path, name: str = "edited") -> Path:
     """A seven-chapter NstAgent run whose chapter 3 was edited twice by hand (three versions), so that
     chapters 4-7 are stale."""
-    from agent.store.edit import edit_chapter
+    from agent.store.writer.edit import edit_chapter
 
     config = {**NST_DEFAULTS, "prompt": "A lighthouse keeper finds a bell.", "prompt_id": None, "words": 6600,
               "plan_cache": str(folder / ".plans"), "llm": {"backend": "scripted", "model": "scripted-author"}}
@@ -113,8 +113,8 @@ def edited_nst_run(folder: Path, name: str = "edited") -> Path:
 
 def rollsum_run(folder: Path, name: str = "summary") -> Path:
     """A three-chapter RollSum run (its state is one rolling summary)."""
+    from agent.nst.baselines.rollsum import write_story as write_rollsum
     from agent.nst.config import ROLLSUM_DEFAULTS, RollSumConfig
-    from agent.nst.rollsum import write_story as write_rollsum
 
     config = {**ROLLSUM_DEFAULTS, "prompt": "A ferryman counts the drowned.", "prompt_id": None, "words": 2700,
               "plan_cache": str(folder / ".plans"), "llm": {"backend": "scripted", "model": "scripted-author"}}
@@ -130,7 +130,7 @@ def rollsum_run(folder: Path, name: str = "summary") -> Path:
 
 def edit_a_step(run_dir: Path, step: int = 1) -> None:
     """Edit the first paragraph of a Magnet step by hand (a second version of that step)."""
-    from agent.store.edit import edit_step
+    from agent.store.writer.edit import edit_step
 
     with RunStore.open(run_dir) as store:
         texts = [p.text for p in store.paragraphs() if p.step == step]

@@ -9,7 +9,7 @@ import pytest
 
 from agent.cli import main
 from agent.store import RunStore
-from agent.store.export import export
+from agent.store.export.markdown import export
 from tests.view.runs import quotes
 
 ebooklib = pytest.importorskip("ebooklib")

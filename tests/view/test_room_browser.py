@@ -19,7 +19,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in t
 pytest.importorskip("uvicorn")
 
 from agent.store import RunStore  # noqa: E402
-from agent.store.review import actions  # noqa: E402
+from agent.store.writer.review import actions  # noqa: E402
 from agent.view.room import RoomSettings  # noqa: E402
 from tests.nst.author import Author  # noqa: E402
 from tests.nst.author_server import AuthorServer  # noqa: E402

@@ -10,7 +10,7 @@ import pytest
 
 from agent.cli import main
 from agent.store import RunStore
-from agent.store.versions import AtVersion, step_versions, word_diff
+from agent.store.writer.versions import AtVersion, step_versions, word_diff
 from tests.view.runs import EDITED_WORDS
 
 starlette = pytest.importorskip("starlette")

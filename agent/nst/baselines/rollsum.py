@@ -1,0 +1,108 @@
+"""The RollSum baseline: plain chapters from the same frozen outline, with a rolling summary.
+
+Each chapter is one plain-text reply (no tools) conditioned on the prompt, the outline and a
+story-so-far summary, under the same gate as NstAgent (with feedback, a bounded number of
+attempts, the closest draft kept and marked degraded otherwise). After each accepted
+chapter the model rewrites the summary from the previous summary and the new chapter. The
+summary is method-internal state: it is stored with the chapter and never counts as story.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent import pipelines
+from agent.gate import Gate
+from agent.limits import MAX_WORDS, MIN_WORDS
+from agent.llm import LLM
+from agent.llm.types import Message
+from agent.nst.baselines.summary import SYSTEM, summarize
+from agent.nst.baselines.voice import describe_style, voice_blocks
+from agent.nst.chapter.drafter import Drafter, draft_until_gate, record_attempt
+from agent.nst.chapter.prompt import outline_block
+from agent.nst.chapter.sizing import initial_ratio, run_budget
+from agent.nst.config import RollSumConfig
+from agent.nst.plan.frozen import PLANNING_WORDS, frozen_plan, stop_after_plan
+from agent.nst.revise.rederive import rederive_rollsum
+from agent.run_context import EventSink, RunContext
+from agent.store import RunStore
+from agent.store.snapshots import ChapterSnapshot
+from agent.store.writer.review import owed_review, pause_after
+from agent.text import count_words
+
+REFERENCE_TASK = ("Even though the full outline is visible, write only the current chapter. Do not begin, merge, or "
+                  "pre-write any later chapter; end the response as soon as the current chapter is complete. Aim "
+                  "for the stated target itself, not the top of the accepted range. Begin resolving the current "
+                  "chapter by roughly 85-90% of the target and finish it naturally near the target; do not pad "
+                  "toward the upper bound.\n")
+"""The reference's chapter instructions (zhennan1/NstAgent code/baselines/rolling_summary.py,
+``chapter_prompt``), added by ``reference_prompts``."""
+
+
+def chapter_messages(prompt: str, outline: list[dict[str, Any]], summary: str, item: dict[str, Any],
+                     gate: Gate, completed: int, *, reference: bool = False, voice: str = "") -> list[Message]:
+    """The chapter request; ``voice``: the writer's bible, style and language blocks (``agent.nst.baselines.voice``)."""
+    user = (f"# Story prompt\n{prompt}\n\n# Outline ({len(outline)} chapters, frozen)\n{outline_block(outline)}\n\n"
+            f"# Story so far (summary)\n{summary or '(nothing written yet)'}\n\n"
+            f"# Progress\nCompleted chapters: {completed} of {len(outline)}.\n\n"
+            + (f"{voice}\n\n" if voice else "") +
+            f"# Current task\nWrite chapter {item['id']}: \"{item['title']}\".\nWhat happens: {item['description']}\n"
+            f"Length: {gate.describe()}.\nThe outline is a plan, not prose: expand it into scenes with dialogue, "
+            "sensory detail and inner experience.\n" + (REFERENCE_TASK if reference else "")
+            + "Reply with the chapter's prose only: no title line, no notes.")
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+
+def write(ctx: RunContext[RollSumConfig]) -> None:
+    store, config = ctx.store, ctx.config
+    budget = run_budget(ctx)
+    plan = frozen_plan(ctx, budget)
+    outline = plan["outline"]
+    store.set_target(len(outline))
+    if stop_after_plan(ctx, outline):
+        return
+    describe_style(ctx, budget)
+    last = store.info().last_unit
+    if owed_review(store):  # stopped between the last commit and its review: the writer sees it first
+        ctx.emit("note", f"chapter {last} committed; in review until fabula approve")
+        return
+    previous = ChapterSnapshot.read(store.state(last) if last else None)
+    summary = previous.summary or ""
+    ratio = previous.tokens_per_word or initial_ratio(config.prompt, config.tokens_per_word)
+    ctx.set_progress(words=store.words_written(), units=len(outline), target_words=config.words)
+    for index in range(store.next_unit(), len(outline) + 1):
+        item = outline[index - 1]
+        gate = config.gate(int(item["target_words"]))
+        with ctx.unit(index):
+            drafter = Drafter.for_config(ctx.llm, gate, ratio, config, "rollsum_chapter", budget=budget)
+            outcome = draft_until_gate(drafter, chapter_messages(config.prompt, outline, summary, item, gate,
+                                                                 index - 1, reference=config.reference_prompts,
+                                                                 voice=voice_blocks(store, item, config.prompt,
+                                                                                    config)),
+                                       config.chapter_attempts, on_attempt=record_attempt(ctx))
+            ratio = drafter.ratio
+            summary = summarize(ctx, budget, summary, index, outcome.text, item["title"])
+            stats = {"attempts": outcome.attempts, "first_attempt_pass": outcome.first_attempt_pass,
+                     "words": outcome.words, "target": gate.target, "degraded": outcome.degraded,
+                     "summary_words": count_words(summary)}
+            snapshot = ChapterSnapshot(summary=summary, tokens_per_word=ratio, chapter=stats)
+            store.commit_chapter(index, item["title"], outcome.text, state=snapshot.stored(),
+                                 degraded=outcome.degraded, degraded_reason=outcome.reason)
+            ctx.set_progress(words=ctx.words + outcome.words)
+            ctx.emit("committed", words=outcome.words, degraded=outcome.degraded)
+        if pause_after(store, index):  # --review
+            return
+    store.finish()
+
+
+def write_story(store: RunStore, llm: LLM, config: RollSumConfig, *, events: EventSink | None = None) -> None:
+    """:func:`write` for a caller that holds an open model (tests, benchmarks)."""
+    with RunContext(store, config, llm=llm, events=events) as ctx:
+        write(ctx)
+
+
+PIPELINE = pipelines.register(pipelines.Pipeline(
+    "rollsum", "chapter", write, version="1", settings=RollSumConfig, rederive=rederive_rollsum, planned=True,
+    help="baseline: chapters from the same outline with a rolling story-so-far summary",
+    progress={**PLANNING_WORDS, "rollsum_summary": "summing up the story so far", "rollsum_chapter": "drafting"},
+    words=(MIN_WORDS, MAX_WORDS)))

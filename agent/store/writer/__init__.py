@@ -1,0 +1,1 @@
+"""The writer's hand on a run: edits and their versions, plan edits, locked chapters, reviews."""
