@@ -169,7 +169,8 @@ def bench_server(args: argparse.Namespace) -> dict:
             return bench_backend("server", llm, args.tokens, args.repeats, concurrency=True)
     import socket
 
-    from agent.weights.models import ensure_embedded_model, fabula_home
+    from agent.weights.home import fabula_home
+    from agent.weights.models import ensure_embedded_model
     from serve.launcher import ServeConfig, Server
     from serve.presets import get_preset
 

@@ -110,7 +110,8 @@ def main() -> int:
         with EndpointLLM(args.endpoint) as llm:
             rows = run(llm, args.repeats, args.with_critic)
     else:
-        from agent.weights.models import ensure_embedded_model, fabula_home
+        from agent.weights.home import fabula_home
+        from agent.weights.models import ensure_embedded_model
         from serve.launcher import ServeConfig, Server
         from serve.presets import get_preset
 

@@ -1,7 +1,7 @@
 """The layering holds: imports flow one way, pipelines never import each other, no module too long.
 
-grammars/serve/weights -> llm -> store -> (run context, registry) -> pipelines | manuscript | eval | view -> cli. The view
-reads stored runs and asks the registry how a pipeline's state is shown; it imports no pipeline. Checked on
+grammars/serve/weights -> llm -> store -> (run context, registry) -> pipelines | manuscript | eval | view -> cli.
+The view reads stored runs and asks the registry how a pipeline's state is shown; it imports no pipeline. Checked on
 the source with ``ast``, including imports inside functions (lazy imports count too).
 """
 
@@ -115,14 +115,18 @@ def test_no_module_is_too_long():
     assert not long, long
 
 
-# inside NstAgent: a chapter knows nothing of the plan, the revisions, the baselines or the runner; the plan
-# knows only how a chapter is sized and prompted
+# inside NstAgent, rooms one way: state and config, then chapter/, plan/, revise/ | baselines/, best_of/, then the
+# runner and the sequel (which writes a book with the runner)
 NST_INNER: dict[str, tuple[str, ...]] = {
     "agent.nst.chapter": ("agent.nst.plan", "agent.nst.revise", "agent.nst.baselines", "agent.nst.best_of",
-                          "agent.nst.runner"),
-    "agent.nst.plan": ("agent.nst.revise", "agent.nst.baselines", "agent.nst.best_of", "agent.nst.runner"),
+                          "agent.nst.runner", "agent.nst.sequel"),
+    "agent.nst.plan": ("agent.nst.revise", "agent.nst.baselines", "agent.nst.best_of", "agent.nst.runner",
+                       "agent.nst.sequel"),
+    "agent.nst.revise": ("agent.nst.baselines", "agent.nst.best_of", "agent.nst.runner", "agent.nst.sequel"),
+    "agent.nst.baselines": ("agent.nst.revise", "agent.nst.best_of", "agent.nst.runner", "agent.nst.sequel"),
+    "agent.nst.best_of": ("agent.nst.baselines", "agent.nst.runner", "agent.nst.sequel"),
     "agent.nst.state": ("agent.nst.chapter", "agent.nst.plan", "agent.nst.revise", "agent.nst.baselines",
-                        "agent.nst.best_of", "agent.nst.runner"),
+                        "agent.nst.best_of", "agent.nst.runner", "agent.nst.sequel"),
     "agent.nst.config": ("agent.nst.",),
 }
 

@@ -42,7 +42,7 @@ def test_fabula_home_is_defined_once_outside_the_model_hosting_module():
                for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                if isinstance(node, ast.FunctionDef) and node.name == "fabula_home"]
     assert defined == ["agent/weights/home.py"], defined
-    users = [f"{path.relative_to(ROOT)}" for path in sources() if path.parts[-2] != "serve"
+    users = [f"{path.relative_to(ROOT)}" for path in sources()
              for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
              if isinstance(node, ast.ImportFrom) and node.module == "agent.weights.models"
              and any(alias.name == "fabula_home" for alias in node.names)]

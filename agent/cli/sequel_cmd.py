@@ -1,5 +1,5 @@
 """``fabula sequel RUN --out RUN2 [--prompt TEXT] [--words N]``: book two, starting from book one's final
-state (``agent.nst.revise.sequel``), its search covering book one (read-only), its export naming the series.
+state (``agent.nst.sequel``), its search covering book one (read-only), its export naming the series.
 
 Everything that can refuse (book one, the prompt, the length, --out, --resolve, the server) is
 checked before RUN2 is created: one line, exit 2, nothing written. Book two is an ordinary NstAgent
@@ -70,7 +70,7 @@ def default_words(first) -> int:
 def run(args: argparse.Namespace) -> int:
     from agent import pipelines
     from agent.cli.voice_inputs import style_guide
-    from agent.nst.revise.sequel import plan_sequel, write_sequel
+    from agent.nst.sequel import plan_sequel, write_sequel
     from agent.settings import parse_assignments
 
     guide = style_guide(args.style) if args.style else None  # checked before anything is created

@@ -17,11 +17,11 @@ from agent.llm import LLM
 from agent.nst.baselines.voice import describe_style
 from agent.nst.best_of.runner import best_of, drafts_wanted, pending_drafts
 from agent.nst.chapter.loop import ChapterLoop
+from agent.nst.chapter.rederive import rederive_nst
 from agent.nst.chapter.sizing import initial_ratio, run_budget
 from agent.nst.chapter.tools import TOOLS
 from agent.nst.config import NstConfig
 from agent.nst.plan.frozen import PLANNING_WORDS, frozen_plan, stop_after_plan
-from agent.nst.revise.rederive import rederive_nst
 from agent.nst.state import NarrativeState
 from agent.run_context import EventSink, RunContext
 from agent.store import RunInfo, RunStore

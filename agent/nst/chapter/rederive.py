@@ -8,7 +8,8 @@ edited text:
 - NstAgent: one ``update`` call through the chapter loop's own update path (the chapter prompt
   from the state after N-1, fitted to the context; the same grammar; every entry's evidence
   checked against the edited text; recorded in the ledger under chapter N);
-- RollSum: one summary call (the previous summary and the edited chapter);
+- RollSum: one summary call (the previous summary and the edited chapter;
+  ``agent.nst.baselines.summary.rederive_rollsum``);
 - Direct (and ``--no-state``): nothing is derived from the text by the model; nothing to do.
 
 Only chapter N is re-derived. The chapters after it were written from the text before the
@@ -25,11 +26,10 @@ import time
 from typing import Any
 
 from agent.llm import LLMError
-from agent.nst.baselines.summary import summarize
 from agent.nst.chapter.loop import ChapterLoop
 from agent.nst.chapter.sizing import initial_ratio, run_budget
 from agent.nst.chapter.update import ASK_AFTER_EDIT
-from agent.nst.config import NstConfig, RollSumConfig
+from agent.nst.config import NstConfig
 from agent.nst.state import NarrativeState
 from agent.pipelines import Rederived
 from agent.run_context import RunContext
@@ -37,15 +37,16 @@ from agent.store import StoreError
 from agent.store.snapshots import ChapterSnapshot
 
 
-def _snapshots(ctx: RunContext[Any], index: int) -> tuple[ChapterSnapshot, ChapterSnapshot]:
+def edited_snapshots(ctx: RunContext[Any], index: int) -> tuple[ChapterSnapshot, ChapterSnapshot]:
     """The snapshots after chapter ``index - 1`` (before chapter 1: a sequel's initial state, else
     empty) and after ``index``."""
     before = ChapterSnapshot.read(ctx.store.state(index - 1))
     return before, ChapterSnapshot.read(ctx.store.state(index))
 
 
-def _store(ctx: RunContext[Any], index: int, current: ChapterSnapshot, mark: dict[str, Any] | None = None,
-           **changed: Any) -> None:
+def store_rederived(ctx: RunContext[Any], index: int, current: ChapterSnapshot, mark: dict[str, Any] | None = None,
+                    **changed: Any) -> None:
+    """Replace chapter ``index``'s stored state by ``current`` with ``changed``, recording the re-derivation."""
     chapter = ctx.store.chapter(index)
     version = chapter.version if chapter is not None else None
     stored = {**current.stored(), **changed,
@@ -53,7 +54,8 @@ def _store(ctx: RunContext[Any], index: int, current: ChapterSnapshot, mark: dic
     ctx.store.replace_state(index, ChapterSnapshot.read(stored).stored())
 
 
-def _failed(index: int, what: str, error: str, calls: int) -> Rederived:
+def not_rederived(index: int, what: str, error: str, calls: int) -> Rederived:
+    """The result of a failed re-derivation: the edit kept, the old state left in place and marked stale."""
     first = (error.splitlines() or ["failed"])[0]
     first = first if len(first) <= 200 else first[:197] + "..."
     return Rederived(index, False, f"the state after chapter {index} was not re-derived: {what} failed ({first}); "
@@ -70,7 +72,7 @@ def rederive_nst(ctx: RunContext[NstConfig], index: int, *, mark: dict[str, Any]
     chapter = store.chapter(index)
     if chapter is None:
         raise StoreError(f"chapter {index} does not exist")
-    before, current = _snapshots(ctx, index)
+    before, current = edited_snapshots(ctx, index)
     if not config.state or current.narrative is None:
         return Rederived(index, True, "this run keeps no narrative state (--no-state): nothing to re-derive")
     plan = store.plan()
@@ -85,29 +87,13 @@ def rederive_nst(ctx: RunContext[NstConfig], index: int, *, mark: dict[str, Any]
                            emit=ctx.emit, budget=budget)
         ok = loop.update_from_text(chapter.title, chapter.text, ask=ask)
     except LLMError as exc:
-        return _failed(index, "the update call", str(exc), ctx.calls - start)
+        return not_rederived(index, "the update call", str(exc), ctx.calls - start)
     if not ok or loop.new_state is None:
-        return _failed(index, "the update call", loop.last_error or "not applied", ctx.calls - start)
-    _store(ctx, index, current, mark, narrative=loop.new_state.to_json())
+        return not_rederived(index, "the update call", loop.last_error or "not applied", ctx.calls - start)
+    store_rederived(ctx, index, current, mark, narrative=loop.new_state.to_json())
     applied = loop.last_update
     refused = len(applied.refused) if applied is not None else 0
     return Rederived(index, True, f"the state after chapter {index} was re-derived from the edited text (one update "
                      f"call: {applied.applied if applied is not None else 0} entries applied"
                      + (f", {refused} refused for evidence not in the text" if refused else "") + ")",
                      ctx.calls - start)
-
-
-def rederive_rollsum(ctx: RunContext[RollSumConfig], index: int) -> Rederived:
-    """Chapter ``index``'s story-so-far summary from the previous one and the edited text."""
-    chapter = ctx.store.chapter(index)
-    if chapter is None:
-        raise StoreError(f"chapter {index} does not exist")
-    before, current = _snapshots(ctx, index)
-    start = ctx.calls
-    try:
-        summary = summarize(ctx, run_budget(ctx), before.summary or "", index, chapter.text, chapter.title)
-    except LLMError as exc:
-        return _failed(index, "the summary call", str(exc), ctx.calls - start)
-    _store(ctx, index, current, summary=summary)
-    return Rederived(index, True, f"the summary after chapter {index} was re-derived from the edited text "
-                     "(one summary call)", ctx.calls - start)
