@@ -7,7 +7,8 @@ with ``store.commit_chapter``/``commit_step``, calling ``store.finish()`` after 
 Starting and resuming are then the same call; the store's in-order, once-only commits make
 a resume after any kill safe. The CLI, batch, the view and the store's readers ask the record
 (:func:`get`, :func:`names`) instead of listing pipelines: adding one is its own package and one
-line in :data:`BUILTIN`.
+line in :data:`BUILTIN`, or, from another installed package, an entry point in the group
+:data:`PLUGIN_GROUP` (``name = "module:attribute"``), offered exactly like a built-in.
 
 The stored configuration (the settings, validated, with the model settings under ``llm``) is
 fingerprinted. A resume rebuilds the configuration as it would be now (the stored values, the
@@ -17,11 +18,12 @@ way) and refuses to continue if anything differs, naming the keys, unless forced
 
 from __future__ import annotations
 
-import importlib
 import os
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -29,7 +31,7 @@ from agent.errors import InputError
 from agent.llm.options import LLMOptions, ModelFlags, StoredModel
 from agent.llm.options import resolve as resolve_model
 from agent.run_context import EventSink, RunContext
-from agent.settings import Settings
+from agent.settings import Settings, WritingControls
 from agent.store import Change, RunInfo, RunStore, StoreError, config_changes
 from agent.store.snapshots import ChapterSnapshot, Record, RunTarget, StepState
 
@@ -191,11 +193,23 @@ KINDS: dict[str, str] = {
 }
 """Run kinds fabula reads, shows, searches and exports but does not write with a model (a book
 made by ``fabula import``): described by a :class:`Pipeline` like the others, never offered by
-``fabula write`` or ``fabula batch`` (:func:`names` lists :data:`BUILTIN` only)."""
+``fabula write`` or ``fabula batch`` (:func:`names` lists :data:`BUILTIN` and plugins only)."""
+PLUGIN_GROUP = "fabula.pipelines"
+"""The entry-point group through which another installed package adds a pipeline: ``name =
+"module:attribute"`` of a :class:`Pipeline` called ``name``. Read once, when the pipelines are
+first listed or a name outside :data:`BUILTIN` and :data:`KINDS` is asked for; a plugin never
+replaces fabula's own."""
+_PLUGINS: dict[str, EntryPoint] | None = None
+_BROKEN: dict[str, PluginError] = {}
+_WARNED: set[str] = set()
 
 
 class NoRunnerError(StoreError):
     """No runner is registered for the run's pipeline."""
+
+
+class PluginError(NoRunnerError):
+    """A plugin's pipeline did not load; the message is one line naming the plugin and its entry point."""
 
 
 class ConfigChangedError(StoreError):
@@ -213,10 +227,83 @@ def register(pipeline: Pipeline) -> Pipeline:
 
 
 def names(takes: InputKind | None = None) -> tuple[str, ...]:
-    """The pipelines fabula offers (``fabula write``, ``batch --pipeline``), in :data:`BUILTIN`'s
-    order, those that take ``takes`` if given. A pipeline registered from Python (a test's) runs
-    and resumes (:func:`get`) but is not offered."""
-    return tuple(name for name in BUILTIN if takes is None or get(name).takes == takes)
+    """The pipelines fabula offers (``fabula write``, ``batch --pipeline``): :data:`BUILTIN`'s in its
+    order, then the plugins that load (:func:`plugins`) by name; those that take ``takes`` if given.
+    A pipeline registered from Python (a test's) runs and resumes (:func:`get`) but is not offered."""
+    offered = (*BUILTIN, *(name for name in plugins() if _loads(name)))
+    return tuple(name for name in offered if takes is None or get(name).takes == takes)
+
+
+def plugins() -> dict[str, EntryPoint]:
+    """The pipelines other installed packages add (:data:`PLUGIN_GROUP`), by name, read once per
+    process (:func:`rescan` reads them again). Why once: every command's parser lists them."""
+    global _PLUGINS
+    if _PLUGINS is None:
+        _PLUGINS = _scan()
+    return _PLUGINS
+
+
+def rescan() -> None:
+    """Forget the plugins read so far and the pipelines loaded from them, so that the next lookup
+    reads the entry points again: for a test that installs one, or a process that outlives an install."""
+    global _PLUGINS
+    for name in _PLUGINS or ():
+        _REGISTRY.pop(name, None)
+    _PLUGINS = None
+    _BROKEN.clear()
+    _WARNED.clear()
+
+
+def _scan() -> dict[str, EntryPoint]:
+    """The group's entry points by name, in a stable order; one whose name is taken (by fabula's own
+    or by an earlier plugin) is left out with a warning. Why: a plugin adds, it never replaces."""
+    found: dict[str, EntryPoint] = {}
+    for entry in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: (e.name, e.value)):
+        taken = _taken(entry.name, found)
+        if taken is None:
+            found[entry.name] = entry
+        else:
+            _warn(f"the {_described(entry)} is ignored: {taken}")
+    return found
+
+
+def _taken(name: str, found: Mapping[str, EntryPoint]) -> str | None:
+    """Why a plugin may not have ``name`` (None: it may)."""
+    if name in BUILTIN or name in KINDS:
+        return f"{name} is one of fabula's own pipelines"
+    if name in found:
+        return f"{name} is already given by {_origin(found[name])}"
+    return None
+
+
+def _origin(entry: EntryPoint) -> str:
+    """The installed package an entry point comes from: ``name version``."""
+    dist = getattr(entry, "dist", None)
+    return f"{dist.name} {dist.version}" if dist is not None else "an unnamed package"
+
+
+def _described(entry: EntryPoint) -> str:
+    """A plugin as a one-line message names it: its pipeline, its entry point and its package."""
+    return f"pipeline plugin {entry.name} (entry point {entry.name} = {entry.value} in {PLUGIN_GROUP}, " \
+        f"from {_origin(entry)})"
+
+
+def _warn(line: str) -> None:
+    """``fabula: warning: LINE`` on stderr, once per process."""
+    if line not in _WARNED:
+        _WARNED.add(line)
+        print(f"fabula: warning: {line}", file=sys.stderr)
+
+
+def _loads(name: str) -> bool:
+    """Whether plugin ``name`` loads; one that does not is warned of and left out. Why: a broken
+    plugin must not stop fabula's own pipelines (its runs still say why: :func:`get` raises)."""
+    try:
+        get(name)
+    except PluginError as exc:
+        _warn(str(exc))
+        return False
+    return True
 
 
 def after_edit(store: RunStore, unit: int, run: str | None = None) -> str:
@@ -244,13 +331,60 @@ def spoken(items: tuple[str, ...] | list[str], last: str = "and") -> str:
 
 
 def get(name: str) -> Pipeline:
-    where = BUILTIN.get(name) or KINDS.get(name)
-    if name not in _REGISTRY and where is not None:
-        module, _, attribute = where.partition(":")
-        register(getattr(importlib.import_module(module), attribute))
+    """The pipeline called ``name``, loaded on first use from its entry: fabula's own (:data:`BUILTIN`,
+    :data:`KINDS`) first, then a plugin's. :class:`PluginError` for a plugin that does not load,
+    :class:`NoRunnerError` for a name nothing gives."""
+    if name not in _REGISTRY:
+        entry = _entry(name)
+        if entry is not None:
+            register(entry.load() if entry.group != PLUGIN_GROUP else _plugin_pipeline(entry))
     if name not in _REGISTRY:
         raise NoRunnerError(f"no runner is registered for the {name} pipeline in this version of fabula")
     return _REGISTRY[name]
+
+
+def _entry(name: str) -> EntryPoint | None:
+    """Where pipeline ``name`` is loaded from: a built-in's ``module:attribute`` as an entry point of
+    its own group (``fabula``), else the plugin's entry point; None: nothing gives that name.
+    Why one type: a built-in and a plugin are loaded the same way."""
+    where = BUILTIN.get(name) or KINDS.get(name)
+    return EntryPoint(name, where, "fabula") if where is not None else plugins().get(name)
+
+
+def _plugin_pipeline(entry: EntryPoint) -> Pipeline:
+    """The plugin's :class:`Pipeline`, or :class:`PluginError` (one line, remembered: the import is
+    tried once) when its module fails to import or the entry point yields something else."""
+    if entry.name not in _BROKEN:
+        try:
+            loaded = entry.load()
+        except Exception as exc:
+            problem: str | None = f"failed to load: {type(exc).__name__}: {_first_line(exc)}"
+        else:
+            problem = _misfit(entry.name, loaded)
+        if problem is None:
+            return loaded
+        _BROKEN[entry.name] = PluginError(f"the {_described(entry)} {problem}")
+    raise _BROKEN[entry.name]
+
+
+def _misfit(name: str, loaded: Any) -> str | None:
+    """Why what an entry point yields is not a pipeline fabula can offer as ``name`` (None: it is)."""
+    if not isinstance(loaded, Pipeline):
+        what = f"the class {loaded.__name__}" if isinstance(loaded, type) else f"a {type(loaded).__name__}"
+        return f"yields {what}, not an agent.pipelines.Pipeline"
+    if loaded.name != name:
+        return f"yields the pipeline {loaded.name}, not {name}"
+    if loaded.takes not in ("prompt", "story"):
+        return f"takes {loaded.takes}; a pipeline fabula writes with takes a prompt or a story"
+    if loaded.settings is None or not issubclass(loaded.settings, WritingControls):
+        return "has no settings derived from agent.settings.WritingControls (fabula write reads its profiles there)"
+    if loaded.takes == "story" and loaded.story_config is None:
+        return "takes a story but has no story_config to read a story file with"
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0]
 
 
 def _run(pipeline: Pipeline, store: RunStore, config: dict[str, Any], llm: LLMOptions,
@@ -371,6 +505,7 @@ def on_unit(store: RunStore, unit: int, kind: str, *, llm: LLMOptions | None = N
             yield ctx
 
 
-__all__ = ["BUILTIN", "KINDS", "ConfigChangedError", "Flag", "InputKind", "LLMOptions", "NoRunnerError", "Pipeline",
-           "Rederived", "Rederiver", "ResumePlan", "Runner", "get", "known", "names", "on_unit", "plan_resume",
-           "rederive", "register", "resume", "spoken", "start", "stored_model"]
+__all__ = ["BUILTIN", "KINDS", "PLUGIN_GROUP", "ConfigChangedError", "Flag", "InputKind", "LLMOptions",
+           "NoRunnerError", "Pipeline", "PluginError", "Rederived", "Rederiver", "ResumePlan", "Runner", "get", "known",
+           "names", "on_unit", "plan_resume", "plugins", "rederive", "register", "rescan", "resume", "spoken", "start",
+           "stored_model"]
