@@ -37,8 +37,8 @@ def mark_stale(store: RunStore, unit: int, *, what: str, state_rederived: bool) 
     first = min(unit, previous["unit"]) if "unit" in previous else unit
     earlier = _stale_from(previous)
     mine = unit + 1 if state_rederived else unit
-    stale_from = earlier if earlier is not None and earlier < unit else mine
-    stale_from = stale_from if stale_from <= last else None
+    stale_from: int | None = earlier if earlier is not None and earlier < unit else mine
+    stale_from = stale_from if stale_from is not None and stale_from <= last else None
     if first >= last and stale_from is None:
         store.delete_plan(STALE_KEY)
         return None
@@ -138,14 +138,14 @@ def edit_step(store: RunStore, step: int, paragraphs: list[str] | None = None,
         table = WorldTable.of(state)
         if table is None:
             raise StoreError(f"step {step} has no world variables (a run without structured state?)")
-        current = table.items()
-        unknown = sorted(set(variables) - set(current))
+        known = table.items()
+        unknown = sorted(set(variables) - set(known))
         if unknown:
             raise StoreError(f"step {step} has no world variable {', '.join(map(repr, unknown[:5]))}; an edit "
-                             f"changes the variables the story has ({', '.join(sorted(current)[:12]) or 'none'}"
-                             f"{', ...' if len(current) > 12 else ''})")
+                             f"changes the variables the story has ({', '.join(sorted(known)[:12]) or 'none'}"
+                             f"{', ...' if len(known) > 12 else ''})")
         for key, value in variables.items():
-            old = current.get(key)
+            old = known.get(key)
             if old is not None and json.dumps(old.get("value"), sort_keys=True) == json.dumps(value, sort_keys=True):
                 continue
             table.set(key, value, step=step, by="edit")
