@@ -10,7 +10,7 @@ are the same id, so both in one file is refused).
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import os
 
 from agent.errors import InputError
 from agent.text import read_capped
@@ -19,7 +19,7 @@ MAX_PROMPT_SET_BYTES = 64 << 20
 MAX_ID_CHARS = 200
 
 
-def read_prompt_set(path: str | Path) -> list[tuple[str, str]]:
+def read_prompt_set(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
     """``(id, prompt)`` of every line of the set, in file order; :class:`InputError` for any bad line."""
     try:
         lines = read_capped(path, MAX_PROMPT_SET_BYTES).decode("utf-8").splitlines()
@@ -57,7 +57,7 @@ def read_prompt_set(path: str | Path) -> list[tuple[str, str]]:
     return items
 
 
-def prompt_by_id(path: str | Path, prompt_id: str) -> str:
+def prompt_by_id(path: str | os.PathLike[str], prompt_id: str) -> str:
     """The prompt with ``prompt_id`` in a set that is valid whole."""
     wanted = str(prompt_id).strip()
     for key, prompt in read_prompt_set(path):

@@ -22,6 +22,7 @@ from agent.store import RunStore
 
 if TYPE_CHECKING:
     from agent.llm import LLM
+    from agent.llm.sampling import Sampling
 
 C = TypeVar("C")
 
@@ -73,7 +74,7 @@ class RunContext(Generic[C]):
         self._llm = llm
         self._open_llm = open_llm
         self._opened = False
-        self._previous_policy = None
+        self._previous_policy: Callable[[str | None], Sampling] | None = None
         self._added_recorder = False
         self._sink = events or ignore
         self._started = time.monotonic()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -47,9 +47,11 @@ class Settings(BaseModel):
             raise ConfigError(describe_validation(exc, cls, owner)) from None
 
     @classmethod
-    def coerce(cls, value: Settings | Mapping[str, Any]) -> Self:
-        """A typed config from a typed one or a stored dict (what older callers pass)."""
-        return value if isinstance(value, cls) else cls.parse(value)  # type: ignore[return-value]
+    def coerce(cls, value: Self | Mapping[str, Any]) -> Self:
+        """A typed config from one of this class or a stored dict (what older callers pass)."""
+        if isinstance(value, cls):
+            return value
+        return cls.parse(cast("Mapping[str, Any]", value))  # not Self, so by the signature a mapping
 
     @classmethod
     def defaults(cls) -> dict[str, Any]:

@@ -138,7 +138,7 @@ def vllm_entry() -> list[str]:
 
 def server_command(config: ServeConfig) -> tuple[list[str], dict[str, str]]:
     """The exact argv and environment for vLLM; every CPU- and GPU-only setting is here."""
-    structured = {"backend": config.structured_backend}
+    structured: dict[str, str | bool] = {"backend": config.structured_backend}
     if config.structured_backend == "xgrammar":
         structured["disable_any_whitespace"] = True  # else small models can loop on whitespace
     argv = [

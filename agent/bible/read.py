@@ -251,7 +251,8 @@ def _entry(section: str, value: Any, line: int, found: _Found) -> Any:
         facts = value.get("facts") or {}
         if isinstance(facts, list):
             facts = {slug(str(f), 4): str(f) for f in facts}
-        entry = {"name": str(value.get("name") or "").strip(), "description": str(value.get("description") or "")}
+        entry: dict[str, Any] = {"name": str(value.get("name") or "").strip(),
+                                 "description": str(value.get("description") or "")}
         if section == "characters":
             entry["facts"] = {str(k): str(v) for k, v in facts.items()} if isinstance(facts, dict) else {}
         return entry

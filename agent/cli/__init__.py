@@ -68,25 +68,35 @@ COMMAND_MODULES = [prompt_cmd, models_cmd, serve_cmd, doctor_cmd, grammars_cmd, 
                    story_cmd, config_cmd, repro_cmd, completion_cmd, lint_cmd, revise_cmd, approve_cmd, bible_cmd]
 
 
+class _RootParser(argparse.ArgumentParser):
+    """``fabula``'s own parser: its help lists the commands grouped (its epilog) instead of argparse's
+    flat list of them; completion and the subcommands still see every command."""
+
+    commands: argparse._SubParsersAction[argparse.ArgumentParser] | None = None
+
+    def format_help(self) -> str:
+        if self.commands is None:
+            return super().format_help()
+        self.commands.help = argparse.SUPPRESS
+        try:
+            return super().format_help()
+        finally:
+            self.commands.help = None
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _RootParser(
         prog="fabula", usage="fabula COMMAND [options]", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="fabula writes novels and stories on open-weight models, on your own machine.",
     )
     parser.add_argument("--version", action="version", version=f"fabula {version()}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # parser_class: the commands' own parsers are plain ones (the default is the root's class)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=argparse.ArgumentParser)
     for module in COMMAND_MODULES:
         module.add_parser(sub)
     parser.epilog = grouped_help({action.dest: action.help or "" for action in sub._choices_actions})
-
-    def format_help() -> str:  # the grouped list (the epilog) replaces argparse's flat one; completion sees all
-        sub.help = argparse.SUPPRESS
-        try:
-            return argparse.ArgumentParser.format_help(parser)
-        finally:
-            sub.help = None
-
-    parser.format_help = format_help
+    parser.commands = sub
     apply_everywhere(parser)
     parser.set_defaults(root_parser=parser)  # for `fabula completion`, which completes every command
     return parser

@@ -52,7 +52,8 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
     for short, long, help_ in missing:
         clash = [(option, have[option]) for option in (short, long) if option in have]
         if clash:  # a lone --quiet or --verbose of the command's own: the shared pair replaces it
-            parser._handle_conflict_resolve(None, clash)
+            # typeshed asks for the incoming Action; argparse never reads it (its loop rebinds the name)
+            parser._handle_conflict_resolve(None, clash)  # type: ignore[arg-type]
         parser.add_argument(short, long, action="store_true", help=help_)
 
 

@@ -116,7 +116,9 @@ def _edit_chapter(args: argparse.Namespace, store: RunStore) -> int:
         line, ok = _rederive(store, args.chapter, llm)
     with store_errors():
         mark_stale(store, args.chapter, what=what, state_rederived=ok)
-        record_action(store, "edit", unit=args.chapter, version=store.chapter(args.chapter).version)
+        stored = store.chapter(args.chapter)
+        assert stored is not None, "the chapter was read above; a committed chapter is never removed"
+        record_action(store, "edit", unit=args.chapter, version=stored.version)
     print(line + _next_step(args, store, ok), file=sys.stderr)
     return 0 if ok or args.no_rederive else 1
 

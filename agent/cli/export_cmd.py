@@ -157,9 +157,9 @@ def _book_meta(args: argparse.Namespace) -> dict[str, Any]:
     from agent.userinput import checked_label
 
     try:
-        meta = {key: checked_label(value, what=f"--{key}") for key, value in (("title", args.title),
-                                                                              ("author", args.author))
-                if value is not None}
+        meta: dict[str, Any] = {key: checked_label(value, what=f"--{key}")
+                                for key, value in (("title", args.title), ("author", args.author))
+                                if value is not None}
     except InputError as exc:
         raise CLIError(str(exc)) from None
     series_name = getattr(args, "series", None)

@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 import tempfile
+from typing import Any
 
 from agent.cli.edit_cmd import in_editor
 from agent.cli.errors import CLIError
@@ -94,8 +95,9 @@ def _shown(store: RunStore, as_json: bool) -> str:
 def _chapter_list(store: RunStore, as_json: bool) -> str:
     """An imported book's chapters as it has them: number, words and heading (it has no plan to edit)."""
     headings = Headings.of(store)
-    chapters = [{"chapter": c.index, "words": c.words, "heading": headings.heading(c.index, c.title)}
-                for c in store.chapters()]
+    chapters: list[dict[str, Any]] = [
+        {"chapter": c.index, "words": c.words, "heading": headings.heading(c.index, c.title)}
+        for c in store.chapters()]
     if as_json:
         return json.dumps({"run": str(store.run_dir), "title": story_title(store), "author": author_line(store),
                            "chapters": chapters}, ensure_ascii=False, indent=2) + "\n"

@@ -12,12 +12,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent.cli.checks import finite, output_dir, server_url
 from agent.cli.common import loud
 from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, choose_judge, choose_model, open_client
 from agent.cli.progress import BatchDisplay
+
+if TYPE_CHECKING:
+    from agent.llm import LLM
 
 
 def add_parser(sub) -> None:
@@ -90,7 +94,7 @@ def _write(args: argparse.Namespace, grid, out: Path, planned) -> int:
           f"{sum(len(p.stories) for p in planned)} stories, profile {grid.profile}, with {chosen.describe()}",
           file=sys.stderr)
     judge = None
-    owned = []
+    owned: list[LLM] = []
     try:
         if not args.no_judge:
             judge_llm, endpoint = _open_judge(args, grid, chosen, model, owned)
@@ -116,7 +120,7 @@ def _write(args: argparse.Namespace, grid, out: Path, planned) -> int:
     return 0 if result.complete else 1
 
 
-def _open_judge(args: argparse.Namespace, grid, chosen, model, owned: list):
+def _open_judge(args: argparse.Namespace, grid, chosen, model, owned: list[LLM]):
     """The judge model: flags, then the grid's [judge], then env/config; the writer's embedded model
     is shared when the judge is embedded too (loaded once)."""
     endpoint = args.judge_endpoint or grid.judge.endpoint

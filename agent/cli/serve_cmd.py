@@ -289,6 +289,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"fabula: starting vLLM ({config.device}) for {config.served_name}; log: {log_path}", flush=True)
     started = time.monotonic()
     server.start()
+    assert server.process is not None, "start() set it (or raised)"
     try:
         if config.parallel.headless:  # engines only: this node has no API to poll (docs/scale-out.md)
             print(f"fabula: headless: this node runs data-parallel ranks for the API server at "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from typing import Any
 
 from agent.cli.rundir import open_run
 from agent.llm.types import TIMING_PARTS
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         style = chapter_distances(guide, store.chapters())
         style_text = style_lines(guide, store.chapters())
     if args.json:
-        extra = {"history": history} if history is not None else {}
+        extra: dict[str, Any] = {"history": history} if history is not None else {}
         extra.update({"server_probe": probe} if probe else {})
         extra.update({"style": style} if style else {})
         extra.update({"versions": versions_json(versions)} if versions is not None else {})
@@ -117,7 +118,7 @@ def versions_text(found: dict) -> list[str]:
     word, stale = found["unit_kind"], found["stale"]
     if not found["edited"]:
         return [f"versions  no {word} has been edited"]
-    lines = []
+    lines: list[str] = []
     for unit, versions in found["edited"].items():
         for v in versions:
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(v.at)) if v.at else "-"

@@ -65,13 +65,13 @@ class ConsistencyScore:
             out = [i for i in out if i.subtype in GLOBAL_SUBTYPES]
         return out
 
-    def metrics(self) -> dict[str, float | int | None]:
-        """Every CED of this judgment (``None`` when the story is not scored)."""
+    def metrics(self) -> dict[str, float | int]:
+        """Every CED of this judgment, with its counts (empty when the story is not scored)."""
         if not self.complete or self.checked_words <= 0:
             return {}
         w = self.checked_words
         alli, veri = self._counts(), self._counts(verified_only=True)
-        out: dict[str, float | int | None] = {
+        out: dict[str, float | int] = {
             "subtype_ced": ced(len({i.subtype for i in alli}), w),
             "instance_ced": ced(len(alli), w),
             "local_instance_ced": ced(len(self._counts(scope="local")), w),

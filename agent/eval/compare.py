@@ -69,8 +69,8 @@ def pair_rows(a: list[dict[str, Any]], b: list[dict[str, Any]], *, label: str = 
 
     ia, ib = index(a, "A"), index(b, label)
     for key in sorted(set(ia) ^ set(ib), key=str):
-        side = "A" if key in ia else label
-        notes.append(f"{side}: {(ia.get(key) or ib.get(key))['run']} has no partner (prompt {key[0]}, {key[1]} words)")
+        side, row = ("A", ia[key]) if key in ia else (label, ib[key])
+        notes.append(f"{side}: {row['run']} has no partner (prompt {key[0]}, {key[1]} words)")
     return {k: (ia[k], ib[k]) for k in ia if k in ib}, notes
 
 

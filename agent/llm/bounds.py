@@ -187,6 +187,11 @@ def _range_regex(node: dict[str, Any]) -> str | None:
     return number_range_regex(lo, hi, lo_ex, hi_ex)
 
 
+def _verbatim(text: str) -> Callable[[re.Match[str]], str]:
+    """A replacement for :func:`re.sub` that puts ``text`` in as it is (its backslashes are no escapes)."""
+    return lambda _match: text
+
+
 def decoding_regex(schema: dict[str, Any], build_regex_from_schema: Callable[[str, str], str],
                    whitespace: str) -> str:
     """The schema's regex (by Outlines' ``build_regex_from_schema``) with every numeric range
@@ -211,7 +216,7 @@ def decoding_regex(schema: dict[str, Any], build_regex_from_schema: Callable[[st
         if f'"{sentinel}"' in regex:
             regex = regex.replace(f'"{sentinel}"', f"({pattern})")
         elif re.search(quoted, regex):
-            regex = re.sub(quoted, lambda _m, p=pattern: f"({p})", regex)
+            regex = re.sub(quoted, _verbatim(f"({pattern})"), regex)
         else:
             raise ValueError(f"could not place the numeric range {pattern!r} in the compiled schema")
     return regex

@@ -108,7 +108,9 @@ class LlamaCppLLM(LLM):
         self._clock = CallClock()
         self._evaluated = 0
         self._eval = self._llama.eval
-        self._llama.eval = self._timed_eval  # generate() evaluates through it: prefill, then one token a step
+        # generate() evaluates through it: prefill, then one token a step. llama.cpp has no hook around
+        # eval, so the instance's own method is replaced (mypy refuses assigning to a method)
+        self._llama.eval = self._timed_eval  # type: ignore[method-assign]
         self.template: PromptTemplate
         if tokenizer_dir is not None:
             import transformers
@@ -145,7 +147,7 @@ class LlamaCppLLM(LLM):
         if llama is not None:
             self._slots.clear()
             llama.close()
-            self._llama = None
+            del self._llama
 
     # -- generation -----------------------------------------------------------------------------
     def _complete(self, request: Request) -> RawReply:
@@ -199,7 +201,9 @@ class LlamaCppLLM(LLM):
         vocab = llama_cpp.llama_model_get_vocab(self._llama.model)
         timed = [clock.timed("mask", p) for p in processors]
         started, timed_before = time.perf_counter(), clock.timing().total
-        for token in self._llama.generate(prompt, reset=True, logits_processor=timed or None,
+        # llama.cpp only iterates the list: its own list type, as its signature asks
+        processed = llama_cpp.LogitsProcessorList(timed) if timed else None
+        for token in self._llama.generate(prompt, reset=True, logits_processor=processed,
                                           **self._sampler_settings(request)):
             new_ids.append(token)
             if llama_cpp.llama_vocab_is_eog(vocab, token) or len(new_ids) >= request.max_tokens:

@@ -183,8 +183,8 @@ class EndpointLLM(LLM):
         if content is not None and not isinstance(content, str):
             raise bad(f"non-string content ({type(content).__name__})")
         reasoning = message.get("reasoning_content") or message.get("reasoning")
-        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-        details = usage.get("prompt_tokens_details") if isinstance(usage.get("prompt_tokens_details"), dict) else {}
+        usage = found if isinstance(found := data.get("usage"), dict) else {}
+        details = found if isinstance(found := usage.get("prompt_tokens_details"), dict) else {}
         finish = choice.get("finish_reason")
         model = data.get("model")
         return RawReply(
@@ -270,8 +270,12 @@ class EndpointLLM(LLM):
         if constraint is not None:
             if constraint.kind == "json":
                 regex = self._regex_for(constraint.json_schema or {})
-                body.update(shapes.regex_field(kind, regex) if regex
-                            else shapes.json_field(kind, constraint.name, constraint.decoding_schema))
+                if regex:
+                    body.update(shapes.regex_field(kind, regex))
+                else:
+                    schema = constraint.decoding_schema
+                    assert schema is not None, "a json constraint carries its schema (to_constraint sets it)"
+                    body.update(shapes.json_field(kind, constraint.name, schema))
             elif constraint.kind == "regex":
                 body.update(shapes.regex_field(kind, constraint.pattern or ""))
             else:

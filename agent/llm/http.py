@@ -236,10 +236,11 @@ class BoundedClient:
             if declared and declared.isdigit() and int(declared) > cap:
                 raise LLMError(f"endpoint {self.shown}: the reply to {method} {path} declares {int(declared)} "
                                f"bytes, over the {cap}-byte cap")
-            streamed = (watch is not None and response.status_code < 400
-                        and response.headers.get("content-type", "").startswith("text/event-stream"))
-            if streamed:
-                watch(b"")  # a new attempt: whatever an earlier one streamed is void
+            event_stream = (response.status_code < 400
+                            and response.headers.get("content-type", "").startswith("text/event-stream"))
+            stream_to = watch if event_stream else None  # None: the reply's bytes are kept, not watched
+            if stream_to is not None:
+                stream_to(b"")  # a new attempt: whatever an earlier one streamed is void
             chunks: list[bytes] = []
             size = 0
             for chunk in response.iter_bytes():
@@ -249,12 +250,12 @@ class BoundedClient:
                                    "cap; stopped reading")
                 if time.monotonic() > deadline:
                     raise _Deadline
-                if streamed:
-                    if watch(chunk):  # the caller has what it needs: leaving closes the connection
+                if stream_to is not None:
+                    if stream_to(chunk):  # the caller has what it needs: leaving closes the connection
                         break
                 else:
                     chunks.append(chunk)
-            return response.status_code, response.headers, b"".join(chunks), streamed
+            return response.status_code, response.headers, b"".join(chunks), stream_to is not None
 
     def _decode(self, data: bytes, what: str) -> Any:
         try:

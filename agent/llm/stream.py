@@ -93,7 +93,7 @@ class StreamedReply:
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             return  # the closing usage-only event
         choice = choices[0]
-        delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+        delta = found if isinstance(found := choice.get("delta"), dict) else {}
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
         if isinstance(reasoning, str):
             self._reasoning.append(reasoning)

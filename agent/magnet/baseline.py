@@ -44,10 +44,9 @@ def write(ctx: RunContext[SingleConfig]) -> None:
         recent = [p.text for p in store.paragraphs()[-settings.history_window:]]
         final = ending.is_final_paragraph(story, state)
         cue = ending.cue(story, {**state, "ending": ending.in_ending_window(story, settings, state)})
-        low, high = (ending.final_budget(story, settings, state) if final
-                     else (settings.paragraph_min_tokens, settings.paragraph_tokens))
-        if not settings.paragraph_floor:
-            low = None
+        floor, high = (ending.final_budget(story, settings, state) if final
+                       else (settings.paragraph_min_tokens, settings.paragraph_tokens))
+        low = floor if settings.paragraph_floor else None
         with ctx.unit(step):
             text, trimmed = write_prose(ctx.llm, prompts.baseline(story, recent, state["words"], cue), settings,
                                         temperature=settings.baseline_temperature, max_tokens=high,

@@ -80,17 +80,18 @@ def ask_many(llm: LLM, requests: Sequence[Request], retries: int,
     results: list[Completion | LLMError] = list(llm.generate_many(requests, return_exceptions=True))
     for attempt in range(retries + 1):
         _stop_at_authentication(results)
-        failed = [i for i, r in enumerate(results) if isinstance(r, LLMError)]
+        errors = {i: r for i, r in enumerate(results) if isinstance(r, LLMError)}
+        failed = list(errors)
         if not failed:
             break
-        refused = [i for i in failed if is_length_rejection(results[i])]
+        refused = [i for i in failed if is_length_rejection(errors[i])]
         # one widening per round, however many requests of the batch were refused (one lesson
         # about the counter); it holds even when no retry is left, so later requests fit
-        widened = bool(refused) and budget is not None and budget.refused(results[refused[0]],
+        widened = bool(refused) and budget is not None and budget.refused(errors[refused[0]],
                                                                           f"the {requests[refused[0]].role} request")
         if attempt == retries:
             break
-        if widened:
+        if widened and budget is not None:  # only a budget widens
             for i in refused:
                 requests[i] = _refit(budget, requests[i])
         again = llm.generate_many([_fresh(requests[i]) for i in failed], return_exceptions=True)
@@ -407,7 +408,7 @@ def _unrepeated(llm: LLM, request: Request, settings: MagnetSettings, text: str,
                 {"role": "user", "content": found.feedback()}]
     max_tokens = request.max_tokens
     room = budget.room(messages) if budget is not None else None
-    if room is not None:
+    if budget is not None and room is not None:
         if room < max(request.min_tokens or 0, MIN_PROSE_REPLY):
             budget.note("skip_repetition_retry", what=f"the {request.role} paragraph", room=room)
             return text, trimmed

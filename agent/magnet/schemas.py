@@ -12,6 +12,7 @@ the fields whose duty it removes. The controller still checks what comes back.
 from __future__ import annotations
 
 from functools import lru_cache
+from types import GenericAlias
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, create_model
@@ -38,8 +39,15 @@ Catalogue = tuple[tuple[str, tuple[str, ...]], ...]
 """Per subject (``world`` first, then each character), the attributes the grammar offers."""
 
 
-def _choices(names: tuple[str, ...]):
-    return Literal[names]  # type: ignore[valid-type]
+def _choices(names: tuple[str, ...]) -> Any:
+    """``Literal[*names]``: a type built at run time (mypy reads it as Any)."""
+    return Literal[names]
+
+
+def _list_of(item: Any) -> Any:
+    """``list[item]`` for an item type built at run time (the very alias ``list[...]`` makes; mypy
+    reads a subscript as a static type, which a run-time one is not)."""
+    return GenericAlias(list, (item,))
 
 
 def catalogue(world: WorldGraph, viewer: str | None = None) -> Catalogue:
@@ -60,13 +68,13 @@ def _update(offer: Catalogue) -> Any:
             subject=(_choices((subject,)), ...),
             attribute=(attribute, Field(description=f"an existing attribute of {subject}, or a new snake_case one")),
             value=(str, ...)))
-    return Union[tuple(models)]  # type: ignore[return-value]  # noqa: UP007
+    return Union[tuple(models)]  # noqa: UP007
 
 
 @lru_cache(maxsize=256)
 def _with_updates(base: type[Grammar], offer: Catalogue) -> type[Grammar]:
     return create_model(base.__name__, __base__=base,
-                        world_updates=(list[_update(offer)], Field(max_length=MAX_UPDATES)))  # type: ignore[valid-type]
+                        world_updates=(_list_of(_update(offer)), Field(max_length=MAX_UPDATES)))
 
 
 def action_type(settings: MagnetSettings, offer: Catalogue | None) -> type[Grammar]:
@@ -89,8 +97,8 @@ def critic_type(settings: MagnetSettings, offer: Catalogue | None, *, final: boo
 def selection_type(names: tuple[str, ...], update_ids: tuple[str, ...] = ()) -> type[Grammar]:
     """The narrator's selection: names of characters that acted, at most each once, and the
     ids of proposed updates it rejects (only ids offered this step; none when none were)."""
-    rejected: Any = (list[_choices(update_ids)], Field(max_length=len(update_ids))) if update_ids else (
-        list[_choices(("none",))], Field(max_length=0))
+    rejected: Any = (_list_of(_choices(update_ids)), Field(max_length=len(update_ids))) if update_ids else (
+        _list_of(_choices(("none",))), Field(max_length=0))
     return create_model("NarratorSelection", __base__=NarratorSelection,
-                        selected=(list[_choices(names)], Field(min_length=1, max_length=len(names))),  # type: ignore[valid-type]
+                        selected=(_list_of(_choices(names)), Field(min_length=1, max_length=len(names))),
                         rejected_updates=rejected)

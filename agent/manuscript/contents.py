@@ -73,7 +73,7 @@ def find(lines: list[str], found: list[Heading]) -> list[Contents]:
     for run in _runs(lines):
         if len(run) < TOC_RUN:
             continue
-        keys = [key(lines[i]) for i in run]
+        keys = [k for i in run if (k := key(lines[i])) is not None]  # all of them: a run is of entry lines
         # the list may run straight into the book: where its first entry comes again, the book begins
         ends = [len(run), *(j for j in range(TOC_RUN, len(run)) if _same(keys[0], keys[j]))][:MAX_TRIES]
         for end in sorted(ends, reverse=True):

@@ -39,6 +39,7 @@ def split_text(text: str, *, fmt: str = "text", pattern: str | None = None, name
             raise InputError(f"--split {pattern!r} matches no line of {name}")
     else:
         found = headings.find(lines)
+    found_in: str | None  # where the title and author were found; None: nowhere
     title, author, found_in = fields.get("title"), fields.get("author"), "the Gutenberg header"
     if not title:
         title, found_in = _markdown_title(lines, found), "the book's first heading"

@@ -73,6 +73,8 @@ def _config(grid: Grid, cell: Cell, folder: Path) -> dict[str, Any]:
     if registered.takes == "prompt":
         return {**settings, "prompt": "A lighthouse keeper finds a letter from the future.", "prompt_id": "sim",
                 "words": cell.words}
+    assert grid.stories is not None, "a grid of story pipelines names its stories folder (load_grid checks it)"
+    assert registered.story_config is not None, f"{registered.name} takes a story file but cannot read one"
     first = sorted(Path(grid.stories).glob("*.toml"))[0]
     return {**settings, **registered.story_config(first, words=cell.words)}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable
 from typing import Any
 
 from markupsafe import Markup
@@ -169,7 +170,8 @@ def judgments(store: RunStore) -> dict[str, Any]:
 
 
 def page(store: RunStore, name: str, **options: Any) -> dict[str, Any]:
-    builders = {"story": story, "state": state, "costs": costs, "judgments": judgments, "outline": workbench.outline,
-                "cast": workbench.cast, "character": workbench.character, "search": workbench.search,
-                "versions": versions_page.versions}
+    builders: dict[str, Callable[..., dict[str, Any]]] = {
+        "story": story, "state": state, "costs": costs, "judgments": judgments, "outline": workbench.outline,
+        "cast": workbench.cast, "character": workbench.character, "search": workbench.search,
+        "versions": versions_page.versions}
     return {"dumps": _dumps, **overview(store), **builders[name](store, **options)}

@@ -35,7 +35,7 @@ def bar_chart(title: str, labels: Sequence[str], series: Sequence[Series], *, un
     every = max(1, round(n / 24))
     for i, label in enumerate(labels):
         x = left + i * slot + (slot - bar) / 2
-        base = top_pad + plot_h
+        base: float = top_pad + plot_h
         for name, values, colour in series:
             h = plot_h * values[i] / top
             y = base - h if stacked else top_pad + plot_h - h

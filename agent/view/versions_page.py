@@ -14,7 +14,7 @@ from agent.store.writer.versions import changed_words, edited_units, stale, unit
 def versions(store: RunStore, unit: int | None = None, a: int | None = None, b: int | None = None) -> dict[str, Any]:
     """The edited units; for ``unit`` (default: the first edited), versions ``a`` and ``b`` compared
     (default: as first written against the current text)."""
-    edited = [{"unit": u, "versions": unit_versions(store, u)} for u in edited_units(store)]
+    edited: list[dict[str, Any]] = [{"unit": u, "versions": unit_versions(store, u)} for u in edited_units(store)]
     chosen = next((e for e in edited if e["unit"] == unit), edited[0] if edited else None)
     diff, removed, added = None, 0, 0
     if chosen is not None:

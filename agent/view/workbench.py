@@ -92,7 +92,7 @@ def outline(store: RunStore) -> dict[str, Any]:
     for n, item in enumerate(planned if isinstance(planned, list) else [], start=1):
         if not isinstance(item, dict):
             continue
-        index = item.get("id") if isinstance(item.get("id"), int) else n
+        index = found if isinstance(found := item.get("id"), int) else n
         target = item.get("target_words") if isinstance(item.get("target_words"), int) else None
         written = chapters.get(index)
         if written is None:
@@ -237,13 +237,13 @@ def _nst_facts(states: list[tuple[int, Any]]) -> list[dict[str, Any]]:
     narrative = states[-1][1].get("narrative") if isinstance(states[-1][1], dict) else None
     if not isinstance(narrative, dict):
         return []
-    provenance = narrative.get("provenance") if isinstance(narrative.get("provenance"), dict) else {}
+    provenance = found if isinstance(found := narrative.get("provenance"), dict) else {}
     out = []
     for collection, label in (("past_events", "event"), ("future_requirements", "open requirement")):
         items = narrative.get(collection)
-        prov = provenance.get(collection) if isinstance(provenance.get(collection), dict) else {}
+        prov = found if isinstance(found := provenance.get(collection), dict) else {}
         for key, value in (items.items() if isinstance(items, dict) else []):
-            p = prov.get(key) if isinstance(prov.get(key), dict) else {}
+            p = found if isinstance(found := prov.get(key), dict) else {}
             out.append({"kind": label, "key": key, "text": _text(value), "unit": p.get("chapter"),
                         "quote": p.get("quote")})
     return out
@@ -251,7 +251,7 @@ def _nst_facts(states: list[tuple[int, Any]]) -> list[dict[str, Any]]:
 
 def _magnet_cast(store: RunStore, states: list[tuple[int, Any]]) -> list[Person]:
     story = store.info().config.get("story")
-    defined = story.get("characters") if isinstance(story, dict) and isinstance(story.get("characters"), list) else []
+    defined = found if isinstance(story, dict) and isinstance(found := story.get("characters"), list) else []
     variables = _magnet_variables(states[-1][1]) if states else {}
     names = [str(c.get("name")) for c in defined if isinstance(c, dict) and c.get("name")]
     names += [n for n in variables if n not in names and n != "world"]
@@ -290,17 +290,18 @@ def character(store: RunStore, who: str | None = None) -> dict[str, Any]:
     person = next((p for p in listed["people"] if p.name == who), None)
     events: list[Event] = []
     if person is not None:
+        name = person.name  # who, now known to be a name
         previous: dict[str, Any] = {}
         for unit, state in _states(store):
             if listed["cast_kind"] == "snapshots":
                 chars, prov = _nst_characters(state)
-                now = chars.get(who)
+                now = chars.get(name)
                 now = {k: v for k, v in now.items() if k != "name"} if isinstance(now, dict) else {}
-                p = prov.get(who)
+                p = prov.get(name)
                 quote = p.get("quote") if isinstance(p, dict) and p.get("chapter") == unit else None
             else:
                 now = {k: e.get("value") if isinstance(e, dict) else e
-                       for k, e in (_magnet_variables(state).get(who) or {}).items()}
+                       for k, e in (_magnet_variables(state).get(name) or {}).items()}
                 quote = None
             changes = [(k, previous.get(k), now.get(k)) for k in sorted(previous.keys() | now.keys())
                        if _canon(previous.get(k)) != _canon(now.get(k))]
