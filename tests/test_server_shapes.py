@@ -8,10 +8,11 @@ import json
 
 import pytest
 
-from agent.llm import Choice, JsonSchema, Regex, Request, open_llm, shapes
+from agent.llm import Choice, JsonSchema, Regex, Request, open_llm
 from agent.llm.context import server_context
 from agent.llm.probe import PROBE_SCHEMA
 from agent.llm.sampling import Sampling
+from agent.llm.server_kinds import OLLAMA_NUM_CTX_CAP, SERVER_KINDS
 from tests.kind_servers import MODEL, KindServer
 
 USER = [{"role": "user", "content": "hi"}]
@@ -37,7 +38,7 @@ def serve():
     ("llama.cpp", None, 4096),  # the slot's n_ctx, not the trained 8192
     ("llama-cpp-python", None, None),  # it reports no context: budget with --set context_tokens
     ("tgi", "3.3.6", 2048),  # /info max_total_tokens
-    ("ollama", "0.12.3", shapes.OLLAMA_NUM_CTX_CAP),  # the model's 131072, capped
+    ("ollama", "0.12.3", OLLAMA_NUM_CTX_CAP),  # the model's 131072, capped
 ])
 def test_the_probe_tells_each_server_kind_apart_by_its_own_routes(serve, kind, version, context):
     server = serve(kind)
@@ -117,7 +118,7 @@ def test_ollama_is_driven_through_its_native_chat_with_num_ctx_format_and_think(
     (body,) = server.chats()[before:]
     assert body == {"model": MODEL, "messages": USER, "stream": False, "think": False, "format": PROBE_SCHEMA,
                     "options": {"temperature": 0.2, "num_predict": 40, "seed": 3, "stop": ["END"],
-                                "repeat_penalty": 1.1, "num_ctx": shapes.OLLAMA_NUM_CTX_CAP}}
+                                "repeat_penalty": 1.1, "num_ctx": OLLAMA_NUM_CTX_CAP}}
     assert completion.parsed == {"fabula_probe": "qx7"} and completion.reasoning == "hmm"
     assert (completion.usage.prompt_tokens, completion.usage.completion_tokens) == (11, 3)
     assert completion.finish_reason == "stop"
@@ -126,10 +127,10 @@ def test_ollama_is_driven_through_its_native_chat_with_num_ctx_format_and_think(
 
 
 def test_an_ollama_reply_cut_at_num_predict_reads_as_length():
-    reply = shapes.from_wire("ollama", {"model": "m", "message": {"content": '{"a": '}, "done_reason": "length",
+    reply = SERVER_KINDS["ollama"].from_wire({"model": "m", "message": {"content": '{"a": '}, "done_reason": "length",
                                         "prompt_eval_count": 5, "eval_count": 9})
     assert reply["choices"][0]["finish_reason"] == "length" and reply["usage"]["completion_tokens"] == 9
-    assert shapes.from_wire("vllm", {"x": 1}) == {"x": 1}
+    assert SERVER_KINDS["vllm"].from_wire({"x": 1}) == {"x": 1}
 
 
 @pytest.mark.skipif(importlib.util.find_spec("outlines") is None, reason="Outlines not installed")
@@ -147,11 +148,11 @@ def test_the_shapes_agree_with_outlines_own_server_adapters():
     regex = OutlinesRegex("a+")
     pattern = to_regex(regex)  # Outlines wraps a pattern in a group; compare like with like
     tgi = TGITypeAdapter().format_output_type(OutlinesJson(json.dumps(schema)))["grammar"]
-    assert shapes.json_field("tgi", "x", schema)["response_format"] == tgi
-    assert shapes.regex_field("tgi", pattern)["response_format"] == TGITypeAdapter().format_output_type(
-        regex)["grammar"]
-    assert shapes.regex_field("sglang", pattern) == SGLangTypeAdapter().format_output_type(regex)["extra_body"]
-    assert shapes.regex_field("vllm", pattern) == VLLMTypeAdapter().format_output_type(regex)
+    tgi_kind, ollama_kind = SERVER_KINDS["tgi"], SERVER_KINDS["ollama"]
+    assert tgi_kind.json_field("x", schema)["response_format"] == tgi
+    assert tgi_kind.regex_field(pattern)["response_format"] == TGITypeAdapter().format_output_type(regex)["grammar"]
+    assert SERVER_KINDS["sglang"].regex_field(pattern) == SGLangTypeAdapter().format_output_type(regex)["extra_body"]
+    assert SERVER_KINDS["vllm"].regex_field(pattern) == VLLMTypeAdapter().format_output_type(regex)
     ollama = OllamaTypeAdapter().format_output_type(OutlinesJson(json.dumps(schema)))
-    wire = shapes.to_wire("ollama", {"model": "m", "messages": USER, **shapes.json_field("ollama", "x", schema)})
+    wire = ollama_kind.to_wire({"model": "m", "messages": USER, **ollama_kind.json_field("x", schema)})
     assert wire["format"] == ollama

@@ -11,6 +11,7 @@ from typing import Any
 from agent import keyvalue
 from agent.cli import config_file
 from agent.cli.errors import CLIError
+from agent.llm.option_table import DEFAULT_CALL_TIMEOUT_S
 
 
 def add_parser(sub) -> None:
@@ -51,7 +52,7 @@ def effective() -> dict[str, dict[str, Any]]:
 
 
 def _default(key: str) -> Any:
-    return {"profile": "auto", "call_timeout": 600.0, "allow_unconstrained": False}.get(key)
+    return {"profile": "auto", "call_timeout": DEFAULT_CALL_TIMEOUT_S, "allow_unconstrained": False}.get(key)
 
 
 def run_show(args: argparse.Namespace) -> int:

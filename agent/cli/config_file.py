@@ -10,7 +10,6 @@ part in model resolution below flags and the environment (``agent.llm.options.re
 from __future__ import annotations
 
 import json
-import math
 import os
 import stat
 import tempfile
@@ -24,6 +23,8 @@ from typing import Any
 
 from agent import keyvalue
 from agent.cli.errors import CLIError
+from agent.llm.option_table import MODEL_OPTIONS, ModelOption
+from agent.llm.option_values import TEXT, BadValue, OneOf, ValueRule
 from agent.text import read_capped
 
 MAX_CONFIG_BYTES = 1 << 20
@@ -32,28 +33,33 @@ PROFILES = ("auto", "default", "small", "paper")
 
 @dataclass(frozen=True)
 class Key:
-    """One config key: its type, what it means, and the environment variable that beats it."""
+    """One config key: what it means, the rule its value follows, and the environment variable that beats it."""
 
-    kind: type
     help: str
     env: str | None = None
     secret: bool = False
+    rule: ValueRule = TEXT
+    url: bool = False
+
+    @property
+    def kind(self) -> type:
+        return self.rule.kind
+
+    @classmethod
+    def of(cls, row: ModelOption) -> Key:
+        """A model option's key, as the option table writes it."""
+        return cls(row.about, row.env, row.secret, row.rule, row.url)
 
 
-KEYS: dict[str, Key] = {
-    "endpoint": Key(str, "the writer's server base URL", "FABULA_ENDPOINT"),
-    "model": Key(str, "the model name on that server", "FABULA_MODEL"),
-    "api_key": Key(str, "the bearer token for that server", "FABULA_API_KEY", secret=True),
-    "profile": Key(str, "auto (a tiny model gets small), default, small or paper", None),
-    "call_timeout": Key(float, "seconds one model call may take on a server, retries included", "FABULA_CALL_TIMEOUT"),
-    "allow_unconstrained": Key(bool, "use a server that does not enforce JSON schemas (parse, validate, re-ask)",
-                               "FABULA_ALLOW_UNCONSTRAINED"),
-    "embedded_engine": Key(str, "the embedded model's engine: auto (llama.cpp where installed), llama.cpp or "
-                           "transformers", "FABULA_EMBEDDED_ENGINE"),
-    "judge_endpoint": Key(str, "the judges' server base URL", "FABULA_JUDGE_ENDPOINT"),
-    "judge_model": Key(str, "the judge model's name", "FABULA_JUDGE_MODEL"),
-    "judge_api_key": Key(str, "the bearer token for the judges' server", "FABULA_JUDGE_API_KEY", secret=True),
-}
+def _keys() -> dict[str, Key]:
+    """The model options' keys, with the profile after the writer's server keys, where it has always been listed."""
+    model = [(row.config_key, Key.of(row)) for row in MODEL_OPTIONS if row.config_key]
+    place = [key for key, _ in model].index("api_key") + 1
+    return dict([*model[:place], ("profile", Key("auto (a tiny model gets small), default, small or paper",
+                                                rule=OneOf(PROFILES))), *model[place:]])
+
+
+KEYS: dict[str, Key] = _keys()
 
 
 @dataclass(frozen=True)
@@ -98,33 +104,15 @@ def check(key: str, value: Any, *, where: str) -> Any:
     spec = KEYS.get(key)
     if spec is None:
         raise CLIError(f"{where}: unknown key {key!r}; known: {', '.join(KEYS)}")
-    if spec.kind is bool:
-        if isinstance(value, bool):
-            return value
-        text = str(value).strip().lower()
-        if text in ("true", "1", "yes", "on", "false", "0", "no", "off"):
-            return text in ("true", "1", "yes", "on")
-        raise CLIError(f"{where}: {key} must be true or false, got {value!r}")
-    if spec.kind is float:
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise CLIError(f"{where}: {key} must be a number of seconds, got {value!r}") from None
-        if isinstance(value, bool) or not math.isfinite(number) or not 0 < number <= 86400:
-            raise CLIError(f"{where}: {key} must be between 0 and 86400 seconds, got {value!r}")
-        return number
-    if not isinstance(value, str) or not value.strip() or len(value) > 4096 or any(
-            unicodedata.category(c) == "Cc" for c in value):
+    if spec.kind is str and (not isinstance(value, str) or not value.strip() or len(value) > 4096 or any(
+            unicodedata.category(c) == "Cc" for c in value)):
         raise CLIError(f"{where}: {key} must be a non-empty one-line string without control characters, "
                        f"got {json.dumps(_shown(key, value))[:80]}")
-    if key == "profile" and value not in PROFILES:
-        raise CLIError(f"{where}: profile must be one of {', '.join(PROFILES)}, got {value!r}")
-    if key == "embedded_engine":
-        from agent.llm.types import EMBEDDED_ENGINES
-
-        if value not in EMBEDDED_ENGINES:
-            raise CLIError(f"{where}: embedded_engine must be one of {', '.join(EMBEDDED_ENGINES)}, got {value!r}")
-    if key.endswith("endpoint"):
+    try:
+        value = spec.rule.read(value)
+    except BadValue as exc:
+        raise CLIError(f"{where}: {key} {exc}") from None
+    if spec.url:
         from agent.llm.http import normalize_base_url
 
         try:
@@ -138,7 +126,7 @@ def _shown(key: str, value: Any) -> Any:
     """A value as it may be printed: a secret never, a URL without its credentials."""
     if KEYS[key].secret:
         return "***"
-    if key.endswith("endpoint") and isinstance(value, str):
+    if KEYS[key].url and isinstance(value, str):
         from agent.llm.http import redact_url
 
         return redact_url(value)

@@ -9,63 +9,61 @@ before anything is created or any run's status is touched, within the call timeo
 from __future__ import annotations
 
 import argparse
-import math
 import os
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agent.cli import config_file
 from agent.cli.checks import server_url
 from agent.cli.errors import CLIError
+from agent.llm import option_table
+from agent.llm.option_table import RECORDED, ModelOption
+from agent.llm.option_values import BadValue, Switch, Text, ValueRule
 from agent.llm.options import LLMOptions, ModelChoiceError, ModelFlags, StoredModel, resolve
 
 if TYPE_CHECKING:
     from agent.llm import LLM
 
 
-def call_timeout(text: str) -> float:
-    """``--call-timeout``: seconds, > 0 and at most a day."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not math.isfinite(value) or not 0 < value <= 86400:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 86400 seconds, got {text}")
-    return value
-
-
 def add_model_options(parser: argparse.ArgumentParser, *, stored: str | None = None) -> None:
-    """The model flags. ``stored``: the command continues a stored run (or batch) of that name,
-    whose model and server are the defaults."""
-    default = f"as recorded in {stored}" if stored else None
-    group = parser.add_argument_group("model" + (f" (default: {default})" if stored else ""))
-    group.add_argument("--backend", choices=["embedded", "endpoint"],
-                       help="embedded (in-process tiny model) or endpoint (an OpenAI-compatible server); default: "
-                       + (default or "endpoint if an endpoint is set (flag, FABULA_ENDPOINT, config file), else "
-                          "embedded"))
-    group.add_argument("--endpoint", metavar="URL", type=server_url,
-                       help="server base URL (env FABULA_ENDPOINT, config endpoint"
-                       + (f", else the server {stored} was written on" if stored else "") + ")")
-    group.add_argument("--model", metavar="NAME",
-                       help="model name on the server (" + (default + "; " if stored else "")
-                       + "env FABULA_MODEL, config model)")
-    group.add_argument("--api-key", metavar="KEY",
-                       help="bearer token for the server (env FABULA_API_KEY, config api_key; never stored in a run)")
-    group.add_argument("--thinking", choices=["off", "on", "auto"],
-                       help=f"thinking mode of Qwen3-class models (default: {default or 'off'})")
-    group.add_argument("--call-timeout", metavar="S", type=call_timeout,
-                       help="total seconds one model call may take on a server, retries included "
-                       "(env FABULA_CALL_TIMEOUT, config call_timeout; default 600)")
-    group.add_argument("--allow-unconstrained", action="store_const", const=True, default=None,
-                       help="use a server that does not enforce JSON-schema constraints: parse, validate and re-ask "
-                       "instead of stopping (env FABULA_ALLOW_UNCONSTRAINED=1, config allow_unconstrained)")
+    """The model flags (``agent.llm.option_table``). ``stored``: the command continues a stored run
+    (or batch) of that name, whose model and server are the defaults."""
+    group = parser.add_argument_group("model" + (f" (default: {RECORDED.format(run=stored)})" if stored else ""))
+    for row in option_table.flags():
+        assert row.flag is not None
+        group.add_argument(row.flag, help=row.flag_help(stored), **_argument(row))
+
+
+def _argument(row: ModelOption) -> dict[str, Any]:
+    """How argparse takes ``row``'s flag: a switch, a choice, or a value its rule checks."""
+    if isinstance(row.rule, Switch):
+        return {"action": "store_const", "const": True, "default": None}
+    shape: dict[str, Any] = {"metavar": row.metavar}
+    if row.choices is not None:
+        shape["choices"] = row.choices
+    if row.url:
+        shape["type"] = server_url
+    elif not isinstance(row.rule, Text):
+        shape["type"] = _checked(row.rule)
+    return shape
+
+
+def _checked(rule: ValueRule) -> Callable[[str], Any]:
+    """An argparse ``type`` that reads a flag's value by the option's own rule."""
+
+    def read(text: str) -> Any:
+        try:
+            return rule.read(text)
+        except BadValue as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return read
 
 
 def model_flags(args: argparse.Namespace) -> ModelFlags:
-    return ModelFlags(backend=getattr(args, "backend", None), endpoint=getattr(args, "endpoint", None),
-                      model=getattr(args, "model", None), api_key=getattr(args, "api_key", None),
-                      thinking=getattr(args, "thinking", None), call_timeout_s=getattr(args, "call_timeout", None),
-                      allow_unconstrained=getattr(args, "allow_unconstrained", None))
+    given: dict[str, Any] = {row.field: getattr(args, row.dest, None) for row in option_table.flags()}
+    return ModelFlags(**given)
 
 
 def choose_model(args: argparse.Namespace, *, stored: StoredModel | None = None,

@@ -1,6 +1,6 @@
 """The ``endpoint`` backend: any OpenAI-compatible chat server, vLLM first.
 
-Constraints travel in the fields the probed server kind reads (:mod:`agent.llm.shapes`):
+Constraints travel in the fields the probed server kind reads (:mod:`agent.llm.server_kinds`):
 for vLLM ``response_format`` (json_schema, strict) and the top-level ``structured_outputs``
 object (what the OpenAI SDK sends as ``extra_body``); llama.cpp, SGLang, TGI and Ollama get
 their own shapes. The removed ``guided_*`` fields are never sent: vLLM >= 0.12 ignores them
@@ -20,13 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Literal
 
-from agent.llm import shapes
 from agent.llm.base import LLM, Request
 from agent.llm.bounds import JSON_WHITESPACE, decoding_regex, unenforced_bounds
 from agent.llm.context import TOKENIZE_BUDGET_S, TOKENIZE_MAX_BYTES, ServerCounter, TokenCounter
 from agent.llm.http import BoundedClient, HttpLimits, normalize_base_url, one_line, redact_url
 from agent.llm.probe import ServerProbe, check_enforcement, choose_model, identify, list_models
 from agent.llm.sampling import Sampling
+from agent.llm.server_kinds import OTHER, ServerKind
 from agent.llm.stream import STREAM_FIELDS, StreamedReply
 from agent.llm.types import (
     Completion,
@@ -131,7 +131,7 @@ class EndpointLLM(LLM):
         """The server's own count (vLLM's ``POST /tokenize``, at the root beside ``/v1``), through a
         bounded client; ``None`` when the server does not answer a probe count."""
         budget = min(TOKENIZE_BUDGET_S, self.limits.call_budget_s)
-        kwargs = shapes.thinking_field(self.kind, self._thinking()).get("chat_template_kwargs")
+        kwargs = self.server.thinking_field(self._thinking()).get("chat_template_kwargs")
         counter = ServerCounter(self._http.at_root(HttpLimits(call_budget_s=budget, max_retries=0,
                                                               max_response_bytes=TOKENIZE_MAX_BYTES)), self.model,
                                 template_kwargs=kwargs)
@@ -146,20 +146,25 @@ class EndpointLLM(LLM):
     @property
     def kind(self) -> str:
         """The server kind the probe found (``other`` when not probed): it picks the request shape."""
-        return self.probe.kind if self.probe else "other"
+        return self.probe.kind if self.probe else OTHER.name
+
+    @property
+    def server(self) -> ServerKind:
+        """The server's kind (:data:`~agent.llm.server_kinds.OTHER` when not probed): it shapes every request."""
+        return self.probe.server if self.probe else OTHER
 
     def _complete(self, request: Request) -> RawReply:
-        kind = self.kind
-        wire = shapes.to_wire(kind, self.payload(request), context_tokens=self.context_length)
-        url = shapes.chat_url(kind, self._http.base_url)
-        if request.constraint is None or not shapes.streams_structured(kind):
-            return self._read_reply(shapes.from_wire(kind, self._http.request_json("POST", url, body=wire)))
+        server = self.server
+        wire = server.to_wire(self.payload(request), context_tokens=self.context_length)
+        url = server.chat_url(self._http.base_url)
+        if request.constraint is None or not server.streams_structured:
+            return self._read_reply(server.from_wire(self._http.request_json("POST", url, body=wire)))
         # A structured reply is streamed and watched, so one that runs away is cut there
         # (agent.llm.stream); a server that answers in one piece anyway is read as one.
         reader = StreamedReply()
         data = self._http.request_stream("POST", url, body={**wire, **STREAM_FIELDS}, watch=reader)
         if data is not None:
-            return self._read_reply(shapes.from_wire(kind, data))
+            return self._read_reply(server.from_wire(data))
         if reader.error is not None:
             raise LLMError(self._http.scrub(f"endpoint {self.base_url} sent an error in its streamed reply to "
                                             f"POST /chat/completions: {one_line(reader.error, 300)}"))
@@ -239,8 +244,8 @@ class EndpointLLM(LLM):
         keeps the schema (with its enum rewrites)."""
         if unenforced_bounds(schema) == 0 or (self.probe is not None and self.probe.ranges_enforced):
             return None
-        regex_ok = self.probe is not None and shapes.regex_supported(self.probe.kind) and (
-            self.probe.regex_enforced or (self.probe.regex_enforced is None and self.probe.kind == "vllm"))
+        regex_ok = self.probe is not None and self.server.regex_supported() and (
+            self.probe.regex_enforced or (self.probe.regex_enforced is None and self.server.regex_assumed))
         if not regex_ok:
             return None
         try:
@@ -264,22 +269,22 @@ class EndpointLLM(LLM):
         if request.seed is not None:
             body["seed"] = request.seed
         body.update(sampling_fields(request.sampling))
-        kind = self.kind
-        body.update(shapes.thinking_field(kind, self._thinking()))
+        server = self.server
+        body.update(server.thinking_field(self._thinking()))
         constraint = request.constraint
         if constraint is not None:
             if constraint.kind == "json":
                 regex = self._regex_for(constraint.json_schema or {})
                 if regex:
-                    body.update(shapes.regex_field(kind, regex))
+                    body.update(server.regex_field(regex))
                 else:
                     schema = constraint.decoding_schema
                     assert schema is not None, "a json constraint carries its schema (to_constraint sets it)"
-                    body.update(shapes.json_field(kind, constraint.name, schema))
+                    body.update(server.json_field(constraint.name, schema))
             elif constraint.kind == "regex":
-                body.update(shapes.regex_field(kind, constraint.pattern or ""))
+                body.update(server.regex_field(constraint.pattern or ""))
             else:
-                body.update(shapes.choice_field(kind, constraint.options or ()))
+                body.update(server.choice_field(constraint.options or ()))
         return body
 
 

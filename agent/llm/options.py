@@ -13,39 +13,30 @@ Precedence, field by field:
   stored in a run, so it comes from the first three only.
 - identity (backend, model, thinking: part of a run's configuration): flag, then the run's
   record; a new run takes the environment, then the config file, then the embedded default.
+
+Each option's flag, variable, config key, rule and default are written once, in
+:mod:`agent.llm.option_table`; the backends are opened through :mod:`agent.llm.backends`.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from agent.llm.backends import ProbeDepth, backend_factory, register_backend
+from agent.llm.option_table import (
+    DEFAULT_CALL_TIMEOUT_S,
+    DEFAULT_MAX_REPLY_MIB,
+    ModelOption,
+    Purpose,
+    option,
+    options_for,
+)
+from agent.llm.option_values import BadValue
+
 if TYPE_CHECKING:
     from agent.llm.base import LLM
-
-Purpose = Literal["writer", "judge"]
-ENV = {"writer": {"endpoint": "FABULA_ENDPOINT", "model": "FABULA_MODEL", "api_key": "FABULA_API_KEY",
-                  "call_timeout": "FABULA_CALL_TIMEOUT", "allow_unconstrained": "FABULA_ALLOW_UNCONSTRAINED",
-                  "max_reply_mib": "FABULA_MAX_REPLY_MIB", "engine": "FABULA_EMBEDDED_ENGINE"},
-       "judge": {"endpoint": "FABULA_JUDGE_ENDPOINT", "model": "FABULA_JUDGE_MODEL",
-                 "api_key": "FABULA_JUDGE_API_KEY", "call_timeout": "FABULA_CALL_TIMEOUT",
-                 "allow_unconstrained": "FABULA_ALLOW_UNCONSTRAINED", "max_reply_mib": "FABULA_MAX_REPLY_MIB",
-                 "engine": "FABULA_EMBEDDED_ENGINE"}}
-"""The environment variables each purpose reads (judges share the transport limits)."""
-CONFIG_KEYS = {"writer": {"endpoint": "endpoint", "model": "model", "api_key": "api_key",
-                          "call_timeout": "call_timeout", "allow_unconstrained": "allow_unconstrained",
-                          "engine": "embedded_engine"},
-               "judge": {"endpoint": "judge_endpoint", "model": "judge_model", "api_key": "judge_api_key",
-                         "call_timeout": "call_timeout", "allow_unconstrained": "allow_unconstrained",
-                         "engine": "embedded_engine"}}
-"""The config file's keys each purpose reads (``agent.config_file`` defines and checks them)."""
-DEFAULT_CALL_TIMEOUT_S = 600.0
-MAX_CALL_TIMEOUT_S = 86400.0
-DEFAULT_MAX_REPLY_MIB = 32.0
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off", "")
 
 
 class ModelChoiceError(ValueError):
@@ -120,35 +111,36 @@ class LLMOptions:
     def _build(self, probe: Literal["off", "light", "full"], key: str | None) -> LLM:
         from agent.llm.types import LLMSetupError
 
-        factory = _BACKENDS.get(self.backend or "")
-        if factory is not None:
-            return factory(self, probe, key)
-        if self.backend == "endpoint":
-            if not self.endpoint:
-                raise LLMSetupError("the endpoint backend needs --endpoint URL (or FABULA_ENDPOINT, or endpoint in "
-                                    "the config file)")
-            from agent.llm.endpoint import EndpointLLM
-
-            return EndpointLLM(self.endpoint, self.model, api_key=self.api_key, thinking=self.thinking or "off",
-                               timeout_s=self.call_timeout_s, probe=probe,
-                               allow_unconstrained=self.allow_unconstrained,
-                               max_response_bytes=max(int(self.max_reply_mib * 2**20), 1024), routing_key=key)
-        if self.backend == "embedded":
-            from agent.llm.embedded_engines import open_embedded
-
-            return open_embedded(self.model, thinking=self.thinking or "off", engine=self.engine)  # type: ignore[arg-type]
-        raise LLMSetupError(f"unknown backend {self.backend!r}; use embedded or endpoint")
+        factory = backend_factory(self.backend or "")
+        if factory is None:
+            raise LLMSetupError(f"unknown backend {self.backend!r}; use embedded or endpoint")
+        return factory(self, probe, key)
 
 
-BackendFactory = Callable[[LLMOptions, str, "str | None"], "LLM"]
-_BACKENDS: dict[str, BackendFactory] = {}
+def _open_embedded(options: LLMOptions, probe: ProbeDepth, key: str | None) -> LLM:
+    """The built-in ``embedded`` backend: the tiny default model (or ``options.model``) in-process."""
+    from agent.llm.embedded_engines import open_embedded
+
+    return open_embedded(options.model, thinking=options.thinking or "off", engine=options.engine)  # type: ignore[arg-type]
 
 
-def register_backend(name: str, factory: BackendFactory) -> None:
-    """Add a backend beside ``embedded`` and ``endpoint``: ``factory(options, probe, routing_key)``
-    opens it (a test's scripted model, a backend a plugin brings). A run stored with that backend
-    name resumes on it."""
-    _BACKENDS[name] = factory
+def _open_endpoint(options: LLMOptions, probe: ProbeDepth, key: str | None) -> LLM:
+    """The built-in ``endpoint`` backend: an OpenAI-compatible server, probed as it opens."""
+    from agent.llm.endpoint import EndpointLLM
+    from agent.llm.types import LLMSetupError
+
+    if not options.endpoint:
+        row = option("endpoint")
+        raise LLMSetupError(f"the endpoint backend needs {row.flag} {row.metavar} (or {row.env}, or "
+                            f"{row.config_key} in the config file)")
+    return EndpointLLM(options.endpoint, options.model, api_key=options.api_key,
+                       thinking=options.thinking or "off", timeout_s=options.call_timeout_s, probe=probe,  # type: ignore[arg-type]
+                       allow_unconstrained=options.allow_unconstrained,
+                       max_response_bytes=max(int(options.max_reply_mib * 2**20), 1024), routing_key=key)
+
+
+register_backend("embedded", _open_embedded)
+register_backend("endpoint", _open_endpoint)
 
 
 @dataclass(frozen=True)
@@ -209,100 +201,117 @@ def resolve(flags: ModelFlags | None = None, *, purpose: Purpose = "writer",
     ``environ``: the environment to read (``None``: none; the CLI passes ``os.environ``);
     ``config``: the config file's values; ``stored``: the run's record, for a command that
     continues a run."""
-    flags = flags or ModelFlags()
-    env_names = ENV[purpose]
-    env = {key: (environ or {}).get(name) or None for key, name in env_names.items()}
-    conf = {key: (config or {}).get(name) for key, name in CONFIG_KEYS[purpose].items()}
-    origin: dict[str, str] = {}
+    sources = _Sources(flags or ModelFlags(), options_for(purpose), environ or {}, config or {}, stored)
+    backend, endpoint = _server(sources)
+    model = _model(sources, backend)
+    thinking = sources.pick("thinking", sources.flag("thinking"), (sources.record.thinking, _FROM_RUN),
+                            sources.default("thinking"))
+    api_key = _api_key(sources, endpoint) if backend == "endpoint" else None
+    limits = {name: _limit(sources, name) for name in _LIMITS}
+    engine = sources.read("engine", limits.pop("engine"))
+    if backend == "endpoint" and not endpoint and sources.record.redacted_endpoint:
+        raise ModelChoiceError(f"this run's server ({sources.record.redacted_endpoint}) was reached with credentials "
+                               "in its URL, which are never stored: give --endpoint URL")
+    read = {sources.rows[name].field: sources.read(name, value) for name, value in limits.items()}
+    return LLMOptions(backend, model, thinking, endpoint, api_key, engine=engine, origin=sources.origin, **read)
 
-    def pick(key: str, *candidates: tuple[Any, str]) -> Any:
+
+_FROM_RUN = "the run's record"
+_LIMITS = ("call_timeout", "allow_unconstrained", "max_reply_mib", "engine")
+"""The transport settings that every source may set, each read the same way (:func:`_limit`)."""
+
+
+@dataclass
+class _Sources:
+    """Where one resolution reads its values, and where each value it took came from (``origin``)."""
+
+    flags: ModelFlags
+    rows: Mapping[str, ModelOption]
+    environ: Mapping[str, str]
+    config: Mapping[str, Any]
+    stored: StoredModel | None
+    origin: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def record(self) -> StoredModel:
+        return self.stored or StoredModel()
+
+    def pick(self, name: str, *candidates: tuple[Any, str | None]) -> Any:
+        """The first candidate value that is set, its source kept in ``origin``."""
         for value, source in candidates:
             if value is not None and value != "":
-                origin[key] = source
+                self.origin[name] = source or ""
                 return value
         return None
 
-    record = stored or StoredModel()
-    endpoint = pick("endpoint", (flags.endpoint, flags.endpoint_source), (env["endpoint"], env_names["endpoint"]),
-                    (conf["endpoint"], "config file"), (record.endpoint, "the run's record"))
-    if stored is not None:
-        backend = pick("backend", (flags.backend, "flag"), (stored.backend, "the run's record"),
-                       ("endpoint" if flags.endpoint else None, "flag"), ("embedded", "default"))
+    def flag(self, name: str) -> tuple[Any, str]:
+        return getattr(self.flags, self.rows[name].field, None), "flag"
+
+    def env(self, name: str) -> tuple[Any, str]:
+        variable = self.rows[name].env
+        return (self.environ.get(variable) or None if variable else None), variable or ""
+
+    def conf(self, name: str) -> tuple[Any, str]:
+        key = self.rows[name].config_key
+        return (self.config.get(key) if key else None), "config file"
+
+    def default(self, name: str) -> tuple[Any, str]:
+        return self.rows[name].default, "default"
+
+    def read(self, name: str, value: Any) -> Any:
+        """``value`` through its option's rule; a bad one is one line naming where it came from."""
+        row = self.rows[name]
+        try:
+            return row.rule.read(value)
+        except BadValue as exc:
+            raise ModelChoiceError(f"{row.named(self.origin.get(name, name))} {exc}") from None
+
+
+def _server(sources: _Sources) -> tuple[str, str | None]:
+    """The backend, and the server when it is ``endpoint``: a stored run keeps its own backend, a new
+    one is on a server when one is named anywhere."""
+    flags, record = sources.flags, sources.record
+    endpoint = sources.pick("endpoint", (flags.endpoint, flags.endpoint_source), sources.env("endpoint"),
+                            sources.conf("endpoint"), (record.endpoint, _FROM_RUN))
+    if sources.stored is not None:
+        backend = sources.pick("backend", sources.flag("backend"), (record.backend, _FROM_RUN),
+                               ("endpoint" if flags.endpoint else None, "flag"), sources.default("backend"))
     else:
-        backend = pick("backend", (flags.backend, "flag"), ("endpoint" if endpoint else None, origin.get("endpoint")),
-                       ("embedded", "default"))
+        backend = sources.pick("backend", sources.flag("backend"),
+                               ("endpoint" if endpoint else None, sources.origin.get("endpoint")),
+                               sources.default("backend"))
     if backend != "endpoint":
-        endpoint = None
-        origin.pop("endpoint", None)
-    fresh_model = (env["model"], env_names["model"]), (conf["model"], "config file")
-    model = pick("model", (flags.model, "flag"), *(((stored.model, "the run's record"),) if stored else ()),
-                 *(fresh_model if backend == "endpoint" and stored is None else ()))
-    thinking = pick("thinking", (flags.thinking, "flag"), (record.thinking, "the run's record"),
-                    ("off", "default"))
-    api_key = None
-    if backend == "endpoint":
-        api_key = pick("api_key", (flags.api_key, "flag"), (env["api_key"], env_names["api_key"]),
-                       (conf["api_key"], "config file"))
-        named = ("flag", env_names["endpoint"], "config file")
-        if api_key and origin.get("api_key") != "flag" and origin.get("endpoint") not in named:
-            bound = env["endpoint"] if origin["api_key"] == env_names["api_key"] else conf["endpoint"]
-            if not same_origin(endpoint, bound):  # a run's recorded server, a grid file's judge: not the key's
-                api_key = None
-                origin.pop("api_key")
-    timeout = pick("call_timeout", (flags.call_timeout_s, "flag"), (env["call_timeout"], env_names["call_timeout"]),
-                   (conf["call_timeout"], "config file"), (DEFAULT_CALL_TIMEOUT_S, "default"))
-    unconstrained = pick("allow_unconstrained", (flags.allow_unconstrained, "flag"),
-                         (env["allow_unconstrained"], env_names["allow_unconstrained"]),
-                         (conf["allow_unconstrained"], "config file"),
-                         (True if record.allow_unconstrained else None, "the run's record"), (False, "default"))
-    cap = pick("max_reply_mib", (env["max_reply_mib"], env_names["max_reply_mib"]),
-               (DEFAULT_MAX_REPLY_MIB, "default"))
-    engine = pick("engine", (env["engine"], env_names["engine"]), (conf["engine"], "config file"), ("auto", "default"))
-    from agent.llm.types import EMBEDDED_ENGINES
-
-    if engine not in EMBEDDED_ENGINES:
-        raise ModelChoiceError(f"{origin['engine']}: the embedded engine must be one of {', '.join(EMBEDDED_ENGINES)}, "
-                               f"got {engine!r}")
-    if backend == "endpoint" and not endpoint and record.redacted_endpoint:
-        raise ModelChoiceError(f"this run's server ({record.redacted_endpoint}) was reached with credentials in its "
-                               "URL, which are never stored: give --endpoint URL")
-    return LLMOptions(backend, model, thinking, endpoint, api_key,
-                      call_timeout_s=seconds(timeout, origin.get("call_timeout", "call_timeout")),
-                      allow_unconstrained=boolean(unconstrained, origin.get("allow_unconstrained", "")),
-                      max_reply_mib=positive(cap, origin.get("max_reply_mib", "")), engine=engine, origin=origin)
+        sources.origin.pop("endpoint", None)
+        return backend, None
+    return backend, endpoint
 
 
-def seconds(value: Any, source: str) -> float:
-    """A call timeout: seconds, > 0 and at most a day (one rule for flag, environment and file)."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ModelChoiceError(f"{source}: the call timeout must be a number of seconds, got {value!r}") from None
-    if not math.isfinite(number) or not 0 < number <= MAX_CALL_TIMEOUT_S:
-        raise ModelChoiceError(f"{source}: the call timeout must be between 0 and {MAX_CALL_TIMEOUT_S:.0f} seconds, "
-                               f"got {value}")
-    return number
+def _model(sources: _Sources, backend: str) -> str | None:
+    """The flag's model, else a stored run's own; a new run on a server takes the environment's or the file's."""
+    recorded = ((sources.record.model, _FROM_RUN),) if sources.stored is not None else ()
+    fresh = (sources.env("model"), sources.conf("model")) if backend == "endpoint" and sources.stored is None else ()
+    return sources.pick("model", sources.flag("model"), *recorded, *fresh)
 
 
-def positive(value: Any, source: str) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ModelChoiceError(f"{source} must be a number, got {value!r}") from None
-    if not math.isfinite(number) or number <= 0:
-        raise ModelChoiceError(f"{source} must be a positive number, got {value}")
-    return number
+def _api_key(sources: _Sources, endpoint: str | None) -> str | None:
+    """The key, sent only to the server it was configured for: not to a run's recorded server or a
+    grid file's judge elsewhere, unless the user named that server or gave the key as a flag."""
+    key = sources.pick("api_key", sources.flag("api_key"), sources.env("api_key"), sources.conf("api_key"))
+    named = ("flag", sources.rows["endpoint"].env, "config file")
+    if key and sources.origin.get("api_key") != "flag" and sources.origin.get("endpoint") not in named:
+        by_env = sources.origin["api_key"] == sources.rows["api_key"].env
+        bound = (sources.env if by_env else sources.conf)("endpoint")[0]
+        if not same_origin(endpoint, bound):
+            sources.origin.pop("api_key")
+            return None
+    return key
 
 
-def boolean(value: Any, source: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ModelChoiceError(f"{source} must be true or false (1/0, yes/no), got {value!r}")
+def _limit(sources: _Sources, name: str) -> Any:
+    """A transport setting: flag, environment, config file, the run's record, the default."""
+    recorded = getattr(sources.record, sources.rows[name].field, None) or None
+    return sources.pick(name, sources.flag(name), sources.env(name), sources.conf(name), (recorded, _FROM_RUN),
+                        sources.default(name))
 
 
 def run_routing_key(store: Any) -> str:
@@ -342,5 +351,5 @@ def redact_url(url: str | None) -> str | None:
     return None if url is None else redact(url)
 
 
-__all__ = ["ENV", "LLMOptions", "ModelChoiceError", "ModelFlags", "StoredModel", "redact_url", "register_backend",
+__all__ = ["LLMOptions", "ModelChoiceError", "ModelFlags", "StoredModel", "redact_url", "register_backend",
            "resolve", "routing_key", "same_origin"]

@@ -14,16 +14,18 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agent.llm import shapes
 from agent.llm.http import BoundedClient, one_line
+from agent.llm.server_kinds import (
+    OTHER,
+    SERVER_KINDS,
+    ServerKind,
+    meta_context,
+    positive_int,
+    server_kind,
+    stated_context,
+)
 from agent.llm.types import AuthenticationError, EndpointUnavailableError, LLMError
 
-ServerKind = str
-"""One of :data:`agent.llm.shapes.KINDS`: ``vllm``, ``sglang``, ``llama.cpp`` (llama-server),
-``llama-cpp-python``, ``ollama``, ``tgi`` or ``other``."""
-
-_OWNERS = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llama.cpp", "llama.cpp": "llama.cpp",
-           "library": "ollama", "ollama": "ollama"}
 # A value an unconstrained model would not write when asked to say hello.
 PROBE_SCHEMA = {"type": "object", "properties": {"fabula_probe": {"type": "string", "enum": ["qx7"]}},
                  "required": ["fabula_probe"], "additionalProperties": False}
@@ -39,7 +41,8 @@ class ServerProbe:
     """What the server said about itself and what it was seen to enforce (``None``: not checked)."""
 
     endpoint: str
-    kind: ServerKind = "other"
+    kind: str = OTHER.name
+    """The name of the server's kind (:data:`agent.llm.server_kinds.SERVER_KINDS`)."""
     version: str | None = None
     models: list[str] = field(default_factory=list)
     model: str | None = None
@@ -56,6 +59,11 @@ class ServerProbe:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def server(self) -> ServerKind:
+        """The server's kind, which shapes every request to it."""
+        return server_kind(self.kind)
 
     def summary(self) -> str:
         """One line for ``-v`` output and logs."""
@@ -103,71 +111,47 @@ def identify(client: BoundedClient, entries: list[dict[str, Any]], model: str) -
     """
     probe = ServerProbe(endpoint=client.shown, models=[e["id"] for e in entries], model=model)
     entry = next((e for e in entries if e["id"] == model), {})
-    owner = str(entry.get("owned_by") or "").lower()
-    if owner == "local":  # sglang-router lists its own entry: what the server is, a worker says
+    if str(entry.get("owned_by") or "").lower() == "local":  # sglang-router's own entry: a worker says what it is
         entry = _behind_router(client, model) or entry
-        owner = str(entry.get("owned_by") or "").lower()
-    probe.kind = _OWNERS.get(owner, "other")
-    if owner == "me" and isinstance(entry.get("permissions"), list):
-        probe.kind = "llama-cpp-python"
-    for key in ("max_model_len", "context_length", "context_window", "n_ctx"):
-        value = entry.get(key) if isinstance(entry, dict) else None
-        if _positive(value):
-            probe.context_length = value
-            break
-    meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
-    if _positive(meta.get("n_params")):
+    kinds = SERVER_KINDS.values()
+    named = next((k for k in kinds if k.lists_itself(entry)), None)
+    probe.kind = (named or next((k for k in kinds if k.hinted_by(entry)), OTHER)).name
+    probe.context_length = stated_context(entry) or meta_context(entry)
+    meta = found if isinstance(found := entry.get("meta"), dict) else {}
+    if positive_int(meta.get("n_params")):
         probe.parameters = meta["n_params"]
-    served = meta.get("n_ctx") if _positive(meta.get("n_ctx")) else meta.get("n_ctx_train")
-    if probe.context_length is None and _positive(served):
-        probe.context_length = served  # llama-server: the slot's context, else the trained one
-        probe.kind = "llama.cpp" if probe.kind == "other" else probe.kind
-    root = client.base_url.removesuffix("/v1")
-    if probe.kind in ("vllm", "other"):
-        version = _get_quietly(client, root + "/version")
-        if isinstance(version, dict) and isinstance(version.get("version"), str):
-            probe.version = version["version"][:40]
-            probe.kind = "vllm" if probe.kind == "other" and "max_model_len" in entry else probe.kind
-    if probe.kind == "other":
-        _identify_tgi(client, probe, root)
-    if probe.kind in ("other", "ollama"):
-        _identify_ollama(client, probe, root)
+    ask = _QuietAsker(client)
+    for kind in kinds:
+        if probe.kind in (OTHER.name, kind.name) and (seen := kind.sighted(ask, entry, probe.model)) is not None:
+            probe.version = seen.version
+            probe.kind = kind.name if seen.proven else probe.kind
+            probe.context_length = seen.context_length or probe.context_length
     return probe
 
 
-def _identify_tgi(client: BoundedClient, probe: ServerProbe, root: str) -> None:
-    info = _get_quietly(client, root + "/info")
-    if isinstance(info, dict) and (info.get("router") == "text-generation-router"
-                                   or ("model_id" in info and "max_total_tokens" in info)):
-        probe.kind = "tgi"
-        probe.version = str(info.get("version") or "")[:40] or None
-        if _positive(info.get("max_total_tokens")):
-            probe.context_length = info["max_total_tokens"]
+class _QuietAsker:
+    """The probe's requests to the server's root for a kind's own routes: short, never retried,
+    and ``None`` for any failure (a route a server lacks is an answer too)."""
 
+    def __init__(self, client: BoundedClient) -> None:
+        self.client, self.root = client, client.base_url.removesuffix("/v1")
 
-def _identify_ollama(client: BoundedClient, probe: ServerProbe, root: str) -> None:
-    """Ollama: ``/api/version``, and the model's context from ``/api/show`` (capped: see shapes)."""
-    version = _get_quietly(client, root + "/api/version")
-    if not (isinstance(version, dict) and isinstance(version.get("version"), str)):
-        return
-    probe.kind, probe.version = "ollama", version["version"][:40]
-    try:
-        shown = client.request_json("POST", root + "/api/show", body={"model": probe.model}, budget_s=10,
-                                    retry=False)
-    except LLMError:
-        shown = None
-    info = shown.get("model_info") if isinstance(shown, dict) else None
-    trained = [v for k, v in info.items() if k.endswith(".context_length") and _positive(v)] \
-        if isinstance(info, dict) else []
-    probe.context_length = min(trained[0], shapes.OLLAMA_NUM_CTX_CAP) if trained else shapes.OLLAMA_NUM_CTX_CAP
+    def get(self, path: str) -> Any:
+        return _get_quietly(self.client, self.root + path)
+
+    def post(self, path: str, body: dict[str, Any]) -> Any:
+        try:
+            return self.client.request_json("POST", self.root + path, body=body, budget_s=10, retry=False)
+        except LLMError:
+            return None
 
 
 def check_enforcement(client: BoundedClient, probe: ServerProbe, *, thinking: bool | None) -> None:
     """The costly part: four tiny requests that show what the server enforces."""
-    kind = probe.kind
+    server = probe.server
     base = {"model": probe.model, "messages": PROBE_ASK, "temperature": 0, "max_tokens": 32,
-            **shapes.thinking_field(kind, thinking)}
-    reply = _post_quietly(client, probe, {**base, **shapes.json_field(kind, "fabula_probe", PROBE_SCHEMA)})
+            **server.thinking_field(thinking)}
+    reply = _post_quietly(client, probe, {**base, **server.json_field("fabula_probe", PROBE_SCHEMA)})
     if reply is not None:
         probe.json_schema_enforced = _answered(reply, {"fabula_probe": "qx7"})
         if probe.json_schema_enforced is None:
@@ -175,13 +159,13 @@ def check_enforcement(client: BoundedClient, probe: ServerProbe, *, thinking: bo
         usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
         probe.cached_tokens_reported = isinstance(usage.get("prompt_tokens_details"), dict)
         if thinking is not None:
-            probe.thinking_switch = kind in ("vllm", "sglang", "ollama") or None
+            probe.thinking_switch = server.thinking_switch_honoured or None
     if probe.json_schema_enforced:
         # Outlines ignores minimum/maximum, xgrammar enforces them: ask for a number below the bound.
         ranged = _post_quietly(client, probe, {**base, "messages": RANGE_ASK,
-                                               **shapes.json_field(kind, "fabula_range", RANGE_SCHEMA)})
+                                               **server.json_field("fabula_range", RANGE_SCHEMA)})
         probe.ranges_enforced = _answered(ranged, lambda v: isinstance(v.get("n"), int) and v["n"] >= RANGE_MIN)
-    regex_field = shapes.regex_field(kind, "qx7[0-9]")
+    regex_field = server.regex_field("qx7[0-9]")
     regex = _post_quietly(client, probe, {**base, **regex_field}) if regex_field else None
     probe.regex_enforced = regex is not None and _content(regex).strip()[:4] in {f"qx7{d}" for d in range(10)}
     # A server that reads min_tokens refuses min_tokens > max_tokens; one that ignores it answers.
@@ -196,10 +180,6 @@ def check_enforcement(client: BoundedClient, probe: ServerProbe, *, thinking: bo
         probe.degraded.append("min_tokens ignored: length is kept by feedback only")
     if probe.cached_tokens_reported is False:
         probe.degraded.append("cached prompt tokens not reported: cache hits are counted as 0")
-
-
-def _positive(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _answered(reply: Any, expected: Any) -> bool | None:
@@ -260,11 +240,11 @@ def _get_quietly(client: BoundedClient, path: str) -> Any:
 
 def _post_quietly(client: BoundedClient, probe: ServerProbe, body: dict[str, Any], want_status: bool = False) -> Any:
     """A probe request; a refusal is a finding, but a server that does not answer is an error."""
-    kind = probe.kind
-    wire = shapes.to_wire(kind, body, context_tokens=probe.context_length)
+    server = probe.server
+    wire = server.to_wire(body, context_tokens=probe.context_length)
     try:
-        reply = shapes.from_wire(kind, client.request_json("POST", shapes.chat_url(kind, client.base_url),
-                                                           body=wire, budget_s=120, retry=False))
+        reply = server.from_wire(client.request_json("POST", server.chat_url(client.base_url), body=wire,
+                                                     budget_s=120, retry=False))
     except (EndpointUnavailableError, AuthenticationError):  # no finding: every later request fails alike
         raise
     except LLMError as exc:

@@ -1,0 +1,87 @@
+"""The rules a model option's value follows, each written once and used wherever the value is read.
+
+A rule turns what a flag, an environment variable or the config file gave into the typed value
+(``read``) or raises :class:`BadValue` saying what it must be; each reader puts its own prefix
+(the flag, the variable, the file and key) before that sentence. One rule per value means one
+range: the call timeout's bound cannot differ between the flag, the environment and the file.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+class BadValue(ValueError):
+    """A value an option does not take; the message reads ``must be ..., got ...``."""
+
+
+@dataclass(frozen=True)
+class Text:
+    """Any string, taken as it is (the config file checks it is one clean line)."""
+
+    kind = str
+
+    def read(self, value: Any) -> Any:
+        return value
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """One of a fixed set of names."""
+
+    choices: tuple[str, ...]
+    kind = str
+
+    def read(self, value: Any) -> Any:
+        if value not in self.choices:
+            raise BadValue(f"must be one of {', '.join(self.choices)}, got {value!r}")
+        return value
+
+
+@dataclass(frozen=True)
+class Positive:
+    """A finite number above 0 and at most ``most``; ``unit`` names what it counts (``seconds``)."""
+
+    most: float = math.inf
+    unit: str | None = None
+    kind = float
+
+    def read(self, value: Any) -> float:
+        number = _number(value, f"a number of {self.unit}" if self.unit else "a number")
+        if isinstance(value, bool) or not math.isfinite(number) or not 0 < number <= self.most:
+            span = (f"between 0 and {self.most:.0f}" + (f" {self.unit}" if self.unit else "")
+                    if math.isfinite(self.most) else "a positive number")
+            raise BadValue(f"must be {span}, got {value!r}")
+        return number
+
+
+@dataclass(frozen=True)
+class Switch:
+    """On or off: a boolean, or its spelling as text (1/0, true/false, yes/no, on/off)."""
+
+    kind = bool
+
+    def read(self, value: Any) -> bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in _TRUE + _FALSE:
+            return text in _TRUE
+        raise BadValue(f"must be true or false (1/0, yes/no), got {value!r}")
+
+
+ValueRule = Text | OneOf | Positive | Switch
+TEXT = Text()
+"""The rule of a plain string option (most of them)."""
+
+
+def _number(value: Any, what: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise BadValue(f"must be {what}, got {value!r}") from None
