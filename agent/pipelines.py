@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from agent.errors import InputError
 from agent.llm.options import LLMOptions, ModelFlags, StoredModel
@@ -39,6 +39,14 @@ if TYPE_CHECKING:
     from agent.llm import LLM
 
 Runner = Callable[[RunContext[Any]], None]
+
+
+class StoryConfigReader(Protocol):
+    """Reads a story definition file into a run's configuration entries; ``pages``, ``words`` or
+    ``page_words`` (the command line's) override the story's length."""
+
+    def __call__(self, path: Path, *, pages: float | None = None, words: int | None = None,
+                 page_words: int | None = None) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -100,7 +108,7 @@ class Pipeline:
     unit: Literal["chapter", "step"]
     run: Runner
     version: str = "1"
-    settings: type[Settings] | None = None
+    settings: type[WritingControls] | None = None
     """The typed configuration; None only for test pipelines that take a plain dict."""
     defaults: Mapping[str, Any] = field(default_factory=dict)
     """Defaults of a plain-dict pipeline; a typed one's come from its settings."""
@@ -123,7 +131,7 @@ class Pipeline:
     """A heading for them in the help (None: listed with the others)."""
     state: type[Record] | None = None
     """The reader of the state stored with each unit (default: by unit, ChapterSnapshot or StepState)."""
-    story_config: Callable[[Path, int | None], dict[str, Any]] | None = None
+    story_config: StoryConfigReader | None = None
     """A story pipeline: the configuration entries of a story file (``words`` overriding its length)."""
     graph: Callable[[RunStore, int | None], str] | None = None
     """An SVG of the stored state at a unit (None: the state has no graph to show)."""

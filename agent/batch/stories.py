@@ -115,7 +115,7 @@ def plan_stories(pipeline: str, *, prompts: str | os.PathLike[str] | None = None
                              f"{'length comes from --words' if key == 'words' else 'text comes from its source'}")
     shared: dict[str, Any] = {}
     if registered.settings is not None:
-        shared.update(registered.settings.profile_settings(profile))  # type: ignore[attr-defined]
+        shared.update(registered.settings.profile_settings(profile))
     shared.update(settings or {})
     if registered.takes == "prompt":
         if prompts is None or stories is not None:

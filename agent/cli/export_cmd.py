@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import PurePath
-from typing import Any
+from typing import Any, cast
 
 from agent.cli.checks import cannot_write
 from agent.cli.errors import CLIError
@@ -17,6 +17,7 @@ from agent.cli.export_book import BINARY_FORMATS, BOOK_FORMATS, book_bytes
 from agent.cli.rundir import open_run, store_errors
 from agent.errors import InputError
 from agent.magnet.history import GRAPH_FORMATS, render_graph
+from agent.store import RunStore
 from agent.store.export.markdown import FORMATS, export
 from agent.store.lineage.series import SERIES_KEY, named_series
 from agent.store.paths import check_output_file, write_atomic
@@ -99,8 +100,9 @@ def run(args: argparse.Namespace) -> int:
         _record_book_meta(args, meta)  # the copy carries them
         return _copy_database(args, target)
     with open_run(args.run_dir) as opened:
-        store = opened if args.version is None else AtVersion(opened, args.version)
-        store = _WithMeta(store, meta) if meta else store
+        # the views answer every read of a RunStore (``__getattr__``), with their own chapters or plan on top
+        store: RunStore = opened if args.version is None else cast(RunStore, AtVersion(opened, args.version))
+        store = cast(RunStore, _WithMeta(store, meta)) if meta else store
         if args.graph:
             if store.info().unit_kind != "step":
                 raise CLIError(f"--graph is for Magnet runs; this is a {store.info().pipeline} run")
