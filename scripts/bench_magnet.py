@@ -46,8 +46,9 @@ from bench_results import write_results  # noqa: E402  (scripts/ is on sys.path 
 
 from agent.llm import LLM, Request  # noqa: E402
 from agent.magnet import prompts, schemas  # noqa: E402
+from agent.magnet.asking import ask_many  # noqa: E402
 from agent.magnet.definition import load_definition  # noqa: E402
-from agent.magnet.roles import Scene, ask_many, propose_actions  # noqa: E402
+from agent.magnet.roles import Scene, propose_actions  # noqa: E402
 from agent.magnet.settings import MagnetSettings  # noqa: E402
 from agent.magnet.world import WorldGraph  # noqa: E402
 

@@ -23,9 +23,9 @@ from typing import Any
 
 from agent.llm import LLM, Completion, LLMError, Request
 from agent.llm.budget import Budget
-from agent.llm.context import is_length_rejection
-from agent.llm.types import AuthenticationError, Message
+from agent.llm.types import Message
 from agent.magnet import prompts, schemas
+from agent.magnet.asking import MIN_PROSE_REPLY, ask_many, fresh, min_reply
 from agent.magnet.definition import StoryDefinition
 from agent.magnet.prompts import NO_MEMORY, Candidate, Memory
 from agent.magnet.settings import MagnetSettings
@@ -68,71 +68,8 @@ class ActionResult:
                 "updates": [asdict(u) for u in self.updates], "attempts": [asdict(a) for a in self.attempts]}
 
 
-def ask_many(llm: LLM, requests: Sequence[Request], retries: int,
-             budget: Budget | None = None) -> list[Completion | LLMError]:
-    """Run requests concurrently; re-ask the failed ones (together) up to ``retries`` times.
-
-    With ``budget``: a request the server refused for its length (our count of its prompt was
-    short) widens the budget's reserve, as NstAgent's calls do, and is fitted again before it is
-    re-asked, so the retry is not the same refused request; later requests are fitted under the
-    wider reserve too."""
-    requests = list(requests)
-    results: list[Completion | LLMError] = list(llm.generate_many(requests, return_exceptions=True))
-    for attempt in range(retries + 1):
-        _stop_at_authentication(results)
-        errors = {i: r for i, r in enumerate(results) if isinstance(r, LLMError)}
-        failed = list(errors)
-        if not failed:
-            break
-        refused = [i for i in failed if is_length_rejection(errors[i])]
-        # one widening per round, however many requests of the batch were refused (one lesson
-        # about the counter); it holds even when no retry is left, so later requests fit
-        widened = bool(refused) and budget is not None and budget.refused(errors[refused[0]],
-                                                                          f"the {requests[refused[0]].role} request")
-        if attempt == retries:
-            break
-        if widened and budget is not None:  # only a budget widens
-            for i in refused:
-                requests[i] = _refit(budget, requests[i])
-        again = llm.generate_many([_fresh(requests[i]) for i in failed], return_exceptions=True)
-        for i, result in zip(failed, again, strict=True):
-            results[i] = result
-    return results
-
-
-def _stop_at_authentication(results: Sequence[Completion | LLMError]) -> None:
-    """A refused credential fails every later call the same way: the run stops at the first."""
-    for result in results:
-        if isinstance(result, AuthenticationError):
-            raise result
-
-
-def _refit(budget: Budget, request: Request) -> Request:
-    """``request`` with ``max_tokens`` fitted again under the widened reserve (the prompt is kept:
-    what could give way already did when the request was first fitted)."""
-    floor = min_reply(request.output_type, request.min_tokens)
-    max_tokens = budget.fit(lambda: request.messages, max_tokens=request.max_tokens,
-                            min_output=min(floor, request.max_tokens), what=f"the {request.role} request")
-    min_tokens = (min(request.min_tokens, max_tokens - 1) or None) if request.min_tokens else None
-    return replace(_fresh(request), max_tokens=max_tokens, min_tokens=min_tokens)
-
-
-MIN_STRUCTURED_REPLY = 96
-"""The least room a JSON reply (action, verdict, selection, goal) is asked with."""
-MIN_PROSE_REPLY = 64
 GIVE_WAY = ("drop_recalled_paragraph", "drop_recap", "shorten_recent_window")
 """What a step's prompts give up when the context is tight, in this order."""
-
-
-def min_reply(output_type: Any, min_tokens: int | None) -> int:
-    """The least room a request is fitted with: a JSON reply's floor, or a paragraph's (at least
-    its ``min_tokens``)."""
-    return MIN_STRUCTURED_REPLY if output_type is not None else max(min_tokens or 0, MIN_PROSE_REPLY)
-
-
-def _fresh(request: Request) -> Request:
-    return Request(request.messages, request.output_type, request.temperature, request.max_tokens,
-                   request.min_tokens, request.stop, request.seed, request.role)
 
 
 def _updates(parsed: Any, world: WorldGraph | None) -> list[Update]:
@@ -375,7 +312,7 @@ def write_prose(llm: LLM, messages: list, settings: MagnetSettings, *, temperatu
     request = Request(messages, None, temperature=temperature, max_tokens=max_tokens, min_tokens=min_tokens,
                       role=role)
     for _ in range(settings.retries + 1):
-        reply = ask_many(llm, [_fresh(request)], settings.retries, budget)[0]
+        reply = ask_many(llm, [fresh(request)], settings.retries, budget)[0]
         if isinstance(reply, LLMError):
             raise reply
         text, trimmed = _paragraph_of(reply)
