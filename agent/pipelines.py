@@ -19,17 +19,17 @@ way) and refuses to continue if anything differs, naming the keys, unless forced
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from agent.errors import InputError
 from agent.llm.options import LLMOptions, ModelFlags, StoredModel
 from agent.llm.options import resolve as resolve_model
+from agent.plugins import forget_warnings, group_entries, one_line, origin, warn_once
 from agent.run_context import EventSink, RunContext
 from agent.settings import Settings, WritingControls
 from agent.store import Change, RunInfo, RunStore, StoreError, config_changes
@@ -209,7 +209,6 @@ first listed or a name outside :data:`BUILTIN` and :data:`KINDS` is asked for; a
 replaces fabula's own."""
 _PLUGINS: dict[str, EntryPoint] | None = None
 _BROKEN: dict[str, PluginError] = {}
-_WARNED: set[str] = set()
 
 
 class NoRunnerError(StoreError):
@@ -259,19 +258,19 @@ def rescan() -> None:
         _REGISTRY.pop(name, None)
     _PLUGINS = None
     _BROKEN.clear()
-    _WARNED.clear()
+    forget_warnings()
 
 
 def _scan() -> dict[str, EntryPoint]:
     """The group's entry points by name, in a stable order; one whose name is taken (by fabula's own
     or by an earlier plugin) is left out with a warning. Why: a plugin adds, it never replaces."""
     found: dict[str, EntryPoint] = {}
-    for entry in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: (e.name, e.value)):
+    for entry in group_entries(PLUGIN_GROUP):
         taken = _taken(entry.name, found)
         if taken is None:
             found[entry.name] = entry
         else:
-            _warn(f"the {_described(entry)} is ignored: {taken}")
+            warn_once(f"the {_described(entry)} is ignored: {taken}")
     return found
 
 
@@ -280,27 +279,14 @@ def _taken(name: str, found: Mapping[str, EntryPoint]) -> str | None:
     if name in BUILTIN or name in KINDS:
         return f"{name} is one of fabula's own pipelines"
     if name in found:
-        return f"{name} is already given by {_origin(found[name])}"
+        return f"{name} is already given by {origin(found[name])}"
     return None
-
-
-def _origin(entry: EntryPoint) -> str:
-    """The installed package an entry point comes from: ``name version``."""
-    dist = getattr(entry, "dist", None)
-    return f"{dist.name} {dist.version}" if dist is not None else "an unnamed package"
 
 
 def _described(entry: EntryPoint) -> str:
     """A plugin as a one-line message names it: its pipeline, its entry point and its package."""
     return f"pipeline plugin {entry.name} (entry point {entry.name} = {entry.value} in {PLUGIN_GROUP}, " \
-        f"from {_origin(entry)})"
-
-
-def _warn(line: str) -> None:
-    """``fabula: warning: LINE`` on stderr, once per process."""
-    if line not in _WARNED:
-        _WARNED.add(line)
-        print(f"fabula: warning: {line}", file=sys.stderr)
+        f"from {origin(entry)})"
 
 
 def _loads(name: str) -> bool:
@@ -309,7 +295,7 @@ def _loads(name: str) -> bool:
     try:
         get(name)
     except PluginError as exc:
-        _warn(str(exc))
+        warn_once(str(exc))
         return False
     return True
 
@@ -366,7 +352,7 @@ def _plugin_pipeline(entry: EntryPoint) -> Pipeline:
         try:
             loaded = entry.load()
         except Exception as exc:
-            problem: str | None = f"failed to load: {type(exc).__name__}: {_first_line(exc)}"
+            problem: str | None = f"failed to load: {type(exc).__name__}: {one_line(exc)}"
         else:
             problem = _misfit(entry.name, loaded)
         if problem is None:
@@ -389,10 +375,6 @@ def _misfit(name: str, loaded: Any) -> str | None:
     if loaded.takes == "story" and loaded.story_config is None:
         return "takes a story but has no story_config to read a story file with"
     return None
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [""])[0]
 
 
 def _run(pipeline: Pipeline, store: RunStore, config: dict[str, Any], llm: LLMOptions,

@@ -73,7 +73,7 @@ def test_a_broken_plugin_is_one_line_naming_it(plugins, capsys):
     assert main(["prompt", "--backend", "broken", "Say hello."]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
-    assert "the backend 'broken' (broken_backend:open_broken, from broken_backend) cannot be loaded" in err
+    assert "the backend 'broken' (broken_backend:open_broken, from broken_backend 0.1) cannot be loaded" in err
     assert "RuntimeError: needs a GPU driver that is not here" in err
 
 

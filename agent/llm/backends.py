@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from functools import cache
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 from typing import TYPE_CHECKING, Any, Literal
 
 from agent.llm.types import LLMSetupError
+from agent.plugins import group_entries, one_line, origin
 
 if TYPE_CHECKING:
     from agent.llm.base import LLM
@@ -64,20 +65,17 @@ class BackendNames:
 @cache
 def _plugins() -> dict[str, EntryPoint]:
     """The installed packages' backends, by name (read from their metadata once per process)."""
-    return {point.name: point for point in entry_points(group=ENTRY_POINT_GROUP)}
+    return {point.name: point for point in group_entries(ENTRY_POINT_GROUP)}
 
 
 def _load(point: EntryPoint) -> BackendFactory:
     """A plugin's factory, or one line naming the plugin when it cannot be imported."""
-    where = f"the backend {point.name!r} ({point.value}" + (f", from {point.dist.name})" if point.dist else ")")
+    where = f"the backend {point.name!r} ({point.value}, from {origin(point)})"
     try:
         factory = point.load()
     except Exception as exc:  # a plugin's own failure, whatever it is: reported, never a traceback
-        raise LLMSetupError(f"{where} cannot be loaded: {type(exc).__name__}: {_line(exc)}") from None
+        raise LLMSetupError(f"{where} cannot be loaded: {type(exc).__name__}: {one_line(exc)}") from None
     if not callable(factory):
         raise LLMSetupError(f"{where} is not a factory: {type(factory).__name__}")
     return factory
 
-
-def _line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:200]
