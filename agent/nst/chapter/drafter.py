@@ -198,6 +198,7 @@ def draft_until_gate(drafter: Drafter, base: list[Message], attempts: int, *,
         rank = (attempt.truncated, gate.distance(attempt.words))
         if best is None or rank < best[0]:
             best = (rank, attempt)
+        assert feedback is not None  # a rejected draft has its feedback
         # the retry sees only the latest rejected draft and its feedback (bounded context)
         messages = [*base, {"role": "assistant", "content": attempt.text}, {"role": "user", "content": feedback}]
     assert best is not None

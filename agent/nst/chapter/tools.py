@@ -393,15 +393,15 @@ def _union(models: tuple[type[BaseModel], ...]) -> type[BaseModel]:
     union: Any = models[0]
     for model in models[1:]:
         union = union | model
-    return RootModel[union]  # type: ignore[valid-type]
+    return RootModel[union]
 
 
 @lru_cache(maxsize=256)
 def _with_chapters(base: type[Grammar], chapters: tuple[int, ...]) -> type[BaseModel]:
     """``base`` with its ``chapter`` argument narrowed to ``chapters`` (an enum the decoder enforces)."""
     doc = f"one of the chapters that exist now: {', '.join(map(str, chapters))}"
-    return create_model(base.__name__, __base__=base,
-                        chapter=(Literal[chapters], Field(description=doc)))  # type: ignore[valid-type]
+    allowed: Any = Literal[chapters]  # a Literal built at run time: its values are known only now
+    return create_model(base.__name__, __base__=base, chapter=(allowed, Field(description=doc)))
 
 
 @lru_cache(maxsize=256)

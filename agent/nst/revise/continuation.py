@@ -55,7 +55,8 @@ def new_chapter_count(words: int, written: list[Chapter]) -> int:
 def written_outline(plan: dict[str, Any], chapters: list[Chapter]) -> list[dict[str, Any]]:
     """The outline entries of the chapters already written: the run's own (a written run), or
     one per chapter as the book has it (an imported book, which has no outline)."""
-    outline = plan.get("outline") if isinstance(plan.get("outline"), list) else []
+    stored = plan.get("outline")
+    outline: list[Any] = stored if isinstance(stored, list) else []
     if len(outline) >= len(chapters):
         return [dict(item) for item in outline[:len(chapters)]]
     return [{"id": c.index, "title": c.title or f"Chapter {c.index}", "description": WRITTEN,

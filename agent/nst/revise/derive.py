@@ -170,15 +170,16 @@ def derive_chapter(ctx: RunContext[NstConfig], chapter: Chapter, plan: dict[str,
     if error is not None:
         _mark(store, chapter, {"ok": False, "error": _first_line(error), "calls": calls}, None)
         return False, f"failed ({_first_line(error)}); marked, derive again retries it"
+    state = loop.new_state
+    assert state is not None, "an update without an error left its state"
     applied = loop.last_update
     entries = applied.applied if applied is not None else 0
     refused = len(applied.refused) if applied is not None else 0
-    _mark(store, chapter, {"ok": True, "calls": calls, "applied": entries, "refused": refused},
-          loop.new_state.to_json())
+    _mark(store, chapter, {"ok": True, "calls": calls, "applied": entries, "refused": refused}, state.to_json())
     refusals = f", {refused} refused for evidence not in the chapter" if refused else ""
     if not entries:
         return True, "nothing found in this chapter (no character, event or requirement)" + refusals
-    return True, f"{entries} entries applied" + refusals + f"; the state now holds {holds(loop.new_state)}"
+    return True, f"{entries} entries applied" + refusals + f"; the state now holds {holds(state)}"
 
 
 def holds(state: NarrativeState) -> str:
