@@ -12,16 +12,7 @@ from agent.nst.length import Gate, size_tokens
 from agent.nst.loop import ChapterLoop
 from agent.nst.state import NarrativeState
 from agent.nst.tools import ChapterSession, ToolError, check_allowed, legal_tools
-from tests.nst.author import (
-    Author,
-    chapter_text,
-    default_policy,
-    gate_of,
-    offered,
-    prose,
-    quotes_from,
-    update_json,
-)
+from agent.testing.author import Author, chapter_text, default_policy, gate_of, offered, prose, quotes_from, update_json
 
 PLAN = {"outline": [{"id": i, "title": f"Part {i}", "description": f"Part {i} happens.", "target_words": 100}
                     for i in range(1, 5)]}

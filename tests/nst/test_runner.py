@@ -7,7 +7,7 @@ import pytest
 from agent.nst import direct, rollsum, runner
 from agent.nst.config import DIRECT_DEFAULTS, ROLLSUM_DEFAULTS, DirectConfig, RollSumConfig
 from agent.store import RunStore
-from tests.nst.author import Author, default_policy
+from agent.testing.author import Author, default_policy
 
 
 def attach(store: RunStore, author: Author) -> Author:
