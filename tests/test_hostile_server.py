@@ -90,7 +90,7 @@ def test_wrong_shapes_are_one_line_naming_the_endpoint(hostile, body, problem):
 def test_odd_usage_and_finish_fields_do_not_break_a_reply(hostile):
     server = hostile("shape")
     server.body = {**chat_reply("fine"), "usage": {"prompt_tokens": "many", "completion_tokens": -4,
-                                              "prompt_tokens_details": [1]}, "model": 7}
+                                                   "prompt_tokens_details": [1]}, "model": 7}
     llm = EndpointLLM(server.url, "m")
     completion = llm.generate(USER, temperature=0, max_tokens=5)
     assert completion.text == "fine" and completion.usage.prompt_tokens == 0 and completion.model == "m"
@@ -314,7 +314,7 @@ def test_fabula_prompt_against_deeply_nested_json_is_one_error_line(hostile):
 def test_absurd_usage_numbers_count_as_unknown(hostile, count):
     server = hostile("shape")
     server.body = {**chat_reply("fine"), "usage": {"prompt_tokens": count, "completion_tokens": count,
-                                              "prompt_tokens_details": {"cached_tokens": count}}}
+                                                   "prompt_tokens_details": {"cached_tokens": count}}}
     llm = EndpointLLM(server.url, "m")
     try:
         usage = llm.generate(USER, temperature=0, max_tokens=5).usage

@@ -195,7 +195,7 @@ def test_prompt_verbose_prints_the_probe_findings(servers, tmp_path, capsys):
 def test_a_json_probe_reply_cut_at_its_length_is_inconclusive_not_a_refusal(servers):
     server = HostileServer("custom")
     server.custom = lambda body: (200, chat_reply('{"fabula_probe":   ' if "response_format" in body else "hi",
-                                             finish="length" if "response_format" in body else "stop"))
+                                                  finish="length" if "response_format" in body else "stop"))
     servers.append(server)
     llm = open_llm("endpoint", endpoint=server.url)  # not refused: the server may well enforce schemas
     assert llm.probe.json_schema_enforced is None
