@@ -15,7 +15,6 @@ import contextlib
 import importlib.abc
 import importlib.metadata as md
 import io
-import json
 import re
 import sys
 import tempfile
@@ -96,23 +95,20 @@ def judged_runs(root: Path) -> tuple[list[str], list[str]]:
     from agent.eval.consistency import judge_consistency
     from agent.eval.judge import Judge
     from agent.eval.story import load_story
-    from agent.llm.base import LLM
-    from agent.llm.types import RawReply, Usage
+    from agent.llm.types import Usage
     from agent.store import RunStore
+    from agent.testing.scripted import ScriptedLLM
 
-    class Scripted(LLM):
-        backend = "scripted"
+    def scripted(errors: int) -> ScriptedLLM:
+        """A judge that finds ``errors`` factual contradictions and nothing else."""
+        found = [{"subtype": "quantitative_mismatches", "exact_quote": "word", "quote_chapter": 1,
+                  "contradicting_quote": "word", "contradicting_chapter": 1, "explanation": "e"}] * errors
 
-        def __init__(self, errors: int) -> None:
-            super().__init__("scripted-judge")
-            self.errors = errors
-
-        def _complete(self, request):
-            found = [{"subtype": "quantitative_mismatches", "exact_quote": "word", "quote_chapter": 1,
-                      "contradicting_quote": "word", "contradicting_chapter": 1, "explanation": "e"}] * self.errors
+        def reply(request):
             name = request.constraint.name if request.constraint else ""
-            reply = {"contradictions": found if name == "FactualDetailReport" else []}
-            return RawReply(text=json.dumps(reply), finish_reason="stop", usage=Usage(10, 0, 5), model=self.model)
+            return {"contradictions": found if name == "FactualDetailReport" else []}
+
+        return ScriptedLLM(reply, model="scripted-judge", usage=Usage(10, 0, 5))
 
     sides: tuple[list[str], list[str]] = ([], [])
     for side, method in enumerate(("nst", "rollsum")):
@@ -122,7 +118,7 @@ def judged_runs(root: Path) -> tuple[list[str], list[str]]:
                                     config={"prompt": "p", "prompt_id": str(prompt), "words": 1000})
             store.commit_chapter(1, "One", " ".join(["word"] * 1000) + ".", state={"n": 1})
             store.finish()
-            judge_consistency(store, load_story(store), Judge(Scripted(1 + side + prompt % 2), "scripted"),
+            judge_consistency(store, load_story(store), Judge(scripted(1 + side + prompt % 2), "scripted"),
                               window_chapters=1)
             store.close()
             sides[side].append(str(run_dir))

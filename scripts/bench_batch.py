@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -47,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 from agent.batch.runner import run_batch  # noqa: E402
 from agent.llm.options import LLMOptions  # noqa: E402
 from agent.store import RunStore  # noqa: E402
+from agent.testing.ports import free_port  # noqa: E402
 
 PREMISES = [
     "A lighthouse keeper finds a brass key inside a fish and searches the tower for its lock.",
@@ -130,26 +130,6 @@ def story_configs(k: int, words: int, *, attempts: int, narrow: bool, tag: str =
 
 
 # -- servers ---------------------------------------------------------------------------------------
-def free_port(count: int = 1) -> int:
-    """A port with ``count - 1`` free ports after it (a router and its replicas)."""
-    for _ in range(50):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        if port + count < 65000 and all(_free(port + i) for i in range(1, count)):
-            return port
-    raise RuntimeError("no run of free ports found")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
-
-
 class Served:
     """``fabula serve ...`` as a child process; the endpoint it prints once ready."""
 

@@ -1,7 +1,7 @@
 """Does NstAgent's prompt cost stay linear in the story length? (issue 4, "Benchmark: cost stays linear")
 
 Runs the real chapter loop (planner cache, state, tools, gate, store) at 10K, 20K, 50K and 100K
-words with a deterministic scripted model (``tests/nst/author.py``) that writes chapters of the
+words with a deterministic scripted model (``agent/testing/author.py``) that writes chapters of the
 target length and state updates of realistic size: 4 past events per chapter, 3 snapshots per
 update out of a cast that grows from 6 to 12, and about three open requirements. Every prompt
 is rendered with the tiny model's chat template and counted with its real tokenizer.
@@ -32,7 +32,7 @@ from agent.nst import runner
 from agent.nst.config import NST_DEFAULTS
 from agent.nst.plan import planner
 from agent.store import RunStore
-from tests.nst.author import Author, chapter_of, open_requirements, update_json
+from agent.testing.author import Author, chapter_of, open_requirements, update_json
 
 BLOCK = 16
 PROMPT = ("Write a novel about a lighthouse keeper on a remote northern island who discovers that the bell in the "

@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 from bench_results import write_results  # noqa: E402
 
 from agent.llm.embedded_llamacpp import default_threads  # noqa: E402
+from agent.testing.ports import free_port  # noqa: E402
 
 ENGINES = ("embedded", "embedded-previous", "llamacpp", "llamacpp-server", "vllm-cpu")
 DECODE_TOKENS = 128
@@ -87,7 +88,7 @@ def chapter_prompts() -> list[list[dict[str, str]]]:
     """The requests of a scripted NstAgent run of three chapters, in order (planner excluded)."""
     from agent import pipelines
     from agent.llm.base import LLM
-    from tests.nst.author import Author
+    from agent.testing.author import Author
 
     seen: list[list[dict[str, str]]] = []
     original = LLM._prepare
@@ -225,19 +226,11 @@ def _wait_ready(url: str, process: subprocess.Popen, timeout_s: float) -> None:
     raise RuntimeError(f"no server at {url} after {timeout_s:.0f} s")
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _llamacpp_server(gguf: Path) -> FabulaEngine:
     from agent.llm.endpoint import EndpointLLM
     from serve.llamacpp import llamacpp_command
 
-    port = _free_port()
+    port = free_port()
     threads = default_threads()
     process = subprocess.Popen(llamacpp_command(gguf, port, n_ctx=8192, threads=threads), stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
@@ -251,7 +244,7 @@ def _llamacpp_server(gguf: Path) -> FabulaEngine:
 def _vllm_server() -> FabulaEngine:
     from agent.llm.endpoint import EndpointLLM
 
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "agent.cli", "serve", "--preset", "tiny-cpu", "--port",
                                 str(port)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/v1"

@@ -31,6 +31,7 @@ from bench_results import write_results  # noqa: E402  (scripts/ is on sys.path 
 from pydantic import Field  # noqa: E402
 
 from agent.llm import LLM, Request, TruncatedOutputError  # noqa: E402
+from agent.testing.ports import free_port  # noqa: E402
 from grammars.base import Grammar  # noqa: E402
 
 CONSTRAINED_OVER_PLAIN = 0.85
@@ -167,16 +168,13 @@ def bench_server(args: argparse.Namespace) -> dict:
     if args.endpoint:
         with EndpointLLM(args.endpoint) as llm:
             return bench_backend("server", llm, args.tokens, args.repeats, concurrency=True)
-    import socket
 
     from agent.weights.home import fabula_home
     from agent.weights.models import ensure_embedded_model
     from serve.launcher import ServeConfig, Server
     from serve.presets import get_preset
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     config = ServeConfig.from_preset(get_preset("tiny-cpu"), str(ensure_embedded_model().path), port=port)
     server = Server(config, fabula_home() / "logs" / f"bench-{port}.log")
     server.start()

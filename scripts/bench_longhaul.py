@@ -45,7 +45,7 @@ from agent.nst import runner
 from agent.nst.config import NST_DEFAULTS
 from agent.nst.plan import planner
 from agent.store import RunStore
-from tests.nst.author import Author, chapter_of, chapter_text, gate_of, open_requirements, prose, quotes_from
+from agent.testing.author import Author, chapter_of, chapter_text, gate_of, open_requirements, prose, quotes_from
 
 BLOCK = 16
 PROMPT = ("Write a novel about a lighthouse keeper on a remote northern island who discovers that the bell in the "

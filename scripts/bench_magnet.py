@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import statistics
 import sys
 import time
@@ -45,12 +44,15 @@ sys.path.insert(0, str(ROOT))
 from bench_results import write_results  # noqa: E402  (scripts/ is on sys.path when a script runs)
 
 from agent.llm import LLM, Request  # noqa: E402
+from agent.llm.types import Usage  # noqa: E402
 from agent.magnet import prompts, schemas  # noqa: E402
 from agent.magnet.asking import ask_many  # noqa: E402
 from agent.magnet.definition import load_definition  # noqa: E402
 from agent.magnet.roles import Scene, propose_actions  # noqa: E402
 from agent.magnet.settings import MagnetSettings  # noqa: E402
 from agent.magnet.world import WorldGraph  # noqa: E402
+from agent.testing.ports import free_port  # noqa: E402
+from agent.testing.scripted import ScriptedLLM  # noqa: E402
 
 EXAMPLE = ROOT / "agent" / "magnet" / "examples" / "mystery_codicil.toml"
 
@@ -116,9 +118,7 @@ def main() -> int:
         from serve.launcher import ServeConfig, Server
         from serve.presets import get_preset
 
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
+        port = free_port()
         config = ServeConfig.from_preset(get_preset("tiny-cpu"), str(ensure_embedded_model().path), port=port)
         server = Server(config, fabula_home() / "logs" / f"bench-magnet-{port}.log")
         server.start()
@@ -178,22 +178,19 @@ def five_cast():
     return parse_definition(data, "bench: mystery + Nora Vale")
 
 
-class ScriptedCast(LLM):
+class ScriptedCast(ScriptedLLM):
     """Replies by role, deterministically (a seeded generator); counts each prompt's tokens."""
 
-    backend = "scripted"
-
     def __init__(self, story, count) -> None:
-        super().__init__("scripted-cast")
+        super().__init__(model="scripted-cast",
+                         usage=lambda request, text: Usage(count(request.messages), 0, count([{"content": text}])))
         import random
 
         from agent.magnet.world import slug
 
         self.rng = random.Random(9)
         self.story = story
-        self.count = count
         self.slugs = {c.name: slug(c.name) for c in story.characters}
-        self.calls = 0
 
     def _name(self, text: str, marker: str) -> str:
         start = text.index(marker) + len(marker)
@@ -224,12 +221,7 @@ class ScriptedCast(LLM):
             sentences.append(f"{self.rng.choice(names)} turned toward {self.rng.choice(PLACES)}, {words}.")
         return " ".join(sentences)
 
-    def _complete(self, request):
-        import json as _json
-
-        from agent.llm.types import RawReply, Usage
-
-        self.calls += 1
+    def answer(self, request):
         text = request.messages[-1]["content"]
         role = request.role
         if role == "character":
@@ -258,10 +250,7 @@ class ScriptedCast(LLM):
             reply = self._prose({"narrator": 120, "transition": 60, "recap": 150}[role])
         else:
             raise AssertionError(role)
-        out = reply if isinstance(reply, str) else _json.dumps(reply)
-        prompt = self.count(request.messages)
-        return RawReply(text=out, finish_reason="stop", usage=Usage(prompt, 0, self.count([{"content": out}])),
-                        model=self.model)
+        return reply
 
 
 def token_counter(use_tokenizer: bool):

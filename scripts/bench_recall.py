@@ -49,11 +49,11 @@ from agent.nst.plan import fit as fit_chapters
 from agent.nst.plan import planner
 from agent.quotes import normalize
 from agent.store import RunStore
+from agent.testing.author import chapter_of
 from scripts.bench_longhaul import PROMPT, QwenChat, ids_of, smollm2
 from scripts.recall_author import RecallAuthor
 from scripts.recall_facts import script
 from scripts.recall_measure import SOURCES, Section, message_sections, tally
-from tests.nst.author import chapter_of
 
 METHODS: dict[str, tuple[str, str]] = {"nst": ("nst", "default"), "nst-paper": ("nst", "paper"),
                                        "rollsum": ("rollsum", "default"), "direct": ("direct", "default")}

@@ -2,9 +2,9 @@
 
     PYTHONPATH=$PWD python scripts/dump_prompts.py OUT.jsonl [--profile paper]
 
-Runs nst, rollsum and direct on the scripted author (tests/nst/author.py; nst also in a small context,
+Runs nst, rollsum and direct on the scripted author (agent/testing/author.py; nst also in a small context,
 so the chapter budget gives way) and magnet and single
-on the scripted story model (tests/magnet/story_llm.py), in a temporary folder, and writes one
+on the scripted story model (agent/testing/story_llm.py), in a temporary folder, and writes one
 JSON line per request: the pipeline, the messages, the sampling settings and the grammar. Run it
 before and after a change and ``diff`` the two files: empty means no prompt changed.
 ``--profile NAME`` runs every pipeline under that profile (default: none given, the default).
@@ -49,8 +49,9 @@ def main(out: str, profile: str | None = None) -> int:
     os.environ["FABULA_HOME"] = home
     from agent import pipelines
     from agent.llm.base import LLM, Request
-    from tests.magnet.story_llm import StoryLLM, story
-    from tests.nst.author import Author
+    from agent.magnet.definition import parse_definition
+    from agent.testing.author import Author
+    from agent.testing.story_llm import StoryLLM, story_dict
 
     lines: list[str] = []
     current = {"pipeline": ""}
@@ -81,7 +82,7 @@ def main(out: str, profile: str | None = None) -> int:
     _finish(pipelines.start(Path(home) / "nst-budgeted", "nst", config, llm, model=Author()))
     for name in ("magnet", "single"):
         current["pipeline"] = name
-        config = {"story": story(words=600).to_dict(), **_profile(name, profile)}
+        config = {"story": parse_definition(story_dict(words=600), "test.toml").to_dict(), **_profile(name, profile)}
         _finish(pipelines.start(Path(home) / name, name, config, llm, model=StoryLLM()))
     Path(out).write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"{len(lines)} requests written to {out}")

@@ -18,14 +18,15 @@ import stat
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from agent.testing.server import Answer, FakeServer  # noqa: E402
+
 STORY = str(ROOT / "agent" / "magnet" / "examples" / "mystery_codicil.toml")
 
 
@@ -62,28 +63,13 @@ def classify(case: Case, code: int | None, out: str, err: str) -> str:
     return "one clear line" if code == 0 else "wrong success"
 
 
-class Hostile(BaseHTTPRequestHandler):
+def hostile() -> FakeServer:
     """/a/v1: models as a list; /b/v1: data not a list; /c/v1: content not a string."""
-
-    def do_GET(self) -> None:
-        body = {"/a/v1/models": [1, 2, 3], "/b/v1/models": {"data": "abc"}}.get(
-            self.path, {"data": [{"id": "m"}]})
-        self._send(body)
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self._send({"choices": [{"message": {"content": [1, 2]}, "finish_reason": "stop"}], "usage": {}})
-
-    def _send(self, body: object) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        return None
+    lists = {"/a/v1/models": [1, 2, 3], "/b/v1/models": {"data": "abc"}}
+    return FakeServer({
+        "GET *": lambda call: Answer(200, lists.get(call.path, {"data": [{"id": "m"}]})),
+        "POST *": lambda call: Answer(200, {"choices": [{"message": {"content": [1, 2]}, "finish_reason": "stop"}],
+                                            "usage": {}})})
 
 
 def make_run(folder: Path) -> Path:
@@ -152,9 +138,8 @@ def main() -> int:
     db_bytes = (run / "run.db").read_bytes()
     existing = tmp / "notes.md"
     existing.write_text("my notes")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
+    server = hostile()
+    url = server.root
     bad_story = tmp / "names.toml"
     bad_story.write_text('title = "T"\ngenre = "g"\ngoal = "x"\nwords = 300\n' + "".join(
         f'[[characters]]\nname = "{n}"\nrole = "r"\ndescription = "d"\npersonality = "p"\ngoals = "g"\n'
@@ -237,7 +222,7 @@ def main() -> int:
     print(f"| {len(rows)} | " + " | ".join(str(counts[k]) for k in kinds) + " |")
     (ROOT / "bench-results").mkdir(exist_ok=True)
     (ROOT / "bench-results" / "probe_cli.json").write_text(json.dumps({"counts": counts, "rows": rows}, indent=2))
-    server.shutdown()
+    server.close()
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

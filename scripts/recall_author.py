@@ -39,9 +39,9 @@ from typing import Any
 from agent.llm.base import Request
 from agent.nst.consolidate import DIGEST_WORDS
 from agent.quotes import normalize
+from agent.testing.author import chapter_of, chapter_text, open_requirements, prose, without_evidence
 from scripts.bench_longhaul import LonghaulAuthor
 from scripts.recall_facts import Fact, needed_in, planted_in, script
-from tests.nst.author import chapter_of, chapter_text, open_requirements, prose, without_evidence
 
 SUMMARY_WORDS_PER_CHAPTER = 90
 _CHAPTERS = re.compile(r"# Outline \((\d+) chapters|exactly (\d+) chapters|approximately (\d+) chapters")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -19,6 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from agent.testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER_READY_TIMEOUT_S = 900
@@ -83,12 +84,6 @@ def ctrl_c_reaches() -> None:
     runs a background job (``.ci/run &``) with SIGINT ignored, every child inherits that, and
     Python then never raises KeyboardInterrupt: the test's Ctrl-C would not arrive."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class RunningServer:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from agent.llm.base import LLM
 from agent.llm.context import CharsEstimate, TemplateCounter, counter_for, resolve_context
-from tests.nst.author import Author
+from agent.testing.author import Author
 
 CONTEXT = Path(__file__).resolve().parents[1] / "agent" / "llm" / "context.py"
 PRIVATE = {"_http", "hf_model", "limits", "_request", "tokenizer"}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent.cli import main
-from tests.conftest import free_port
+from agent.testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 

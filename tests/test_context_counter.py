@@ -9,7 +9,7 @@ import pytest
 
 from agent.llm.context import CharsEstimate, ServerCounter, counter_for
 from agent.llm.endpoint import EndpointLLM
-from tests.hostile_server import HostileServer
+from agent.testing.hostile import HostileServer
 
 ASK = [{"role": "user", "content": "How many tokens is this?"}]
 
@@ -29,7 +29,7 @@ def test_a_server_that_tokenizes_is_asked_at_its_root(servers):
     try:
         counter = counter_for(llm)
         assert isinstance(counter, ServerCounter) and counter.count(ASK) == 8
-        assert server.paths[-1] == "/tokenize"  # beside /v1, not under it
+        assert server.posted()[-1].path == "/tokenize"  # beside /v1, not under it
     finally:
         llm.close()
 
@@ -56,7 +56,7 @@ def test_the_count_renders_the_template_with_the_thinking_switch_every_request_s
     llm = EndpointLLM(server.url, "m", timeout_s=5, thinking=thinking)
     try:
         counter_for(llm).count(ASK)
-        tokenize = [b for b, p in zip(server.bodies, server.paths, strict=True) if p == "/tokenize"]
+        tokenize = [c.body for c in server.posted() if c.path == "/tokenize"]
         assert tokenize and all(b.get("chat_template_kwargs") == sent for b in tokenize)
     finally:
         llm.close()

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from agent.cli import main
-from tests.conftest import free_port
+from agent.testing.kinds import KindServer
+from agent.testing.ports import free_port
 from tests.fake_nvidia import install_fake_nvidia_smi
-from tests.kind_servers import KindServer
 
 
 @pytest.fixture
@@ -60,12 +60,12 @@ def test_a_configured_endpoint_that_answers_is_probed(no_endpoint, monkeypatch, 
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     server = KindServer("vllm")
     try:
-        monkeypatch.setenv("FABULA_ENDPOINT", server.url + "/v1")
+        monkeypatch.setenv("FABULA_ENDPOINT", server.url)
         assert main(["doctor"]) == 0
     finally:
         server.close()
     out = capsys.readouterr().out
-    assert f"ok  {server.url}/v1 answers: vllm 0.32.0, model tiny, context 4096 tokens" in out
+    assert f"ok  {server.url} answers: vllm 0.32.0, model tiny, context 4096 tokens" in out
     assert "ok  constrained decoding (JSON schema) enforced: yes" in out
 
 

@@ -5,79 +5,52 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from agent.llm import Choice, EndpointUnavailableError, LLMError, Regex, TruncatedOutputError
 from agent.llm.endpoint import EndpointLLM, normalize_base_url
+from agent.testing import replies
+from agent.testing.ports import free_port
+from agent.testing.server import Answer, Call, FakeServer
 from grammars.demo import CharacterSheet
-from tests.conftest import free_port
 
 USER = [{"role": "user", "content": "hi"}]
 
 
 def chat_reply(content: str, finish: str = "stop", cached: int | None = 7) -> dict:
-    usage = {"prompt_tokens": 20, "completion_tokens": 5}
-    if cached is not None:
-        usage["prompt_tokens_details"] = {"cached_tokens": cached}
-    return {"model": "fake", "choices": [{"message": {"content": content}, "finish_reason": finish}],
-            "usage": usage}
+    return replies.chat_reply(content, finish, model="fake", prompt=20, completion=5, cached=cached)
 
 
-class FakeServer:
-    """Answers from a queue of (status, body) pairs; records every request body."""
+class QueueServer(FakeServer):
+    """Answers each POST from ``queue`` ((status, body) pairs) after ``delay_s``, every GET with
+    ``models``; ``peak_in_flight`` is the most POSTs it held at once."""
 
     def __init__(self) -> None:
         self.queue: list[tuple[int, dict | str]] = []
-        self.bodies: list[dict] = []
-        self.auth: list[str | None] = []
-        self.delay_s = 0.0
-        self.in_flight = 0
-        self.peak_in_flight = 0
-        lock = threading.Lock()
         self.models = ["m"]
-        owner = self
+        self.delay_s = 0.0
+        self.in_flight = self.peak_in_flight = 0
+        self._lock = threading.Lock()
+        super().__init__({"GET *": self.list_models, "POST *": self.answer})
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # keep test output clean
-                pass
+    def list_models(self, call: Call) -> Answer:
+        return Answer(200, replies.model_list(*({"id": name} for name in self.models)))
 
-            def _answer(self, status: int, body: dict | str) -> None:
-                data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self):
-                self._answer(200, {"data": [{"id": name} for name in owner.models]})
-
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length", 0))
-                with lock:
-                    owner.in_flight += 1
-                    owner.peak_in_flight = max(owner.peak_in_flight, owner.in_flight)
-                    owner.bodies.append(json.loads(self.rfile.read(length)))
-                    owner.auth.append(self.headers.get("Authorization"))
-                    answer = owner.queue.pop(0)
-                time.sleep(owner.delay_s)  # long enough for concurrent requests to overlap
-                with lock:
-                    owner.in_flight -= 1
-                self._answer(*answer)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
+    def answer(self, call: Call) -> Answer:
+        with self._lock:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+            answer = self.queue.pop(0)
+        time.sleep(self.delay_s)  # long enough for concurrent requests to overlap
+        with self._lock:
+            self.in_flight -= 1
+        return Answer(*answer)
 
 
 @pytest.fixture
 def fake():
-    server = FakeServer()
+    server = QueueServer()
     yield server
     server.close()
 
@@ -91,13 +64,13 @@ def test_base_url_forms():
 
 def test_model_defaults_to_the_only_served_one_and_several_need_a_choice(fake):
     fake.models = ["fake-model"]
-    assert EndpointLLM(fake.url).model == "fake-model"
+    assert EndpointLLM(fake.root).model == "fake-model"
     fake.models = ["llama3", "qwen3:8b", "gemma3"]  # what Ollama lists: every pulled model
     with pytest.raises(LLMError, match=r"serves 3 models; choose one with --model .*llama3, qwen3:8b, gemma3"):
-        EndpointLLM(fake.url)
+        EndpointLLM(fake.root)
     with pytest.raises(LLMError, match="does not serve model 'nope'; it serves: llama3"):
-        EndpointLLM(fake.url, "nope")
-    assert EndpointLLM(fake.url, "gemma3").model == "gemma3"
+        EndpointLLM(fake.root, "nope")
+    assert EndpointLLM(fake.root, "gemma3").model == "gemma3"
 
 
 def test_wire_format_uses_current_structured_output_fields(fake):
@@ -108,7 +81,7 @@ def test_wire_format_uses_current_structured_output_fields(fake):
         (200, chat_reply("red")),
         (200, chat_reply("free", cached=None)),
     ]
-    llm = EndpointLLM(fake.url, "m", api_key="sekret", thinking="off")
+    llm = EndpointLLM(fake.root, "m", api_key="sekret", thinking="off")
     sheet = llm.generate(USER, CharacterSheet, temperature=0.8, max_tokens=99, seed=3, stop=["END"])
     assert sheet.parsed.is_villain and sheet.usage.cached_prompt_tokens == 7
     llm.generate(USER, Regex(r"\d{4}"), temperature=0, max_tokens=5)
@@ -126,13 +99,13 @@ def test_wire_format_uses_current_structured_output_fields(fake):
     assert fake.bodies[3]["min_tokens"] == 2 and "response_format" not in fake.bodies[3]
     for sent in fake.bodies:
         assert not any(key.startswith("guided_") for key in sent)  # removed in vLLM 0.12
-    assert fake.auth[0] == "Bearer sekret"
+    assert fake.posted()[0].headers.get("Authorization") == "Bearer sekret"
 
 
 def test_structured_reply_cut_at_length_raises(fake):
     fake.queue.append((200, chat_reply('{"name": "A', finish="length")))
     with pytest.raises(TruncatedOutputError):
-        EndpointLLM(fake.url, "m").generate(USER, CharacterSheet, temperature=0, max_tokens=4)
+        EndpointLLM(fake.root, "m").generate(USER, CharacterSheet, temperature=0, max_tokens=4)
 
 
 def test_server_reasoning_field_is_kept_apart(fake):
@@ -140,29 +113,29 @@ def test_server_reasoning_field_is_kept_apart(fake):
     reply["choices"][0]["message"]["reasoning_content"] = "let me think"
     fake.queue.append((200, reply))
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
-    completion = EndpointLLM(fake.url, "m").generate(USER, schema, temperature=0, max_tokens=9)
+    completion = EndpointLLM(fake.root, "m").generate(USER, schema, temperature=0, max_tokens=9)
     assert completion.parsed == {"n": 1} and completion.reasoning == "let me think"
 
 
 def test_5xx_is_retried_with_backoff_then_succeeds(fake):
     fake.queue += [(503, {"error": {"message": "busy"}}), (500, "oops"), (200, chat_reply("ok"))]
-    llm = EndpointLLM(fake.url, "m", backoff_s=0.01)
+    llm = EndpointLLM(fake.root, "m", backoff_s=0.01)
     assert llm.generate(USER, temperature=0, max_tokens=5).text == "ok"
     assert len(fake.bodies) == 3
 
 
 def test_persistent_5xx_gives_up_naming_the_endpoint(fake):
     fake.queue += [(502, {"error": {"message": "bad gateway"}})] * 3
-    llm = EndpointLLM(fake.url, "m", backoff_s=0.01, max_retries=2)
+    llm = EndpointLLM(fake.root, "m", backoff_s=0.01, max_retries=2)
     with pytest.raises(EndpointUnavailableError, match=r"unavailable after 3 attempts .*bad gateway") as info:
         llm.generate(USER, temperature=0, max_tokens=5)
-    assert fake.url in str(info.value)
+    assert fake.root in str(info.value)
 
 
 def test_4xx_is_not_retried_and_shows_the_server_message(fake):
     fake.queue.append((400, {"error": {"message": "max_tokens is too large"}}))
     with pytest.raises(LLMError, match="HTTP 400: max_tokens is too large"):
-        EndpointLLM(fake.url, "m").generate(USER, temperature=0, max_tokens=5)
+        EndpointLLM(fake.root, "m").generate(USER, temperature=0, max_tokens=5)
     assert len(fake.bodies) == 1
 
 
@@ -179,7 +152,7 @@ def test_generate_many_runs_requests_concurrently(fake):
 
     fake.queue += [(200, chat_reply(str(i))) for i in range(6)]
     fake.delay_s = 0.3
-    llm = EndpointLLM(fake.url, "m", concurrency=3)
+    llm = EndpointLLM(fake.root, "m", concurrency=3)
     started = time.monotonic()
     results = llm.generate_many([Request(USER, Choice([str(i) for i in range(6)]), max_tokens=3)
                                  for _ in range(6)])

@@ -164,7 +164,7 @@ def test_every_command_that_writes_a_folder_refuses_an_unusable_one_in_one_line(
                                                                                  request):
     """One output-folder check (agent.cli.checks.output_dir) at every door that writes a folder:
     before any model is asked, one line, nothing made."""
-    from tests.hostile_server import HostileServer
+    from agent.testing.hostile import HostileServer
 
     server = HostileServer("ok")  # a server that answers: the folder, not the server, must stop the command
     request.addfinalizer(server.close)
@@ -182,7 +182,7 @@ def test_every_command_that_writes_a_folder_refuses_an_unusable_one_in_one_line(
             "eval inject": ["eval", "inject", str(run), "--out", out, "--no-judge"],
             "fork": ["fork", str(run), "--at", "1", "--out", out, "--no-run"]}[command]
     line = usage_error(capsys, run_cli(argv))
-    assert server.posts == [] and not (tmp_path / "file" / "run").exists()
+    assert server.posted() == [] and not (tmp_path / "file" / "run").exists()
     if where == "under /proc":  # found by the write probe, before any work: not when the folder is made
         assert "cannot write in /proc" in line, line
 
@@ -203,7 +203,7 @@ def test_numbers_and_addresses_are_checked_at_every_door(argv, capsys, monkeypat
     values are refused at parse time, before a server, a web server or a run is touched."""
     import uvicorn
 
-    from tests.hostile_server import HostileServer
+    from agent.testing.hostile import HostileServer
 
     monkeypatch.setattr(uvicorn, "run", lambda *a, **k: pytest.fail("the web server was started"))
     server = HostileServer("ok")
@@ -212,7 +212,7 @@ def test_numbers_and_addresses_are_checked_at_every_door(argv, capsys, monkeypat
         store.commit_chapter(1, "One", "The keeper lit the lamp. " * 40, state={})
         store.finish()
     usage_error(capsys, run_cli([a.format(url=server.url, run=tmp_path / "run", tmp=tmp_path) for a in argv]))
-    assert server.posts == [] and not (tmp_path / "x").exists() and not (tmp_path / "m").exists()
+    assert server.posted() == [] and not (tmp_path / "x").exists() and not (tmp_path / "m").exists()
 
 
 def test_a_config_column_that_is_not_json_is_one_line_in_every_command(tmp_path, capsys):
@@ -306,7 +306,8 @@ def step_run(tmp_path_factory):
     from agent import pipelines
     from agent.magnet import runner
     from agent.magnet.settings import MagnetSettings
-    from tests.magnet.story_llm import StoryLLM, story
+    from agent.testing.story_llm import StoryLLM
+    from tests.magnet.stories import story
 
     run = tmp_path_factory.mktemp("edit") / "m"
     original = pipelines.LLMOptions.open
@@ -351,7 +352,7 @@ def test_edit_chapter_refuses_step_flags_and_empty_titles(argv, tmp_path, capsys
 def test_words_given_by_set_pass_the_same_range_as_words(door, value, tmp_path, capsys):
     """`--set words=5` went around the range `--words` enforces: every door that takes --set now
     checks it (agent.settings.USER_LIMITS, read by parse_assignments)."""
-    from tests.hostile_server import HostileServer
+    from agent.testing.hostile import HostileServer
 
     server = HostileServer("ok")
     try:
@@ -366,7 +367,7 @@ def test_words_given_by_set_pass_the_same_range_as_words(door, value, tmp_path, 
                     else ["fork", str(run), "--at", "1", "--out", str(tmp_path / "f"), "--no-run"])
             argv += ["--set", f"words={value}", "--endpoint", server.url]
         assert "words" in one_error(capsys, run_cli(argv))
-        assert server.posts == [] and not (tmp_path / "f").exists()
+        assert server.posted() == [] and not (tmp_path / "f").exists()
     finally:
         server.close()
 
@@ -376,7 +377,7 @@ def test_words_given_by_set_pass_the_same_range_as_words(door, value, tmp_path, 
                                   ["--pipeline", "magnet", "--stories", "agent/magnet/examples", "--set",
                                    "story={{}}"]])
 def test_a_batch_refuses_settings_it_would_silently_replace(argv, tmp_path, capsys, request):
-    from tests.hostile_server import HostileServer
+    from agent.testing.hostile import HostileServer
 
     server = HostileServer("ok")
     request.addfinalizer(server.close)
@@ -384,7 +385,7 @@ def test_a_batch_refuses_settings_it_would_silently_replace(argv, tmp_path, caps
     prompts.write_text('{"id": 1, "prompt": "a bell"}\n')
     one_error(capsys, run_cli(["batch", *[a.format(p=prompts) for a in argv], "--out", str(tmp_path / "b"),
                                "--endpoint", server.url]))
-    assert not (tmp_path / "b").exists() and server.posts == []
+    assert not (tmp_path / "b").exists() and server.posted() == []
 
 
 @pytest.mark.parametrize("value", ["{}", "[]", '{"characters": []}', '{"characters": [{"x": 1}]}'])
@@ -562,11 +563,11 @@ def test_a_dropped_table_is_a_damaged_run_not_a_completed_one(table, tmp_path, c
 
 @pytest.mark.parametrize("where", ["a file", "under a file", "under /proc"])
 def test_plan_cache_must_be_a_usable_folder(where, tmp_path, capsys, request):
-    from tests.hostile_server import HostileServer
+    from agent.testing.hostile import HostileServer
 
     server = HostileServer("ok")
     request.addfinalizer(server.close)
     out = _unusable_dirs(tmp_path)[where]
     one_error(capsys, run_cli(["write", "nst", "--prompt", "x", "--words", "1000", "--plan-cache", out, "--out",
                                str(tmp_path / "r"), "--endpoint", server.url]))
-    assert not (tmp_path / "r").exists() and server.posts == []
+    assert not (tmp_path / "r").exists() and server.posted() == []

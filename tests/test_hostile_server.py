@@ -14,7 +14,9 @@ import pytest
 from agent.llm import EndpointUnavailableError, LLMError
 from agent.llm.endpoint import EndpointLLM, normalize_base_url, redact_url
 from agent.llm.http import retry_after_s
-from tests.hostile_server import HostileServer, reply
+from agent.testing.hostile import HostileServer
+from agent.testing.replies import chat_reply
+from agent.testing.server import Answer
 
 ROOT = Path(__file__).resolve().parents[1]
 USER = [{"role": "user", "content": "hi"}]
@@ -47,7 +49,7 @@ def test_a_server_that_never_answers_ends_the_call_within_its_budget_without_ret
     with pytest.raises(EndpointUnavailableError, match=r"no complete reply .* the 2 s call budget \(not retried"):
         ask(server, timeout_s=2)
     assert time.monotonic() - started < 6
-    assert len(server.posts) == 1  # a read timeout is not retried blindly
+    assert len(server.posted()) == 1  # a read timeout is not retried blindly
 
 
 def test_an_endless_body_is_cut_at_the_size_cap(hostile):
@@ -73,9 +75,9 @@ def test_a_trickling_body_ends_at_the_call_budget(hostile):
     ({"choices": []}, "no choice"),
     ({"choices": ["x"]}, "no choice"),
     ({"choices": [{"message": "hi"}]}, "without a message object"),
-    (reply(content=["a", "b"]), r"non-string content \(list\)"),
-    (reply(content={"text": "a"}), r"non-string content \(dict\)"),
-    (reply(content=42), r"non-string content \(int\)"),
+    (chat_reply(content=["a", "b"]), r"non-string content \(list\)"),
+    (chat_reply(content={"text": "a"}), r"non-string content \(dict\)"),
+    (chat_reply(content=42), r"non-string content \(int\)"),
 ])
 def test_wrong_shapes_are_one_line_naming_the_endpoint(hostile, body, problem):
     server = hostile("shape")
@@ -87,8 +89,8 @@ def test_wrong_shapes_are_one_line_naming_the_endpoint(hostile, body, problem):
 
 def test_odd_usage_and_finish_fields_do_not_break_a_reply(hostile):
     server = hostile("shape")
-    server.body = {**reply("fine"), "usage": {"prompt_tokens": "many", "completion_tokens": -4,
-                                              "prompt_tokens_details": [1]}, "model": 7}
+    server.body = {**chat_reply("fine"), "usage": {"prompt_tokens": "many", "completion_tokens": -4,
+                                                   "prompt_tokens_details": [1]}, "model": 7}
     llm = EndpointLLM(server.url, "m")
     completion = llm.generate(USER, temperature=0, max_tokens=5)
     assert completion.text == "fine" and completion.usage.prompt_tokens == 0 and completion.model == "m"
@@ -103,14 +105,15 @@ def test_garbage_json_is_one_line(hostile):
 def test_500s_then_success_is_retried(hostile):
     server = hostile("flaky")
     assert ask(server) == "recovered"
-    assert len(server.posts) == 3
+    assert len(server.posted()) == 3
 
 
 def test_retry_after_is_honoured_and_bounded_by_the_budget(hostile):
     server = hostile("retry_after")
     server.retry_after = "1"
     assert ask(server) == "after the wait"
-    assert server.posts[1] - server.posts[0] >= 0.95  # waited as asked, not the 10 ms backoff
+    first, second = server.posted()[:2]
+    assert second.at - first.at >= 0.95  # waited as asked, not the 10 ms backoff
     late = hostile("retry_after")
     late.retry_after = "120"
     started = time.monotonic()
@@ -210,7 +213,7 @@ def test_a_server_that_hangs_mid_run_ends_the_run_within_the_budget_and_it_resum
     """`write nst` against a server that stops answering after chapter 1: the run fails within the
     call budget (not ~40 minutes), says so in one line, and resumes once the server is back."""
     from agent.store import RunStore
-    from tests.nst.author_server import AuthorServer
+    from agent.testing.author_server import AuthorServer
     from tests.nst.test_cli import _in_flight_chapter_2
 
     server = AuthorServer(delay_s=0.1)
@@ -285,7 +288,7 @@ def test_json_nested_too_deeply_is_one_line(hostile, where):
     if where == "content":
         server.raw = b'{"choices": [{"message": {"content": "' + DEEP + b'"}, "finish_reason": "stop"}]}'
     elif where == "error":
-        server._answer = lambda handler: handler._send(400, DEEP)  # type: ignore[method-assign]
+        server.routes["POST *"] = lambda call: Answer(400, DEEP)
     elif where == "models":
         server.models = DEEP
     with pytest.raises(LLMError) as info:
@@ -310,8 +313,8 @@ def test_fabula_prompt_against_deeply_nested_json_is_one_error_line(hostile):
 @pytest.mark.parametrize("count", [10**30, 2**63, -1, 2**31])
 def test_absurd_usage_numbers_count_as_unknown(hostile, count):
     server = hostile("shape")
-    server.body = {**reply("fine"), "usage": {"prompt_tokens": count, "completion_tokens": count,
-                                              "prompt_tokens_details": {"cached_tokens": count}}}
+    server.body = {**chat_reply("fine"), "usage": {"prompt_tokens": count, "completion_tokens": count,
+                                                   "prompt_tokens_details": {"cached_tokens": count}}}
     llm = EndpointLLM(server.url, "m")
     try:
         usage = llm.generate(USER, temperature=0, max_tokens=5).usage
@@ -325,7 +328,7 @@ def test_a_run_against_a_server_reporting_10_to_the_30_tokens_completes(tmp_path
     (OverflowError); read where the reply is read, it is no count and the run completes."""
     from agent.cli import main
     from agent.store import RunStore
-    from tests.nst.author_server import AuthorServer
+    from agent.testing.author_server import AuthorServer
 
     monkeypatch.setenv("FABULA_HOME", str(tmp_path / "home"))
     server = AuthorServer()
@@ -347,11 +350,11 @@ def test_fabula_prompt_warns_and_exits_3_when_the_reply_was_cut(hostile):
     """A reply cut at --max-tokens (finish_reason=length) is printed, never passed off as whole:
     a warning line on stderr and exit 3."""
     server = hostile("shape")
-    server.body = reply("The keeper lit the", finish="length")
+    server.body = chat_reply("The keeper lit the", finish="length")
     result = _prompt("--endpoint", server.url, "--max-tokens", "5")
     assert result.returncode == 3 and result.stdout.strip() == "The keeper lit the", result.stderr
     assert "cut at --max-tokens 5" in result.stderr and "Traceback" not in result.stderr
-    server.body = reply("Whole.")
+    server.body = chat_reply("Whole.")
     assert _prompt("--endpoint", server.url).returncode == 0
 
 
@@ -373,7 +376,7 @@ def test_magnet_against_a_failing_server_says_the_servers_cause_and_stops_at_a_4
     elif status == 401:
         server.custom = lambda body: refused
     else:  # the probe is answered (an open /v1 proxy in front of a keyed backend), the story's calls are not
-        server.custom = lambda body: (200, reply("Hello there!")) if body["messages"] in (PROBE_ASK, RANGE_ASK) \
+        server.custom = lambda body: (200, chat_reply("Hello there!")) if body["messages"] in (PROBE_ASK, RANGE_ASK) \
             else refused
     env = {k: v for k, v in os.environ.items() if not k.startswith("FABULA_")}
     env.update(PYTHONPATH=str(ROOT), FABULA_HOME=str(tmp_path / "home"))
@@ -383,10 +386,11 @@ def test_magnet_against_a_failing_server_says_the_servers_cause_and_stops_at_a_4
                              str(tmp_path / "run")], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
     errors = [ln for ln in result.stderr.splitlines() if ln.startswith("fabula: error:")]
     assert result.returncode != 0 and len(errors) == 1 and cause in errors[0], result.stderr
-    story = [b for b, path in zip(server.bodies, server.paths, strict=True)
+    paths = [c.path for c in server.posted()]
+    story = [b for b, path in zip(server.bodies, paths, strict=True)
              if path.endswith("/chat/completions") and b["messages"] not in (PROBE_ASK, RANGE_ASK)]
     if status == 401:
-        assert story == [] and server.paths.count("/v1/chat/completions") == 1  # the probe's first, no more
+        assert story == [] and paths.count("/v1/chat/completions") == 1  # the probe's first, no more
     elif status != 200 and status != 500:
         characters = len(__import__("tomllib").loads((ROOT / "agent/magnet/examples/mystery_codicil.toml")
                                                      .read_text())["characters"])

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from agent.store import RunStore
-from tests.nst.author import BOOK_TITLE
-from tests.nst.author_server import AuthorServer
+from agent.testing.author import BOOK_TITLE
+from agent.testing.author_server import AuthorServer
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "A lighthouse keeper finds a bell that rings by itself."

@@ -1,8 +1,9 @@
 """The layering holds: imports flow one way, pipelines never import each other, no module too long.
 
 grammars/serve/weights -> llm -> store -> (run context, registry) -> pipelines | manuscript | eval | view -> cli.
-The view reads stored runs and asks the registry how a pipeline's state is shown; it imports no pipeline. Checked on
-the source with ``ast``, including imports inside functions (lazy imports count too).
+The view reads stored runs and asks the registry how a pipeline's state is shown; it imports no pipeline. The test
+doubles (agent.testing) sit on llm, and in agent/ only the repro simulation imports them. Checked on the source with
+``ast``, including imports inside functions (lazy imports count too).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ ALLOWED: dict[str, set[str]] = {
     "agent.prompt_set": {"agent.errors", "agent.text"},
     "agent.settings": {"agent.errors", "agent.keyvalue", "agent.userinput", "agent.limits", "agent.llm"},
     "agent.llm": {"agent.errors", "agent.text", "agent.repetition", "grammars", "agent.weights", "agent.plugins"},
+    "agent.testing": {"agent.errors", "agent.text", "agent.repetition", "agent.llm", "grammars", "agent.weights"},
     "agent.store": {"agent.language", "agent.errors", "agent.keyvalue", "agent.limits", "agent.text", "agent.userinput",
                     "agent.llm",
                     "agent.gate"},
@@ -51,12 +53,16 @@ ALLOWED: dict[str, set[str]] = {
                    "agent.language"},
     "agent.manuscript": {"agent.errors", "agent.text", "agent.userinput", "agent.store", "agent.run_context",
                          "agent.pipelines"},
-    "agent.repro": PIPELINE_DEPS | {"agent.batch", "agent.eval"},
+    "agent.repro": PIPELINE_DEPS | {"agent.batch", "agent.eval", "agent.testing"},
     "agent.eval": {"agent.style", "agent.language",
                    "agent.errors", "agent.limits", "agent.text", "agent.userinput", "agent.repetition", "agent.quotes",
                    "agent.gate",
                    "agent.llm", "agent.store", "grammars", "agent.weights"},
 }
+
+DOUBLES_USERS = {"agent.repro.simulated"}
+"""The only modules of agent/ that may import the test doubles (agent.testing): simulation code, a scripted
+model standing in for a real one on purpose. The rest of the product never runs on a double."""
 
 
 def layer_of(module: str) -> str | None:
@@ -103,6 +109,13 @@ def test_imports_flow_one_way():
                                                    and not (target == "agent" and imported == "agent")):
                 upward.append(f"{name} imports {imported}")
     assert not upward, "\n".join(upward)
+
+
+def test_only_the_simulation_imports_the_test_doubles():
+    users = sorted(f"{name} imports {imported}" for name, path in modules() for imported in fabula_imports(path)
+                   if layer_of(imported) == "agent.testing" and layer_of(name) != "agent.testing"
+                   and name not in DOUBLES_USERS)
+    assert not users, users
 
 
 def test_pipelines_never_import_each_other():

@@ -17,8 +17,8 @@ from agent.llm import (
 )
 from agent.llm.base import split_reasoning
 from agent.llm.constraints import to_constraint
+from agent.testing.scripted import ScriptedLLM
 from grammars.demo import CharacterSheet
-from tests.scripted import ScriptedLLM
 
 USER = [{"role": "user", "content": "hi"}]
 SHEET = (

@@ -25,8 +25,9 @@ from agent.nst.plan.frozen import stages_of
 from agent.nst.plan.planner import ANCHORS, Stages, _stage_prompt
 from agent.nst.state import NarrativeState
 from agent.settings import parse_assignments
-from tests.magnet.story_llm import StoryLLM, story
-from tests.nst.author import Author, chapter_of, default_policy, outline_json
+from agent.testing.author import Author, chapter_of, default_policy, outline_json
+from agent.testing.story_llm import StoryLLM
+from tests.magnet.stories import story
 
 PROMPT = {"prompt": "A keeper finds a bell in the harbour.", "prompt_id": None}
 

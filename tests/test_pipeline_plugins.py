@@ -18,7 +18,7 @@ import pytest
 from agent import pipelines
 from agent.cli import main
 from agent.store import RunStore
-from tests.scripted import ScriptedLLM
+from agent.testing.scripted import ScriptedLLM
 
 STORY = "The toy robot wound itself up at midnight and walked out of the shop to find the girl who had lost it."
 

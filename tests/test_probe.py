@@ -8,7 +8,8 @@ import pytest
 
 from agent.llm import JsonSchema, LLMError, OutputValidationError, open_llm
 from agent.llm.endpoint import EndpointLLM, UnenforcedConstraintError
-from tests.hostile_server import HostileServer, reply
+from agent.testing.hostile import HostileServer
+from agent.testing.replies import chat_reply
 
 USER = [{"role": "user", "content": "hi"}]
 RANGE = JsonSchema({"type": "object", "properties": {"chapter": {"type": "integer", "minimum": 1}},
@@ -34,7 +35,7 @@ def server_like(*, enforces: bool, regex: bool, min_tokens: bool, cached: bool, 
             text = '{"fabula_probe": "qx7"}'
         elif regex and ("structured_outputs" in body or "regex" in body):
             text = "qx74"
-        out = reply(text)
+        out = chat_reply(text)
         if cached:
             out["usage"]["prompt_tokens_details"] = {"cached_tokens": 0}
         return 200, out
@@ -193,8 +194,8 @@ def test_prompt_verbose_prints_the_probe_findings(servers, tmp_path, capsys):
 
 def test_a_json_probe_reply_cut_at_its_length_is_inconclusive_not_a_refusal(servers):
     server = HostileServer("custom")
-    server.custom = lambda body: (200, reply('{"fabula_probe":   ' if "response_format" in body else "hi",
-                                             finish="length" if "response_format" in body else "stop"))
+    server.custom = lambda body: (200, chat_reply('{"fabula_probe":   ' if "response_format" in body else "hi",
+                                                  finish="length" if "response_format" in body else "stop"))
     servers.append(server)
     llm = open_llm("endpoint", endpoint=server.url)  # not refused: the server may well enforce schemas
     assert llm.probe.json_schema_enforced is None
@@ -208,7 +209,7 @@ def test_a_server_that_answers_json_but_ignores_the_schema_is_found_not_enforcin
     enforced" passed. JSON of another shape is not the constrained answer."""
     server = HostileServer("custom")
     server.models = {"data": [{"id": "m", "owned_by": "vllm", "max_model_len": 4096}]}
-    server.custom = lambda body: (200, reply(ignoring if "response_format" in body else "Hello there!"))
+    server.custom = lambda body: (200, chat_reply(ignoring if "response_format" in body else "Hello there!"))
     servers.append(server)
     with pytest.raises(UnenforcedConstraintError):
         open_llm("endpoint", endpoint=server.url)

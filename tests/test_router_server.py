@@ -16,7 +16,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import ROOT, SERVER_READY_TIMEOUT_S, _missing, ctrl_c_reaches, free_port
+from agent.testing.ports import free_port
+from tests.conftest import ROOT, SERVER_READY_TIMEOUT_S, _missing, ctrl_c_reaches
 
 pytestmark = pytest.mark.server
 

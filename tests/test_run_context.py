@@ -11,8 +11,9 @@ from agent.magnet.settings import MagnetSettings
 from agent.nst import runner as nst_runner
 from agent.run_context import Event, RunContext
 from agent.store import RunStore
-from tests.magnet.story_llm import StoryLLM, story
-from tests.nst.author import Author
+from agent.testing.author import Author
+from agent.testing.story_llm import StoryLLM
+from tests.magnet.stories import story
 
 
 def test_unit_attribution_is_scoped(tmp_path):

@@ -9,9 +9,7 @@ from __future__ import annotations
 import importlib.util
 import shlex
 import sys
-import threading
 import time
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -184,25 +182,14 @@ def test_every_request_of_a_run_carries_the_runs_routing_key(tmp_path, monkeypat
     """sglang-router's manual policy maps ``X-SMG-Routing-Key`` to one replica."""
     from agent.llm.options import LLMOptions, routing_key
     from agent.store import RunStore
-    from tests.cli.fake_server import _Handler
+    from agent.testing.server import models_server
 
-    seen: list[str | None] = []
-
-    class Recording(_Handler):
-        def do_GET(self) -> None:
-            seen.append(self.headers.get("X-SMG-Routing-Key"))
-            super().do_GET()
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Recording)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with models_server() as server:
         from agent.llm import open_llm
 
-        open_llm("endpoint", endpoint=f"http://127.0.0.1:{server.server_address[1]}/v1", probe="light",
-                 routing_key="run-abc").close()
+        open_llm("endpoint", endpoint=server.url, probe="light", routing_key="run-abc").close()
+        seen = [c.headers.get("X-SMG-Routing-Key") for c in server.calls if c.method == "GET"]
         assert seen and set(seen) == {"run-abc"}
-    finally:
-        server.shutdown()
 
     with RunStore.create(tmp_path / "a", pipeline="nst", config={}) as a:
         key = routing_key(a)
@@ -250,46 +237,25 @@ def test_the_real_router_lists_the_served_model_and_passes_the_routing_key_on(tm
     import json
     import urllib.request
 
+    from agent.testing.ports import free_port
+    from agent.testing.replies import chat_reply, model_list
+    from agent.testing.server import Answer, Call, FakeServer
     from serve.replicas import Router
-    from tests.cli.fake_server import _Handler
-    from tests.conftest import free_port
 
-    seen: list[tuple[str, str | None]] = []
+    model = "SmolLM2-135M-Instruct"
 
-    class VllmLike(_Handler):
-        model = "SmolLM2-135M-Instruct"
+    def chat(call: Call) -> Answer:
+        reply = chat_reply("hi", model=call.body["model"], prompt=40, completion=1, cached=32)
+        reply["choices"][0]["index"] = 0
+        return Answer(200, {"id": "c", "object": "chat.completion", **reply})
 
-        def do_GET(self) -> None:
-            seen.append((self.path, None))
-            if self.path == "/health":
-                self.send_response(200)
-                self.end_headers()
-                return
-            if self.path == "/v1/models":
-                self._reply({"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "vllm",
-                                                         "max_model_len": 4096}]})
-                return
-            super().do_GET()
-
-        def _reply(self, body: dict) -> None:
-            reply = json.dumps(body).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(reply)))
-            self.end_headers()
-            self.wfile.write(reply)
-
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append((f"POST {self.path} {body['model']}", self.headers.get("X-SMG-Routing-Key")))
-            self._reply({"id": "c", "object": "chat.completion", "model": body["model"], "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 40, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 32}}})
-
-    worker = ThreadingHTTPServer(("127.0.0.1", 0), VllmLike)
-    threading.Thread(target=worker.serve_forever, daemon=True).start()
-    config = RouterConfig(worker_urls=(f"http://127.0.0.1:{worker.server_address[1]}",),
-                          model_id="SmolLM2-135M-Instruct", port=free_port(), metrics_port=free_port())
+    worker = FakeServer({  # vLLM-shaped: no /server_info, no /model_info
+        "GET /health": lambda call: Answer(200, b""),
+        "GET /v1/models": lambda call: Answer(200, model_list({"id": model, "object": "model", "owned_by": "vllm",
+                                                                "max_model_len": 4096})),
+        "POST *": chat})
+    config = RouterConfig(worker_urls=(worker.root,),
+                          model_id=model, port=free_port(), metrics_port=free_port())
     router = Router(config, tmp_path / "router.log")
     router.start()
     try:
@@ -306,10 +272,11 @@ def test_the_real_router_lists_the_served_model_and_passes_the_routing_key_on(tm
         assert completion.text == "hi" and completion.usage.cached_prompt_tokens == 32
         # what the server is and its context come from a worker behind the router
         assert (llm.probe.kind, llm.context_length) == ("vllm", 4096)
-        assert ("POST /v1/chat/completions SmolLM2-135M-Instruct", "run-1") in seen
+        seen = [(c.path, c.body.get("model"), c.headers.get("X-SMG-Routing-Key")) for c in worker.posted()]
+        assert ("/v1/chat/completions", model, "run-1") in seen
     finally:
         router.stop()
-        worker.shutdown()
+        worker.close()
 
 
 def test_a_replica_that_dies_while_starting_stops_the_start_with_its_name(tmp_path):

@@ -13,7 +13,7 @@ from agent.llm.context import server_context
 from agent.llm.probe import PROBE_SCHEMA
 from agent.llm.sampling import Sampling
 from agent.llm.server_kinds import OLLAMA_NUM_CTX_CAP, SERVER_KINDS
-from tests.kind_servers import MODEL, KindServer
+from agent.testing.kinds import MODEL, KindServer
 
 USER = [{"role": "user", "content": "hi"}]
 PROBE = JsonSchema(PROBE_SCHEMA, name="p")
@@ -42,7 +42,7 @@ def serve():
 ])
 def test_the_probe_tells_each_server_kind_apart_by_its_own_routes(serve, kind, version, context):
     server = serve(kind)
-    llm = open_llm("endpoint", endpoint=server.url, thinking="off")
+    llm = open_llm("endpoint", endpoint=server.root, thinking="off")
     probe = llm.probe
     assert (probe.kind, probe.version, probe.context_length, probe.model) == (kind, version, context, MODEL)
     assert probe.json_schema_enforced is True  # the probe asked in the shape this kind reads
@@ -60,7 +60,7 @@ def _sent(server: KindServer, llm, output_type, **kwargs) -> dict:
 
 def test_vllm_receives_structured_outputs_and_the_thinking_switch(serve):
     server = serve("vllm")
-    llm = open_llm("endpoint", endpoint=server.url, thinking="off")
+    llm = open_llm("endpoint", endpoint=server.root, thinking="off")
     assert _sent(server, llm, PROBE, temperature=0.5, max_tokens=40, seed=7) == {
         "model": MODEL, "messages": USER, "temperature": 0.5, "max_tokens": 40, "seed": 7,
         "chat_template_kwargs": {"enable_thinking": False},
@@ -73,14 +73,14 @@ def test_vllm_receives_structured_outputs_and_the_thinking_switch(serve):
 
 def test_sglang_receives_a_top_level_regex(serve):
     server = serve("sglang")
-    llm = open_llm("endpoint", endpoint=server.url)
+    llm = open_llm("endpoint", endpoint=server.root)
     body = _sent(server, llm, Choice(["qx74", "q.x"]), max_tokens=5)
     assert body["regex"] == r"qx74|q\.x" and "structured_outputs" not in body
 
 
 def test_llama_cpp_python_receives_json_object_with_schema_and_a_gbnf_choice(serve):
     server = serve("llama-cpp-python")
-    llm = open_llm("endpoint", endpoint=server.url, thinking="off")
+    llm = open_llm("endpoint", endpoint=server.root, thinking="off")
     body = _sent(server, llm, PROBE, temperature=0, max_tokens=40)
     assert body == {"model": MODEL, "messages": USER, "temperature": 0, "max_tokens": 40,
                     "response_format": {"type": "json_object", "schema": PROBE_SCHEMA}}  # no thinking switch
@@ -93,7 +93,7 @@ def test_llama_cpp_python_receives_json_object_with_schema_and_a_gbnf_choice(ser
 
 def test_llama_server_gets_the_same_json_shape_and_its_thinking_switch(serve):
     server = serve("llama.cpp")
-    llm = open_llm("endpoint", endpoint=server.url, thinking="on")
+    llm = open_llm("endpoint", endpoint=server.root, thinking="on")
     body = _sent(server, llm, PROBE, max_tokens=40)
     assert body["response_format"] == {"type": "json_object", "schema": PROBE_SCHEMA}
     assert body["chat_template_kwargs"] == {"enable_thinking": True}
@@ -101,7 +101,7 @@ def test_llama_server_gets_the_same_json_shape_and_its_thinking_switch(serve):
 
 def test_tgi_receives_its_tagged_grammar_shape(serve):
     server = serve("tgi")
-    llm = open_llm("endpoint", endpoint=server.url, thinking="off")
+    llm = open_llm("endpoint", endpoint=server.root, thinking="off")
     body = _sent(server, llm, PROBE, temperature=0, max_tokens=40)
     assert body == {"model": MODEL, "messages": USER, "temperature": 0, "max_tokens": 40,
                     "response_format": {"type": "json", "value": PROBE_SCHEMA}}
@@ -111,7 +111,7 @@ def test_tgi_receives_its_tagged_grammar_shape(serve):
 
 def test_ollama_is_driven_through_its_native_chat_with_num_ctx_format_and_think(serve):
     server = serve("ollama")
-    llm = open_llm("endpoint", endpoint=server.url, thinking="off")
+    llm = open_llm("endpoint", endpoint=server.root, thinking="off")
     before = len(server.chats())
     completion = llm.generate(USER, PROBE, temperature=0.2, max_tokens=40, seed=3, stop=["END"],
                               sampling=Sampling(repetition_penalty=1.1))
@@ -122,7 +122,7 @@ def test_ollama_is_driven_through_its_native_chat_with_num_ctx_format_and_think(
     assert completion.parsed == {"fabula_probe": "qx7"} and completion.reasoning == "hmm"
     assert (completion.usage.prompt_tokens, completion.usage.completion_tokens) == (11, 3)
     assert completion.finish_reason == "stop"
-    paths = [path for method, path, _ in server.requests if method == "POST"]
+    paths = [c.path for c in server.posted()]
     assert "/v1/chat/completions" not in paths and "/api/show" in paths
 
 

@@ -12,7 +12,7 @@ from agent.nst.config import NstConfig
 from agent.nst.plan.planner import outline_schema, target_choices
 from agent.settings import parse_assignments
 from agent.store import RunStore
-from tests.magnet.story_llm import StoryLLM
+from agent.testing.story_llm import StoryLLM
 
 STORY = "agent/magnet/examples/mystery_codicil.toml"
 

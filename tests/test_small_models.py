@@ -20,8 +20,8 @@ from agent.nst.config import NstConfig
 from agent.repetition import is_looping, measure
 from agent.settings import SMALL_PROSE, SMALL_PROSE_LONG_PROMPTS, SMALL_STRUCTURED, SMALL_STRUCTURED_LONG_PROMPTS
 from agent.store import RunStore
-from tests.scripted import ScriptedLLM
-from tests.test_endpoint_protocol import USER, FakeServer, chat_reply
+from agent.testing.scripted import ScriptedLLM
+from tests.test_endpoint_protocol import USER, QueueServer, chat_reply
 
 EVERY = Sampling(repetition_penalty=1.2, frequency_penalty=0.4, presence_penalty=0.2, top_p=0.9, top_k=40,
                  min_p=0.05)
@@ -30,21 +30,21 @@ LOOP = "The gala was about to begin, and the museum was about to unveil the astr
 
 @pytest.fixture
 def fake():
-    server = FakeServer()
+    server = QueueServer()
     yield server
     server.close()
 
 
 def test_every_sampling_control_reaches_the_server_request(fake):
     fake.queue.append((200, chat_reply("ok")))
-    llm = EndpointLLM(fake.url, "m")
+    llm = EndpointLLM(fake.root, "m")
     llm.generate(USER, temperature=0.7, max_tokens=8, sampling=EVERY)
     body = fake.bodies[0]
     assert {k: body[k] for k in EVERY.given()} == EVERY.given()
 
 
 def test_a_control_the_server_cannot_honour_is_refused_in_one_line(fake):
-    llm = EndpointLLM(fake.url, "m")
+    llm = EndpointLLM(fake.root, "m")
     with pytest.raises(UnsupportedSettingError, match="no_repeat_ngram_size") as info:
         llm.generate(USER, temperature=0.7, max_tokens=8, sampling=Sampling(no_repeat_ngram_size=3))
     assert "\n" not in str(info.value) and not fake.bodies
@@ -176,7 +176,7 @@ def test_the_small_profile_is_a_bundle_of_settings_recorded_in_the_run():
 def test_the_cli_profile_reaches_the_stored_config_and_show(tmp_path, monkeypatch, capsys):
     from agent import pipelines
     from agent.cli import main
-    from tests.magnet.story_llm import StoryLLM
+    from agent.testing.story_llm import StoryLLM
 
     llm = StoryLLM()
     monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: llm)

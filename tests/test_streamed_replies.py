@@ -1,7 +1,7 @@
 """Structured replies from vLLM are streamed and watched (agent.llm.stream): a reply that runs away
 is cut where it runs away, not at max_tokens; a normal one reads exactly as unstreamed.
 
-A fake vLLM (tests.kind_servers' routes) streams server-sent events from a script
+A fake vLLM (agent.testing.kinds' routes) streams server-sent events from a script
 and counts what it sent before the client left. The real CPU vLLM server's check is in
 tests/test_vllm_server.py."""
 
@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -20,14 +18,15 @@ import pytest
 from agent.llm import open_llm
 from agent.llm.types import LLMError, TruncatedOutputError
 from agent.repetition import ran_away
-from tests.kind_servers import MODEL, KindServer
+from agent.testing.kinds import MODEL, KindServer
+from agent.testing.server import Answer, Call, Stream
 
 USER = [{"role": "user", "content": "Say it."}]
 SCHEMA = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
 
 
 class StreamingVllm(KindServer):
-    """A fake vLLM (:class:`tests.kind_servers.KindServer`) that answers a ``stream`` request with
+    """A fake vLLM (:class:`agent.testing.kinds.KindServer`) that answers a ``stream`` request with
     ``script(body)``'s events (dicts, sent as ``data:`` lines, one piece at a time) and counts the
     pieces it sent before the stream ended or the client left."""
 
@@ -35,39 +34,25 @@ class StreamingVllm(KindServer):
         super().__init__("vllm")
         self.sent: list[int] = []
         self.script: Any = None
-        self.closed = threading.Event()
 
     @property
     def bodies(self) -> list[Any]:
         return self.chats()
 
-    def respond(self, handler: BaseHTTPRequestHandler, body: Any) -> None:
-        if not body.get("stream"):
-            super().respond(handler, body)
-            return
-        handler.send_response(200)
-        handler.send_header("Content-Type", "text/event-stream")
-        handler.send_header("Connection", "close")
-        handler.end_headers()
+    def post(self, call: Call) -> Answer | Stream:
+        if not call.body.get("stream"):
+            return super().post(call)
+        return Stream(self.events(call.body), content_type="text/event-stream", close=True)
+
+    def events(self, body: Any) -> Iterator[bytes]:
         sent = 0
         try:
             for event in self.script(body):
-                if self.closed.is_set():
-                    break
-                handler.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
-                handler.wfile.flush()
+                yield b"data: " + json.dumps(event).encode() + b"\n\n"
                 sent += 1
-            handler.wfile.write(b"data: [DONE]\n\n")
-            handler.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError):
-            pass
+            yield b"data: [DONE]\n\n"
         finally:
             self.sent.append(sent)
-        handler.close_connection = True
-
-    def close(self) -> None:
-        self.closed.set()
-        super().close()
 
 
 def piece(content: str, n: int, finish: str | None = None) -> dict[str, Any]:
@@ -89,7 +74,7 @@ def vllm():
 
 
 def _open(server: StreamingVllm):
-    llm = open_llm("endpoint", endpoint=server.url, thinking="off")
+    llm = open_llm("endpoint", endpoint=server.root, thinking="off")
     assert llm.kind == "vllm"
     records: list[Any] = []
     llm.recorders.append(records.append)
@@ -177,7 +162,7 @@ def test_an_error_inside_the_stream_is_one_line_naming_the_endpoint(vllm):
     with pytest.raises(LLMError) as caught:
         llm.generate(USER, SCHEMA, temperature=0, max_tokens=50)
     message = str(caught.value)
-    assert "\n" not in message and vllm.url in message and "engine died while decoding" in message
+    assert "\n" not in message and vllm.root in message and "engine died while decoding" in message
     llm.close()
 
 

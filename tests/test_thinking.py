@@ -13,9 +13,9 @@ import pytest
 from agent.cli import main
 from agent.llm.base import REASONING_ALLOWANCE
 from agent.store import RunStore
+from agent.testing.scripted import ScriptedLLM
 from serve.launcher import ServeConfig, server_command
 from serve.presets import PRESETS
-from tests.scripted import ScriptedLLM
 from tests.vllm_serve_cli import parse_serve_argv
 
 needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM not installed")

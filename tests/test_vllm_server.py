@@ -88,7 +88,7 @@ def test_fabula_prompt_against_the_server(vllm_server):
 
 
 def test_a_server_that_dies_exits_nonzero_with_its_last_log_lines(tmp_path):
-    from tests.conftest import free_port
+    from agent.testing.ports import free_port
     from tests.test_cli import run_cli
 
     empty = tmp_path / "not-a-model"

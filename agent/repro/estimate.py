@@ -47,12 +47,6 @@ class CellEstimate:
         return self.stories * self.seeds * self.completion_tokens / tokens_per_s / 3600
 
 
-class _Context(SimulatedModel):
-    @property
-    def context_length(self) -> int | None:
-        return SIM_CONTEXT
-
-
 def story_count(grid: Grid, cell: Cell) -> int:
     """The cell's stories: planned from the prompt set, or the grid's count when the set is absent."""
     try:
@@ -83,7 +77,7 @@ def simulate(grid: Grid, cell: Cell) -> tuple[int, int, int]:
     """Calls, prompt tokens and completion tokens of one story of the cell, simulated."""
     with tempfile.TemporaryDirectory(prefix="fabula-estimate-") as tmp:
         folder = Path(tmp)
-        model = _Context()
+        model = SimulatedModel(context=SIM_CONTEXT)
         store = pipelines.start(folder / "run", cell.method.pipeline, _config(grid, cell, folder),
                                 LLMOptions("embedded"), model=model)
         with store:

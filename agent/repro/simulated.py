@@ -17,8 +17,10 @@ import re
 from typing import Any
 
 from agent.limits import CLOSING_TOKENS_PER_WORD as ENGLISH_TOKENS_PER_WORD  # typical English prose
-from agent.llm.base import LLM, Request
-from agent.llm.types import RawReply, Usage
+from agent.llm.base import Request
+from agent.llm.types import Usage
+from agent.testing.author import offered, outline_asked
+from agent.testing.scripted import ScriptedLLM
 
 CHARS_PER_TOKEN = 4
 PROSE_ROLES = ("nst_prose", "rollsum_chapter", "direct_story", "narrator", "baseline", "transition")
@@ -30,7 +32,8 @@ WORDS = tuple(LINE.split())
 
 def prose(words: int, seed: int = 0) -> str:
     """``words`` words of sentences that never repeat a long passage (the repetition guard passes)."""
-    out, sentence = [], []
+    out: list[str] = []
+    sentence: list[str] = []
     rng = random.Random(seed)  # seeded: the same request always gets the same reply
     for i in range(words):
         sentence.append(f"Mark{seed}x{i}" if not sentence else WORDS[rng.randrange(len(WORDS))])
@@ -52,21 +55,6 @@ def _whole(request: Request, role: str) -> int | None:
     """A one-call story's length ("about N words long"), as much of it as ``max_tokens`` holds."""
     match = re.search(r"about (\d+) words long", request.messages[-1]["content"]) if role == "baseline" else None
     return min(int(match.group(1)), int(request.max_tokens / ENGLISH_TOKENS_PER_WORD)) if match else None
-
-
-def _offered(schema: Any) -> list[str]:
-    """The NstAgent tools a turn's grammar allows (its ``tool`` consts)."""
-    found: list[str] = []
-    if isinstance(schema, dict):
-        tool = (schema.get("properties") or {}).get("tool") if isinstance(schema.get("properties"), dict) else None
-        if isinstance(tool, dict) and "const" in tool:
-            found.append(tool["const"])
-        for value in schema.values():
-            found += _offered(value)
-    elif isinstance(schema, list):
-        for value in schema:
-            found += _offered(value)
-    return found
 
 
 def instance(schema: dict[str, Any], defs: dict[str, Any], name: str = "", n: int = 0) -> Any:
@@ -95,24 +83,22 @@ def instance(schema: dict[str, Any], defs: dict[str, Any], name: str = "", n: in
     return f"{name.replace('_', ' ') or 'text'} {n}: the keeper keeps the lamp lit"
 
 
-class SimulatedModel(LLM):
-    """The scripted capable model; ``calls`` counts the requests per role."""
+class SimulatedModel(ScriptedLLM):
+    """The scripted capable model, stating a context of ``context`` tokens. It keeps no request (a
+    whole book's would fill memory); ``counts`` counts them per role."""
 
-    backend = "scripted"
+    def __init__(self, context: int | None = None) -> None:
+        super().__init__(model="simulated", context=context, keep=False)
 
-    def __init__(self) -> None:
-        super().__init__("simulated")
-        self.calls: dict[str, int] = {}
-        self.chapter = 0
-
-    def _complete(self, request: Request) -> RawReply:
+    def answer(self, request: Request) -> str:
         role = request.role or ""
-        n = self.calls[role] = self.calls.get(role, 0) + 1
-        text = self.reply(request, role, n)
+        return self.reply(request, role, self.counts[role])
+
+    def usage_of(self, request: Request, text: str) -> Usage:
         prompt = sum(len(m["content"]) for m in request.messages) // CHARS_PER_TOKEN
-        completion = round(len(text.split()) * ENGLISH_TOKENS_PER_WORD) if role in PROSE_ROLES else len(text) // 4
-        completion = max(1, min(completion, request.max_tokens))
-        return RawReply(text=text, finish_reason="stop", usage=Usage(prompt, 0, completion), model=self.model)
+        completion = round(len(text.split()) * ENGLISH_TOKENS_PER_WORD) if request.role in PROSE_ROLES \
+            else len(text) // 4
+        return Usage(prompt, 0, max(1, min(completion, request.max_tokens)))
 
     def reply(self, request: Request, role: str, n: int) -> str:
         schema = request.constraint.json_schema if request.constraint is not None else None
@@ -131,15 +117,13 @@ class SimulatedModel(LLM):
             return prose(60, n)
         if schema is None:
             return prose(30, n)
-        tools = _offered(schema)
+        tools = offered(request)
         if tools or role == "nst_turn":
             return self.turn(tools, schema, n)
         return json.dumps(instance(schema, schema.get("$defs", {}), n=n))
 
     def outline(self, request: Request, schema: Any) -> str:
-        text = next(m["content"] for m in reversed(request.messages) if m["role"] == "user")
-        chapters = int(re.search(r"(?:exactly|approximately) (\d+) (?:chapters|\()", text).group(1))
-        words = int(re.search(r"must sum to (?:within ±20% of )?(\d+) words", text).group(1))
+        chapters, words = outline_asked(request)
         try:
             choices = schema["$defs"]["OutlineChapter"]["properties"]["target_words"]["enum"]
         except (KeyError, TypeError):

@@ -18,10 +18,10 @@ from agent.errors import InputError
 from agent.llm.options import LLMOptions
 from agent.llm.types import LLMError
 from agent.store import RunStore
+from agent.testing.author import Author
+from agent.testing.author_server import AuthorServer
+from agent.testing.server import models_server
 from tests.batch.folders import story_dir
-from tests.cli.fake_server import models_server
-from tests.nst.author import Author
-from tests.nst.author_server import AuthorServer
 
 CONSTORY = Path("/work/shared/data/constory_prompts_en.jsonl")
 ROOT = Path(__file__).resolve().parents[2]
@@ -165,7 +165,8 @@ def test_a_failing_story_does_not_stop_the_others_and_resume_retries_it(tmp_path
     monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: Doomed())
     monkeypatch.setattr(Doomed, "broken", True)
     out = tmp_path / "batch"
-    with models_server() as url:
+    with models_server() as listing:
+        url = listing.url
         code = main(["batch", "--pipeline", "direct", "--prompts", str(prompts), "--ids", "3-20", "--words", "1000",
                      "--out", str(out), "--concurrency", "2", "--endpoint", url, "--quiet"])
         stdout = capsys.readouterr().out
@@ -301,7 +302,7 @@ def test_a_folder_that_is_not_a_batch_is_one_line(tmp_path, capsys):
 def test_a_magnet_batch_from_a_folder_of_story_definitions(tmp_path, capsys, monkeypatch, home):
     import shutil
 
-    from tests.magnet.story_llm import StoryLLM
+    from agent.testing.story_llm import StoryLLM
 
     stories = tmp_path / "stories"
     stories.mkdir()
@@ -309,7 +310,8 @@ def test_a_magnet_batch_from_a_folder_of_story_definitions(tmp_path, capsys, mon
         shutil.copy(ROOT / "agent" / "magnet" / "examples" / f"{name}.toml", stories)
     monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: StoryLLM())
     out = tmp_path / "batch"
-    with models_server() as url:
+    with models_server() as listing:
+        url = listing.url
         secret = url.replace("http://", "http://user:hunter2@")
         code = main(["batch", "--pipeline", "magnet", "--stories", str(stories), "--words", "150", "--out", str(out),
                      "--concurrency", "2", "--endpoint", secret, "--quiet"])

@@ -17,9 +17,9 @@ import pytest
 
 from agent.batch.store import BatchStore
 from agent.store import NotARunError, RunStore
+from agent.testing.author_server import AuthorServer
 from tests.batch.folders import story_dir
 from tests.conftest import ctrl_c_reaches
-from tests.nst.author_server import AuthorServer
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -62,7 +62,7 @@ def test_sigterm_mid_write_says_so_and_leaves_a_run_that_resumes(tmp_path):
     import time
 
     from agent.store import RunStore
-    from tests.nst.author_server import AuthorServer
+    from agent.testing.author_server import AuthorServer
     from tests.test_journey import PROMPT, calls_of, clean_env
 
     env = clean_env(tmp_path / "home")
@@ -96,7 +96,7 @@ def fabula_env(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess:
 def test_a_long_model_call_beats_with_elapsed_time(tmp_path, monkeypatch, capsys):
     from agent.cli import main
     from agent.llm import heartbeat
-    from tests.nst.author_server import AuthorServer
+    from agent.testing.author_server import AuthorServer
 
     monkeypatch.setattr(heartbeat, "EVERY_S", 0.3)
     monkeypatch.setenv("FABULA_HOME", str(tmp_path / "home"))

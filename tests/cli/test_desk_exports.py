@@ -14,7 +14,7 @@ import pytest
 from agent import pipelines
 from agent.cli import main
 from agent.store import RunStore
-from tests.nst.author import Author
+from agent.testing.author import Author
 from tests.test_journey import epubcheck
 
 docx = pytest.importorskip("docx")

@@ -10,7 +10,7 @@ import pytest
 
 from agent import pipelines
 from agent.cli import main
-from tests.cli.fake_server import models_server
+from agent.testing.server import models_server
 
 STORY = "agent/magnet/examples/mystery_codicil.toml"
 
@@ -37,7 +37,8 @@ def captured(monkeypatch):
     ["write", "direct", "--prompt", "A keeper finds a letter.", "--words", "600"],
 ])
 def test_fabula_endpoint_in_the_environment_is_used_by_every_writer(argv, captured, monkeypatch, tmp_path):
-    with models_server() as url:
+    with models_server() as listing:
+        url = listing.url
         monkeypatch.setenv("FABULA_ENDPOINT", url)
         monkeypatch.setenv("FABULA_MODEL", "fake-model")
         assert main([*argv, "--out", str(tmp_path / "run")]) == 130
@@ -48,7 +49,8 @@ def test_fabula_endpoint_in_the_environment_is_used_by_every_writer(argv, captur
 
 
 def test_a_flag_beats_the_environment(captured, monkeypatch, tmp_path):
-    with models_server() as url:
+    with models_server() as listing:
+        url = listing.url
         monkeypatch.setenv("FABULA_ENDPOINT", "http://127.0.0.1:9/v1")
         assert main(["write", "magnet", STORY, "--words", "300", "--endpoint", url, "--model", "fake-model",
                      "--out", str(tmp_path / "run")]) == 130
@@ -64,7 +66,7 @@ def test_the_run_records_backend_endpoint_and_model_without_credentials(tmp_path
     from agent.cli.show_cmd import render
     from agent.store import RunStore
     from agent.store.reports.stats import summarize
-    from tests.magnet.story_llm import StoryLLM
+    from agent.testing.story_llm import StoryLLM
 
     def serving_its_only_model(self, store=None, **kw):
         llm = StoryLLM()
@@ -72,7 +74,8 @@ def test_the_run_records_backend_endpoint_and_model_without_credentials(tmp_path
         return llm
 
     monkeypatch.setattr(pipelines.LLMOptions, "open", serving_its_only_model)
-    with models_server() as url:
+    with models_server() as listing:
+        url = listing.url
         secret = url.replace("http://", "http://user:hunter2@")
         monkeypatch.setenv("FABULA_ENDPOINT", secret)
         code = main(["write", "magnet", STORY, "--words", "150", "--out", str(tmp_path / "run")])

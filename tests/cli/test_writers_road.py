@@ -2,7 +2,7 @@
 continues on its own server with no flags, refusals that leave a run as it was, the call
 timeout bounding the pre-run check, the config file, the profile that follows the model, and
 a batch that stops on a dead server. The server is the scripted author behind a vLLM-shaped
-HTTP server (``tests/nst/author_server.py``): the real endpoint backend, probe and ledger."""
+HTTP server (``agent/testing/author_server.py``): the real endpoint backend, probe and ledger."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from agent.cli import main
 from agent.store import RunStore
-from tests.nst.author_server import AuthorServer
+from agent.testing.author_server import AuthorServer
 
 PROMPT = "A lighthouse keeper finds a bell that rings by itself."
 

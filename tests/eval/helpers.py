@@ -2,33 +2,20 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent.llm.base import LLM, Request
-from agent.llm.types import LLMError, RawReply, Usage
+from agent.llm.base import Request
+from agent.llm.types import Usage
 from agent.store import RunStore
+from agent.testing.scripted import ScriptedLLM
 
 
-class FnLLM(LLM):
-    """A judge whose reply is ``fn(request)``: a JSON-able object, a string, or an LLMError."""
-
-    backend = "scripted"
-
-    def __init__(self, fn: Callable[[Request], Any], model: str = "judge-a") -> None:
-        super().__init__(model)
-        self.fn = fn
-        self.requests: list[Request] = []
-
-    def _complete(self, request: Request) -> RawReply:
-        self.requests.append(request)
-        reply = self.fn(request)
-        if isinstance(reply, LLMError):
-            raise reply
-        text = reply if isinstance(reply, str) else json.dumps(reply)
-        return RawReply(text=text, finish_reason="stop", usage=Usage(100, 0, 20), model=self.model)
+def judge_llm(fn: Callable[[Request], Any], model: str = "judge-a", *, context: int | None = None) -> ScriptedLLM:
+    """A judge whose reply is ``fn(request)`` (a JSON-able object, a string, or an LLMError), stating a
+    context of ``context`` tokens (None: it says nothing)."""
+    return ScriptedLLM(fn, model=model, usage=Usage(100, 0, 20), context=context)
 
 
 def schema_name(request: Request) -> str:

@@ -9,7 +9,7 @@ from agent.eval.story import load_story
 from agent.eval.windows import choose_window
 from agent.store import RunStore
 from agent.store import judgments as stored
-from tests.eval.helpers import FnLLM, make_run, words
+from tests.eval.helpers import judge_llm, make_run, words
 from tests.eval.test_windows import story
 
 
@@ -18,7 +18,7 @@ def test_a_category_never_judged_leaves_the_story_unscored(tmp_path):
     run = make_run(tmp_path, "a", [words(1000)], target=1000)
     with RunStore.open(run) as store:
         story_ = load_story(store)
-        judge_consistency(store, story_, Judge(FnLLM(lambda r: {"contradictions": []}), "j"), window_chapters=1)
+        judge_consistency(store, story_, Judge(judge_llm(lambda r: {"contradictions": []}), "j"), window_chapters=1)
         [row] = [r for r in stored.select(store, "consistency") if r.item == "world_building"]
         with store._write() as conn:  # as a kill before the fifth reply would leave it
             conn.execute("DELETE FROM judgments WHERE item = 'world_building'")

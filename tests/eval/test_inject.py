@@ -11,7 +11,7 @@ from agent.eval.inject import CONTRADICTIONS, PLAN_KEY, make_injected_copies, re
 from agent.eval.judge import Judge
 from agent.eval.story import load_story
 from agent.store import RunStore
-from tests.eval.helpers import FnLLM, make_run, schema_name, words
+from tests.eval.helpers import judge_llm, make_run, schema_name, words
 
 
 def chapter(n: int) -> str:
@@ -75,7 +75,7 @@ def test_recall_counts_exact_marker_matches(source, tmp_path):
                               "explanation": f"{m.group(1)} contradicts"})
         return {"contradictions": found}
 
-    llm = FnLLM(judge)
+    llm = judge_llm(judge)
     for copy in copies:
         with RunStore.open(copy) as store:
             judge_consistency(store, load_story(store), Judge(llm, "j"), window_chapters=2)

@@ -14,15 +14,15 @@ from agent.eval.story import load_story
 from agent.llm.context import CharsEstimate
 from agent.store import RunStore
 from agent.store import judgments as stored
-from tests.eval.helpers import make_run, words
-from tests.repro.helpers import ContextJudge, judge_fn
+from tests.eval.helpers import judge_llm, make_run, words
+from tests.repro.helpers import judge_fn
 
 CONTEXT = 4096
 
 
 def test_every_judge_request_is_fitted_to_the_judges_context(tmp_path):
     run = make_run(tmp_path, "r", [words(300), words(300)])
-    llm = ContextJudge(judge_fn(), context=CONTEXT)
+    llm = judge_llm(judge_fn(), context=CONTEXT)
     judge = Judge(llm, "small", max_tokens=8192)
     with RunStore.open(run) as store:
         story = load_story(store)
@@ -40,7 +40,7 @@ def test_every_judge_request_is_fitted_to_the_judges_context(tmp_path):
 def test_a_judge_with_room_keeps_its_max_tokens_and_one_without_a_context_is_not_clamped(tmp_path):
     run = make_run(tmp_path, "r", [words(100)])
     for context, expected in ((100_000, 2000), (None, 2000)):
-        llm = ContextJudge(judge_fn(), context=context)
+        llm = judge_llm(judge_fn(), context=context)
         with RunStore.open(run) as store:
             judge_consistency(store, load_story(store), Judge(llm, f"j{context}", max_tokens=2000))
         assert {r.max_tokens for r in llm.requests} == {expected}
@@ -48,7 +48,7 @@ def test_a_judge_with_room_keeps_its_max_tokens_and_one_without_a_context_is_not
 
 def test_a_story_too_long_for_one_call_is_refused_before_anything_is_sent(tmp_path):
     run = make_run(tmp_path, "long", [words(2000), words(2000)])
-    llm = ContextJudge(judge_fn(), context=CONTEXT)
+    llm = judge_llm(judge_fn(), context=CONTEXT)
     with RunStore.open(run) as store, pytest.raises(JudgeContextError, match="do not fit the judge's context "
                                                                              r"\(4096 tokens\)"):
         judge_consistency(store, load_story(store), Judge(llm, "small"))
@@ -60,7 +60,7 @@ def test_a_story_too_long_for_one_call_is_refused_before_anything_is_sent(tmp_pa
 def test_eval_consistency_refuses_a_story_longer_than_the_judges_context_in_one_line(tmp_path, monkeypatch, capsys):
     from agent import pipelines
 
-    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda *a, **k: ContextJudge(judge_fn(), context=None))
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda *a, **k: judge_llm(judge_fn(), context=None))
     long = make_run(tmp_path, "long", [words(2000), words(2000)])
     short = make_run(tmp_path, "short", [words(200)])
     assert main(["eval", "consistency", str(long), "--judge-context-tokens", str(CONTEXT)]) == 2

@@ -19,7 +19,7 @@ from agent.eval.textmetrics import distinct_n, repeated_ngram_rate, requirement_
 from agent.llm import EndpointUnavailableError
 from agent.llm.types import CallRecord
 from agent.store import RunStore
-from tests.eval.helpers import FnLLM, make_run, schema_name, words
+from tests.eval.helpers import judge_llm, make_run, schema_name, words
 
 
 def test_distinct_and_repetition_by_hand():
@@ -70,7 +70,7 @@ def test_quality_criteria_cached_and_mean(tmp_path):
             return criterion_reply(request)
         name = request.messages[1]["content"].split("Criterion: ")[1].split("\n")[0]
         return {"reason": "r", "score": int(name[1]) + 4}  # 4, 5, 6, 7, 8 -> mean 6
-    llm = FnLLM(reply)
+    llm = judge_llm(reply)
     cache = tmp_path / "cache"
     for name in ("a", "b"):
         run = make_run(tmp_path, name, [words(50)], prompt="Same prompt.")
@@ -97,8 +97,8 @@ def test_interrupted_criteria_design_resumes_from_the_cached_ones(tmp_path):
     run = make_run(tmp_path, "a", [words(50)])
     with RunStore.open(run) as store:
         story = load_story(store)
-        assert judge_quality(store, story, Judge(FnLLM(reply), "j"), tmp_path / "c")["failed"] == 5
-        assert judge_quality(store, story, Judge(FnLLM(reply), "j"), tmp_path / "c")["ok"] == 5
+        assert judge_quality(store, story, Judge(judge_llm(reply), "j"), tmp_path / "c")["failed"] == 5
+        assert judge_quality(store, story, Judge(judge_llm(reply), "j"), tmp_path / "c")["ok"] == 5
     assert designs["n"] == 6  # two kept, the third failed, then third to fifth: none designed twice
 
 
@@ -113,9 +113,9 @@ def test_quality_failure_leaves_story_unscored(tmp_path):
         return EndpointUnavailableError("down") if calls["n"] == 3 else {"reason": "r", "score": 7}
     with RunStore.open(run) as store:
         story = load_story(store)
-        assert judge_quality(store, story, Judge(FnLLM(reply), "j"), tmp_path / "c")["failed"] == 1
+        assert judge_quality(store, story, Judge(judge_llm(reply), "j"), tmp_path / "c")["failed"] == 1
         assert quality_scores(store, story) == {}
-        assert judge_quality(store, story, Judge(FnLLM(reply), "j"), tmp_path / "c") == \
+        assert judge_quality(store, story, Judge(judge_llm(reply), "j"), tmp_path / "c") == \
             {"skipped": 4, "ok": 1, "failed": 0}
         assert quality_scores(store, story) == {"j": pytest.approx(7.0)}
 
@@ -145,7 +145,8 @@ def test_editorial_sampler_and_two_judges_averaged(tmp_path):
         s0 = sample(story, 0)
         assert s0 == sample(story, 0) and s0 != sample(story, 1)
         assert len(s0.sections) == 5 and len(s0.sentences) == 5 and s0.sections == sorted(s0.sections)
-        judges = [Judge(FnLLM(editorial_reply(1, 80), "a"), "a"), Judge(FnLLM(editorial_reply(3, 60), "b"), "b")]
+        judges = [Judge(judge_llm(editorial_reply(1, 80), "a"), "a"),
+                  Judge(judge_llm(editorial_reply(3, 60), "b"), "b")]
         assert judge_editorial(store, story, judges, seed=0)["ok"] == 2 * 10
         result = editorial_scores(store, story)
     # judge a: 1 + 5*1 + 1 = 7 annotations, rubric 80; judge b: 3 + 15 + 3 = 21, rubric 60
@@ -171,7 +172,7 @@ def scripted_cli(monkeypatch):
     state = {"fn": None}
 
     def open_judges(args):
-        return [Judge(FnLLM(lambda r: state["fn"](r)), "judge-x")]
+        return [Judge(judge_llm(lambda r: state["fn"](r)), "judge-x")]
     monkeypatch.setattr(eval_cmd, "open_judges", open_judges)
     return state
 

@@ -18,7 +18,7 @@ from agent.eval.stats import holm
 from agent.eval.story import load_story
 from agent.llm import EndpointUnavailableError
 from agent.store import RunStore
-from tests.eval.helpers import FnLLM, make_run, schema_name, words
+from tests.eval.helpers import judge_llm, make_run, schema_name, words
 from tests.eval.test_metrics_report import ced_judge, criterion_reply
 
 
@@ -28,7 +28,7 @@ def judge(store: RunStore, n_instances: int = 1, *, temperature: float = 0.1, fa
         if fail and schema_name(request) == fail:
             return EndpointUnavailableError("503")
         return ced_judge(n_instances)(request)
-    judge_consistency(store, load_story(store), Judge(FnLLM(reply, model), model, temperature=temperature),
+    judge_consistency(store, load_story(store), Judge(judge_llm(reply, model), model, temperature=temperature),
                       window_chapters=1)
 
 
@@ -164,7 +164,7 @@ def test_quality_scores_against_different_criteria_are_refused(tmp_path):
             return {"reason": "r", "score": 9 if suffix else 5}
         run = make_run(tmp_path, name, [words(1000)], target=1000)
         with RunStore.open(run) as store:
-            assert judge_quality(store, load_story(store), Judge(FnLLM(reply), "j"), tmp_path / f"cache-{name}")[
+            assert judge_quality(store, load_story(store), Judge(judge_llm(reply), "j"), tmp_path / f"cache-{name}")[
                 "ok"] == 5
             rows.append(run_row(store))
     assert rows[0]["judge_setups"]["quality"] == rows[1]["judge_setups"]["quality"]
@@ -238,7 +238,7 @@ def test_report_has_the_length_by_depth_recall_table_and_kendall(tmp_path, capsy
                                             "quote_chapter": record["earlier_chapter"],
                                             "contradicting_quote": record["later"],
                                             "contradicting_chapter": record["later_chapter"], "explanation": "e"}]}
-            judge_consistency(store, load_story(store), Judge(FnLLM(scripted), "j"), window_chapters=2)
+            judge_consistency(store, load_story(store), Judge(judge_llm(scripted), "j"), window_chapters=2)
     assert main(["eval", "report", *map(str, copies), str(tmp_path / "src1000"), "--out", str(tmp_path / "rep")]) == 0
     capsys.readouterr()
     report = (tmp_path / "rep" / "report.md").read_text()
@@ -264,9 +264,9 @@ def test_a_criteria_design_finished_by_a_rerun_is_not_left_unfinished(tmp_path):
     run = make_run(tmp_path, "q", [words(1000)], target=1000)
     with RunStore.open(run) as store:
         story = load_story(store)
-        assert judge_quality(store, story, Judge(FnLLM(reply), "j"), tmp_path / "c")["failed"] == 5
+        assert judge_quality(store, story, Judge(judge_llm(reply), "j"), tmp_path / "c")["failed"] == 5
         assert run_row(store)["excluded"] == ["unfinished judgments: 1 failed quality_criteria judgment(s)"]
-        assert judge_quality(store, story, Judge(FnLLM(reply), "j"), tmp_path / "c")["ok"] == 5
+        assert judge_quality(store, story, Judge(judge_llm(reply), "j"), tmp_path / "c")["ok"] == 5
         assert run_row(store)["excluded"] == []
 
 

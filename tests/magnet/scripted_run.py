@@ -14,7 +14,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from agent import pipelines
 from agent.magnet import runner
 from agent.magnet.settings import MagnetSettings
-from tests.magnet.story_llm import StoryLLM, story
+from agent.testing.story_llm import StoryLLM
+from tests.magnet.stories import story
 
 
 def main() -> int:

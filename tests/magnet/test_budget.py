@@ -15,8 +15,9 @@ from agent.magnet.roles import GIVE_WAY
 from agent.magnet.runner import write_story
 from agent.magnet.settings import MagnetSettings
 from agent.store import RunStore
-from tests.magnet.story_llm import StoryLLM, story
-from tests.nst.author import prose
+from agent.testing.author import prose
+from agent.testing.story_llm import StoryLLM
+from tests.magnet.stories import story
 
 RESERVE = 64
 ROOMY = 1800

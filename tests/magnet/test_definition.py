@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent.magnet.definition import DefinitionError, load_definition, parse_definition
-from tests.magnet.story_llm import story_dict
+from agent.testing.story_llm import story_dict
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "agent" / "magnet" / "examples").glob("*.toml"))
 

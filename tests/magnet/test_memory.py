@@ -10,7 +10,8 @@ from agent.llm.types import LLMError
 from agent.magnet.runner import write_story
 from agent.magnet.settings import MagnetSettings
 from agent.store import RunStore
-from tests.magnet.story_llm import StoryLLM, story
+from agent.testing.story_llm import StoryLLM
+from tests.magnet.stories import story
 
 LEGACY = Path(__file__).resolve().parents[1] / "fixtures" / "legacy_d73c811" / "magnet"
 

@@ -9,7 +9,8 @@ import pytest
 
 from agent import pipelines
 from agent.cli.progress import ProgressDisplay
-from tests.magnet.story_llm import StoryLLM, story
+from agent.testing.story_llm import StoryLLM
+from tests.magnet.stories import story
 
 
 @pytest.mark.parametrize("name", ["magnet", "single"])

@@ -5,36 +5,27 @@ from __future__ import annotations
 
 from agent import pipelines
 from agent.cli import main
-from agent.llm.base import LLM
-from agent.llm.types import RawReply, Usage
+from agent.llm.base import Request
 from agent.store import RunStore
 from agent.store.lineage.fork import STALE_KEY
+from agent.testing.scripted import ScriptedLLM, per_word
 
 NOTE = "Ann hears the clock stop"
 
 
-class NoteFollower(LLM):
+def follow_the_note(request: Request) -> str:
     """Follows a note detectably: the note, then the paragraph as written."""
-
-    backend = "scripted"
-
-    def __init__(self) -> None:
-        super().__init__("note-follower")
-        self.asked: list[str] = []
-
-    def _complete(self, request):
-        asked = request.messages[-1]["content"]
-        self.asked.append(asked)
-        note = asked.split("# The writer's note\n", 1)[1].split("\n\n", 1)[0]
-        old = asked.split("# The paragraph as written\n", 1)[1].split("\n\n# The writer's note", 1)[0]
-        text = f"{note}. {old}"
-        return RawReply(text=text, finish_reason="stop", usage=Usage(10, 0, len(text.split())), model=self.model)
+    asked = request.messages[-1]["content"]
+    note = asked.split("# The writer's note\n", 1)[1].split("\n\n", 1)[0]
+    old = asked.split("# The paragraph as written\n", 1)[1].split("\n\n# The writer's note", 1)[0]
+    return f"{note}. {old}"
 
 
 def test_revise_a_magnet_step_paragraph_from_a_note(tmp_path, monkeypatch, capsys):
     from agent.magnet import runner
     from agent.magnet.settings import MagnetSettings
-    from tests.magnet.story_llm import StoryLLM, story
+    from agent.testing.story_llm import StoryLLM
+    from tests.magnet.stories import story
 
     monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: StoryLLM())
     config = {**MagnetSettings().as_config(), "story": story(words=400).to_dict()}
@@ -42,7 +33,7 @@ def test_revise_a_magnet_step_paragraph_from_a_note(tmp_path, monkeypatch, capsy
     pipelines.start(run_dir, runner.NAME, config, pipelines.LLMOptions(backend="scripted")).close()
     with RunStore.open(run_dir, readonly=True) as store:
         old = next(p for p in store.paragraphs() if p.step == 2)
-    follower = NoteFollower()
+    follower = ScriptedLLM(follow_the_note, model="note-follower", usage=per_word(10))
     monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: follower)
     capsys.readouterr()
     assert main(["revise", str(run_dir), "--step", "2", "--note", NOTE]) == 0
@@ -52,6 +43,6 @@ def test_revise_a_magnet_step_paragraph_from_a_note(tmp_path, monkeypatch, capsy
         assert new.text == f"{NOTE}. {old.text}"
         assert store.paragraph_versions(2, old.seq)[0]["text"] == old.text
         assert store.get_plan(STALE_KEY)["unit"] == 2
-    assert "{+" + NOTE + ".+}" in out and old.text in follower.asked[0]
+    assert "{+" + NOTE + ".+}" in out and old.text in follower.requests[0].messages[-1]["content"]
     assert main(["revise", str(run_dir), "--step", "2", "--paragraph", "9", "--note", NOTE]) == 2
     assert main(["revise", str(run_dir), "--chapter", "2", "--note", NOTE]) == 2

@@ -14,7 +14,8 @@ from agent.magnet import history
 from agent.magnet.runner import write_story
 from agent.magnet.settings import MagnetSettings
 from agent.store import RunStore
-from tests.magnet.story_llm import StoryLLM, character_of, default_critic, story
+from agent.testing.story_llm import StoryLLM, character_of, default_critic
+from tests.magnet.stories import story
 
 
 def _config(words=400, **settings):

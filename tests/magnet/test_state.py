@@ -12,7 +12,8 @@ from agent.magnet import prompts
 from agent.magnet.loop import initial_state, run_step
 from agent.magnet.settings import MagnetSettings
 from agent.magnet.world import WorldGraph
-from tests.magnet.story_llm import StoryLLM, character_of, offered, story, story_dict
+from agent.testing.story_llm import StoryLLM, character_of, offered, story_dict
+from tests.magnet.stories import story
 
 FAR = {"words": 100_000}
 

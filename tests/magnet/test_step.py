@@ -7,13 +7,14 @@ import pytest
 from agent.magnet.loop import initial_state, run_step, sequence_goal
 from agent.magnet.roles import Scene
 from agent.magnet.settings import MagnetSettings
-from tests.magnet.story_llm import StoryLLM, character_of, default_critic, story
+from agent.testing.story_llm import StoryLLM, character_of, default_critic
+from tests.magnet.stories import story
 
 FAR = {"words": 100_000}  # far from the ending, so only goal sequencing acts
 
 
 def _solo():
-    from tests.magnet.story_llm import story_dict
+    from agent.testing.story_llm import story_dict
 
     ann = story_dict()["characters"][0]
     return [{**ann, "relationships": {}}]

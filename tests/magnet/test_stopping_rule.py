@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 from agent.magnet import ending
-from tests.magnet.story_llm import story
+from tests.magnet.stories import story
 
 PACKAGE = Path(__file__).resolve().parents[2] / "agent" / "magnet"
 

@@ -16,7 +16,7 @@ from agent.errors import ConfigError
 from agent.magnet.definition import StoryDefinition
 from agent.magnet.settings import MagnetConfig, SingleConfig
 from agent.store import config_changes
-from tests.magnet.story_llm import story
+from tests.magnet.stories import story
 
 LEGACY = Path(__file__).resolve().parents[1] / "fixtures" / "legacy_d73c811"
 

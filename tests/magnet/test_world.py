@@ -4,7 +4,8 @@ and reading state written before subjects existed."""
 from __future__ import annotations
 
 from agent.magnet.world import Update, WorldGraph, coerce
-from tests.magnet.story_llm import story, story_dict
+from agent.testing.story_llm import story_dict
+from tests.magnet.stories import story
 
 
 def _secret_story():

@@ -12,7 +12,8 @@ from agent.magnet.runner import write_story
 from agent.magnet.settings import MagnetSettings, SingleConfig
 from agent.store import RunStore
 from agent.store.export.markdown import export
-from tests.magnet.story_llm import StoryLLM, default_critic, story
+from agent.testing.story_llm import StoryLLM, default_critic
+from tests.magnet.stories import story
 
 
 def _run(tmp_path, llm, words=600, name="run", **over):

@@ -13,9 +13,10 @@ from starlette.testclient import TestClient
 from agent import pipelines
 from agent.cli import main
 from agent.store import RunStore
+from agent.testing.author import prose
+from agent.testing.scripted import ScriptedLLM
 from agent.view.app import create_app
-from tests.eval.helpers import FnLLM, schema_name
-from tests.nst.author import prose
+from tests.eval.helpers import judge_llm, schema_name
 
 GREEN = "Ishmael's eyes were green as the winter sea."
 BROWN = "Ishmael's eyes were brown as an oak plank."
@@ -57,27 +58,20 @@ def judge_reply(request):
                                 "explanation": "Ishmael's eyes cannot be both green and brown."}]}
 
 
-class SmallJudge(FnLLM):
-    """The scripted judge, stating a context of ``CONTEXT`` tokens (None: says nothing)."""
-
-    CONTEXT: int | None = None
-
-    @property
-    def context_length(self) -> int | None:
-        return self.CONTEXT
+JUDGE_CONTEXT: int | None = None
+"""The context the scripted judge states, in tokens (None: it says nothing)."""
 
 
 @pytest.fixture
 def judges(monkeypatch):
     """Every model the CLI opens (its judges, through choose_judge) is the scripted judge."""
-    opened: list[FnLLM] = []
+    opened: list[ScriptedLLM] = []
 
     def open_(*args, **kw):
-        opened.append(SmallJudge(judge_reply, model="judge-s"))
+        opened.append(judge_llm(judge_reply, model="judge-s", context=JUDGE_CONTEXT))
         return opened[-1]
 
     monkeypatch.setattr(pipelines.LLMOptions, "open", open_)
-    monkeypatch.setattr(SmallJudge, "CONTEXT", None)
     return opened
 
 
@@ -174,7 +168,8 @@ def test_check_judges_a_long_book_in_spans_with_the_books_chapter_numbers(tmp_pa
 
 def test_a_book_over_the_judges_context_is_refused_by_eval_and_spanned_by_check(tmp_path, judges, monkeypatch,
                                                                                 capsys):
-    monkeypatch.setattr(SmallJudge, "CONTEXT", 64 + 256 + 1500 + 300)  # room for about 160 words of story
+    room = 64 + 256 + 1500 + 300  # for about 160 words of story
+    monkeypatch.setattr("tests.manuscript.test_check.JUDGE_CONTEXT", room)
     source = book(tmp_path)
     run = tmp_path / "runs" / "book"
     assert main(["import", str(source), "--out", str(run)]) == 0

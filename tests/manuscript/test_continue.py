@@ -13,8 +13,8 @@ import pytest
 
 from agent.cli import main
 from agent.store import RunStore
-from tests.nst.author import Author, default_policy, prose
-from tests.nst.author_server import AuthorServer
+from agent.testing.author import Author, default_policy, prose
+from agent.testing.author_server import AuthorServer
 
 PROMPT = "A lighthouse keeper finds a bell that rings by itself."
 

@@ -12,8 +12,9 @@ import pytest
 
 from agent.cli import main
 from agent.store import RunStore
+from agent.testing.author import Author, chapter_of, default_policy, prose, update_json
 from tests.eval.helpers import make_run
-from tests.nst.author import Author, QueuedModels, chapter_of, default_policy, prose, update_json
+from tests.nst.queued import QueuedModels
 
 CHAPTERS = 12
 
@@ -174,7 +175,7 @@ def test_the_view_shows_the_derived_state(tmp_path, models):
 def test_derive_on_a_server_then_again_on_the_server_it_used(tmp_path, monkeypatch, capsys):
     """The model option group on a real HTTP endpoint (the scripted author behind it): the server
     breaks mid-book, and derive with no flags continues on the server the run was derived on."""
-    from tests.nst.author_server import AuthorServer
+    from agent.testing.author_server import AuthorServer
 
     for name in ("FABULA_ENDPOINT", "FABULA_MODEL", "FABULA_API_KEY", "FABULA_CALL_TIMEOUT"):
         monkeypatch.delenv(name, raising=False)

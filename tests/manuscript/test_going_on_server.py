@@ -14,8 +14,8 @@ import pytest
 
 from agent.cli import main
 from agent.store import RunStore
+from agent.testing.author_server import AuthorServer
 from tests.manuscript.test_continue import calls, fingerprints
-from tests.nst.author_server import AuthorServer
 
 PROMPT = "A lighthouse keeper finds a bell that rings by itself."
 BOUNDED = ["--set", "max_turns=3", "--set", "update_max_tokens=512", "--set", "tool_max_tokens=96"]

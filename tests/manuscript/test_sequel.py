@@ -12,9 +12,9 @@ import pytest
 
 from agent.cli import main
 from agent.store import RunStore
+from agent.testing.author import Author
+from agent.testing.author_server import AuthorServer
 from tests.manuscript.test_continue import calls, fingerprints, searching_policy, written_book
-from tests.nst.author import Author
-from tests.nst.author_server import AuthorServer
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ from agent.nst.chapter.avoid import LINT_AVOID_KEY
 from agent.nst.runner import write_story
 from agent.store import RunStore
 from agent.store.writer.versions import chapter_versions
-from tests.nst.author import Author, chapter_of, last_user
-from tests.nst.author_server import AuthorServer
+from agent.testing.author import Author, chapter_of, last_user
+from agent.testing.author_server import AuthorServer
 
 PROMPT = "A lighthouse keeper finds a bell that rings by itself."
 STOCK = ("She let out a breath she didn't know she was holding. The words hung heavy in the air. "

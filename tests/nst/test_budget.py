@@ -26,8 +26,8 @@ from agent.nst.chapter.loop import ChapterLoop
 from agent.nst.config import DIRECT_DEFAULTS, NST_DEFAULTS, ROLLSUM_DEFAULTS, DirectConfig, NstConfig, RollSumConfig
 from agent.nst.state import NarrativeState
 from agent.store import RunStore
-from tests.nst.author import Author, chapter_of, chapter_text, default_policy, open_requirements, prose, update_json
-from tests.scripted import ScriptedLLM
+from agent.testing.author import Author, chapter_of, chapter_text, default_policy, open_requirements, prose, update_json
+from agent.testing.scripted import ScriptedLLM
 
 
 def attach(store: RunStore, author: Author) -> Author:

@@ -15,7 +15,7 @@ import pytest
 
 from agent.cli import main
 from agent.store import RunStore
-from tests.nst.author_server import AuthorServer
+from agent.testing.author_server import AuthorServer
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ from agent.nst import runner
 from agent.nst.config import NST_DEFAULTS
 from agent.store import RunStore
 from agent.store.lineage.fork import STALE_KEY
-from tests.nst.author import Author
+from agent.testing.author import Author
 
 EDITED = ("Old Tomas pulled the silver fish from his net at dawn. The fish spoke in his dead wife's voice and "
           "offered him one wish. Tomas asked for nothing but a calm sea, and the fish slipped back into the "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from agent import pipelines
 from agent.cli import main
 from agent.store import RunStore
-from tests.nst.author import Author
+from agent.testing.author import Author
 
 
 class NoOutline(Author):

@@ -10,8 +10,8 @@ import pytest
 from agent.cli import main
 from agent.store import RunStore
 from agent.store.writer.versions import chapter_versions, word_diff
-from tests.nst.author import Author, chapter_of
-from tests.nst.author_server import AuthorServer
+from agent.testing.author import Author, chapter_of
+from agent.testing.author_server import AuthorServer
 
 PROMPT = "A lighthouse keeper finds a bell that rings by itself."
 STOCK = ("Her heart pounded in her chest. Mark9 couldn't help but smile at the bell. "

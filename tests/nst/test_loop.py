@@ -13,16 +13,7 @@ from agent.nst.chapter.sizing import size_tokens
 from agent.nst.chapter.tools import ChapterSession, ToolError, check_allowed, legal_tools
 from agent.nst.config import NstConfig
 from agent.nst.state import NarrativeState
-from tests.nst.author import (
-    Author,
-    chapter_text,
-    default_policy,
-    gate_of,
-    offered,
-    prose,
-    quotes_from,
-    update_json,
-)
+from agent.testing.author import Author, chapter_text, default_policy, gate_of, offered, prose, quotes_from, update_json
 
 PLAN = {"outline": [{"id": i, "title": f"Part {i}", "description": f"Part {i} happens.", "target_words": 100}
                     for i in range(1, 5)]}

@@ -16,7 +16,7 @@ from agent.cli import main
 from agent.nst.plan.form import parse_text
 from agent.store import RunStore
 from agent.store.export.titles import chapter_heading
-from tests.nst.author import BOOK_TITLE, Author
+from agent.testing.author import BOOK_TITLE, Author
 
 PROMPT = "A lighthouse keeper finds a bell that rings for ships that sank a hundred years ago."
 

@@ -15,9 +15,9 @@ from agent.nst.plan.planner import (
     target_choices,
     validate_outline,
 )
+from agent.testing.author import Author, outline_json
+from agent.testing.scripted import ScriptedLLM
 from grammars.nst import Outline
-from tests.nst.author import Author, outline_json
-from tests.scripted import ScriptedLLM
 
 
 def test_chapter_count_follows_the_anchors():

@@ -15,8 +15,8 @@ import pytest
 
 from agent.cli import main
 from agent.store import RunStore
-from tests.nst.author import Author, chapter_of, chapter_text, default_policy, update_json
-from tests.nst.author_server import AuthorServer
+from agent.testing.author import Author, chapter_of, chapter_text, default_policy, update_json
+from agent.testing.author_server import AuthorServer
 
 PROMPT = "A lighthouse keeper finds a bell that rings by itself."
 CAST = {1: "Ansel Marr", 2: "Ansel Marr", 3: "Ansel Marr", 4: "Cora Vell", 5: "Cora Vell"}

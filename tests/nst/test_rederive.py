@@ -12,7 +12,8 @@ from agent.llm import EndpointUnavailableError
 from agent.nst.config import NST_DEFAULTS, ROLLSUM_DEFAULTS
 from agent.store import RunStore
 from agent.store.lineage.fork import STALE_KEY
-from tests.nst.author import Author, QueuedModels, default_policy, update_json
+from agent.testing.author import Author, default_policy, update_json
+from tests.nst.queued import QueuedModels
 
 EDITED = ("Zebulon the cartographer rowed out alone to the drowned chapel at dawn. He found the bell wrapped in "
           "a torn sail and carried it back to the lighthouse without a word. The keeper watched him climb the "

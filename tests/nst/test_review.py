@@ -9,8 +9,8 @@ import pytest
 from agent.cli import main
 from agent.store import RunStore
 from agent.store.writer.review import actions
-from tests.nst.author import Author
-from tests.nst.author_server import AuthorServer
+from agent.testing.author import Author
+from agent.testing.author_server import AuthorServer
 
 PROMPT = "A lighthouse keeper finds a bell that rings by itself."
 

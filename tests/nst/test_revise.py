@@ -20,8 +20,8 @@ from agent.nst.revise.rewrite import REVISION_KEY
 from agent.store import RunStore
 from agent.store.lineage.fork import STALE_KEY
 from agent.store.writer.versions import chapter_versions
-from tests.nst.author import Author
-from tests.nst.author_server import AuthorServer
+from agent.testing.author import Author
+from agent.testing.author_server import AuthorServer
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "A lighthouse keeper finds a bell that rings by itself."

@@ -14,9 +14,10 @@ from agent.nst.chapter.loop import ChapterLoop
 from agent.nst.config import NstConfig
 from agent.nst.state import NarrativeState
 from agent.store import RunStore
-from tests.magnet.story_llm import StoryLLM, story
-from tests.nst.author import Author, chapter_text, quotes_from
-from tests.scripted import ScriptedLLM
+from agent.testing.author import Author, chapter_text, quotes_from
+from agent.testing.scripted import ScriptedLLM
+from agent.testing.story_llm import StoryLLM
+from tests.magnet.stories import story
 
 PLAN = {"outline": [{"id": i, "title": f"Part {i}", "description": f"Part {i} happens.", "target_words": 100}
                     for i in range(1, 4)]}

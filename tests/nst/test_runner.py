@@ -8,7 +8,7 @@ from agent.nst import runner
 from agent.nst.baselines import direct, rollsum
 from agent.nst.config import DIRECT_DEFAULTS, ROLLSUM_DEFAULTS, DirectConfig, RollSumConfig
 from agent.store import RunStore
-from tests.nst.author import Author, default_policy
+from agent.testing.author import Author, default_policy
 
 
 def attach(store: RunStore, author: Author) -> Author:

@@ -11,7 +11,7 @@ from agent.nst.chapter.loop import ChapterLoop
 from agent.nst.chapter.tools import update_grammar
 from agent.nst.config import NstConfig
 from agent.nst.state import NarrativeState
-from tests.nst.author import Author, chapter_text, offered, quotes_from, update_json, without_evidence
+from agent.testing.author import Author, chapter_text, offered, quotes_from, update_json, without_evidence
 
 PLAN = {"outline": [{"id": i, "title": f"Part {i}", "description": f"Part {i} happens.", "target_words": 100}
                     for i in range(1, 4)]}

@@ -8,7 +8,7 @@ from typing import Any
 
 from agent.llm.base import Request
 from agent.repro.simulated import instance
-from tests.eval.helpers import FnLLM, schema_name
+from tests.eval.helpers import schema_name
 
 PROMPTS = [{"id": i, "prompt": f"Story {i}: a bell rings at sea."} for i in (1, 2, 3, 4)]
 
@@ -48,14 +48,3 @@ def judge_fn(quality: dict[str, int] | None = None):
 
     return reply
 
-
-class ContextJudge(FnLLM):
-    """The scripted judge, stating a context of ``context`` tokens (None: says nothing)."""
-
-    def __init__(self, fn, context: int | None = None) -> None:
-        super().__init__(fn, model="judge-a")
-        self._context = context
-
-    @property
-    def context_length(self) -> int | None:
-        return self._context

@@ -13,8 +13,10 @@ from agent import pipelines
 from agent.batch.store import BatchStore
 from agent.cli import main
 from agent.llm.types import LLMError
-from tests.nst.author import Author, gate_of
-from tests.repro.helpers import ContextJudge, grid_file, judge_fn
+from agent.testing.author import Author, gate_of
+from agent.testing.scripted import ScriptedLLM
+from tests.eval.helpers import judge_llm
+from tests.repro.helpers import grid_file, judge_fn
 
 ROOT = Path(__file__).resolve().parents[2]
 JUDGE = "http://judge.invalid/v1"
@@ -33,12 +35,12 @@ class Models:
     def __init__(self, monkeypatch) -> None:
         self.authors: list[Author] = []
         self.opened: list[Author] = []
-        self.judges: list[ContextJudge] = []
+        self.judges: list[ScriptedLLM] = []
         models = self
 
         def open_(options, *args, **kw):
             if options.endpoint == JUDGE:
-                models.judges.append(ContextJudge(judge_fn({"Mark": 6})))
+                models.judges.append(judge_llm(judge_fn({"Mark": 6})))
                 return models.judges[-1]
             models.opened.append(models.authors.pop(0) if models.authors else Author())
             return models.opened[-1]
@@ -163,7 +165,7 @@ def test_a_method_changed_under_the_same_name_is_refused(tmp_path, models, capsy
 def test_a_magnet_grid_reports_tables_1_and_2_from_editorial_judgments(tmp_path, models, capsys):
     import shutil
 
-    from tests.magnet.story_llm import StoryLLM
+    from agent.testing.story_llm import StoryLLM
 
     stories = tmp_path / "stories"
     stories.mkdir()

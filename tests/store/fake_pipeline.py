@@ -14,21 +14,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from agent import pipelines
-from agent.llm.base import LLM, Request
 from agent.llm.options import register_backend
-from agent.llm.types import RawReply, Usage
+from agent.llm.types import Usage
 from agent.run_context import RunContext
+from agent.testing.scripted import ScriptedLLM
 
 NAME = "fake"
 
 
-class EchoLLM(LLM):
+def echo(model: str) -> ScriptedLLM:
     """Replies with a fixed text; reports fixed usage so ledger totals are predictable."""
-
-    backend = "scripted"
-
-    def _complete(self, request: Request) -> RawReply:
-        return RawReply(text="ok", finish_reason="stop", usage=Usage(100, 60, 5), model=self.model)
+    return ScriptedLLM(lambda request: "ok", model=model, usage=Usage(100, 60, 5))
 
 
 def chapter_text(index: int) -> str:
@@ -39,7 +35,7 @@ def chapter_text(index: int) -> str:
 
 def run(ctx: RunContext[dict[str, Any]]) -> None:
     store, config = ctx.store, ctx.config
-    llm = EchoLLM(config["llm"]["model"] or "fake-model")
+    llm = echo(config["llm"]["model"] or "fake-model")
     llm.recorders.append(store.recorder)
     total = int(config["chapters"])
     store.set_target(total)
@@ -54,7 +50,7 @@ def run(ctx: RunContext[dict[str, Any]]) -> None:
     store.finish()
 
 
-register_backend("scripted", lambda options, probe, key: EchoLLM(options.model or "fake-model"))
+register_backend("scripted", lambda options, probe, key: echo(options.model or "fake-model"))
 """Runs stored with this backend resume on the scripted model (the CLI opens a run's model first)."""
 PIPELINE = pipelines.register(pipelines.Pipeline(NAME, "chapter", run, version="1", defaults={"delay": 0.0}))
 

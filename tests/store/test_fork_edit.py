@@ -110,7 +110,8 @@ def test_edit_in_the_editor(four, tmp_path, fake, monkeypatch, capsys):
 def test_magnet_edit_step_sets_the_state_and_a_fork_continues_from_it(tmp_path, monkeypatch, capsys):
     from agent.magnet import runner
     from agent.magnet.settings import MagnetSettings
-    from tests.magnet.story_llm import StoryLLM, story
+    from agent.testing.story_llm import StoryLLM
+    from tests.magnet.stories import story
 
     monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: _recording(StoryLLM(), store))
     config = {**MagnetSettings().as_config(), "story": story(words=400).to_dict()}
@@ -146,7 +147,7 @@ def test_magnet_edit_step_sets_the_state_and_a_fork_continues_from_it(tmp_path, 
 
 def test_nst_fork_with_a_new_prompt_writes_on_from_the_shared_chapters(tmp_path, monkeypatch):
     from agent.nst.config import NST_DEFAULTS
-    from tests.nst.author import Author
+    from agent.testing.author import Author
 
     authors: list[Author] = []
 

@@ -6,20 +6,15 @@ import threading
 
 import pytest
 
-from agent.llm.base import LLM, Request
-from agent.llm.types import CallRecord, LLMError, RawReply, Usage
+from agent.llm.base import Request
+from agent.llm.types import CallRecord, LLMError, Usage
+from agent.testing.scripted import ScriptedLLM
 
 
-class CountingLLM(LLM):
-    """Replies with the request's last message; fails when asked to."""
-
-    backend = "scripted"
-
-    def _complete(self, request: Request) -> RawReply:
-        content = request.messages[-1]["content"]
-        if content.startswith("fail"):
-            raise LLMError("server went away")
-        return RawReply(text=f"re: {content}", finish_reason="stop", usage=Usage(50, 20, 3), model="tiny")
+def echo_or_fail(request: Request) -> str | LLMError:
+    """The request's last message back, or a failure when it asks for one."""
+    content = request.messages[-1]["content"]
+    return LLMError("server went away") if content.startswith("fail") else f"re: {content}"
 
 
 def _record(i: int) -> CallRecord:
@@ -48,7 +43,7 @@ def test_recorder_writes_every_call_from_many_threads(store):
 
 
 def test_recorder_hooks_into_the_llm_layer_including_failures(store):
-    llm = CountingLLM("tiny")
+    llm = ScriptedLLM(echo_or_fail, model="tiny", usage=Usage(50, 20, 3))
     llm.recorders.append(store.recorder)
     from agent.llm.base import Request as Req
 

@@ -8,7 +8,7 @@ import pytest
 
 from agent import pipelines
 from agent.cli import main
-from tests.eval.helpers import FnLLM, schema_name
+from tests.eval.helpers import judge_llm, schema_name
 from tests.manuscript.test_check import book, chapter_holding
 
 CANON = "Ishmael Grey, eyes: green."
@@ -30,7 +30,7 @@ def judge_reply(request):
 
 @pytest.fixture
 def judge(monkeypatch):
-    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda *a, **k: FnLLM(judge_reply, model="judge-s"))
+    monkeypatch.setattr(pipelines.LLMOptions, "open", lambda *a, **k: judge_llm(judge_reply, model="judge-s"))
 
 
 def test_a_chapter_that_contradicts_the_bible_is_reported_with_both_quotes(tmp_path, judge, capsys):

@@ -11,7 +11,8 @@ import pytest
 
 from agent.cli import main
 from agent.store import RunStore
-from tests.nst.author import Author, QueuedModels, default_policy, gate_of
+from agent.testing.author import Author, default_policy, gate_of
+from tests.nst.queued import QueuedModels
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "style"
 BIBLE = """# Characters

@@ -10,8 +10,9 @@ from agent.nst import runner
 from agent.nst.config import NST_DEFAULTS
 from agent.store import RunStore
 from agent.store import judgments as stored
-from tests.magnet.story_llm import StoryLLM, story
-from tests.nst.author import Author, chapter_of, gate_of
+from agent.testing.author import Author, chapter_of, gate_of
+from agent.testing.story_llm import StoryLLM
+from tests.magnet.stories import story
 
 MISSING_QUOTE = "the keeper sold the lighthouse to a whale"
 
@@ -65,7 +66,7 @@ def magnet_run(folder: Path, name: str = "codicil") -> Path:
 def crowded_magnet_run(folder: Path, name: str = "crowded") -> Path:
     """A Magnet run with a cast of five, each related both ways to two others, secrets, long values
     and up to 20 variables a character (the world graph's readability test)."""
-    from tests.magnet.story_llm import story_dict
+    from agent.testing.story_llm import story_dict
 
     names = ["Julian Reyes", "Ann", "Bob", "Cy", "Dora <&> Vale"]
     cast = [{**story_dict()["characters"][1], "name": who, "role": f"role {i}",

@@ -20,9 +20,9 @@ pytest.importorskip("uvicorn")
 
 from agent.store import RunStore  # noqa: E402
 from agent.store.writer.review import actions  # noqa: E402
+from agent.testing.author import Author  # noqa: E402
+from agent.testing.author_server import AuthorServer  # noqa: E402
 from agent.view.room import RoomSettings  # noqa: E402
-from tests.nst.author import Author  # noqa: E402
-from tests.nst.author_server import AuthorServer  # noqa: E402
 from tests.view.browser_checks import axe_violations  # noqa: E402
 from tests.view.server import serve  # noqa: E402
 

@@ -21,8 +21,9 @@ from agent.llm.types import CallRecord
 from agent.magnet.runner import write_story as write_magnet
 from agent.magnet.settings import MagnetSettings
 from agent.store import RunStore
+from agent.testing.story_llm import StoryLLM, story_dict
 from agent.view.app import create_app
-from tests.magnet.story_llm import StoryLLM, story, story_dict
+from tests.magnet.stories import story
 
 HOSTILE = '<script>alert("x")</script> & Eve'
 HOSTILE_RUN = "evil&<run>"

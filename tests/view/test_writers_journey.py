@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.nst.author_server import AuthorServer
+from agent.testing.author_server import AuthorServer
+from agent.testing.ports import free_port
 from tests.test_journey import clean_env
 from tests.view.browser_checks import sideways
-from tests.view.server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 MARK = "walks this block as written"

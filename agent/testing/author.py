@@ -1,4 +1,4 @@
-"""A deterministic scripted author for NstAgent control-flow tests (and the cost benchmark).
+"""A deterministic scripted author for NstAgent control-flow tests (and the benchmarks).
 
 It answers each request from the request itself: the planner stages, the outline (sized from
 the prompt), one tool call per turn chosen by a policy from the tools the turn's grammar
@@ -14,8 +14,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from agent.llm.base import LLM, Request
+from agent.llm.base import Request
 from agent.llm.types import RawReply, Usage
+from agent.testing.scripted import ScriptedLLM
 from agent.text import count_words
 
 _LINE = ("the lantern keeper walked along the harbour wall while gulls circled over grey water and "
@@ -167,9 +168,7 @@ def outline_json(request: Request) -> str:
     """An outline as the planner asks for it, with targets from the grammar's closed choices
     (closest to an even share), as a constrained decoder would have to pick them. The paper
     profile's free outline asks for "approximately N" chapters "within ±20% of W words"."""
-    text = last_user(request)
-    chapters = int(re.search(r"(?:exactly|approximately) (\d+) (?:chapters|\()", text).group(1))
-    words = int(re.search(r"must sum to (?:within ±20% of )?(\d+) words", text).group(1))
+    chapters, words = outline_asked(request)
     per = words / chapters
     choices = per_chapter_choices(request) or [round(per)]
     target = min(choices, key=lambda c: abs(c - per))
@@ -178,8 +177,18 @@ def outline_json(request: Request) -> str:
                                      "target_words": target} for i in range(1, chapters + 1)]})
 
 
+def outline_asked(request: Request) -> tuple[int, int]:
+    """The chapters and the words an outline request asks for."""
+    text = last_user(request)
+    chapters = re.search(r"(?:exactly|approximately) (\d+) (?:chapters|\()", text)
+    words = re.search(r"must sum to (?:within ±20% of )?(\d+) words", text)
+    if chapters is None or words is None:
+        raise AssertionError(f"not an outline request: {text[-300:]}")
+    return int(chapters.group(1)), int(words.group(1))
+
+
 def per_chapter_choices(request: Request) -> list[int] | None:
-    schema = request.constraint.json_schema if request.constraint is not None else None
+    schema: Any = request.constraint.json_schema if request.constraint is not None else None
     try:
         return schema["properties"]["chapters"]["prefixItems"][0]["properties"]["target_words"]["enum"]
     except (KeyError, IndexError, TypeError):
@@ -220,19 +229,16 @@ def default_policy(request: Request, tools: list[str]) -> str:
     raise AssertionError(f"nothing to do with {tools}")
 
 
-class Author(LLM):
+class Author(ScriptedLLM):
     """The scripted model. ``policy`` picks tool calls, ``length`` sizes each prose reply."""
-
-    backend = "scripted"
 
     def __init__(self, policy: Policy = default_policy,
                  length: Callable[[Request, int], int | tuple[int, str]] | None = None,
                  tokens_per_word: float = 1.3) -> None:
-        super().__init__("scripted-author")
+        super().__init__(model="scripted-author")
         self.policy = policy
         self.length = length or (lambda request, attempt: gate_of(request)[0])
         self.tokens_per_word = tokens_per_word
-        self.requests: list[Request] = []
         self.prose_attempts: dict[int, int] = {}
 
     def choose_draft(self, request: Request) -> str:
@@ -240,8 +246,8 @@ class Author(LLM):
         last = drafts_shown(request)[-1]
         return json.dumps({"draft": last, "reason": f"draft {last} carries out the outline item most closely"})
 
-    def _complete(self, request: Request) -> RawReply:
-        self.requests.append(request)
+    def answer(self, request: Request) -> RawReply:
+        """:meth:`reply`, counted as a server counts it and cut at ``max_tokens`` as a server cuts it."""
         text, finish = self.reply(request)
         prompt = sum(len(m["content"]) for m in request.messages) // 4
         prose_role = request.role in ("nst_prose", "rollsum_chapter", "direct_story")
@@ -312,22 +318,3 @@ def judge_json(request: Request) -> str:
                 found.append({"quote": sentence.strip(), "state": f"{former} is now called {name}",
                               "explanation": f"the chapter still calls {name} {former}"})
     return json.dumps({"contradictions": found[:8]})
-
-
-class QueuedModels:
-    """What ``LLMOptions.open`` hands out to the CLI, in order (a fresh default :class:`Author` when
-    none is queued); every model records into the run's ledger through the run context. Shared by
-    the edit and derive tests, which drive real commands with scripted models."""
-
-    def __init__(self, monkeypatch: Any) -> None:
-        from agent import pipelines
-
-        self.queue: list[Author] = []
-        self.opened: list[Author] = []
-        monkeypatch.setattr(pipelines.LLMOptions, "open", self.open)
-
-    def open(self, *args: Any, **kw: Any) -> Author:
-        model = self.queue.pop(0) if self.queue else Author()
-        self.opened.append(model)
-        return model
-

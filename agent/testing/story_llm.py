@@ -1,25 +1,20 @@
 """A scripted model for Magnet's control-flow tests: each reply is a function of the request's role.
 
 Policies are plain functions of the request (and a per-role call counter), so a test states
-exactly what the critic says, which actions the narrator picks, and so on.
+exactly what the critic says, which actions the narrator picks, and so on. ``story_dict`` is the
+three-character story definition they run (``agent.magnet.definition.parse_definition`` reads it).
 """
 
 from __future__ import annotations
 
-import json
 import re
-import sys
 import time
-from collections import defaultdict
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from agent.llm.base import LLM, Request
-from agent.llm.types import LLMError, RawReply, Usage
-from agent.magnet.definition import parse_definition
+from agent.llm.base import Request
+from agent.llm.types import LLMError
+from agent.testing.scripted import ScriptedLLM, per_word
 
 Policy = Callable[[Request, int], Any]
 
@@ -32,8 +27,14 @@ def character_of(request: Request) -> str:
     return match.group(1)
 
 
+def schema_of(request: Request) -> dict[str, Any]:
+    """The JSON schema a structured request asks for."""
+    assert request.constraint is not None and request.constraint.json_schema is not None, request.role
+    return request.constraint.json_schema
+
+
 def enum_names(request: Request) -> list[str]:
-    items = request.constraint.json_schema["properties"]["selected"]["items"]
+    items = schema_of(request)["properties"]["selected"]["items"]
     return [items["const"]] if "const" in items else items["enum"]
 
 
@@ -43,7 +44,7 @@ def default_action(request: Request, n: int) -> dict[str, Any]:
 
 def default_critic(request: Request, n: int) -> dict[str, Any]:
     reply: dict[str, Any] = {"goal_reached": False}
-    props = request.constraint.json_schema["properties"]
+    props = schema_of(request)["properties"]
     if "verdict" in props:
         reply.update(verdict="accept", feedback="Concrete and in character.")
     if "world_updates" in props:
@@ -58,7 +59,7 @@ def default_select(request: Request, n: int) -> dict[str, Any]:
 
 def offered(request: Request) -> dict[str, list[str]]:
     """The critic's update grammar as offered: subject -> existing attributes (enum)."""
-    schema = request.constraint.json_schema
+    schema = schema_of(request)
     out = {}
     for model in schema.get("$defs", {}).values():
         props = model.get("properties", {})
@@ -87,42 +88,28 @@ def default_transition(request: Request, n: int) -> str:
     return f"Then, at last, the story turned (transition {n})."
 
 
-class StoryLLM(LLM):
+class StoryLLM(ScriptedLLM):
     """Replies by role; every request is kept (with its role) for assertions."""
-
-    backend = "scripted"
 
     def __init__(self, *, delay: float = 0.0, fail: Callable[[Request, int], LLMError | None] | None = None,
                  **policies: Policy) -> None:
-        super().__init__("story-model")
+        super().__init__(model="story-model", usage=per_word(100, 40))
         self.policies: dict[str, Policy] = {
             "character": default_action, "critic": default_critic, "narrator-select": default_select,
             "narrator": default_paragraph, "goal": default_goal, "transition": default_transition,
             "baseline": default_paragraph, "recap": default_recap,
         }
         self.policies.update({k.replace("_", "-"): v for k, v in policies.items()})
-        self.requests: list[Request] = []
-        self.counts: dict[str, int] = defaultdict(int)
         self.delay = delay
         self.fail = fail
 
-    def by_role(self, role: str) -> list[Request]:
-        return [r for r in self.requests if r.role == role]
-
-    def _complete(self, request: Request) -> RawReply:
+    def answer(self, request: Request) -> Any:
         role = request.role or ""
-        self.counts[role] += 1
         n = self.counts[role]
-        self.requests.append(request)
         if self.delay:
             time.sleep(self.delay)
-        if self.fail is not None:
-            error = self.fail(request, n)
-            if error is not None:
-                raise error
-        reply = self.policies[role](request, n)
-        text = reply if isinstance(reply, str) else json.dumps(reply)
-        return RawReply(text=text, finish_reason="stop", usage=Usage(100, 40, len(text.split())), model=self.model)
+        error = self.fail(request, n) if self.fail is not None else None
+        return error if error is not None else self.policies[role](request, n)
 
 
 def story_dict(**over: Any) -> dict[str, Any]:
@@ -141,7 +128,3 @@ def story_dict(**over: Any) -> dict[str, Any]:
     }
     data.update(over)
     return data
-
-
-def story(**over: Any):
-    return parse_definition(story_dict(**over), "test.toml")

@@ -4,31 +4,21 @@ Each kind serves exactly the GET routes the real server has (``/v1/models`` with
 ``owned_by``, vLLM's ``/version``, TGI's ``/info``, Ollama's ``/api/version``, llama-server's
 ``meta``) and answers chat on its own route (Ollama: ``/api/chat`` in its native shape), so a
 probe that guesses from the wrong route, or a request sent in the wrong shape, shows up.
-Every request is recorded as ``(method, path, body)``.
+Why: the probe and the request shapes are tested against each kind without its server.
 """
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.conftest import free_port
+from agent.testing.replies import chat_reply, model_list
+from agent.testing.server import NO_ROUTE, Answer, Call, FakeServer, Stream
 
 MODEL = "tiny"
 
 
-def _openai_reply(text: str, cached: bool) -> dict[str, Any]:
-    usage: dict[str, Any] = {"prompt_tokens": 11, "completion_tokens": 3}
-    if cached:
-        usage["prompt_tokens_details"] = {"cached_tokens": 0}
-    return {"model": MODEL, "choices": [{"message": {"role": "assistant", "content": text},
-                                         "finish_reason": "stop"}], "usage": usage}
-
-
 def _models(owner: str, **extra: Any) -> dict[str, Any]:
-    return {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": owner, **extra}]}
+    return model_list({"id": MODEL, "object": "model", "owned_by": owner, **extra})
 
 
 GETS: dict[str, dict[str, Any]] = {
@@ -42,55 +32,26 @@ GETS: dict[str, dict[str, Any]] = {
 }
 
 
-class KindServer:
-    """Answers like a server of ``kind``: JSON asked in that kind's shape gets the probe's fixed
-    value, a regex or choice in that kind's shape gets a matching answer, anything else free text."""
+class KindServer(FakeServer):
+    """Answers like a server of ``kind`` (on ``root``; it has no ``/v1`` of its own): JSON asked in
+    that kind's shape gets the probe's fixed value, a regex or choice in that kind's shape gets a
+    matching answer, anything else free text."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
-        self.requests: list[tuple[str, str, Any]] = []
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def _send(self, status: int, body: Any) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self):
-                owner.requests.append(("GET", self.path, None))
-                found = GETS[owner.kind].get(self.path)
-                self._send(200 if found is not None else 404, found if found is not None else {"error": "no route"})
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"null")
-                owner.requests.append(("POST", self.path, body))
-                owner.respond(self, body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__({"GET *": self.get, "POST *": self.post})
 
     def chats(self) -> list[Any]:
         """The bodies of every chat request, in order."""
-        return [body for method, path, body in self.requests
-                if method == "POST" and path in ("/v1/chat/completions", "/api/chat")]
+        return [c.body for c in self.posted() if c.path in ("/v1/chat/completions", "/api/chat")]
 
-    # -- answers ---------------------------------------------------------------------------
-    def respond(self, handler: BaseHTTPRequestHandler, body: Any) -> None:
-        """Answer one POST on ``handler`` (a subclass may answer some in another way: a stream)."""
-        handler._send(*self.answer(handler.path, body))  # type: ignore[attr-defined]
+    def get(self, call: Call) -> Answer:
+        found = GETS[self.kind].get(call.path)
+        return NO_ROUTE if found is None else Answer(200, found)
+
+    def post(self, call: Call) -> Answer | Stream:
+        """Answer one POST (a subclass may answer some in another way: a stream)."""
+        return Answer(*self.answer(call.path, call.body))
 
     def answer(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
         kind = self.kind
@@ -113,7 +74,8 @@ class KindServer:
             return 422, {"detail": "Input should be 'text' or 'json_object'"}
         regex = {"vllm": "structured_outputs" in body, "sglang": "regex" in body,
                  "tgi": response_format.get("type") == "regex"}.get(kind, False)
-        return 200, _openai_reply(self._text(response_format.get("type") == shape, regex), kind == "vllm")
+        text = self._text(response_format.get("type") == shape, regex)
+        return 200, chat_reply(text, model=MODEL, prompt=11, completion=3, cached=0 if kind == "vllm" else None)
 
     @staticmethod
     def _text(json_asked: bool, regex_asked: bool) -> str:
