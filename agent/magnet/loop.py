@@ -94,9 +94,9 @@ def run_step(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state: 
     reason = ending.stop_reason(story, state, final_paragraph)
     if reason is not None:
         state["finished"], state["finish_reason"] = True, reason
-    return StepOutcome(paragraphs, state, _record(step, goal_before, chapter, results, actions, narration, commits,
-                                                  goal_reached, event, scene, memory, final_paragraph, state,
-                                                  settings))
+    trace = StepTrace(step, goal_before, chapter, results, actions, narration, commits, goal_reached, event, scene,
+                      memory, final_paragraph)
+    return StepOutcome(paragraphs, state, trace.record(state, settings))
 
 
 def _commit_selected(world: WorldGraph | None, step: int, narration: Any,
@@ -114,33 +114,49 @@ def _commit_selected(world: WorldGraph | None, step: int, narration: Any,
     return commits, goal_reached
 
 
-def _record(step: int, goal_before: str | None, chapter: int | None, results: list[Any], actions: list[Any],
-            narration: Any, commits: list[Any], goal_reached: bool, event: dict[str, Any] | None, scene: Scene,
-            memory: Memory, final_paragraph: bool, state: dict[str, Any], settings: MagnetSettings) -> dict[str, Any]:
-    """The step's record (the ``steps`` table): what each role did, what was committed, what gave way."""
-    return {
-        "step": step,
-        "goal": goal_before,
-        "chapter": chapter,
-        "actions": [a.as_dict() for a in actions],
-        "selected": narration.order,
-        "unselected": [a.character for a in actions if a.character not in narration.order],
-        "sat_out": [a.character for a in results if not a.attempts],
-        "commits": [c.as_dict() for c in commits],
-        "rejected_updates": narration.rejected,
-        "goal_reached": goal_reached,
-        "goal_event": {k: v for k, v in event.items() if k != "transition"} if event else None,
-        "selection_fallback": narration.selection_fallback,
-        "failures": scene.failures,
-        "memory": {"recalled": len(scene.memory.recalled), "recap_words": count_words(scene.memory.recap),
-                   **({"recalled_found": len(memory.recalled)} if scene.gave_way else {})},
-        "budget": list(scene.gave_way),
-        "paragraph_trimmed": narration.trimmed,
-        "final_paragraph": final_paragraph,
-        "stall": state["stall"],
-        "words_total": state["words"],
-        "ablations": settings.ablations(),
-    }
+@dataclass(frozen=True)
+class StepTrace:
+    """What a timestep did, role by role: the makings of its record."""
+
+    step: int
+    goal_before: str | None
+    chapter: int | None
+    results: list[Any]
+    actions: list[Any]
+    narration: Any
+    commits: list[Any]
+    goal_reached: bool
+    event: dict[str, Any] | None
+    scene: Scene
+    memory: Memory
+    final_paragraph: bool
+
+    def record(self, state: dict[str, Any], settings: MagnetSettings) -> dict[str, Any]:
+        """The step's record (the ``steps`` table): what each role did, what was committed, what gave way."""
+        narration, scene, event = self.narration, self.scene, self.event
+        return {
+            "step": self.step,
+            "goal": self.goal_before,
+            "chapter": self.chapter,
+            "actions": [a.as_dict() for a in self.actions],
+            "selected": narration.order,
+            "unselected": [a.character for a in self.actions if a.character not in narration.order],
+            "sat_out": [a.character for a in self.results if not a.attempts],
+            "commits": [c.as_dict() for c in self.commits],
+            "rejected_updates": narration.rejected,
+            "goal_reached": self.goal_reached,
+            "goal_event": {k: v for k, v in event.items() if k != "transition"} if event else None,
+            "selection_fallback": narration.selection_fallback,
+            "failures": scene.failures,
+            "memory": {"recalled": len(scene.memory.recalled), "recap_words": count_words(scene.memory.recap),
+                       **({"recalled_found": len(self.memory.recalled)} if scene.gave_way else {})},
+            "budget": list(scene.gave_way),
+            "paragraph_trimmed": narration.trimmed,
+            "final_paragraph": self.final_paragraph,
+            "stall": state["stall"],
+            "words_total": state["words"],
+            "ablations": settings.ablations(),
+        }
 
 
 def sequence_goal(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any], step: int,
