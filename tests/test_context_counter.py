@@ -9,6 +9,7 @@ import pytest
 
 from agent.llm.context import CharsEstimate, ServerCounter, counter_for
 from agent.llm.endpoint import EndpointLLM
+from agent.llm.http import HttpLimits
 from agent.testing.hostile import HostileServer
 
 ASK = [{"role": "user", "content": "How many tokens is this?"}]
@@ -25,7 +26,7 @@ def servers():
 def test_a_server_that_tokenizes_is_asked_at_its_root(servers):
     server = servers("custom")
     server.custom = lambda body: (200, {"count": 7 + len(body["messages"])})
-    llm = EndpointLLM(server.url.replace("http://", "http://me:pa55@"), "m", timeout_s=5)
+    llm = EndpointLLM(server.url.replace("http://", "http://me:pa55@"), "m", limits=HttpLimits(call_budget_s=5))
     try:
         counter = counter_for(llm)
         assert isinstance(counter, ServerCounter) and counter.count(ASK) == 8
@@ -37,7 +38,7 @@ def test_a_server_that_tokenizes_is_asked_at_its_root(servers):
 @pytest.mark.parametrize("behaviour", ["endless", "silent", "garbage"])
 def test_a_hostile_tokenize_falls_back_to_the_estimate_in_bounded_time(servers, behaviour):
     server = servers(behaviour)
-    llm = EndpointLLM(server.url, "m", timeout_s=2)
+    llm = EndpointLLM(server.url, "m", limits=HttpLimits(call_budget_s=2))
     started = time.monotonic()
     try:
         assert isinstance(counter_for(llm), CharsEstimate)
@@ -53,7 +54,7 @@ def test_the_count_renders_the_template_with_the_thinking_switch_every_request_s
     # switch, every request is undercounted by those tokens
     server = servers("custom")
     server.custom = lambda body: (200, {"count": 5})
-    llm = EndpointLLM(server.url, "m", timeout_s=5, thinking=thinking)
+    llm = EndpointLLM(server.url, "m", limits=HttpLimits(call_budget_s=5), thinking=thinking)
     try:
         counter_for(llm).count(ASK)
         tokenize = [c.body for c in server.posted() if c.path == "/tokenize"]

@@ -10,6 +10,7 @@ import pytest
 
 from agent.llm import Choice, EndpointUnavailableError, LLMError, Regex, TruncatedOutputError
 from agent.llm.endpoint import EndpointLLM, normalize_base_url
+from agent.llm.http import HttpLimits
 from agent.testing import replies
 from agent.testing.ports import free_port
 from agent.testing.server import Answer, Call, FakeServer
@@ -119,14 +120,14 @@ def test_server_reasoning_field_is_kept_apart(fake):
 
 def test_5xx_is_retried_with_backoff_then_succeeds(fake):
     fake.queue += [(503, {"error": {"message": "busy"}}), (500, "oops"), (200, chat_reply("ok"))]
-    llm = EndpointLLM(fake.root, "m", backoff_s=0.01)
+    llm = EndpointLLM(fake.root, "m", limits=HttpLimits(backoff_s=0.01))
     assert llm.generate(USER, temperature=0, max_tokens=5).text == "ok"
     assert len(fake.bodies) == 3
 
 
 def test_persistent_5xx_gives_up_naming_the_endpoint(fake):
     fake.queue += [(502, {"error": {"message": "bad gateway"}})] * 3
-    llm = EndpointLLM(fake.root, "m", backoff_s=0.01, max_retries=2)
+    llm = EndpointLLM(fake.root, "m", limits=HttpLimits(backoff_s=0.01, max_retries=2))
     with pytest.raises(EndpointUnavailableError, match=r"unavailable after 3 attempts .*bad gateway") as info:
         llm.generate(USER, temperature=0, max_tokens=5)
     assert fake.root in str(info.value)
@@ -143,7 +144,8 @@ def test_unreachable_endpoint_fails_in_bounded_time():
     port = free_port()  # nothing listens there
     started = time.monotonic()
     with pytest.raises(EndpointUnavailableError, match=f"127.0.0.1:{port}"):
-        EndpointLLM(f"http://127.0.0.1:{port}", "m", backoff_s=0.05).generate(USER, temperature=0, max_tokens=5)
+        EndpointLLM(f"http://127.0.0.1:{port}", "m", limits=HttpLimits(backoff_s=0.05)).generate(USER, temperature=0,
+                                                                                                 max_tokens=5)
     assert time.monotonic() - started < 10
 
 

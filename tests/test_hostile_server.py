@@ -13,7 +13,7 @@ import pytest
 
 from agent.llm import EndpointUnavailableError, LLMError
 from agent.llm.endpoint import EndpointLLM, normalize_base_url, redact_url
-from agent.llm.http import retry_after_s
+from agent.llm.http import HttpLimits, retry_after_s
 from agent.testing.hostile import HostileServer
 from agent.testing.replies import chat_reply
 from agent.testing.server import Answer
@@ -36,7 +36,7 @@ def hostile():
 
 
 def ask(server: HostileServer, **kwargs) -> str:
-    llm = EndpointLLM(server.url, "m", backoff_s=0.01, **kwargs)
+    llm = EndpointLLM(server.url, "m", limits=HttpLimits(backoff_s=0.01, **kwargs))
     try:
         return llm.generate(USER, temperature=0, max_tokens=5).text
     finally:
@@ -47,7 +47,7 @@ def test_a_server_that_never_answers_ends_the_call_within_its_budget_without_ret
     server = hostile("silent")
     started = time.monotonic()
     with pytest.raises(EndpointUnavailableError, match=r"no complete reply .* the 2 s call budget \(not retried"):
-        ask(server, timeout_s=2)
+        ask(server, call_budget_s=2)
     assert time.monotonic() - started < 6
     assert len(server.posted()) == 1  # a read timeout is not retried blindly
 
@@ -56,7 +56,7 @@ def test_an_endless_body_is_cut_at_the_size_cap(hostile):
     server = hostile("endless")
     started = time.monotonic()
     with pytest.raises(LLMError, match=r"passed the 1048576-byte cap; stopped reading"):
-        ask(server, timeout_s=30, max_response_bytes=2**20)
+        ask(server, call_budget_s=30, max_response_bytes=2**20)
     assert time.monotonic() - started < 10
     time.sleep(0.2)
     assert server.sent < 16 * 2**20  # reading stopped near the cap (socket buffers aside)
@@ -66,7 +66,7 @@ def test_a_trickling_body_ends_at_the_call_budget(hostile):
     server = hostile("trickle")
     started = time.monotonic()
     with pytest.raises(EndpointUnavailableError, match="call budget"):
-        ask(server, timeout_s=2)
+        ask(server, call_budget_s=2)
     assert time.monotonic() - started < 6
 
 
@@ -118,7 +118,7 @@ def test_retry_after_is_honoured_and_bounded_by_the_budget(hostile):
     late.retry_after = "120"
     started = time.monotonic()
     with pytest.raises(EndpointUnavailableError, match=r"asked to retry .* after 120 s, beyond .* 5 s call budget"):
-        ask(late, timeout_s=5)
+        ask(late, call_budget_s=5)
     assert time.monotonic() - started < 2
 
 
@@ -163,7 +163,7 @@ def test_a_server_echoing_the_credentials_back_does_not_get_them_printed(hostile
 def test_credentials_never_appear_in_messages():
     assert redact_url("http://user:pa55@h:8/v1?key=s3cret&x=1") == "http://***@h:8/v1?key=***&x=***"
     with pytest.raises(EndpointUnavailableError) as info:
-        EndpointLLM("http://user:pa55@127.0.0.1:9/v1?key=s3cret", "m", backoff_s=0.01, max_retries=1)
+        EndpointLLM("http://user:pa55@127.0.0.1:9/v1?key=s3cret", "m", limits=HttpLimits(backoff_s=0.01, max_retries=1))
     assert "pa55" not in str(info.value) and "s3cret" not in str(info.value)
     with pytest.raises(ValueError) as bad:
         normalize_base_url("http://user:pa55@256.1.1.1/v1")
@@ -292,7 +292,7 @@ def test_json_nested_too_deeply_is_one_line(hostile, where):
     elif where == "models":
         server.models = DEEP
     with pytest.raises(LLMError) as info:
-        llm = EndpointLLM(server.url, None if where == "models" else "m", backoff_s=0.01)
+        llm = EndpointLLM(server.url, None if where == "models" else "m", limits=HttpLimits(backoff_s=0.01))
         try:
             llm.generate(USER, {"type": "object"} if where == "content" else None, temperature=0, max_tokens=5)
         finally:

@@ -202,11 +202,12 @@ def embedded_lines() -> list[Line]:
 
 def endpoint_lines(endpoint: str, model: str | None, api_key: str | None, *, probe: bool) -> list[Line]:
     from agent.llm.endpoint import EndpointLLM
+    from agent.llm.http import HttpLimits
     from agent.llm.types import LLMError
 
     try:
         llm = EndpointLLM(endpoint, model=model, api_key=api_key, probe="full" if probe else "light",
-                          timeout_s=60, max_retries=0)
+                          limits=HttpLimits(call_budget_s=60, max_retries=0))
     except LLMError as exc:
         return [Line(NO, f"{endpoint} does not answer as fabula needs: {str(exc).splitlines()[0][:300]}")]
     try:

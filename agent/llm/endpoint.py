@@ -48,6 +48,10 @@ class UnenforcedConstraintError(LLMError):
     """The server answers constrained requests unconstrained; refused unless allowed."""
 
 
+DEFAULT_LIMITS = HttpLimits()
+"""How long and how much one call may take unless the caller says (``--call-timeout``, ``--max-reply-mib``)."""
+
+
 class EndpointLLM(LLM):
     """Chat completions over HTTP: probed once, bounded per call, concurrent in batches."""
 
@@ -60,12 +64,8 @@ class EndpointLLM(LLM):
         *,
         api_key: str | None = None,
         thinking: ThinkingMode = "auto",
-        timeout_s: float = 600.0,
-        connect_timeout_s: float = 5.0,
-        max_retries: int = 3,
-        backoff_s: float = 0.5,
+        limits: HttpLimits = DEFAULT_LIMITS,
         concurrency: int = 8,
-        max_response_bytes: int = 32 * 2**20,
         probe: ProbeLevel = "light",
         allow_unconstrained: bool = False,
         reasks: int = 2,
@@ -77,9 +77,7 @@ class EndpointLLM(LLM):
             # (serve/replicas.py): one story's prefix stays in one replica's cache. Any other
             # server ignores the header.
             headers[ROUTING_HEADER] = routing_key
-        self.limits = HttpLimits(call_budget_s=timeout_s, connect_timeout_s=connect_timeout_s,
-                                 max_retries=max_retries, backoff_s=backoff_s,
-                                 max_response_bytes=max_response_bytes)
+        self.limits = limits
         self._http = BoundedClient(normalize_base_url(base_url), headers=headers, limits=self.limits,
                                    concurrency=concurrency)
         self.base_url = self._http.shown  # credentials redacted: what every message and record shows

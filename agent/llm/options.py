@@ -127,16 +127,18 @@ def _open_embedded(options: LLMOptions, probe: ProbeDepth, key: str | None) -> L
 def _open_endpoint(options: LLMOptions, probe: ProbeDepth, key: str | None) -> LLM:
     """The built-in ``endpoint`` backend: an OpenAI-compatible server, probed as it opens."""
     from agent.llm.endpoint import EndpointLLM
+    from agent.llm.http import HttpLimits
     from agent.llm.types import LLMSetupError
 
     if not options.endpoint:
         row = option("endpoint")
         raise LLMSetupError(f"the endpoint backend needs {row.flag} {row.metavar} (or {row.env}, or "
                             f"{row.config_key} in the config file)")
+    limits = HttpLimits(call_budget_s=options.call_timeout_s,
+                        max_response_bytes=max(int(options.max_reply_mib * 2**20), 1024))
     return EndpointLLM(options.endpoint, options.model, api_key=options.api_key,
-                       thinking=options.thinking or "off", timeout_s=options.call_timeout_s, probe=probe,  # type: ignore[arg-type]
-                       allow_unconstrained=options.allow_unconstrained,
-                       max_response_bytes=max(int(options.max_reply_mib * 2**20), 1024), routing_key=key)
+                       thinking=options.thinking or "off", limits=limits, probe=probe,  # type: ignore[arg-type]
+                       allow_unconstrained=options.allow_unconstrained, routing_key=key)
 
 
 register_backend("embedded", _open_embedded)
