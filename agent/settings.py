@@ -161,12 +161,6 @@ leaves the structural tokens no choice, so the penalty only weighs on the free t
 SMALL_PROSE_LONG_PROMPTS = {"repetition_penalty": 1.1, "presence_penalty": 0.3, "frequency_penalty": 0.1, "min_p": 0.1}
 SMALL_STRUCTURED_LONG_PROMPTS = {"frequency_penalty": 0.3, "min_p": 0.1}
 """... and for long prompts and long replies (the NstAgent family: chapters of 500+ words, prompts
-that hold earlier chapters). A repetition penalty weighs on every token of the prompt too (in
-transformers and in vLLM alike), and once a prompt holds a chapter that is nearly every common
-English word: at 1.2 (prose) and 1.1 (tool calls) the tiny model's second chapter was salad from
-its first word, and its tool calls' titles were salad too. So tool calls get none, and prose a
-light one (1.1; with none at all the tiny model began its chapter by copying the tool-call JSON
-of its conversation). The frequency penalty grows with each use, so it stays small for prose (at
-0.4 a 700-word draft priced "the" out of reach and ended in salad). ``min_p`` drops every token
-under a tenth of the likeliest one's probability, which is where salad comes from when sampling
-(no effect on greedy calls)."""
+that hold earlier chapters): no repetition penalty on tool calls and a light one on prose, since it
+weighs on every prompt token too; a small frequency penalty; ``min_p`` 0.1 against salad when
+sampling. Why, measured on the tiny model: docs/design/small-model-sampling.md."""

@@ -1,8 +1,9 @@
 """One call shape over every backend: ``llm.generate(messages, output_type, ...)``.
 
-``open_llm`` picks the backend: ``endpoint`` (any OpenAI-compatible server, vLLM first) or
-``embedded`` (transformers + Outlines in-process, the tiny default model, no server).
-Heavy dependencies are imported only by the backend that needs them.
+``open_llm`` picks the backend (``agent.llm.backends``): ``endpoint`` (any OpenAI-compatible server,
+vLLM first) or ``embedded`` (in process, no server: the tiny default model on llama.cpp, with
+transformers + Outlines as the second engine, ``agent.llm.embedded_engines``), or one a plugin
+registers. Heavy dependencies are imported only by the backend that needs them.
 """
 
 from __future__ import annotations

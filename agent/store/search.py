@@ -8,28 +8,10 @@ text is quoted from the chapter by offsets, never re-joined, so it is exact.
 
 A query is split into terms and matched as an OR of quoted terms, so no user string can
 reach FTS5's query syntax: quotes, ``*``, ``AND``/``OR``/``NOT``, parentheses and colons are
-only separators, and a query without terms returns nothing.
-
-CJK text has no spaces, and FTS5's unicode61 tokenizer would make a whole CJK clause one
-token. The indexed form therefore spells every CJK run as its unigrams and bigrams
-(``长安城`` -> ``长 安 城 长安 安城``) and a query run of two or more characters is matched by its
-bigrams (one character by its unigram). Measured on a small Chinese sample written for this
-(``scripts/cjk_sample.py``: 4 chapters, 45 sentences, 30 queries, 10 of them built on
-characters shared between words) with ``.venv/bin/python scripts/measure_cjk_search.py``;
-a query scores when the window centred on its answer sentence is returned:
-
-    variant                          MRR    hit@1  hit@8
-    unigram+bigram index, bigrams    0.983  0.97   1.00    <- used here
-    unigram+bigram, both in query    0.983  0.97   1.00
-    unigram index and query          0.961  0.93   1.00
-    trigram tokenizer, run = term    0.433  0.43   0.43
-    trigram tokenizer, 3-grams       0.433  0.43   0.43
-
-The trigram tokenizer cannot match a term shorter than three characters, and most Chinese
-words are two (暗礁, 船长, 码头), so it misses over half the queries. Unigrams alone rank a
-little worse where characters are shared between words (船 in 渔船, 商船, 沉船, 小木船).
-Bigrams also keep English on word-level BM25 (with Porter stemming), where trigrams would
-match "the" inside "other" and "then".
+only separators, and a query without terms returns nothing. CJK runs are indexed as their
+unigrams and bigrams and queried by their bigrams (one character by its unigram), since FTS5's
+unicode61 tokenizer would make a whole CJK clause one token. Why bigrams, measured against
+unigrams and the trigram tokenizer: docs/design/search.md.
 """
 
 from __future__ import annotations

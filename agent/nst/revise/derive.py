@@ -20,13 +20,8 @@ without it. A server that
 cannot be reached (after the client's retries) is no chapter's failure: the derive stops there,
 nothing marked, and continues from that chapter next time.
 
-Concurrency: none within one run, by design. Chapter k's update is asked with the state after
-chapter k-1 in its prompt and applies to that state (new entries are keyed, changed ones
-replace what the previous chapters set, open requirements are resolved against it), so the
-request for k cannot be formed before k-1's reply is applied; a batch of chapters sent at once
-would each see a state missing the others and their updates would not compose. What a server's
-concurrent slots can serve is several runs at once (one ``fabula derive`` per book, each a chain
-of its own), and within a chapter nothing is sent in parallel either (one call).
+One call at a time within a run: chapter k's update needs the state after chapter k-1 (why, and
+what a server's concurrent slots serve instead: docs/design/derive.md).
 """
 
 from __future__ import annotations
