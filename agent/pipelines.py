@@ -26,12 +26,11 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from agent.errors import InputError
 from agent.llm.options import LLMOptions, ModelFlags, StoredModel
 from agent.llm.options import resolve as resolve_model
 from agent.plugins import forget_warnings, group_entries, one_line, origin, warn_once
 from agent.run_context import EventSink, RunContext
-from agent.settings import Settings, WritingControls
+from agent.settings import Settings, WordRange, WritingControls
 from agent.store import Change, RunInfo, RunStore, StoreError, config_changes
 from agent.store.snapshots import ChapterSnapshot, Record, RunTarget, StepState
 
@@ -142,7 +141,7 @@ class Pipeline:
     tools: tuple[str, ...] = ()
     """The tools its writer calls in a loop, as the ledger names them (``fabula repro``'s Table 8
     counts them per chapter); empty for a pipeline that writes without tools."""
-    words: tuple[int, int] | None = None
+    words: WordRange | None = None
     """The range of ``--words`` that ``fabula write`` and ``fabula batch`` accept (None: the
     story file sets the length and checks it)."""
     drafts: bool = False
@@ -163,9 +162,7 @@ class Pipeline:
 
     def check_words(self, words: int) -> int:
         """``--words`` checked against the pipeline's range, once, where the command line is read."""
-        if self.words is not None and not self.words[0] <= words <= self.words[1]:
-            raise InputError(f"--words must be between {self.words[0]} and {self.words[1]}, got {words}")
-        return words
+        return self.words.check_flag(words) if self.words is not None else words
 
     @staticmethod
     def target(config: Mapping[str, Any]) -> RunTarget:

@@ -11,20 +11,44 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar, Self, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent import keyvalue
-from agent.errors import ConfigError
+from agent.errors import ConfigError, InputError
 from agent.limits import MAX_WORDS, MIN_WORDS
 from agent.llm.sampling import Sampling
 
-STORY_WORDS = (MIN_WORDS, MAX_WORDS)
+
+@dataclass(frozen=True)
+class WordRange:
+    """A range of story lengths in words, and the one-line refusals of a length outside it."""
+
+    low: int
+    high: int
+
+    def __contains__(self, words: object) -> bool:
+        return isinstance(words, int) and not isinstance(words, bool) and self.low <= words <= self.high
+
+    def check_flag(self, words: int, flag: str = "--words") -> int:
+        """``words`` as the command line gave it, or :class:`InputError` naming the flag and the range."""
+        if words not in self:
+            raise InputError(f"{flag} must be between {self.low} and {self.high}, got {words}")
+        return words
+
+    def without(self, written: int) -> WordRange:
+        """The lengths still allowed once a run holds ``written`` words (``fabula continue``)."""
+        return WordRange(self.low, self.high - written)
+
+
+STORY_WORDS = WordRange(MIN_WORDS, MAX_WORDS)
 """The story lengths a user may ask for, however it is given (``--words``, ``--set words=``, a
-batch, a resume or a fork): the NstAgent family's ``MIN_WORDS``/``MAX_WORDS``. The settings type
-itself allows shorter stories (tests and benchmarks of tiny models write 40-300 words)."""
-USER_LIMITS: dict[str, tuple[int, int]] = {"words": STORY_WORDS}
+batch, a resume, a fork, ``continue`` and ``sequel``): the one range, checked once where the value
+is read. The settings type itself allows shorter stories (tests and benchmarks of tiny models
+write 40-300 words)."""
+USER_LIMITS: dict[str, WordRange] = {"words": STORY_WORDS}
 """Ranges a value given on the command line must meet on top of its settings type: every
 ``--set``/``--var`` door reads its pairs with :func:`parse_assignments`, which checks them."""
 
@@ -109,11 +133,10 @@ def parse_assignments(items: Iterable[str], *, flag: str = "--set") -> dict[str,
 
 def check_user_value(key: str, value: Any, *, flag: str = "--set") -> None:
     """A user-given setting inside :data:`USER_LIMITS` (the same range as its own flag checks)."""
-    if key in USER_LIMITS:
-        low, high = USER_LIMITS[key]
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ConfigError(f"setting {key} ({flag}): must be a whole number between {low} and {high}, got "
-                              f"{json.dumps(value)[:40]}")
+    limits = USER_LIMITS.get(key)
+    if limits is not None and value not in limits:
+        raise ConfigError(f"setting {key} ({flag}): must be a whole number between {limits.low} and {limits.high}, "
+                          f"got {json.dumps(value)[:40]}")
 
 
 class WritingControls(Settings):

@@ -31,7 +31,7 @@ from agent.cli.review_cmd import (
 from agent.cli.rundir import discard_if_unused, store_errors
 from agent.cli.voice_inputs import add_voice_options, voice_notes
 from agent.llm.options import LLMOptions
-from agent.settings import parse_assignments
+from agent.settings import WordRange, parse_assignments
 from agent.store import RunStore
 from agent.store.snapshots import ChapterSnapshot, RunTarget
 from agent.store.writer.review import REVIEW_KEY
@@ -50,9 +50,9 @@ def add_parser(sub) -> None:
         source.add_argument("--prompts", metavar="FILE.jsonl", help="a prompt set (one JSON object a line, "
                             "with id and prompt); pick one with --id")
         parser.add_argument("--id", dest="prompt_id", metavar="N", help="the prompt's id in --prompts")
-        low, high = described.words or (1, 0)
+        span = described.words or WordRange(1, 0)
         parser.add_argument("--words", type=int, required=True, metavar="N",
-                            help=f"target length in words ({low}-{high})")
+                            help=f"target length in words ({span.low}-{span.high})")
         parser.add_argument("-o", "--out", metavar="RUN_DIR", help="run directory (default: runs/<pipeline>-<time>)")
         parser.add_argument("--temperature", type=float, help="sampling temperature (default 0.7)")
         parser.add_argument("--context-tokens", type=int, metavar="N",

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent import pipelines
-from agent.limits import MAX_WORDS, MIN_WORDS
 from agent.llm import LLM
 from agent.nst.baselines.voice import describe_style
 from agent.nst.best_of.runner import best_of, drafts_wanted, pending_drafts
@@ -24,6 +23,7 @@ from agent.nst.config import NstConfig
 from agent.nst.plan.frozen import PLANNING_WORDS, frozen_plan, stop_after_plan
 from agent.nst.state import NarrativeState
 from agent.run_context import EventSink, RunContext
+from agent.settings import STORY_WORDS
 from agent.store import RunInfo, RunStore
 from agent.store.snapshots import ChapterSnapshot
 from agent.store.writer.review import owed_review, pause_after
@@ -96,4 +96,4 @@ PIPELINE = pipelines.register(pipelines.Pipeline(
     "nst", "chapter", write, version="1", settings=NstConfig, rederive=rederive_nst, planned=True, flags=FLAGS,
     tools=tuple(name for name in TOOLS if name != "finish"),
     help="NstAgent: chapters written with tools against a tracked narrative state", progress=PROGRESS,
-    words=(MIN_WORDS, MAX_WORDS), drafts=True, seeded=True, reconciles=reconciles))
+    words=STORY_WORDS, drafts=True, seeded=True, reconciles=reconciles))

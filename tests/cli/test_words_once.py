@@ -27,7 +27,8 @@ def test_no_command_checks_the_words_range_itself():
 @pytest.mark.parametrize("name", pipelines.names("prompt"))
 def test_every_prompt_pipeline_says_its_range_and_checks_it(name):
     described = pipelines.get(name)
-    low, high = described.words
+    assert described.words is not None
+    low, high = described.words.low, described.words.high
     assert high == MAX_WORDS and described.check_words(low) == low
     with pytest.raises(InputError, match=f"--words must be between {low} and {high}, got {low - 1}"):
         described.check_words(low - 1)
@@ -39,3 +40,13 @@ def test_write_and_batch_refuse_the_same_words_the_same_way(command, capsys, tmp
     monkeypatch.chdir(tmp_path)
     assert main([*command, "--words", "10"]) == 2
     assert "--words must be between 500 and 300000, got 10" in capsys.readouterr().err
+
+
+def test_one_range_for_every_door():
+    """``--words`` of write and batch, ``--set words=``, continue and sequel read one range value."""
+    from agent.nst.revise import continuation
+    from agent.settings import STORY_WORDS, USER_LIMITS
+
+    assert USER_LIMITS["words"] is STORY_WORDS
+    assert all(pipelines.get(name).words is STORY_WORDS for name in pipelines.names("prompt"))
+    assert continuation.STORY_WORDS is STORY_WORDS

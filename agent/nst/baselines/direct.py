@@ -8,7 +8,6 @@ committed as one chapter so that ``show``, ``export`` and evaluation read it lik
 from __future__ import annotations
 
 from agent import pipelines
-from agent.limits import MAX_WORDS, MIN_WORDS
 from agent.llm import LLM
 from agent.llm.types import Message
 from agent.nst.baselines.voice import describe_style, voice_blocks
@@ -16,6 +15,7 @@ from agent.nst.chapter.drafter import Drafter, draft_until_gate, record_attempt
 from agent.nst.chapter.sizing import initial_ratio, run_budget
 from agent.nst.config import DirectConfig
 from agent.run_context import EventSink, RunContext
+from agent.settings import STORY_WORDS
 from agent.store import RunStore
 from agent.store.snapshots import ChapterSnapshot
 
@@ -59,4 +59,4 @@ def write_story(store: RunStore, llm: LLM, config: DirectConfig, *, events: Even
 
 PIPELINE = pipelines.register(pipelines.Pipeline(
     "direct", "chapter", write, version="1", settings=DirectConfig, help="baseline: the whole story in one call",
-    progress={"direct_story": "writing the story"}, words=(MIN_WORDS, MAX_WORDS)))
+    progress={"direct_story": "writing the story"}, words=STORY_WORDS))

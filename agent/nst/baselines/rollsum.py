@@ -13,7 +13,6 @@ from typing import Any
 
 from agent import pipelines
 from agent.gate import Gate
-from agent.limits import MAX_WORDS, MIN_WORDS
 from agent.llm import LLM
 from agent.llm.types import Message
 from agent.nst.baselines.summary import SYSTEM, rederive_rollsum, summarize
@@ -24,6 +23,7 @@ from agent.nst.chapter.sizing import initial_ratio, run_budget
 from agent.nst.config import RollSumConfig
 from agent.nst.plan.frozen import PLANNING_WORDS, frozen_plan, stop_after_plan
 from agent.run_context import EventSink, RunContext
+from agent.settings import STORY_WORDS
 from agent.store import RunStore
 from agent.store.snapshots import ChapterSnapshot
 from agent.store.writer.review import owed_review, pause_after
@@ -104,4 +104,4 @@ PIPELINE = pipelines.register(pipelines.Pipeline(
     "rollsum", "chapter", write, version="1", settings=RollSumConfig, rederive=rederive_rollsum, planned=True,
     help="baseline: chapters from the same outline with a rolling story-so-far summary",
     progress={**PLANNING_WORDS, "rollsum_summary": "summing up the story so far", "rollsum_chapter": "drafting"},
-    words=(MIN_WORDS, MAX_WORDS)))
+    words=STORY_WORDS))

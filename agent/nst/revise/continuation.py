@@ -22,7 +22,6 @@ from typing import Any
 from agent import pipelines
 from agent.errors import InputError
 from agent.language import instruction, resolve
-from agent.limits import MAX_WORDS, MIN_WORDS
 from agent.llm import LLM
 from agent.llm.budget import Budget
 from agent.llm.options import LLMOptions
@@ -32,6 +31,7 @@ from agent.nst.plan.planner import SYSTEM, _outline
 from agent.nst.revise.derive import derive_config, is_derived
 from agent.nst.state import NarrativeState
 from agent.run_context import EventSink, RunContext
+from agent.settings import STORY_WORDS
 from agent.store import RunStore
 from agent.store.lineage.extend import extend_run
 from agent.store.records import Chapter
@@ -178,9 +178,10 @@ def finished_book(store: RunStore, premise: str | None = None, *, command: str =
 def check_continuable(store: RunStore, words: int, premise: str | None = None) -> Continuable:
     """:func:`finished_book`, and ``words`` more fit in one run."""
     found = finished_book(store, premise)
-    if words < MIN_WORDS or found.words_before + words > MAX_WORDS:
-        raise InputError(f"--words must be between {MIN_WORDS} and {MAX_WORDS - found.words_before} (the book has "
-                         f"{found.words_before} words; a run holds at most {MAX_WORDS}), got {words}")
+    room = STORY_WORDS.without(found.words_before)
+    if words not in room:
+        raise InputError(f"--words must be between {room.low} and {room.high} (the book has "
+                         f"{found.words_before} words; a run holds at most {STORY_WORDS.high}), got {words}")
     return found
 
 
