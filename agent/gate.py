@@ -42,8 +42,11 @@ class Gate:
         """What a rejected draft is told: count, target, range and deviation."""
         deviation = words - self.target
         pct = 100.0 * deviation / self.target if self.target else 0.0
-        head = (f"REJECTED: the reply stopped at the output-token limit (cut off) after {words} words. "
-                if truncated else f"REJECTED: {words} words. ")
+        head = (
+            f"REJECTED: the reply stopped at the output-token limit (cut off) after {words} words. "
+            if truncated
+            else f"REJECTED: {words} words. "
+        )
         if truncated:
             advice = "Write a complete chapter that ends properly and stays inside the range."
         elif words < self.low:

@@ -39,8 +39,9 @@ def value(raw: str, *, strip: bool = False) -> Any:
         return json.loads(raw)
     except json.JSONDecodeError as exc:
         if raw.lstrip()[:1] in ("{", "[", '"'):
-            raise MalformedValue(f"{raw[:40]!r} is not valid JSON ({exc.msg}); quote a plain string that starts "
-                                 "with {, [ or \"") from None
+            raise MalformedValue(
+                f'{raw[:40]!r} is not valid JSON ({exc.msg}); quote a plain string that starts with {{, [ or "'
+            ) from None
         return raw.strip() if strip else raw
     except RecursionError:
         raise MalformedValue("the JSON value is nested too deeply") from None

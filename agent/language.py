@@ -12,9 +12,15 @@ from collections import Counter
 from typing import Any
 
 _SCRIPTS: tuple[tuple[str, str], ...] = (
-    ("Japanese", "[\u3040-\u30ff]"), ("Korean", "[\uac00-\ud7af]"), ("Chinese", "[\u4e00-\u9fff\u3400-\u4dbf]"),
-    ("Russian", "[\u0400-\u04ff]"), ("Greek", "[\u0370-\u03ff]"), ("Arabic", "[\u0600-\u06ff]"),
-    ("Hebrew", "[\u0590-\u05ff]"), ("Hindi", "[\u0900-\u097f]"), ("Thai", "[\u0e00-\u0e7f]"),
+    ("Japanese", "[\u3040-\u30ff]"),
+    ("Korean", "[\uac00-\ud7af]"),
+    ("Chinese", "[\u4e00-\u9fff\u3400-\u4dbf]"),
+    ("Russian", "[\u0400-\u04ff]"),
+    ("Greek", "[\u0370-\u03ff]"),
+    ("Arabic", "[\u0600-\u06ff]"),
+    ("Hebrew", "[\u0590-\u05ff]"),
+    ("Hindi", "[\u0900-\u097f]"),
+    ("Thai", "[\u0e00-\u0e7f]"),
 )
 _LATIN: dict[str, str] = {
     "English": "the and of to a in is was that he she it with his her for on you not",
@@ -26,9 +32,24 @@ _LATIN: dict[str, str] = {
     "Dutch": "de het een en van is dat niet in op te zijn met hij zij voor",
 }
 """Each Latin-script language's commonest words (space-separated)."""
-CODES = {"English": "en", "French": "fr", "German": "de", "Spanish": "es", "Italian": "it", "Portuguese": "pt",
-         "Dutch": "nl", "Chinese": "zh", "Japanese": "ja", "Korean": "ko", "Russian": "ru", "Greek": "el",
-         "Arabic": "ar", "Hebrew": "he", "Hindi": "hi", "Thai": "th"}
+CODES = {
+    "English": "en",
+    "French": "fr",
+    "German": "de",
+    "Spanish": "es",
+    "Italian": "it",
+    "Portuguese": "pt",
+    "Dutch": "nl",
+    "Chinese": "zh",
+    "Japanese": "ja",
+    "Korean": "ko",
+    "Russian": "ru",
+    "Greek": "el",
+    "Arabic": "ar",
+    "Hebrew": "he",
+    "Hindi": "hi",
+    "Thai": "th",
+}
 """Language name -> ISO 639-1 code, for ``lang`` attributes of the view and exports."""
 _WORD = re.compile(r"[^\W\d_]+")
 
@@ -69,8 +90,10 @@ def instruction(language: str) -> str:
     """The line that tells a model which language to write in (empty for English)."""
     if language == "English":
         return ""
-    return (f"Language: write everything in {language}, the language of the story prompt (titles, prose, "
-            f"descriptions and state entries; JSON keys stay in English).")
+    return (
+        f"Language: write everything in {language}, the language of the story prompt (titles, prose, "
+        f"descriptions and state entries; JSON keys stay in English)."
+    )
 
 
 def language_line(prompt: str, config: Any) -> str:

@@ -44,8 +44,9 @@ class StoryConfigReader(Protocol):
     """Reads a story definition file into a run's configuration entries; ``pages``, ``words`` or
     ``page_words`` (the command line's) override the story's length."""
 
-    def __call__(self, path: Path, *, pages: float | None = None, words: int | None = None,
-                 page_words: int | None = None) -> dict[str, Any]: ...
+    def __call__(
+        self, path: Path, *, pages: float | None = None, words: int | None = None, page_words: int | None = None
+    ) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,9 @@ class Flag:
         if self.kind is None:
             parser.add_argument(self.option, action="store_true", help=self.help)
         else:
-            parser.add_argument(self.option, type=self.kind, help=self.help,
-                                **({"metavar": self.metavar} if self.metavar else {}))
+            parser.add_argument(
+                self.option, type=self.kind, help=self.help, **({"metavar": self.metavar} if self.metavar else {})
+            )
 
     def read(self, args: Any) -> Any:
         """The setting's value from parsed arguments (None: the option was not given)."""
@@ -282,8 +284,10 @@ def _taken(name: str, found: Mapping[str, EntryPoint]) -> str | None:
 
 def _described(entry: EntryPoint) -> str:
     """A plugin as a one-line message names it: its pipeline, its entry point and its package."""
-    return f"pipeline plugin {entry.name} (entry point {entry.name} = {entry.value} in {PLUGIN_GROUP}, " \
+    return (
+        f"pipeline plugin {entry.name} (entry point {entry.name} = {entry.value} in {PLUGIN_GROUP}, "
         f"from {origin(entry)})"
+    )
 
 
 def _loads(name: str) -> bool:
@@ -374,18 +378,36 @@ def _misfit(name: str, loaded: Any) -> str | None:
     return None
 
 
-def _run(pipeline: Pipeline, store: RunStore, config: dict[str, Any], llm: LLMOptions,
-         events: EventSink | None, model: LLM | None = None, plan_only: bool = False) -> None:
+def _run(
+    pipeline: Pipeline,
+    store: RunStore,
+    config: dict[str, Any],
+    llm: LLMOptions,
+    events: EventSink | None,
+    model: LLM | None = None,
+    plan_only: bool = False,
+) -> None:
     if model is not None:
         llm.attach_run(model, store)
-    with RunContext(store, pipeline.typed(config), llm=model, open_llm=llm.open, events=events,
-                    plan_only=plan_only) as ctx:
+    with RunContext(
+        store, pipeline.typed(config), llm=model, open_llm=llm.open, events=events, plan_only=plan_only
+    ) as ctx:
         pipeline.run(ctx)
 
 
-def start(run_dir: str | os.PathLike[str], name: str, config: Mapping[str, Any], llm: LLMOptions, *,
-          target_units: int | None = None, initial_state: Any = None, events: EventSink | None = None,
-          model: LLM | None = None, notes: Mapping[str, Any] | None = None, plan_only: bool = False) -> RunStore:
+def start(
+    run_dir: str | os.PathLike[str],
+    name: str,
+    config: Mapping[str, Any],
+    llm: LLMOptions,
+    *,
+    target_units: int | None = None,
+    initial_state: Any = None,
+    events: EventSink | None = None,
+    model: LLM | None = None,
+    notes: Mapping[str, Any] | None = None,
+    plan_only: bool = False,
+) -> RunStore:
     """Create a run of pipeline ``name`` in ``run_dir`` and run it; returns the (open) store.
 
     The configuration is validated before the run directory is created, so bad settings leave
@@ -396,8 +418,16 @@ def start(run_dir: str | os.PathLike[str], name: str, config: Mapping[str, Any],
     pipeline stores its outline and stops (resumable; not a setting)."""
     pipeline = get(name)
     full = pipeline.configure(config, llm)
-    store = RunStore.create(run_dir, pipeline=name, config=full, unit_kind=pipeline.unit, model=llm.model,
-                            backend=llm.backend, target_units=target_units, initial_state=initial_state)
+    store = RunStore.create(
+        run_dir,
+        pipeline=name,
+        config=full,
+        unit_kind=pipeline.unit,
+        model=llm.model,
+        backend=llm.backend,
+        target_units=target_units,
+        initial_state=initial_state,
+    )
     try:
         for key, value in (notes or {}).items():
             store.put_plan(key, value)
@@ -427,8 +457,9 @@ def stored_model(store: RunStore) -> StoredModel:
     return StoredModel.from_record(llm, store.last_transport(), backend=info.backend, model=info.model)
 
 
-def plan_resume(store: RunStore, *, overrides: Mapping[str, Any] | None = None,
-                llm: LLMOptions | None = None) -> ResumePlan:
+def plan_resume(
+    store: RunStore, *, overrides: Mapping[str, Any] | None = None, llm: LLMOptions | None = None
+) -> ResumePlan:
     """Rebuild the run's configuration as it would be now and list what changed.
 
     ``llm``: what the caller chose (the CLI's resolved choice, or a few fields from Python);
@@ -447,8 +478,15 @@ def plan_resume(store: RunStore, *, overrides: Mapping[str, Any] | None = None,
     return ResumePlan(pipeline, current, effective_llm, config_changes(stored, current))
 
 
-def resume(store: RunStore, *, overrides: Mapping[str, Any] | None = None, llm: LLMOptions | None = None,
-           force: bool = False, events: EventSink | None = None, model: LLM | None = None) -> ResumePlan:
+def resume(
+    store: RunStore,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    llm: LLMOptions | None = None,
+    force: bool = False,
+    events: EventSink | None = None,
+    model: LLM | None = None,
+) -> ResumePlan:
     """Continue the run from its last committed unit (refused on a changed config unless ``force``);
     ``model`` as for :func:`start`."""
     plan = plan_resume(store, overrides=overrides, llm=llm)
@@ -459,8 +497,14 @@ def resume(store: RunStore, *, overrides: Mapping[str, Any] | None = None, llm: 
     return plan
 
 
-def rederive(store: RunStore, unit: int, *, llm: LLMOptions | None = None,
-             events: EventSink | None = None, model: LLM | None = None) -> Rederived:
+def rederive(
+    store: RunStore,
+    unit: int,
+    *,
+    llm: LLMOptions | None = None,
+    events: EventSink | None = None,
+    model: LLM | None = None,
+) -> Rederived:
     """Re-derive the state stored with committed ``unit`` from its current text (after ``fabula
     edit``), with the run's stored configuration and model (``llm`` overrides the transport).
 
@@ -476,8 +520,15 @@ def rederive(store: RunStore, unit: int, *, llm: LLMOptions | None = None,
 
 
 @contextmanager
-def on_unit(store: RunStore, unit: int, kind: str, *, llm: LLMOptions | None = None,
-            events: EventSink | None = None, model: LLM | None = None) -> Iterator[RunContext[Any]]:
+def on_unit(
+    store: RunStore,
+    unit: int,
+    kind: str,
+    *,
+    llm: LLMOptions | None = None,
+    events: EventSink | None = None,
+    model: LLM | None = None,
+) -> Iterator[RunContext[Any]]:
     """A run context for work on committed ``unit`` (a re-derivation, a revision): the run's
     configuration as the unit was written, its model (``llm`` overrides the transport), a ``kind``
     session that holds the run and leaves its status as it found it, calls attributed to ``unit``."""
@@ -492,7 +543,32 @@ def on_unit(store: RunStore, unit: int, kind: str, *, llm: LLMOptions | None = N
             yield ctx
 
 
-__all__ = ["BUILTIN", "KINDS", "PLUGIN_GROUP", "ConfigChangedError", "Flag", "InputKind", "LLMOptions",
-           "NoRunnerError", "Pipeline", "PluginError", "Rederived", "Rederiver", "ResumePlan", "Runner", "get", "known",
-           "names", "on_unit", "plan_resume", "plugins", "rederive", "register", "rescan", "resume", "spoken", "start",
-           "stored_model"]
+__all__ = [
+    "BUILTIN",
+    "KINDS",
+    "PLUGIN_GROUP",
+    "ConfigChangedError",
+    "Flag",
+    "InputKind",
+    "LLMOptions",
+    "NoRunnerError",
+    "Pipeline",
+    "PluginError",
+    "Rederived",
+    "Rederiver",
+    "ResumePlan",
+    "Runner",
+    "get",
+    "known",
+    "names",
+    "on_unit",
+    "plan_resume",
+    "plugins",
+    "rederive",
+    "register",
+    "rescan",
+    "resume",
+    "spoken",
+    "start",
+    "stored_model",
+]

@@ -48,8 +48,7 @@ def read_prompt_set(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
         if not isinstance(item["prompt"], str) or not item["prompt"].strip():
             raise InputError(f"{where}: id {key} has no prompt text")
         if key in seen:
-            raise InputError(f"{where}: id {key} appears twice (first on line {seen[key]}; 1 and \"1\" are the "
-                             "same id)")
+            raise InputError(f'{where}: id {key} appears twice (first on line {seen[key]}; 1 and "1" are the same id)')
         seen[key] = number
         items.append((key, item["prompt"].strip()))
     if not items:

@@ -25,13 +25,13 @@ def tokens(text: str) -> list[str]:
 
 def distinct_n(toks: list[str], n: int) -> float | None:
     """Unique n-grams over all n-grams (``None`` for a text shorter than ``n``)."""
-    grams = [tuple(toks[i:i + n]) for i in range(len(toks) - n + 1)]
+    grams = [tuple(toks[i : i + n]) for i in range(len(toks) - n + 1)]
     return len(set(grams)) / len(grams) if grams else None
 
 
 def repeated_ngram_rate(toks: list[str], n: int = 4) -> float | None:
     """Share of n-gram occurrences that repeat an n-gram seen earlier in the text."""
-    grams = [tuple(toks[i:i + n]) for i in range(len(toks) - n + 1)]
+    grams = [tuple(toks[i : i + n]) for i in range(len(toks) - n + 1)]
     return 1 - len(set(grams)) / len(grams) if grams else None
 
 
@@ -55,7 +55,7 @@ def longest_repeated_span(toks: list[str]) -> tuple[int, int]:
 def _repeat_of_length(toks: list[str], n: int) -> int | None:
     seen: dict[tuple[str, ...], int] = {}
     for i in range(len(toks) - n + 1):
-        gram = tuple(toks[i:i + n])
+        gram = tuple(toks[i : i + n])
         first = seen.setdefault(gram, i)
         if i - first >= n:
             return first
@@ -75,16 +75,18 @@ class Repetition:
 
     def feedback(self) -> str:
         """What a rejected draft is told: the span it repeated, quoted."""
-        return (f"REJECTED: the draft repeats itself ({self.rate:.0%} of its 4-word sequences are repeats; "
-                f"this passage occurs more than once: \"{self.span}\"). Write it again without repeating "
-                "sentences or phrases: each sentence must move the story forward.")
+        return (
+            f"REJECTED: the draft repeats itself ({self.rate:.0%} of its 4-word sequences are repeats; "
+            f'this passage occurs more than once: "{self.span}"). Write it again without repeating '
+            "sentences or phrases: each sentence must move the story forward."
+        )
 
 
 def measure(text: str) -> Repetition:
     toks = tokens(text)
     rate = repeated_ngram_rate(toks, 4) or 0.0
     length, start = longest_repeated_span(toks)
-    return Repetition(rate, length, " ".join(toks[start:start + min(length, 25)]) if length else "")
+    return Repetition(rate, length, " ".join(toks[start : start + min(length, 25)]) if length else "")
 
 
 _PERIODIC_TAIL = re.compile(r"(.{1,12}?)\1{11,}$", re.DOTALL)

@@ -63,9 +63,16 @@ class RunContext(Generic[C]):
     an instruction to this session, not a setting: it is not stored, so the resume that writes
     the chapters sees the same configuration."""
 
-    def __init__(self, store: RunStore, config: C, *, llm: LLM | None = None,
-                 open_llm: Callable[[RunStore], LLM] | None = None, events: EventSink | None = None,
-                 plan_only: bool = False) -> None:
+    def __init__(
+        self,
+        store: RunStore,
+        config: C,
+        *,
+        llm: LLM | None = None,
+        open_llm: Callable[[RunStore], LLM] | None = None,
+        events: EventSink | None = None,
+        plan_only: bool = False,
+    ) -> None:
         if llm is None and open_llm is None:
             raise ValueError("a run context needs a model or a way to open one")
         self.store = store
@@ -140,8 +147,9 @@ class RunContext(Generic[C]):
             self._unit = previous
 
     # -- progress ---------------------------------------------------------------------------
-    def set_progress(self, *, words: int | None = None, units: int | None = None,
-                     target_words: int | None = None) -> None:
+    def set_progress(
+        self, *, words: int | None = None, units: int | None = None, target_words: int | None = None
+    ) -> None:
         """What the run has written so far and where it is going (for the ETA)."""
         if words is not None:
             if self._words_at_start is None:
@@ -154,9 +162,23 @@ class RunContext(Generic[C]):
             self.target_words = target_words
 
     def emit(self, kind: str, detail: str | None = None, **data: Any) -> None:
-        self._sink(Event(kind, self._unit, self.units, detail, self.words, self.target_words, self.calls,
-                         self.prompt_tokens, self.cached_prompt_tokens, self.completion_tokens,
-                         time.monotonic() - self._started, self.eta_s(), data))
+        self._sink(
+            Event(
+                kind,
+                self._unit,
+                self.units,
+                detail,
+                self.words,
+                self.target_words,
+                self.calls,
+                self.prompt_tokens,
+                self.cached_prompt_tokens,
+                self.completion_tokens,
+                time.monotonic() - self._started,
+                self.eta_s(),
+                data,
+            )
+        )
 
     def eta_s(self) -> float | None:
         """Seconds left at the pace measured since this session's first progress report."""

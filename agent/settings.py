@@ -80,8 +80,11 @@ class Settings(BaseModel):
     @classmethod
     def defaults(cls) -> dict[str, Any]:
         """Every setting that has a default, as stored (required inputs such as the prompt excluded)."""
-        values = {name: f.get_default(call_default_factory=True) for name, f in cls.model_fields.items()
-                  if not f.is_required()}
+        values = {
+            name: f.get_default(call_default_factory=True)
+            for name, f in cls.model_fields.items()
+            if not f.is_required()
+        }
         return {k: v.model_dump(mode="json") if isinstance(v, BaseModel) else v for k, v in values.items()}
 
     @classmethod
@@ -102,8 +105,12 @@ def describe_validation(exc: ValidationError, cls: type[Settings], owner: str | 
         return f"unknown setting {key!r}{of}; known: {', '.join(cls.known())}"
     if error.get("type") == "missing":
         return f"setting {key}{of} is required"
-    message = str(error.get("msg", "invalid")).replace("Input should be", "must be").replace(
-        "greater than or equal to", ">=").replace("less than or equal to", "<=")
+    message = (
+        str(error.get("msg", "invalid"))
+        .replace("Input should be", "must be")
+        .replace("greater than or equal to", ">=")
+        .replace("less than or equal to", "<=")
+    )
     got = error.get("input")
     shown = json.dumps(got) if isinstance(got, str | int | float | bool | None) else type(got).__name__
     more = f" (and {len(exc.errors()) - 1} more problem(s))" if len(exc.errors()) > 1 else ""
@@ -135,8 +142,10 @@ def check_user_value(key: str, value: Any, *, flag: str = "--set") -> None:
     """A user-given setting inside :data:`USER_LIMITS` (the same range as its own flag checks)."""
     limits = USER_LIMITS.get(key)
     if limits is not None and value not in limits:
-        raise ConfigError(f"setting {key} ({flag}): must be a whole number between {limits.low} and {limits.high}, "
-                          f"got {json.dumps(value)[:40]}")
+        raise ConfigError(
+            f"setting {key} ({flag}): must be a whole number between {limits.low} and {limits.high}, "
+            f"got {json.dumps(value)[:40]}"
+        )
 
 
 class WritingControls(Settings):

@@ -37,10 +37,34 @@ _CLOSERS = "\"'”’»」』】）)\\]"
 _LATIN_END = re.compile(rf"(?:[.!?]+|…+)[{_CLOSERS}]*(?=\s|$)")
 _CJK_END = re.compile(rf"[。！？!?…]*[。！？][{_CLOSERS}]*")
 _NEWLINES = re.compile(r"\n\s*")
-_ABBREVIATIONS = frozenset({
-    "mr", "mrs", "ms", "dr", "st", "jr", "sr", "prof", "mt", "ft", "gen", "col", "capt", "lt", "sgt", "rev",
-    "hon", "vs", "etc", "e.g", "i.e", "no", "vol", "fig",
-})
+_ABBREVIATIONS = frozenset(
+    {
+        "mr",
+        "mrs",
+        "ms",
+        "dr",
+        "st",
+        "jr",
+        "sr",
+        "prof",
+        "mt",
+        "ft",
+        "gen",
+        "col",
+        "capt",
+        "lt",
+        "sgt",
+        "rev",
+        "hon",
+        "vs",
+        "etc",
+        "e.g",
+        "i.e",
+        "no",
+        "vol",
+        "fig",
+    }
+)
 _LAST_TOKEN = re.compile(r"([A-Za-z.]+)\.$")
 
 
@@ -93,7 +117,7 @@ def _continues_sentence(text: str, punct_start: int, punct_end: int) -> bool:
     following = text[punct_end:].lstrip()
     if following[:1].islower():
         return True
-    if text[punct_start] != "." or text[punct_start : punct_end].startswith(".."):
+    if text[punct_start] != "." or text[punct_start:punct_end].startswith(".."):
         return False
     before = _LAST_TOKEN.search(text[max(0, punct_start - 12) : punct_start + 1])
     if before is None:

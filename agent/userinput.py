@@ -60,9 +60,13 @@ def printable(text: str) -> str:
     """One terminal line of ``text``: escape sequences and control characters removed, line breaks
     and tabs made spaces, every other character (alignment blanks too) kept."""
     text = _ESCAPE.sub("", text)
-    return "".join(" " if ch in "\t\n\r\x0b\x0c\u2028\u2029\x85" else ch for ch in text
-                   if ch in "\t\n\r\x0b\x0c\u2028\u2029\x85" or unicodedata.category(ch) not in ("Cc", "Cf")
-                   or ch in "\u200d\u200c")
+    return "".join(
+        " " if ch in "\t\n\r\x0b\x0c\u2028\u2029\x85" else ch
+        for ch in text
+        if ch in "\t\n\r\x0b\x0c\u2028\u2029\x85"
+        or unicodedata.category(ch) not in ("Cc", "Cf")
+        or ch in "\u200d\u200c"
+    )
 
 
 def clean_label(text: str) -> str:

@@ -16,12 +16,22 @@ from grammars.base import Grammar
 from grammars.registry import register
 
 CATEGORIES: dict[str, tuple[str, ...]] = {
-    "characterization": ("memory_contradictions", "knowledge_contradictions", "skill_power_fluctuations",
-                         "forgotten_abilities"),
+    "characterization": (
+        "memory_contradictions",
+        "knowledge_contradictions",
+        "skill_power_fluctuations",
+        "forgotten_abilities",
+    ),
     "factual_detail": ("appearance_mismatches", "nomenclature_confusions", "quantitative_mismatches"),
     "narrative_style": ("perspective_confusions", "tone_inconsistencies", "style_shifts"),
-    "timeline_plot": ("absolute_time_contradictions", "duration_contradictions", "simultaneity_contradictions",
-                      "causeless_effects", "causal_logic_violations", "abandoned_plot_elements"),
+    "timeline_plot": (
+        "absolute_time_contradictions",
+        "duration_contradictions",
+        "simultaneity_contradictions",
+        "causeless_effects",
+        "causal_logic_violations",
+        "abandoned_plot_elements",
+    ),
     "world_building": ("core_rules_violations", "social_norms_violations", "geographical_contradictions"),
 }
 """The five categories and their 19 subtypes, in Table 7's order."""
@@ -33,15 +43,15 @@ GLOBAL_SUBTYPES = frozenset({"abandoned_plot_elements"})
 class _Instance(Grammar):
     exact_quote: str = Field(min_length=1, description="verbatim text of the earlier statement, copied exactly")
     quote_chapter: int = Field(ge=1, description="chapter number where exact_quote occurs")
-    contradicting_quote: str = Field(min_length=1,
-                                     description="verbatim text of the later passage that contradicts it")
+    contradicting_quote: str = Field(min_length=1, description="verbatim text of the later passage that contradicts it")
     contradicting_chapter: int = Field(ge=1, description="chapter number where contradicting_quote occurs")
     explanation: str = Field(min_length=1, description="why the two passages cannot both be true")
 
 
 class CharacterizationInstance(_Instance):
-    subtype: Literal["memory_contradictions", "knowledge_contradictions", "skill_power_fluctuations",
-                     "forgotten_abilities"]
+    subtype: Literal[
+        "memory_contradictions", "knowledge_contradictions", "skill_power_fluctuations", "forgotten_abilities"
+    ]
 
 
 class FactualDetailInstance(_Instance):
@@ -53,8 +63,14 @@ class NarrativeStyleInstance(_Instance):
 
 
 class TimelinePlotInstance(_Instance):
-    subtype: Literal["absolute_time_contradictions", "duration_contradictions", "simultaneity_contradictions",
-                     "causeless_effects", "causal_logic_violations", "abandoned_plot_elements"]
+    subtype: Literal[
+        "absolute_time_contradictions",
+        "duration_contradictions",
+        "simultaneity_contradictions",
+        "causeless_effects",
+        "causal_logic_violations",
+        "abandoned_plot_elements",
+    ]
 
 
 class WorldBuildingInstance(_Instance):
@@ -119,8 +135,11 @@ class CriterionDesign(Grammar):
     def as_criterion(self) -> dict[str, object]:
         """The stored shape: name, description and a list of {scores, description} bands."""
         texts = (self.band_1_2, self.band_3_4, self.band_5_6, self.band_7_8, self.band_9_10)
-        return {"name": self.name, "description": self.description,
-                "bands": [{"scores": s, "description": t} for s, t in zip(BAND_SCORES, texts, strict=True)]}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "bands": [{"scores": s, "description": t} for s, t in zip(BAND_SCORES, texts, strict=True)],
+        }
 
 
 @register("judge_criterion_score")

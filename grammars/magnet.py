@@ -28,8 +28,10 @@ class WorldUpdate(Grammar):
     so an overwrite names the very variable it overwrites."""
 
     subject: str = Field(min_length=1, description="'world' or the character this variable belongs to")
-    attribute: str = Field(pattern=KEY_PATTERN, description="an existing attribute of the subject, or a new "
-                           "snake_case one, e.g. holding_back_evidence")
+    attribute: str = Field(
+        pattern=KEY_PATTERN,
+        description="an existing attribute of the subject, or a new snake_case one, e.g. holding_back_evidence",
+    )
     value: str = Field(description="new value: true, false, a number or a short phrase")
 
 
@@ -84,8 +86,10 @@ class NarratorSelection(Grammar):
     """The characters whose actions fit the scene, in the order they happen."""
 
     selected: list[str] = Field(min_length=1, description="character names, in story order, no repeats")
-    rejected_updates: list[str] = Field(description="ids of proposed world updates that conflict and must not "
-                                        "be committed (at run time: an enum of this step's ids)")
+    rejected_updates: list[str] = Field(
+        description="ids of proposed world updates that conflict and must not "
+        "be committed (at run time: an enum of this step's ids)"
+    )
 
 
 @register("magnet_goal")

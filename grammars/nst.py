@@ -95,8 +95,10 @@ class CharacterSnapshot(Grammar):
     knowledge: str
     possessions: str
     condition: str = Field(description="physical and emotional condition")
-    facts: list[Fact] = Field(description="identity facts that must never drift: age, birth_date, appearance, "
-                                          "title, aliases, ... (repeat the ones that still hold)")
+    facts: list[Fact] = Field(
+        description="identity facts that must never drift: age, birth_date, appearance, "
+        "title, aliases, ... (repeat the ones that still hold)"
+    )
 
 
 class CharacterState(CharacterSnapshot):
@@ -137,8 +139,13 @@ class EventUpdate(Grammar):
     add_past_event: list[KeyedEntry] = Field(min_length=1, max_length=1)
 
     def as_update(self) -> UpdateCall:
-        return UpdateCall(tool="update", upsert_character_state=[], add_past_event=self.add_past_event,
-                          add_future_requirement=[], resolve_future_requirement=[])
+        return UpdateCall(
+            tool="update",
+            upsert_character_state=[],
+            add_past_event=self.add_past_event,
+            add_future_requirement=[],
+            resolve_future_requirement=[],
+        )
 
 
 @register("nst_finish")

@@ -101,8 +101,16 @@ def judged_runs(root: Path) -> tuple[list[str], list[str]]:
 
     def scripted(errors: int) -> ScriptedLLM:
         """A judge that finds ``errors`` factual contradictions and nothing else."""
-        found = [{"subtype": "quantitative_mismatches", "exact_quote": "word", "quote_chapter": 1,
-                  "contradicting_quote": "word", "contradicting_chapter": 1, "explanation": "e"}] * errors
+        found = [
+            {
+                "subtype": "quantitative_mismatches",
+                "exact_quote": "word",
+                "quote_chapter": 1,
+                "contradicting_quote": "word",
+                "contradicting_chapter": 1,
+                "explanation": "e",
+            }
+        ] * errors
 
         def reply(request):
             name = request.constraint.name if request.constraint else ""
@@ -114,12 +122,17 @@ def judged_runs(root: Path) -> tuple[list[str], list[str]]:
     for side, method in enumerate(("nst", "rollsum")):
         for prompt in range(3):
             run_dir = root / f"{method}{prompt}"
-            store = RunStore.create(run_dir, pipeline=method, model="writer",
-                                    config={"prompt": "p", "prompt_id": str(prompt), "words": 1000})
+            store = RunStore.create(
+                run_dir,
+                pipeline=method,
+                model="writer",
+                config={"prompt": "p", "prompt_id": str(prompt), "words": 1000},
+            )
             store.commit_chapter(1, "One", " ".join(["word"] * 1000) + ".", state={"n": 1})
             store.finish()
-            judge_consistency(store, load_story(store), Judge(scripted(1 + side + prompt % 2), "scripted"),
-                              window_chapters=1)
+            judge_consistency(
+                store, load_story(store), Judge(scripted(1 + side + prompt % 2), "scripted"), window_chapters=1
+            )
             store.close()
             sides[side].append(str(run_dir))
     return sides
@@ -147,8 +160,11 @@ def check() -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--block-extras", action="store_true",
-                        help="make every module outside the standard library and the base dependencies unimportable")
+    parser.add_argument(
+        "--block-extras",
+        action="store_true",
+        help="make every module outside the standard library and the base dependencies unimportable",
+    )
     args = parser.parse_args()
     blocker = None
     if args.block_extras:

@@ -62,10 +62,12 @@ PREMISES = [
 
 BLOCK = 128
 """vLLM's CPU backend caches prompts in blocks of this many tokens."""
-NOTES = (" Keep the tone quiet and precise. The weather matters to the plot. Every object that appears early "
-         "returns at the end. Dialogue is sparse and each line reveals character. The ending is earned, not "
-         "announced. Names are short and easy to remember. Time passes in one night or one day at most. The "
-         "narrator never explains what the reader can infer. Small sensory details anchor every scene. ") * 3
+NOTES = (
+    " Keep the tone quiet and precise. The weather matters to the plot. Every object that appears early "
+    "returns at the end. Dialogue is sparse and each line reveals character. The ending is earned, not "
+    "announced. Names are short and easy to remember. Time passes in one night or one day at most. The "
+    "narrator never explains what the reader can infer. Small sensory details anchor every scene. "
+) * 3
 """Writing notes that make each multi-call story's prompt ~350 tokens: vLLM's CPU backend caches
 in 128-token blocks, and a shorter prompt would have no full block to find in the cache."""
 
@@ -102,8 +104,15 @@ def run_stories(configs: list[dict[str, Any]], endpoint: str, out: Path, concurr
     out.mkdir(parents=True, exist_ok=True)
     prompts = out.with_name(out.name + "-prompts.jsonl")
     prompts.write_text("".join(json.dumps({"id": i + 1, "prompt": c["prompt"]}) + "\n" for i, c in enumerate(configs)))
-    result = run_batch(out, "direct", prompts=prompts, words=configs[0]["words"], settings=shared,
-                       llm=LLMOptions("endpoint", endpoint=endpoint), concurrency=max(concurrency, 1))
+    result = run_batch(
+        out,
+        "direct",
+        prompts=prompts,
+        words=configs[0]["words"],
+        settings=shared,
+        llm=LLMOptions("endpoint", endpoint=endpoint),
+        concurrency=max(concurrency, 1),
+    )
     rows = []
     for i, story in enumerate(result.stories):
         with RunStore.open(out / story.run_dir, readonly=True) as store:
@@ -112,21 +121,41 @@ def run_stories(configs: list[dict[str, Any]], endpoint: str, out: Path, concurr
 
 
 def read_result(i: int, store: RunStore, seconds: float) -> StoryResult:
-    row = store.query("SELECT count(*) AS calls, coalesce(sum(prompt_tokens), 0) AS p, "
-                      "coalesce(sum(cached_prompt_tokens), 0) AS c, coalesce(sum(completion_tokens), 0) AS o "
-                      "FROM llm_calls WHERE error IS NULL")[0]
+    row = store.query(
+        "SELECT count(*) AS calls, coalesce(sum(prompt_tokens), 0) AS p, "
+        "coalesce(sum(cached_prompt_tokens), 0) AS c, coalesce(sum(completion_tokens), 0) AS o "
+        "FROM llm_calls WHERE error IS NULL"
+    )[0]
     calls = store.query("SELECT prompt_tokens, cached_prompt_tokens FROM llm_calls WHERE error IS NULL ORDER BY id")
     first = (calls[0]["prompt_tokens"] // BLOCK) * BLOCK if calls else 0
     hits = sum(1 for c in calls[1:] if first and c["cached_prompt_tokens"] >= first)
-    return StoryResult(i, store.info().status, store.words_written(), row["calls"], row["p"], row["c"], row["o"],
-                       round(seconds, 1), max(len(calls) - 1, 0), hits)
+    return StoryResult(
+        i,
+        store.info().status,
+        store.words_written(),
+        row["calls"],
+        row["p"],
+        row["c"],
+        row["o"],
+        round(seconds, 1),
+        max(len(calls) - 1, 0),
+        hits,
+    )
 
 
 def story_configs(k: int, words: int, *, attempts: int, narrow: bool, tag: str = "") -> list[dict[str, Any]]:
     """K Direct stories; ``tag`` starts every prompt so that no earlier run's cache serves them."""
     gate = {"gate_low": 0.9, "gate_high": 1.1} if narrow else {}
-    return [{"prompt": tag + PREMISES[i % len(PREMISES)] + ("" if i < len(PREMISES) else f" (variant {i})"),
-             "words": words, "attempts": attempts, "min_tokens": False, **gate} for i in range(k)]
+    return [
+        {
+            "prompt": tag + PREMISES[i % len(PREMISES)] + ("" if i < len(PREMISES) else f" (variant {i})"),
+            "words": words,
+            "attempts": attempts,
+            "min_tokens": False,
+            **gate,
+        }
+        for i in range(k)
+    ]
 
 
 # -- servers ---------------------------------------------------------------------------------------
@@ -134,9 +163,14 @@ class Served:
     """``fabula serve ...`` as a child process; the endpoint it prints once ready."""
 
     def __init__(self, *args: str) -> None:
-        self.process = subprocess.Popen([sys.executable, "-m", "agent.cli", "serve", *args], cwd=ROOT,
-                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                        env={**os.environ, "PYTHONPATH": str(ROOT)})
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "agent.cli", "serve", *args],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         self.lines: list[str] = []
         self.ready = threading.Event()
         threading.Thread(target=self._pump, daemon=True).start()
@@ -173,17 +207,26 @@ def requests_served(port: int) -> int:
             text = response.read().decode()
     except OSError:
         return -1
-    return int(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                   if line.startswith("vllm:request_success_total")))
+    return int(
+        sum(
+            float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("vllm:request_success_total")
+        )
+    )
 
 
 # -- measurements --------------------------------------------------------------------------------
 def throughput(rows: list[StoryResult], seconds: float) -> dict[str, Any]:
     tokens = sum(r.completion_tokens for r in rows)
     words = sum(r.words for r in rows)
-    return {"stories": len(rows), "finished": sum(r.status == "completed" for r in rows), "seconds": round(seconds, 1),
-            "completion_tokens": tokens, "words": words, "tokens_per_s": round(tokens / seconds, 2),
-            "words_per_min": round(60 * words / seconds, 1)}
+    return {
+        "stories": len(rows),
+        "finished": sum(r.status == "completed" for r in rows),
+        "seconds": round(seconds, 1),
+        "completion_tokens": tokens,
+        "words": words,
+        "tokens_per_s": round(tokens / seconds, 2),
+        "words_per_min": round(60 * words / seconds, 1),
+    }
 
 
 def timed(configs: list[dict[str, Any]], endpoint: str, out: Path, concurrency: int) -> tuple[list[StoryResult], float]:
@@ -194,19 +237,23 @@ def timed(configs: list[dict[str, Any]], endpoint: str, out: Path, concurrency: 
 
 def affinity(rows: list[StoryResult], served: list[int]) -> dict[str, Any]:
     shares = [r.cache_share for r in rows]
-    return {"stories": len(rows), "finished": sum(r.status == "completed" for r in rows),
-            "calls": sum(r.calls for r in rows), "cache_share_per_story": [round(s, 3) for s in shares],
-            "follow_ups": sum(r.follow_ups for r in rows),
-            "follow_ups_on_their_replica": sum(r.follow_ups_hit for r in rows),
-            "cache_share_min": round(min(shares), 3), "cache_share_mean": round(sum(shares) / len(shares), 3),
-            "requests_per_replica": served}
+    return {
+        "stories": len(rows),
+        "finished": sum(r.status == "completed" for r in rows),
+        "calls": sum(r.calls for r in rows),
+        "cache_share_per_story": [round(s, 3) for s in shares],
+        "follow_ups": sum(r.follow_ups for r in rows),
+        "follow_ups_on_their_replica": sum(r.follow_ups_hit for r in rows),
+        "cache_share_min": round(min(shares), 3),
+        "cache_share_mean": round(sum(shares) / len(shares), 3),
+        "requests_per_replica": served,
+    }
 
 
 POLICIES = ("cache_aware", "manual")
 
 
-def through_router(policy: str, fleet: Served, port: int, multi: list[dict[str, Any]],
-                   work: Path) -> dict[str, Any]:
+def through_router(policy: str, fleet: Served, port: int, multi: list[dict[str, Any]], work: Path) -> dict[str, Any]:
     """The multi-call stories through a router with ``policy`` over the fleet's two replicas:
     the fleet's own router (cache_aware), or a second router started here over the same replicas."""
     from serve.replicas import Router, RouterConfig
@@ -214,8 +261,13 @@ def through_router(policy: str, fleet: Served, port: int, multi: list[dict[str, 
     router = None
     endpoint = fleet.endpoint
     if policy != "cache_aware":
-        config = RouterConfig(worker_urls=(f"http://127.0.0.1:{port + 1}", f"http://127.0.0.1:{port + 2}"),
-                              model_id=fleet.model, port=free_port(), policy=policy, metrics_port=free_port())
+        config = RouterConfig(
+            worker_urls=(f"http://127.0.0.1:{port + 1}", f"http://127.0.0.1:{port + 2}"),
+            model_id=fleet.model,
+            port=free_port(),
+            policy=policy,
+            metrics_port=free_port(),
+        )
         router = Router(config, work / f"router-{policy}.log")
         router.start()
         router.wait_ready(120)
@@ -251,11 +303,14 @@ def main() -> int:
         results["sequential"] = throughput(rows, seconds)
         rows, seconds = timed(configs, one.endpoint, work / "concurrent", args.k)
         results["concurrent"] = throughput(rows, seconds)
-        results["speedup_tokens_per_s"] = round(results["concurrent"]["tokens_per_s"]
-                                                / results["sequential"]["tokens_per_s"], 2)
+        results["speedup_tokens_per_s"] = round(
+            results["concurrent"]["tokens_per_s"] / results["sequential"]["tokens_per_s"], 2
+        )
         if not args.skip_router:
-            multi = [{**c, "prompt": c["prompt"] + NOTES}
-                     for c in story_configs(max(args.k // 2, 2), 40, attempts=3, narrow=True)]
+            multi = [
+                {**c, "prompt": c["prompt"] + NOTES}
+                for c in story_configs(max(args.k // 2, 2), 40, attempts=3, narrow=True)
+            ]
             rows, _ = timed(multi, one.endpoint, work / "one-replica", len(multi))
             results["one_replica"] = affinity(rows, [])
     finally:
@@ -282,29 +337,36 @@ def print_table(r: dict[str, Any]) -> None:
     print("|---|---|---|---|---|---|---|")
     for mode in ("sequential", "concurrent"):
         m = r[mode]
-        print(f"| {mode} | {m['stories']} | {m['finished']} | {m['seconds']} | {m['completion_tokens']} | "
-              f"{m['tokens_per_s']} | {m['words_per_min']} |")
+        print(
+            f"| {mode} | {m['stories']} | {m['finished']} | {m['seconds']} | {m['completion_tokens']} | "
+            f"{m['tokens_per_s']} | {m['words_per_min']} |"
+        )
     met = "met" if r["speedup_tokens_per_s"] >= 3 else "missed"
     print(f"\nconcurrent / sequential tokens/s: {r['speedup_tokens_per_s']}x (target >= 3x at K=8: {met})")
     if "one_replica" in r and "two_replicas_cache_aware" in r:
-        print("\n| serving | stories | calls | cache share per story | min | mean | follow-ups with the story's "
-              "first prompt cached | requests per replica |")
+        print(
+            "\n| serving | stories | calls | cache share per story | min | mean | follow-ups with the story's "
+            "first prompt cached | requests per replica |"
+        )
         print("|---|---|---|---|---|---|---|---|")
         rows = [("1 replica", "one_replica")] + [(f"router ({p}) + 2 replicas", f"two_replicas_{p}") for p in POLICIES]
         for name, key in rows:
             m = r[key]
-            print(f"| {name} | {m['stories']} | {m['calls']} | {m['cache_share_per_story']} | {m['cache_share_min']} "
-                  f"| {m['cache_share_mean']} | {m['follow_ups_on_their_replica']}/{m['follow_ups']} "
-                  f"| {m['requests_per_replica'] or '-'} |")
+            print(
+                f"| {name} | {m['stories']} | {m['calls']} | {m['cache_share_per_story']} | {m['cache_share_min']} "
+                f"| {m['cache_share_mean']} | {m['follow_ups_on_their_replica']}/{m['follow_ups']} "
+                f"| {m['requests_per_replica'] or '-'} |"
+            )
         for p in POLICIES:
             m = r[f"two_replicas_{p}"]
             met = m["cache_share_min"] >= r["one_replica"]["cache_share_min"] - 0.02
-            print(f"\n{p}: follow-ups that reached their story's replica {m['follow_ups_on_their_replica']}/"
-                  f"{m['follow_ups']}; per-story cache share no lower than with 1 replica: {'met' if met else 'missed'}"
-                  " (the share also moves with draft lengths: a draft's last partial 128-token block is not cached)")
+            print(
+                f"\n{p}: follow-ups that reached their story's replica {m['follow_ups_on_their_replica']}/"
+                f"{m['follow_ups']}; per-story cache share no lower than with 1 replica: {'met' if met else 'missed'}"
+                " (the share also moves with draft lengths: a draft's last partial 128-token block is not cached)"
+            )
         print("(2 cores: the two replicas share the cores one server had, so no speed-up is expected or measured)")
 
 
 if __name__ == "__main__":
     raise SystemExit(main())
-

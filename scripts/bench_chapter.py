@@ -40,7 +40,8 @@ from agent.store.reports.costs import per_role_timing  # noqa: E402
 PROMPT = "A lighthouse keeper finds a bell that rings by itself."
 SETTINGS: tuple[tuple[str, int | None, dict[str, Any]], ...] = (
     ("before", 1, {"update_max_tokens": 4096, "failed_update_limit": 3, "fallback_full_update": True}),
-    ("after", None, {}))
+    ("after", None, {}),
+)
 """Per setting: decode threads (``None``: watched) and settings over the small profile (before
 #35 its updates had the defaults: 4,096 tokens, three failed attempts, the full fallback first)."""
 CACHED = 0.9
@@ -58,8 +59,13 @@ def open_engine(threads: int | None) -> Any:
 
 
 def story(llm: Any, folder: Path, words: int, settings: dict[str, Any]) -> dict[str, Any]:
-    config = {"prompt": PROMPT, "words": words, "plan_cache": str(folder / "plans"),
-              **NstConfig.profile_settings("small"), **settings}
+    config = {
+        "prompt": PROMPT,
+        "words": words,
+        "plan_cache": str(folder / "plans"),
+        **NstConfig.profile_settings("small"),
+        **settings,
+    }
     started = time.perf_counter()
     store = pipelines.start(folder / "run", "nst", config, LLMOptions(backend="embedded"), model=llm)
     wall = time.perf_counter() - started
@@ -68,13 +74,25 @@ def story(llm: Any, folder: Path, words: int, settings: dict[str, Any]) -> dict[
         roles = per_role_timing(store)
         words_written = sum(len(c.text.split()) for c in store.chapters())
         degraded = sum(c.degraded for c in store.chapters())
-    cached = [(r.prompt_tokens, r.completion_tokens / r.timing.decode)
-              for r in records if r.role == "nst_turn" and r.timing and r.timing.decode > 0
-              and r.completion_tokens >= 16 and r.cached_prompt_tokens >= CACHED * r.prompt_tokens]
-    return {"wall_s": wall, "calls": len(records), "failed": sum(r.error is not None for r in records),
-            "words": words_written, "degraded": degraded, "roles": roles,
-            "turn_rate": statistics.median(rate for _, rate in cached) if cached else None,
-            "turn_context": int(statistics.median(p for p, _ in cached)) if cached else None}
+    cached = [
+        (r.prompt_tokens, r.completion_tokens / r.timing.decode)
+        for r in records
+        if r.role == "nst_turn"
+        and r.timing
+        and r.timing.decode > 0
+        and r.completion_tokens >= 16
+        and r.cached_prompt_tokens >= CACHED * r.prompt_tokens
+    ]
+    return {
+        "wall_s": wall,
+        "calls": len(records),
+        "failed": sum(r.error is not None for r in records),
+        "words": words_written,
+        "degraded": degraded,
+        "roles": roles,
+        "turn_rate": statistics.median(rate for _, rate in cached) if cached else None,
+        "turn_context": int(statistics.median(p for p, _ in cached)) if cached else None,
+    }
 
 
 def bench_rate(llm: Any, context: int) -> float:
@@ -98,19 +116,24 @@ def bench_rate(llm: Any, context: int) -> float:
 
 def report(label: str, found: dict[str, Any], bench: float | None) -> list[str]:
     total = found["roles"][-1] if found["roles"] else None
-    lines = [f"{label}: {found['wall_s']:.0f} s wall, {found['calls']} calls, {found['failed']} failed "
-             f"({100 * found['failed'] / max(1, found['calls']):.0f}%), {found['words']} words, "
-             f"{found['degraded']} chapters degraded"]
+    lines = [
+        f"{label}: {found['wall_s']:.0f} s wall, {found['calls']} calls, {found['failed']} failed "
+        f"({100 * found['failed'] / max(1, found['calls']):.0f}%), {found['words']} words, "
+        f"{found['degraded']} chapters degraded"
+    ]
     if total is not None:
-        lines.append("  seconds  " + "  ".join(f"{p} {total.parts[p]:.1f}" for p in TIMING_PARTS)
-                     + f"  other {total.other:.1f}")
+        lines.append(
+            "  seconds  " + "  ".join(f"{p} {total.parts[p]:.1f}" for p in TIMING_PARTS) + f"  other {total.other:.1f}"
+        )
     for role in found["roles"][:-1]:
         rate = f"{role.decode_rate:.1f}" if role.decode_rate else "-"
         lines.append(f"  {role.role:<14} {role.calls:>3} calls  {role.latency_s:7.1f} s  decode {rate} tokens/s")
     if found["turn_rate"] and bench:
-        lines.append(f"  cached constrained turns: median {found['turn_rate']:.1f} tokens/s at "
-                     f"{found['turn_context']} tokens of context; the engine bench there {bench:.1f}: "
-                     f"ratio {found['turn_rate'] / bench:.2f}")
+        lines.append(
+            f"  cached constrained turns: median {found['turn_rate']:.1f} tokens/s at "
+            f"{found['turn_context']} tokens of context; the engine bench there {bench:.1f}: "
+            f"ratio {found['turn_rate'] / bench:.2f}"
+        )
     return lines
 
 
@@ -138,9 +161,10 @@ def main() -> int:
     if len(results) < 2:
         return 0
     before, after = results
-    print(f"after/before: wall {after['wall_s'] / before['wall_s']:.2f}, decode rate of cached turns "
-          + (f"{after['turn_rate'] / before['turn_rate']:.2f}" if after["turn_rate"] and before["turn_rate"]
-             else "-"))
+    print(
+        f"after/before: wall {after['wall_s'] / before['wall_s']:.2f}, decode rate of cached turns "
+        + (f"{after['turn_rate'] / before['turn_rate']:.2f}" if after["turn_rate"] and before["turn_rate"] else "-")
+    )
     return 0
 
 

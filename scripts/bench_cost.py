@@ -35,8 +35,10 @@ from agent.store import RunStore
 from agent.testing.author import Author, chapter_of, open_requirements, update_json
 
 BLOCK = 16
-PROMPT = ("Write a novel about a lighthouse keeper on a remote northern island who discovers that the bell in the "
-          "tower rings only for ships that sank a century ago, and must decide whether to answer it.")
+PROMPT = (
+    "Write a novel about a lighthouse keeper on a remote northern island who discovers that the bell in the "
+    "tower rings only for ships that sank a century ago, and must decide whether to answer it."
+)
 
 
 class BenchAuthor(Author):
@@ -52,25 +54,38 @@ class BenchAuthor(Author):
             return json.dumps({"tool": "write", "title": f"The bell, part {chapter}"})
         if "update" in tools:
             keys = open_requirements(request)
-            return update_json(chapter, events=4, characters=3, cast=min(12, 6 + chapter // 4),
-                               resolve=keys[:1] if len(keys) >= 3 else [])
+            return update_json(
+                chapter,
+                events=4,
+                characters=3,
+                cast=min(12, 6 + chapter // 4),
+                resolve=keys[:1] if len(keys) >= 3 else [],
+            )
         return json.dumps({"tool": "finish"})
 
     def reply(self, request):
         if request.role == "plan_outline":
             data = json.loads(super().reply(request)[0])
             for c in data["chapters"]:
-                c["description"] = (f"In part {c['id']} the keeper follows the bell's call to another wreck, meets "
-                                    "the families of the drowned, and learns one more piece of the island's secret "
-                                    "while the storm season closes in and the harbour master grows suspicious.")
+                c["description"] = (
+                    f"In part {c['id']} the keeper follows the bell's call to another wreck, meets "
+                    "the families of the drowned, and learns one more piece of the island's secret "
+                    "while the storm season closes in and the harbour master grows suspicious."
+                )
             return json.dumps(data), "stop"
         return super().reply(request)
 
 
 def run_length(words: int, tokenizer, workdir: Path, chapter_words: int | None = None) -> dict:
     """One story of ``words``; chapters as the planner sizes them, or of ``chapter_words`` each."""
-    config = {**NST_DEFAULTS, "prompt": PROMPT, "prompt_id": f"bench-{chapter_words or 'anchors'}", "words": words,
-              "plan_cache": str(workdir / "plans"), "llm": {"backend": "scripted", "model": "bench"}}
+    config = {
+        **NST_DEFAULTS,
+        "prompt": PROMPT,
+        "prompt_id": f"bench-{chapter_words or 'anchors'}",
+        "words": words,
+        "plan_cache": str(workdir / "plans"),
+        "llm": {"backend": "scripted", "model": "bench"},
+    }
     store = RunStore.create(workdir / f"run-{words}-{chapter_words or 'anchors'}", pipeline="nst", config=config)
     author = BenchAuthor()
     paper_count = planner.chapter_count
@@ -88,7 +103,7 @@ def run_length(words: int, tokenizer, workdir: Path, chapter_words: int | None =
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         eligible, chain, still = 0, hashlib.sha256(), True
         for start in range(0, len(ids) - len(ids) % BLOCK, BLOCK):
-            chain.update(struct.pack(f"{BLOCK}i", *ids[start:start + BLOCK]))
+            chain.update(struct.pack(f"{BLOCK}i", *ids[start : start + BLOCK]))
             digest = chain.copy().digest()
             if still and digest in seen:
                 eligible += BLOCK
@@ -106,12 +121,19 @@ def run_length(words: int, tokenizer, workdir: Path, chapter_words: int | None =
     store.close()
     total = sum(r["prompt"] for r in per_chapter.values())
     eligible = sum(r["eligible"] for r in per_chapter.values())
-    return {"words": words, "chapters": len(chapters), "written": written, "prompt_tokens": total,
-            "eligible": eligible, "recomputed": total - eligible,
-            "recomputed_per_1k": (total - eligible) / (written / 1000), "eligible_share": eligible / total,
-            "recomputed_per_chapter": (total - eligible) / len(chapters),
-            "state": {k: len(v) for k, v in final.items()},
-            "per_chapter": {u: r for u, r in sorted(per_chapter.items()) if u}}
+    return {
+        "words": words,
+        "chapters": len(chapters),
+        "written": written,
+        "prompt_tokens": total,
+        "eligible": eligible,
+        "recomputed": total - eligible,
+        "recomputed_per_1k": (total - eligible) / (written / 1000),
+        "eligible_share": eligible / total,
+        "recomputed_per_chapter": (total - eligible) / len(chapters),
+        "state": {k: len(v) for k, v in final.items()},
+        "per_chapter": {u: r for u, r in sorted(per_chapter.items()) if u},
+    }
 
 
 def write_png(path: Path, results: list[dict]) -> bool:
@@ -120,28 +142,45 @@ def write_png(path: Path, results: list[dict]) -> bool:
 
     if not plots_available():
         return False
-    series = {f"{r['words'] // 1000}K words": [(i, c["prompt"] - c["eligible"])
-                                             for i, c in enumerate(r["per_chapter"].values(), start=1)]
-              for r in results}
-    path.write_bytes(png_plot(series, title="Recomputed (not cache-eligible) prompt tokens per chapter",
-                              xlabel="chapter", ylabel="prompt tokens", lines=True))
+    series = {
+        f"{r['words'] // 1000}K words": [
+            (i, c["prompt"] - c["eligible"]) for i, c in enumerate(r["per_chapter"].values(), start=1)
+        ]
+        for r in results
+    }
+    path.write_bytes(
+        png_plot(
+            series,
+            title="Recomputed (not cache-eligible) prompt tokens per chapter",
+            xlabel="chapter",
+            ylabel="prompt tokens",
+            lines=True,
+        )
+    )
     return True
 
 
 def print_table(title: str, results: list[dict]) -> None:
     print(title)
-    print(f"{'words':>7} {'chap':>4} {'written':>8} {'prompt tok':>11} {'eligible':>10} {'recomputed':>10} "
-          f"{'recomp/1K w':>11} {'recomp/chap':>11} {'elig %':>6}  final state")
+    print(
+        f"{'words':>7} {'chap':>4} {'written':>8} {'prompt tok':>11} {'eligible':>10} {'recomputed':>10} "
+        f"{'recomp/1K w':>11} {'recomp/chap':>11} {'elig %':>6}  final state"
+    )
     for r in results:
-        print(f"{r['words']:>7} {r['chapters']:>4} {r['written']:>8} {r['prompt_tokens']:>11} {r['eligible']:>10} "
-              f"{r['recomputed']:>10} {r['recomputed_per_1k']:>11.0f} {r['recomputed_per_chapter']:>11.0f} "
-              f"{100 * r['eligible_share']:>5.1f}%  {r['state']}")
+        print(
+            f"{r['words']:>7} {r['chapters']:>4} {r['written']:>8} {r['prompt_tokens']:>11} {r['eligible']:>10} "
+            f"{r['recomputed']:>10} {r['recomputed_per_1k']:>11.0f} {r['recomputed_per_chapter']:>11.0f} "
+            f"{100 * r['eligible_share']:>5.1f}%  {r['state']}"
+        )
     base = results[0]
-    print("relative to the first length: recomputed per 1K words "
-          + ", ".join(f"{r['words']}: {r['recomputed_per_1k'] / base['recomputed_per_1k']:.2f}" for r in results)
-          + "; recomputed per chapter "
-          + ", ".join(f"{r['words']}: {r['recomputed_per_chapter'] / base['recomputed_per_chapter']:.2f}"
-                      for r in results))
+    print(
+        "relative to the first length: recomputed per 1K words "
+        + ", ".join(f"{r['words']}: {r['recomputed_per_1k'] / base['recomputed_per_1k']:.2f}" for r in results)
+        + "; recomputed per chapter "
+        + ", ".join(
+            f"{r['words']}: {r['recomputed_per_chapter'] / base['recomputed_per_chapter']:.2f}" for r in results
+        )
+    )
 
 
 def main() -> int:
@@ -149,9 +188,13 @@ def main() -> int:
     parser.add_argument("--lengths", default="10000,20000,50000,100000")
     parser.add_argument("--png", default="bench_cost.png")
     parser.add_argument("--json", help="where to write every figure (default bench-results/bench_cost.json)")
-    parser.add_argument("--chapter-words", type=int, metavar="N",
-                        help="also run every length with chapters of N words each, to separate the effect of "
-                             "story length from that of chapter length")
+    parser.add_argument(
+        "--chapter-words",
+        type=int,
+        metavar="N",
+        help="also run every length with chapters of N words each, to separate the effect of "
+        "story length from that of chapter length",
+    )
     args = parser.parse_args()
     from transformers import AutoTokenizer
 

@@ -35,8 +35,9 @@ def checkout(revision: str, folder: Path) -> Path:
 def write(tree: Path, out: Path) -> float:
     """One demo story written by the code in ``tree``; its wall time in seconds."""
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "agent.cli", *STORY, "--out", str(out)], cwd=tree,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "agent.cli", *STORY, "--out", str(out)], cwd=tree, capture_output=True, text=True
+    )
     took = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"bench_demo: {tree} failed ({done.returncode}): {done.stderr.strip()[-300:]}")
@@ -65,9 +66,13 @@ def main() -> int:
         print(f"{side}: median {median:.1f} s over {args.rounds}")
     if args.against:
         print(f"this / {args.against}: {medians['this'] / medians[args.against]:.2f}")
-    shown = subprocess.run([sys.executable, "-m", "agent.cli", "show", str(base / f"this-{args.rounds}"), "--timing"],
-                           cwd=ROOT, capture_output=True, text=True)
-    print(shown.stdout[shown.stdout.find("timing"):].rstrip())
+    shown = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "show", str(base / f"this-{args.rounds}"), "--timing"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    print(shown.stdout[shown.stdout.find("timing") :].rstrip())
     return 0
 
 

@@ -104,8 +104,13 @@ def chapter_prompts() -> list[list[dict[str, str]]]:
     LLM._prepare = record  # type: ignore[method-assign]
     try:
         config = {"prompt": "A keeper finds a bell in the harbour.", "prompt_id": None, "words": 3000}
-        store = pipelines.start(Path(home) / "nst", "nst", config, pipelines.LLMOptions(backend="scripted",
-                                model="scripted"), model=Author())
+        store = pipelines.start(
+            Path(home) / "nst",
+            "nst",
+            config,
+            pipelines.LLMOptions(backend="scripted", model="scripted"),
+            model=Author(),
+        )
         store.close()
     finally:
         LLM._prepare = original  # type: ignore[method-assign]
@@ -123,8 +128,9 @@ class FabulaEngine:
         path = getattr(llm, "path", None)
         self.weights = _weights_bytes(Path(path)) if path else None
 
-    def call(self, messages: list[dict[str, str]], max_tokens: int, output_type: Any = None,
-             temperature: float = 0.0) -> tuple[float, int, int, int]:
+    def call(
+        self, messages: list[dict[str, str]], max_tokens: int, output_type: Any = None, temperature: float = 0.0
+    ) -> tuple[float, int, int, int]:
         """Wall time and token counts of one call, read from the call's record, so a reply cut at
         ``max_tokens`` (refused by the LLM layer) still counts the tokens it decoded. The record
         stays in :attr:`last` (its ``timing`` says where an in-process engine's time went)."""
@@ -141,8 +147,12 @@ class FabulaEngine:
             self.llm.recorders.remove(records.append)
         took = time.perf_counter() - start
         last = self.last = records[0]  # the first attempt (a looped structured reply is asked once more)
-        return took if len(records) == 1 else last.latency_s, last.prompt_tokens, last.cached_prompt_tokens, \
-            last.completion_tokens
+        return (
+            took if len(records) == 1 else last.latency_s,
+            last.prompt_tokens,
+            last.cached_prompt_tokens,
+            last.completion_tokens,
+        )
 
     def close(self) -> None:
         self.llm.close()
@@ -162,11 +172,11 @@ class RawLlamaCpp:
         self.name = "llamacpp"
         self.weights = gguf.stat().st_size
         threads = default_threads()
-        self.llama = llama_cpp.Llama(str(gguf), n_ctx=8192, n_threads=threads, n_threads_batch=threads,
-                                     verbose=False)
+        self.llama = llama_cpp.Llama(str(gguf), n_ctx=8192, n_threads=threads, n_threads_batch=threads, verbose=False)
 
-    def call(self, messages: list[dict[str, str]], max_tokens: int, output_type: Any = None,
-             temperature: float = 0.0) -> tuple[float, int, int, int]:
+    def call(
+        self, messages: list[dict[str, str]], max_tokens: int, output_type: Any = None, temperature: float = 0.0
+    ) -> tuple[float, int, int, int]:
         from agent.llm.constraints import to_constraint
 
         kwargs: dict[str, Any] = {}
@@ -176,8 +186,9 @@ class RawLlamaCpp:
                 raise NotImplementedError("llama-cpp-python has no regex constraint")
             kwargs["response_format"] = {"type": "json_object", "schema": constraint.json_schema}
         start = time.perf_counter()
-        reply = self.llama.create_chat_completion(messages, max_tokens=max_tokens, temperature=temperature,
-                                                  seed=1, **kwargs)
+        reply = self.llama.create_chat_completion(
+            messages, max_tokens=max_tokens, temperature=temperature, seed=1, **kwargs
+        )
         took = time.perf_counter() - start
         usage = reply["usage"]
         return took, usage["prompt_tokens"], 0, usage["completion_tokens"]  # it reports no reused tokens
@@ -232,8 +243,9 @@ def _llamacpp_server(gguf: Path) -> FabulaEngine:
 
     port = free_port()
     threads = default_threads()
-    process = subprocess.Popen(llamacpp_command(gguf, port, n_ctx=8192, threads=threads), stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        llamacpp_command(gguf, port, n_ctx=8192, threads=threads), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     url = f"http://127.0.0.1:{port}/v1"
     _wait_ready(url, process, 120)
     engine = FabulaEngine("llamacpp-server", EndpointLLM(url, probe="full"), server=process)
@@ -245,8 +257,12 @@ def _vllm_server() -> FabulaEngine:
     from agent.llm.endpoint import EndpointLLM
 
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "agent.cli", "serve", "--preset", "tiny-cpu", "--port",
-                                str(port)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agent.cli", "serve", "--preset", "tiny-cpu", "--port", str(port)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}/v1"
     _wait_ready(url, process, 900)
     from agent.weights.models import embedded_model_dir
@@ -277,9 +293,14 @@ def measure_round(engine: Any, schema: Any) -> dict[str, float | None]:
     return out
 
 
-ASK_STATE = [{"role": "system", "content": "You track a story's state and answer in JSON."},
-             {"role": "user", "content": "Chapter 1: Mara, the keeper, finds a bronze bell in the harbour at dawn. "
-              "She hides it from the harbour master, Tomas. Record the state update."}]
+ASK_STATE = [
+    {"role": "system", "content": "You track a story's state and answer in JSON."},
+    {
+        "role": "user",
+        "content": "Chapter 1: Mara, the keeper, finds a bronze bell in the harbour at dawn. "
+        "She hides it from the harbour master, Tomas. Record the state update.",
+    },
+]
 
 
 def context_messages(tokens: int, count: Any) -> list[dict[str, str]]:
@@ -313,8 +334,15 @@ def written_turn(chapters: tuple[int, ...]) -> Any:
     from agent.nst.chapter.tools import _union, _with_chapters, update_grammar
     from grammars.nst import CorrectCall, FinishCall, ReadCall, SearchCall
 
-    return _union((_with_chapters(ReadCall, chapters), SearchCall, _with_chapters(CorrectCall, chapters),
-                   update_grammar(("the_bell_rings",)), FinishCall))
+    return _union(
+        (
+            _with_chapters(ReadCall, chapters),
+            SearchCall,
+            _with_chapters(CorrectCall, chapters),
+            update_grammar(("the_bell_rings",)),
+            FinishCall,
+        )
+    )
 
 
 def _decode_rate(engine: Any, took: float) -> float | None:
@@ -389,8 +417,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--skip", action="append", default=[], choices=ENGINES)
-    parser.add_argument("--context", type=int, default=CONTEXT,
-                        help=f"tokens of cached prompt in the real-run cases (default {CONTEXT})")
+    parser.add_argument(
+        "--context",
+        type=int,
+        default=CONTEXT,
+        help=f"tokens of cached prompt in the real-run cases (default {CONTEXT})",
+    )
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args()
     from agent.llm import Regex
@@ -401,8 +433,10 @@ def main() -> int:
     gbs = bandwidth_gbs()
     model_bytes = gguf.stat().st_size
     limit = gbs * 1e9 / model_bytes
-    print(f"memory bandwidth (streaming copy): {gbs:.1f} GB/s; the model's smallest weights (the shipped Q4_1 "
-          f"GGUF) {model_bytes / 2**20:.0f} MiB -> decode limit {limit:.0f} tokens/s")
+    print(
+        f"memory bandwidth (streaming copy): {gbs:.1f} GB/s; the model's smallest weights (the shipped Q4_1 "
+        f"GGUF) {model_bytes / 2**20:.0f} MiB -> decode limit {limit:.0f} tokens/s"
+    )
     prompts = chapter_prompts()
     ideal = ideal_share(prompts)
     schema = get_grammar("nst_update")
@@ -428,19 +462,36 @@ def main() -> int:
     rows = []
     for engine in engines:
         figures = {key: _median([r[key] for r in rounds[engine.name]]) for key in rounds[engine.name][0]}
-        rows.append({"name": engine.name, "backend": engine.backend, **figures,
-                     "recomputed_share": shares[engine.name],
-                     "weights_mib": round(engine.weights / 2**20, 1) if engine.weights else None,
-                     "decode_over_limit": figures["decode_tps"] / limit if figures["decode_tps"] else None})
+        rows.append(
+            {
+                "name": engine.name,
+                "backend": engine.backend,
+                **figures,
+                "recomputed_share": shares[engine.name],
+                "weights_mib": round(engine.weights / 2**20, 1) if engine.weights else None,
+                "decode_over_limit": figures["decode_tps"] / limit if figures["decode_tps"] else None,
+            }
+        )
     _print_table(rows, limit, len(prompts))
-    real_rows = [{"name": name, **{key: _median([r[key] for r in found]) for key in found[0]}}
-                 for name, found in real.items()]
+    real_rows = [
+        {"name": name, **{key: _median([r[key] for r in found]) for key in found[0]}} for name, found in real.items()
+    ]
     _print_real_table(real_rows, args.context)
-    print(f"the least any prefix cache could recompute on this replay: {ideal:.3f} (replies and tool results "
-          "are new to a replay; a real run's ledger shows what an engine that wrote them reuses)")
-    data = {"bandwidth_gbs": gbs, "model_bytes": model_bytes, "bandwidth_limit_tps": limit,
-            "prefix_case_calls": len(prompts), "prefix_case_ideal_share": ideal, "rounds": args.rounds,
-            "engines": rows, "real_run_context": args.context, "real_run_cases": real_rows}
+    print(
+        f"the least any prefix cache could recompute on this replay: {ideal:.3f} (replies and tool results "
+        "are new to a replay; a real run's ledger shows what an engine that wrote them reuses)"
+    )
+    data = {
+        "bandwidth_gbs": gbs,
+        "model_bytes": model_bytes,
+        "bandwidth_limit_tps": limit,
+        "prefix_case_calls": len(prompts),
+        "prefix_case_ideal_share": ideal,
+        "rounds": args.rounds,
+        "engines": rows,
+        "real_run_context": args.context,
+        "real_run_cases": real_rows,
+    }
     write_results("bench_engines", data, args.json)
     return 0
 
@@ -454,23 +505,30 @@ def _print_table(rows: list[dict[str, Any]], limit: float, calls: int) -> None:
     def fmt(value: float | None, digits: int = 0) -> str:
         return "-" if value is None else f"{value:.{digits}f}"
 
-    print(f"\n{'engine':18} {'prefill t/s':>11} {'decode t/s':>10} {'json t/s':>9} {'regex t/s':>9} "
-          f"{'ttft s':>7} {'recomputed':>10} {'of limit':>8} {'weights MiB':>11}")
+    print(
+        f"\n{'engine':18} {'prefill t/s':>11} {'decode t/s':>10} {'json t/s':>9} {'regex t/s':>9} "
+        f"{'ttft s':>7} {'recomputed':>10} {'of limit':>8} {'weights MiB':>11}"
+    )
     for r in rows:
-        print(f"{r['name']:18} {fmt(r['prefill_tps']):>11} {fmt(r['decode_tps']):>10} {fmt(r['decode_json_tps']):>9} "
-              f"{fmt(r['decode_regex_tps']):>9} {fmt(r['ttft_s'], 3):>7} {fmt(r['recomputed_share'], 3):>10} "
-              f"{fmt(r['decode_over_limit'], 2):>8} {fmt(r['weights_mib']):>11}")
+        print(
+            f"{r['name']:18} {fmt(r['prefill_tps']):>11} {fmt(r['decode_tps']):>10} {fmt(r['decode_json_tps']):>9} "
+            f"{fmt(r['decode_regex_tps']):>9} {fmt(r['ttft_s'], 3):>7} {fmt(r['recomputed_share'], 3):>10} "
+            f"{fmt(r['decode_over_limit'], 2):>8} {fmt(r['weights_mib']):>11}"
+        )
     by = {r["name"]: r for r in rows}
     if "embedded" in by and "embedded-previous" in by:
         new, old = by["embedded"], by["embedded-previous"]
-        print(f"\nembedded over embedded-previous: decode {new['decode_tps'] / old['decode_tps']:.1f}x, "
-              f"json {new['decode_json_tps'] / old['decode_json_tps']:.1f}x, "
-              f"prefill {new['prefill_tps'] / old['prefill_tps']:.1f}x")
+        print(
+            f"\nembedded over embedded-previous: decode {new['decode_tps'] / old['decode_tps']:.1f}x, "
+            f"json {new['decode_json_tps'] / old['decode_json_tps']:.1f}x, "
+            f"prefill {new['prefill_tps'] / old['prefill_tps']:.1f}x"
+        )
     if "embedded" in by and "llamacpp" in by:
-        print(f"llamacpp over embedded: decode {by['llamacpp']['decode_tps'] / by['embedded']['decode_tps']:.2f}x, "
-              f"json {by['llamacpp']['decode_json_tps'] / by['embedded']['decode_json_tps']:.2f}x")
+        print(
+            f"llamacpp over embedded: decode {by['llamacpp']['decode_tps'] / by['embedded']['decode_tps']:.2f}x, "
+            f"json {by['llamacpp']['decode_json_tps'] / by['embedded']['decode_json_tps']:.2f}x"
+        )
     print(f"decode limit {limit:.0f} tokens/s; repeated-prefix case: {calls} calls of a scripted NstAgent run")
-
 
 
 def _print_real_table(rows: list[dict[str, Any]], context: int) -> None:
@@ -480,9 +538,11 @@ def _print_real_table(rows: list[dict[str, Any]], context: int) -> None:
     print(f"\nreal-run cases: decode on a cached {context}-token prompt, and a schema never seen before")
     print(f"{'engine':18} {'json t/s':>9} {'union t/s':>9} {'new schema s':>12} {'compile s':>9} {'again s':>8}")
     for r in rows:
-        print(f"{r['name']:18} {fmt(r['ctx_json_tps']):>9} {fmt(r['ctx_union_tps']):>9} "
-              f"{fmt(r['new_schema_first_s'], 2):>12} {fmt(r['new_schema_compile_s'], 2):>9} "
-              f"{fmt(r['new_schema_again_s'], 2):>8}")
+        print(
+            f"{r['name']:18} {fmt(r['ctx_json_tps']):>9} {fmt(r['ctx_union_tps']):>9} "
+            f"{fmt(r['new_schema_first_s'], 2):>12} {fmt(r['new_schema_compile_s'], 2):>9} "
+            f"{fmt(r['new_schema_again_s'], 2):>8}"
+        )
 
 
 if __name__ == "__main__":

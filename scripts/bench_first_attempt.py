@@ -37,17 +37,26 @@ def main() -> int:
         for target in (int(t) for t in args.targets.split(",")):
             gate = Gate.for_target(target)
             for repeat in range(args.repeats):
-                drafter = Drafter(llm, gate, LATIN_TOKENS_PER_WORD, temperature=0.7, cap=32768, use_min=use_min,
-                                  role="bench")
-                messages = [{"role": "system", "content": "You are a novelist."},
-                            {"role": "user", "content": f"# Story prompt\n{PROMPT}\n\nWrite chapter {repeat + 1}. "
-                             f"Length: {gate.describe()}. Reply with the chapter's prose only."}]
+                drafter = Drafter(
+                    llm, gate, LATIN_TOKENS_PER_WORD, temperature=0.7, cap=32768, use_min=use_min, role="bench"
+                )
+                messages = [
+                    {"role": "system", "content": "You are a novelist."},
+                    {
+                        "role": "user",
+                        "content": f"# Story prompt\n{PROMPT}\n\nWrite chapter {repeat + 1}. "
+                        f"Length: {gate.describe()}. Reply with the chapter's prose only.",
+                    },
+                ]
                 attempt = drafter.attempt(messages)
                 passed += attempt.accepted
                 total += 1
                 words.append((target, attempt.words, attempt.truncated))
-        print(f"min_tokens floor {'on ' if use_min else 'off'}: first-attempt gate pass {passed}/{total}; "
-              f"(target, words, cut): {words}", flush=True)
+        print(
+            f"min_tokens floor {'on ' if use_min else 'off'}: first-attempt gate pass {passed}/{total}; "
+            f"(target, words, cut): {words}",
+            flush=True,
+        )
     return 0
 
 

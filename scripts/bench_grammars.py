@@ -45,11 +45,23 @@ def schemas() -> dict[str, dict[str, Any]]:
 
     out = {name: to_constraint(model).decoding_schema for name, model in all_grammars().items()}
     # a turn late in a long novel: chapter 30 (29 chapters to read or correct), 8 open requirements
-    session = ChapterSession(index=30, gate=Gate.for_target(2500), with_state=True, lookback=True, max_turns=50,
-                             read_budget=3, search_budget=5, correct_budget=3,
-                             open_requirements=tuple(f"requirement_{i}" for i in range(8)))
-    unions = [tuple(TOOLS), ("read", "search", "write", "correct"), ("read", "correct", "update"),
-              ("read", "search", "correct", "finish")]
+    session = ChapterSession(
+        index=30,
+        gate=Gate.for_target(2500),
+        with_state=True,
+        lookback=True,
+        max_turns=50,
+        read_budget=3,
+        search_budget=5,
+        correct_budget=3,
+        open_requirements=tuple(f"requirement_{i}" for i in range(8)),
+    )
+    unions = [
+        tuple(TOOLS),
+        ("read", "search", "write", "correct"),
+        ("read", "correct", "update"),
+        ("read", "search", "correct", "finish"),
+    ]
     for tools in unions:
         out["turn:" + "+".join(tools)] = to_constraint(turn_grammar(session, list(tools))).decoding_schema
     out["outline:20000w/20ch"] = to_constraint(outline_schema(20000, 20)).decoding_schema
@@ -95,7 +107,8 @@ class OutlinesCompiler:
 
             tok = TransformerTokenizer(tokenizer)
             self.vocabulary = OutlinesCoreBackend.create_outlines_core_vocabulary(
-                tok.vocabulary, tok.eos_token_id, tok.eos_token, tok.convert_token_to_string)
+                tok.vocabulary, tok.eos_token_id, tok.eos_token, tok.convert_token_to_string
+            )
         else:
             mapping: dict[bytes, list[int]] = {}
             for i, token in enumerate(vocab):
@@ -163,8 +176,7 @@ def main() -> int:
     print(f"| {'grammar':<{width}} | " + " | ".join(columns) + " |")
     print(f"| {'-' * width} | " + " | ".join("-" * len(c) for c in columns) + " |")
     for name, row in results.items():
-        print(f"| {name:<{width}} | " + " | ".join(f"{row.get(c, float('nan')):>{len(c)}.3f}" for c in columns)
-              + " |")
+        print(f"| {name:<{width}} | " + " | ".join(f"{row.get(c, float('nan')):>{len(c)}.3f}" for c in columns) + " |")
     worst = {c: max(row.get(c, 0.0) for row in results.values()) for c in columns}
     print(f"| {'**slowest**':<{width}} | " + " | ".join(f"{worst[c]:>{len(c)}.3f}" for c in columns) + " |")
     over = {c: sum(row.get(c, 0.0) > BUDGET_S for row in results.values()) for c in columns}

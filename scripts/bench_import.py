@@ -67,10 +67,13 @@ def main() -> int:
     ranked = sorted(times)
     p95 = ranked[min(len(ranked) - 1, round(0.95 * (len(ranked) - 1)))]
     print(f"book            {source.name}: {len(manuscript.pieces)} chapters, {manuscript.words} words")
-    print(f"import          {import_s:.2f} s  (read and split {read_s:.2f} s, commit and index "
-          f"{import_s - read_s:.2f} s)")
-    print(f"search          {len(times)} queries ({answered} answered), p50 {statistics.median(times):.2f} ms, "
-          f"p95 {p95:.2f} ms, max {ranked[-1]:.2f} ms")
+    print(
+        f"import          {import_s:.2f} s  (read and split {read_s:.2f} s, commit and index {import_s - read_s:.2f} s)"
+    )
+    print(
+        f"search          {len(times)} queries ({answered} answered), p50 {statistics.median(times):.2f} ms, "
+        f"p95 {p95:.2f} ms, max {ranked[-1]:.2f} ms"
+    )
     return 0
 
 

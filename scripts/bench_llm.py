@@ -46,8 +46,13 @@ class Scene(Grammar):
     paragraphs: list[str]
 
 
-PROMPT = [{"role": "user", "content": "Write a long scene about a storm at sea, with a title, a mood "
-           "(tense, calm, eerie or joyful) and several paragraphs."}]
+PROMPT = [
+    {
+        "role": "user",
+        "content": "Write a long scene about a storm at sea, with a title, a mood "
+        "(tense, calm, eerie or joyful) and several paragraphs.",
+    }
+]
 
 
 def one_call(llm: LLM, output_type, tokens: int, seed: int) -> tuple[float, int]:
@@ -75,17 +80,22 @@ def plain_vs_constrained(llm: LLM, tokens: int, repeats: int) -> dict:
         plain.append(measured[True])
         constrained.append(measured[False])
         ratios.append(measured[False] / measured[True])
-    return {"plain_tok_s": round(statistics.median(plain), 2),
-            "constrained_tok_s": round(statistics.median(constrained), 2),
-            "constrained_over_plain": round(statistics.median(ratios), 3),
-            "plain_tok_s_runs": [round(x, 2) for x in plain],
-            "constrained_tok_s_runs": [round(x, 2) for x in constrained],
-            "plain_tokens": plain_tokens, "constrained_tokens": constrained_tokens}
+    return {
+        "plain_tok_s": round(statistics.median(plain), 2),
+        "constrained_tok_s": round(statistics.median(constrained), 2),
+        "constrained_over_plain": round(statistics.median(ratios), 3),
+        "plain_tok_s_runs": [round(x, 2) for x in plain],
+        "constrained_tok_s_runs": [round(x, 2) for x in constrained],
+        "plain_tokens": plain_tokens,
+        "constrained_tokens": constrained_tokens,
+    }
 
 
 def concurrent_rate(llm: LLM, n: int, tokens: int, seed: int) -> float:
-    requests = [Request(PROMPT, None, temperature=0.8, max_tokens=tokens, min_tokens=tokens, seed=seed * 100 + s)
-                for s in range(n)]
+    requests = [
+        Request(PROMPT, None, temperature=0.8, max_tokens=tokens, min_tokens=tokens, seed=seed * 100 + s)
+        for s in range(n)
+    ]
     started = time.perf_counter()
     results = llm.generate_many(requests)
     elapsed = time.perf_counter() - started
@@ -100,10 +110,12 @@ def one_vs_eight(llm: LLM, tokens: int, repeats: int) -> dict:
         ones.append(one)
         eights.append(eight)
         ratios.append(eight / one)
-    return {"one_stream_tok_s": round(statistics.median(ones), 2),
-            "eight_streams_tok_s": round(statistics.median(eights), 2),
-            "eight_over_one": round(statistics.median(ratios), 3),
-            "eight_over_one_runs": [round(x, 3) for x in ratios]}
+    return {
+        "one_stream_tok_s": round(statistics.median(ones), 2),
+        "eight_streams_tok_s": round(statistics.median(eights), 2),
+        "eight_over_one": round(statistics.median(ratios), 3),
+        "eight_over_one_runs": [round(x, 3) for x in ratios],
+    }
 
 
 def bench_backend(name: str, llm: LLM, tokens: int, repeats: int, concurrency: bool) -> dict:
@@ -115,12 +127,22 @@ def bench_backend(name: str, llm: LLM, tokens: int, repeats: int, concurrency: b
     one_call(llm, None, 16, 0)
     one_call(llm, Scene, 16, 0)
     row = {"backend": name, **plain_vs_constrained(llm, tokens, repeats)}
-    row["targets"] = [target(f"constrained/plain >= {CONSTRAINED_OVER_PLAIN}", row["constrained_over_plain"],
-                             row["constrained_over_plain"] >= CONSTRAINED_OVER_PLAIN)]
+    row["targets"] = [
+        target(
+            f"constrained/plain >= {CONSTRAINED_OVER_PLAIN}",
+            row["constrained_over_plain"],
+            row["constrained_over_plain"] >= CONSTRAINED_OVER_PLAIN,
+        )
+    ]
     if concurrency:
         row.update(one_vs_eight(llm, tokens, repeats))
-        row["targets"].append(target(f"8 streams / 1 stream >= {EIGHT_OVER_ONE}", row["eight_over_one"],
-                                     row["eight_over_one"] >= EIGHT_OVER_ONE))
+        row["targets"].append(
+            target(
+                f"8 streams / 1 stream >= {EIGHT_OVER_ONE}",
+                row["eight_over_one"],
+                row["eight_over_one"] >= EIGHT_OVER_ONE,
+            )
+        )
     return row
 
 
@@ -148,12 +170,16 @@ def main() -> int:
         rows.append(bench_server(args))
 
     print()
-    print(f"{'backend':10} {'plain tok/s':>12} {'constr. tok/s':>14} {'constr/plain':>13} "
-          f"{'1 stream':>9} {'8 streams':>10} {'8/1':>6}")
+    print(
+        f"{'backend':10} {'plain tok/s':>12} {'constr. tok/s':>14} {'constr/plain':>13} "
+        f"{'1 stream':>9} {'8 streams':>10} {'8/1':>6}"
+    )
     for r in rows:
-        print(f"{r['backend']:10} {r['plain_tok_s']:>12} {r['constrained_tok_s']:>14} "
-              f"{r['constrained_over_plain']:>13} {r.get('one_stream_tok_s', '-'):>9} "
-              f"{r.get('eight_streams_tok_s', '-'):>10} {r.get('eight_over_one', '-'):>6}")
+        print(
+            f"{r['backend']:10} {r['plain_tok_s']:>12} {r['constrained_tok_s']:>14} "
+            f"{r['constrained_over_plain']:>13} {r.get('one_stream_tok_s', '-'):>9} "
+            f"{r.get('eight_streams_tok_s', '-'):>10} {r.get('eight_over_one', '-'):>6}"
+        )
     print(f"medians of {args.repeats} interleaved repetitions, {args.tokens} tokens asked on every side")
     for r in rows:
         for t in r["targets"]:

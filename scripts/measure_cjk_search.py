@@ -60,8 +60,10 @@ VARIANTS: list[Variant] = [
 
 def evaluate(tokenizer: str, index: Callable[[str], str], terms: Callable[[str], list[str]]) -> tuple[float, ...]:
     conn = sqlite3.connect(":memory:")
-    conn.execute(f"CREATE VIRTUAL TABLE f USING fts5(chapter UNINDEXED, centre_text UNINDEXED, prev, centre, next, "
-                 f"tokenize='{tokenizer}')")
+    conn.execute(
+        f"CREATE VIRTUAL TABLE f USING fts5(chapter UNINDEXED, centre_text UNINDEXED, prev, centre, next, "
+        f"tokenize='{tokenizer}')"
+    )
     for chapter, text in CHAPTERS.items():
         sents = [text[a:b] for a, b in sentence_spans(text)]
         for i, s in enumerate(sents):
@@ -71,8 +73,14 @@ def evaluate(tokenizer: str, index: Callable[[str], str], terms: Callable[[str],
     rr = hit1 = hit8 = 0.0
     for query, chapter, phrase in QUERIES:
         expr = fts.match_expression(terms(query))
-        rows = conn.execute("SELECT chapter, centre_text FROM f WHERE f MATCH ? "
-                            "ORDER BY bm25(f, 0, 0, 1.0, 3.0, 1.0) LIMIT 8", (expr,)).fetchall() if expr else []
+        rows = (
+            conn.execute(
+                "SELECT chapter, centre_text FROM f WHERE f MATCH ? ORDER BY bm25(f, 0, 0, 1.0, 3.0, 1.0) LIMIT 8",
+                (expr,),
+            ).fetchall()
+            if expr
+            else []
+        )
         for rank, (c, centre) in enumerate(rows, 1):
             if c == chapter and phrase in centre:
                 rr += 1 / rank

@@ -41,8 +41,15 @@ class Case:
 
 def fabula(argv: list[str], env: dict[str, str], timeout: float = 60) -> tuple[int | None, str, str]:
     try:
-        done = subprocess.run([sys.executable, "-m", "agent.cli", *argv], cwd=ROOT, env=env, capture_output=True,
-                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [sys.executable, "-m", "agent.cli", *argv],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
         return done.returncode, done.stdout, done.stderr
     except subprocess.TimeoutExpired:
         return None, "", ""
@@ -66,10 +73,14 @@ def classify(case: Case, code: int | None, out: str, err: str) -> str:
 def hostile() -> FakeServer:
     """/a/v1: models as a list; /b/v1: data not a list; /c/v1: content not a string."""
     lists = {"/a/v1/models": [1, 2, 3], "/b/v1/models": {"data": "abc"}}
-    return FakeServer({
-        "GET *": lambda call: Answer(200, lists.get(call.path, {"data": [{"id": "m"}]})),
-        "POST *": lambda call: Answer(200, {"choices": [{"message": {"content": [1, 2]}, "finish_reason": "stop"}],
-                                            "usage": {}})})
+    return FakeServer(
+        {
+            "GET *": lambda call: Answer(200, lists.get(call.path, {"data": [{"id": "m"}]})),
+            "POST *": lambda call: Answer(
+                200, {"choices": [{"message": {"content": [1, 2]}, "finish_reason": "stop"}], "usage": {}}
+            ),
+        }
+    )
 
 
 def make_run(folder: Path) -> Path:
@@ -91,41 +102,93 @@ def round_two(tmp: Path, run: Path, url: str, nothing_left: Callable[[Path], Cal
     nst = ["write", "nst", "--words", "1000", "--endpoint", f"{url}/ok/v1"]
     return [
         Case("story check: TOML nested 100,000 deep", ["story", "check", str(tmp / "deep.toml")]),
-        Case("--prompts: JSONL nested 100,000 deep", ["write", "nst", "--prompts", str(tmp / "deep.jsonl"), "--id", "1",
-                                                     "--words", "1000", "--out", str(tmp / "r1")],
-             nothing_left(tmp / "r1")),
-        Case("--prompts: ids 1 and \"1\"", ["batch", "--pipeline", "nst", "--prompts", str(tmp / "dup.jsonl"),
-                                            "--words", "1000", "--out", str(tmp / "b1")], nothing_left(tmp / "b1")),
+        Case(
+            "--prompts: JSONL nested 100,000 deep",
+            [
+                "write",
+                "nst",
+                "--prompts",
+                str(tmp / "deep.jsonl"),
+                "--id",
+                "1",
+                "--words",
+                "1000",
+                "--out",
+                str(tmp / "r1"),
+            ],
+            nothing_left(tmp / "r1"),
+        ),
+        Case(
+            '--prompts: ids 1 and "1"',
+            [
+                "batch",
+                "--pipeline",
+                "nst",
+                "--prompts",
+                str(tmp / "dup.jsonl"),
+                "--words",
+                "1000",
+                "--out",
+                str(tmp / "b1"),
+            ],
+            nothing_left(tmp / "b1"),
+        ),
         Case("write --out under a file", [*nst, "--prompt", "x", "--out", str(tmp / "file" / "run")]),
         Case("write --out under /proc", [*nst, "--prompt", "x", "--out", "/proc/fabula-run"]),
         Case("write --out a 300-char name", [*nst, "--prompt", "x", "--out", str(tmp / ("a" * 300))]),
         Case("grammars export /dev/null", ["grammars", "export", "/dev/null"]),
         Case("grammars export /proc/x", ["grammars", "export", "/proc/x"]),
         Case("eval report --out FILE", ["eval", "report", str(run), "--out", str(tmp / "file")]),
-        Case("fork --out inside the run", ["fork", str(run), "--at", "1", "--out", str(run / "sub"), "--no-run"],
-             nothing_left(run / "sub")),
+        Case(
+            "fork --out inside the run",
+            ["fork", str(run), "--at", "1", "--out", str(run / "sub"), "--no-run"],
+            nothing_left(run / "sub"),
+        ),
         Case("prompt --temperature nan", ["prompt", "hi", "--temperature", "nan", "--endpoint", f"{url}/ok/v1"]),
         Case("view --poll nan", ["view", str(run), "--poll", "nan"]),
         Case("view --poll -1", ["view", str(run), "--poll", "-1"]),
         Case("view --host 999.1.1.1", ["view", str(run), "--host", "999.1.1.1"]),
         Case("watch --interval inf", ["watch", str(run), "--interval", "inf"]),
-        Case("eval compare --resamples 1e12", ["eval", "compare", str(run), "--vs", str(run), "--resamples",
-                                               "1000000000000"]),
-        Case("eval inject --controls -1", ["eval", "inject", str(run), "--out", str(tmp / "i"), "--controls", "-1"],
-             nothing_left(tmp / "i")),
-        Case("magnet --pages 0.0001", ["write", "magnet", STORY, "--pages", "0.0001", "--out", str(tmp / "m9")],
-             nothing_left(tmp / "m9")),
-        Case("--set words=5", [*nst, "--prompt", "x", "--set", "words=5", "--out", str(tmp / "n5")],
-             nothing_left(tmp / "n5")),
-        Case("--set story={}", ["write", "magnet", STORY, "--set", "story={}", "--out", str(tmp / "m8")],
-             nothing_left(tmp / "m8")),
-        Case("--prompt-file FIFO without a writer", [*nst, "--prompt-file", str(tmp / "fifo"), "--out",
-                                                     str(tmp / "f")]),
+        Case(
+            "eval compare --resamples 1e12",
+            ["eval", "compare", str(run), "--vs", str(run), "--resamples", "1000000000000"],
+        ),
+        Case(
+            "eval inject --controls -1",
+            ["eval", "inject", str(run), "--out", str(tmp / "i"), "--controls", "-1"],
+            nothing_left(tmp / "i"),
+        ),
+        Case(
+            "magnet --pages 0.0001",
+            ["write", "magnet", STORY, "--pages", "0.0001", "--out", str(tmp / "m9")],
+            nothing_left(tmp / "m9"),
+        ),
+        Case(
+            "--set words=5",
+            [*nst, "--prompt", "x", "--set", "words=5", "--out", str(tmp / "n5")],
+            nothing_left(tmp / "n5"),
+        ),
+        Case(
+            "--set story={}",
+            ["write", "magnet", STORY, "--set", "story={}", "--out", str(tmp / "m8")],
+            nothing_left(tmp / "m8"),
+        ),
+        Case(
+            "--prompt-file FIFO without a writer", [*nst, "--prompt-file", str(tmp / "fifo"), "--out", str(tmp / "f")]
+        ),
         Case("edit --file /dev/zero", ["edit", str(run), "--chapter", "1", "--file", "/dev/zero", "--no-rederive"]),
         Case("edit --chapter --var", ["edit", str(run), "--chapter", "1", "--var", "x=1", "--no-rederive"]),
-        *[Case(f"serve --dry-run {' '.join(a)}", ["serve", "--dry-run", *a])
-          for a in (["--replicas", "0"], ["--tensor-parallel-size", "0"], ["--dtype", "bogus"],
-                    ["--log-file", str(tmp)], ["--served-name", ""], ["--model", "/nonexistent"])],
+        *[
+            Case(f"serve --dry-run {' '.join(a)}", ["serve", "--dry-run", *a])
+            for a in (
+                ["--replicas", "0"],
+                ["--tensor-parallel-size", "0"],
+                ["--dtype", "bogus"],
+                ["--log-file", str(tmp)],
+                ["--served-name", ""],
+                ["--model", "/nonexistent"],
+            )
+        ],
     ]
 
 
@@ -141,9 +204,14 @@ def main() -> int:
     server = hostile()
     url = server.root
     bad_story = tmp / "names.toml"
-    bad_story.write_text('title = "T"\ngenre = "g"\ngoal = "x"\nwords = 300\n' + "".join(
-        f'[[characters]]\nname = "{n}"\nrole = "r"\ndescription = "d"\npersonality = "p"\ngoals = "g"\n'
-        'location = "l"\n' for n in ("Ann Marie", "Ann-Marie")))
+    bad_story.write_text(
+        'title = "T"\ngenre = "g"\ngoal = "x"\nwords = 300\n'
+        + "".join(
+            f'[[characters]]\nname = "{n}"\nrole = "r"\ndescription = "d"\npersonality = "p"\ngoals = "g"\n'
+            'location = "l"\n'
+            for n in ("Ann Marie", "Ann-Marie")
+        )
+    )
 
     def untouched() -> str | None:
         if not stat.S_ISCHR(os.stat("/dev/null").st_mode):
@@ -164,10 +232,14 @@ def main() -> int:
     cases = [
         Case("export -o /dev/null", ["export", str(run), "-o", "/dev/null"], untouched),
         Case("export over an existing file", ["export", str(run), "-o", str(existing)], untouched),
-        Case("export -o - is standard output", ["export", str(run), "-o", "-"], nothing_left(ROOT / "-"),
-             must_fail=False),
-        Case("resume --set words={...} --force", ["resume", str(run), "--force", "--set", 'words={"a":1}'],
-             config_unchanged),
+        Case(
+            "export -o - is standard output", ["export", str(run), "-o", "-"], nothing_left(ROOT / "-"), must_fail=False
+        ),
+        Case(
+            "resume --set words={...} --force",
+            ["resume", str(run), "--force", "--set", 'words={"a":1}'],
+            config_unchanged,
+        ),
         Case("resume --set words=-5 --force", ["resume", str(run), "--force", "--set", "words=-5"], config_unchanged),
         Case("resume --set unknown key", ["resume", str(run), "--force", "--set", "bogus=1"], config_unchanged),
         Case("endpoint http://256.1.1.1/v1", ["prompt", "hi", "--endpoint", "http://256.1.1.1/v1"]),
@@ -178,24 +250,49 @@ def main() -> int:
         Case("credentials in the URL", ["prompt", "hi", "--endpoint", "http://user:hunter2@127.0.0.1:9/v1"]),
         Case("search --before 1e14", ["search", str(run), "lamp", "--before", "100000000000000"]),
         Case("search -k 1e20", ["search", str(run), "lamp", "-k", "100000000000000000000"]),
-        Case("magnet --pages inf", ["write", "magnet", STORY, "--pages", "inf", "--out", str(tmp / "m1")],
-             nothing_left(tmp / "m1")),
-        Case("magnet --pages nan", ["write", "magnet", STORY, "--pages", "nan", "--out", str(tmp / "m2")],
-             nothing_left(tmp / "m2")),
-        Case("magnet --pages 1e300", ["write", "magnet", STORY, "--pages", "1e300", "--out", str(tmp / "m3")],
-             nothing_left(tmp / "m3")),
-        Case("nst --words 9223372036854775807", ["write", "nst", "--prompt", "x", "--words", "9223372036854775807",
-                                                 "--out", str(tmp / "n1")], nothing_left(tmp / "n1")),
-        Case("story file /dev/zero", ["write", "magnet", "/dev/zero", "--out", str(tmp / "m4")],
-             nothing_left(tmp / "m4")),
-        Case("prompt file /dev/zero", ["write", "nst", "--prompt-file", "/dev/zero", "--words", "1000",
-                                      "--out", str(tmp / "n2")], nothing_left(tmp / "n2")),
-        Case("magnet with a bad endpoint", ["write", "magnet", STORY, "--endpoint", "http://127.0.0.1:9/v1",
-                                            "--out", str(tmp / "m5")], nothing_left(tmp / "m5")),
-        Case("names sharing a slug", ["write", "magnet", str(bad_story), "--out", str(tmp / "m6")],
-             nothing_left(tmp / "m6")),
-        Case("magnet --set shift_every=0", ["write", "magnet", STORY, "--set", "shift_every=0",
-                                            "--out", str(tmp / "m7")], nothing_left(tmp / "m7")),
+        Case(
+            "magnet --pages inf",
+            ["write", "magnet", STORY, "--pages", "inf", "--out", str(tmp / "m1")],
+            nothing_left(tmp / "m1"),
+        ),
+        Case(
+            "magnet --pages nan",
+            ["write", "magnet", STORY, "--pages", "nan", "--out", str(tmp / "m2")],
+            nothing_left(tmp / "m2"),
+        ),
+        Case(
+            "magnet --pages 1e300",
+            ["write", "magnet", STORY, "--pages", "1e300", "--out", str(tmp / "m3")],
+            nothing_left(tmp / "m3"),
+        ),
+        Case(
+            "nst --words 9223372036854775807",
+            ["write", "nst", "--prompt", "x", "--words", "9223372036854775807", "--out", str(tmp / "n1")],
+            nothing_left(tmp / "n1"),
+        ),
+        Case(
+            "story file /dev/zero", ["write", "magnet", "/dev/zero", "--out", str(tmp / "m4")], nothing_left(tmp / "m4")
+        ),
+        Case(
+            "prompt file /dev/zero",
+            ["write", "nst", "--prompt-file", "/dev/zero", "--words", "1000", "--out", str(tmp / "n2")],
+            nothing_left(tmp / "n2"),
+        ),
+        Case(
+            "magnet with a bad endpoint",
+            ["write", "magnet", STORY, "--endpoint", "http://127.0.0.1:9/v1", "--out", str(tmp / "m5")],
+            nothing_left(tmp / "m5"),
+        ),
+        Case(
+            "names sharing a slug",
+            ["write", "magnet", str(bad_story), "--out", str(tmp / "m6")],
+            nothing_left(tmp / "m6"),
+        ),
+        Case(
+            "magnet --set shift_every=0",
+            ["write", "magnet", STORY, "--set", "shift_every=0", "--out", str(tmp / "m7")],
+            nothing_left(tmp / "m7"),
+        ),
         Case("serve --host ''", ["serve", "--host", "", "--dry-run"]),
         Case("serve -- --host 0.0.0.0", ["serve", "--dry-run", "--", "--host", "0.0.0.0"]),
         Case("serve --max-model-len -1", ["serve", "--max-model-len", "-1", "--dry-run"]),
@@ -211,8 +308,9 @@ def main() -> int:
             verdict = "wrong success"
         if case.name == "export -o - is standard output" and "keeper lit the lamp" not in out:
             verdict = "wrong success"
-        rows.append({"case": case.name, "exit": code, "verdict": verdict,
-                     "line": (err.strip().splitlines() or [""])[-1][:160]})
+        rows.append(
+            {"case": case.name, "exit": code, "verdict": verdict, "line": (err.strip().splitlines() or [""])[-1][:160]}
+        )
         print(f"{verdict:15} {case.name:38} {rows[-1]['line']}", flush=True)
     if (run / "run.db").read_bytes() != db_bytes and config_unchanged() is not None:
         print("DATA LOST: the run database changed")

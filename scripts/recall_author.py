@@ -132,7 +132,7 @@ class RecallAuthor(LonghaulAuthor):
         per = max(1, len(paragraphs) // chapters)
         parts, written = [], ""
         for k in range(1, chapters + 1):
-            body = "\n\n".join(paragraphs[(k - 1) * per: k * per if k < chapters else len(paragraphs)]) or "Mark0."
+            body = "\n\n".join(paragraphs[(k - 1) * per : k * per if k < chapters else len(paragraphs)]) or "Mark0."
             part = f"Chapter {k}\n\n{self.chapter(body, k, normalize(written))}"
             parts.append(part)
             written += "\n\n" + part
@@ -193,8 +193,11 @@ class RecallAuthor(LonghaulAuthor):
     def lookup(self, request: Request, chapter: int, tools: list[str]) -> dict[str, Any] | None:
         """The next search or read for a needed fact the conversation lacks (None: none left)."""
         known = conversation(request)
-        calls = [json.loads(m["content"]) for m in request.messages
-                 if m["role"] == "assistant" and m["content"].startswith("{")]
+        calls = [
+            json.loads(m["content"])
+            for m in request.messages
+            if m["role"] == "assistant" and m["content"].startswith("{")
+        ]
         queries = {c.get("query") for c in calls if c.get("tool") == "search"}
         for fact in needed_in(self.facts, chapter):
             if normalize(fact.needle) in known:
@@ -216,9 +219,15 @@ class RecallAuthor(LonghaulAuthor):
         if more and calls and calls[-1].get("tool") == "read":
             return {"tool": "read", "chapter": int(more.group(1)), "offset": int(more.group(2))}
         read = {c.get("chapter") for c in calls if c.get("tool") == "read"}
-        named = sorted({int(c) for m in request.messages if m["role"] == "user"
-                        for c, passage in re.findall(r"^\[chapter (\d+)\] (.*)$", m["content"], re.MULTILINE)
-                        if fact.person in passage})
+        named = sorted(
+            {
+                int(c)
+                for m in request.messages
+                if m["role"] == "user"
+                for c, passage in re.findall(r"^\[chapter (\d+)\] (.*)$", m["content"], re.MULTILINE)
+                if fact.person in passage
+            }
+        )
         target = next((c for c in named if c not in read), None)
         return None if target is None else {"tool": "read", "chapter": target, "offset": 0}
 
@@ -242,15 +251,24 @@ class RecallAuthor(LonghaulAuthor):
         for person, quote in persons.items():
             facts = dict(people.get(person, {}))
             facts.update({f.kind: f.needle for f in planted if f.person == person and f.kind == "eyes"})
-            data["upsert_character_state"].append({
-                "name": person, "location": f"the harbour, part {chapter}", "goal": "see the bell answered",
-                "relationships": "known to the keeper", "knowledge": f"what happened in part {chapter}",
-                "possessions": "an oilskin coat", "condition": "wary",
-                "facts": [{"key": k, "value": v} for k, v in facts.items()], "evidence": quote})
+            data["upsert_character_state"].append(
+                {
+                    "name": person,
+                    "location": f"the harbour, part {chapter}",
+                    "goal": "see the bell answered",
+                    "relationships": "known to the keeper",
+                    "knowledge": f"what happened in part {chapter}",
+                    "possessions": "an oilskin coat",
+                    "condition": "wary",
+                    "facts": [{"key": k, "value": v} for k, v in facts.items()],
+                    "evidence": quote,
+                }
+            )
         open_keys = open_requirements(request)
         vows = {f.key for f in self.facts}
         generic = [k for k in open_keys if k not in vows]
         fulfilled = [f.key for f in self.facts if f.kind == "promise" and f.needed and f.needed[-1] == chapter]
         data["resolve_future_requirement"] = (generic[:1] if len(generic) >= 4 else []) + [
-            k for k in fulfilled if k in open_keys]
+            k for k in fulfilled if k in open_keys
+        ]
         return without_evidence(json.dumps(data), request)

@@ -18,20 +18,46 @@ from dataclasses import dataclass
 KINDS = ("eyes", "debt", "promise", "secret")
 """Where each kind lives in NstAgent's state: eyes in a character's facts, a promise as an open
 requirement, a debt and a secret as past events (the part of the state a digest replaces)."""
-CAST = ("Ada Venn", "Tobias Marr", "Elin Harrow", "Jonah Creel", "Maren Holt", "Silas Dunmore", "Ruth Galloway",
-        "Pell Ashby")
+CAST = (
+    "Ada Venn",
+    "Tobias Marr",
+    "Elin Harrow",
+    "Jonah Creel",
+    "Maren Holt",
+    "Silas Dunmore",
+    "Ruth Galloway",
+    "Pell Ashby",
+)
 DISTANCES = (1, 3, 8, 20)
 """A fact planted in chapter p is needed in chapters p+1, p+3, p+8 and p+20 (those that exist)."""
-_SHADES = ("amber-flecked", "silver-ringed", "smoke-dark", "gold-rimmed", "sea-pale", "ash-flecked", "copper-bright",
-           "frost-blue")
+_SHADES = (
+    "amber-flecked",
+    "silver-ringed",
+    "smoke-dark",
+    "gold-rimmed",
+    "sea-pale",
+    "ash-flecked",
+    "copper-bright",
+    "frost-blue",
+)
 _HUES = ("green", "grey", "brown", "violet", "hazel", "blue")
 _OBJECTS = ("logbook", "brass sextant", "tithe ledger", "signal lamp", "captain's seal", "chart case")
-_PLACES = ("the chapel steps", "the north pier", "the lamp room floor", "the salt store", "the old ferry slip",
-           "the net loft")
+_PLACES = (
+    "the chapel steps",
+    "the north pier",
+    "the lamp room floor",
+    "the salt store",
+    "the old ferry slip",
+    "the net loft",
+)
 _MONTHS = ("March", "April", "May", "June", "July", "August", "September", "October")
 _NOUNS = {"eyes": "eyes", "debt": "debt", "promise": "vow", "secret": "secret"}
-_QUERIES = {"eyes": "eyes looked lamplight", "debt": "owed harbour master debt", "promise": "swore vow sail tide",
-            "secret": "hid secret beneath"}
+_QUERIES = {
+    "eyes": "eyes looked lamplight",
+    "debt": "owed harbour master debt",
+    "promise": "swore vow sail tide",
+    "secret": "hid secret beneath",
+}
 
 
 @dataclass(frozen=True)
@@ -89,8 +115,9 @@ def script(chapters: int) -> list[Fact]:
         needle, statement = _needle(kind, n // len(KINDS))
         needed = tuple(planted + d for d in DISTANCES if planted + d <= chapters)
         slug = re.sub(r"[^a-z]+", "_", person.lower()).strip("_")
-        facts.append(Fact(f"{kind}_{slug}_{planted}", kind, person, planted, needed, needle,
-                          statement.replace("{who}", person)))
+        facts.append(
+            Fact(f"{kind}_{slug}_{planted}", kind, person, planted, needed, needle, statement.replace("{who}", person))
+        )
     return facts
 
 

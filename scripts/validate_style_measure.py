@@ -41,8 +41,9 @@ def _segments(path: Path) -> list[str]:
         if piece.words < 800:
             continue
         step = max(1, int(len(words) * CHAPTER_WORDS / piece.words))
-        out += [" ".join(words[i:i + step]) for i in range(0, len(words), step)
-                if len(words[i:i + step]) > step // 2]
+        out += [
+            " ".join(words[i : i + step]) for i in range(0, len(words), step) if len(words[i : i + step]) > step // 2
+        ]
     return out
 
 
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             words += len(taken[-1].split())
         samples[author] = profile("\n\n".join(taken))
         pool = pieces if sample_book == test_book else _segments(args.folder / test_book)
-        half = pool[len(pool) // 2:]
+        half = pool[len(pool) // 2 :]
         stride = max(1, len(half) // TEST_CHAPTERS)
         tests[author] = half[::stride][:TEST_CHAPTERS]
     names = list(AUTHORS)
@@ -93,8 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"other-author distance: median {other_all[len(other_all) // 2]:.2f}, min {other_all[0]:.2f}")
     flagged_own = sum(d > DRIFT_THRESHOLD for d in own_all)
     flagged_other = sum(d > DRIFT_THRESHOLD for d in other_all)
-    print(f"drift threshold {DRIFT_THRESHOLD}: flags {flagged_own}/{len(own_all)} own-author chapters, "
-          f"{flagged_other}/{len(other_all)} other-author chapters")
+    print(
+        f"drift threshold {DRIFT_THRESHOLD}: flags {flagged_own}/{len(own_all)} own-author chapters, "
+        f"{flagged_other}/{len(other_all)} other-author chapters"
+    )
     return 0
 
 

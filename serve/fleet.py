@@ -46,15 +46,16 @@ class Fleet:
             for server in list(waiting):
                 code = server.process.poll() if server.process else None
                 if code is not None:
-                    raise ServeError(f"{server.name} exited with code {code} before it was ready:\n"
-                                     f"{server.log_tail()}")
+                    raise ServeError(f"{server.name} exited with code {code} before it was ready:\n{server.log_tail()}")
                 if server.answers():
                     waiting.remove(server)
             if time.monotonic() > deadline:
                 raise ServeError(f"{waiting[0].name} was not ready after {timeout_s:.0f} s:\n{waiting[0].log_tail()}")
             if waiting and time.monotonic() > next_note:
-                say(f"{len(self.replicas) - len(waiting)} of {len(self.replicas)} replicas ready "
-                    f"({waiting[0].name}: {waiting[0].log_last_line()})")
+                say(
+                    f"{len(self.replicas) - len(waiting)} of {len(self.replicas)} replicas ready "
+                    f"({waiting[0].name}: {waiting[0].log_last_line()})"
+                )
                 next_note = time.monotonic() + 30
             time.sleep(0.5 if waiting else 0)
         say(f"{len(self.replicas)} replicas ready; starting sglang-router ({self.router.router.policy})")
@@ -81,8 +82,10 @@ class Fleet:
                 self._reported.add(i)
                 dead.append(i)
                 left = len(self.replicas) - len(self._reported)
-                say(f"{server.name} exited with code {code}; {left} of {len(self.replicas)} left "
-                    f"(log: {server.log_path}: {server.log_last_line()})")
+                say(
+                    f"{server.name} exited with code {code}; {left} of {len(self.replicas)} left "
+                    f"(log: {server.log_path}: {server.log_last_line()})"
+                )
         return dead
 
     def stop(self) -> None:

@@ -142,17 +142,26 @@ def server_command(config: ServeConfig) -> tuple[list[str], dict[str, str]]:
     if config.structured_backend == "xgrammar":
         structured["disable_any_whitespace"] = True  # else small models can loop on whitespace
     argv = [
-        *vllm_entry(), "serve",
-        "--model", config.model_path,
-        "--served-model-name", config.served_name,
-        "--host", config.host,
-        "--port", str(config.port),
-        "--max-model-len", str(config.max_model_len),
-        "--dtype", config.dtype,
+        *vllm_entry(),
+        "serve",
+        "--model",
+        config.model_path,
+        "--served-model-name",
+        config.served_name,
+        "--host",
+        config.host,
+        "--port",
+        str(config.port),
+        "--max-model-len",
+        str(config.max_model_len),
+        "--dtype",
+        config.dtype,
         "--enable-prefix-caching",  # prompts are ordered so that this keeps cost linear
         "--enable-prompt-tokens-details",  # report usage.prompt_tokens_details.cached_tokens
-        "--structured-outputs-config", json.dumps(structured),
-        "--generation-config", "vllm",  # our sampling settings, not the model folder's defaults
+        "--structured-outputs-config",
+        json.dumps(structured),
+        "--generation-config",
+        "vllm",  # our sampling settings, not the model folder's defaults
         "--disable-uvicorn-access-log",
     ]
     env = dict(os.environ)
@@ -191,8 +200,11 @@ def server_command(config: ServeConfig) -> tuple[list[str], dict[str, str]]:
 def shown_command(argv: list[str], env: dict[str, str]) -> str:
     """The command as a shell-safe line to paste (``shlex``), with its vLLM/HF settings and
     any API key shown as ``***``."""
-    shown = {k: ("***" if k == "VLLM_API_KEY" else env[k]) for k in sorted(env)
-             if k.startswith(("VLLM_", "HF_HUB")) or k == "CUDA_VISIBLE_DEVICES"}
+    shown = {
+        k: ("***" if k == "VLLM_API_KEY" else env[k])
+        for k in sorted(env)
+        if k.startswith(("VLLM_", "HF_HUB")) or k == "CUDA_VISIBLE_DEVICES"
+    }
     return shlex.join([f"{k}={v}" for k, v in shown.items()] + argv)
 
 
@@ -250,7 +262,11 @@ class Server:
         log = self.log_path.open("wb")
         # A new session: Ctrl-C reaches us, and we decide how the server stops.
         self.process = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
             preexec_fn=_die_with_parent,
         )
         log.close()

@@ -20,12 +20,15 @@ CONTEXT = 4096  # as tiny-cpu serves it, so the same tests fit both servers
 
 def llamacpp_importable() -> bool:
     """Whether ``llama_cpp.server`` can be started here (llama-cpp-python with its server extra)."""
-    return all(importlib.util.find_spec(m) is not None for m in ("llama_cpp", "fastapi", "sse_starlette",
-                                                                 "starlette_context", "pydantic_settings"))
+    return all(
+        importlib.util.find_spec(m) is not None
+        for m in ("llama_cpp", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
+    )
 
 
-def llamacpp_command(gguf: Path, port: int, *, host: str = "127.0.0.1", n_ctx: int = CONTEXT,
-                     threads: int | None = None) -> list[str]:
+def llamacpp_command(
+    gguf: Path, port: int, *, host: str = "127.0.0.1", n_ctx: int = CONTEXT, threads: int | None = None
+) -> list[str]:
     """The argv that serves ``gguf`` at ``http://host:port/v1`` under :data:`MODEL_ALIAS`.
 
     ``logits_all`` is off: the server's default keeps every prompt position's logits, which
@@ -34,6 +37,26 @@ def llamacpp_command(gguf: Path, port: int, *, host: str = "127.0.0.1", n_ctx: i
     (a test runner, the pipeline) slowed decoding twelvefold on 2 cores.
     """
     threads = threads or max(1, len(os.sched_getaffinity(0)) - 1)
-    return [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", MODEL_ALIAS,
-            "--host", host, "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
-            "--n_threads_batch", str(threads), "--logits_all", "false", "--verbose", "false"]
+    return [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(gguf),
+        "--model_alias",
+        MODEL_ALIAS,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--n_ctx",
+        str(n_ctx),
+        "--n_threads",
+        str(threads),
+        "--n_threads_batch",
+        str(threads),
+        "--logits_all",
+        "false",
+        "--verbose",
+        "false",
+    ]

@@ -46,9 +46,11 @@ class GpuReport:
         """One line when the driver is too old for vLLM's CUDA build (``None``: it is new enough)."""
         if self.driver_major >= MIN_DRIVER:
             return None
-        return (f"NVIDIA driver {self.driver} found; vLLM 0.32 (torch 2.13, CUDA {CUDA_NEEDED}) needs driver "
-                f"{MIN_DRIVER} or newer: update the driver (e.g. the distribution's nvidia-driver-{MIN_DRIVER} "
-                "package) and reboot")
+        return (
+            f"NVIDIA driver {self.driver} found; vLLM 0.32 (torch 2.13, CUDA {CUDA_NEEDED}) needs driver "
+            f"{MIN_DRIVER} or newer: update the driver (e.g. the distribution's nvidia-driver-{MIN_DRIVER} "
+            "package) and reboot"
+        )
 
 
 class NvidiaSmiError(RuntimeError):
@@ -62,8 +64,12 @@ def query(timeout_s: float = 15.0) -> GpuReport:
         raise NvidiaSmiError("nvidia-smi not found (no NVIDIA driver installed)")
     fields = "index,name,driver_version,memory.total,memory.free"
     try:
-        listing = subprocess.run([tool, f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
-                                 capture_output=True, text=True, timeout=timeout_s)
+        listing = subprocess.run(
+            [tool, f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
         header = subprocess.run([tool], capture_output=True, text=True, timeout=timeout_s)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise NvidiaSmiError(f"nvidia-smi failed: {exc}") from None

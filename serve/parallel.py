@@ -48,11 +48,14 @@ class Parallelism:
             if not isinstance(value, int) or not 1 <= value <= 1024:
                 raise ValueError(f"{name} parallel size must be an integer between 1 and 1024, got {value!r}")
         if self.data_local is not None and not 0 <= self.data_local <= self.data:
-            raise ValueError(f"--data-parallel-size-local must be between 0 and --data-parallel-size "
-                             f"({self.data}), got {self.data_local}")
+            raise ValueError(
+                f"--data-parallel-size-local must be between 0 and --data-parallel-size "
+                f"({self.data}), got {self.data_local}"
+            )
         if self.data_start_rank is not None and not 0 <= self.data_start_rank < self.data:
-            raise ValueError(f"--data-parallel-start-rank must be between 0 and {self.data - 1}, "
-                             f"got {self.data_start_rank}")
+            raise ValueError(
+                f"--data-parallel-start-rank must be between 0 and {self.data - 1}, got {self.data_start_rank}"
+            )
         if self.data_rpc_port is not None and not 1 <= self.data_rpc_port <= 65535:
             raise ValueError(f"--data-parallel-rpc-port must be between 1 and 65535, got {self.data_rpc_port}")
         if self.headless and self.data_start_rank is None and self.data_backend != "ray":

@@ -397,8 +397,7 @@ def get_preset(name: str) -> Preset:
         raise KeyError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}") from None
 
 
-def preset_fit(preset: Preset, card=None, *, context: int | None = None,
-               utilization: float | None = None):
+def preset_fit(preset: Preset, card=None, *, context: int | None = None, utilization: float | None = None):
     """The sizing arithmetic (:class:`serve.sizing.Fit`) of a GPU preset on ``card`` (default: the
     card it is sized for); ``None`` for the CPU preset."""
     from serve.sizing import CARDS, fit
@@ -406,7 +405,16 @@ def preset_fit(preset: Preset, card=None, *, context: int | None = None,
     if preset.device != "gpu" or not preset.sized_for:
         return None
     card = card or CARDS[preset.sized_for]
-    util = utilization if utilization is not None else (
-        preset.gpu_memory_utilization if card is CARDS[preset.sized_for] else card.utilization())
-    return fit(preset.model, card, context=context or preset.max_model_len, kv_cache_dtype=preset.kv_cache_dtype,
-               utilization=util, tensor=preset.parallel.tensor)
+    util = (
+        utilization
+        if utilization is not None
+        else (preset.gpu_memory_utilization if card is CARDS[preset.sized_for] else card.utilization())
+    )
+    return fit(
+        preset.model,
+        card,
+        context=context or preset.max_model_len,
+        kv_cache_dtype=preset.kv_cache_dtype,
+        utilization=util,
+        tensor=preset.parallel.tensor,
+    )

@@ -64,17 +64,27 @@ class RouterConfig:
 def router_command(config: RouterConfig) -> list[str]:
     """The exact argv for sglang-router in front of vLLM replicas."""
     argv = [
-        sys.executable, "-m", "sglang_router.launch_router",
-        "--policy", config.policy,
-        "--host", config.host,
-        "--port", str(config.port),
-        "--prometheus-host", "127.0.0.1",
-        "--prometheus-port", str(config.metrics_port),
-        "--log-level", config.log_level,
-        "--request-timeout-secs", str(config.request_timeout_s),
+        sys.executable,
+        "-m",
+        "sglang_router.launch_router",
+        "--policy",
+        config.policy,
+        "--host",
+        config.host,
+        "--port",
+        str(config.port),
+        "--prometheus-host",
+        "127.0.0.1",
+        "--prometheus-port",
+        str(config.metrics_port),
+        "--log-level",
+        config.log_level,
+        "--request-timeout-secs",
+        str(config.request_timeout_s),
         # The workers are registered once the router answers (Router.wait_ready), each ready
         # already; the default 30 s between start-up checks would only delay serving.
-        "--worker-startup-check-interval", "1",
+        "--worker-startup-check-interval",
+        "1",
         # fabula's client already retries what is safe to retry (agent/llm/http.py); a second
         # layer of retries would resend a long generation up to 5 times.
         "--disable-retries",
@@ -93,8 +103,10 @@ def router_installed() -> bool:
 def cpu_groups(cpus: list[int], n: int) -> list[list[int]]:
     """``cpus`` split into ``n`` contiguous groups as even as can be (one replica each)."""
     if n > len(cpus):
-        raise ServeError(f"{n} CPU replicas need at least {n} CPU cores; this process may use {len(cpus)} "
-                         f"({','.join(map(str, cpus))})")
+        raise ServeError(
+            f"{n} CPU replicas need at least {n} CPU cores; this process may use {len(cpus)} "
+            f"({','.join(map(str, cpus))})"
+        )
     size, extra = divmod(len(cpus), n)
     groups, start = [], 0
     for i in range(n):
@@ -115,8 +127,9 @@ def gpu_count() -> int:
     return sum(1 for line in out.splitlines() if line.startswith("GPU "))
 
 
-def replica_configs(base: ServeConfig, n: int, *, cpus: list[int] | None = None,
-                    gpus: int | None = None) -> list[ServeConfig]:
+def replica_configs(
+    base: ServeConfig, n: int, *, cpus: list[int] | None = None, gpus: int | None = None
+) -> list[ServeConfig]:
     """``n`` copies of ``base`` on loopback ports after ``base.port``, each with its own cores or GPUs.
 
     Each replica is one copy of the model: the preset's tensor/pipeline split is kept, its
@@ -128,8 +141,17 @@ def replica_configs(base: ServeConfig, n: int, *, cpus: list[int] | None = None,
     if base.device == "cpu":
         allowed = cpus if cpus is not None else sorted(os.sched_getaffinity(0))
         for i, group in enumerate(cpu_groups(allowed, n)):
-            configs.append(replace(base, host="127.0.0.1", port=base.port + 1 + i, api_key=None,
-                                   parallel=parallel, cpu_threads=_ranges(group), extra_args=list(base.extra_args)))
+            configs.append(
+                replace(
+                    base,
+                    host="127.0.0.1",
+                    port=base.port + 1 + i,
+                    api_key=None,
+                    parallel=parallel,
+                    cpu_threads=_ranges(group),
+                    extra_args=list(base.extra_args),
+                )
+            )
         return configs
     per = parallel.gpus_per_replica
     have = gpu_count() if gpus is None else gpus
@@ -137,8 +159,17 @@ def replica_configs(base: ServeConfig, n: int, *, cpus: list[int] | None = None,
         raise ServeError(f"{n} replicas of {per} GPU(s) each need {n * per} GPUs; {have} found on this node")
     for i in range(n):
         devices = ",".join(str(d) for d in range(i * per, (i + 1) * per))
-        configs.append(replace(base, host="127.0.0.1", port=base.port + 1 + i, api_key=None, parallel=parallel,
-                               visible_devices=devices, extra_args=list(base.extra_args)))
+        configs.append(
+            replace(
+                base,
+                host="127.0.0.1",
+                port=base.port + 1 + i,
+                api_key=None,
+                parallel=parallel,
+                visible_devices=devices,
+                extra_args=list(base.extra_args),
+            )
+        )
     return configs
 
 
@@ -174,8 +205,9 @@ class Router(Server):
 
     def __init__(self, config: RouterConfig, log_path: Path) -> None:
         self.router = config
-        super().__init__(ServeConfig(model_path="-", served_name="-", device="cpu", host=config.host,
-                                     port=config.port), log_path)
+        super().__init__(
+            ServeConfig(model_path="-", served_name="-", device="cpu", host=config.host, port=config.port), log_path
+        )
         self.name = "the router"
 
     def command(self) -> tuple[list[str], dict[str, str]]:
@@ -198,12 +230,15 @@ class Router(Server):
             if self.process is not None and self.process.poll() is not None:
                 break
             time.sleep(0.5)
-        raise ServeError(f"the router did not list {self.router.model_id} within {timeout_s:.0f} s:\n"
-                         f"{self.log_tail()}")
+        raise ServeError(f"the router did not list {self.router.model_id} within {timeout_s:.0f} s:\n{self.log_tail()}")
 
     def _post(self, path: str, body: dict) -> None:
-        request = Request(f"http://127.0.0.1:{self.router.port}{path}", data=json.dumps(body).encode(),
-                          headers={"Content-Type": "application/json"}, method="POST")
+        request = Request(
+            f"http://127.0.0.1:{self.router.port}{path}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
         try:
             with urlopen(request, timeout=10) as response:
                 response.read()

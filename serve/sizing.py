@@ -38,6 +38,8 @@ def server_defaults(card_bytes: int) -> tuple[int, int]:
     if card_bytes >= 70 * GIB:
         return 8192, 1024
     return 2048, 256
+
+
 DESKTOP_RESERVE = int(1.5 * GIB)
 """What a desktop session (display server, browser) may hold on a desktop card: vLLM refuses to
 start when free memory is below utilization x total, so desktop presets leave this much."""
@@ -78,17 +80,20 @@ class Card:
         return min(UTILIZATION_CAP, int((1 - DESKTOP_RESERVE / self.total_bytes) * 100) / 100)
 
 
-CARDS: dict[str, Card] = {c.label: c for c in [
-    # total memory as nvidia-smi prints it (MiB) for one common card of each size
-    Card("8 GB", 8188, True),      # RTX 4060 / 3070
-    Card("12 GB", 12288, True),    # RTX 3060 12GB / 4070
-    Card("16 GB", 16376, True),    # RTX 4080 / 5070 Ti
-    Card("24 GB", 24564, True),    # RTX 4090 / 3090
-    Card("32 GB", 32607, True),    # RTX 5090
-    Card("48 GB", 46068, False),   # L40S / RTX 6000 Ada
-    Card("80 GB", 81559, False),   # H100 80GB / A100 80GB
-    Card("141 GB", 143771, False),  # H200
-]}
+CARDS: dict[str, Card] = {
+    c.label: c
+    for c in [
+        # total memory as nvidia-smi prints it (MiB) for one common card of each size
+        Card("8 GB", 8188, True),  # RTX 4060 / 3070
+        Card("12 GB", 12288, True),  # RTX 3060 12GB / 4070
+        Card("16 GB", 16376, True),  # RTX 4080 / 5070 Ti
+        Card("24 GB", 24564, True),  # RTX 4090 / 3090
+        Card("32 GB", 32607, True),  # RTX 5090
+        Card("48 GB", 46068, False),  # L40S / RTX 6000 Ada
+        Card("80 GB", 81559, False),  # H100 80GB / A100 80GB
+        Card("141 GB", 143771, False),  # H200
+    ]
+}
 
 
 def card_of_memory(gib: float, desktop: bool = False) -> Card:
@@ -124,8 +129,12 @@ def _parameter_parts(config: dict) -> tuple[int, int, int]:
         attention += count * (q_and_o + hidden * heads * hd * kv_projections)
     convolutions = 0
     if linear_layers(config):
-        kh, kd, vh, vd = (t["linear_num_key_heads"], t["linear_key_head_dim"],
-                          t["linear_num_value_heads"], t["linear_value_head_dim"])
+        kh, kd, vh, vd = (
+            t["linear_num_key_heads"],
+            t["linear_key_head_dim"],
+            t["linear_num_value_heads"],
+            t["linear_value_head_dim"],
+        )
         # Gated DeltaNet: q, k, v, the output gate z, and the b/a gates in; out_proj back
         attention += linear_layers(config) * (hidden * (2 * kh * kd + 2 * vh * vd + 2 * vh) + vh * vd * hidden)
         convolutions = linear_layers(config) * (2 * kh * kd + vh * vd) * t["linear_conv_kernel_dim"]
@@ -182,8 +191,9 @@ def _layer_types(t: dict) -> list[str]:
         return list(t["layer_types"])
     interval = t.get("full_attention_interval")
     if interval and t.get("linear_num_value_heads"):
-        return ["full_attention" if (i + 1) % interval == 0 else "linear_attention"
-                for i in range(t["num_hidden_layers"])]
+        return [
+            "full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(t["num_hidden_layers"])
+        ]
     return []
 
 
@@ -218,8 +228,12 @@ def linear_state_bytes(config: dict) -> int:
     if not count:
         return 0
     t = _text(config)
-    kh, kd, vh, vd = (t["linear_num_key_heads"], t["linear_key_head_dim"],
-                      t["linear_num_value_heads"], t["linear_value_head_dim"])
+    kh, kd, vh, vd = (
+        t["linear_num_key_heads"],
+        t["linear_key_head_dim"],
+        t["linear_num_value_heads"],
+        t["linear_value_head_dim"],
+    )
     conv = (2 * kh * kd + vh * vd) * (t["linear_conv_kernel_dim"] - 1) * 2
     ssm = vh * vd * kd * (4 if t.get("mamba_ssm_dtype") == "float32" else 2)
     return count * (conv + ssm)
@@ -255,8 +269,11 @@ def kv_bytes_per_sequence(config: dict, tokens: int, kv_cache_dtype: str | None)
     linear-attention layers a fixed state, :func:`linear_state_bytes`)."""
     full, sliding, window = kv_layers(config)
     full_bytes, sliding_bytes = kv_bytes_per_token(config, kv_cache_dtype)
-    return (full_bytes * full * tokens + sliding_bytes * sliding * min(tokens, window or tokens)
-            + linear_state_bytes(config))
+    return (
+        full_bytes * full * tokens
+        + sliding_bytes * sliding * min(tokens, window or tokens)
+        + linear_state_bytes(config)
+    )
 
 
 def overhead_bytes(config: dict, card_bytes: int) -> int:
@@ -296,13 +313,17 @@ class Fit:
     def arithmetic(self) -> str:
         """The sum in one line, GiB."""
         budget = self.card.total_bytes * self.utilization
-        head = (f"{self.card.total_bytes / GIB:.1f} GiB x {self.utilization:.2f} = {budget / GIB:.1f} GiB; "
-                f"weights {self.weights / GIB:.1f} + overhead {self.overhead / GIB:.1f}")
+        head = (
+            f"{self.card.total_bytes / GIB:.1f} GiB x {self.utilization:.2f} = {budget / GIB:.1f} GiB; "
+            f"weights {self.weights / GIB:.1f} + overhead {self.overhead / GIB:.1f}"
+        )
         short = self.weights + self.overhead - budget
         if short >= 0:
             return f"{head} exceed it by {short / GIB:.1f} GiB: no room for any KV cache"
-        return (f"{head} leave {self.kv_cache / GIB:.1f} GiB of KV cache at {self.kv_per_token / 1024:.0f} KiB/token: "
-                f"{self.sequences:.1f} sequence(s) of {self.context} tokens, one of at most {self.max_context}")
+        return (
+            f"{head} leave {self.kv_cache / GIB:.1f} GiB of KV cache at {self.kv_per_token / 1024:.0f} KiB/token: "
+            f"{self.sequences:.1f} sequence(s) of {self.context} tokens, one of at most {self.max_context}"
+        )
 
 
 def kv_share(config: dict, tensor: int) -> float:
@@ -312,8 +333,15 @@ def kv_share(config: dict, tensor: int) -> float:
     return max(1, heads // tensor) / heads if tensor > 1 else 1.0
 
 
-def fit(model_id: str, card: Card, *, context: int, kv_cache_dtype: str | None = None,
-        utilization: float | None = None, tensor: int = 1) -> Fit:
+def fit(
+    model_id: str,
+    card: Card,
+    *,
+    context: int,
+    kv_cache_dtype: str | None = None,
+    utilization: float | None = None,
+    tensor: int = 1,
+) -> Fit:
     """What ``model_id`` holds on ``card`` (per GPU, its weights split over ``tensor`` GPUs)."""
     config = model_config(model_id)
     util = utilization if utilization is not None else card.utilization()
@@ -328,6 +356,14 @@ def fit(model_id: str, card: Card, *, context: int, kv_cache_dtype: str | None =
     bounded = sliding_bytes * sliding * (window or 0) + linear_state_bytes(config) * share
     longest = int((kv - bounded) // (full_bytes * full)) if kv > bounded and full else 0
     model_max = _text(config).get("max_position_embeddings") or longest
-    return Fit(card=card, utilization=util, weights=weights, overhead=overhead, kv_cache=kv,
-               kv_per_token=int(full_bytes * full + sliding_bytes * sliding), context=context,
-               sequences=kv / per_sequence if per_sequence else 0.0, max_context=min(longest, model_max))
+    return Fit(
+        card=card,
+        utilization=util,
+        weights=weights,
+        overhead=overhead,
+        kv_cache=kv,
+        kv_per_token=int(full_bytes * full + sliding_bytes * sliding),
+        context=context,
+        sequences=kv / per_sequence if per_sequence else 0.0,
+        max_context=min(longest, model_max),
+    )

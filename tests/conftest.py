@@ -57,8 +57,10 @@ def _missing(*modules: str) -> list[str]:
 def embedded_llm():
     missing = _missing("torch", "transformers", "outlines", "outlines_core")
     if missing:
-        pytest.skip(f"embedded backend not installed (missing {', '.join(missing)}): "
-                    "run scripts/setup (or pip install -e '.[cpu]')")
+        pytest.skip(
+            f"embedded backend not installed (missing {', '.join(missing)}): "
+            "run scripts/setup (or pip install -e '.[cpu]')"
+        )
     from agent.llm.embedded_engines import open_embedded
 
     llm = open_embedded()  # the default engine: llama.cpp where installed, else transformers
@@ -98,8 +100,9 @@ class RunningServer:
 def vllm_server() -> Iterator[RunningServer]:
     """``fabula serve --preset tiny-cpu`` on a free port, exactly as a user starts it."""
     if _missing("vllm"):
-        pytest.skip("vLLM is not importable here: run scripts/setup (or pip install -e '.[cpu]') "
-                    "to run the server tests")
+        pytest.skip(
+            "vLLM is not importable here: run scripts/setup (or pip install -e '.[cpu]') to run the server tests"
+        )
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "agent.cli", "serve", "--preset", "tiny-cpu", "--port", str(port)],
@@ -154,8 +157,10 @@ def llamacpp_server(tmp_path_factory) -> Iterator[RunningServer]:
     from serve.llamacpp import MODEL_ALIAS, llamacpp_command, llamacpp_importable
 
     if not llamacpp_importable():
-        pytest.skip("llama-cpp-python[server] is not installed: run scripts/setup --llamacpp "
-                    "(it compiles llama.cpp once) to run the llama.cpp server tests")
+        pytest.skip(
+            "llama-cpp-python[server] is not installed: run scripts/setup --llamacpp "
+            "(it compiles llama.cpp once) to run the llama.cpp server tests"
+        )
     import httpx
 
     from agent.weights.models import ensure_gguf
@@ -163,8 +168,9 @@ def llamacpp_server(tmp_path_factory) -> Iterator[RunningServer]:
     port = free_port()
     log_path = tmp_path_factory.mktemp("llamacpp") / "server.log"
     with open(log_path, "w") as log:
-        process = subprocess.Popen(llamacpp_command(ensure_gguf(), port), stdout=log, stderr=subprocess.STDOUT,
-                                   cwd=ROOT, env=dict(os.environ))
+        process = subprocess.Popen(
+            llamacpp_command(ensure_gguf(), port), stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=dict(os.environ)
+        )
         endpoint = f"http://127.0.0.1:{port}/v1"
         deadline = time.monotonic() + 300
         while True:
@@ -203,8 +209,15 @@ def served(request) -> RunningServer:
     return request.getfixturevalue(f"{request.param}_server")
 
 
-MODEL_FIXTURES = {"embedded_llm": "embedded", "transformers_llm": "embedded", "vllm_server": "server",
-                  "endpoint_llm": "server", "llamacpp_server": "server", "llamacpp_llm": "server", "served": "server"}
+MODEL_FIXTURES = {
+    "embedded_llm": "embedded",
+    "transformers_llm": "embedded",
+    "vllm_server": "server",
+    "endpoint_llm": "server",
+    "llamacpp_server": "server",
+    "llamacpp_llm": "server",
+    "served": "server",
+}
 """The fixtures that load the tiny model or start a real server, and the marker a test taking one wears."""
 
 
@@ -212,8 +225,11 @@ def pytest_collection_modifyitems(config, items) -> None:
     """A test that takes a model fixture wears its marker: scripts/test runs the unmarked tests on two
     workers and the marked ones one at a time (each uses both cores), so a missing marker would start
     a model in every worker at once."""
-    unmarked = [f"{item.nodeid} takes {name} but is not marked {marker}" for item in items
-                for name, marker in MODEL_FIXTURES.items()
-                if name in getattr(item, "fixturenames", ()) and item.get_closest_marker(marker) is None]
+    unmarked = [
+        f"{item.nodeid} takes {name} but is not marked {marker}"
+        for item in items
+        for name, marker in MODEL_FIXTURES.items()
+        if name in getattr(item, "fixturenames", ()) and item.get_closest_marker(marker) is None
+    ]
     if unmarked:
         raise pytest.UsageError("\n".join(unmarked))

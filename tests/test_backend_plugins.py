@@ -13,7 +13,7 @@ from agent.cli import main
 from agent.llm import backends, open_llm
 from agent.llm.options import StoredModel, resolve
 
-TOY = '''
+TOY = """
 from agent.llm.base import LLM
 from agent.llm.types import RawReply, Usage
 
@@ -27,7 +27,7 @@ class ToyLLM(LLM):
 
 def open_toy(options, probe, routing_key):
     return ToyLLM(options.model or "toy-model")
-'''
+"""
 
 
 def distribution(folder: Path, name: str, entry_points: str, modules: dict[str, str]) -> None:
@@ -44,8 +44,12 @@ def distribution(folder: Path, name: str, entry_points: str, modules: dict[str, 
 def plugins(tmp_path, monkeypatch):
     """A site folder with two plugin distributions on ``sys.path``: ``toy`` and a ``broken`` one."""
     distribution(tmp_path, "toy_backend", "toy = toy_backend:open_toy\n", {"toy_backend": TOY})
-    distribution(tmp_path, "broken_backend", "broken = broken_backend:open_broken\n",
-                 {"broken_backend": "raise RuntimeError('needs a GPU driver\\nthat is not here')\n"})
+    distribution(
+        tmp_path,
+        "broken_backend",
+        "broken = broken_backend:open_broken\n",
+        {"broken_backend": "raise RuntimeError('needs a GPU driver\\nthat is not here')\n"},
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(backends, "_REGISTERED", dict(backends._REGISTERED))  # the plugins leave with the test
     backends._plugins.cache_clear()

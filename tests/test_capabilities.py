@@ -17,12 +17,21 @@ PRIVATE = {"_http", "hf_model", "limits", "_request", "tokenizer"}
 
 def test_the_context_module_asks_public_capabilities_only():
     tree = ast.parse(CONTEXT.read_text(encoding="utf-8"))
-    reached = [f"line {node.lineno}: {name}" for node in ast.walk(tree)
-               for name in ([node.attr] if isinstance(node, ast.Attribute) and not (
-                   isinstance(node.value, ast.Name) and node.value.id == "self") else
-                            [node.args[1].value] if isinstance(node, ast.Call) and getattr(node.func, "id", "") ==
-                            "getattr" and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else [])
-               if name in PRIVATE]
+    reached = [
+        f"line {node.lineno}: {name}"
+        for node in ast.walk(tree)
+        for name in (
+            [node.attr]
+            if isinstance(node, ast.Attribute) and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+            else [node.args[1].value]
+            if isinstance(node, ast.Call)
+            and getattr(node.func, "id", "") == "getattr"
+            and len(node.args) > 1
+            and isinstance(node.args[1], ast.Constant)
+            else []
+        )
+        if name in PRIVATE
+    ]
     assert not reached, reached
 
 
@@ -44,4 +53,8 @@ def test_a_backend_that_states_its_capabilities_is_asked():
 
     info, counter = resolve_context(Counted(), None)
     assert (info.tokens, info.source, info.exact, counter.count([{"role": "user", "content": "x"}])) == (
-        2048, "embedded model config", True, 5)
+        2048,
+        "embedded model config",
+        True,
+        5,
+    )

@@ -18,16 +18,28 @@ TEMPLATES = Path(__file__).parent / "fixtures" / "chat_templates"
 def render(template: str, messages, **kwargs) -> str:
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    rendered, _ = render_jinja_template([list(messages)], chat_template=template, add_generation_prompt=True,
-                                        bos_token="<bos>", eos_token="<eos>", **kwargs)
+    rendered, _ = render_jinja_template(
+        [list(messages)],
+        chat_template=template,
+        add_generation_prompt=True,
+        bos_token="<bos>",
+        eos_token="<eos>",
+        **kwargs,
+    )
     return rendered[0]
 
 
 @pytest.fixture(scope="module")
 def scripted_requests(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("scripted")
-    config = {**NST_DEFAULTS, "prompt": "A bell rings for sunk ships.", "prompt_id": None, "words": 1200,
-              "plan_cache": str(tmp / "plans"), "llm": {"backend": "scripted", "model": "scripted-author"}}
+    config = {
+        **NST_DEFAULTS,
+        "prompt": "A bell rings for sunk ships.",
+        "prompt_id": None,
+        "words": 1200,
+        "plan_cache": str(tmp / "plans"),
+        "llm": {"backend": "scripted", "model": "scripted-author"},
+    }
     store = RunStore.create(tmp / "run", pipeline="nst", config=config)
     try:
         requests = nst_requests(store, config, fallback_author(), max_turns=6)
@@ -52,9 +64,13 @@ def test_every_scripted_request_renders_through_the_family_template(family, scri
 
 
 def test_gemma_refuses_two_user_turns_and_qwen_does_not():
-    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "a"},
-                {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"},
-                {"role": "user", "content": "d"}]
+    messages = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": "b"},
+        {"role": "user", "content": "c"},
+        {"role": "user", "content": "d"},
+    ]
     with pytest.raises(Exception, match="Conversation roles must alternate"):
         render((TEMPLATES / "gemma3.jinja").read_text(), messages)
     render((TEMPLATES / "qwen3.jinja").read_text(), messages)  # why only Gemma presets met the bug

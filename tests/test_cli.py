@@ -16,8 +16,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_cli(*args: str, stdin: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agent.cli", *args], cwd=ROOT, capture_output=True,
-                          text=True, input=stdin, timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "agent.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=120,
+        env=env,
+    )
 
 
 def one_error_line(result: subprocess.CompletedProcess) -> str:
@@ -42,10 +49,19 @@ def test_serve_dry_run_shows_the_cpu_settings(capsys, tmp_path, monkeypatch):
     model.mkdir()
     assert main(["serve", "--model", str(model), "--device", "cpu", "--port", "8123", "--dry-run"]) == 0
     line = capsys.readouterr().out
-    for flag in ("--enable-prefix-caching", "--enable-prompt-tokens-details", '"backend": "outlines"',
-                 "--dtype float32", "--enforce-eager", "--host 127.0.0.1", "--port 8123",
-                 "VLLM_CPU_OMP_THREADS_BIND=", "VLLM_CPU_KVCACHE_SPACE=2", "HF_HUB_OFFLINE=1",
-                 " serve --model "):
+    for flag in (
+        "--enable-prefix-caching",
+        "--enable-prompt-tokens-details",
+        '"backend": "outlines"',
+        "--dtype float32",
+        "--enforce-eager",
+        "--host 127.0.0.1",
+        "--port 8123",
+        "VLLM_CPU_OMP_THREADS_BIND=",
+        "VLLM_CPU_KVCACHE_SPACE=2",
+        "HF_HUB_OFFLINE=1",
+        " serve --model ",
+    ):
         assert flag in line, flag
     assert "--gpu-memory-utilization" not in line
 
@@ -54,12 +70,33 @@ def test_serve_dry_run_gpu_settings_are_explicit(capsys, monkeypatch):
     import serve.launcher
 
     monkeypatch.setattr(serve.launcher, "gpu_present", lambda: True)
-    assert main(["serve", "--preset", "qwen3-32b-awq", "--dry-run", "--structured-backend", "xgrammar",
-                 "--", "--max-num-seqs", "32"]) == 0
+    assert (
+        main(
+            [
+                "serve",
+                "--preset",
+                "qwen3-32b-awq",
+                "--dry-run",
+                "--structured-backend",
+                "xgrammar",
+                "--",
+                "--max-num-seqs",
+                "32",
+            ]
+        )
+        == 0
+    )
     line = capsys.readouterr().out
-    for flag in ("--model Qwen/Qwen3-32B-AWQ", "--quantization awq", "--gpu-memory-utilization 0.9",
-                 "--kv-cache-dtype fp8", "--max-model-len 32768", "--dtype float16",
-                 '"disable_any_whitespace": true', "--max-num-seqs 32"):
+    for flag in (
+        "--model Qwen/Qwen3-32B-AWQ",
+        "--quantization awq",
+        "--gpu-memory-utilization 0.9",
+        "--kv-cache-dtype fp8",
+        "--max-model-len 32768",
+        "--dtype float16",
+        '"disable_any_whitespace": true',
+        "--max-num-seqs 32",
+    ):
         assert flag in line, flag
     assert "--enforce-eager" not in line and "VLLM_CPU_OMP_THREADS_BIND" not in line
 
@@ -97,8 +134,11 @@ def test_bad_schema_files_are_one_clear_line(tmp_path, capsys):
     bad_schema.write_text(json.dumps({"type": "objekt"}))
     not_object = tmp_path / "c.json"
     not_object.write_text("[1, 2]")
-    for path, needle in ((not_json, "is not JSON"), (bad_schema, "not a valid JSON Schema"),
-                         (not_object, "must hold a JSON object")):
+    for path, needle in (
+        (not_json, "is not JSON"),
+        (bad_schema, "not a valid JSON Schema"),
+        (not_object, "must hold a JSON object"),
+    ):
         assert main(["prompt", "hi", "--schema", str(path)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and needle in err[0], err

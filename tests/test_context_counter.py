@@ -47,8 +47,9 @@ def test_a_hostile_tokenize_falls_back_to_the_estimate_in_bounded_time(servers, 
     assert time.monotonic() - started < 10
 
 
-@pytest.mark.parametrize("thinking, sent", [("off", {"enable_thinking": False}), ("on", {"enable_thinking": True}),
-                                            ("auto", None)])
+@pytest.mark.parametrize(
+    "thinking, sent", [("off", {"enable_thinking": False}), ("on", {"enable_thinking": True}), ("auto", None)]
+)
 def test_the_count_renders_the_template_with_the_thinking_switch_every_request_sends(servers, thinking, sent):
     # a Qwen3 hybrid's template adds an empty think block when thinking is off: counted without the
     # switch, every request is undercounted by those tokens

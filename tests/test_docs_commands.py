@@ -97,12 +97,23 @@ def parses(words: list[str]) -> tuple[bool, str]:
 def runnable(words: list[str]) -> bool:
     """Commands that call no model and need no run: they are run, and must exit 0."""
     rest = words[1:]
-    return ("--help" in rest or "-h" in rest or rest == ["--version"]  # not `export RUN --version N`
-            or rest[:1] in (["models"], ["completion"], ["runs"])
-            or rest[:2] in (["grammars", "list"], ["grammars", "export"], ["story", "check"], ["story", "schema"],
-                            ["config", "show"], ["config", "path"])
-            or rest[:2] == ["repro", "--list"]
-            or (rest[:1] == ["serve"] and "--dry-run" in rest))
+    return (
+        "--help" in rest
+        or "-h" in rest
+        or rest == ["--version"]  # not `export RUN --version N`
+        or rest[:1] in (["models"], ["completion"], ["runs"])
+        or rest[:2]
+        in (
+            ["grammars", "list"],
+            ["grammars", "export"],
+            ["story", "check"],
+            ["story", "schema"],
+            ["config", "show"],
+            ["config", "path"],
+        )
+        or rest[:2] == ["repro", "--list"]
+        or (rest[:1] == ["serve"] and "--dry-run" in rest)
+    )
 
 
 COMMANDS = shown_commands()
@@ -132,8 +143,10 @@ def test_commands_that_need_no_model_run(shown, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("FABULA_HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)  # outputs land here, never in the checkout
     (tmp_path / "runs").mkdir()
-    args = [str(ROOT / w) if w.startswith(REPO_DIRS) and (ROOT / w).exists() and _is_input(shown.words, w) else w
-            for w in shown.words[1:]]
+    args = [
+        str(ROOT / w) if w.startswith(REPO_DIRS) and (ROOT / w).exists() and _is_input(shown.words, w) else w
+        for w in shown.words[1:]
+    ]
     try:
         code = main(args)
     except SystemExit as exit_:  # --help, --version

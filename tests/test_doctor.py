@@ -19,8 +19,9 @@ def no_endpoint(monkeypatch, tmp_path):
     monkeypatch.setenv("FABULA_HOME", str(tmp_path / "home"))
 
 
-def test_on_a_machine_without_a_gpu_doctor_says_so_and_the_embedded_road_works(no_endpoint, monkeypatch, capsys,
-                                                                                tmp_path):
+def test_on_a_machine_without_a_gpu_doctor_says_so_and_the_embedded_road_works(
+    no_endpoint, monkeypatch, capsys, tmp_path
+):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no nvidia-smi anywhere
     assert main(["doctor"]) == 0
     out = capsys.readouterr()
@@ -30,10 +31,12 @@ def test_on_a_machine_without_a_gpu_doctor_says_so_and_the_embedded_road_works(n
     assert out.out.rstrip().endswith("the configured road (the embedded model) works")
 
 
-def test_a_550_driver_is_named_with_the_one_needed_and_the_presets_wait_for_it(no_endpoint, monkeypatch, capsys,
-                                                                               tmp_path):
-    install_fake_nvidia_smi(tmp_path, monkeypatch, driver="550.54.15", cuda="12.4",
-                            gpus=(("NVIDIA GeForce RTX 4090", 24564, 23800),))
+def test_a_550_driver_is_named_with_the_one_needed_and_the_presets_wait_for_it(
+    no_endpoint, monkeypatch, capsys, tmp_path
+):
+    install_fake_nvidia_smi(
+        tmp_path, monkeypatch, driver="550.54.15", cuda="12.4", gpus=(("NVIDIA GeForce RTX 4090", 24564, 23800),)
+    )
     assert main(["doctor"]) == 0  # the configured road is the embedded model: it works
     out = capsys.readouterr().out
     assert "  no  NVIDIA driver 550.54.15 found; vLLM 0.32 (torch 2.13, CUDA 13.0) needs driver 580 or newer" in out
@@ -43,10 +46,12 @@ def test_a_550_driver_is_named_with_the_one_needed_and_the_presets_wait_for_it(n
     assert "qwen3-32b" not in fits and "gemma3-27b" not in fits
 
 
-def test_a_580_driver_with_a_busy_desktop_lists_only_what_fits_in_free_memory(no_endpoint, monkeypatch, capsys,
-                                                                               tmp_path):
-    install_fake_nvidia_smi(tmp_path, monkeypatch, driver="580.95.05",
-                            gpus=(("NVIDIA GeForce RTX 4090", 24564, 20000),))  # 4 GiB held by the desktop
+def test_a_580_driver_with_a_busy_desktop_lists_only_what_fits_in_free_memory(
+    no_endpoint, monkeypatch, capsys, tmp_path
+):
+    install_fake_nvidia_smi(
+        tmp_path, monkeypatch, driver="580.95.05", gpus=(("NVIDIA GeForce RTX 4090", 24564, 20000),)
+    )  # 4 GiB held by the desktop
     assert main(["doctor"]) == 0
     out = capsys.readouterr().out
     assert "  ok  NVIDIA driver 580.95.05" in out

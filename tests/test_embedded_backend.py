@@ -22,8 +22,11 @@ def llm(request):
 
 ASK = [
     {"role": "system", "content": "You invent characters and answer in JSON."},
-    {"role": "user", "content": "Invent a character for a pirate story: name, temperament (calm, fiery, sly or "
-     "gloomy), whether they are a villain, up to three possessions, and maybe a secret."},
+    {
+        "role": "user",
+        "content": "Invent a character for a pirate story: name, temperament (calm, fiery, sly or "
+        "gloomy), whether they are a villain, up to three possessions, and maybe a secret.",
+    },
 ]
 
 
@@ -63,11 +66,21 @@ def test_structured_call_cut_at_max_tokens_raises(llm):
 
 
 def test_regex_and_choice(llm):
-    year = llm.generate([{"role": "user", "content": "In which year did the Titanic sink?"}],
-                                 Regex(r"1[0-9]{3}"), temperature=0.5, max_tokens=8, seed=0)
+    year = llm.generate(
+        [{"role": "user", "content": "In which year did the Titanic sink?"}],
+        Regex(r"1[0-9]{3}"),
+        temperature=0.5,
+        max_tokens=8,
+        seed=0,
+    )
     assert year.parsed.isdigit() and len(year.parsed) == 4
-    colour = llm.generate([{"role": "user", "content": "What colour is the sky?"}],
-                                   Choice(["red", "blue", "green"]), temperature=0.5, max_tokens=4, seed=0)
+    colour = llm.generate(
+        [{"role": "user", "content": "What colour is the sky?"}],
+        Choice(["red", "blue", "green"]),
+        temperature=0.5,
+        max_tokens=4,
+        seed=0,
+    )
     assert colour.parsed in {"red", "blue", "green"}
 
 
@@ -90,11 +103,17 @@ def test_a_shared_prompt_prefix_is_reused_and_reported(llm):
     loop's) recomputes only what is new, and the ledger's cached tokens say how much was reused;
     transformers recomputes everything and says 0."""
     system = {"role": "system", "content": "You are a careful storyteller. " * 20}
-    first = llm.generate([system, {"role": "user", "content": "Name a harbour town."}], temperature=0,
-                         max_tokens=12)
-    second = llm.generate([system, {"role": "user", "content": "Name a harbour town."},
-                           {"role": "assistant", "content": first.text},
-                           {"role": "user", "content": "Now name its lighthouse."}], temperature=0, max_tokens=12)
+    first = llm.generate([system, {"role": "user", "content": "Name a harbour town."}], temperature=0, max_tokens=12)
+    second = llm.generate(
+        [
+            system,
+            {"role": "user", "content": "Name a harbour town."},
+            {"role": "assistant", "content": first.text},
+            {"role": "user", "content": "Now name its lighthouse."},
+        ],
+        temperature=0,
+        max_tokens=12,
+    )
     if llm.engine == "llama.cpp":
         assert first.usage.prompt_tokens <= second.usage.cached_prompt_tokens < second.usage.prompt_tokens
     else:
@@ -114,8 +133,13 @@ def test_a_runaway_structured_reply_stops_early_and_is_asked_once_more(llm):
     llm.recorders.append(calls.append)
     try:
         with pytest.raises(TruncatedOutputError, match="repeated itself") as error:
-            llm.generate([{"role": "user", "content": "Write one very long word."}],
-                                  Regex(r"[a-z]{300,2000}"), temperature=0.7, max_tokens=400, seed=0)
+            llm.generate(
+                [{"role": "user", "content": "Write one very long word."}],
+                Regex(r"[a-z]{300,2000}"),
+                temperature=0.7,
+                max_tokens=400,
+                seed=0,
+            )
     finally:
         llm.recorders.remove(calls.append)
     assert error.value.looped

@@ -15,8 +15,9 @@ from agent.llm import LLMError
 from agent.llm import embedded_engines as engines
 from agent.llm.embedded_llamacpp import llamacpp_available
 
-needs_llamacpp = pytest.mark.skipif(not llamacpp_available(), reason="llama-cpp-python is not installed "
-                                    "(scripts/setup builds it)")
+needs_llamacpp = pytest.mark.skipif(
+    not llamacpp_available(), reason="llama-cpp-python is not installed (scripts/setup builds it)"
+)
 
 
 def _gguf_header(keys: dict[str, str]) -> bytes:
@@ -28,12 +29,15 @@ def _gguf_header(keys: dict[str, str]) -> bytes:
     return out
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"", "ends inside its header"),
-    (b"PK\x03\x04 not a model at all" * 10, "not a GGUF file"),
-    (b"GGUF\x03\x00\x00\x00", "truncated"),
-    (_gguf_header({"general.architecture": "llama"}), "has no chat template"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", "ends inside its header"),
+        (b"PK\x03\x04 not a model at all" * 10, "not a GGUF file"),
+        (b"GGUF\x03\x00\x00\x00", "truncated"),
+        (_gguf_header({"general.architecture": "llama"}), "has no chat template"),
+    ],
+)
 def test_a_file_that_is_not_a_chat_model_is_refused_in_one_line(tmp_path, capsys, content, message):
     path = tmp_path / "model.gguf"
     path.write_bytes(content)
@@ -67,8 +71,11 @@ def test_engine_choice_follows_the_model_and_the_setting(monkeypatch, tmp_path):
     engines.open_embedded(str(tmp_path / "m.gguf"))
     engines.open_embedded(str(tmp_path / "hf-folder"))
     engines.open_embedded(None, engine="transformers")
-    assert picked == [("llama.cpp", tmp_path / "m.gguf"), ("transformers", str(tmp_path / "hf-folder")),
-                      ("transformers", None)]
+    assert picked == [
+        ("llama.cpp", tmp_path / "m.gguf"),
+        ("transformers", str(tmp_path / "hf-folder")),
+        ("transformers", None),
+    ]
     with pytest.raises(LLMError, match="cannot load a GGUF"):
         engines.open_embedded(str(tmp_path / "m.gguf"), engine="transformers")
     with pytest.raises(LLMError, match=r"loads a \.gguf file"):
@@ -92,15 +99,28 @@ def gguf_llm():
 def test_a_gguf_renders_its_own_template_as_transformers_does(gguf_llm, embedded_llm):
     """``--model x.gguf`` reads the chat template stored in the file: token for token the prompt
     the HF tokenizer makes for the same conversation, so budgets count what is decoded."""
-    conversation = [{"role": "system", "content": "You keep a lighthouse."},
-                    {"role": "user", "content": "Héllo — “quotes”, {\"json\": [1, 2]}\n\nA new paragraph."},
-                    {"role": "assistant", "content": "Good evening."}, {"role": "user", "content": "Go on."}]
+    conversation = [
+        {"role": "system", "content": "You keep a lighthouse."},
+        {"role": "user", "content": 'Héllo — “quotes”, {"json": [1, 2]}\n\nA new paragraph.'},
+        {"role": "assistant", "content": "Good evening."},
+        {"role": "user", "content": "Go on."},
+    ]
     assert gguf_llm.template.ids(conversation) == embedded_llm.template.ids(conversation)
     assert gguf_llm.context_length is None and gguf_llm.model_context == 8192
-    reply = gguf_llm.generate([{"role": "user", "content": "Invent a pirate."}], {
-        "type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
-                                         "age": {"type": "integer", "minimum": 18, "maximum": 80}},
-        "required": ["name", "age"]}, temperature=1.0, max_tokens=80, seed=3)
+    reply = gguf_llm.generate(
+        [{"role": "user", "content": "Invent a pirate."}],
+        {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "maxLength": 20},
+                "age": {"type": "integer", "minimum": 18, "maximum": 80},
+            },
+            "required": ["name", "age"],
+        },
+        temperature=1.0,
+        max_tokens=80,
+        seed=3,
+    )
     assert 18 <= reply.parsed["age"] <= 80
 
 
@@ -126,14 +146,21 @@ def test_interleaved_conversations_each_reuse_their_own_prefix(embedded_llm):
     answers exactly as it did the first time."""
     if embedded_llm.engine != "llama.cpp":
         pytest.skip("the default engine is transformers here")
-    a = [{"role": "system", "content": "Conversation A. " + "The harbour wall is old. " * 70},
-         {"role": "user", "content": "Go on."}]
-    b = [{"role": "system", "content": "Conversation B. " + "The lighthouse is tall. " * 70},
-         {"role": "user", "content": "Go on."}]
-    c = [{"role": "system", "content": "Conversation C. " + "The boats are blue. " * 70},
-         {"role": "user", "content": "Go on."}]
-    first = {name: embedded_llm.generate(conv, temperature=0, max_tokens=6) for name, conv in
-             (("a", a), ("b", b), ("c", c))}
+    a = [
+        {"role": "system", "content": "Conversation A. " + "The harbour wall is old. " * 70},
+        {"role": "user", "content": "Go on."},
+    ]
+    b = [
+        {"role": "system", "content": "Conversation B. " + "The lighthouse is tall. " * 70},
+        {"role": "user", "content": "Go on."},
+    ]
+    c = [
+        {"role": "system", "content": "Conversation C. " + "The boats are blue. " * 70},
+        {"role": "user", "content": "Go on."},
+    ]
+    first = {
+        name: embedded_llm.generate(conv, temperature=0, max_tokens=6) for name, conv in (("a", a), ("b", b), ("c", c))
+    }
     for name, conv in (("b", b), ("a", a), ("c", c)):  # b sits behind a among the saved caches
         again = embedded_llm.generate(conv, temperature=0, max_tokens=6)
         assert again.usage.cached_prompt_tokens == again.usage.prompt_tokens - 1, name
@@ -147,10 +174,17 @@ def test_each_call_says_where_its_time_went(embedded_llm):
     per generated token; the parts never add up to more than the call took."""
     if embedded_llm.engine != "llama.cpp":
         pytest.skip("the default engine is transformers here")
-    schema = {"type": "object", "properties": {"harbour": {"type": "string", "maxLength": 40}},
-              "required": ["harbour"], "additionalProperties": False, "title": "TimedHarbour"}
-    story = [{"role": "system", "content": "The harbour wall is old. " * 60},
-             {"role": "user", "content": "Describe the harbour in JSON."}]
+    schema = {
+        "type": "object",
+        "properties": {"harbour": {"type": "string", "maxLength": 40}},
+        "required": ["harbour"],
+        "additionalProperties": False,
+        "title": "TimedHarbour",
+    }
+    story = [
+        {"role": "system", "content": "The harbour wall is old. " * 60},
+        {"role": "user", "content": "Describe the harbour in JSON."},
+    ]
     seen = []
     embedded_llm.recorders.append(seen.append)
     try:
@@ -216,17 +250,27 @@ def test_bounds_enums_and_nesting_hold_on_every_sample_at_temperature_1(embedded
     measured for servers)."""
     from agent.llm import Request
 
-    schema = {"type": "object", "properties": {
-        "name": {"type": "string", "maxLength": 24},
-        "mood": {"enum": ["calm", "fiery", "sly", "gloomy"]},
-        "age": {"type": "integer", "minimum": 16, "maximum": 90},
-        "ship": {"type": "object", "properties": {
+    schema = {
+        "type": "object",
+        "properties": {
             "name": {"type": "string", "maxLength": 24},
-            "guns": {"type": "integer", "minimum": 0, "maximum": 64}}, "required": ["name", "guns"]}},
-        "required": ["name", "mood", "age", "ship"]}
+            "mood": {"enum": ["calm", "fiery", "sly", "gloomy"]},
+            "age": {"type": "integer", "minimum": 16, "maximum": 90},
+            "ship": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "maxLength": 24},
+                    "guns": {"type": "integer", "minimum": 0, "maximum": 64},
+                },
+                "required": ["name", "guns"],
+            },
+        },
+        "required": ["name", "mood", "age", "ship"],
+    }
     ask = [{"role": "user", "content": "Invent a pirate captain and the ship she sails, as JSON."}]
-    results = embedded_llm.generate_many([Request(ask, schema, temperature=1.0, max_tokens=120, seed=s)
-                                          for s in range(20)], return_exceptions=True)
+    results = embedded_llm.generate_many(
+        [Request(ask, schema, temperature=1.0, max_tokens=120, seed=s) for s in range(20)], return_exceptions=True
+    )
     failed = [r for r in results if isinstance(r, Exception)]
     assert not failed, failed
     assert len({r.text for r in results}) > 10  # really sampled

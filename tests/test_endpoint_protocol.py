@@ -76,8 +76,19 @@ def test_model_defaults_to_the_only_served_one_and_several_need_a_choice(fake):
 
 def test_wire_format_uses_current_structured_output_fields(fake):
     fake.queue += [
-        (200, chat_reply(json.dumps({"name": "Ada", "temperament": "sly", "is_villain": True,
-                                      "possessions": [{"item": "knife", "treasured": False}]}))),
+        (
+            200,
+            chat_reply(
+                json.dumps(
+                    {
+                        "name": "Ada",
+                        "temperament": "sly",
+                        "is_villain": True,
+                        "possessions": [{"item": "knife", "treasured": False}],
+                    }
+                )
+            ),
+        ),
         (200, chat_reply("1999")),
         (200, chat_reply("red")),
         (200, chat_reply("free", cached=None)),
@@ -144,8 +155,9 @@ def test_unreachable_endpoint_fails_in_bounded_time():
     port = free_port()  # nothing listens there
     started = time.monotonic()
     with pytest.raises(EndpointUnavailableError, match=f"127.0.0.1:{port}"):
-        EndpointLLM(f"http://127.0.0.1:{port}", "m", limits=HttpLimits(backoff_s=0.05)).generate(USER, temperature=0,
-                                                                                                 max_tokens=5)
+        EndpointLLM(f"http://127.0.0.1:{port}", "m", limits=HttpLimits(backoff_s=0.05)).generate(
+            USER, temperature=0, max_tokens=5
+        )
     assert time.monotonic() - started < 10
 
 
@@ -156,8 +168,7 @@ def test_generate_many_runs_requests_concurrently(fake):
     fake.delay_s = 0.3
     llm = EndpointLLM(fake.root, "m", concurrency=3)
     started = time.monotonic()
-    results = llm.generate_many([Request(USER, Choice([str(i) for i in range(6)]), max_tokens=3)
-                                 for _ in range(6)])
+    results = llm.generate_many([Request(USER, Choice([str(i) for i in range(6)]), max_tokens=3) for _ in range(6)])
     assert sorted(r.text for r in results) == [str(i) for i in range(6)]
     assert fake.peak_in_flight == 3  # three at a time: concurrent, and never more than asked
     assert time.monotonic() - started < 6 * 0.3  # sequential requests would take 1.8 s

@@ -36,7 +36,7 @@ def test_dry_run_works_without_a_gpu_and_prints_a_shell_safe_command(name, no_gp
     assert main(["serve", "--preset", name, "--dry-run", "--api-key", "t0ps3cret"]) == 0
     line = capsys.readouterr().out.strip()
     words = shlex.split(line)
-    argv = words[next(i for i, w in enumerate(words) if "=" not in w):]
+    argv = words[next(i for i, w in enumerate(words) if "=" not in w) :]
     expected, _ = server_command(ServeConfig.from_preset(PRESETS[name], PRESETS[name].model, device="gpu"))
     assert argv == expected  # pasting the line gives exactly the argv fabula runs
     assert "VLLM_API_KEY=***" in words and "t0ps3cret" not in line
@@ -56,8 +56,11 @@ def test_every_preset_parses_under_the_installed_vllm_parser(name):
     args = parse_serve_argv(argv)
     assert args.max_model_len == preset.max_model_len and args.enable_prefix_caching
     assert args.quantization == preset.quantization and args.host == "127.0.0.1"
-    assert (args.tensor_parallel_size, args.pipeline_parallel_size, args.data_parallel_size) == \
-        (preset.parallel.tensor, preset.parallel.pipeline, preset.parallel.data)
+    assert (args.tensor_parallel_size, args.pipeline_parallel_size, args.data_parallel_size) == (
+        preset.parallel.tensor,
+        preset.parallel.pipeline,
+        preset.parallel.data,
+    )
     assert args.enable_expert_parallel == preset.parallel.expert
     if preset.device == "gpu":
         assert args.gpu_memory_utilization == preset.gpu_memory_utilization
@@ -114,22 +117,28 @@ def test_a_gated_model_missing_from_the_cache_says_to_log_in_and_accept_the_lice
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     assert main(["serve", "--preset", "gemma3-12b"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "hf auth login, accept the licence at https://huggingface.co/google/gemma-3-12b-it" \
-        in err[0] and "hf download google/gemma-3-12b-it" in err[0], err
+    assert (
+        len(err) == 1
+        and "hf auth login, accept the licence at https://huggingface.co/google/gemma-3-12b-it" in err[0]
+        and "hf download google/gemma-3-12b-it" in err[0]
+    ), err
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--host", ""], "--allow-remote"),
-    (["--host", "0.0.0.0"], "--allow-remote"),
-    (["--host", "192.168.1.5"], "--allow-remote"),
-    (["--", "--host", "0.0.0.0"], "--host after '--' is refused"),
-    (["--", "--host=0.0.0.0"], "--host after '--' is refused"),
-    (["--", "--api-key", "x"], "--api-key after '--' is refused"),
-    (["--cpu-kv-cache-gib", "-1"], "--cpu-kv-cache-gib"),
-    (["--max-model-len", "-5"], "--max-model-len"),
-    (["--ready-timeout", "-1"], "--ready-timeout"),
-    (["--ready-timeout", "nan"], "--ready-timeout"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--host", ""], "--allow-remote"),
+        (["--host", "0.0.0.0"], "--allow-remote"),
+        (["--host", "192.168.1.5"], "--allow-remote"),
+        (["--", "--host", "0.0.0.0"], "--host after '--' is refused"),
+        (["--", "--host=0.0.0.0"], "--host after '--' is refused"),
+        (["--", "--api-key", "x"], "--api-key after '--' is refused"),
+        (["--cpu-kv-cache-gib", "-1"], "--cpu-kv-cache-gib"),
+        (["--max-model-len", "-5"], "--max-model-len"),
+        (["--ready-timeout", "-1"], "--ready-timeout"),
+        (["--ready-timeout", "nan"], "--ready-timeout"),
+    ],
+)
 def test_exposure_and_bad_numbers_are_refused_in_one_line(args, needle, capsys, tmp_path):
     model = tmp_path / "m"
     model.mkdir()
@@ -141,8 +150,7 @@ def test_exposure_and_bad_numbers_are_refused_in_one_line(args, needle, capsys, 
 def test_a_remote_host_needs_the_flag_and_warns(capsys, tmp_path):
     model = tmp_path / "m"
     model.mkdir()
-    assert main(["serve", "--model", str(model), "--device", "cpu", "--dry-run", "--host", "",
-                 "--allow-remote"]) == 0
+    assert main(["serve", "--model", str(model), "--device", "cpu", "--dry-run", "--host", "", "--allow-remote"]) == 0
     out = capsys.readouterr()
     assert "--host 0.0.0.0" in out.out and "warning: the server will listen on 0.0.0.0" in out.err
     assert "by anyone (no --api-key)" in out.err
@@ -173,17 +181,31 @@ def test_the_cuda_build_is_started_through_vllm_serve_itself(monkeypatch):
 
 
 @needs_vllm
-@pytest.mark.parametrize("layout, starter, api_servers", [
-    ({}, "run_server", None),
-    ({"data": 8}, "run_multi_api_server", 8),  # one API process per DP rank
-    ({"data": 4, "data_local": 2, "data_start_rank": 2, "data_address": "10.0.0.1", "data_rpc_port": 13345,
-      "headless": True}, "run_headless", 0),
-])
+@pytest.mark.parametrize(
+    "layout, starter, api_servers",
+    [
+        ({}, "run_server", None),
+        ({"data": 8}, "run_multi_api_server", 8),  # one API process per DP rank
+        (
+            {
+                "data": 4,
+                "data_local": 2,
+                "data_start_rank": 2,
+                "data_address": "10.0.0.1",
+                "data_rpc_port": 13345,
+                "headless": True,
+            },
+            "run_headless",
+            0,
+        ),
+    ],
+)
 def test_vllm_serve_starts_what_the_layout_asks_for(layout, starter, api_servers, monkeypatch):
     from serve.parallel import Parallelism
 
-    argv, _ = server_command(ServeConfig(model_path="Qwen/Qwen3-14B", served_name="q", device="gpu",
-                                         parallel=Parallelism(**layout)))
+    argv, _ = server_command(
+        ServeConfig(model_path="Qwen/Qwen3-14B", served_name="q", device="gpu", parallel=Parallelism(**layout))
+    )
     started, args = serve_dispatch(argv, monkeypatch)
     assert started == starter and args.api_server_count == api_servers
 
@@ -196,8 +218,14 @@ def test_the_cpu_entry_point_runs_vllms_own_cli():
     import sys
 
     env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu"}  # as the launcher sets it for the CPU build
-    done = subprocess.run([sys.executable, "-m", "serve.vllm_cli", "--version"], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "serve.vllm_cli", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == importlib.metadata.version(vllm_distribution())
 

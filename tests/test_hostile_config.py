@@ -31,12 +31,15 @@ def config(tmp_path, monkeypatch) -> Path:
 
 
 # -- the config file -----------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("key", "value", "problem"), [
-    ("embedded_engine", "bogus", "embedded_engine must be one of"),
-    ("model", "a\x7fb", "control characters"),
-    ("endpoint", "http://127.0.0.1:99999/v1", "Port out of range"),
-    ("endpoint", "http://[::1/v1", "not a valid URL"),
-])
+@pytest.mark.parametrize(
+    ("key", "value", "problem"),
+    [
+        ("embedded_engine", "bogus", "embedded_engine must be one of"),
+        ("model", "a\x7fb", "control characters"),
+        ("endpoint", "http://127.0.0.1:99999/v1", "Port out of range"),
+        ("endpoint", "http://[::1/v1", "not a valid URL"),
+    ],
+)
 def test_config_set_refuses_what_the_reader_would_refuse(key, value, problem, config, capsys):
     assert run_cli(["config", "set", key, value]) == 2
     assert problem in capsys.readouterr().err
@@ -76,9 +79,16 @@ def _set(key: str, value: str) -> None:
 def test_concurrent_config_sets_lose_no_key(config):
     import multiprocessing
 
-    values = {"endpoint": "http://127.0.0.1:8000/v1", "model": "m", "profile": "small", "call_timeout": "30",
-              "allow_unconstrained": "true", "embedded_engine": "auto", "judge_endpoint": "http://127.0.0.1:8001/v1",
-              "judge_model": "j"}
+    values = {
+        "endpoint": "http://127.0.0.1:8000/v1",
+        "model": "m",
+        "profile": "small",
+        "call_timeout": "30",
+        "allow_unconstrained": "true",
+        "embedded_engine": "auto",
+        "judge_endpoint": "http://127.0.0.1:8001/v1",
+        "judge_model": "j",
+    }
     fork = multiprocessing.get_context("fork")  # eight processes at once, each a whole read-modify-write
     for _ in range(3):
         config.unlink(missing_ok=True)
@@ -107,8 +117,7 @@ def test_a_key_is_not_sent_to_a_server_a_run_recorded():
     assert resolve(environ=env, stored=recorded).api_key is None
     assert resolve(environ=env, config={"api_key": "c"}, stored=recorded).api_key is None
     # named again by the user (its own key's server, or a flag): the key goes
-    assert resolve(environ={**env, "FABULA_ENDPOINT": "http://ELSEWHERE.example:8000"},
-                   stored=recorded).api_key == "k"
+    assert resolve(environ={**env, "FABULA_ENDPOINT": "http://ELSEWHERE.example:8000"}, stored=recorded).api_key == "k"
     assert resolve(ModelFlags(endpoint="http://elsewhere.example:8000/v1"), environ=env, stored=recorded).api_key == "k"
     assert resolve(ModelFlags(api_key="given"), environ=env, stored=recorded).api_key == "given"
 
@@ -125,11 +134,18 @@ def test_a_grid_files_judge_gets_the_users_judge_key_only_on_the_keys_own_server
 
 
 # -- the view answers only its own host names ----------------------------------------------------------------
-@pytest.mark.parametrize(("listen", "host", "answered"), [
-    (None, "127.0.0.1:8765", True), (None, "localhost:8765", True), (None, "attacker.example:8765", False),
-    (None, "127.0.0.1.attacker.example", False), ("192.168.1.5", "192.168.1.5:8765", True),
-    ("192.168.1.5", "rebind.example", False), ("0.0.0.0", "anything.example", True),
-])
+@pytest.mark.parametrize(
+    ("listen", "host", "answered"),
+    [
+        (None, "127.0.0.1:8765", True),
+        (None, "localhost:8765", True),
+        (None, "attacker.example:8765", False),
+        (None, "127.0.0.1.attacker.example", False),
+        ("192.168.1.5", "192.168.1.5:8765", True),
+        ("192.168.1.5", "rebind.example", False),
+        ("0.0.0.0", "anything.example", True),
+    ],
+)
 def test_the_view_refuses_a_host_name_that_is_not_its_own(listen, host, answered, tmp_path, monkeypatch):
     import uvicorn
     from starlette.testclient import TestClient

@@ -31,6 +31,7 @@ FAST = settings(max_examples=60, deadline=2000, suppress_health_check=[HealthChe
 @contextlib.contextmanager
 def within(seconds: float):
     """A hang is a failure, not a stuck test: SIGALRM ends the block after ``seconds``."""
+
     def expired(*_):
         raise TimeoutError(f"took over {seconds} s")
 
@@ -59,8 +60,10 @@ def one_error(capsys, code: int) -> str:
 def _grid() -> str:
     from agent.repro.grid import GRIDS
 
-    return (f'tables = "NstAgent"\nprompts = {json.dumps(str(GRIDS / "smoke-prompts.jsonl"))}\nlengths = [1000]\n'
-            '[[methods]]\nname = "NstAgent"\npipeline = "nst"\n')
+    return (
+        f'tables = "NstAgent"\nprompts = {json.dumps(str(GRIDS / "smoke-prompts.jsonl"))}\nlengths = [1000]\n'
+        '[[methods]]\nname = "NstAgent"\npipeline = "nst"\n'
+    )
 
 
 GRID = _grid()
@@ -68,10 +71,13 @@ GRID = _grid()
 
 
 def nst_run(path: Path, chapters: int = 2, *, title: str = "One") -> Path:
-    outline = [{"id": i, "title": title if i == 1 else f"Ch {i}", "target_words": 600, "description": "d"}
-               for i in range(1, chapters + 2)]
-    with RunStore.create(path, pipeline="nst", config={"words": 1800, "prompt": "p"}, unit_kind="chapter",
-                         target_units=chapters + 1) as store:
+    outline = [
+        {"id": i, "title": title if i == 1 else f"Ch {i}", "target_words": 600, "description": "d"}
+        for i in range(1, chapters + 2)
+    ]
+    with RunStore.create(
+        path, pipeline="nst", config={"words": 1800, "prompt": "p"}, unit_kind="chapter", target_units=chapters + 1
+    ) as store:
         store.put_plan("outline", outline)
         store.put_plan("title", "The Bell")
         for i in range(1, chapters + 1):
@@ -90,13 +96,17 @@ def test_a_markdown_heading_with_a_long_run_of_blanks_imports_at_once():
     assert "x\n\nThe sea." in found.left_out[0].text  # ...and what it starts is kept by the run
 
 
-@pytest.mark.parametrize("line", ["Chapter 1: A" + " " * 50_000 + "B", "Target: 5" + " " * 50_000 + "x",
-                                  "Title: T" + "\t " * 30_000 + "U"])
+@pytest.mark.parametrize(
+    "line", ["Chapter 1: A" + " " * 50_000 + "B", "Target: 5" + " " * 50_000 + "x", "Title: T" + "\t " * 30_000 + "U"]
+)
 def test_the_outline_text_form_reads_a_long_line_at_once(line):
     from agent.nst.plan.form import OutlineFormError, parse
 
-    text = {"Chapter": f"Title: T\n\n{line}\nTarget: 600 words\nd\n", "Target": f"Chapter 1: A\n{line}\nd\n",
-            "Title": f"{line}\n\nChapter 1: A\nTarget: 600 words\nd\n"}[line.split(" ")[0].split(":")[0]]
+    text = {
+        "Chapter": f"Title: T\n\n{line}\nTarget: 600 words\nd\n",
+        "Target": f"Chapter 1: A\n{line}\nd\n",
+        "Title": f"{line}\n\nChapter 1: A\nTarget: 600 words\nd\n",
+    }[line.split(" ")[0].split(":")[0]]
     with within(5), contextlib.suppress(OutlineFormError):
         parse(text)
 
@@ -176,8 +186,17 @@ def test_a_grid_of_a_million_cells_is_refused_before_planning(tmp_path):
     from agent.repro.grid import GridError, load_grid
 
     grid = tmp_path / "huge.toml"
-    grid.write_text(GRID.replace("lengths = [1000]", "lengths = [" + ", ".join(str(1000 + i) for i in range(1000))
-                                 + "]\nseeds = [" + ", ".join(map(str, range(1000))) + "]"), encoding="utf-8")
+    grid.write_text(
+        GRID.replace(
+            "lengths = [1000]",
+            "lengths = ["
+            + ", ".join(str(1000 + i) for i in range(1000))
+            + "]\nseeds = ["
+            + ", ".join(map(str, range(1000)))
+            + "]",
+        ),
+        encoding="utf-8",
+    )
     with within(10), pytest.raises(GridError, match="cells"):
         load_grid(str(grid))
 
@@ -191,16 +210,25 @@ def test_the_views_numbers_never_reach_the_store_unparsed(value, tmp_path):
 
     nst_run(tmp_path / "run")
     client = TestClient(create_app(tmp_path), raise_server_exceptions=False)
-    for page in (f"/run/run/state?unit={value}", f"/run/run/search?q=lamp&k={value}",
-                 f"/run/run/versions?unit={value}&a={value}", f"/run/run/story?find=lamp&at={value}"):
+    for page in (
+        f"/run/run/state?unit={value}",
+        f"/run/run/search?q=lamp&k={value}",
+        f"/run/run/versions?unit={value}&a={value}",
+        f"/run/run/story?find=lamp&at={value}",
+    ):
         response = client.get(page)
         assert response.status_code < 500 and "Traceback" not in response.text, (page, response.status_code)
 
 
-@pytest.mark.parametrize(("line", "problem"), [("Chapter ²: A", "expected"),
-                                              ("Chapter 1: A\nTarget: ² words", "needs 'Target: N words'"),
-                                              ("Chapter 1: A\nTarget: " + "9" * 5000 + " words", "from 0 to"),
-                                              ("Chapter " + "1" * 5000 + ": A", "chapter number")])
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ("Chapter ²: A", "expected"),
+        ("Chapter 1: A\nTarget: ² words", "needs 'Target: N words'"),
+        ("Chapter 1: A\nTarget: " + "9" * 5000 + " words", "from 0 to"),
+        ("Chapter " + "1" * 5000 + ": A", "chapter number"),
+    ],
+)
 def test_outline_numbers_are_ascii_digits_with_a_length_bound(line, problem):
     from agent.nst.plan.form import OutlineFormError, parse
 
@@ -213,8 +241,9 @@ def test_grid_keys_are_numbers_by_the_one_rule(key, tmp_path):
     from agent.repro.grid import GridError, load_grid
 
     grid = tmp_path / "g.toml"
-    grid.write_text(GRID.replace("[[methods]]", f'first = 2\nfirst_at = {{ "{key}" = 3 }}\n[[methods]]'),
-                    encoding="utf-8")
+    grid.write_text(
+        GRID.replace("[[methods]]", f'first = 2\nfirst_at = {{ "{key}" = 3 }}\n[[methods]]'), encoding="utf-8"
+    )
     with pytest.raises(GridError, match="first_at"):
         load_grid(str(grid))
 
@@ -230,8 +259,9 @@ def test_a_huge_lock_range_is_refused_before_it_is_made(tmp_path, capsys):
     assert "not written" in one_error(capsys, code) and peak < 32 << 20
 
 
-@pytest.mark.parametrize(("flag", "value"), [("--max-tokens", str(10**12)), ("--seed", str(2**70)),
-                                             ("--max-tokens", "²"), ("--seed", "-1")])
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--max-tokens", str(10**12)), ("--seed", str(2**70)), ("--max-tokens", "²"), ("--seed", "-1")]
+)
 def test_prompt_numbers_are_checked_before_anything_is_sent(flag, value, capsys, monkeypatch):
     monkeypatch.setenv("FABULA_ENDPOINT", "http://127.0.0.1:9/v1")
     assert run_cli(["prompt", "hi", flag, value]) == 2
@@ -261,8 +291,9 @@ def test_titles_and_descriptions_of_an_edited_outline_are_bounded_and_cleaned():
         parse("Title: " + "x" * 1_000_000 + "\n\nChapter 1: A\nTarget: 600 words\nd\n")
     with pytest.raises(OutlineFormError, match="description"):
         parse("Chapter 1: A\nTarget: 600 words\n" + "word " * 4_000_000 + "\n")
-    title, chapters = parse("Title: \x1b]0;owned\x07The Bell\x1b[2J\n\nChapter 1: A\x9b\x1b[31m red\n"
-                            "Target: 600 words\nd\n")
+    title, chapters = parse(
+        "Title: \x1b]0;owned\x07The Bell\x1b[2J\n\nChapter 1: A\x9b\x1b[31m red\nTarget: 600 words\nd\n"
+    )
     assert title == "The Bell" and chapters[0]["title"] == "A red"
 
 
@@ -314,9 +345,14 @@ def test_a_chapter_damaged_into_a_blob_is_damage_in_every_command(column, tmp_pa
     run = nst_run(tmp_path / "run")
     with sqlite3.connect(run / "run.db") as conn:
         conn.execute(f"UPDATE chapters SET {column} = ? WHERE idx = 1", (b"\xff\xfe\x00The lamp, binary",))
-    for argv in (["show", str(run)], ["export", str(run)], ["search", str(run), "lamp"], ["eval", "metrics", str(run)],
-                 ["fork", str(run), "--at", "1", "--out", str(tmp_path / "f"), "--no-run"],
-                 ["edit", str(run), "--chapter", "1", "--file", "/etc/hostname"]):
+    for argv in (
+        ["show", str(run)],
+        ["export", str(run)],
+        ["search", str(run), "lamp"],
+        ["eval", "metrics", str(run)],
+        ["fork", str(run), "--at", "1", "--out", str(tmp_path / "f"), "--no-run"],
+        ["edit", str(run), "--chapter", "1", "--file", "/etc/hostname"],
+    ):
         assert "damaged" in one_error(capsys, run_cli(argv)), argv
     assert not (tmp_path / "f").exists()
 
@@ -333,9 +369,14 @@ def test_a_read_only_file_system_is_said_by_every_command_that_writes(tmp_path, 
 
     run = nst_run(tmp_path / "run")
     monkeypatch.setattr(os, "statvfs", lambda path: ReadOnly(real(path)) if str(run) in str(path) else real(path))
-    for argv in (["resume", str(run)], ["reconcile", str(run)], ["outline", str(run), "--file", "/etc/hostname"],
-                 ["derive", str(run)], ["edit", str(run), "--chapter", "1", "--file", "/etc/hostname"],
-                 ["export", str(run), "--title", "X", "-o", str(tmp_path / "x.md")]):
+    for argv in (
+        ["resume", str(run)],
+        ["reconcile", str(run)],
+        ["outline", str(run), "--file", "/etc/hostname"],
+        ["derive", str(run)],
+        ["edit", str(run), "--chapter", "1", "--file", "/etc/hostname"],
+        ["export", str(run), "--title", "X", "-o", str(tmp_path / "x.md")],
+    ):
         assert "read-only file system" in one_error(capsys, run_cli(argv)), argv
     assert not (tmp_path / "x.md").exists()
 

@@ -70,15 +70,18 @@ def test_a_trickling_body_ends_at_the_call_budget(hostile):
     assert time.monotonic() - started < 6
 
 
-@pytest.mark.parametrize("body, problem", [
-    ([1, 2, 3], "not an object"),
-    ({"choices": []}, "no choice"),
-    ({"choices": ["x"]}, "no choice"),
-    ({"choices": [{"message": "hi"}]}, "without a message object"),
-    (chat_reply(content=["a", "b"]), r"non-string content \(list\)"),
-    (chat_reply(content={"text": "a"}), r"non-string content \(dict\)"),
-    (chat_reply(content=42), r"non-string content \(int\)"),
-])
+@pytest.mark.parametrize(
+    "body, problem",
+    [
+        ([1, 2, 3], "not an object"),
+        ({"choices": []}, "no choice"),
+        ({"choices": ["x"]}, "no choice"),
+        ({"choices": [{"message": "hi"}]}, "without a message object"),
+        (chat_reply(content=["a", "b"]), r"non-string content \(list\)"),
+        (chat_reply(content={"text": "a"}), r"non-string content \(dict\)"),
+        (chat_reply(content=42), r"non-string content \(int\)"),
+    ],
+)
 def test_wrong_shapes_are_one_line_naming_the_endpoint(hostile, body, problem):
     server = hostile("shape")
     server.body = body
@@ -89,8 +92,11 @@ def test_wrong_shapes_are_one_line_naming_the_endpoint(hostile, body, problem):
 
 def test_odd_usage_and_finish_fields_do_not_break_a_reply(hostile):
     server = hostile("shape")
-    server.body = {**chat_reply("fine"), "usage": {"prompt_tokens": "many", "completion_tokens": -4,
-                                                   "prompt_tokens_details": [1]}, "model": 7}
+    server.body = {
+        **chat_reply("fine"),
+        "usage": {"prompt_tokens": "many", "completion_tokens": -4, "prompt_tokens_details": [1]},
+        "model": 7,
+    }
     llm = EndpointLLM(server.url, "m")
     completion = llm.generate(USER, temperature=0, max_tokens=5)
     assert completion.text == "fine" and completion.usage.prompt_tokens == 0 and completion.model == "m"
@@ -128,12 +134,15 @@ def test_retry_after_forms():
     assert retry_after_s(None) is None and retry_after_s("nan") is None
 
 
-@pytest.mark.parametrize("models, problem", [
-    ([1, 2, 3], "unexpected shape"),
-    ({"data": "abc"}, "unexpected shape"),
-    ({"data": [{"name": "x"}]}, "unexpected shape"),
-    ({"data": []}, "serves no model"),
-])
+@pytest.mark.parametrize(
+    "models, problem",
+    [
+        ([1, 2, 3], "unexpected shape"),
+        ({"data": "abc"}, "unexpected shape"),
+        ({"data": [{"name": "x"}]}, "unexpected shape"),
+        ({"data": []}, "serves no model"),
+    ],
+)
 def test_malformed_model_lists_are_one_line(hostile, models, problem):
     server = hostile()
     server.models = models
@@ -142,8 +151,19 @@ def test_malformed_model_lists_are_one_line(hostile, models, problem):
     assert server.url in str(info.value) and "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("url", ["http://256.1.1.1/v1", "http://[::1", "http://", "ftp://h/v1", "http://h:99999/v1",
-                                 "http://1.2.3/v1", " ", "http://h:0/v1"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://256.1.1.1/v1",
+        "http://[::1",
+        "http://",
+        "ftp://h/v1",
+        "http://h:99999/v1",
+        "http://1.2.3/v1",
+        " ",
+        "http://h:0/v1",
+    ],
+)
 def test_invalid_urls_are_refused_before_any_request(url):
     with pytest.raises(ValueError) as info:
         normalize_base_url(url)
@@ -173,8 +193,14 @@ def test_credentials_never_appear_in_messages():
 def _prompt(*args: str, env_extra: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FABULA_")}
     env.update(env_extra or {}, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "agent.cli", "prompt", "hi", *args], capture_output=True,
-                          text=True, env=env, timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "agent.cli", "prompt", "hi", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=ROOT,
+    )
 
 
 @pytest.mark.parametrize("behaviour", ["silent", "endless", "garbage", "flaky_forever", "shape"])
@@ -217,14 +243,38 @@ def test_a_server_that_hangs_mid_run_ends_the_run_within_the_budget_and_it_resum
     from tests.nst.test_cli import _in_flight_chapter_2
 
     server = AuthorServer(delay_s=0.1)
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("FABULA_")},
-           "FABULA_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("FABULA_")},
+        "FABULA_HOME": str(tmp_path / "home"),
+        "PYTHONPATH": str(ROOT),
+    }
     run_dir = tmp_path / "run"
     try:
-        process = subprocess.Popen([sys.executable, "-m", "agent.cli", "write", "nst", "--prompt", "a bell rings",
-                                    "--words", "3000", "--out", str(run_dir), "--endpoint", server.url, "--quiet",
-                                    "--call-timeout", "2"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "agent.cli",
+                "write",
+                "nst",
+                "--prompt",
+                "a bell rings",
+                "--words",
+                "3000",
+                "--out",
+                str(run_dir),
+                "--endpoint",
+                server.url,
+                "--quiet",
+                "--call-timeout",
+                "2",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 120
         while not _in_flight_chapter_2(run_dir):
             assert time.monotonic() < deadline and process.poll() is None, process.stderr.read()[-500:]
@@ -239,8 +289,14 @@ def test_a_server_that_hangs_mid_run_ends_the_run_within_the_budget_and_it_resum
         with RunStore.open(run_dir, readonly=True) as store:
             assert store.info().last_unit == 1
         server.delay_s = 0.0  # back
-        resumed = subprocess.run([sys.executable, "-m", "agent.cli", "resume", str(run_dir), "--endpoint",
-                                  server.url], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        resumed = subprocess.run(
+            [sys.executable, "-m", "agent.cli", "resume", str(run_dir), "--endpoint", server.url],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert resumed.returncode == 0, resumed.stderr
         with RunStore.open(run_dir, readonly=True) as store:
             assert [c.index for c in store.chapters()] == [1, 2, 3] and store.info().status == "completed"
@@ -249,8 +305,9 @@ def test_a_server_that_hangs_mid_run_ends_the_run_within_the_budget_and_it_resum
 
 
 @pytest.mark.parametrize("behaviour", ["silent", "endless", "garbage", "shape"])
-def test_fabula_write_magnet_against_a_hostile_server_is_one_line_and_keeps_nothing_unpaid(hostile, behaviour,
-                                                                                           tmp_path):
+def test_fabula_write_magnet_against_a_hostile_server_is_one_line_and_keeps_nothing_unpaid(
+    hostile, behaviour, tmp_path
+):
     """#14: the hostile server driven against `write magnet` too: one line, bounded time, no traceback,
     no secret, and no run left behind when no model call was paid for."""
     server = hostile(behaviour)
@@ -260,10 +317,29 @@ def test_fabula_write_magnet_against_a_hostile_server_is_one_line_and_keeps_noth
     env.update(PYTHONPATH=str(ROOT), FABULA_HOME=str(tmp_path / "home"))
     out = tmp_path / "run"
     started = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "agent.cli", "write", "magnet",
-                             str(ROOT / "agent" / "magnet" / "examples" / "mystery_codicil.toml"), "--words", "150",
-                             "--endpoint", url, "--call-timeout", "3", "--out", str(out)],
-                            capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agent.cli",
+            "write",
+            "magnet",
+            str(ROOT / "agent" / "magnet" / "examples" / "mystery_codicil.toml"),
+            "--words",
+            "150",
+            "--endpoint",
+            url,
+            "--call-timeout",
+            "3",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert time.monotonic() - started < 60
     errors = [ln for ln in result.stderr.splitlines() if ln.startswith("fabula: error:")]
     assert result.returncode != 0 and len(errors) == 1, result.stderr
@@ -306,15 +382,20 @@ def test_fabula_prompt_against_deeply_nested_json_is_one_error_line(hostile):
     server.raw = DEEP
     result = _prompt("--endpoint", server.url, "--call-timeout", "5")
     lines = result.stderr.strip().splitlines()
-    assert result.returncode == 1 and len(lines) == 1 and lines[0].startswith("fabula: error: endpoint "), \
-        result.stderr
+    assert result.returncode == 1 and len(lines) == 1 and lines[0].startswith("fabula: error: endpoint "), result.stderr
 
 
 @pytest.mark.parametrize("count", [10**30, 2**63, -1, 2**31])
 def test_absurd_usage_numbers_count_as_unknown(hostile, count):
     server = hostile("shape")
-    server.body = {**chat_reply("fine"), "usage": {"prompt_tokens": count, "completion_tokens": count,
-                                                   "prompt_tokens_details": {"cached_tokens": count}}}
+    server.body = {
+        **chat_reply("fine"),
+        "usage": {
+            "prompt_tokens": count,
+            "completion_tokens": count,
+            "prompt_tokens_details": {"cached_tokens": count},
+        },
+    }
     llm = EndpointLLM(server.url, "m")
     try:
         usage = llm.generate(USER, temperature=0, max_tokens=5).usage
@@ -334,8 +415,21 @@ def test_a_run_against_a_server_reporting_10_to_the_30_tokens_completes(tmp_path
     server = AuthorServer()
     server.prompt_tokens = 10**30
     try:
-        code = main(["write", "direct", "--prompt", "a bell rings", "--words", "1000", "--out", str(tmp_path / "run"),
-                     "--endpoint", server.url, "--quiet"])
+        code = main(
+            [
+                "write",
+                "direct",
+                "--prompt",
+                "a bell rings",
+                "--words",
+                "1000",
+                "--out",
+                str(tmp_path / "run"),
+                "--endpoint",
+                server.url,
+                "--quiet",
+            ]
+        )
     finally:
         server.close()
     assert code in (0, 1), capsys.readouterr().err
@@ -358,10 +452,10 @@ def test_fabula_prompt_warns_and_exits_3_when_the_reply_was_cut(hostile):
     assert _prompt("--endpoint", server.url).returncode == 0
 
 
-@pytest.mark.parametrize("status, cause", [(401, "HTTP 401"), ("401 after the probe", "HTTP 401"),
-                                           (500, "HTTP 500"), (200, "not JSON")])
-def test_magnet_against_a_failing_server_says_the_servers_cause_and_stops_at_a_401(hostile, tmp_path, status,
-                                                                                    cause):
+@pytest.mark.parametrize(
+    "status, cause", [(401, "HTTP 401"), ("401 after the probe", "HTTP 401"), (500, "HTTP 500"), (200, "not JSON")]
+)
+def test_magnet_against_a_failing_server_says_the_servers_cause_and_stops_at_a_401(hostile, tmp_path, status, cause):
     """#23: every Magnet server failure ended as "step 1: no character produced an action", after
     8 calls even on a 401. The line now carries the server's cause, and a refused credential
     stops at the first refusal: in the probe, or in the run's first round of calls."""
@@ -376,22 +470,47 @@ def test_magnet_against_a_failing_server_says_the_servers_cause_and_stops_at_a_4
     elif status == 401:
         server.custom = lambda body: refused
     else:  # the probe is answered (an open /v1 proxy in front of a keyed backend), the story's calls are not
-        server.custom = lambda body: (200, chat_reply("Hello there!")) if body["messages"] in (PROBE_ASK, RANGE_ASK) \
-            else refused
+        server.custom = lambda body: (
+            (200, chat_reply("Hello there!")) if body["messages"] in (PROBE_ASK, RANGE_ASK) else refused
+        )
     env = {k: v for k, v in os.environ.items() if not k.startswith("FABULA_")}
     env.update(PYTHONPATH=str(ROOT), FABULA_HOME=str(tmp_path / "home"))
-    result = subprocess.run([sys.executable, "-m", "agent.cli", "write", "magnet",
-                             str(ROOT / "agent" / "magnet" / "examples" / "mystery_codicil.toml"), "--words", "150",
-                             "--endpoint", server.url, "--call-timeout", "5", "--allow-unconstrained", "--out",
-                             str(tmp_path / "run")], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agent.cli",
+            "write",
+            "magnet",
+            str(ROOT / "agent" / "magnet" / "examples" / "mystery_codicil.toml"),
+            "--words",
+            "150",
+            "--endpoint",
+            server.url,
+            "--call-timeout",
+            "5",
+            "--allow-unconstrained",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=ROOT,
+    )
     errors = [ln for ln in result.stderr.splitlines() if ln.startswith("fabula: error:")]
     assert result.returncode != 0 and len(errors) == 1 and cause in errors[0], result.stderr
     paths = [c.path for c in server.posted()]
-    story = [b for b, path in zip(server.bodies, paths, strict=True)
-             if path.endswith("/chat/completions") and b["messages"] not in (PROBE_ASK, RANGE_ASK)]
+    story = [
+        b
+        for b, path in zip(server.bodies, paths, strict=True)
+        if path.endswith("/chat/completions") and b["messages"] not in (PROBE_ASK, RANGE_ASK)
+    ]
     if status == 401:
         assert story == [] and paths.count("/v1/chat/completions") == 1  # the probe's first, no more
     elif status != 200 and status != 500:
-        characters = len(__import__("tomllib").loads((ROOT / "agent/magnet/examples/mystery_codicil.toml")
-                                                     .read_text())["characters"])
+        characters = len(
+            __import__("tomllib").loads((ROOT / "agent/magnet/examples/mystery_codicil.toml").read_text())["characters"]
+        )
         assert len(story) <= characters, len(story)  # the first round only, never re-asked

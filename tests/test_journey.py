@@ -34,14 +34,19 @@ DONE, FAILED, BAD_INPUT = 0, 1, 2  # docs/reference.md, "Exit codes"
 def clean_env(home: Path) -> dict[str, str]:
     """The environment of a writer's shell: no FABULA_* model settings, a home of its own."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FABULA_")}
-    env.update(FABULA_HOME=str(home), FABULA_CONFIG=str(home / "config.toml"), PYTHONPATH=str(ROOT),
-               COLUMNS="100")
+    env.update(FABULA_HOME=str(home), FABULA_CONFIG=str(home / "config.toml"), PYTHONPATH=str(ROOT), COLUMNS="100")
     return env
 
 
 def fabula(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent.cli", *map(str, args)], cwd=ROOT, env=env, text=True,
-                          capture_output=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "agent.cli", *map(str, args)],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+    )
 
 
 def calls_of(run: Path, unit: int) -> int:
@@ -57,8 +62,13 @@ def calls_of(run: Path, unit: int) -> int:
 def kill_mid_chapter(env: dict[str, str], run: Path, unit: int, *, timeout_s: float) -> None:
     """``fabula resume RUN`` in the background, killed with SIGKILL once chapter ``unit`` has made
     a model call (its text not yet committed)."""
-    proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "resume", str(run), "-q"], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent.cli", "resume", str(run), "-q"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + timeout_s
     while calls_of(run, unit) < 1 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -123,8 +133,20 @@ def test_the_writers_road_through_the_cli(tmp_path):
     with AuthorServer(delay_s=0.2, vllm=True) as server:
         nothing = fabula(env, "write", "nst", "--prompt", PROMPT, "--words", "5", "--endpoint", server.url, "-o", run)
         assert nothing.returncode == BAD_INPUT and not run.exists()
-        planned = fabula(env, "write", "nst", "--prompt", PROMPT, "--words", "2000", "--endpoint", server.url,
-                         "-o", run, "--plan-only")
+        planned = fabula(
+            env,
+            "write",
+            "nst",
+            "--prompt",
+            PROMPT,
+            "--words",
+            "2000",
+            "--endpoint",
+            server.url,
+            "-o",
+            run,
+            "--plan-only",
+        )
         assert planned.returncode == DONE, planned.stderr
         assert f'outline stored: "{BOOK_TITLE}", 2 chapter(s)' in planned.stdout
         edit_outline(env, run, tmp_path, "The Drowned Bell", 900)
@@ -137,8 +159,11 @@ def test_the_writers_road_through_the_cli(tmp_path):
             assert store.chapters()[0].words == 900  # the edited target reached the gate (the author writes it)
         assert fabula(env, "resume", run).returncode == DONE  # completed: nothing to do
         new_text = tmp_path / "chapter1.md"
-        new_text.write_text("Zebulon rowed out to the drowned chapel at dawn and found the bell wrapped in a torn "
-                            "sail. He carried it back to the lighthouse without a word to anyone.", encoding="utf-8")
+        new_text.write_text(
+            "Zebulon rowed out to the drowned chapel at dawn and found the bell wrapped in a torn "
+            "sail. He carried it back to the lighthouse without a word to anyone.",
+            encoding="utf-8",
+        )
         edited = fabula(env, "edit", run, "--chapter", "1", "--file", new_text)
         assert edited.returncode == DONE, edited.stderr
         forked = fabula(env, "fork", run, "--at", "1", "-o", fork)
@@ -157,8 +182,23 @@ def test_kill_and_resume_with_no_flags_on_the_real_cpu_server(vllm_server, tmp_p
     env = clean_env(tmp_path / "home")
     env["FABULA_HOME"] = os.environ.get("FABULA_HOME") or str(Path.home() / ".cache" / "fabula")  # the model
     run, book = tmp_path / "keeper", tmp_path / "keeper.epub"
-    planned = fabula(env, "write", "nst", "--prompt", PROMPT, "--words", "500", "--endpoint", vllm_server.endpoint,
-                     "-o", run, "--plan-only", "--set", "max_turns=6", timeout=900)  # turns bounded: CI's time
+    planned = fabula(
+        env,
+        "write",
+        "nst",
+        "--prompt",
+        PROMPT,
+        "--words",
+        "500",
+        "--endpoint",
+        vllm_server.endpoint,
+        "-o",
+        run,
+        "--plan-only",
+        "--set",
+        "max_turns=6",
+        timeout=900,
+    )  # turns bounded: CI's time
     assert planned.returncode == DONE, planned.stderr
     assert "profile small for the tiny model" in planned.stderr  # --profile auto on a 135M model
     with RunStore.open(run, readonly=True) as store:

@@ -22,8 +22,14 @@ def test_only_keyvalue_splits_assignments():
         if path.name == "keyvalue.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "partition"
-                    and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value == "="):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "partition"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and node.args[0].value == "="
+            ):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not found, "use agent.keyvalue:\n" + "\n".join(found)
 

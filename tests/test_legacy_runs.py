@@ -19,16 +19,44 @@ from agent.store.snapshots import ChapterSnapshot, RunTarget, StepRecord, StepSt
 
 LEGACY = Path(__file__).resolve().parent / "fixtures" / "legacy_d73c811"
 PIPELINES = ["nst", "rollsum", "direct", "magnet", "single"]
-NEW_SETTINGS = {"failed_call_budget", "profile", "prose_sampling", "structured_sampling", "repetition_guard",
-                "repetition_max_rate", "repetition_max_span", "trim_cut_drafts", "critic_example"}
+NEW_SETTINGS = {
+    "failed_call_budget",
+    "profile",
+    "prose_sampling",
+    "structured_sampling",
+    "repetition_guard",
+    "repetition_max_rate",
+    "repetition_max_span",
+    "trim_cut_drafts",
+    "critic_example",
+}
 MAGNET_MEMORY_SETTINGS = {"recall_paragraphs", "recall_words", "recap_every", "recap_tokens", "recap_temperature"}
 """Magnet's long-range memory settings, added by #9."""
-ADDED_BY_ISSUE_13 = {"context_tokens", "context_reserve", "min_past_events", "evidence", "arc_chapters",
-                     "state_share", "digest_max_tokens"}
-ADDED_BY_ISSUE_28 = {"prose_max_tokens", "premise_from", "synopsis_from", "acts_from", "synopsis_words",
-                     "free_outline", "required_after_failures", "fallback_update", "atomic_update",
-                     "paragraph_floor", "narrator_rejects_updates", "single_prompt", "single_max_tokens",
-                     "reference_prompts"}
+ADDED_BY_ISSUE_13 = {
+    "context_tokens",
+    "context_reserve",
+    "min_past_events",
+    "evidence",
+    "arc_chapters",
+    "state_share",
+    "digest_max_tokens",
+}
+ADDED_BY_ISSUE_28 = {
+    "prose_max_tokens",
+    "premise_from",
+    "synopsis_from",
+    "acts_from",
+    "synopsis_words",
+    "free_outline",
+    "required_after_failures",
+    "fallback_update",
+    "atomic_update",
+    "paragraph_floor",
+    "narrator_rejects_updates",
+    "single_prompt",
+    "single_max_tokens",
+    "reference_prompts",
+}
 """The paper profile's settings, each defaulting to what the run did before (#28)."""
 ADDED_BY_ISSUE_38 = {"language"}
 """The language a story is written in (#38), detected from the prompt when not given."""
@@ -80,7 +108,12 @@ def test_legacy_run_plans_a_resume_under_the_typed_settings(run):
     # settings added since d73c811 show as changes (a resume names them and needs --force, as for
     # any new pipeline default); no value the run stored is ever changed or dropped
     assert all(not c.old_set for c in plan.changes), plan.changes
-    assert {c.key.split(".")[0] for c in plan.changes} <= NEW_SETTINGS | MAGNET_MEMORY_SETTINGS | ADDED_BY_ISSUE_13 \
-        | ADDED_BY_ISSUE_28 | ADDED_BY_ISSUE_38 \
-        | ADDED_BY_ISSUE_35, \
-        plan.changes
+    assert (
+        {c.key.split(".")[0] for c in plan.changes}
+        <= NEW_SETTINGS
+        | MAGNET_MEMORY_SETTINGS
+        | ADDED_BY_ISSUE_13
+        | ADDED_BY_ISSUE_28
+        | ADDED_BY_ISSUE_38
+        | ADDED_BY_ISSUE_35
+    ), plan.changes

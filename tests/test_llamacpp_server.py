@@ -38,8 +38,12 @@ def test_nested_schema_is_valid_on_every_sample(llamacpp_llm):
 
 
 def test_choice_travels_as_a_grammar_and_a_cut_structured_reply_raises(llamacpp_llm):
-    colour = llamacpp_llm.generate([{"role": "user", "content": "What colour is the sky?"}],
-                                   Choice(["red", "blue", "green"]), temperature=0.9, max_tokens=4)
+    colour = llamacpp_llm.generate(
+        [{"role": "user", "content": "What colour is the sky?"}],
+        Choice(["red", "blue", "green"]),
+        temperature=0.9,
+        max_tokens=4,
+    )
     assert colour.parsed in {"red", "blue", "green"}
     with pytest.raises(TruncatedOutputError, match="max_tokens=5"):
         llamacpp_llm.generate(ASK, CharacterSheet, temperature=0.8, max_tokens=5)

@@ -22,8 +22,7 @@ from grammars.demo import CharacterSheet
 
 USER = [{"role": "user", "content": "hi"}]
 SHEET = (
-    '{"name": "Ada", "temperament": "calm", "is_villain": false, '
-    '"possessions": [{"item": "key", "treasured": true}]}'
+    '{"name": "Ada", "temperament": "calm", "is_villain": false, "possessions": [{"item": "key", "treasured": true}]}'
 )
 
 
@@ -57,8 +56,12 @@ def test_reply_violating_the_model_is_rejected_even_if_json():
 
 
 def test_json_schema_regex_and_choice_outputs():
-    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
-              "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}},
+        "required": ["n"],
+        "additionalProperties": False,
+    }
     llm = ScriptedLLM(['{"n": 3}', '{"n": "x"}', "1984", "84", "blue", "pink"])
     assert llm.generate(USER, JsonSchema(schema, "count"), temperature=0, max_tokens=9).parsed == {"n": 3}
     with pytest.raises(OutputValidationError):

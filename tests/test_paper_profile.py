@@ -42,7 +42,8 @@ NST_PINS = [
     # reference agent_core.py:49 DEFAULT_MAX_TOKENS = 16384: every call, the chapter turn's prose included
     ("prose_max_tokens", 16384),
     # ... and every tool turn and update of the loop: agent_core.py:101 DEFAULT_CHAPTER_TOKEN_CONTROL = "fixed"
-    ("tool_max_tokens", 16384), ("update_max_tokens", 16384),
+    ("tool_max_tokens", 16384),
+    ("update_max_tokens", 16384),
     ("planner_max_tokens", 16384),  # same line: the planner's stages (build_outline_cache.py --max-tokens default)
     ("temperature", 0.7),  # reference agent_core.py:50 DEFAULT_TEMPERATURE; NstAgent App. A.1 (seed line 395)
     ("read_budget", 3),  # reference agent_core.py:53 MAX_READ
@@ -50,7 +51,8 @@ NST_PINS = [
     ("search_hits", 8),  # reference agent_core.py:55 SEARCH_MAX_HITS
     ("correct_budget", 3),  # reference agent_core.py:56 MAX_CORRECT_PER_CHAPTER
     ("max_turns", 50),  # reference agent_core.py:58 MAX_TURNS_PER_CHAPTER; App. A.1 "capped at 50 turns"
-    ("gate_low", 0.8), ("gate_high", 1.2),  # reference generation_common.py:23 WORD_COUNT_TOLERANCE = 0.20; §5.1
+    ("gate_low", 0.8),
+    ("gate_high", 1.2),  # reference generation_common.py:23 WORD_COUNT_TOLERANCE = 0.20; §5.1
     # App. A.1 (seed line 401): replies at the token limit are rejected; no floor is ever asked for
     ("min_tokens", False),
     ("trim_cut_drafts", False),  # same line: "A response that stops at the output-token limit is never accepted"
@@ -63,7 +65,9 @@ NST_PINS = [
     ("state_share", 1.0),  # §4.3 "each chapter prompt contains the outline and the state": the state whole
     ("repetition_guard", False),  # neither paper nor reference has a repetition guard
     # reference agent_core.py stage_count_for_words: 1 stage < 10K, 2 < 20K, 3 < 100K, else 4
-    ("premise_from", 10_000), ("synopsis_from", 20_000), ("acts_from", 100_000),
+    ("premise_from", 10_000),
+    ("synopsis_from", 20_000),
+    ("acts_from", 100_000),
     ("synopsis_words", True),  # reference OutlineAgent.generate: detail_words = 1000 if stages == 3 else 2500
     ("free_outline", True),  # reference outline_chapters_prompt: "approximately", "up to you", key chapters more
 ]
@@ -74,20 +78,25 @@ def test_nst_paper_constant(key: str, value: Any) -> None:
     assert getattr(paper(NstConfig), key) == value
 
 
-@pytest.mark.parametrize(("cls", "key", "value"), [
-    # App. A.1 (seed 401): "a 32,768-token limit per chapter call" (the paper over the reference's
-    # rolling_summary.py DEFAULT_MAX_TOKENS = 16384: where the paper speaks, it decides)
-    (RollSumConfig, "prose_max_tokens", 32768),
-    (RollSumConfig, "reference_prompts", True),  # reference rolling_summary.py summary_prompt, chapter_prompt
-    (RollSumConfig, "summary_max_tokens", 16384),  # same: "each summary call has a 16,384-token output limit"
-    (RollSumConfig, "chapter_attempts", 50),  # reference rolling_summary.py DEFAULT_MAX_LENGTH_ATTEMPTS = 50
-    (RollSumConfig, "min_tokens", False), (RollSumConfig, "planner_max_tokens", 16384),
-    (RollSumConfig, "acts_from", 100_000),  # RollSum "reads the same frozen outline" (§5.1, seed 195)
-    # App. A.1: "one full-story call ... 32,768-token output limit"; reference direct.py DEFAULT_MAX_TOKENS = 32768
-    (DirectConfig, "prose_max_tokens", 32768),
-    (DirectConfig, "attempts", 10),  # reference code/baselines/direct.py DEFAULT_MAX_LENGTH_ATTEMPTS = 10
-    (DirectConfig, "min_tokens", False), (DirectConfig, "repetition_guard", False),
-])
+@pytest.mark.parametrize(
+    ("cls", "key", "value"),
+    [
+        # App. A.1 (seed 401): "a 32,768-token limit per chapter call" (the paper over the reference's
+        # rolling_summary.py DEFAULT_MAX_TOKENS = 16384: where the paper speaks, it decides)
+        (RollSumConfig, "prose_max_tokens", 32768),
+        (RollSumConfig, "reference_prompts", True),  # reference rolling_summary.py summary_prompt, chapter_prompt
+        (RollSumConfig, "summary_max_tokens", 16384),  # same: "each summary call has a 16,384-token output limit"
+        (RollSumConfig, "chapter_attempts", 50),  # reference rolling_summary.py DEFAULT_MAX_LENGTH_ATTEMPTS = 50
+        (RollSumConfig, "min_tokens", False),
+        (RollSumConfig, "planner_max_tokens", 16384),
+        (RollSumConfig, "acts_from", 100_000),  # RollSum "reads the same frozen outline" (§5.1, seed 195)
+        # App. A.1: "one full-story call ... 32,768-token output limit"; reference direct.py DEFAULT_MAX_TOKENS = 32768
+        (DirectConfig, "prose_max_tokens", 32768),
+        (DirectConfig, "attempts", 10),  # reference code/baselines/direct.py DEFAULT_MAX_LENGTH_ATTEMPTS = 10
+        (DirectConfig, "min_tokens", False),
+        (DirectConfig, "repetition_guard", False),
+    ],
+)
 def test_baseline_paper_constant(cls: type, key: str, value: Any) -> None:
     assert getattr(paper(cls), key) == value
 
@@ -97,11 +106,17 @@ def test_chapter_anchors_are_the_papers() -> None:
     assert ANCHORS == ((10_000, 10), (20_000, 15), (50_000, 25), (100_000, 40))
 
 
-@pytest.mark.parametrize(("words", "stages", "synopsis"), [
-    (9_999, ["outline"], None), (10_000, ["premise", "outline"], None),
-    (19_999, ["premise", "outline"], None), (20_000, ["premise", "synopsis", "outline"], 1000),
-    (99_999, ["premise", "synopsis", "outline"], 1000), (100_000, ["premise", "synopsis", "acts", "outline"], 2500),
-])
+@pytest.mark.parametrize(
+    ("words", "stages", "synopsis"),
+    [
+        (9_999, ["outline"], None),
+        (10_000, ["premise", "outline"], None),
+        (19_999, ["premise", "outline"], None),
+        (20_000, ["premise", "synopsis", "outline"], 1000),
+        (99_999, ["premise", "synopsis", "outline"], 1000),
+        (100_000, ["premise", "synopsis", "acts", "outline"], 2500),
+    ],
+)
 def test_reference_planner_stages(words: int, stages: list[str], synopsis: int | None) -> None:
     """Reference agent_core.py ``stage_count_for_words`` and ``OutlineAgent.generate``."""
     shape = stages_of(paper(NstConfig, words=words))
@@ -130,13 +145,27 @@ def test_atomic_update_applies_nothing_and_offers_no_second_call() -> None:
     config = paper(NstConfig)
     session = ChapterSession.for_config(1, config.gate(1000), config, ())
     session.accepted_text = "Ann rang the bell."
-    snap = {"name": "Ann", "location": "pier", "goal": "g", "relationships": "r", "knowledge": "k",
-            "possessions": "p", "condition": "c", "facts": []}
+    snap = {
+        "name": "Ann",
+        "location": "pier",
+        "goal": "g",
+        "relationships": "r",
+        "knowledge": "k",
+        "possessions": "p",
+        "condition": "c",
+        "facts": [],
+    }
     grammar = update_grammar((), 0, session.evidence)
     assert '"evidence"' not in json.dumps(grammar.model_json_schema())  # §4.3: four arrays, no quotes
-    call = grammar.model_validate({"tool": "update", "upsert_character_state": [snap, snap],
-                                   "add_past_event": [{"key": "bell_rung", "description": "Ann rang the bell."}],
-                                   "add_future_requirement": [], "resolve_future_requirement": []})
+    call = grammar.model_validate(
+        {
+            "tool": "update",
+            "upsert_character_state": [snap, snap],
+            "add_past_event": [{"key": "bell_rung", "description": "Ann rang the bell."}],
+            "add_future_requirement": [],
+            "resolve_future_requirement": [],
+        }
+    )
     with pytest.raises(ToolError, match="nothing was applied"):
         update_state(session, NarrativeState(), call, evidence=config.evidence, atomic=config.atomic_update)
     assert not session.updated and not session.retry_update
@@ -158,12 +187,18 @@ def test_paper_keeps_every_tool_on_offer_after_failures() -> None:
 # -- Magnet and the single-model baseline ------------------------------------------------------------
 
 MAGNET_PINS = [
-    ("critic_temperature", 0.1), ("narrator_temperature", 0.35), ("goal_temperature", 0.1),
-    ("character_temperature", 0.2), ("baseline_temperature", 0.35),  # Magnet App. A.1 (seed line 170)
-    ("stall_steps", 15), ("shift_every", 40),  # Magnet §3 (seed line 53): 15 stalled steps, a shift every 40
-    ("recall_paragraphs", 0), ("recap_every", 0),  # §3 (seed 57, 61): roles see "recent story history" only
+    ("critic_temperature", 0.1),
+    ("narrator_temperature", 0.35),
+    ("goal_temperature", 0.1),
+    ("character_temperature", 0.2),
+    ("baseline_temperature", 0.35),  # Magnet App. A.1 (seed line 170)
+    ("stall_steps", 15),
+    ("shift_every", 40),  # Magnet §3 (seed line 53): 15 stalled steps, a shift every 40
+    ("recall_paragraphs", 0),
+    ("recap_every", 0),  # §3 (seed 57, 61): roles see "recent story history" only
     ("narrator_rejects_updates", False),  # §3 (seed 61): the narrator "selectively chooses actions"
-    ("paragraph_floor", False), ("repetition_guard", False),  # neither is in the paper
+    ("paragraph_floor", False),
+    ("repetition_guard", False),  # neither is in the paper
     ("critic_example", False),  # the paper's critic prompt has no example reply
 ]
 
@@ -227,8 +262,12 @@ def test_nst_default_run_sends_the_floor(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["rollsum", "direct"])
 def test_baseline_paper_runs_send_no_floor(tmp_path: Path, name: str) -> None:
     cls = RollSumConfig if name == "rollsum" else DirectConfig
-    config = {**PROMPT, "words": 3000, **cls.profile_settings("paper"),
-              **({"plan_cache": str(tmp_path / "plans")} if name == "rollsum" else {})}
+    config = {
+        **PROMPT,
+        "words": 3000,
+        **cls.profile_settings("paper"),
+        **({"plan_cache": str(tmp_path / "plans")} if name == "rollsum" else {}),
+    }
     calls = _run(tmp_path, name, config, Author()).llm_calls()
     role = "rollsum_chapter" if name == "rollsum" else "direct_story"
     assert all(c.min_tokens is None for c in calls)
@@ -274,8 +313,14 @@ def stubborn(request: Any, tools: list[str]) -> str:
 
 
 def _stubborn_run(tmp_path: Path, profile: str, **settings: Any) -> Any:
-    config = {**PROMPT, "words": 3000, "plan_cache": str(tmp_path / "plans" / profile), "max_turns": 12,
-              **NstConfig.profile_settings(profile), **settings}
+    config = {
+        **PROMPT,
+        "words": 3000,
+        "plan_cache": str(tmp_path / "plans" / profile),
+        "max_turns": 12,
+        **NstConfig.profile_settings(profile),
+        **settings,
+    }
     return _run(tmp_path / f"{profile}{len(settings)}", "nst", config, Author(policy=stubborn))
 
 
@@ -294,8 +339,9 @@ def test_paper_has_no_fallback_update_and_no_required_only_rule(tmp_path: Path) 
     assert any(c.arguments.get("fallback") for c in default)
     assert len([c for c in default if c.tool == "invalid" and not c.arguments.get("fallback")]) == 3
     patient = [c for c in _stubborn_run(tmp_path, "default", failed_update_limit=0).tool_calls() if c.unit == 2]
-    assert [c.arguments["offered"] for c in patient if c.tool == "invalid" and not c.arguments.get("fallback")][-1] \
-        == ["update"]
+    assert [c.arguments["offered"] for c in patient if c.tool == "invalid" and not c.arguments.get("fallback")][-1] == [
+        "update"
+    ]
 
 
 def test_the_cli_paper_profile_reaches_the_stored_config(tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
@@ -306,8 +352,25 @@ def test_the_cli_paper_profile_reaches_the_stored_config(tmp_path: Path, monkeyp
     author = Author()
     monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: author)
     run = tmp_path / "run"
-    assert main(["write", "nst", "--prompt", "A keeper finds a bell.", "--words", "2000", "--profile", "paper",
-                 "--plan-cache", str(tmp_path / "plans"), "--out", str(run)]) == 0
+    assert (
+        main(
+            [
+                "write",
+                "nst",
+                "--prompt",
+                "A keeper finds a bell.",
+                "--words",
+                "2000",
+                "--profile",
+                "paper",
+                "--plan-cache",
+                str(tmp_path / "plans"),
+                "--out",
+                str(run),
+            ]
+        )
+        == 0
+    )
     with RunStore.open(run, readonly=True) as store:
         config = store.info().config
         assert all(c.min_tokens is None for c in store.llm_calls())
@@ -320,8 +383,12 @@ def test_paper_outline_is_free_and_gets_the_planner_ceiling(tmp_path: Path) -> N
     """Reference: every planner stage asks for ``DEFAULT_MAX_TOKENS`` (agent_core.py:49), and the
     outline grammar leaves the count and the targets to the planner (``outline_chapters_prompt``)."""
     author = Author()
-    _run(tmp_path, "nst", {**PROMPT, "words": 3000, "plan_cache": str(tmp_path / "plans"),
-                           **NstConfig.profile_settings("paper")}, author)
+    _run(
+        tmp_path,
+        "nst",
+        {**PROMPT, "words": 3000, "plan_cache": str(tmp_path / "plans"), **NstConfig.profile_settings("paper")},
+        author,
+    )
     (outline,) = [r for r in author.requests if r.role == "plan_outline"]
     assert outline.max_tokens == 16384
     schema = outline.constraint.json_schema
@@ -361,15 +428,26 @@ class Planner(Author):
         share = 3000 // (n + 1)
         targets = [share] * n
         targets[-2] = 2 * share  # the climax
-        return json.dumps({"title": "T", "chapters": [{"id": i, "title": f"Part {i}", "description": "Things happen.",
-                                                       "target_words": t} for i, t in enumerate(targets, 1)]}), "stop"
+        return json.dumps(
+            {
+                "title": "T",
+                "chapters": [
+                    {"id": i, "title": f"Part {i}", "description": "Things happen.", "target_words": t}
+                    for i, t in enumerate(targets, 1)
+                ],
+            }
+        ), "stop"
 
 
 def test_paper_outline_may_change_the_count_and_give_key_chapters_more(tmp_path: Path) -> None:
     """§4.1 / App. A.1 and reference ``outline_chapters_prompt``: the count is adjustable and the
     planner sizes each chapter; each chapter still passes the ±20 % gate around its own target."""
-    store = _run(tmp_path, "nst", {**PROMPT, "words": 3000, "plan_cache": str(tmp_path / "plans"),
-                                   **NstConfig.profile_settings("paper")}, Planner())
+    store = _run(
+        tmp_path,
+        "nst",
+        {**PROMPT, "words": 3000, "plan_cache": str(tmp_path / "plans"), **NstConfig.profile_settings("paper")},
+        Planner(),
+    )
     assert store.info().status == "completed"
     targets = [c["target_words"] for c in store.plan()["outline"]]
     assert len(targets) == 4 and targets[2] == 2 * targets[0] and len(store.chapters()) == 4
@@ -383,7 +461,22 @@ def test_the_cli_paper_profile_of_the_single_baseline(tmp_path: Path, monkeypatc
     llm = StoryLLM()
     monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: llm)
     run = tmp_path / "run"
-    assert main(["write", "single", "--story", "agent/magnet/examples/mystery_codicil.toml", "--words", "150",
-                 "--profile", "paper", "--out", str(run)]) == 0
+    assert (
+        main(
+            [
+                "write",
+                "single",
+                "--story",
+                "agent/magnet/examples/mystery_codicil.toml",
+                "--words",
+                "150",
+                "--profile",
+                "paper",
+                "--out",
+                str(run),
+            ]
+        )
+        == 0
+    )
     with RunStore.open(run, readonly=True) as store:
         assert store.info().config["single_prompt"] and [c.role for c in store.llm_calls()] == ["baseline"]

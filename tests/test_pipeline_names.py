@@ -24,8 +24,11 @@ def home(name: str) -> Path:
 
 def spelled(path: Path) -> list[tuple[int, str]]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    return [(node.lineno, node.value) for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in pipelines.BUILTIN]
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in pipelines.BUILTIN
+    ]
 
 
 def test_every_builtin_pipeline_lives_in_a_package_of_agent():

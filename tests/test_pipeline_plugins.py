@@ -42,8 +42,9 @@ def install(folder: Path, module: str, source: str, entries: dict[str, str]) -> 
     (folder / module / "__init__.py").write_text(source, encoding="utf-8")
     info = folder / f"{module}-0.1.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 0.1\n",
-                                   encoding="utf-8")
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 0.1\n", encoding="utf-8"
+    )
     lines = "".join(f"{name} = {where}\n" for name, where in entries.items())
     (info / "entry_points.txt").write_text(f"[{pipelines.PLUGIN_GROUP}]\n{lines}", encoding="utf-8")
 
@@ -76,8 +77,21 @@ def test_a_plugins_pipeline_is_offered_and_writes_a_story_through_the_cli(site, 
     model = ScriptedLLM([STORY])
     monkeypatch.setattr(pipelines.LLMOptions, "open", lambda *args, **kw: model)
     out = tmp_path / "run"
-    code = main(["write", "toy", "--prompt", "A toy robot.", "--words", "20", "--out", str(out), "--quiet",
-                 "--endpoint", "http://127.0.0.1:9/v1"])
+    code = main(
+        [
+            "write",
+            "toy",
+            "--prompt",
+            "A toy robot.",
+            "--words",
+            "20",
+            "--out",
+            str(out),
+            "--quiet",
+            "--endpoint",
+            "http://127.0.0.1:9/v1",
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     with RunStore.open(out, readonly=True) as store:
         assert (store.info().pipeline, store.info().status) == ("toy", "completed")
@@ -90,17 +104,21 @@ def test_a_plugin_that_takes_a_builtins_name_is_ignored_with_one_warning(site, c
     assert pipelines.names() == tuple(pipelines.BUILTIN)
     assert pipelines.get("direct").help == "baseline: the whole story in one call"
     warning = capsys.readouterr().err.strip().splitlines()
-    assert warning == ["fabula: warning: the pipeline plugin direct (entry point direct = toy_fabula_pipeline:PIPELINE "
-                       "in fabula.pipelines, from toy-fabula-pipeline 0.1) is ignored: direct is one of fabula's own "
-                       "pipelines"]
+    assert warning == [
+        "fabula: warning: the pipeline plugin direct (entry point direct = toy_fabula_pipeline:PIPELINE "
+        "in fabula.pipelines, from toy-fabula-pipeline 0.1) is ignored: direct is one of fabula's own "
+        "pipelines"
+    ]
     assert "toy_fabula_pipeline" not in sys.modules  # never imported
 
 
 def test_a_plugin_that_fails_to_import_is_one_line_and_the_builtins_still_work(site, tmp_path, capsys):
     install(site, "toy_fabula_broken", "import toy_fabula_nowhere\n", {"broken": "toy_fabula_broken:PIPELINE"})
     assert pipelines.names("prompt") == ("nst", "rollsum", "direct") and pipelines.names() == tuple(pipelines.BUILTIN)
-    said = ("the pipeline plugin broken (entry point broken = toy_fabula_broken:PIPELINE in fabula.pipelines, from "
-            "toy-fabula-broken 0.1) failed to load: ModuleNotFoundError: No module named 'toy_fabula_nowhere'")
+    said = (
+        "the pipeline plugin broken (entry point broken = toy_fabula_broken:PIPELINE in fabula.pipelines, from "
+        "toy-fabula-broken 0.1) failed to load: ModuleNotFoundError: No module named 'toy_fabula_nowhere'"
+    )
     assert capsys.readouterr().err.strip().splitlines() == [f"fabula: warning: {said}"]  # once, however often asked
     with pytest.raises(pipelines.PluginError) as raised:
         pipelines.get("broken")
@@ -113,9 +131,16 @@ def test_a_plugin_that_fails_to_import_is_one_line_and_the_builtins_still_work(s
 
 def test_a_plugin_that_yields_something_else_than_its_pipeline_is_refused(site, capsys):
     bare = TOY + 'BARE = Pipeline("bare", "chapter", write)\n'  # no settings: fabula write could not configure it
-    install(site, "toy_fabula_pipeline", bare, {"other": "toy_fabula_pipeline:PIPELINE",
-                                                "settings": "toy_fabula_pipeline:ToySettings",
-                                                "bare": "toy_fabula_pipeline:BARE"})
+    install(
+        site,
+        "toy_fabula_pipeline",
+        bare,
+        {
+            "other": "toy_fabula_pipeline:PIPELINE",
+            "settings": "toy_fabula_pipeline:ToySettings",
+            "bare": "toy_fabula_pipeline:BARE",
+        },
+    )
     assert pipelines.names() == tuple(pipelines.BUILTIN)
     err = capsys.readouterr().err
     assert "plugin other (entry point other = toy_fabula_pipeline:PIPELINE" in err

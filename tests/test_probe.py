@@ -12,12 +12,27 @@ from agent.testing.hostile import HostileServer
 from agent.testing.replies import chat_reply
 
 USER = [{"role": "user", "content": "hi"}]
-RANGE = JsonSchema({"type": "object", "properties": {"chapter": {"type": "integer", "minimum": 1}},
-                    "required": ["chapter"], "additionalProperties": False}, name="r")
+RANGE = JsonSchema(
+    {
+        "type": "object",
+        "properties": {"chapter": {"type": "integer", "minimum": 1}},
+        "required": ["chapter"],
+        "additionalProperties": False,
+    },
+    name="r",
+)
 
 
-def server_like(*, enforces: bool, regex: bool, min_tokens: bool, cached: bool, owner: str,
-                answers: list[str] | None = None, ranges: bool = False) -> HostileServer:
+def server_like(
+    *,
+    enforces: bool,
+    regex: bool,
+    min_tokens: bool,
+    cached: bool,
+    owner: str,
+    answers: list[str] | None = None,
+    ranges: bool = False,
+) -> HostileServer:
     """A fake server that honours (or ignores) each setting the way a real one would."""
     server = HostileServer("custom")
     server.models = {"data": [{"id": "m", "owned_by": owner, "max_model_len": 4096}]}
@@ -69,20 +84,25 @@ def test_a_vllm_like_server_is_identified_and_found_enforcing(servers):
 def test_a_server_that_enforces_ranges_gets_the_schema_itself(servers):
     from agent.llm import Request
 
-    servers.append(server := server_like(enforces=True, regex=True, min_tokens=True, cached=True, owner="vllm",
-                                         ranges=True))  # as with vLLM's xgrammar backend
+    servers.append(
+        server := server_like(enforces=True, regex=True, min_tokens=True, cached=True, owner="vllm", ranges=True)
+    )  # as with vLLM's xgrammar backend
     llm = open_llm("endpoint", endpoint=server.url)
     assert llm.probe.ranges_enforced is True
     body = llm.payload(llm._prepare(Request(USER, RANGE)))
     assert body["response_format"]["json_schema"]["schema"]["properties"]["chapter"] == {
-        "type": "integer", "minimum": 1}
+        "type": "integer",
+        "minimum": 1,
+    }
 
 
 def test_a_server_that_ignores_everything_is_refused_unless_allowed(servers):
-    servers.append(server := server_like(enforces=False, regex=False, min_tokens=False, cached=False,
-                                         owner="library"))
-    with pytest.raises(UnenforcedConstraintError, match=r"\(ollama\) does not enforce JSON-schema .* "
-                       "--allow-unconstrained"):
+    servers.append(server := server_like(enforces=False, regex=False, min_tokens=False, cached=False, owner="library"))
+    with pytest.raises(
+        UnenforcedConstraintError,
+        match=r"\(ollama\) does not enforce JSON-schema .* "
+        "--allow-unconstrained",
+    ):
         open_llm("endpoint", endpoint=server.url)
     llm = open_llm("endpoint", endpoint=server.url, allow_unconstrained=True)
     assert llm.probe.kind == "ollama" and llm.probe.min_tokens is False and llm.probe.context_length == 4096
@@ -93,9 +113,16 @@ def test_a_server_that_ignores_everything_is_refused_unless_allowed(servers):
 
 
 def test_unconstrained_replies_are_validated_and_re_asked_a_bounded_number_of_times(servers):
-    servers.append(server := server_like(enforces=False, regex=False, min_tokens=False, cached=False,
-                                         owner="x", answers=["Sure! chapter 3", '{"chapter": 0}',
-                                                             '{"chapter": 3}', "nope", "no", "never"]))
+    servers.append(
+        server := server_like(
+            enforces=False,
+            regex=False,
+            min_tokens=False,
+            cached=False,
+            owner="x",
+            answers=["Sure! chapter 3", '{"chapter": 0}', '{"chapter": 3}', "nope", "no", "never"],
+        )
+    )
     llm = open_llm("endpoint", endpoint=server.url, allow_unconstrained=True)
     assert llm.generate(USER, RANGE, temperature=0, max_tokens=20).parsed == {"chapter": 3}
     reask = [b for b in server.bodies if b["messages"][0] == USER[0]][1]["messages"]
@@ -156,12 +183,15 @@ def test_the_probe_of_the_real_vllm_cpu_server(vllm_server):
     llm.close()
 
 
-@pytest.mark.parametrize("owner, kind, regex_body, choice_body", [
-    ("vllm", "vllm", {"structured_outputs": {"regex": "a+"}}, {"structured_outputs": {"choice": ["x", "y.z"]}}),
-    ("sglang", "sglang", {"regex": "a+"}, {"regex": r"x|y\.z"}),
-    ("llamacpp", "llama.cpp", {}, {"grammar": 'root ::= "x" | "y.z"'}),
-    ("library", "ollama", {}, {}),
-])
+@pytest.mark.parametrize(
+    "owner, kind, regex_body, choice_body",
+    [
+        ("vllm", "vllm", {"structured_outputs": {"regex": "a+"}}, {"structured_outputs": {"choice": ["x", "y.z"]}}),
+        ("sglang", "sglang", {"regex": "a+"}, {"regex": r"x|y\.z"}),
+        ("llamacpp", "llama.cpp", {}, {"grammar": 'root ::= "x" | "y.z"'}),
+        ("library", "ollama", {}, {}),
+    ],
+)
 def test_each_server_kind_gets_its_own_request_shape(servers, owner, kind, regex_body, choice_body):
     from agent.llm import Choice, Regex, Request
 
@@ -181,8 +211,11 @@ def test_each_server_kind_gets_its_own_request_shape(servers, owner, kind, regex
 def test_prompt_verbose_prints_the_probe_findings(servers, tmp_path, capsys):
     from agent.cli import main
 
-    servers.append(server := server_like(enforces=True, regex=True, min_tokens=False, cached=True, owner="vllm",
-                                         answers=['{"chapter": 2}']))
+    servers.append(
+        server := server_like(
+            enforces=True, regex=True, min_tokens=False, cached=True, owner="vllm", answers=['{"chapter": 2}']
+        )
+    )
     schema = tmp_path / "r.schema.json"
     schema.write_text(json.dumps(RANGE.schema))
     assert main(["prompt", "hi", "--endpoint", server.url, "--schema", str(schema), "-v"]) == 0
@@ -194,16 +227,28 @@ def test_prompt_verbose_prints_the_probe_findings(servers, tmp_path, capsys):
 
 def test_a_json_probe_reply_cut_at_its_length_is_inconclusive_not_a_refusal(servers):
     server = HostileServer("custom")
-    server.custom = lambda body: (200, chat_reply('{"fabula_probe":   ' if "response_format" in body else "hi",
-                                                  finish="length" if "response_format" in body else "stop"))
+    server.custom = lambda body: (
+        200,
+        chat_reply(
+            '{"fabula_probe":   ' if "response_format" in body else "hi",
+            finish="length" if "response_format" in body else "stop",
+        ),
+    )
     servers.append(server)
     llm = open_llm("endpoint", endpoint=server.url)  # not refused: the server may well enforce schemas
     assert llm.probe.json_schema_enforced is None
     assert any("inconclusive" in note for note in llm.probe.degraded)
 
 
-@pytest.mark.parametrize("ignoring", ['{"reply": "Hello there!"}', '{"fabula_probe": "something else"}',
-                                      '{"fabula_probe": "qx7", "extra": 1}', '["fabula_probe", "qx7"]'])
+@pytest.mark.parametrize(
+    "ignoring",
+    [
+        '{"reply": "Hello there!"}',
+        '{"fabula_probe": "something else"}',
+        '{"fabula_probe": "qx7", "extra": 1}',
+        '["fabula_probe", "qx7"]',
+    ],
+)
 def test_a_server_that_answers_json_but_ignores_the_schema_is_found_not_enforcing(servers, ignoring):
     """#23: no fake server answered JSON while ignoring the schema, so "any JSON counts as
     enforced" passed. JSON of another shape is not the constrained answer."""

@@ -35,10 +35,12 @@ PREMISES = [
 
 # vLLM's CPU backend caches prompts in blocks of 128 tokens: each premise is long enough
 # (~350 tokens of prompt) for two full blocks that no other story shares.
-NOTES = (" Keep the tone quiet and precise. The weather matters to the plot. Every object that appears early "
-         "returns at the end. Dialogue is sparse and each line reveals character. The ending is earned, not "
-         "announced. Names are short and easy to remember. Time passes in one night or one day at most. The "
-         "narrator never explains what the reader can infer. Small sensory details anchor every scene. ") * 3
+NOTES = (
+    " Keep the tone quiet and precise. The weather matters to the plot. Every object that appears early "
+    "returns at the end. Dialogue is sparse and each line reveals character. The ending is earned, not "
+    "announced. Names are short and easy to remember. Time passes in one night or one day at most. The "
+    "narrator never explains what the reader can infer. Small sensory details anchor every scene. "
+) * 3
 
 
 @pytest.fixture(scope="module")
@@ -51,10 +53,27 @@ def router_endpoint() -> Iterator[str]:
         pytest.skip("two replicas on their own cores need two CPU cores")
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "agent.cli", "serve", "--preset", "tiny-cpu", "--replicas", "2", "--port", str(port),
-         "--cpu-kv-cache-gib", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=dict(os.environ),
-        preexec_fn=ctrl_c_reaches)
+        [
+            sys.executable,
+            "-m",
+            "agent.cli",
+            "serve",
+            "--preset",
+            "tiny-cpu",
+            "--replicas",
+            "2",
+            "--port",
+            str(port),
+            "--cpu-kv-cache-gib",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ),
+        preexec_fn=ctrl_c_reaches,
+    )
     output: list[str] = []
     ready = threading.Event()
 
@@ -95,15 +114,30 @@ def write_batch(folder, premises: list[str], endpoint: str) -> list[tuple[str, l
 
     prompts = folder.parent / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"id": i + 1, "prompt": p}) + "\n" for i, p in enumerate(premises)))
-    result = run_batch(folder, "direct", prompts=prompts, words=40, concurrency=len(premises),
-                       settings={"gate_low": 0.9, "gate_high": 1.1, "attempts": 3, "min_tokens": False},
-                       llm=LLMOptions("endpoint", endpoint=endpoint))
+    result = run_batch(
+        folder,
+        "direct",
+        prompts=prompts,
+        words=40,
+        concurrency=len(premises),
+        settings={"gate_low": 0.9, "gate_high": 1.1, "attempts": 3, "min_tokens": False},
+        llm=LLMOptions("endpoint", endpoint=endpoint),
+    )
     out = []
     for story in result.stories:
         store = RunStore.open(folder / story.run_dir, readonly=True)
         try:
-            out.append((story.status, [dict(r) for r in store.query(
-                "SELECT prompt_tokens, cached_prompt_tokens FROM llm_calls WHERE error IS NULL ORDER BY id")]))
+            out.append(
+                (
+                    story.status,
+                    [
+                        dict(r)
+                        for r in store.query(
+                            "SELECT prompt_tokens, cached_prompt_tokens FROM llm_calls WHERE error IS NULL ORDER BY id"
+                        )
+                    ],
+                )
+            )
         finally:
             store.close()
     return out

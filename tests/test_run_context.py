@@ -36,8 +36,13 @@ def test_every_model_call_of_an_nst_run_is_an_event_with_totals(tmp_path):
     from agent.nst.config import NST_DEFAULTS
     from tests.nst.conftest import PROMPT
 
-    config = {**NST_DEFAULTS, "prompt": PROMPT, "words": 1200, "plan_cache": str(tmp_path / "plans"),
-              "llm": {"backend": "scripted", "model": "scripted-author"}}
+    config = {
+        **NST_DEFAULTS,
+        "prompt": PROMPT,
+        "words": 1200,
+        "plan_cache": str(tmp_path / "plans"),
+        "llm": {"backend": "scripted", "model": "scripted-author"},
+    }
     events: list[Event] = []
     store = RunStore.create(tmp_path / "run", pipeline="nst", config=config)
     author = Author()
@@ -70,8 +75,20 @@ def test_magnet_steps_report_every_call(tmp_path):
 def test_display_on_a_terminal_and_in_a_log():
     tty, log = io.StringIO(), io.StringIO()
     live, plain = ProgressDisplay(stream=tty, tty=True, width=120), ProgressDisplay(stream=log, tty=False)
-    call = Event("call", unit=2, units=5, detail="nst_prose", words=1200, target_words=5000, calls=7,
-                 prompt_tokens=1000, cached_prompt_tokens=800, completion_tokens=300, elapsed_s=65, eta_s=200)
+    call = Event(
+        "call",
+        unit=2,
+        units=5,
+        detail="nst_prose",
+        words=1200,
+        target_words=5000,
+        calls=7,
+        prompt_tokens=1000,
+        cached_prompt_tokens=800,
+        completion_tokens=300,
+        elapsed_s=65,
+        eta_s=200,
+    )
     for display in (live, plain):
         display(call)
         display(call)  # a log gets at most one call line per interval

@@ -23,8 +23,9 @@ from serve.replicas import RouterConfig, cpu_groups, pinning, replica_configs, r
 from tests.vllm_serve_cli import parse_serve_argv
 
 needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM not installed")
-needs_router = pytest.mark.skipif(importlib.util.find_spec("sglang_router") is None,
-                                  reason="sglang-router not installed (scripts/setup installs it)")
+needs_router = pytest.mark.skipif(
+    importlib.util.find_spec("sglang_router") is None, reason="sglang-router not installed (scripts/setup installs it)"
+)
 
 
 def vllm_parse(argv: list[str]):
@@ -35,8 +36,9 @@ MULTI_NODE = {
     # docs/scale-out.md, one command per case; vLLM's data_parallel_deployment / parallelism docs.
     "tp8-pp2-ray": Parallelism(tensor=8, pipeline=2, executor="ray"),
     "dp4-head": Parallelism(data=4, data_local=2, data_address="10.0.0.1", data_rpc_port=13345),
-    "dp4-other-node": Parallelism(data=4, data_local=2, data_start_rank=2, data_address="10.0.0.1",
-                                  data_rpc_port=13345, headless=True),
+    "dp4-other-node": Parallelism(
+        data=4, data_local=2, data_start_rank=2, data_address="10.0.0.1", data_rpc_port=13345, headless=True
+    ),
     "dp4-ray": Parallelism(data=4, data_local=2, data_backend="ray"),
     "moe-tp8-ep-dp2-ray": Parallelism(tensor=8, data=2, expert=True, data_backend="ray"),
 }
@@ -46,11 +48,13 @@ MULTI_NODE = {
 @pytest.mark.parametrize("case", list(MULTI_NODE))
 def test_multi_node_layouts_parse_under_vllms_parser(case):
     layout = MULTI_NODE[case]
-    argv, _ = server_command(ServeConfig(model_path="Qwen/Qwen3-14B", served_name="q", device="gpu",
-                                         parallel=layout))
+    argv, _ = server_command(ServeConfig(model_path="Qwen/Qwen3-14B", served_name="q", device="gpu", parallel=layout))
     args = vllm_parse(argv)
-    assert (args.tensor_parallel_size, args.pipeline_parallel_size, args.data_parallel_size) == \
-        (layout.tensor, layout.pipeline, layout.data)
+    assert (args.tensor_parallel_size, args.pipeline_parallel_size, args.data_parallel_size) == (
+        layout.tensor,
+        layout.pipeline,
+        layout.data,
+    )
     assert args.enable_expert_parallel == layout.expert
     assert args.distributed_executor_backend == layout.executor
     assert args.data_parallel_backend == (layout.data_backend or "mp")
@@ -66,11 +70,26 @@ def test_parallelism_flags_reach_vllm_from_the_command_line(capsys, monkeypatch)
     import serve.launcher
 
     monkeypatch.setattr(serve.launcher, "gpu_present", lambda: False)
-    assert main(["serve", "--preset", "qwen3-32b", "--dry-run", "--tensor-parallel-size", "8",
-                 "--pipeline-parallel-size", "2", "--distributed-executor-backend", "ray",
-                 "--enable-expert-parallel"]) == 0
+    assert (
+        main(
+            [
+                "serve",
+                "--preset",
+                "qwen3-32b",
+                "--dry-run",
+                "--tensor-parallel-size",
+                "8",
+                "--pipeline-parallel-size",
+                "2",
+                "--distributed-executor-backend",
+                "ray",
+                "--enable-expert-parallel",
+            ]
+        )
+        == 0
+    )
     words = shlex.split(capsys.readouterr().out.strip())
-    args = vllm_parse(words[next(i for i, w in enumerate(words) if "=" not in w):])
+    args = vllm_parse(words[next(i for i, w in enumerate(words) if "=" not in w) :])
     assert (args.tensor_parallel_size, args.pipeline_parallel_size) == (8, 2)
     assert args.distributed_executor_backend == "ray" and args.enable_expert_parallel
 
@@ -82,16 +101,19 @@ def test_the_multi_gpu_presets_say_how_they_split():
     assert PRESETS["tiny-cpu"].parallel.args() == []  # one GPU (or CPU) adds no flag
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--replicas", "2", "--api-key", "k"], "--api-key is not supported with --replicas"),
-    (["--replicas", "0"], "--replicas must be between 1 and 64"),
-    (["--replicas", "9"], "9 CPU replicas need at least 9 CPU cores"),
-    (["--replicas", "2", "--data-parallel-size", "2"], "--replicas replaces vLLM's data parallelism"),
-    (["--tensor-parallel-size", "0"], "--tensor-parallel-size must be between 1 and 1024"),
-    (["--data-parallel-size", "2", "--data-parallel-start-rank", "2"], "--data-parallel-start-rank"),
-    (["--headless"], "--headless needs --data-parallel-start-rank"),
-    (["--", "--tensor-parallel-size", "2"], "--tensor-parallel-size after '--' is refused"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--replicas", "2", "--api-key", "k"], "--api-key is not supported with --replicas"),
+        (["--replicas", "0"], "--replicas must be between 1 and 64"),
+        (["--replicas", "9"], "9 CPU replicas need at least 9 CPU cores"),
+        (["--replicas", "2", "--data-parallel-size", "2"], "--replicas replaces vLLM's data parallelism"),
+        (["--tensor-parallel-size", "0"], "--tensor-parallel-size must be between 1 and 1024"),
+        (["--data-parallel-size", "2", "--data-parallel-start-rank", "2"], "--data-parallel-start-rank"),
+        (["--headless"], "--headless needs --data-parallel-start-rank"),
+        (["--", "--tensor-parallel-size", "2"], "--tensor-parallel-size after '--' is refused"),
+    ],
+)
 def test_bad_scale_out_settings_are_one_line(args, needle, capsys, tmp_path):
     model = tmp_path / "m"
     model.mkdir()
@@ -117,8 +139,7 @@ def test_cpu_replicas_get_their_own_port_and_cores():
 
 
 def test_gpu_replicas_split_the_nodes_gpus_and_drop_vllms_own_data_parallelism():
-    base = ServeConfig(model_path="m", served_name="m", device="gpu", port=8000,
-                       parallel=Parallelism(tensor=2, data=8))
+    base = ServeConfig(model_path="m", served_name="m", device="gpu", port=8000, parallel=Parallelism(tensor=2, data=8))
     replicas = replica_configs(base, 4, gpus=8)
     assert [r.visible_devices for r in replicas] == ["0,1", "2,3", "4,5", "6,7"]
     argv, env = server_command(replicas[3])
@@ -133,8 +154,9 @@ def test_gpu_replicas_split_the_nodes_gpus_and_drop_vllms_own_data_parallelism()
 def test_the_router_command_parses_under_sglang_routers_parser(policy):
     from sglang_router.launch_router import parse_router_args
 
-    config = RouterConfig(worker_urls=("http://127.0.0.1:9101", "http://127.0.0.1:9102"), port=9100,
-                          policy=policy, metrics_port=9103)
+    config = RouterConfig(
+        worker_urls=("http://127.0.0.1:9101", "http://127.0.0.1:9102"), port=9100, policy=policy, metrics_port=9103
+    )
     argv = router_command(config)
     assert argv[1:3] == ["-m", "sglang_router.launch_router"]
     parsed = parse_router_args(argv[3:])
@@ -161,8 +183,9 @@ def test_replicas_dry_run_prints_every_replica_and_the_router(capsys):
 
 def test_a_dead_replica_is_one_line_and_stop_ends_every_process(tmp_path):
     base = ServeConfig(model_path="/m", served_name="m", device="cpu", port=9300)
-    fleet = Fleet(replica_configs(base, 2, cpus=[0, 1]),
-                  RouterConfig(worker_urls=("http://127.0.0.1:9301",), port=9300), tmp_path)
+    fleet = Fleet(
+        replica_configs(base, 2, cpus=[0, 1]), RouterConfig(worker_urls=("http://127.0.0.1:9301",), port=9300), tmp_path
+    )
     sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
     for server in [*fleet.replicas, fleet.router]:
         server.command = lambda: (sleeper, {})  # type: ignore[method-assign]
@@ -249,13 +272,16 @@ def test_the_real_router_lists_the_served_model_and_passes_the_routing_key_on(tm
         reply["choices"][0]["index"] = 0
         return Answer(200, {"id": "c", "object": "chat.completion", **reply})
 
-    worker = FakeServer({  # vLLM-shaped: no /server_info, no /model_info
-        "GET /health": lambda call: Answer(200, b""),
-        "GET /v1/models": lambda call: Answer(200, model_list({"id": model, "object": "model", "owned_by": "vllm",
-                                                                "max_model_len": 4096})),
-        "POST *": chat})
-    config = RouterConfig(worker_urls=(worker.root,),
-                          model_id=model, port=free_port(), metrics_port=free_port())
+    worker = FakeServer(
+        {  # vLLM-shaped: no /server_info, no /model_info
+            "GET /health": lambda call: Answer(200, b""),
+            "GET /v1/models": lambda call: Answer(
+                200, model_list({"id": model, "object": "model", "owned_by": "vllm", "max_model_len": 4096})
+            ),
+            "POST *": chat,
+        }
+    )
+    config = RouterConfig(worker_urls=(worker.root,), model_id=model, port=free_port(), metrics_port=free_port())
     router = Router(config, tmp_path / "router.log")
     router.start()
     try:

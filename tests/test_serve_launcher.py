@@ -49,7 +49,7 @@ def test_server_dies_with_an_abruptly_killed_parent(tmp_path):
         from serve.launcher import Server, ServeConfig
         import serve.launcher as launcher
         launcher.server_command = lambda config: ([sys.executable, "-c", "import time; time.sleep(120)"], {{}})
-        server = Server(ServeConfig(model_path="x", served_name="x", device="cpu"), Path({str(tmp_path / 'log')!r}))
+        server = Server(ServeConfig(model_path="x", served_name="x", device="cpu"), Path({str(tmp_path / "log")!r}))
         server.start()
         print(server.process.pid, flush=True)
         time.sleep(120)
@@ -74,8 +74,10 @@ def test_server_dies_with_an_abruptly_killed_parent(tmp_path):
 def test_stop_escalates_and_reports_log_tail(tmp_path, monkeypatch):
     import serve.launcher as launcher
 
-    stubborn = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print('booting', flush=True); " \
-               "time.sleep(120)"
+    stubborn = (
+        "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print('booting', flush=True); "
+        "time.sleep(120)"
+    )
     monkeypatch.setattr(launcher, "server_command", lambda config: ([sys.executable, "-c", stubborn], dict(os.environ)))
     server = Server(ServeConfig(model_path="x", served_name="x", device="cpu", port=1), tmp_path / "log")
     server.start()

@@ -32,14 +32,17 @@ def serve():
         server.close()
 
 
-@pytest.mark.parametrize("kind, version, context", [
-    ("vllm", "0.32.0", 4096),
-    ("sglang", None, 8192),
-    ("llama.cpp", None, 4096),  # the slot's n_ctx, not the trained 8192
-    ("llama-cpp-python", None, None),  # it reports no context: budget with --set context_tokens
-    ("tgi", "3.3.6", 2048),  # /info max_total_tokens
-    ("ollama", "0.12.3", OLLAMA_NUM_CTX_CAP),  # the model's 131072, capped
-])
+@pytest.mark.parametrize(
+    "kind, version, context",
+    [
+        ("vllm", "0.32.0", 4096),
+        ("sglang", None, 8192),
+        ("llama.cpp", None, 4096),  # the slot's n_ctx, not the trained 8192
+        ("llama-cpp-python", None, None),  # it reports no context: budget with --set context_tokens
+        ("tgi", "3.3.6", 2048),  # /info max_total_tokens
+        ("ollama", "0.12.3", OLLAMA_NUM_CTX_CAP),  # the model's 131072, capped
+    ],
+)
 def test_the_probe_tells_each_server_kind_apart_by_its_own_routes(serve, kind, version, context):
     server = serve(kind)
     llm = open_llm("endpoint", endpoint=server.root, thinking="off")
@@ -62,12 +65,20 @@ def test_vllm_receives_structured_outputs_and_the_thinking_switch(serve):
     server = serve("vllm")
     llm = open_llm("endpoint", endpoint=server.root, thinking="off")
     assert _sent(server, llm, PROBE, temperature=0.5, max_tokens=40, seed=7) == {
-        "model": MODEL, "messages": USER, "temperature": 0.5, "max_tokens": 40, "seed": 7,
+        "model": MODEL,
+        "messages": USER,
+        "temperature": 0.5,
+        "max_tokens": 40,
+        "seed": 7,
         "chat_template_kwargs": {"enable_thinking": False},
-        "response_format": {"type": "json_schema", "json_schema": {
-            "name": "p", "schema": PROBE_SCHEMA, "strict": True}},
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "p", "schema": PROBE_SCHEMA, "strict": True},
+        },
         # structured replies are streamed, so one that runs away is cut (agent.llm.stream)
-        "stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
     assert _sent(server, llm, Regex("qx7[0-9]"), max_tokens=5)["structured_outputs"] == {"regex": "qx7[0-9]"}
 
 
@@ -82,8 +93,13 @@ def test_llama_cpp_python_receives_json_object_with_schema_and_a_gbnf_choice(ser
     server = serve("llama-cpp-python")
     llm = open_llm("endpoint", endpoint=server.root, thinking="off")
     body = _sent(server, llm, PROBE, temperature=0, max_tokens=40)
-    assert body == {"model": MODEL, "messages": USER, "temperature": 0, "max_tokens": 40,
-                    "response_format": {"type": "json_object", "schema": PROBE_SCHEMA}}  # no thinking switch
+    assert body == {
+        "model": MODEL,
+        "messages": USER,
+        "temperature": 0,
+        "max_tokens": 40,
+        "response_format": {"type": "json_object", "schema": PROBE_SCHEMA},
+    }  # no thinking switch
     payload = llm.payload(llm._prepare(Request(USER, Choice(["a", "b c"]))))
     assert payload["grammar"] == 'root ::= "a" | "b c"'
     assert not any(k in llm.payload(llm._prepare(Request(USER, Regex("x+")))) for k in ("grammar", "regex"))
@@ -103,22 +119,42 @@ def test_tgi_receives_its_tagged_grammar_shape(serve):
     server = serve("tgi")
     llm = open_llm("endpoint", endpoint=server.root, thinking="off")
     body = _sent(server, llm, PROBE, temperature=0, max_tokens=40)
-    assert body == {"model": MODEL, "messages": USER, "temperature": 0, "max_tokens": 40,
-                    "response_format": {"type": "json", "value": PROBE_SCHEMA}}
+    assert body == {
+        "model": MODEL,
+        "messages": USER,
+        "temperature": 0,
+        "max_tokens": 40,
+        "response_format": {"type": "json", "value": PROBE_SCHEMA},
+    }
     assert _sent(server, llm, Regex("qx7[0-9]"), max_tokens=5)["response_format"] == {
-        "type": "regex", "value": "qx7[0-9]"}
+        "type": "regex",
+        "value": "qx7[0-9]",
+    }
 
 
 def test_ollama_is_driven_through_its_native_chat_with_num_ctx_format_and_think(serve):
     server = serve("ollama")
     llm = open_llm("endpoint", endpoint=server.root, thinking="off")
     before = len(server.chats())
-    completion = llm.generate(USER, PROBE, temperature=0.2, max_tokens=40, seed=3, stop=["END"],
-                              sampling=Sampling(repetition_penalty=1.1))
+    completion = llm.generate(
+        USER, PROBE, temperature=0.2, max_tokens=40, seed=3, stop=["END"], sampling=Sampling(repetition_penalty=1.1)
+    )
     (body,) = server.chats()[before:]
-    assert body == {"model": MODEL, "messages": USER, "stream": False, "think": False, "format": PROBE_SCHEMA,
-                    "options": {"temperature": 0.2, "num_predict": 40, "seed": 3, "stop": ["END"],
-                                "repeat_penalty": 1.1, "num_ctx": OLLAMA_NUM_CTX_CAP}}
+    assert body == {
+        "model": MODEL,
+        "messages": USER,
+        "stream": False,
+        "think": False,
+        "format": PROBE_SCHEMA,
+        "options": {
+            "temperature": 0.2,
+            "num_predict": 40,
+            "seed": 3,
+            "stop": ["END"],
+            "repeat_penalty": 1.1,
+            "num_ctx": OLLAMA_NUM_CTX_CAP,
+        },
+    }
     assert completion.parsed == {"fabula_probe": "qx7"} and completion.reasoning == "hmm"
     assert (completion.usage.prompt_tokens, completion.usage.completion_tokens) == (11, 3)
     assert completion.finish_reason == "stop"
@@ -127,8 +163,15 @@ def test_ollama_is_driven_through_its_native_chat_with_num_ctx_format_and_think(
 
 
 def test_an_ollama_reply_cut_at_num_predict_reads_as_length():
-    reply = SERVER_KINDS["ollama"].from_wire({"model": "m", "message": {"content": '{"a": '}, "done_reason": "length",
-                                        "prompt_eval_count": 5, "eval_count": 9})
+    reply = SERVER_KINDS["ollama"].from_wire(
+        {
+            "model": "m",
+            "message": {"content": '{"a": '},
+            "done_reason": "length",
+            "prompt_eval_count": 5,
+            "eval_count": 9,
+        }
+    )
     assert reply["choices"][0]["finish_reason"] == "length" and reply["usage"]["completion_tokens"] == 9
     assert SERVER_KINDS["vllm"].from_wire({"x": 1}) == {"x": 1}
 

@@ -23,13 +23,21 @@ def test_every_gpu_preset_holds_two_sequences_of_its_context_on_the_card_it_name
     assert preset.max_model_len <= fit.max_context
 
 
-@pytest.mark.parametrize("model, billions", [
-    # the parameter counts the model cards state
-    ("Qwen/Qwen3-32B", 32.8), ("Qwen/Qwen3-14B", 14.8), ("Qwen/Qwen3-30B-A3B-Instruct-2507", 30.5),
-    ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", 235), ("Qwen/Qwen2.5-72B-Instruct", 72.7),
-    ("google/gemma-3-27b-it", 27.4), ("google/gemma-4-31B-it", 30.7), ("google/gemma-3-4b-it", 4.3),
-    ("Qwen/Qwen3-4B-Instruct-2507", 4.0),
-])
+@pytest.mark.parametrize(
+    "model, billions",
+    [
+        # the parameter counts the model cards state
+        ("Qwen/Qwen3-32B", 32.8),
+        ("Qwen/Qwen3-14B", 14.8),
+        ("Qwen/Qwen3-30B-A3B-Instruct-2507", 30.5),
+        ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", 235),
+        ("Qwen/Qwen2.5-72B-Instruct", 72.7),
+        ("google/gemma-3-27b-it", 27.4),
+        ("google/gemma-4-31B-it", 30.7),
+        ("google/gemma-3-4b-it", 4.3),
+        ("Qwen/Qwen3-4B-Instruct-2507", 4.0),
+    ],
+)
 def test_parameters_computed_from_the_config_match_the_model_cards(model, billions):
     assert sum(parameters(model_config(model))) / 1e9 == pytest.approx(billions, rel=0.02)
 
@@ -83,7 +91,7 @@ def test_models_prints_what_each_preset_holds_and_refuses_what_cannot_start(caps
     assert main(["models", "--gpu-memory", "24"]) == 0
     out = capsys.readouterr().out
     assert "Sizing per GPU on a 24 GiB card" in out
-    sizing = out[out.index("Sizing per GPU"):]
+    sizing = out[out.index("Sizing per GPU") :]
     row = next(line for line in sizing.splitlines() if line.strip().startswith("qwen3-14b-awq "))
     assert "24 GiB" in row and "32768" in row
     assert "qwen3-32b: cannot start: 24.0 GiB x 0.90 = 21.6 GiB; weights 61.0" in out
@@ -99,8 +107,10 @@ def test_a_hybrid_model_holds_kv_only_in_its_full_attention_layers_and_a_fixed_s
     state = 24 * ((2 * 16 * 128 + 32 * 128) * 3 * 2 + 32 * 128 * 128 * 4)
     assert linear_state_bytes(config) == state == 51_511_296
     assert kv_bytes_per_sequence(config, 32768, None) == 8 * 2 * 4 * 256 * 2 * 32768 + state
-    assert kv_bytes_per_sequence(config, 65536, None) - kv_bytes_per_sequence(config, 32768, None) == \
-        8 * 2 * 4 * 256 * 2 * 32768  # the state does not grow with the sequence
+    assert (
+        kv_bytes_per_sequence(config, 65536, None) - kv_bytes_per_sequence(config, 32768, None)
+        == 8 * 2 * 4 * 256 * 2 * 32768
+    )  # the state does not grow with the sequence
 
 
 def test_a_hybrid_preset_s_concurrency_counts_one_state_per_sequence():
@@ -120,6 +130,7 @@ def test_a_gptq_checkpoint_keeps_what_its_dynamic_rules_exclude_in_16_bits():
     shared = 40 * 3 * 2048 * 512
     all_quantized = {**config, "quantization_config": {**config["quantization_config"], "dynamic": {}}}
     per_linear = 4 / 8 + 2.5 / 128
-    assert weight_bytes(config) - weight_bytes(all_quantized) == pytest.approx((attention + shared) * (2 - per_linear),
-                                                                               abs=2)
+    assert weight_bytes(config) - weight_bytes(all_quantized) == pytest.approx(
+        (attention + shared) * (2 - per_linear), abs=2
+    )
     assert 19 * GIB < weight_bytes(config) < 21 * GIB

@@ -23,8 +23,7 @@ from agent.store import RunStore
 from agent.testing.scripted import ScriptedLLM
 from tests.test_endpoint_protocol import USER, QueueServer, chat_reply
 
-EVERY = Sampling(repetition_penalty=1.2, frequency_penalty=0.4, presence_penalty=0.2, top_p=0.9, top_k=40,
-                 min_p=0.05)
+EVERY = Sampling(repetition_penalty=1.2, frequency_penalty=0.4, presence_penalty=0.2, top_p=0.9, top_k=40, min_p=0.05)
 LOOP = "The gala was about to begin, and the museum was about to unveil the astrolabe. " * 8
 
 
@@ -53,8 +52,7 @@ def test_a_control_the_server_cannot_honour_is_refused_in_one_line(fake):
 def test_every_sampling_control_reaches_the_embedded_generate_call():
     kwargs: dict = {}
     processors = sampling_kwargs(EVERY.model_copy(update={"no_repeat_ngram_size": 3}), kwargs, sampled=True)
-    assert kwargs == {"repetition_penalty": 1.2, "no_repeat_ngram_size": 3, "top_p": 0.9, "top_k": 40,
-                      "min_p": 0.05}
+    assert kwargs == {"repetition_penalty": 1.2, "no_repeat_ngram_size": 3, "top_p": 0.9, "top_k": 40, "min_p": 0.05}
     assert len(processors) == 1 and isinstance(processors[0], _OccurrencePenalty)
     greedy: dict = {}
     sampling_kwargs(EVERY, greedy, sampled=False)
@@ -91,25 +89,45 @@ def test_per_role_defaults_come_from_the_pipeline_settings():
 
 def test_a_looping_structured_reply_is_retried_once_with_a_firmer_penalty():
     looped = '{"name": "' + "la " * 80
-    llm = ScriptedLLM([(looped, "length"), json.dumps({"name": "Ada", "temperament": "sly", "is_villain": False,
-                                                        "possessions": [{"item": "knife", "treasured": False}]})])
+    llm = ScriptedLLM(
+        [
+            (looped, "length"),
+            json.dumps(
+                {
+                    "name": "Ada",
+                    "temperament": "sly",
+                    "is_villain": False,
+                    "possessions": [{"item": "knife", "treasured": False}],
+                }
+            ),
+        ]
+    )
     from grammars.demo import CharacterSheet
 
-    reply = llm.generate(USER, CharacterSheet, temperature=0.2, max_tokens=40,
-                         sampling=Sampling(repetition_penalty=1.1))
+    reply = llm.generate(
+        USER, CharacterSheet, temperature=0.2, max_tokens=40, sampling=Sampling(repetition_penalty=1.1)
+    )
     assert reply.parsed.name == "Ada" and len(llm.requests) == 2
     assert llm.requests[1].sampling.repetition_penalty > 1.1
 
 
 def test_the_guard_rejects_a_looping_draft_and_names_the_span():
     gate = Gate.for_target(100, 0.1, 3.0)
-    llm = ScriptedLLM([LOOP, "A quiet harbour at dawn. Gulls cried over the water while the keeper walked home, "
-                             "counting the boats that had not come back from the storm."])
-    drafter = Drafter(llm, gate, 1.3, temperature=0.7, cap=512, use_min=False, role="nst_prose",
-                      guard=Guard(0.35, 24))
+    llm = ScriptedLLM(
+        [
+            LOOP,
+            "A quiet harbour at dawn. Gulls cried over the water while the keeper walked home, "
+            "counting the boats that had not come back from the storm.",
+        ]
+    )
+    drafter = Drafter(llm, gate, 1.3, temperature=0.7, cap=512, use_min=False, role="nst_prose", guard=Guard(0.35, 24))
     seen = []
-    outcome = draft_until_gate(drafter, [{"role": "user", "content": "write"}], 3,
-                               on_attempt=lambda n, attempt, feedback: seen.append((attempt, feedback)))
+    outcome = draft_until_gate(
+        drafter,
+        [{"role": "user", "content": "write"}],
+        3,
+        on_attempt=lambda n, attempt, feedback: seen.append((attempt, feedback)),
+    )
     first, feedback = seen[0]
     assert not first.accepted and first.repeated is not None and first.facts()["repetition"]["rate"] > 0.5
     assert "repeats itself" in feedback and "the gala was about to begin" in feedback
@@ -125,8 +143,9 @@ def test_trimming_accepts_a_cut_draft_that_fits_once_cut_back():
     attempt = trimmed.attempt([{"role": "user", "content": "write"}])
     assert attempt.accepted and attempt.trimmed and attempt.text.endswith("harbour.")
     assert attempt.facts()["trimmed"] is True
-    strict = Drafter(ScriptedLLM([(text, "length")]), gate, 1.3, temperature=0.7, cap=512, use_min=False,
-                     role="nst_prose")
+    strict = Drafter(
+        ScriptedLLM([(text, "length")]), gate, 1.3, temperature=0.7, cap=512, use_min=False, role="nst_prose"
+    )
     assert not strict.attempt([{"role": "user", "content": "write"}]).accepted  # the papers' rule by default
     assert whole_sentences("One. Two") == "One."
 
@@ -137,8 +156,9 @@ def test_with_trimming_the_ceiling_sits_just_over_the_range_so_a_long_draft_is_c
     tight, floor = size_tokens(gate, 1.4, cap=32768, use_min=True, trim=True)
     assert gate.high * 1.4 < tight < loose and floor < gate.low * 1.4
     llm = ScriptedLLM([("One sentence here. " * 10, "stop")])
-    Drafter(llm, gate, 1.4, temperature=0.7, cap=32768, use_min=False, role="nst_prose",
-            trim=True).attempt([{"role": "user", "content": "write"}])
+    Drafter(llm, gate, 1.4, temperature=0.7, cap=32768, use_min=False, role="nst_prose", trim=True).attempt(
+        [{"role": "user", "content": "write"}]
+    )
     assert llm.requests[0].max_tokens == tight
 
 
@@ -146,8 +166,9 @@ def test_trimming_cuts_a_draft_that_ran_past_the_range_back_to_a_sentence_inside
     # 20 sentences of 7 words: 140 words for a 56-84 range, cut at the token limit mid-sentence
     text = " ".join(f"Sentence number {i} tells of the harbour." for i in range(20)) + " And then the"
     gate = Gate.for_target(70)
-    attempt = Drafter(ScriptedLLM([(text, "length")]), gate, 1.3, temperature=0.7, cap=512, use_min=False,
-                      role="nst_prose", trim=True).attempt([{"role": "user", "content": "write"}])
+    attempt = Drafter(
+        ScriptedLLM([(text, "length")]), gate, 1.3, temperature=0.7, cap=512, use_min=False, role="nst_prose", trim=True
+    ).attempt([{"role": "user", "content": "write"}])
     assert attempt.accepted and attempt.trimmed and attempt.words == 84
     assert attempt.text.endswith("11 tells of the harbour.")
     assert whole_sentences(text, max_words=84).endswith("11 tells of the harbour.")
@@ -168,8 +189,9 @@ def test_the_small_profile_is_a_bundle_of_settings_recorded_in_the_run():
     assert NstConfig.parse({"prompt": "x", "words": 600}).prose_sampling == Sampling()  # default: the papers'
     with pytest.raises(ConfigError, match="unknown profile"):
         NstConfig.profile_settings("tiny")
-    overridden = NstConfig.parse({"prompt": "x", "words": 600, **NstConfig.profile_settings("small"),
-                                  "trim_cut_drafts": False})
+    overridden = NstConfig.parse(
+        {"prompt": "x", "words": 600, **NstConfig.profile_settings("small"), "trim_cut_drafts": False}
+    )
     assert not overridden.trim_cut_drafts  # each aid is still a setting of its own
 
 
@@ -181,8 +203,22 @@ def test_the_cli_profile_reaches_the_stored_config_and_show(tmp_path, monkeypatc
     llm = StoryLLM()
     monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: llm)
     run = tmp_path / "run"
-    assert main(["write", "magnet", "agent/magnet/examples/mystery_codicil.toml", "--words", "150",
-                 "--profile", "small", "--out", str(run)]) == 0
+    assert (
+        main(
+            [
+                "write",
+                "magnet",
+                "agent/magnet/examples/mystery_codicil.toml",
+                "--words",
+                "150",
+                "--profile",
+                "small",
+                "--out",
+                str(run),
+            ]
+        )
+        == 0
+    )
     assert "profile small" in capsys.readouterr().err
     with RunStore.open(run, readonly=True) as store:
         assert store.info().config["profile"] == "small"
@@ -205,9 +241,11 @@ def test_a_loop_inside_a_word_or_number_counts_as_looping():
     reply is retried once with a firmer penalty), and a well-formed reply is not flagged."""
     assert is_looping('{"subject": "Ingrid Halvorsen", "value": "25' + "0" * 300)
     assert is_looping('{"verdict": "revise", "feedback": "1000g} { 25 } { 36 }' + " { 100 }" * 60)
-    assert not is_looping('{"verdict": "accept", "feedback": "The guard hides the key under the desk and '
-                          'waits.", "world_updates": [{"subject": "world", "attribute": "alarm_state", '
-                          '"value": "armed"}], "goal_reached": false, "note": "====="}')
+    assert not is_looping(
+        '{"verdict": "accept", "feedback": "The guard hides the key under the desk and '
+        'waits.", "world_updates": [{"subject": "world", "attribute": "alarm_state", '
+        '"value": "armed"}], "goal_reached": false, "note": "====="}'
+    )
 
 
 def test_a_counting_loop_counts_as_looping_and_a_reply_with_numbers_does_not():
@@ -215,13 +253,17 @@ def test_a_counting_loop_counts_as_looping_and_a_reply_with_numbers_does_not():
     never retried with a firmer penalty: the numbers differ, so plain word 4-grams did not repeat."""
     counting = '{ "action": "' + " ".join(f"Ines: * {n}." for n in range(1, 15))
     assert is_looping(counting) and is_looping('{ "action" :"' + " ".join(f"{n}." for n in range(1, 26)))
-    assert not is_looping('{"action": "Ines counts the 12 coins on the desk, hides the ledger under 3 loose boards '
-                          'and waits for Paul, who returns from the dock at 9 with news of Captain Vorn."}')
+    assert not is_looping(
+        '{"action": "Ines counts the 12 coins on the desk, hides the ledger under 3 loose boards '
+        'and waits for Paul, who returns from the dock at 9 with news of Captain Vorn."}'
+    )
 
 
-SALAD = ('{ "tool": "update", "upsert_character_state": [{ "name": "Amirayeezah  3.27.2026,Syd$ 2019,Tue$$ '
-         "CharangaperserviceAvatarImmutableParisalshipResposalMerdeJaLeJeLaBothSideCasarlineArnaudangeauset"
-         "MesTypeLasTeorleansTrueZombieWeaveTheMacheRoachesLavarraciaMatingTwoDroogsStingrayPurpleRedPart")
+SALAD = (
+    '{ "tool": "update", "upsert_character_state": [{ "name": "Amirayeezah  3.27.2026,Syd$ 2019,Tue$$ '
+    "CharangaperserviceAvatarImmutableParisalshipResposalMerdeJaLeJeLaBothSideCasarlineArnaudangeauset"
+    "MesTypeLasTeorleansTrueZombieWeaveTheMacheRoachesLavarraciaMatingTwoDroogsStingrayPurpleRedPart"
+)
 """The start of a chapter update the tiny model ran to 4,096 tokens (bench_small, small profile)."""
 
 
@@ -229,11 +271,21 @@ def test_a_run_on_word_counts_as_running_away_and_real_text_does_not():
     from agent.repetition import runs_away
 
     assert runs_away(SALAD) and is_looping(SALAD)
-    compact = json.dumps({"tool": "update", "upsert_character_state": [
-        {"name": "Lucia Ashcombe", "lucia_ashcombe_holding_back_evidence": "true", "location": "the_east_wing"}]},
-        separators=(",", ":"))
-    for text in (compact, "Rindfleischetikettierungsüberwachungsaufgabenübertragungsgesetz was repealed in 2013.",
-                 "漁師は言葉を話す魚を釣り上げた。" * 40, "A quiet harbour at dawn, gulls crying over the water. " * 3):
+    compact = json.dumps(
+        {
+            "tool": "update",
+            "upsert_character_state": [
+                {"name": "Lucia Ashcombe", "lucia_ashcombe_holding_back_evidence": "true", "location": "the_east_wing"}
+            ],
+        },
+        separators=(",", ":"),
+    )
+    for text in (
+        compact,
+        "Rindfleischetikettierungsüberwachungsaufgabenübertragungsgesetz was repealed in 2013.",
+        "漁師は言葉を話す魚を釣り上げた。" * 40,
+        "A quiet harbour at dawn, gulls crying over the water. " * 3,
+    ):
         assert not runs_away(text), text
 
 
@@ -261,8 +313,10 @@ def test_the_embedded_backend_stops_a_runaway_structured_reply_at_once():
                 return n - 10
         return None
 
-    well_formed = ('{ "tool": "update", "upsert_character_state": [{ "name": "Tomas", "location": "the harbour", '
-                   '"mood": "tired but hopeful after the long night at sea" }], "add_past_event": [] }')
+    well_formed = (
+        '{ "tool": "update", "upsert_character_state": [{ "name": "Tomas", "location": "the harbour", '
+        '"mood": "tired but hopeful after the long night at sea" }], "add_past_event": [] }'
+    )
     assert first_stop(" " * 10 + well_formed) is None
     salad_start = SALAD.index("Charanga")
     stopped_at = first_stop(" " * 10 + SALAD)

@@ -20,17 +20,30 @@ from agent.settings import SMALL_PROSE, SMALL_PROSE_LONG_PROMPTS
 from agent.store import RunStore
 from tests.magnet.test_embedded_magnet import STORY
 
-PLAN = {"outline": [{"id": 1, "title": "The letter", "description": "A keeper finds a letter from the future.",
-                     "target_words": 80},
-                    {"id": 2, "title": "The answer", "description": "She answers it.", "target_words": 80}]}
-SMALL_MAGNET = {**MagnetSettings.profile_settings("small"), "max_revisions": 0, "action_tokens": 96,
-                "critic_tokens": 200, "selection_tokens": 40, "paragraph_tokens": 120, "paragraph_min_tokens": 30,
-                "goal_tokens": 60, "transition_tokens": 60}
+PLAN = {
+    "outline": [
+        {"id": 1, "title": "The letter", "description": "A keeper finds a letter from the future.", "target_words": 80},
+        {"id": 2, "title": "The answer", "description": "She answers it.", "target_words": 80},
+    ]
+}
+SMALL_MAGNET = {
+    **MagnetSettings.profile_settings("small"),
+    "max_revisions": 0,
+    "action_tokens": 96,
+    "critic_tokens": 200,
+    "selection_tokens": 40,
+    "paragraph_tokens": 120,
+    "paragraph_min_tokens": 30,
+    "goal_tokens": 60,
+    "transition_tokens": 60,
+}
 
 
 def _magnet_step(llm, tmp_path) -> str:
-    config = {**MagnetSettings.parse(SMALL_MAGNET).as_config(),
-              "story": parse_definition(STORY, "lighthouse.toml").to_dict()}
+    config = {
+        **MagnetSettings.parse(SMALL_MAGNET).as_config(),
+        "story": parse_definition(STORY, "lighthouse.toml").to_dict(),
+    }
     store = RunStore.create(tmp_path / "magnet", pipeline="magnet", config=config, unit_kind="step")
     with store.session("start"):
         write_magnet(store, llm, config, max_new_steps=1)
@@ -42,15 +55,23 @@ def _magnet_step(llm, tmp_path) -> str:
 
 
 def _nst_chapter(llm, tmp_path) -> str:
-    config = NstConfig.parse({"prompt": "A keeper finds a letter from the future.", "words": 160, "max_turns": 6,
-                              "update_max_tokens": 400, "tool_max_tokens": 96,
-                              **NstConfig.profile_settings("small")})
+    config = NstConfig.parse(
+        {
+            "prompt": "A keeper finds a letter from the future.",
+            "words": 160,
+            "max_turns": 6,
+            "update_max_tokens": 400,
+            "tool_max_tokens": 96,
+            **NstConfig.profile_settings("small"),
+        }
+    )
     store = RunStore.create(tmp_path / "nst", pipeline="nst", config=config.stored())
     llm.recorders.append(store.recorder)
     llm.sampling_policy = config.sampling_for
     try:
-        result = ChapterLoop(llm, store, plan=PLAN, story_prompt=config.prompt, state=NarrativeState(), index=1,
-                             config=config, ratio=1.4).run()
+        result = ChapterLoop(
+            llm, store, plan=PLAN, story_prompt=config.prompt, state=NarrativeState(), index=1, config=config, ratio=1.4
+        ).run()
     finally:
         llm.recorders.remove(store.recorder)
         llm.sampling_policy = None

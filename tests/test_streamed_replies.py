@@ -57,13 +57,19 @@ class StreamingVllm(KindServer):
 
 def piece(content: str, n: int, finish: str | None = None) -> dict[str, Any]:
     """One streamed piece with vLLM's continuous usage (prompt 40 tokens, ``n`` so far)."""
-    return {"model": MODEL, "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 40, "completion_tokens": n, "total_tokens": 40 + n}}
+    return {
+        "model": MODEL,
+        "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 40, "completion_tokens": n, "total_tokens": 40 + n},
+    }
 
 
 def closing_usage(n: int, cached: int) -> dict[str, Any]:
-    return {"model": MODEL, "choices": [], "usage": {"prompt_tokens": 40, "completion_tokens": n,
-                                                     "prompt_tokens_details": {"cached_tokens": cached}}}
+    return {
+        "model": MODEL,
+        "choices": [],
+        "usage": {"prompt_tokens": 40, "completion_tokens": n, "prompt_tokens_details": {"cached_tokens": cached}},
+    }
 
 
 @pytest.fixture
@@ -134,9 +140,37 @@ def test_a_runaway_structured_reply_is_cut_where_it_runs_away_and_asked_once_mor
 
 
 def test_a_long_reply_that_does_not_loop_is_not_cut(vllm):
-    words = ["harbour", "lantern", "keeper", "tide", "gull", "rope", "salt", "ledger", "widow", "captain",
-             "crown", "silver", "mark", "debt", "pier", "lamp", "room", "nephew", "fisherman", "storm", "key",
-             "door", "window", "stair", "rock", "wave", "boat", "net", "oar"]
+    words = [
+        "harbour",
+        "lantern",
+        "keeper",
+        "tide",
+        "gull",
+        "rope",
+        "salt",
+        "ledger",
+        "widow",
+        "captain",
+        "crown",
+        "silver",
+        "mark",
+        "debt",
+        "pier",
+        "lamp",
+        "room",
+        "nephew",
+        "fisherman",
+        "storm",
+        "key",
+        "door",
+        "window",
+        "stair",
+        "rock",
+        "wave",
+        "boat",
+        "net",
+        "oar",
+    ]
 
     def script(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield piece('{"a": "', 1)
@@ -170,8 +204,14 @@ def test_the_in_flight_check_sees_phrase_loops_and_runaway_characters_but_not_js
     phrase = "One day they'd return home where? " * 12
     assert ran_away(phrase)  # a 34-character phrase: too long for the periodic check alone
     assert ran_away('{"a": "' + "9" * 60)
-    items = ", ".join(json.dumps({"name": f"Person {i}", "location": place, "status": mood})
-                      for i, (place, mood) in enumerate(zip(
-                          ["the pier", "the lamp room", "the office", "the dock", "the stair", "the boat"],
-                          ["calm", "afraid", "angry", "tired", "hopeful", "silent"], strict=True)))
+    items = ", ".join(
+        json.dumps({"name": f"Person {i}", "location": place, "status": mood})
+        for i, (place, mood) in enumerate(
+            zip(
+                ["the pier", "the lamp room", "the office", "the dock", "the stair", "the boat"],
+                ["calm", "afraid", "angry", "tired", "hopeful", "silent"],
+                strict=True,
+            )
+        )
+    )
     assert not ran_away('{"characters": [' + items)

@@ -27,18 +27,30 @@ def test_counts_each_cjk_character_as_a_word():
 
 def test_splits_latin_sentences_with_quotes_and_abbreviations():
     text = 'Mr. Smith arrived. "Stop!" she cried. Was it J. R. Hale? It was... Then rain.'
-    assert split_sentences(text) == ['Mr. Smith arrived.', '"Stop!" she cried.', "Was it J. R. Hale?",
-                                     "It was...", "Then rain."]
+    assert split_sentences(text) == [
+        "Mr. Smith arrived.",
+        '"Stop!" she cried.',
+        "Was it J. R. Hale?",
+        "It was...",
+        "Then rain.",
+    ]
 
 
 def test_splits_cjk_sentences_and_closing_quotes():
     assert split_sentences("他走了。她说：“你好！”然后离开。真的吗？") == [
-        "他走了。", "她说：“你好！”", "然后离开。", "真的吗？"]
+        "他走了。",
+        "她说：“你好！”",
+        "然后离开。",
+        "真的吗？",
+    ]
 
 
 def test_line_breaks_end_sentences_and_decimals_do_not():
     assert split_sentences("A heading\n\nThe price was 3.50 today. Next") == [
-        "A heading", "The price was 3.50 today.", "Next"]
+        "A heading",
+        "The price was 3.50 today.",
+        "Next",
+    ]
 
 
 @given(st.text())
@@ -50,7 +62,8 @@ def test_spans_are_ordered_stripped_and_cover_every_word(text):
         assert text[a:b] == text[a:b].strip()
         last = b
     # nothing but whitespace lies outside the spans
-    outside = "".join(text[p:q] for p, q in zip([0] + [b for _, b in spans], [a for a, _ in spans] + [len(text)],
-                                                  strict=True))
+    outside = "".join(
+        text[p:q] for p, q in zip([0] + [b for _, b in spans], [a for a, _ in spans] + [len(text)], strict=True)
+    )
     assert outside.strip() == ""
     assert sum(count_words(text[a:b]) for a, b in spans) == count_words(text)

@@ -24,7 +24,7 @@ needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason
 def dry_run_argv(capsys, *args: str) -> list[str]:
     assert main(["serve", *args, "--dry-run"]) == 0
     words = shlex.split(capsys.readouterr().out.strip())
-    return words[next(i for i, w in enumerate(words) if "=" not in w):]
+    return words[next(i for i, w in enumerate(words) if "=" not in w) :]
 
 
 def test_thinking_on_starts_the_presets_reasoning_parser_and_off_does_not(capsys):
@@ -59,15 +59,19 @@ def test_every_parser_a_preset_names_is_one_vllm_knows(name):
 def test_reasoning_gets_an_allowance_is_recorded_and_never_sent_back(tmp_path):
     store = RunStore.create(tmp_path / "run", pipeline="nst", config={})
     try:
-        llm = ScriptedLLM(["<think>The keeper lies; make him hesitate.</think>The keeper hesitated.",
-                           "He rang the bell."])
+        llm = ScriptedLLM(
+            ["<think>The keeper lies; make him hesitate.</think>The keeper hesitated.", "He rang the bell."]
+        )
         llm.thinking = "on"
         llm.recorders.append(store.recorder)
         messages = [{"role": "user", "content": "Write one line."}]
         first = llm.generate(messages, temperature=0, max_tokens=64)
         assert first.text == "The keeper hesitated." and "make him hesitate" in first.reasoning
-        llm.generate([*messages, {"role": "assistant", "content": first.text},
-                      {"role": "user", "content": "Go on."}], temperature=0, max_tokens=64)
+        llm.generate(
+            [*messages, {"role": "assistant", "content": first.text}, {"role": "user", "content": "Go on."}],
+            temperature=0,
+            max_tokens=64,
+        )
         assert [r.max_tokens for r in llm.requests] == [64 + REASONING_ALLOWANCE] * 2
         assert "make him hesitate" not in json.dumps([r.messages for r in llm.requests])
         calls = store.llm_calls()

@@ -16,7 +16,8 @@ from grammars.registry import all_grammars
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("xgrammar") is None or importlib.util.find_spec("vllm") is None,
-    reason="vLLM and xgrammar not installed")
+    reason="vLLM and xgrammar not installed",
+)
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +48,9 @@ def vllm_gate(constraint) -> None:
 def compile_as_on_gpu(compiler, constraint) -> None:
     """The compile vLLM's xgrammar backend runs with disable_any_whitespace (backend_xgrammar.compile_grammar)."""
     if constraint.kind == "json":
-        compiler.compile_json_schema(json.dumps(constraint.decoding_schema), any_whitespace=False,
-                                     separators=(",", ":"))
+        compiler.compile_json_schema(
+            json.dumps(constraint.decoding_schema), any_whitespace=False, separators=(",", ":")
+        )
     elif constraint.kind == "regex":
         compiler.compile_regex(constraint.pattern)
 
@@ -59,8 +61,14 @@ def scripted_constraints(tmp_path) -> dict[str, object]:
     from agent.store import RunStore
     from tests.nst.test_role_order import fallback_author, magnet_requests, nst_requests
 
-    config = {**NST_DEFAULTS, "prompt": "A bell rings for sunk ships.", "prompt_id": None, "words": 1200,
-              "plan_cache": str(tmp_path / "plans"), "llm": {"backend": "scripted", "model": "scripted-author"}}
+    config = {
+        **NST_DEFAULTS,
+        "prompt": "A bell rings for sunk ships.",
+        "prompt_id": None,
+        "words": 1200,
+        "plan_cache": str(tmp_path / "plans"),
+        "llm": {"backend": "scripted", "model": "scripted-author"},
+    }
     store = RunStore.create(tmp_path / "run", pipeline="nst", config=config)
     try:
         requests = nst_requests(store, config, fallback_author(), max_turns=6)
@@ -89,7 +97,10 @@ def test_a_schema_xgrammar_refuses_is_caught_by_the_gate():
     # a string with both a pattern and length bounds: vLLM's gate says xgrammar cannot do it
     from agent.llm.constraints import Constraint
 
-    schema = {"type": "object", "properties": {"name": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 5}},
-              "required": ["name"]}
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 5}},
+        "required": ["name"],
+    }
     with pytest.raises(Exception, match=r"not supported by xgrammar"):
         vllm_gate(Constraint(kind="json", name="bad", json_schema=schema))

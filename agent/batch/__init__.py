@@ -12,5 +12,19 @@ from agent.batch.store import DB_NAME, BatchStore, NotABatchError, StoryRow, is_
 from agent.batch.stories import StorySpec, parse_ids, plan_stories
 from agent.batch.tracker import Snapshot, Update
 
-__all__ = ["DB_NAME", "BatchResult", "BatchStore", "NotABatchError", "Snapshot", "StoryRow", "StorySpec", "Update",
-           "create", "is_batch", "parse_ids", "plan_stories", "run", "run_batch"]
+__all__ = [
+    "DB_NAME",
+    "BatchResult",
+    "BatchStore",
+    "NotABatchError",
+    "Snapshot",
+    "StoryRow",
+    "StorySpec",
+    "Update",
+    "create",
+    "is_batch",
+    "parse_ids",
+    "plan_stories",
+    "run",
+    "run_batch",
+]

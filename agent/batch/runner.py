@@ -70,12 +70,17 @@ def stored_llm(llm: LLMOptions) -> dict[str, Any]:
     return {**llm.fingerprinted(), "endpoint": endpoint}
 
 
-def create(folder: str | os.PathLike[str], pipeline: str, stories: Sequence[StorySpec], llm: LLMOptions, *,
-           concurrency: int = 1) -> BatchStore:
+def create(
+    folder: str | os.PathLike[str],
+    pipeline: str,
+    stories: Sequence[StorySpec],
+    llm: LLMOptions,
+    *,
+    concurrency: int = 1,
+) -> BatchStore:
     """A new batch database in ``folder`` holding ``stories`` (nothing is written yet)."""
     check_concurrency(concurrency)
-    return BatchStore.create(folder, pipeline=pipeline, llm=stored_llm(llm), concurrency=concurrency,
-                             stories=stories)
+    return BatchStore.create(folder, pipeline=pipeline, llm=stored_llm(llm), concurrency=concurrency, stories=stories)
 
 
 def check_concurrency(concurrency: int) -> None:
@@ -94,7 +99,8 @@ def read_stats(store: RunStore) -> Stats:
     info = store.info()
     calls, prompt, cached, completion = store.query(
         "SELECT count(*), coalesce(sum(prompt_tokens), 0), coalesce(sum(cached_prompt_tokens), 0), "
-        "coalesce(sum(completion_tokens), 0) FROM llm_calls")[0]
+        "coalesce(sum(completion_tokens), 0) FROM llm_calls"
+    )[0]
     return Stats(store.words_written(), info.last_unit, info.target_units, calls, prompt, cached, completion)
 
 
@@ -115,13 +121,15 @@ class _Story:
     def __call__(self, event: Event) -> None:
         self.tracker.event(self.row.key, event)
         if event.kind == "committed":
-            self.batch.record_stats(self.row.key, Stats(words=event.words, units=event.unit or 0,
-                                                        target_units=event.units))
+            self.batch.record_stats(
+                self.row.key, Stats(words=event.words, units=event.unit or 0, target_units=event.units)
+            )
         if self.stop.is_set():
             raise KeyboardInterrupt  # stop at this call: what is committed stays, the run resumes
 
-    def write(self, pipeline: str, llm: LLMOptions, model: LLM | None, force: bool,
-              streak: FailureStreak | None = None) -> str:
+    def write(
+        self, pipeline: str, llm: LLMOptions, model: LLM | None, force: bool, streak: FailureStreak | None = None
+    ) -> str:
         """Start or continue the story; returns its status (completed, failed, stopped)."""
         key = self.row.key
         self.batch.mark_started(key)
@@ -199,9 +207,16 @@ def _remove_run_files(path: Path) -> None:
         (path / name).unlink(missing_ok=True)
 
 
-def run(folder: str | os.PathLike[str], *, llm: LLMOptions | None = None, concurrency: int | None = None,
-        sink: Sink | None = None, stop: threading.Event | None = None, model: LLM | None = None,
-        force: bool = False) -> BatchResult:
+def run(
+    folder: str | os.PathLike[str],
+    *,
+    llm: LLMOptions | None = None,
+    concurrency: int | None = None,
+    sink: Sink | None = None,
+    stop: threading.Event | None = None,
+    model: LLM | None = None,
+    force: bool = False,
+) -> BatchResult:
     """Write every story of the batch in ``folder`` that is not completed yet (a new batch, or a
     resume: failed and stopped stories are retried, interrupted ones continue from their last
     committed unit). ``llm`` gives the transport (endpoint, key) if it moved; ``concurrency``
@@ -224,8 +239,15 @@ def run(folder: str | os.PathLike[str], *, llm: LLMOptions | None = None, concur
         batch.close()
 
 
-def _run(batch: BatchStore, given: LLMOptions | None, concurrency: int | None, sink: Sink | None,
-         stop: threading.Event, model: LLM | None, force: bool) -> BatchResult:
+def _run(
+    batch: BatchStore,
+    given: LLMOptions | None,
+    concurrency: int | None,
+    sink: Sink | None,
+    stop: threading.Event,
+    model: LLM | None,
+    force: bool,
+) -> BatchResult:
     info = batch.info()
     llm = effective_llm(info["llm"], given)
     if concurrency is not None:
@@ -240,8 +262,10 @@ def _run(batch: BatchStore, given: LLMOptions | None, concurrency: int | None, s
     owned = None
     if llm.backend != "endpoint" or model is not None:
         if k > 1:
-            notes.append(f"the {'embedded backend' if model is None else 'shared model'} writes one story at a time "
-                         f"(--concurrency {k} is taken as 1)")
+            notes.append(
+                f"the {'embedded backend' if model is None else 'shared model'} writes one story at a time "
+                f"(--concurrency {k} is taken as 1)"
+            )
             tracker.note(notes[-1])
         k = 1
         if model is None and todo:
@@ -267,8 +291,17 @@ def _run(batch: BatchStore, given: LLMOptions | None, concurrency: int | None, s
     return BatchResult(batch.folder, stories, tracker.snapshot(), time.monotonic() - started, k, notes, early)
 
 
-def _threads(batch: BatchStore, todo: list[StoryRow], k: int, tracker: Tracker, stop: threading.Event,
-             pipeline: str, llm: LLMOptions, force: bool, streak: FailureStreak) -> None:
+def _threads(
+    batch: BatchStore,
+    todo: list[StoryRow],
+    k: int,
+    tracker: Tracker,
+    stop: threading.Event,
+    pipeline: str,
+    llm: LLMOptions,
+    force: bool,
+    streak: FailureStreak,
+) -> None:
     """K workers take the next story until none is left or the batch is stopped."""
     queue = list(reversed(todo))
     guard = threading.Lock()
@@ -303,8 +336,10 @@ def _threads(batch: BatchStore, todo: list[StoryRow], k: int, tracker: Tracker, 
     except KeyboardInterrupt:
         stop.set()
         running = tracker.snapshot().running
-        tracker.note(f"stopping: {running} stor{'y' if running == 1 else 'ies'} end at their next model call "
-                     "(Ctrl-C again to leave at once)")
+        tracker.note(
+            f"stopping: {running} stor{'y' if running == 1 else 'ies'} end at their next model call "
+            "(Ctrl-C again to leave at once)"
+        )
         _wait(all_done)
         raise
     if crashed:
@@ -320,11 +355,22 @@ def _wait(done: threading.Event) -> None:
         pass
 
 
-def run_batch(folder: str | os.PathLike[str], pipeline: str | None = None, *, prompts: str | os.PathLike[str] | None
-              = None, ids: str | None = None, stories: str | os.PathLike[str] | None = None, words: int | None = None,
-              settings: dict[str, Any] | None = None, profile: str = "default", llm: LLMOptions | None = None,
-              concurrency: int = 1, sink: Sink | None = None, stop: threading.Event | None = None,
-              model: LLM | None = None) -> BatchResult:
+def run_batch(
+    folder: str | os.PathLike[str],
+    pipeline: str | None = None,
+    *,
+    prompts: str | os.PathLike[str] | None = None,
+    ids: str | None = None,
+    stories: str | os.PathLike[str] | None = None,
+    words: int | None = None,
+    settings: dict[str, Any] | None = None,
+    profile: str = "default",
+    llm: LLMOptions | None = None,
+    concurrency: int = 1,
+    sink: Sink | None = None,
+    stop: threading.Event | None = None,
+    model: LLM | None = None,
+) -> BatchResult:
     """The Python entry point: create the batch in ``folder`` (or, if it holds one, resume it) and
     write it. ``llm``: the model (e.g. ``LLMOptions("endpoint", endpoint=URL)``; default: the
     embedded model). Stories are planned as ``fabula batch`` plans them, without its lower bound
@@ -332,7 +378,8 @@ def run_batch(folder: str | os.PathLike[str], pipeline: str | None = None, *, pr
     if not is_batch(folder):
         if pipeline is None:
             raise InputError(f"{folder} holds no batch yet: give the pipeline")
-        specs = plan_stories(pipeline, prompts=prompts, ids=ids, stories=stories, words=words, settings=settings,
-                             profile=profile)
+        specs = plan_stories(
+            pipeline, prompts=prompts, ids=ids, stories=stories, words=words, settings=settings, profile=profile
+        )
         create(folder, pipeline, specs, llm or LLMOptions("embedded"), concurrency=concurrency).close()
     return run(folder, llm=llm, concurrency=concurrency, sink=sink, stop=stop, model=model)

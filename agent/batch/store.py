@@ -147,8 +147,15 @@ class BatchStore:
         return conn
 
     @classmethod
-    def create(cls, folder: str | os.PathLike[str], *, pipeline: str, llm: dict[str, Any], concurrency: int,
-               stories: Sequence[StorySpec]) -> BatchStore:
+    def create(
+        cls,
+        folder: str | os.PathLike[str],
+        *,
+        pipeline: str,
+        llm: dict[str, Any],
+        concurrency: int,
+        stories: Sequence[StorySpec],
+    ) -> BatchStore:
         """A new batch in ``folder`` (made if missing); refused where a batch or a run already is."""
         root = Path(folder).expanduser().resolve()
         if root.exists() and not root.is_dir():
@@ -167,11 +174,17 @@ class BatchStore:
             for statement in SCHEMA:
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            conn.execute("INSERT INTO batch (id, pipeline, llm, concurrency, created_at) VALUES (1, ?, ?, ?, ?)",
-                         (pipeline, json.dumps(llm), concurrency, time.time()))
-            conn.executemany("INSERT INTO stories (key, seq, run_dir, config, target_words) VALUES (?, ?, ?, ?, ?)",
-                             [(s.key, n, s.run_dir, json.dumps(s.config, ensure_ascii=False), target_words(s.config))
-                              for n, s in enumerate(stories, 1)])
+            conn.execute(
+                "INSERT INTO batch (id, pipeline, llm, concurrency, created_at) VALUES (1, ?, ?, ?, ?)",
+                (pipeline, json.dumps(llm), concurrency, time.time()),
+            )
+            conn.executemany(
+                "INSERT INTO stories (key, seq, run_dir, config, target_words) VALUES (?, ?, ?, ?, ?)",
+                [
+                    (s.key, n, s.run_dir, json.dumps(s.config, ensure_ascii=False), target_words(s.config))
+                    for n, s in enumerate(stories, 1)
+                ],
+            )
             conn.execute("COMMIT")
         except BaseException:
             conn.close()
@@ -221,8 +234,12 @@ class BatchStore:
     def info(self) -> dict[str, Any]:
         with self._lock:
             row = self._conn.execute("SELECT * FROM batch WHERE id = 1").fetchone()
-        return {"pipeline": row["pipeline"], "llm": json.loads(row["llm"]), "concurrency": row["concurrency"],
-                "created_at": row["created_at"]}
+        return {
+            "pipeline": row["pipeline"],
+            "llm": json.loads(row["llm"]),
+            "concurrency": row["concurrency"],
+            "created_at": row["created_at"],
+        }
 
     def stories(self) -> list[StoryRow]:
         with self._lock:
@@ -249,9 +266,13 @@ class BatchStore:
             clashes = [s.run_dir for s in new if s.run_dir in taken or (self.folder / s.run_dir).exists()]
             if clashes:
                 raise NotABatchError(f"{self.folder}/{clashes[0]} already exists; the batch cannot take that story")
-            conn.executemany("INSERT INTO stories (key, seq, run_dir, config, target_words) VALUES (?, ?, ?, ?, ?)",
-                             [(s.key, seq + n, s.run_dir, json.dumps(s.config, ensure_ascii=False),
-                               target_words(s.config)) for n, s in enumerate(new, 1)])
+            conn.executemany(
+                "INSERT INTO stories (key, seq, run_dir, config, target_words) VALUES (?, ?, ?, ?, ?)",
+                [
+                    (s.key, seq + n, s.run_dir, json.dumps(s.config, ensure_ascii=False), target_words(s.config))
+                    for n, s in enumerate(new, 1)
+                ],
+            )
         return [s.key for s in new]
 
     def set_concurrency(self, concurrency: int) -> None:
@@ -261,21 +282,35 @@ class BatchStore:
     def mark_started(self, key: str) -> None:
         """The story is being written by this process (one more attempt)."""
         with self._write() as conn:
-            conn.execute("UPDATE stories SET status = 'running', attempts = attempts + 1, error = NULL, "
-                         "started_at = coalesce(started_at, ?), ended_at = NULL, pid = ?, host = ? WHERE key = ?",
-                         (time.time(), os.getpid(), socket.gethostname(), key))
+            conn.execute(
+                "UPDATE stories SET status = 'running', attempts = attempts + 1, error = NULL, "
+                "started_at = coalesce(started_at, ?), ended_at = NULL, pid = ?, host = ? WHERE key = ?",
+                (time.time(), os.getpid(), socket.gethostname(), key),
+            )
 
     def record_stats(self, key: str, stats: Stats) -> None:
         with self._write() as conn:
-            conn.execute("UPDATE stories SET words = ?, units = ?, target_units = ?, calls = ?, prompt_tokens = ?, "
-                         "cached_prompt_tokens = ?, completion_tokens = ? WHERE key = ?",
-                         (stats.words, stats.units, stats.target_units, stats.calls, stats.prompt_tokens,
-                          stats.cached_prompt_tokens, stats.completion_tokens, key))
+            conn.execute(
+                "UPDATE stories SET words = ?, units = ?, target_units = ?, calls = ?, prompt_tokens = ?, "
+                "cached_prompt_tokens = ?, completion_tokens = ? WHERE key = ?",
+                (
+                    stats.words,
+                    stats.units,
+                    stats.target_units,
+                    stats.calls,
+                    stats.prompt_tokens,
+                    stats.cached_prompt_tokens,
+                    stats.completion_tokens,
+                    key,
+                ),
+            )
 
     def mark_ended(self, key: str, status: str, *, error: str | None = None) -> None:
         """``status``: completed, failed or stopped (Ctrl-C); ``error`` one line."""
         if status not in STATUSES:
             raise ValueError(f"unknown story status {status!r}")
         with self._write() as conn:
-            conn.execute("UPDATE stories SET status = ?, error = ?, ended_at = ? WHERE key = ?",
-                         (status, error, time.time(), key))
+            conn.execute(
+                "UPDATE stories SET status = ?, error = ?, ended_at = ? WHERE key = ?",
+                (status, error, time.time(), key),
+            )

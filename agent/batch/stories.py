@@ -97,9 +97,16 @@ def _folder_name(key: str, taken: set[str]) -> str:
     return name
 
 
-def plan_stories(pipeline: str, *, prompts: str | os.PathLike[str] | None = None, ids: str | None = None,
-                 stories: str | os.PathLike[str] | None = None, words: int | None = None,
-                 settings: Mapping[str, Any] | None = None, profile: str = "default") -> list[StorySpec]:
+def plan_stories(
+    pipeline: str,
+    *,
+    prompts: str | os.PathLike[str] | None = None,
+    ids: str | None = None,
+    stories: str | os.PathLike[str] | None = None,
+    words: int | None = None,
+    settings: Mapping[str, Any] | None = None,
+    profile: str = "default",
+) -> list[StorySpec]:
     """Every story of a new batch with its validated configuration.
 
     ``prompts`` (a JSONL set, ``ids`` picking some) feeds the pipelines that take a prompt;
@@ -111,8 +118,10 @@ def plan_stories(pipeline: str, *, prompts: str | os.PathLike[str] | None = None
     registered = pipelines.get(pipeline)
     for key in ("words", "prompt", "prompt_id", "story"):
         if key in (settings or {}):
-            raise InputError(f"--set {key} is not a batch setting: each story's "
-                             f"{'length comes from --words' if key == 'words' else 'text comes from its source'}")
+            raise InputError(
+                f"--set {key} is not a batch setting: each story's "
+                f"{'length comes from --words' if key == 'words' else 'text comes from its source'}"
+            )
     shared: dict[str, Any] = {}
     if registered.settings is not None:
         shared.update(registered.settings.profile_settings(profile))
@@ -125,8 +134,9 @@ def plan_stories(pipeline: str, *, prompts: str | os.PathLike[str] | None = None
         specs = _prompt_specs(select_prompts(prompts, ids), words, shared)
     else:
         if stories is None or prompts is not None:
-            raise InputError(f"a {pipeline} batch takes its stories from --stories DIR of TOML definitions "
-                             "(not --prompts)")
+            raise InputError(
+                f"a {pipeline} batch takes its stories from --stories DIR of TOML definitions (not --prompts)"
+            )
         if ids is not None:
             raise InputError("--ids only goes with --prompts")
         specs = _definition_specs(registered, Path(stories), words, shared)
@@ -137,13 +147,19 @@ def plan_stories(pipeline: str, *, prompts: str | os.PathLike[str] | None = None
 
 def _prompt_specs(items: Sequence[tuple[str, str]], words: int, shared: Mapping[str, Any]) -> list[StorySpec]:
     taken: set[str] = set()
-    return [StorySpec(key, _folder_name(prompt_folder(key, prompt), taken),
-                      {**shared, "prompt": prompt, "prompt_id": key, "words": words})
-            for key, prompt in items]
+    return [
+        StorySpec(
+            key,
+            _folder_name(prompt_folder(key, prompt), taken),
+            {**shared, "prompt": prompt, "prompt_id": key, "words": words},
+        )
+        for key, prompt in items
+    ]
 
 
-def _definition_specs(pipeline: pipelines.Pipeline, folder: Path, words: int | None,
-                      shared: Mapping[str, Any]) -> list[StorySpec]:
+def _definition_specs(
+    pipeline: pipelines.Pipeline, folder: Path, words: int | None, shared: Mapping[str, Any]
+) -> list[StorySpec]:
     assert pipeline.story_config is not None, f"{pipeline.name} takes a story file but cannot read one"
     if not folder.is_dir():
         raise InputError(f"--stories {folder}: not a folder of story definitions")
@@ -153,8 +169,9 @@ def _definition_specs(pipeline: pipelines.Pipeline, folder: Path, words: int | N
     taken: set[str] = set()
     specs = []
     for path in files:
-        specs.append(StorySpec(path.stem, _folder_name(path.stem, taken),
-                               {**shared, **pipeline.story_config(path, words=words)}))
+        specs.append(
+            StorySpec(path.stem, _folder_name(path.stem, taken), {**shared, **pipeline.story_config(path, words=words)})
+        )
     return specs
 
 

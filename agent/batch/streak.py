@@ -38,5 +38,7 @@ class FailureStreak:
                 self.tripped = error
 
     def describe(self, pending: int) -> str:
-        return (f"stopped starting stories: {self.limit} in a row failed with the same cause ({self.tripped}); "
-                f"{pending} not started {'is' if pending == 1 else 'are'} pending for fabula batch resume")
+        return (
+            f"stopped starting stories: {self.limit} in a row failed with the same cause ({self.tripped}); "
+            f"{pending} not started {'is' if pending == 1 else 'are'} pending for fabula batch resume"
+        )

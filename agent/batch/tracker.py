@@ -75,8 +75,10 @@ class Tracker:
             return self._snapshot()
 
     def _snapshot(self) -> Snapshot:
-        counts = {k: sum(1 for s in self._status.values() if s == k)
-                  for k in ("completed", "running", "failed", "stopped", "pending")}
+        counts = {
+            k: sum(1 for s in self._status.values() if s == k)
+            for k in ("completed", "running", "failed", "stopped", "pending")
+        }
         words = sum(self._words.values())
         calls = sum(e.calls for e in self._events.values())
         completion = sum(e.completion_tokens for e in self._events.values())
@@ -86,9 +88,24 @@ class Tracker:
         done = words - self._words_at_start
         left = sum(max(0, self._targets[k] - self._words[k]) for k, s in self._status.items() if s != "completed")
         eta = left / (done / elapsed) if done > 0 and elapsed > 0 else None
-        return Snapshot(len(self._status), counts["completed"], counts["running"], counts["failed"], counts["stopped"],
-                        counts["pending"], words, sum(self._targets.values()), done, calls, completion, prompt, cached,
-                        elapsed, completion / elapsed if elapsed > 0 and completion else None, eta)
+        return Snapshot(
+            len(self._status),
+            counts["completed"],
+            counts["running"],
+            counts["failed"],
+            counts["stopped"],
+            counts["pending"],
+            words,
+            sum(self._targets.values()),
+            done,
+            calls,
+            completion,
+            prompt,
+            cached,
+            elapsed,
+            completion / elapsed if elapsed > 0 and completion else None,
+            eta,
+        )
 
     def _tell(self, update_kind: str, **fields: object) -> None:
         if self._sink is not None:

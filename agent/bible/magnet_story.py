@@ -16,8 +16,9 @@ from typing import Any
 EDIT = "(edit)"
 
 
-def story_from_bible(bible: dict[str, Any], *, title: str, genre: str, pages: float,
-                     goal: str | None = None) -> dict[str, Any]:
+def story_from_bible(
+    bible: dict[str, Any], *, title: str, genre: str, pages: float, goal: str | None = None
+) -> dict[str, Any]:
     """The story definition (Magnet's TOML shape as a dict)."""
     musts = [r["description"] for r in bible["must_happen"]]
     first_place = bible["places"][0]["name"] if bible["places"] else EDIT
@@ -27,12 +28,24 @@ def story_from_bible(bible: dict[str, Any], *, title: str, genre: str, pages: fl
     for person in bible["characters"]:
         first = person["name"].split()[0]
         theirs = [m for m in musts if re.search(rf"\b{re.escape(first)}\b", m)]
-        characters.append({
-            "name": person["name"], "role": EDIT, "description": person.get("description") or EDIT,
-            "personality": EDIT, "goals": theirs or [goal or (musts[0] if musts else EDIT)],
-            "location": first_place, "state": {k: v for k, v in person.get("facts", {}).items()}})
-    story: dict[str, Any] = {"title": title, "genre": genre, "goal": goal or (musts[0] if musts else EDIT),
-                             "premise": " ".join(x for x in (places, past) if x) or EDIT, "pages": pages}
+        characters.append(
+            {
+                "name": person["name"],
+                "role": EDIT,
+                "description": person.get("description") or EDIT,
+                "personality": EDIT,
+                "goals": theirs or [goal or (musts[0] if musts else EDIT)],
+                "location": first_place,
+                "state": {k: v for k, v in person.get("facts", {}).items()},
+            }
+        )
+    story: dict[str, Any] = {
+        "title": title,
+        "genre": genre,
+        "goal": goal or (musts[0] if musts else EDIT),
+        "premise": " ".join(x for x in (places, past) if x) or EDIT,
+        "pages": pages,
+    }
     if bible["rules"]:
         story["world"] = {f"rule_{n}": rule for n, rule in enumerate(bible["rules"], start=1)}
     story["characters"] = characters
@@ -41,6 +54,7 @@ def story_from_bible(bible: dict[str, Any], *, title: str, genre: str, pages: fl
 
 def to_toml(story: dict[str, Any]) -> str:
     """The definition as TOML, in the order of Magnet's examples (strings as JSON strings)."""
+
     def value(v: Any) -> str:
         if isinstance(v, list):
             return "[" + ", ".join(value(x) for x in v) + "]"

@@ -23,11 +23,23 @@ from agent.text import InputTooLargeError, read_capped
 
 MAX_BIBLE_BYTES = 1 << 20
 """A story bible is at most 1 MiB (a long one is a few hundred KB)."""
-SECTIONS = {"characters": "characters", "cast": "characters", "places": "places", "locations": "places",
-            "setting": "places", "rules": "rules", "world rules": "rules", "world": "rules",
-            "timeline": "timeline", "history": "timeline", "past events": "timeline",
-            "must happen": "must_happen", "must-happen": "must_happen", "requirements": "must_happen",
-            "must_happen": "must_happen"}
+SECTIONS = {
+    "characters": "characters",
+    "cast": "characters",
+    "places": "places",
+    "locations": "places",
+    "setting": "places",
+    "rules": "rules",
+    "world rules": "rules",
+    "world": "rules",
+    "timeline": "timeline",
+    "history": "timeline",
+    "past events": "timeline",
+    "must happen": "must_happen",
+    "must-happen": "must_happen",
+    "requirements": "must_happen",
+    "must_happen": "must_happen",
+}
 """Section names a bible may use (case-insensitive) -> the shape's key."""
 KEY = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 DATE = re.compile(r"^-?\d{1,4}(-\d{2}(-\d{2})?)?$")
@@ -43,17 +55,18 @@ class BibleError(ValueError):
         super().__init__("\n".join(self.lines()))
 
     def lines(self) -> list[str]:
-        return [f"{self.path}:{line}: {message}" if line else f"{self.path}: {message}"
-                for line, message in self.problems]
+        return [
+            f"{self.path}:{line}: {message}" if line else f"{self.path}: {message}" for line, message in self.problems
+        ]
 
 
 @dataclass
 class _Found:
     """The shape being built, each entry with its line."""
 
-    data: dict[str, list[Any]] = field(default_factory=lambda: {k: [] for k in
-                                                                ("characters", "places", "rules", "timeline",
-                                                                 "must_happen")})
+    data: dict[str, list[Any]] = field(
+        default_factory=lambda: {k: [] for k in ("characters", "places", "rules", "timeline", "must_happen")}
+    )
     lines: dict[tuple[str, int], int] = field(default_factory=dict)
     problems: list[tuple[int, str]] = field(default_factory=list)
 
@@ -78,7 +91,7 @@ def read_bible(path: str | Path) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise BibleError(name, [(0, f"is not UTF-8 text (byte {exc.start}); save it as UTF-8")]) from None
     suffix = Path(name).suffix.lower()
-    found = (_toml(text) if suffix == ".toml" else _yaml(text) if suffix in (".yaml", ".yml") else _markdown(text))
+    found = _toml(text) if suffix == ".toml" else _yaml(text) if suffix in (".yaml", ".yml") else _markdown(text)
     _validate(found, text)
     if found.problems:
         raise BibleError(name, sorted(found.problems))
@@ -120,8 +133,12 @@ def _markdown(text: str) -> _Found:
             section = SECTIONS.get(title)
             current = None
             if section is None:
-                found.problems.append((number, f"unknown section {heading.group(2)!r}; use Characters, Places, "
-                                               "Rules, Timeline or Must happen"))
+                found.problems.append(
+                    (
+                        number,
+                        f"unknown section {heading.group(2)!r}; use Characters, Places, Rules, Timeline or Must happen",
+                    )
+                )
             continue
         if section is None:
             if heading is None:
@@ -129,8 +146,7 @@ def _markdown(text: str) -> _Found:
             continue
         if heading:
             if section not in ("characters", "places"):
-                found.problems.append((number, f"a named entry (##) belongs under Characters or Places, "
-                                               f"not {section}"))
+                found.problems.append((number, f"a named entry (##) belongs under Characters or Places, not {section}"))
                 continue
             current = {"name": heading.group(2).strip(), "description": ""}
             if section == "characters":
@@ -151,16 +167,20 @@ def _markdown(text: str) -> _Found:
             dated = _DATED.match(body)
             entry = {"key": _unique(slug(body), found.data["timeline"]), "event": body}
             if dated and re.match(r"^\d", dated.group(1)):
-                entry = {"key": _unique(slug(dated.group(2)), found.data["timeline"]), "event": dated.group(2),
-                         "date": dated.group(1)}
+                entry = {
+                    "key": _unique(slug(dated.group(2)), found.data["timeline"]),
+                    "event": dated.group(2),
+                    "date": dated.group(1),
+                }
             found.add("timeline", entry, number)
         else:
-            found.add("must_happen", {"key": _unique(slug(body), found.data["must_happen"]), "description": body},
-                      number)
+            found.add(
+                "must_happen", {"key": _unique(slug(body), found.data["must_happen"]), "description": body}, number
+            )
     for entry in found.data["characters"]:
         facts = _FACTS.search(entry["description"])
         if facts:
-            entry["description"] = entry["description"][:facts.start()].strip()
+            entry["description"] = entry["description"][: facts.start()].strip()
             for fact in (f.strip().rstrip(".") for f in re.split(r";", facts.group(1))):
                 if fact:
                     key, _, value = fact.partition(":") if ":" in fact else (slug(fact, 4), "", fact)
@@ -202,8 +222,13 @@ def _toml(text: str) -> _Found:
     raw_lines = text.splitlines()
 
     def line_of(_section: str, _i: int, value: Any) -> int:
-        probe = value if isinstance(value, str) else next((str(v) for v in (value or {}).values()
-                                                          if isinstance(v, str)), "") if isinstance(value, dict) else ""
+        probe = (
+            value
+            if isinstance(value, str)
+            else next((str(v) for v in (value or {}).values() if isinstance(v, str)), "")
+            if isinstance(value, dict)
+            else ""
+        )
         for number, line in enumerate(raw_lines, start=1):
             if probe and probe in line:
                 return number
@@ -251,8 +276,10 @@ def _entry(section: str, value: Any, line: int, found: _Found) -> Any:
         facts = value.get("facts") or {}
         if isinstance(facts, list):
             facts = {slug(str(f), 4): str(f) for f in facts}
-        entry: dict[str, Any] = {"name": str(value.get("name") or "").strip(),
-                                 "description": str(value.get("description") or "")}
+        entry: dict[str, Any] = {
+            "name": str(value.get("name") or "").strip(),
+            "description": str(value.get("description") or ""),
+        }
         if section == "characters":
             entry["facts"] = {str(k): str(v) for k, v in facts.items()} if isinstance(facts, dict) else {}
         return entry
@@ -287,7 +314,7 @@ def _validate(found: _Found, text: str) -> None:
             line = found.lines.get((section, i), 0)
             key = entry.get("key")
             if not key:
-                found.problems.append((line, f"a {what} has no key (give key = \"lower_snake_case\")"))
+                found.problems.append((line, f'a {what} has no key (give key = "lower_snake_case")'))
                 continue
             if not isinstance(key, str) or KEY.fullmatch(key) is None:
                 found.problems.append((line, f"the {what} key {key!r} must be lower_snake_case"))
@@ -300,11 +327,13 @@ def _validate(found: _Found, text: str) -> None:
                 found.problems.append((line, f"the {what} {key!r} has no text"))
             date = entry.get("date")
             if date is not None and not _is_date(date):
-                found.problems.append((line, f"the date {date!r} of {key!r} is not a date (YYYY, YYYY-MM or "
-                                             "YYYY-MM-DD)"))
+                found.problems.append(
+                    (line, f"the date {date!r} of {key!r} is not a date (YYYY, YYYY-MM or YYYY-MM-DD)")
+                )
     if not any(data.values()):
-        found.problems.append((0, "the bible is empty: give at least one of Characters, Places, Rules, Timeline, "
-                                  "Must happen"))
+        found.problems.append(
+            (0, "the bible is empty: give at least one of Characters, Places, Rules, Timeline, Must happen")
+        )
 
 
 def _is_date(value: str) -> bool:

@@ -23,8 +23,9 @@ class _Closed(BaseModel):
 class Character(_Closed):
     name: str = Field(min_length=1)
     description: str = ""
-    facts: dict[str, str] = Field(default_factory=dict, description="canon facts: key (lower_snake_case) -> value; "
-                                  "no update may change them")
+    facts: dict[str, str] = Field(
+        default_factory=dict, description="canon facts: key (lower_snake_case) -> value; no update may change them"
+    )
 
 
 class Place(_Closed):

@@ -23,8 +23,12 @@ def initial_narrative(bible: dict[str, Any]) -> dict[str, Any]:
     events = {e["key"]: (f"{e['date']}: {e['event']}" if e.get("date") else e["event"]) for e in bible["timeline"]}
     requirements = {r["key"]: r["description"] for r in bible["must_happen"]}
     canon = {p["name"]: dict(p["facts"]) for p in bible["characters"] if p.get("facts")}
-    return {"characters": characters, "past_events": events, "future_requirements": requirements,
-            **({"canon": canon} if canon else {})}
+    return {
+        "characters": characters,
+        "past_events": events,
+        "future_requirements": requirements,
+        **({"canon": canon} if canon else {}),
+    }
 
 
 def planner_block(bible: dict[str, Any]) -> str:
@@ -32,12 +36,15 @@ def planner_block(bible: dict[str, Any]) -> str:
     lines = ["Story bible (the writer's world: keep to it; canon facts never change):"]
     for person in bible["characters"]:
         facts = "; ".join(f"{k}: {v}" for k, v in person.get("facts", {}).items())
-        lines.append(f"- Character {person['name']}: {person.get('description', '')}"
-                     + (f" Canon facts: {facts}." if facts else ""))
+        lines.append(
+            f"- Character {person['name']}: {person.get('description', '')}"
+            + (f" Canon facts: {facts}." if facts else "")
+        )
     lines += [f"- Place {p['name']}: {p.get('description', '')}" for p in bible["places"]]
     lines += [f"- World rule: {rule}" for rule in bible["rules"]]
-    lines += [f"- Past event: {e.get('date', '') + ': ' if e.get('date') else ''}{e['event']}"
-              for e in bible["timeline"]]
+    lines += [
+        f"- Past event: {e.get('date', '') + ': ' if e.get('date') else ''}{e['event']}" for e in bible["timeline"]
+    ]
     lines += [f"- Must happen ({r['key']}): {r['description']}" for r in bible["must_happen"]]
     return "\n".join(lines)
 

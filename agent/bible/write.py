@@ -20,12 +20,13 @@ def from_state(narrative: dict[str, Any], earlier: dict[str, Any] | None = None)
         facts = facts if isinstance(facts, dict) else {f["key"]: f["value"] for f in facts}
         described = "; ".join(str(entry[f]) for f in ("condition", "goal", "location") if entry.get(f))
         characters.append({"name": name, "description": described, "facts": {k: str(v) for k, v in facts.items()}})
-    return {"characters": characters,
-            "places": list((earlier or {}).get("places", [])),
-            "rules": list((earlier or {}).get("rules", [])),
-            "timeline": [{"key": k, "event": v} for k, v in (narrative.get("past_events") or {}).items()],
-            "must_happen": [{"key": k, "description": v}
-                            for k, v in (narrative.get("future_requirements") or {}).items()]}
+    return {
+        "characters": characters,
+        "places": list((earlier or {}).get("places", [])),
+        "rules": list((earlier or {}).get("rules", [])),
+        "timeline": [{"key": k, "event": v} for k, v in (narrative.get("past_events") or {}).items()],
+        "must_happen": [{"key": k, "description": v} for k, v in (narrative.get("future_requirements") or {}).items()],
+    }
 
 
 def to_toml(bible: dict[str, Any]) -> str:

@@ -62,10 +62,40 @@ from agent.cli.errors import describe, log_internal_error
 from agent.llm import heartbeat
 from agent.store.paths import DB_NAME
 
-COMMAND_MODULES = [prompt_cmd, models_cmd, serve_cmd, doctor_cmd, grammars_cmd, runs_cmd, show_cmd, search_cmd,
-                   export_cmd, outline_cmd, resume_cmd, write_cmd, import_cmd, derive_cmd, check_cmd, batch_cmd,
-                   eval_cmd, view_cmd, watch_cmd, fork_cmd, edit_cmd, continue_cmd, sequel_cmd, reconcile_cmd,
-                   story_cmd, config_cmd, repro_cmd, completion_cmd, lint_cmd, revise_cmd, approve_cmd, bible_cmd]
+COMMAND_MODULES = [
+    prompt_cmd,
+    models_cmd,
+    serve_cmd,
+    doctor_cmd,
+    grammars_cmd,
+    runs_cmd,
+    show_cmd,
+    search_cmd,
+    export_cmd,
+    outline_cmd,
+    resume_cmd,
+    write_cmd,
+    import_cmd,
+    derive_cmd,
+    check_cmd,
+    batch_cmd,
+    eval_cmd,
+    view_cmd,
+    watch_cmd,
+    fork_cmd,
+    edit_cmd,
+    continue_cmd,
+    sequel_cmd,
+    reconcile_cmd,
+    story_cmd,
+    config_cmd,
+    repro_cmd,
+    completion_cmd,
+    lint_cmd,
+    revise_cmd,
+    approve_cmd,
+    bible_cmd,
+]
 
 
 class _RootParser(argparse.ArgumentParser):
@@ -86,13 +116,14 @@ class _RootParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _RootParser(
-        prog="fabula", usage="fabula COMMAND [options]", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="fabula",
+        usage="fabula COMMAND [options]",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="fabula writes novels and stories on open-weight models, on your own machine.",
     )
     parser.add_argument("--version", action="version", version=f"fabula {version()}")
     # parser_class: the commands' own parsers are plain ones (the default is the root's class)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                parser_class=argparse.ArgumentParser)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=argparse.ArgumentParser)
     for module in COMMAND_MODULES:
         module.add_parser(sub)
     parser.epilog = grouped_help({action.dest: action.help or "" for action in sub._choices_actions})
@@ -154,8 +185,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"; the traceback is in {log}" if log else ""
         if getattr(args, "verbose", False):
             traceback.print_exception(exc, file=stderr)
-        print(f"fabula: internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-              f"{where} (this is a bug in fabula, not in your input)", file=stderr)
+        print(
+            f"fabula: internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            f"{where} (this is a bug in fabula, not in your input)",
+            file=stderr,
+        )
         return 70
     finally:
         if listener in heartbeat.LISTENERS:

@@ -16,10 +16,13 @@ from agent.store.writer.review import approve, set_review
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("approve", help="approve the chapter (or outline) a run in review waits on; write on",
-                            description="Record the writer's approval of what a run in review waits on (the "
-                            "outline, or the last committed chapter) and write on to the next review (or the end, "
-                            "with --no-review); --stop records the approval only.")
+    parser = sub.add_parser(
+        "approve",
+        help="approve the chapter (or outline) a run in review waits on; write on",
+        description="Record the writer's approval of what a run in review waits on (the "
+        "outline, or the last committed chapter) and write on to the next review (or the end, "
+        "with --no-review); --stop records the approval only.",
+    )
     parser.add_argument("run_dir", metavar="RUN", help="a run in review")
     parser.add_argument("--stop", action="store_true", help="approve only; do not write on")
     parser.add_argument("--no-review", action="store_true", help="stop reviewing: write on to the end")

@@ -8,18 +8,28 @@ from agent.cli.voice_inputs import story_bible
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("bible", help="story bibles: check one before writing from it",
-                            description="A story bible (TOML, YAML or Markdown with headings) gives a run its "
-                            "characters with canon facts, places, rules, timeline and must-happen requirements.")
+    parser = sub.add_parser(
+        "bible",
+        help="story bibles: check one before writing from it",
+        description="A story bible (TOML, YAML or Markdown with headings) gives a run its "
+        "characters with canon facts, places, rules, timeline and must-happen requirements.",
+    )
     actions = parser.add_subparsers(dest="bible_action", metavar="ACTION", required=True)
     check = actions.add_parser("check", help="name every problem of a bible with its line (exit 2 if any)")
     check.add_argument("file", metavar="FILE", help="the bible (.toml, .yaml/.yml, else Markdown)")
     check.set_defaults(handler=run_check)
-    export = actions.add_parser("export", help="a bible from a book's narrative state (NstAgent, or an imported "
-                                "book after fabula derive), for a sequel or a series")
+    export = actions.add_parser(
+        "export",
+        help="a bible from a book's narrative state (NstAgent, or an imported "
+        "book after fabula derive), for a sequel or a series",
+    )
     export.add_argument("run_dir", metavar="RUN", help="the run")
-    export.add_argument("-o", "--out", metavar="FILE", help="write it here (.toml keeps every key; else Markdown); "
-                        "default: Markdown on stdout")
+    export.add_argument(
+        "-o",
+        "--out",
+        metavar="FILE",
+        help="write it here (.toml keeps every key; else Markdown); default: Markdown on stdout",
+    )
     export.set_defaults(handler=run_export)
     schema = actions.add_parser("schema", help="print the JSON Schema of a bible (for TOML and YAML editors)")
     schema.set_defaults(handler=run_schema)
@@ -27,8 +37,9 @@ def add_parser(sub) -> None:
 
 def run_check(args: argparse.Namespace) -> int:
     bible = story_bible(args.file, flag="")
-    counts = ", ".join(f"{len(bible[k])} {k.replace('_', ' ')}" for k in
-                       ("characters", "places", "rules", "timeline", "must_happen"))
+    counts = ", ".join(
+        f"{len(bible[k])} {k.replace('_', ' ')}" for k in ("characters", "places", "rules", "timeline", "must_happen")
+    )
     print(f"{args.file}: a valid story bible ({counts})")
     return 0
 
@@ -63,6 +74,8 @@ def run_export(args: argparse.Namespace) -> int:
     if target.exists():
         raise CLIError(f"{args.out} already exists; give a new file")
     target.write_text(text, encoding="utf-8")
-    print(f"{args.out}: {len(bible['characters'])} characters, {len(bible['timeline'])} past events, "
-          f"{len(bible['must_happen'])} open requirements")
+    print(
+        f"{args.out}: {len(bible['characters'])} characters, {len(bible['timeline'])} past events, "
+        f"{len(bible['must_happen'])} open requirements"
+    )
     return 0

@@ -25,23 +25,43 @@ def add_parser(sub) -> None:
     from agent.cli.eval_cmd import _judge_options
     from agent.manuscript.reading import FORMATS
 
-    parser = sub.add_parser("check", help="check a manuscript for contradictions, privately: import, judge, report",
-                            description="Import FILE as a run, judge its consistency (five category judgments, "
-                            "every chapter in scope) with a local judge, and print the contradictions found, each "
-                            "with its quotes and chapters. fabula view RUN shows them linked to the text.")
+    parser = sub.add_parser(
+        "check",
+        help="check a manuscript for contradictions, privately: import, judge, report",
+        description="Import FILE as a run, judge its consistency (five category judgments, "
+        "every chapter in scope) with a local judge, and print the contradictions found, each "
+        "with its quotes and chapters. fabula view RUN shows them linked to the text.",
+    )
     parser.add_argument("file", metavar="FILE", help="the manuscript: .txt, .md, .epub or .docx")
-    parser.add_argument("-o", "--out", metavar="RUN", help="the run folder to make (default: FILE's name with "
-                        "'-check', beside it); an earlier check of the same file there is reused")
+    parser.add_argument(
+        "-o",
+        "--out",
+        metavar="RUN",
+        help="the run folder to make (default: FILE's name with "
+        "'-check', beside it); an earlier check of the same file there is reused",
+    )
     parser.add_argument("--split", metavar="REGEX", help="start a chapter at every line REGEX matches")
     parser.add_argument("--format", choices=FORMATS, default="auto", help="how to read FILE (default: by its suffix)")
-    parser.add_argument("--window-chapters", type=int, metavar="K",
-                        help="report only contradictions whose later half is in the last K chapters (default: all)")
-    parser.add_argument("--span-words", type=bounded_int(100, 10_000_000), metavar="W",
-                        help="judge the book in consecutive spans of chapters of at most W words, each on its own "
-                        "(default: the whole book in each call, or spans sized to the judge's context when the "
-                        "book does not fit it)")
-    parser.add_argument("--bible", metavar="BIBLE", help="a story bible (TOML, YAML or Markdown): the book is also "
-                        "judged against it (the judges read the bible after the last chapter, as the writer's canon)")
+    parser.add_argument(
+        "--window-chapters",
+        type=int,
+        metavar="K",
+        help="report only contradictions whose later half is in the last K chapters (default: all)",
+    )
+    parser.add_argument(
+        "--span-words",
+        type=bounded_int(100, 10_000_000),
+        metavar="W",
+        help="judge the book in consecutive spans of chapters of at most W words, each on its own "
+        "(default: the whole book in each call, or spans sized to the judge's context when the "
+        "book does not fit it)",
+    )
+    parser.add_argument(
+        "--bible",
+        metavar="BIBLE",
+        help="a story bible (TOML, YAML or Markdown): the book is also "
+        "judged against it (the judges read the bible after the last chapter, as the writer's canon)",
+    )
     _judge_options(parser)
     parser.set_defaults(handler=run)
 
@@ -125,8 +145,11 @@ def scores_of(store, story, spanned: set[str]) -> list[Verdict]:
         failed = sorted({c for s in groups for c in [*s.failed, *s.missing]})
         done = total - sum(len(s.failed) + len(s.missing) for s in groups)
         protocols = {s.protocol for s in groups}
-        reasons = dict.fromkeys((j.error or j.status).splitlines()[0][:200] for j in errors
-                                if j.judge == judge and j.protocol in protocols and j.item in failed)
+        reasons = dict.fromkeys(
+            (j.error or j.status).splitlines()[0][:200]
+            for j in errors
+            if j.judge == judge and j.protocol in protocols and j.item in failed
+        )
         out.append(Verdict(judge, [i for s in groups for i in s.instances], done, total, failed, list(reasons)))
     return out
 
@@ -139,28 +162,40 @@ def report(store, story, out: str, spanned: set[str] | None = None) -> list[str]
     verdicts = scores_of(store, story, spanned or set())
     if not any(v.complete for v in verdicts):
         why = "; ".join(r for v in verdicts for r in v.reasons)
-        return [*lines, "", "Nothing was judged: every judgment failed" + (f" ({why})" if why else "")
-                + "; fabula check again asks them again."]
+        return [
+            *lines,
+            "",
+            "Nothing was judged: every judgment failed"
+            + (f" ({why})" if why else "")
+            + "; fabula check again asks them again.",
+        ]
     for v in verdicts:
         verified = [i for i in v.instances if i.verified]
         per = 10_000 * len(verified) / max(story.words, 1)
-        head = f"## Judge {v.judge}: {len(v.instances)} contradiction(s), {len(verified)} with both quotes found " \
-               f"in the text ({per:.2f} per 10,000 words)"
+        head = (
+            f"## Judge {v.judge}: {len(v.instances)} contradiction(s), {len(verified)} with both quotes found "
+            f"in the text ({per:.2f} per 10,000 words)"
+        )
         if not v.whole:
             names = ", ".join(CATEGORY_NAMES.get(c, c) for c in v.failed)
             why = f" ({'; '.join(v.reasons)})" if v.reasons else ""
-            head += (f"; {v.complete} of {v.total} judgments complete, not judged: {names}{why}; fabula check "
-                     "again asks only those")
+            head += (
+                f"; {v.complete} of {v.total} judgments complete, not judged: {names}{why}; fabula check "
+                "again asks only those"
+            )
         if v.judge in (spanned or set()):
             head += "; judged in spans of chapters, each on its own"
         lines += ["", head]
         for n, inst in enumerate(v.instances, start=1):
             r = inst.reply
-            lines += ["", f"{n}. {CATEGORY_NAMES[inst.category]}: {inst.subtype.replace('_', ' ')}"
-                      + ("" if inst.verified else f" (unverified: {inst.problem})"),
-                      f"   {_where(story, r.get('quote_chapter'))}: \"{r.get('exact_quote')}\"",
-                      f"   {_where(story, r.get('contradicting_chapter'))}: \"{r.get('contradicting_quote')}\"",
-                      f"   {r.get('explanation', '')}"]
+            lines += [
+                "",
+                f"{n}. {CATEGORY_NAMES[inst.category]}: {inst.subtype.replace('_', ' ')}"
+                + ("" if inst.verified else f" (unverified: {inst.problem})"),
+                f'   {_where(story, r.get("quote_chapter"))}: "{r.get("exact_quote")}"',
+                f'   {_where(story, r.get("contradicting_chapter"))}: "{r.get("contradicting_quote")}"',
+                f"   {r.get('explanation', '')}",
+            ]
         if not v.instances:
             lines += ["", "No contradiction found" + ("." if v.whole else " in what was judged.")]
     lines += ["", f"The quotes, linked to the passages: fabula view {out} (the Judgments page)"]
@@ -176,19 +211,23 @@ def _judge(args: argparse.Namespace, store, story, judge, out: str) -> tuple[int
     words = args.span_words
     if words is None and fits(story, judge) is False:
         words = span_words(judge)
-        print(f"fabula: the book (about {story_tokens(story)} tokens) does not fit the judge's context "
-              f"({judge.budget().context} tokens) in one call: judged in spans of at most {words} words, each "
-              "on its own (a contradiction between two spans is not found)", file=sys.stderr)
+        print(
+            f"fabula: the book (about {story_tokens(story)} tokens) does not fit the judge's context "
+            f"({judge.budget().context} tokens) in one call: judged in spans of at most {words} words, each "
+            "on its own (a contradiction between two spans is not found)",
+            file=sys.stderr,
+        )
     if words is not None:
         failed = 0
         for (first, last), counts in judge_spans(store, story, judge, max_words=words):
             failed += counts["failed"]
             print(_line(out, counts) + f" [{judge.label}; span: chapters {first}-{last}]", file=sys.stderr)
         return failed, True
-    window, counts = judge_consistency(store, story, judge,
-                                       window_chapters=args.window_chapters or len(story.sections))
-    print(_line(out, counts) + f" [{judge.label}; chapters {window.first}-{len(story.sections)} in scope]",
-          file=sys.stderr)
+    window, counts = judge_consistency(store, story, judge, window_chapters=args.window_chapters or len(story.sections))
+    print(
+        _line(out, counts) + f" [{judge.label}; chapters {window.first}-{len(story.sections)} in scope]",
+        file=sys.stderr,
+    )
     return counts["failed"], False
 
 

@@ -31,8 +31,7 @@ def finite(low: float, high: float, *, low_open: bool = False) -> Callable[[str]
             raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
         inside = (low < value if low_open else low <= value) and value <= high
         if not math.isfinite(value) or not inside:
-            raise argparse.ArgumentTypeError(f"must be {shown}{f' (at most {high:g})' if low_open else ''}, "
-                                             f"got {text}")
+            raise argparse.ArgumentTypeError(f"must be {shown}{f' (at most {high:g})' if low_open else ''}, got {text}")
         return value
 
     parse.__name__ = "number"  # argparse names the type in its messages

@@ -6,8 +6,10 @@ from __future__ import annotations
 import difflib
 
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("write and revise", ("write", "resume", "outline", "approve", "revise", "edit", "reconcile", "fork", "continue",
-                          "sequel", "bible")),
+    (
+        "write and revise",
+        ("write", "resume", "outline", "approve", "revise", "edit", "reconcile", "fork", "continue", "sequel", "bible"),
+    ),
     ("read and export", ("view", "runs", "show", "watch", "search", "lint", "export", "import")),
     ("models and servers", ("models", "serve", "doctor", "prompt", "config")),
     ("research and evaluation", ("check", "derive", "batch", "eval", "repro", "story")),
@@ -15,8 +17,10 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 """Every command in exactly one group (tests/cli/test_desk_cli.py checks it), in the order help lists them."""
 
-FIRST_STEPS = ('fabula write nst --prompt "A lighthouse keeper finds a bell that rings by itself." --out '
-               "lighthouse", "fabula view lighthouse")
+FIRST_STEPS = (
+    'fabula write nst --prompt "A lighthouse keeper finds a bell that rings by itself." --out lighthouse',
+    "fabula view lighthouse",
+)
 
 
 def grouped_help(helps: dict[str, str]) -> str:

@@ -27,8 +27,9 @@ QUIET_HELP = "no progress or other chatter on stderr (errors still print)"
 VERBOSE_HELP = "more detail on stderr: every model call's line, and an internal error's traceback"
 
 
-def walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ("fabula",)
-         ) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+def walk(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ("fabula",)
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
     """Every parser of the tree with its command path, the root first."""
     yield path, parser
     for action in parser._actions:
@@ -45,8 +46,11 @@ def is_command(parser: argparse.ArgumentParser) -> bool:
 def add_output_options(parser: argparse.ArgumentParser) -> None:
     """``-q/--quiet`` and ``-v/--verbose`` on ``parser``, unless it has both already."""
     have = parser._option_string_actions
-    missing = [(short, long, help_) for short, long, help_ in
-               (("-q", "--quiet", QUIET_HELP), ("-v", "--verbose", VERBOSE_HELP)) if short not in have]
+    missing = [
+        (short, long, help_)
+        for short, long, help_ in (("-q", "--quiet", QUIET_HELP), ("-v", "--verbose", VERBOSE_HELP))
+        if short not in have
+    ]
     if not missing:
         return
     for short, long, help_ in missing:

@@ -12,10 +12,13 @@ SHELLS = ("bash", "zsh", "tcsh")
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("completion", help="print a shell completion script (bash, zsh or tcsh)",
-                            description="Print a completion script for fabula's commands and options. "
-                            "bash: eval \"$(fabula completion bash)\" in ~/.bashrc; zsh: fabula completion zsh "
-                            "> \"${fpath[1]}/_fabula\".")
+    parser = sub.add_parser(
+        "completion",
+        help="print a shell completion script (bash, zsh or tcsh)",
+        description="Print a completion script for fabula's commands and options. "
+        'bash: eval "$(fabula completion bash)" in ~/.bashrc; zsh: fabula completion zsh '
+        '> "${fpath[1]}/_fabula".',
+    )
     parser.add_argument("shell", choices=SHELLS, help="the shell to complete in")
     parser.set_defaults(handler=run)
 

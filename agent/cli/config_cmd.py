@@ -15,16 +15,20 @@ from agent.llm.option_table import DEFAULT_CALL_TIMEOUT_S
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("config", help="show or change fabula's config file ($FABULA_HOME/config.toml)",
-                            description="Defaults for every command: the server, the model, the profile, the judge, "
-                            "the call timeout. Flags beat the environment, which beats this file.")
+    parser = sub.add_parser(
+        "config",
+        help="show or change fabula's config file ($FABULA_HOME/config.toml)",
+        description="Defaults for every command: the server, the model, the profile, the judge, "
+        "the call timeout. Flags beat the environment, which beats this file.",
+    )
     inner = parser.add_subparsers(dest="config_command", required=True, metavar="{show,set,unset,path}")
     show = inner.add_parser("show", help="every key: its value and where it comes from")
     show.add_argument("--json", action="store_true", help="one JSON object: key -> {value, source}")
     show.set_defaults(handler=run_show)
     put = inner.add_parser("set", help="set one key in the config file (checked first)")
-    put.add_argument("key", choices=list(config_file.KEYS), metavar="KEY",
-                     help="one of: " + ", ".join(config_file.KEYS))
+    put.add_argument(
+        "key", choices=list(config_file.KEYS), metavar="KEY", help="one of: " + ", ".join(config_file.KEYS)
+    )
     put.add_argument("value", metavar="VALUE", help="the value (true/false for allow_unconstrained)")
     put.set_defaults(handler=run_set)
     unset = inner.add_parser("unset", help="remove one key from the config file")

@@ -55,8 +55,13 @@ def _keys() -> dict[str, Key]:
     """The model options' keys, with the profile after the writer's server keys, where it has always been listed."""
     model = [(row.config_key, Key.of(row)) for row in MODEL_OPTIONS if row.config_key]
     place = [key for key, _ in model].index("api_key") + 1
-    return dict([*model[:place], ("profile", Key("auto (a tiny model gets small), default, small or paper",
-                                                rule=OneOf(PROFILES))), *model[place:]])
+    return dict(
+        [
+            *model[:place],
+            ("profile", Key("auto (a tiny model gets small), default, small or paper", rule=OneOf(PROFILES))),
+            *model[place:],
+        ]
+    )
 
 
 KEYS: dict[str, Key] = _keys()
@@ -94,8 +99,9 @@ def load(path: Path | None = None) -> FabulaConfig:
     except (OSError, UnicodeDecodeError) as exc:
         raise CLIError(f"cannot read the config file {path}: {exc}") from exc
     except (tomllib.TOMLDecodeError, RecursionError) as exc:
-        raise CLIError(f"the config file {path} is not valid TOML: {str(exc).splitlines()[0] if str(exc) else exc}") \
-            from None
+        raise CLIError(
+            f"the config file {path} is not valid TOML: {str(exc).splitlines()[0] if str(exc) else exc}"
+        ) from None
     return FabulaConfig(path, {key: check(key, value, where=str(path)) for key, value in data.items()})
 
 
@@ -104,10 +110,16 @@ def check(key: str, value: Any, *, where: str) -> Any:
     spec = KEYS.get(key)
     if spec is None:
         raise CLIError(f"{where}: unknown key {key!r}; known: {', '.join(KEYS)}")
-    if spec.kind is str and (not isinstance(value, str) or not value.strip() or len(value) > 4096 or any(
-            unicodedata.category(c) == "Cc" for c in value)):
-        raise CLIError(f"{where}: {key} must be a non-empty one-line string without control characters, "
-                       f"got {json.dumps(_shown(key, value))[:80]}")
+    if spec.kind is str and (
+        not isinstance(value, str)
+        or not value.strip()
+        or len(value) > 4096
+        or any(unicodedata.category(c) == "Cc" for c in value)
+    ):
+        raise CLIError(
+            f"{where}: {key} must be a non-empty one-line string without control characters, "
+            f"got {json.dumps(_shown(key, value))[:80]}"
+        )
     try:
         value = spec.rule.read(value)
     except BadValue as exc:
@@ -153,8 +165,7 @@ def changing(key: str, path: Path | None = None) -> Iterator[tuple[Path, dict[st
         with lock:
             yield target, _lines(target, key)
     except Timeout:
-        raise CLIError(f"the config file {path} is being changed by another command; try again", exit_code=1) \
-            from None
+        raise CLIError(f"the config file {path} is being changed by another command; try again", exit_code=1) from None
     except OSError as exc:
         raise CLIError(f"cannot change the config file {path}: {exc.strerror or exc}", exit_code=1) from exc
 
@@ -174,8 +185,10 @@ def _lines(path: Path, key: str) -> dict[str, Any]:
             values.update(tomllib.loads(line))
         except (tomllib.TOMLDecodeError, RecursionError):
             if keyvalue.line_key(line) != key:
-                raise CLIError(f"the config file {path}, line {number}, is not valid TOML; fabula config unset "
-                               f"{keyvalue.line_key(line)[:40]} removes it") from None
+                raise CLIError(
+                    f"the config file {path}, line {number}, is not valid TOML; fabula config unset "
+                    f"{keyvalue.line_key(line)[:40]} removes it"
+                ) from None
     return values
 
 

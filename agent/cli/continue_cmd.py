@@ -32,25 +32,47 @@ from agent.errors import InputError
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("continue", help="write new chapters after the last one of a finished or imported book",
-                            description="Plan the next chapters of a finished NstAgent run or an imported book "
-                            "(derived first: fabula derive) from its premise, its final state with the open future "
-                            "requirements and the end of its last chapters, then write them with NstAgent, search "
-                            "covering the whole book. The existing chapters are never changed.")
+    parser = sub.add_parser(
+        "continue",
+        help="write new chapters after the last one of a finished or imported book",
+        description="Plan the next chapters of a finished NstAgent run or an imported book "
+        "(derived first: fabula derive) from its premise, its final state with the open future "
+        "requirements and the end of its last chapters, then write them with NstAgent, search "
+        "covering the whole book. The existing chapters are never changed.",
+    )
     parser.add_argument("run_dir", metavar="RUN", help="a completed nst run, or an imported book with a derived state")
     parser.add_argument("--words", type=int, required=True, metavar="N", help="words to add")
-    parser.add_argument("--prompt", "--premise", dest="premise", metavar="TEXT",
-                        help="where the book goes now (default: the run's premise or prompt); --prompt as in write, "
-                        "fork and sequel (--premise is kept as its old name)")
-    parser.add_argument("--plan-only", action="store_true", help="stop once the new chapters' outline is stored: "
-                        "see or change it with fabula outline RUN [--edit], then write them with fabula resume RUN")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
-                        help="a setting of the new chapters (VALUE is JSON, else a string), e.g. --set max_turns=8")
+    parser.add_argument(
+        "--prompt",
+        "--premise",
+        dest="premise",
+        metavar="TEXT",
+        help="where the book goes now (default: the run's premise or prompt); --prompt as in write, "
+        "fork and sequel (--premise is kept as its old name)",
+    )
+    parser.add_argument(
+        "--plan-only",
+        action="store_true",
+        help="stop once the new chapters' outline is stored: "
+        "see or change it with fabula outline RUN [--edit], then write them with fabula resume RUN",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="overrides",
+        help="a setting of the new chapters (VALUE is JSON, else a string), e.g. --set max_turns=8",
+    )
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
     add_review_option(parser)
     add_drafts_options(parser)
-    parser.add_argument("--style", metavar="FILE", help="a sample of your own prose: the new chapters are written "
-                        "in its voice (and measured against it); default: the run's own sample, if it has one")
+    parser.add_argument(
+        "--style",
+        metavar="FILE",
+        help="a sample of your own prose: the new chapters are written "
+        "in its voice (and measured against it); default: the run's own sample, if it has one",
+    )
     add_model_options(parser, stored="RUN")
     parser.set_defaults(handler=run)
 
@@ -82,12 +104,22 @@ def run(args: argparse.Namespace) -> int:
             store.put_plan("style", guide)
         options, model = open_client(choose_model(args, stored=stored))
         try:
-            print(f"fabula: planning {args.words} more words after chapter {store.info().last_unit} of "
-                  f"{args.run_dir} with {options.describe()}", file=sys.stderr)
+            print(
+                f"fabula: planning {args.words} more words after chapter {store.info().last_unit} of "
+                f"{args.run_dir} with {options.describe()}",
+                file=sys.stderr,
+            )
             try:
                 with store_errors():
-                    new = plan_more(store, options, model, words=args.words, premise=args.premise,
-                                    events=ProgressDisplay(quiet=args.quiet), overrides=overrides)
+                    new = plan_more(
+                        store,
+                        options,
+                        model,
+                        words=args.words,
+                        premise=args.premise,
+                        events=ProgressDisplay(quiet=args.quiet),
+                        overrides=overrides,
+                    )
             except PlanError as exc:
                 raise CLIError(f"{exc}; nothing was stored", exit_code=1) from None
             for item in new:
@@ -99,8 +131,9 @@ def run(args: argparse.Namespace) -> int:
                 return 0
             apply_review(store, args)
             with store_errors():
-                pipelines.resume(store, llm=options, model=model,
-                                 events=ProgressDisplay(unit_name="chapter", quiet=args.quiet))
+                pipelines.resume(
+                    store, llm=options, model=model, events=ProgressDisplay(unit_name="chapter", quiet=args.quiet)
+                )
         finally:
             model.close()
         after = store.info()

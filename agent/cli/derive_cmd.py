@@ -21,14 +21,21 @@ from agent.limits import TOKEN_CAP
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("derive", help="derive an imported book's narrative state from its chapters (resumable)",
-                            description="Build NstAgent's typed narrative state (characters, past events, open "
-                            "requirements) of a run made by fabula import, one update call per chapter, each "
-                            "entry's evidence checked against that chapter. Run it again to continue after a "
-                            "stop or to retry the chapters whose update failed.")
+    parser = sub.add_parser(
+        "derive",
+        help="derive an imported book's narrative state from its chapters (resumable)",
+        description="Build NstAgent's typed narrative state (characters, past events, open "
+        "requirements) of a run made by fabula import, one update call per chapter, each "
+        "entry's evidence checked against that chapter. Run it again to continue after a "
+        "stop or to retry the chapters whose update failed.",
+    )
     parser.add_argument("run_dir", metavar="RUN", help="a run made by fabula import")
-    parser.add_argument("--update-max-tokens", type=bounded_int(64, TOKEN_CAP), metavar="N",
-                        help="longest update reply, in tokens (default: NstAgent's, 4096)")
+    parser.add_argument(
+        "--update-max-tokens",
+        type=bounded_int(64, TOKEN_CAP),
+        metavar="N",
+        help="longest update reply, in tokens (default: NstAgent's, 4096)",
+    )
     add_model_options(parser, stored="RUN")
     parser.set_defaults(handler=run)
 
@@ -47,8 +54,10 @@ def check_derivable(store, run_dir: str) -> None:
 
     info = store.info()
     if info.pipeline != NAME:
-        raise CLIError(f"{run_dir} is a {info.pipeline} run; fabula derive builds the state of a run made by "
-                       "fabula import (a written run stored its state as it was written)")
+        raise CLIError(
+            f"{run_dir} is a {info.pipeline} run; fabula derive builds the state of a run made by "
+            "fabula import (a written run stored its state as it was written)"
+        )
     if not store.chapters():
         raise CLIError(f"{run_dir} has no chapters to derive")
 
@@ -68,8 +77,10 @@ def found_line(store, run_dir: str, chapters: int) -> str:
 
     state = derived_state(store)
     if state is None or is_empty(state):
-        return (f"{run_dir}: nothing could be derived: the model found 0 characters, 0 past events, "
-                f"0 open requirements in {chapters} chapter(s) (a larger model may find them)")
+        return (
+            f"{run_dir}: nothing could be derived: the model found 0 characters, 0 past events, "
+            f"0 open requirements in {chapters} chapter(s) (a larger model may find them)"
+        )
     return f"{run_dir}: the state after the last chapter holds {holds(state)}"
 
 
@@ -79,29 +90,38 @@ def run(args: argparse.Namespace) -> int:
     with open_run(args.run_dir, readonly=False) as store:
         check_derivable(store, args.run_dir)
         if store.live_status() == "running":
-            raise CLIError(f"{args.run_dir} is being written by another process; derive it once that stops",
-                           exit_code=1)
+            raise CLIError(
+                f"{args.run_dir} is being written by another process; derive it once that stops", exit_code=1
+            )
         left = todo(store)
         total = len(store.chapters())
         if not left:
             if is_empty(derived_state(store)):
                 print(found_line(store, args.run_dir, total), file=sys.stderr)
             else:
-                print(f"{args.run_dir}: every chapter's state is derived ({total} chapters); nothing to do",
-                      file=sys.stderr)
+                print(
+                    f"{args.run_dir}: every chapter's state is derived ({total} chapters); nothing to do",
+                    file=sys.stderr,
+                )
             return 0
         retried = [i for i in failed(store) if i in left]
         options = choose_model(args, stored=derived_on(store))
         options, model = open_client(options)
-        print(f"fabula: deriving the state of {len(left)} of {total} chapters"
-              + (f" ({len(retried)} failed before: retried)" if retried else "")
-              + f" with {options.describe()}", file=sys.stderr)
+        print(
+            f"fabula: deriving the state of {len(left)} of {total} chapters"
+            + (f" ({len(retried)} failed before: retried)" if retried else "")
+            + f" with {options.describe()}",
+            file=sys.stderr,
+        )
 
         def show(step) -> None:
             title = f" {step.title!r}" if step.title else ""
-            print(f"derive: chapter {step.index}{title} [{step.position}/{step.todo}]: {step.line}; "
-                  f"{step.calls} call{'s' if step.calls != 1 else ''}; {clock(step.elapsed_s)} elapsed, "
-                  f"ETA {clock(step.eta_s)}", file=sys.stderr)
+            print(
+                f"derive: chapter {step.index}{title} [{step.position}/{step.todo}]: {step.line}; "
+                f"{step.calls} call{'s' if step.calls != 1 else ''}; {clock(step.elapsed_s)} elapsed, "
+                f"ETA {clock(step.eta_s)}",
+                file=sys.stderr,
+            )
 
         try:
             with store_errors():
@@ -111,12 +131,16 @@ def run(args: argparse.Namespace) -> int:
         still = failed(store)
         found = found_line(store, args.run_dir, total)
     if "nothing could be derived" in found:
-        line = (f"{found}; {len(result.done) + result.skipped} chapter(s) read, {len(result.failed)} failed; "
-                f"{result.calls} model call(s), all in the run's ledger")
+        line = (
+            f"{found}; {len(result.done) + result.skipped} chapter(s) read, {len(result.failed)} failed; "
+            f"{result.calls} model call(s), all in the run's ledger"
+        )
     else:
-        line = (f"{args.run_dir}: {len(result.done)} chapter state(s) derived, {len(result.failed)} failed, "
-                f"{result.skipped} already derived; {result.calls} model call(s), all in the run's ledger; "
-                + found.split(": ", 1)[1])
+        line = (
+            f"{args.run_dir}: {len(result.done)} chapter state(s) derived, {len(result.failed)} failed, "
+            f"{result.skipped} already derived; {result.calls} model call(s), all in the run's ledger; "
+            + found.split(": ", 1)[1]
+        )
     if result.stopped:
         line += f"; stopped: {result.stopped}; fabula derive {args.run_dir} continues from there"
     if still:

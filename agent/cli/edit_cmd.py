@@ -38,23 +38,38 @@ from agent.store.writer.review import record_action
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("edit", help="edit a committed chapter (or Magnet step) by hand; later units go stale",
-                            description="Open a chapter's text (NstAgent family: --chapter) or a Magnet step's "
-                            "paragraphs and world variables (--step) in $EDITOR, or read them from --file, and "
-                            "store the result as a new version. Then `fabula reconcile RUN` brings an NstAgent story "
-                            "up to date with the edit (`fabula fork RUN --at N --out NEW` continues a copy from N+1).")
+    parser = sub.add_parser(
+        "edit",
+        help="edit a committed chapter (or Magnet step) by hand; later units go stale",
+        description="Open a chapter's text (NstAgent family: --chapter) or a Magnet step's "
+        "paragraphs and world variables (--step) in $EDITOR, or read them from --file, and "
+        "store the result as a new version. Then `fabula reconcile RUN` brings an NstAgent story "
+        "up to date with the edit (`fabula fork RUN --at N --out NEW` continues a copy from N+1).",
+    )
     parser.add_argument("run_dir", metavar="RUN", help="the run directory")
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--chapter", type=int, metavar="N", help="the chapter to edit (NstAgent, RollSum, Direct)")
     which.add_argument("--step", type=int, metavar="N", help="the Magnet step to edit (paragraphs and world variables)")
-    parser.add_argument("--file", metavar="F", help="take the new text from F ('-': standard input) instead of "
-                        "$EDITOR; for --step, paragraphs then optionally the world-variables block")
+    parser.add_argument(
+        "--file",
+        metavar="F",
+        help="take the new text from F ('-': standard input) instead of "
+        "$EDITOR; for --step, paragraphs then optionally the world-variables block",
+    )
     parser.add_argument("--title", help="--chapter: also change the chapter's title")
-    parser.add_argument("--var", action="append", default=[], metavar="KEY=VALUE",
-                        help="--step: set a world variable at that step (VALUE is JSON, else a string)")
-    parser.add_argument("--no-rederive", action="store_true",
-                        help="--chapter: do not re-derive the chapter's state from the edited text (no model "
-                        "call; the state after it is then marked stale)")
+    parser.add_argument(
+        "--var",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="--step: set a world variable at that step (VALUE is JSON, else a string)",
+    )
+    parser.add_argument(
+        "--no-rederive",
+        action="store_true",
+        help="--chapter: do not re-derive the chapter's state from the edited text (no model "
+        "call; the state after it is then marked stale)",
+    )
     add_model_options(parser, stored="RUN")
     parser.set_defaults(handler=run)
 
@@ -107,8 +122,11 @@ def _edit_chapter(args: argparse.Namespace, store: RunStore) -> int:
         with store_errors():
             chapter = edit_chapter(store, args.chapter, text, title=args.title)
         what = f"chapter {chapter.index} edited (version {chapter.version})"
-        print(f"chapter {chapter.index}: stored version {chapter.version} ({chapter.words} words); "
-              f"version {chapter.version - 1} is kept", file=sys.stderr)
+        print(
+            f"chapter {chapter.index}: stored version {chapter.version} ({chapter.words} words); "
+            f"version {chapter.version - 1} is kept",
+            file=sys.stderr,
+        )
     if args.no_rederive:
         line = f"the state after chapter {args.chapter} was not re-derived (--no-rederive) and is marked stale"
         ok = False
@@ -152,8 +170,10 @@ def _next_step(args: argparse.Namespace, store: RunStore, ok: bool) -> str:
     tail = ""
     if n < last:
         later = f"chapter {last} was" if n + 1 == last else f"chapters {n + 1}-{last} were"
-        tail = (f"; {later} written before the edit and {'is' if n + 1 == last else 'are'} marked stale; next: "
-                f"{after_edit(store, n, args.run_dir)}")
+        tail = (
+            f"; {later} written before the edit and {'is' if n + 1 == last else 'are'} marked stale; next: "
+            f"{after_edit(store, n, args.run_dir)}"
+        )
     elif store.info().status != "completed":
         tail = f"; fabula resume {args.run_dir} continues from it"
     if not ok and not args.no_rederive:
@@ -172,10 +192,14 @@ def check_flags(args: argparse.Namespace) -> None:
     if args.title is not None:
         from agent.userinput import MAX_TITLE, clean_label
 
-        if clean_label(args.title) != " ".join(args.title.split()) or not args.title.strip() \
-                or len(args.title) > MAX_TITLE:
-            raise CLIError(f"--title {args.title[:40]!r}: give a title of 1-{MAX_TITLE} printable characters on one "
-                           "line")
+        if (
+            clean_label(args.title) != " ".join(args.title.split())
+            or not args.title.strip()
+            or len(args.title) > MAX_TITLE
+        ):
+            raise CLIError(
+                f"--title {args.title[:40]!r}: give a title of 1-{MAX_TITLE} printable characters on one line"
+            )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -201,9 +225,19 @@ def run(args: argparse.Namespace) -> int:
         if not revised and not changed:
             print("no change; nothing stored", file=sys.stderr)
             return 0
-        print(f"step {args.step}: {len(revised)} paragraph(s) revised (old texts kept), "
-              f"{len(changed)} world variable(s) set{': ' + ', '.join(changed) if changed else ''}", file=sys.stderr)
-        print("the world state at that step is what the edit sets; it is not re-derived from edited paragraphs"
-              + (f"; steps after {args.step} are marked stale. Continue from it: fabula fork {args.run_dir} "
-                 f"--at {args.step} --out NEW" if args.step < info.last_unit else ""), file=sys.stderr)
+        print(
+            f"step {args.step}: {len(revised)} paragraph(s) revised (old texts kept), "
+            f"{len(changed)} world variable(s) set{': ' + ', '.join(changed) if changed else ''}",
+            file=sys.stderr,
+        )
+        print(
+            "the world state at that step is what the edit sets; it is not re-derived from edited paragraphs"
+            + (
+                f"; steps after {args.step} are marked stale. Continue from it: fabula fork {args.run_dir} "
+                f"--at {args.step} --out NEW"
+                if args.step < info.last_unit
+                else ""
+            ),
+            file=sys.stderr,
+        )
         return 0

@@ -58,18 +58,35 @@ def database_error(exc: sqlite3.DatabaseError) -> str:
     if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
         return f"the run is locked by another process ({exc}); try again when it is done"
     if "readonly" in text or "read-only" in text:
-        return (f"the run is on a read-only file system ({exc}); show, search and export work there, writing "
-                "does not")
+        return f"the run is on a read-only file system ({exc}); show, search and export work there, writing does not"
     if "database or disk is full" in text:
         return DISK_FULL
     return f"the run database is damaged or unreadable: {exc}"
 
 
-DISK_FULL = ("the disk is full; nothing already committed was lost (free some space, then run the same command "
-             "again or fabula resume the run)")
-_FILE_SYSTEM_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG,
-                       errno.ENOTDIR, errno.EISDIR, errno.ENOENT, errno.EEXIST, errno.ELOOP, errno.EXDEV, errno.EBUSY,
-                       errno.ETXTBSY, errno.EMLINK, errno.ENXIO, errno.ENODEV}
+DISK_FULL = (
+    "the disk is full; nothing already committed was lost (free some space, then run the same command "
+    "again or fabula resume the run)"
+)
+_FILE_SYSTEM_ERRORS = {
+    errno.ENOSPC,
+    errno.EDQUOT,
+    errno.EROFS,
+    errno.EACCES,
+    errno.EPERM,
+    errno.ENAMETOOLONG,
+    errno.ENOTDIR,
+    errno.EISDIR,
+    errno.ENOENT,
+    errno.EEXIST,
+    errno.ELOOP,
+    errno.EXDEV,
+    errno.EBUSY,
+    errno.ETXTBSY,
+    errno.EMLINK,
+    errno.ENXIO,
+    errno.ENODEV,
+}
 
 
 def log_internal_error(exc: BaseException) -> Path | None:

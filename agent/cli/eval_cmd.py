@@ -29,8 +29,9 @@ def add_parser(sub) -> None:
     p = ev.add_parser("consistency", help="extended ConStory-Bench: five category judgments per story, CED")
     _runs(p)
     p.add_argument("--window-chapters", type=int, metavar="K", help="judge the last K chapters (default: by length)")
-    p.add_argument("--window-words", type=int, metavar="W",
-                   help="judge the fewest last chapters spanning at least W words")
+    p.add_argument(
+        "--window-words", type=int, metavar="W", help="judge the fewest last chapters spanning at least W words"
+    )
     _judge_options(p)
     p.set_defaults(handler=run_consistency)
 
@@ -42,8 +43,9 @@ def add_parser(sub) -> None:
 
     p = ev.add_parser("editorial", help="Magnet's editorial annotations and rubric (repeat --judge-model to average)")
     _runs(p)
-    p.add_argument("--seed", type=bounded_int(0, SEED_MAX), default=0,
-                   help="seed of the section and sentence sampler (default 0)")
+    p.add_argument(
+        "--seed", type=bounded_int(0, SEED_MAX), default=0, help="seed of the section and sentence sampler (default 0)"
+    )
     _judge_options(p)
     p.set_defaults(handler=run_editorial)
     _add_inject(ev)
@@ -54,14 +56,19 @@ def _add_inject(ev) -> None:
     p = ev.add_parser("inject", help="judge recall check: plant contradictions in copies of a story and judge them")
     p.add_argument("run_dir", metavar="RUN_DIR", help="the run to copy and plant contradictions in")
     p.add_argument("-o", "--out", required=True, metavar="DIR", help="folder for the injected copies (made if missing)")
-    p.add_argument("--depths", default="adjacent,midpoint,opening",
-                   help="where the earlier half goes: adjacent (just before the window), midpoint (of the prefix), "
-                   "opening (first chapter); comma-separated (default: all three)")
-    p.add_argument("--controls", type=bounded_int(0, 100), default=2,
-                   help="control pairs that do not contradict (default 2)")
+    p.add_argument(
+        "--depths",
+        default="adjacent,midpoint,opening",
+        help="where the earlier half goes: adjacent (just before the window), midpoint (of the prefix), "
+        "opening (first chapter); comma-separated (default: all three)",
+    )
+    p.add_argument(
+        "--controls", type=bounded_int(0, 100), default=2, help="control pairs that do not contradict (default 2)"
+    )
     p.add_argument("--no-judge", action="store_true", help="only make the injected copies")
-    p.add_argument("--window-chapters", type=int, metavar="K", help="judge the last K chapters of each copy "
-                   "(default: by length)")
+    p.add_argument(
+        "--window-chapters", type=int, metavar="K", help="judge the last K chapters of each copy (default: by length)"
+    )
     _judge_options(p)
     p.set_defaults(handler=run_inject)
 
@@ -81,23 +88,35 @@ def _add_tables(ev) -> None:
 
     p = ev.add_parser("compare", help="paired comparison A vs B (vs C ...): t-test, bootstrap CI, Holm")
     p.add_argument("a", nargs="+", metavar="A_RUN", help="the runs to compare (or batch folders)")
-    p.add_argument("--vs", nargs="+", action="append", required=True, metavar="B_RUN",
-                   help="baseline runs; repeat --vs for several baselines (Holm then runs across the baselines "
-                   "at each length)")
+    p.add_argument(
+        "--vs",
+        nargs="+",
+        action="append",
+        required=True,
+        metavar="B_RUN",
+        help="baseline runs; repeat --vs for several baselines (Holm then runs across the baselines at each length)",
+    )
     p.add_argument("--metric", action="append", help="metric to compare (repeatable; default: all)")
     p.add_argument("--seed", type=bounded_int(0, SEED_MAX), default=0, help="bootstrap seed (default 0)")
-    p.add_argument("--resamples", type=bounded_int(100, 1_000_000), default=10_000,
-                   help="bootstrap resamples (default 10000)")
-    p.add_argument("--allow-mixed", action="store_true",
-                   help="pair runs judged by different judge setups or criteria (marked in the output)")
+    p.add_argument(
+        "--resamples", type=bounded_int(100, 1_000_000), default=10_000, help="bootstrap resamples (default 10000)"
+    )
+    p.add_argument(
+        "--allow-mixed",
+        action="store_true",
+        help="pair runs judged by different judge setups or criteria (marked in the output)",
+    )
     p.add_argument("--json", action="store_true", help="print the comparisons as JSON")
     _selection(p)
     p.set_defaults(handler=run_compare)
 
 
 def _selection(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--include-incomplete", action="store_true",
-                   help="also score runs that are incomplete, outside the length gate or not fully judged (marked)")
+    p.add_argument(
+        "--include-incomplete",
+        action="store_true",
+        help="also score runs that are incomplete, outside the length gate or not fully judged (marked)",
+    )
 
 
 def _runs(p: argparse.ArgumentParser) -> None:
@@ -106,20 +125,37 @@ def _runs(p: argparse.ArgumentParser) -> None:
 
 def _judge_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("judge")
-    g.add_argument("--judge-endpoint", metavar="URL", type=server_url,
-                   help="OpenAI-compatible server (env FABULA_JUDGE_ENDPOINT; "
-                   "default: the embedded model)")
-    g.add_argument("--judge-model", action="append", metavar="NAME",
-                   help="judge model name (env FABULA_JUDGE_MODEL; repeat for several judges: averaged where "
-                   "the protocol says so)")
+    g.add_argument(
+        "--judge-endpoint",
+        metavar="URL",
+        type=server_url,
+        help="OpenAI-compatible server (env FABULA_JUDGE_ENDPOINT; default: the embedded model)",
+    )
+    g.add_argument(
+        "--judge-model",
+        action="append",
+        metavar="NAME",
+        help="judge model name (env FABULA_JUDGE_MODEL; repeat for several judges: averaged where "
+        "the protocol says so)",
+    )
     g.add_argument("--judge-api-key", metavar="KEY", help="env FABULA_JUDGE_API_KEY")
     g.add_argument("--judge-temperature", type=float, default=0.1, help="the judge's temperature (default 0.1)")
-    g.add_argument("--judge-max-tokens", type=bounded_int(1, TOKEN_CAP), default=8192, metavar="N",
-                   help="longest judgment in tokens (default 8192; each request is fitted to the judge's context)")
-    g.add_argument("--judge-context-tokens", type=int, metavar="N",
-                   help="the judge's context (default: what its server or the embedded model states)")
-    g.add_argument("--judge-seed", type=bounded_int(0, SEED_MAX), default=0, metavar="N",
-                   help="the judge's seed (default 0)")
+    g.add_argument(
+        "--judge-max-tokens",
+        type=bounded_int(1, TOKEN_CAP),
+        default=8192,
+        metavar="N",
+        help="longest judgment in tokens (default 8192; each request is fitted to the judge's context)",
+    )
+    g.add_argument(
+        "--judge-context-tokens",
+        type=int,
+        metavar="N",
+        help="the judge's context (default: what its server or the embedded model states)",
+    )
+    g.add_argument(
+        "--judge-seed", type=bounded_int(0, SEED_MAX), default=0, metavar="N", help="the judge's seed (default 0)"
+    )
 
 
 def open_judges(args: argparse.Namespace) -> list[Any]:
@@ -131,10 +167,17 @@ def open_judges(args: argparse.Namespace) -> list[Any]:
     judges = []
     for name in names:
         llm = choose_judge(args.judge_endpoint, name, args.judge_api_key).open()
-        judges.append(Judge(llm, name or llm.model, temperature=args.judge_temperature,
-                            max_tokens=args.judge_max_tokens, seed=args.judge_seed,
-                            endpoint=args.judge_endpoint or "embedded",
-                            context_tokens=getattr(args, "judge_context_tokens", None)))
+        judges.append(
+            Judge(
+                llm,
+                name or llm.model,
+                temperature=args.judge_temperature,
+                max_tokens=args.judge_max_tokens,
+                seed=args.judge_seed,
+                endpoint=args.judge_endpoint or "embedded",
+                context_tokens=getattr(args, "judge_context_tokens", None),
+            )
+        )
     return judges
 
 
@@ -176,19 +219,26 @@ def run_consistency(args: argparse.Namespace) -> int:
         for judge in judges:
             window = choose_window(story, chapters=args.window_chapters, min_words=args.window_words)
             if fits(story, judge, window) is False:
-                raise CLIError(f"{run_dir}: the story (about {story_tokens(story)} tokens) and a judgment of at least "
-                               f"{judge.min_output} tokens do not fit the judge's context ({judge.budget().context} "
-                               "tokens) in one call, as this protocol asks (the whole story is the evidence); use a "
-                               "judge with a larger context, or fabula check FILE (a long book judged in spans)")
-            window, counts = judge_consistency(store, story, judge, window_chapters=args.window_chapters,
-                                               window_words=args.window_words)
+                raise CLIError(
+                    f"{run_dir}: the story (about {story_tokens(story)} tokens) and a judgment of at least "
+                    f"{judge.min_output} tokens do not fit the judge's context ({judge.budget().context} "
+                    "tokens) in one call, as this protocol asks (the whole story is the evidence); use a "
+                    "judge with a larger context, or fabula check FILE (a long book judged in spans)"
+                )
+            window, counts = judge_consistency(
+                store, story, judge, window_chapters=args.window_chapters, window_words=args.window_words
+            )
             failed += counts["failed"]
-            print(_line(run_dir, counts) + f" [{judge.label}; window: chapters {window.first}-"
-                  f"{len(story.sections)}, {window.checked_words} words; {window.rule}]")
+            print(
+                _line(run_dir, counts) + f" [{judge.label}; window: chapters {window.first}-"
+                f"{len(story.sections)}, {window.checked_words} words; {window.rule}]"
+            )
         for score in best_scores(store, story):
             m = score.metrics()
-            print(f"  {score.judge}: subtype CED {m['subtype_ced']:.2f}, instance CED {m['instance_ced']:.2f}"
-                  f", verified {m['verified_instance_ced']:.2f} ({m['dropped_unverified']} dropped)")
+            print(
+                f"  {score.judge}: subtype CED {m['subtype_ced']:.2f}, instance CED {m['instance_ced']:.2f}"
+                f", verified {m['verified_instance_ced']:.2f} ({m['dropped_unverified']} dropped)"
+            )
         return failed
 
     return _judge_each_run(args, judge_run)
@@ -220,8 +270,10 @@ def run_editorial(args: argparse.Namespace) -> int:
         print(_line(run_dir, counts))
         result = editorial_scores(store, story)
         if result:
-            print(f"  annotations {result['annotations']:.1f}, rubric {result['rubric']:.1f} "
-                  f"(judges: {', '.join(result['judges'])})")
+            print(
+                f"  annotations {result['annotations']:.1f}, rubric {result['rubric']:.1f} "
+                f"(judges: {', '.join(result['judges'])})"
+            )
         return counts["failed"]
 
     return _judge_each_run(args, judge_run)
@@ -235,8 +287,13 @@ def run_inject(args: argparse.Namespace) -> int:
     if bad:
         raise CLIError(f"unknown depth(s) {', '.join(bad)}; use {', '.join(DEPTHS)}")
     with store_errors():
-        copies = make_injected_copies(args.run_dir, output_dir(args.out), depths=depths, controls=args.controls,
-                                      window_chapters=args.window_chapters)
+        copies = make_injected_copies(
+            args.run_dir,
+            output_dir(args.out),
+            depths=depths,
+            controls=args.controls,
+            window_chapters=args.window_chapters,
+        )
     print(f"{len(copies)} injected copies in {args.out}")
     if args.no_judge:
         return 0
@@ -292,8 +349,9 @@ def run_report(args: argparse.Namespace) -> int:
     rows = _rows(args.run_dirs)
     kept, selection = select([r for r in rows if not r.get("injection")], include_incomplete=args.include_incomplete)
     print("\n".join(selection))
-    path = write_report(kept, Path(args.out).expanduser(), selection=selection,
-                        injected=[r for r in rows if r.get("injection")])
+    path = write_report(
+        kept, Path(args.out).expanduser(), selection=selection, injected=[r for r in rows if r.get("injection")]
+    )
     print(f"wrote {path}")
     return 0
 
@@ -313,16 +371,34 @@ def run_compare(args: argparse.Namespace) -> int:
         selection += lines
     print("\n".join(selection), file=sys.stderr if args.json else sys.stdout)
     try:
-        comparisons, notes = compare(a, baselines, metrics=metrics, resamples=args.resamples, seed=args.seed,
-                                     allow_mixed=args.allow_mixed)
+        comparisons, notes = compare(
+            a, baselines, metrics=metrics, resamples=args.resamples, seed=args.seed, allow_mixed=args.allow_mixed
+        )
     except MixedJudgesError as exc:
-        raise CLIError("runs judged differently are not paired (--allow-mixed pairs them, marked):",
-                       details=exc.lines) from exc
+        raise CLIError(
+            "runs judged differently are not paired (--allow-mixed pairs them, marked):", details=exc.lines
+        ) from exc
     if args.json:
-        print(json.dumps({"comparisons": [{"baseline": c.baseline, "metric": c.metric, "length": c.length,
-                                           **c.result.__dict__, "pairs": c.pairs, "mixed": c.mixed,
-                                           "marked": c.marked} for c in comparisons],
-                          "notes": notes, "selection": selection}))
+        print(
+            json.dumps(
+                {
+                    "comparisons": [
+                        {
+                            "baseline": c.baseline,
+                            "metric": c.metric,
+                            "length": c.length,
+                            **c.result.__dict__,
+                            "pairs": c.pairs,
+                            "mixed": c.mixed,
+                            "marked": c.marked,
+                        }
+                        for c in comparisons
+                    ],
+                    "notes": notes,
+                    "selection": selection,
+                }
+            )
+        )
     else:
         print("\n".join(render(comparisons, notes)))
     return 0 if comparisons else (print("fabula: no paired, scored runs to compare", file=loud()) or 1)

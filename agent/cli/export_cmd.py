@@ -26,40 +26,81 @@ from agent.store.writer.versions import AtVersion
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("export", help="write a run's story as a DOCX manuscript, EPUB, HTML, Markdown, text "
-                            "or JSON", description="Export the story; the format is the file's extension (-o "
-                            "book.docx, book.epub, book.html, book.md, book.txt, book.json). docx: standard "
-                            "manuscript format (title page with author and word count, one chapter per page, "
-                            "double-spaced); epub: a book with a title page and a table of contents; html: one "
-                            "self-contained page for a reader (--with-ledger adds the state timeline and costs); "
-                            "md: YAML front matter for pandoc.")
+    parser = sub.add_parser(
+        "export",
+        help="write a run's story as a DOCX manuscript, EPUB, HTML, Markdown, text or JSON",
+        description="Export the story; the format is the file's extension (-o "
+        "book.docx, book.epub, book.html, book.md, book.txt, book.json). docx: standard "
+        "manuscript format (title page with author and word count, one chapter per page, "
+        "double-spaced); epub: a book with a title page and a table of contents; html: one "
+        "self-contained page for a reader (--with-ledger adds the state timeline and costs); "
+        "md: YAML front matter for pandoc.",
+    )
     parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory")
-    parser.add_argument("--format", choices=(*FORMATS, *BOOK_FORMATS, "db"), default=None,
-                        help="md, txt, json, html, epub, docx, or db: a consistent single-file copy of the run "
-                        "database (SQLite backup; safe while the run is being written). Default: the extension "
-                        "of -o FILE; md on standard output")
-    parser.add_argument("--with-ledger", action="store_true",
-                        help="html: add the run's state over time, call ledger and judgments after the story")
-    parser.add_argument("--graph", choices=GRAPH_FORMATS, metavar="{json,dot,svg}",
-                        help="Magnet runs: export the world graph (entities and relations now) instead of the story")
-    parser.add_argument("--version", type=int, metavar="N",
-                        help="the story with every edited chapter (or step) as it was at version N (1: as first "
-                        "written; a unit with fewer versions at its last); fabula show RUN_DIR --versions lists them")
-    parser.add_argument("-o", "--out", "--output", dest="output", metavar="FILE",
-                        help="write to FILE (default, or -: standard output)")
+    parser.add_argument(
+        "--format",
+        choices=(*FORMATS, *BOOK_FORMATS, "db"),
+        default=None,
+        help="md, txt, json, html, epub, docx, or db: a consistent single-file copy of the run "
+        "database (SQLite backup; safe while the run is being written). Default: the extension "
+        "of -o FILE; md on standard output",
+    )
+    parser.add_argument(
+        "--with-ledger",
+        action="store_true",
+        help="html: add the run's state over time, call ledger and judgments after the story",
+    )
+    parser.add_argument(
+        "--graph",
+        choices=GRAPH_FORMATS,
+        metavar="{json,dot,svg}",
+        help="Magnet runs: export the world graph (entities and relations now) instead of the story",
+    )
+    parser.add_argument(
+        "--version",
+        type=int,
+        metavar="N",
+        help="the story with every edited chapter (or step) as it was at version N (1: as first "
+        "written; a unit with fewer versions at its last); fabula show RUN_DIR --versions lists them",
+    )
+    parser.add_argument(
+        "-o", "--out", "--output", dest="output", metavar="FILE", help="write to FILE (default, or -: standard output)"
+    )
     parser.add_argument("--force", action="store_true", help="replace FILE if it exists (a regular file only)")
-    parser.add_argument("--title", metavar="TEXT", help="the book's title (default: the planner's); recorded in "
-                        "the run, so later exports keep it")
-    parser.add_argument("--author", metavar="NAME", help="the author line (default: fabula and the model); "
-                        "recorded in the run, so later exports keep it")
-    parser.add_argument("--series", metavar="NAME", help="the name of the series the book is in (a sequel's "
-                        "is book one's title until named; book one named before its sequels gives them the name); "
-                        "recorded in the run, so later exports keep it")
+    parser.add_argument(
+        "--title",
+        metavar="TEXT",
+        help="the book's title (default: the planner's); recorded in the run, so later exports keep it",
+    )
+    parser.add_argument(
+        "--author",
+        metavar="NAME",
+        help="the author line (default: fabula and the model); recorded in the run, so later exports keep it",
+    )
+    parser.add_argument(
+        "--series",
+        metavar="NAME",
+        help="the name of the series the book is in (a sequel's "
+        "is book one's title until named; book one named before its sequels gives them the name); "
+        "recorded in the run, so later exports keep it",
+    )
     parser.set_defaults(handler=run)
 
 
-EXTENSIONS = {".md": "md", ".markdown": "md", ".txt": "txt", ".text": "txt", ".json": "json", ".html": "html",
-              ".htm": "html", ".epub": "epub", ".docx": "docx", ".db": "db", ".sqlite": "db", ".sqlite3": "db"}
+EXTENSIONS = {
+    ".md": "md",
+    ".markdown": "md",
+    ".txt": "txt",
+    ".text": "txt",
+    ".json": "json",
+    ".html": "html",
+    ".htm": "html",
+    ".epub": "epub",
+    ".docx": "docx",
+    ".db": "db",
+    ".sqlite": "db",
+    ".sqlite3": "db",
+}
 """The format each file extension names (``-o book.docx`` is a DOCX)."""
 
 
@@ -72,8 +113,9 @@ def chosen_format(given: str | None, output: str | None, graph: str | None = Non
     named = EXTENSIONS.get(suffix)
     if given is None:
         if named is None:
-            known = ", ".join(sorted({e for e in EXTENSIONS if e not in (".markdown", ".text", ".htm", ".sqlite",
-                                                                         ".sqlite3")}))
+            known = ", ".join(
+                sorted({e for e in EXTENSIONS if e not in (".markdown", ".text", ".htm", ".sqlite", ".sqlite3")})
+            )
             what = f"'{suffix}'" if suffix else "no extension"
             raise CLIError(f"cannot tell the format of {output} ({what}): name it {known}, or give --format")
         return named
@@ -136,8 +178,14 @@ def run(args: argparse.Namespace) -> int:
 def _described(args: argparse.Namespace) -> str:
     if args.graph:
         return f"the world graph as {args.graph}"
-    return {"docx": "a DOCX in manuscript format", "epub": "an EPUB book", "html": "an HTML page",
-            "md": "Markdown", "txt": "plain text", "json": "JSON"}.get(args.format, args.format)
+    return {
+        "docx": "a DOCX in manuscript format",
+        "epub": "an EPUB book",
+        "html": "an HTML page",
+        "md": "Markdown",
+        "txt": "plain text",
+        "json": "JSON",
+    }.get(args.format, args.format)
 
 
 class _WithMeta:
@@ -159,9 +207,11 @@ def _book_meta(args: argparse.Namespace) -> dict[str, Any]:
     from agent.userinput import checked_label
 
     try:
-        meta: dict[str, Any] = {key: checked_label(value, what=f"--{key}")
-                                for key, value in (("title", args.title), ("author", args.author))
-                                if value is not None}
+        meta: dict[str, Any] = {
+            key: checked_label(value, what=f"--{key}")
+            for key, value in (("title", args.title), ("author", args.author))
+            if value is not None
+        }
     except InputError as exc:
         raise CLIError(str(exc)) from None
     series_name = getattr(args, "series", None)

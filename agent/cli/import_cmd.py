@@ -22,22 +22,30 @@ from agent.userinput import checked_label, clean_label
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("import", help="import a manuscript (text, Markdown, EPUB, DOCX) as a run",
-                            description="Split a book into chapters at its headings (# Markdown headings, "
-                            "'Chapter 12', 'CHAPTER XII. Title.', roman numerals, EPUB spine items) and store it "
-                            "as a run that show, search, view, export and eval metrics read. Project Gutenberg's "
-                            "licence, a table of contents and front matter are left out, and said so.")
+    parser = sub.add_parser(
+        "import",
+        help="import a manuscript (text, Markdown, EPUB, DOCX) as a run",
+        description="Split a book into chapters at its headings (# Markdown headings, "
+        "'Chapter 12', 'CHAPTER XII. Title.', roman numerals, EPUB spine items) and store it "
+        "as a run that show, search, view, export and eval metrics read. Project Gutenberg's "
+        "licence, a table of contents and front matter are left out, and said so.",
+    )
     parser.add_argument("file", metavar="FILE", help="the manuscript: .txt, .md, .epub or .docx")
-    parser.add_argument("-o", "--out", metavar="RUN", help="the run folder to make (new or empty; not needed with "
-                        "--dry-run)")
-    parser.add_argument("--split", metavar="REGEX", help="start a chapter at every line REGEX matches "
-                        "(for a book without headings)")
+    parser.add_argument(
+        "-o", "--out", metavar="RUN", help="the run folder to make (new or empty; not needed with --dry-run)"
+    )
+    parser.add_argument(
+        "--split", metavar="REGEX", help="start a chapter at every line REGEX matches (for a book without headings)"
+    )
     parser.add_argument("--format", choices=FORMATS, default="auto", help="how to read FILE (default: by its suffix)")
     parser.add_argument("--dry-run", action="store_true", help="list the chapters it would make; write nothing")
-    parser.add_argument("--keep-front-matter", action="store_true",
-                        help="keep what is left out by default (a title page, a table of contents, a preface, back "
-                        "matter) as chapters; Project Gutenberg's licence still goes. Without it, each part left out "
-                        "is said with its word count and kept in the run")
+    parser.add_argument(
+        "--keep-front-matter",
+        action="store_true",
+        help="keep what is left out by default (a title page, a table of contents, a preface, back "
+        "matter) as chapters; Project Gutenberg's licence still goes. Without it, each part left out "
+        "is said with its word count and kept in the run",
+    )
     parser.add_argument("--title", metavar="TEXT", help="the book's title (default: the file's own)")
     parser.add_argument("--author", metavar="NAME", help="the author (default: the file's own)")
     parser.set_defaults(handler=run)
@@ -46,8 +54,10 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     path = Path(args.file)
     try:
-        args.title, args.author = (None if value is None else checked_label(value, what=flag)
-                                   for value, flag in ((args.title, "--title"), (args.author, "--author")))
+        args.title, args.author = (
+            None if value is None else checked_label(value, what=flag)
+            for value, flag in ((args.title, "--title"), (args.author, "--author"))
+        )
     except InputError as exc:
         raise CLIError(str(exc)) from None
     checked_size(path)  # refused from stat alone, before any byte is read
@@ -68,11 +78,15 @@ def run(args: argparse.Namespace) -> int:
         return 0
     title, author, said = chosen_names(args, manuscript, path)
     with store_errors():
-        folder = write_run(manuscript, args.out, source_config(path, manuscript, args.split), title=title,
-                           author=author)
+        folder = write_run(
+            manuscript, args.out, source_config(path, manuscript, args.split), title=title, author=author
+        )
     print(f"fabula: {said}", file=sys.stderr)
-    print(f"imported {len(manuscript.pieces)} chapters, {manuscript.words} words into {folder}; read it with "
-          f"fabula outline {folder}, or fabula view {folder}", file=sys.stderr)
+    print(
+        f"imported {len(manuscript.pieces)} chapters, {manuscript.words} words into {folder}; read it with "
+        f"fabula outline {folder}, or fabula view {folder}",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -18,23 +18,38 @@ from agent.lint import BookReport, LintRules, lint_book, load_rules
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("lint", help="flag stock phrases, repeats and tics of machine prose (no model)",
-                            description="Lint a run's chapters, or a manuscript file (text, Markdown, EPUB, "
-                            "DOCX), for the habits of machine prose: stock phrases (a rule list kept as data), "
-                            "phrases repeated across chapters, monotonous sentence openings, dialogue-tag "
-                            "habits; overused words are listed. Each chapter's score is its flags per 1,000 "
-                            "words (0: clean).")
+    parser = sub.add_parser(
+        "lint",
+        help="flag stock phrases, repeats and tics of machine prose (no model)",
+        description="Lint a run's chapters, or a manuscript file (text, Markdown, EPUB, "
+        "DOCX), for the habits of machine prose: stock phrases (a rule list kept as data), "
+        "phrases repeated across chapters, monotonous sentence openings, dialogue-tag "
+        "habits; overused words are listed. Each chapter's score is its flags per 1,000 "
+        "words (0: clean).",
+    )
     parser.add_argument("target", metavar="RUN|FILE", help="a run directory or a manuscript file")
-    parser.add_argument("--rules", metavar="FILE", type=Path,
-                        help="your own rules (TOML, the shape of the defaults): add, replace or turn off rules")
+    parser.add_argument(
+        "--rules",
+        metavar="FILE",
+        type=Path,
+        help="your own rules (TOML, the shape of the defaults): add, replace or turn off rules",
+    )
     parser.add_argument("--chapter", type=int, metavar="N", help="report this chapter only")
     parser.add_argument("--json", action="store_true", help="the report as one JSON object")
-    parser.add_argument("--show", type=int, default=5, metavar="K",
-                        help="flagged passages printed per chapter (default 5; --json has them all)")
+    parser.add_argument(
+        "--show",
+        type=int,
+        default=5,
+        metavar="K",
+        help="flagged passages printed per chapter (default 5; --json has them all)",
+    )
     parser.add_argument("--list-rules", action="store_true", help="print the rules (name, example) and exit")
-    parser.add_argument("--fix", action="store_true",
-                        help="a run: revise each flagged chapter's passages with the run's model (a new "
-                        "version; the old one is kept), then lint again")
+    parser.add_argument(
+        "--fix",
+        action="store_true",
+        help="a run: revise each flagged chapter's passages with the run's model (a new "
+        "version; the old one is kept), then lint again",
+    )
     from agent.cli.options import add_model_options
 
     add_model_options(parser, stored="RUN")
@@ -73,8 +88,11 @@ def print_report(report: BookReport, *, chapter: int | None, show: int, out=None
         if chapter is not None and c.index != chapter:
             continue
         families = ", ".join(f"{k} {v}" for k, v in c.by_family().items() if v)
-        print(f"chapter {c.index} ({c.title}): {c.words} words, {len(c.flags)} flags, score {c.score}"
-              + (f" ({families})" if families else ""), file=out)
+        print(
+            f"chapter {c.index} ({c.title}): {c.words} words, {len(c.flags)} flags, score {c.score}"
+            + (f" ({families})" if families else ""),
+            file=out,
+        )
         for f in c.flags[:show]:
             print(f"  [{f.rule}] {f.detail}: {f.passage}", file=out)
         if len(c.flags) > show:
@@ -82,8 +100,11 @@ def print_report(report: BookReport, *, chapter: int | None, show: int, out=None
         if c.overused:
             print("  overused: " + ", ".join(f"{w} x{n} ({r:g}x)" for _, w, n, r in c.overused[:5]), file=out)
     rules = ", ".join(f"{rule} {n}" for rule, n in report.by_rule()[:8])
-    print(f"book: {report.words} words, {len(report.flags)} flags, score {report.score} per 1,000 words"
-          + (f"; most flagged: {rules}" if rules else ""), file=out)
+    print(
+        f"book: {report.words} words, {len(report.flags)} flags, score {report.score} per 1,000 words"
+        + (f"; most flagged: {rules}" if rules else ""),
+        file=out,
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -43,8 +43,11 @@ def fix(args: argparse.Namespace, rules: LintRules) -> int:
         done = []
         try:
             for index in todo:
-                print(f"fabula: fixing {len(before.chapters[index - 1].flags)} flag(s) of chapter {index} with "
-                      f"{options.describe()}", file=sys.stderr)
+                print(
+                    f"fabula: fixing {len(before.chapters[index - 1].flags)} flag(s) of chapter {index} with "
+                    f"{options.describe()}",
+                    file=sys.stderr,
+                )
                 with store_errors(), pipelines.on_unit(store, index, "lint-fix", llm=options, model=model) as ctx:
                     done.append((index, fix_chapter(ctx, index, rules)))
         finally:
@@ -56,12 +59,17 @@ def fix(args: argparse.Namespace, rules: LintRules) -> int:
         if fixed is None:
             print(f"chapter {index}: score {b.score}, unchanged (no passage came back rewritten)")
             continue
-        print(f"chapter {index}: score {b.score} -> {a.score} ({len(b.flags)} -> {len(a.flags)} flags); "
-              f"{fixed.passages} passage(s) rewritten as version {fixed.version}, version {fixed.version - 1} kept; "
-              f"{fixed.rederived.what}")
+        print(
+            f"chapter {index}: score {b.score} -> {a.score} ({len(b.flags)} -> {len(a.flags)} flags); "
+            f"{fixed.passages} passage(s) rewritten as version {fixed.version}, version {fixed.version - 1} kept; "
+            f"{fixed.rederived.what}"
+        )
     print(f"book: score {before.score} -> {after.score} per 1,000 words")
     first = min(i for i, f in done if f is not None) if any(f for _, f in done) else None
     if first is not None and first < last:
-        print(f"chapters after {first} were written before the fix and are marked stale; fabula reconcile "
-              f"{args.target} re-derives their states", file=sys.stderr)
+        print(
+            f"chapters after {first} were written before the fix and are marked stale; fabula reconcile "
+            f"{args.target} re-derives their states",
+            file=sys.stderr,
+        )
     return 0

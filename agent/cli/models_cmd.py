@@ -7,12 +7,17 @@ import argparse
 
 def add_parser(sub) -> None:
     parser = sub.add_parser("models", help="list the embedded default model and the serving presets")
-    parser.add_argument("--prepare", action="store_true",
-                        help="convert the embedded model now (otherwise done on first use)")
+    parser.add_argument(
+        "--prepare", action="store_true", help="convert the embedded model now (otherwise done on first use)"
+    )
     parser.add_argument("--verify", action="store_true", help="re-hash the converted model's files")
-    parser.add_argument("--gpu-memory", type=float, metavar="GIB",
-                        help="size every GPU preset for a card of this many GiB (a card not listed): what "
-                        "context and how many sequences each holds, or why it cannot start")
+    parser.add_argument(
+        "--gpu-memory",
+        type=float,
+        metavar="GIB",
+        help="size every GPU preset for a card of this many GiB (a card not listed): what "
+        "context and how many sequences each holds, or why it cannot start",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -38,15 +43,18 @@ def run(args: argparse.Namespace) -> int:
     print()
     name_w = max(15, *(len(p.name) for p in PRESETS.values()))
     card_w = max(30, *(len(p.card) for p in PRESETS.values()))
-    print(f"  {'preset':{name_w}} {'device':6} {'sized for':{card_w}} {'ctx':>6} {'dtype':9} {'quant':5} "
-          f"{'mem':5} model")
+    print(
+        f"  {'preset':{name_w}} {'device':6} {'sized for':{card_w}} {'ctx':>6} {'dtype':9} {'quant':5} {'mem':5} model"
+    )
     for p in PRESETS.values():
         mem = f"{p.gpu_memory_utilization:.2f}" if p.gpu_memory_utilization else "-"
         model = EMBEDDED_NAME if p.embedded else p.model
         kv = f" kv={p.kv_cache_dtype}" if p.kv_cache_dtype else ""
         split = f" ({p.parallel.describe()})" if p.parallel.gpus > 1 else ""
-        print(f"  {p.name:{name_w}} {p.device:6} {p.card:{card_w}} {p.max_model_len:>6} {p.dtype:9} "
-              f"{p.quantization or '-':5} {mem:5} {model}{kv}{split}")
+        print(
+            f"  {p.name:{name_w}} {p.device:6} {p.card:{card_w}} {p.max_model_len:>6} {p.dtype:9} "
+            f"{p.quantization or '-':5} {mem:5} {model}{kv}{split}"
+        )
     print()
     print("Parsers (fabula serve --thinking on starts the reasoning parser) and access:")
     for p in PRESETS.values():
@@ -54,8 +62,9 @@ def run(args: argparse.Namespace) -> int:
             continue
         access = "gated: hf auth login and accept the licence first" if p.gated else "open"
         mtp = f" mtp={p.mtp_tokens}" if p.mtp_tokens else ""
-        print(f"  {p.name:{name_w}} reasoning={p.reasoning_parser or '-':7} tool={p.tool_parser or '-':11} "
-              f"{access}{mtp}")
+        print(
+            f"  {p.name:{name_w}} reasoning={p.reasoning_parser or '-':7} tool={p.tool_parser or '-':11} {access}{mtp}"
+        )
     print("  (mtp=N: fabula serve --mtp drafts N tokens a step through the model's own MTP head; off by default)")
     print()
     print("What each is for:")
@@ -82,15 +91,30 @@ def print_sizing(gpu_memory: float | None) -> None:
         f = preset_fit(p, card)
         if f is None:
             continue
-        rows.append((p.name, f.card.label, f"{f.utilization:.2f}", str(f.context), f"{f.weights / GIB:.1f} GiB",
-                     f"{f.overhead / GIB:.1f} GiB", f"{f.kv_cache / GIB:.1f} GiB", f"{f.kv_per_token / 1024:.0f} KiB",
-                     f"{f.sequences:.1f}" if f.starts else "-", str(f.max_context) if f.starts else "cannot start"))
+        rows.append(
+            (
+                p.name,
+                f.card.label,
+                f"{f.utilization:.2f}",
+                str(f.context),
+                f"{f.weights / GIB:.1f} GiB",
+                f"{f.overhead / GIB:.1f} GiB",
+                f"{f.kv_cache / GIB:.1f} GiB",
+                f"{f.kv_per_token / 1024:.0f} KiB",
+                f"{f.sequences:.1f}" if f.starts else "-",
+                str(f.max_context) if f.starts else "cannot start",
+            )
+        )
         if not f.starts:
             refused.append(f"  {p.name}: cannot start: {f.arithmetic()}")
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
-        print("  " + "  ".join(cell.rjust(w) if i >= 2 else cell.ljust(w) for i, (cell, w) in
-                               enumerate(zip(row, widths, strict=True))).rstrip())
+        print(
+            "  "
+            + "  ".join(
+                cell.rjust(w) if i >= 2 else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+            ).rstrip()
+        )
     for line in refused:
         print(line)
 
@@ -116,5 +140,6 @@ def _print_local_gguf() -> None:
             continue
         chat = "" if info.has_chat_template else "  [no chat template: cannot chat]"
         context = f"ctx {info.context_length}" if info.context_length else "ctx ?"
-        print(f"  {path}  {info.architecture or '?'} {info.size_label or ''} {context} "
-              f"{info.bytes / 2**20:.0f} MiB{chat}")
+        print(
+            f"  {path}  {info.architecture or '?'} {info.size_label or ''} {context} {info.bytes / 2**20:.0f} MiB{chat}"
+        )

@@ -66,24 +66,30 @@ def model_flags(args: argparse.Namespace) -> ModelFlags:
     return ModelFlags(**given)
 
 
-def choose_model(args: argparse.Namespace, *, stored: StoredModel | None = None,
-                 flags: ModelFlags | None = None) -> LLMOptions:
+def choose_model(
+    args: argparse.Namespace, *, stored: StoredModel | None = None, flags: ModelFlags | None = None
+) -> LLMOptions:
     """The model a command uses: flags, environment, config file, the run's record, the default."""
     try:
-        return resolve(flags or model_flags(args), environ=os.environ, config=config_file.load().values,
-                       stored=stored)
+        return resolve(flags or model_flags(args), environ=os.environ, config=config_file.load().values, stored=stored)
     except ModelChoiceError as exc:
         raise CLIError(str(exc)) from None
 
 
-def choose_judge(endpoint: str | None, model: str | None, api_key: str | None, *,
-                 endpoint_source: str = "flag") -> LLMOptions:
+def choose_judge(
+    endpoint: str | None, model: str | None, api_key: str | None, *, endpoint_source: str = "flag"
+) -> LLMOptions:
     """A judge's model: its own flags, then ``FABULA_JUDGE_*``, then the config file's ``judge_*``
     (``endpoint_source``: who named ``endpoint``, e.g. ``the grid file``)."""
     try:
-        return resolve(ModelFlags(endpoint=endpoint, model=model, api_key=api_key, thinking="off",
-                                  endpoint_source=endpoint_source), purpose="judge",
-                       environ=os.environ, config=config_file.load().values)
+        return resolve(
+            ModelFlags(
+                endpoint=endpoint, model=model, api_key=api_key, thinking="off", endpoint_source=endpoint_source
+            ),
+            purpose="judge",
+            environ=os.environ,
+            config=config_file.load().values,
+        )
     except ModelChoiceError as exc:
         raise CLIError(str(exc)) from None
 

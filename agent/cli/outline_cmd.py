@@ -27,22 +27,32 @@ from agent.store.writer.plan_edits import edits
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("outline", help="print a run's outline (title, chapters, targets, summaries) or "
-                            "change it before its chapters are written; an imported book's chapter list",
-                            description="Print the frozen outline of an nst or rollsum run, or change it: the "
-                            "book's title, and each unwritten chapter's title, target and summary. The edit is "
-                            "checked against every rule of the planner (the chapter count, each target within the "
-                            "gate around an even share, the total, non-empty titles and summaries) and stored only "
-                            "if it passes; fabula resume RUN then writes from it.")
+    parser = sub.add_parser(
+        "outline",
+        help="print a run's outline (title, chapters, targets, summaries) or "
+        "change it before its chapters are written; an imported book's chapter list",
+        description="Print the frozen outline of an nst or rollsum run, or change it: the "
+        "book's title, and each unwritten chapter's title, target and summary. The edit is "
+        "checked against every rule of the planner (the chapter count, each target within the "
+        "gate around an even share, the total, non-empty titles and summaries) and stored only "
+        "if it passes; fabula resume RUN then writes from it.",
+    )
     parser.add_argument("run_dir", metavar="RUN", help="the run directory")
-    parser.add_argument("--json", action="store_true",
-                        help="print the outline as one JSON object (with --edit: edit that form instead)")
+    parser.add_argument(
+        "--json", action="store_true", help="print the outline as one JSON object (with --edit: edit that form instead)"
+    )
     change = parser.add_mutually_exclusive_group()
-    change.add_argument("--edit", action="store_true",
-                        help="open the outline in $VISUAL or $EDITOR and store the result if it passes the checks")
-    change.add_argument("--file", metavar="F",
-                        help="read the changed outline from F ('-': standard input), in the form this command "
-                        "prints: text, or JSON (as --json prints it)")
+    change.add_argument(
+        "--edit",
+        action="store_true",
+        help="open the outline in $VISUAL or $EDITOR and store the result if it passes the checks",
+    )
+    change.add_argument(
+        "--file",
+        metavar="F",
+        help="read the changed outline from F ('-': standard input), in the form this command "
+        "prints: text, or JSON (as --json prints it)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -73,8 +83,11 @@ def run(args: argparse.Namespace) -> int:
             return 0
         what = [f"chapter(s) {', '.join(map(str, edit.chapters))}"] if edit.chapters else []
         what += ["the title"] if edit.title else []
-        print(f"outline stored: {' and '.join(what)} changed; the previous outline is kept in the run (edit "
-              f"{len(edits(store))}); fabula resume {args.run_dir} writes from it", file=sys.stderr)
+        print(
+            f"outline stored: {' and '.join(what)} changed; the previous outline is kept in the run (edit "
+            f"{len(edits(store))}); fabula resume {args.run_dir} writes from it",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -84,11 +97,27 @@ def _shown(store: RunStore, as_json: bool) -> str:
     info, premise = store.info(), store.get_plan("premise")
     words, written = info.config.get("words"), info.last_unit
     if as_json:
-        return json.dumps(to_json(title, outline, run=str(store.run_dir), words=words, written=written,
-                                  premise=premise, edits=len(edits(store))), ensure_ascii=False, indent=2) + "\n"
-    notes = [f"The outline of {store.run_dir}: {len(outline)} chapters, {words} words, {written} written.",
-             f"Change it with: fabula outline {store.run_dir} --edit (or --file F). Lines starting with # are ignored;",
-             "the chapter count stays as planned and written chapters keep their entries."]
+        return (
+            json.dumps(
+                to_json(
+                    title,
+                    outline,
+                    run=str(store.run_dir),
+                    words=words,
+                    written=written,
+                    premise=premise,
+                    edits=len(edits(store)),
+                ),
+                ensure_ascii=False,
+                indent=2,
+            )
+            + "\n"
+        )
+    notes = [
+        f"The outline of {store.run_dir}: {len(outline)} chapters, {words} words, {written} written.",
+        f"Change it with: fabula outline {store.run_dir} --edit (or --file F). Lines starting with # are ignored;",
+        "the chapter count stays as planned and written chapters keep their entries.",
+    ]
     return render_text(title, outline, premise=premise if isinstance(premise, str) else None, notes=notes)
 
 
@@ -96,15 +125,28 @@ def _chapter_list(store: RunStore, as_json: bool) -> str:
     """An imported book's chapters as it has them: number, words and heading (it has no plan to edit)."""
     headings = Headings.of(store)
     chapters: list[dict[str, Any]] = [
-        {"chapter": c.index, "words": c.words, "heading": headings.heading(c.index, c.title)}
-        for c in store.chapters()]
+        {"chapter": c.index, "words": c.words, "heading": headings.heading(c.index, c.title)} for c in store.chapters()
+    ]
     if as_json:
-        return json.dumps({"run": str(store.run_dir), "title": story_title(store), "author": author_line(store),
-                           "chapters": chapters}, ensure_ascii=False, indent=2) + "\n"
+        return (
+            json.dumps(
+                {
+                    "run": str(store.run_dir),
+                    "title": story_title(store),
+                    "author": author_line(store),
+                    "chapters": chapters,
+                },
+                ensure_ascii=False,
+                indent=2,
+            )
+            + "\n"
+        )
     width = len(str(len(chapters)))
-    lines = [f"{story_title(store)} by {author_line(store)}: {len(chapters)} chapters, "
-             f"{sum(c['words'] for c in chapters)} words (imported; read it with fabula view "
-             f"{store.run_dir})"]
+    lines = [
+        f"{story_title(store)} by {author_line(store)}: {len(chapters)} chapters, "
+        f"{sum(c['words'] for c in chapters)} words (imported; read it with fabula view "
+        f"{store.run_dir})"
+    ]
     lines += [f"{c['chapter']:>{width}}  {c['words']:>7} words  {c['heading']}" for c in chapters]
     return "\n".join(lines) + "\n"
 
@@ -122,7 +164,8 @@ def _read(path: str) -> str:
 
 def _keep(text: str, as_json: bool) -> str:
     """Save a refused edit so the writer can fix it and pass it with --file."""
-    with tempfile.NamedTemporaryFile("w", prefix="fabula-outline-", suffix=".json" if as_json else ".txt", delete=False,
-                                     encoding="utf-8") as handle:
+    with tempfile.NamedTemporaryFile(
+        "w", prefix="fabula-outline-", suffix=".json" if as_json else ".txt", delete=False, encoding="utf-8"
+    ) as handle:
         handle.write(text)
     return handle.name

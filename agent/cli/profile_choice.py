@@ -16,12 +16,14 @@ if TYPE_CHECKING:
     from agent.llm import LLM
 
 PROFILE_CHOICES = ("auto", "default", "small", "paper")
-PROFILE_HELP = ("auto (the default): the small profile for a model of at most 4B parameters (the embedded one, or "
-                "a server's that reports its size), else default; small: the aids that keep 135M-4B models writing "
-                "(sampling penalties, trimming of cut drafts, ...), each still a setting of its own; default: "
-                "fabula's aids for any model (docs/profiles.md lists how it departs from the papers); paper: "
-                "NstAgent, its baselines and Magnet as their papers and the NstAgent reference code describe them "
-                "(config file: profile)")
+PROFILE_HELP = (
+    "auto (the default): the small profile for a model of at most 4B parameters (the embedded one, or "
+    "a server's that reports its size), else default; small: the aids that keep 135M-4B models writing "
+    "(sampling penalties, trimming of cut drafts, ...), each still a setting of its own; default: "
+    "fabula's aids for any model (docs/profiles.md lists how it departs from the papers); paper: "
+    "NstAgent, its baselines and Magnet as their papers and the NstAgent reference code describe them "
+    "(config file: profile)"
+)
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,10 @@ def choose_profile(flag: str | None, llm: LLM) -> ProfileChoice:
         return ProfileChoice(asked, asked)
     size = model_size(llm)
     if size.tiny:
-        return ProfileChoice("small", asked, f"profile small for the tiny model {llm.model} ({size.describe()}); "
-                             "--profile default writes without its aids")
+        return ProfileChoice(
+            "small",
+            asked,
+            f"profile small for the tiny model {llm.model} ({size.describe()}); "
+            "--profile default writes without its aids",
+        )
     return ProfileChoice("default", asked, f"profile default for {llm.model} ({size.describe()})")

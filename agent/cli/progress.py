@@ -39,8 +39,17 @@ def role_words() -> dict[str, str]:
             _ROLE_WORDS.update(pipelines.get(name).progress)
         _ROLE_WORDS.update(ROLE_WORDS)
     return _ROLE_WORDS
-TOOL_WORDS = {"read": "reading back", "search": "searching", "write": "writing", "correct": "correcting",
-              "update": "updating the story state", "finish": "finishing the chapter", "budget": "fitting the context"}
+
+
+TOOL_WORDS = {
+    "read": "reading back",
+    "search": "searching",
+    "write": "writing",
+    "correct": "correcting",
+    "update": "updating the story state",
+    "finish": "finishing the chapter",
+    "budget": "fitting the context",
+}
 """What each NstAgent tool is doing."""
 
 
@@ -94,9 +103,12 @@ def step_line(event: Event, internals: bool = False) -> str:
     if not internals:
         line += f"  {d['wall_s']:.1f}s"
     elif "selected" in d:
-        line += (f"  selected {','.join(d['selected'])}  revisions {d['revisions']}"
-                 + (f" ({d['capped']} capped)" if d.get("capped") else "") + f"  commits {d['commits']}"
-                 + (f"  failed calls {d['failed_calls']}" if d.get("failed_calls") else ""))
+        line += (
+            f"  selected {','.join(d['selected'])}  revisions {d['revisions']}"
+            + (f" ({d['capped']} capped)" if d.get("capped") else "")
+            + f"  commits {d['commits']}"
+            + (f"  failed calls {d['failed_calls']}" if d.get("failed_calls") else "")
+        )
     if internals:
         line += f"  tokens {event.prompt_tokens}+{event.completion_tokens}  {d['wall_s']:.1f}s"
     goal = d.get("goal")
@@ -109,8 +121,16 @@ def step_line(event: Event, internals: bool = False) -> str:
 class ProgressDisplay:
     """An event sink that draws progress on ``stream`` (stderr by default)."""
 
-    def __init__(self, *, quiet: bool = False, verbose: bool | None = None, unit_name: str = "chapter",
-                 stream: TextIO | None = None, tty: bool | None = None, width: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        quiet: bool = False,
+        verbose: bool | None = None,
+        unit_name: str = "chapter",
+        stream: TextIO | None = None,
+        tty: bool | None = None,
+        width: int | None = None,
+    ) -> None:
         self.quiet = quiet
         self.verbose = VERBOSE if verbose is None else verbose
         self.unit_name = unit_name
@@ -126,8 +146,11 @@ class ProgressDisplay:
             self._line([f"planning the {event.detail}" if event.detail else "planning"], keep=True)
         elif event.kind == "committed":
             flag = " (degraded)" if event.data.get("degraded") else ""
-            text = event.detail or (step_line(event, self.verbose) if "step" in event.data
-                                    else f"{self._unit(event)} written ({event.data.get('words')} words){flag}")
+            text = event.detail or (
+                step_line(event, self.verbose)
+                if "step" in event.data
+                else f"{self._unit(event)} written ({event.data.get('words')} words){flag}"
+            )
             self._line([text, *self._totals(event, self.verbose)], keep=True)
         elif event.kind == "note":
             self._line([str(event.detail)], keep=True, fitted=False)
@@ -170,8 +193,11 @@ class ProgressDisplay:
         figures = [f"{event.words}{target} words", f"ETA {_duration(event.eta_s)}"]
         if internals:
             tokens = event.prompt_tokens + event.completion_tokens
-            cached = f" ({100 * event.cached_prompt_tokens / event.prompt_tokens:.0f}% cached)" \
-                if event.prompt_tokens else ""
+            cached = (
+                f" ({100 * event.cached_prompt_tokens / event.prompt_tokens:.0f}% cached)"
+                if event.prompt_tokens
+                else ""
+            )
             figures += [f"{event.calls} calls", f"{_count(tokens)} tokens{cached}"]
         return [*figures, f"{_duration(event.elapsed_s)} elapsed"]
 
@@ -190,8 +216,15 @@ class BatchDisplay:
     a kept line when a story ends; plain lines in a log, at most one every ``PLAIN_EVERY_S``
     between stories' ends."""
 
-    def __init__(self, *, quiet: bool = False, verbose: bool | None = None, stream: TextIO | None = None,
-                 tty: bool | None = None, width: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        quiet: bool = False,
+        verbose: bool | None = None,
+        stream: TextIO | None = None,
+        tty: bool | None = None,
+        width: int | None = None,
+    ) -> None:
         self.lines = ProgressDisplay(quiet=quiet, verbose=verbose, stream=stream, tty=tty, width=width)
         self._last_plain = 0.0
 
@@ -214,9 +247,14 @@ class BatchDisplay:
     def parts(s) -> list[str]:
         failed = f", {s.failed} failed" if s.failed else ""
         rate = f"{s.tokens_per_s:.1f} tok/s" if s.tokens_per_s else ""
-        return [f"{s.completed}/{s.total} stories done, {s.running} running{failed}",
-                f"{s.words}/{s.target_words} words", f"ETA {_duration(s.eta_s)}", rate, f"{s.calls} calls",
-                f"{_duration(s.elapsed_s)} elapsed"]
+        return [
+            f"{s.completed}/{s.total} stories done, {s.running} running{failed}",
+            f"{s.words}/{s.target_words} words",
+            f"ETA {_duration(s.eta_s)}",
+            rate,
+            f"{s.calls} calls",
+            f"{_duration(s.elapsed_s)} elapsed",
+        ]
 
     @classmethod
     def totals(cls, s) -> str:

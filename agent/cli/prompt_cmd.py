@@ -19,18 +19,25 @@ from agent.userinput import SEED_MAX
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("prompt", help="send one prompt to a model and print the reply",
-                            description="Send one prompt; with --schema or --grammar the reply is "
-                            "constrained and printed as a JSON object.")
+    parser = sub.add_parser(
+        "prompt",
+        help="send one prompt to a model and print the reply",
+        description="Send one prompt; with --schema or --grammar the reply is "
+        "constrained and printed as a JSON object.",
+    )
     parser.add_argument("text", help="the prompt ('-' reads standard input)")
     parser.add_argument("--system", metavar="S", help="a system message")
     shape = parser.add_mutually_exclusive_group()
     shape.add_argument("--schema", metavar="FILE.json", type=Path, help="constrain the reply to a JSON Schema")
     shape.add_argument("--grammar", metavar="NAME", help="constrain the reply to a registered grammar")
     parser.add_argument("--temperature", type=finite(0.0, 2.0), default=0.7, help="sampling temperature (default 0.7)")
-    parser.add_argument("--max-tokens", type=bounded_int(1, TOKEN_CAP), default=512, metavar="N",
-                        help="longest reply in tokens (default 512); a reply cut there is printed with a warning, "
-                        "exit 3")
+    parser.add_argument(
+        "--max-tokens",
+        type=bounded_int(1, TOKEN_CAP),
+        default=512,
+        metavar="N",
+        help="longest reply in tokens (default 512); a reply cut there is printed with a warning, exit 3",
+    )
     parser.add_argument("--seed", type=bounded_int(0, SEED_MAX), metavar="N", help="sampling seed (default: none)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print usage and latency to stderr")
     add_model_options(parser)
@@ -87,8 +94,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"[probe] {probe.summary()}", file=sys.stderr)
             for note in probe.degraded:
                 print(f"[probe] degraded: {note}", file=sys.stderr)
-        completion = llm.generate(messages, output_type, temperature=args.temperature,
-                                  max_tokens=args.max_tokens, seed=args.seed, role="prompt")
+        completion = llm.generate(
+            messages,
+            output_type,
+            temperature=args.temperature,
+            max_tokens=args.max_tokens,
+            seed=args.seed,
+            role="prompt",
+        )
     if output_type is None:
         print(completion.text)
     else:
@@ -98,11 +111,17 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value)
     if args.verbose:
         u = completion.usage
-        print(f"[{completion.model}] prompt={u.prompt_tokens} cached={u.cached_prompt_tokens} "
-              f"completion={u.completion_tokens} finish={completion.finish_reason} "
-              f"latency={completion.latency_s:.2f}s", file=sys.stderr)
+        print(
+            f"[{completion.model}] prompt={u.prompt_tokens} cached={u.cached_prompt_tokens} "
+            f"completion={u.completion_tokens} finish={completion.finish_reason} "
+            f"latency={completion.latency_s:.2f}s",
+            file=sys.stderr,
+        )
     if completion.finish_reason == "length":  # printed (it may be what was wanted), never passed off as whole
-        print(f"fabula: warning: the reply was cut at --max-tokens {args.max_tokens} (finish_reason=length); it is "
-              "incomplete (exit 3): raise --max-tokens for the whole reply", file=sys.stderr)
+        print(
+            f"fabula: warning: the reply was cut at --max-tokens {args.max_tokens} (finish_reason=length); it is "
+            "incomplete (exit 3): raise --max-tokens for the whole reply",
+            file=sys.stderr,
+        )
         return CUT_EXIT
     return 0

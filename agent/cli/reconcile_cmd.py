@@ -18,27 +18,42 @@ from agent.store import StoreError
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("reconcile", help="after an edit: re-derive the later states, list the chapters that "
-                            "contradict them, re-plan the unwritten chapters",
-                            description="After fabula edit RUN --chapter K: re-derive the state of chapter K and of "
-                            "every later written chapter from their texts, in order; list the later chapters whose "
-                            "text now contradicts the state after K (a judge call each, quotes given); re-plan the "
-                            "outline of the chapters not yet written from the new state. No chapter's text is "
-                            "changed. Run it again to continue an interrupted reconcile.")
+    parser = sub.add_parser(
+        "reconcile",
+        help="after an edit: re-derive the later states, list the chapters that "
+        "contradict them, re-plan the unwritten chapters",
+        description="After fabula edit RUN --chapter K: re-derive the state of chapter K and of "
+        "every later written chapter from their texts, in order; list the later chapters whose "
+        "text now contradicts the state after K (a judge call each, quotes given); re-plan the "
+        "outline of the chapters not yet written from the new state. No chapter's text is "
+        "changed. Run it again to continue an interrupted reconcile.",
+    )
     parser.add_argument("run_dir", metavar="RUN", help="an NstAgent run")
-    parser.add_argument("--from", dest="start", type=int, metavar="K",
-                        help="the edited chapter (default: the earliest edited since the last reconcile)")
-    parser.add_argument("--lock", action="append", default=[], metavar="K..M",
-                        help="chapters the writer approved (K, or K..M; repeatable): never judged for a rewrite, "
-                        "never corrected by the writer model")
+    parser.add_argument(
+        "--from",
+        dest="start",
+        type=int,
+        metavar="K",
+        help="the edited chapter (default: the earliest edited since the last reconcile)",
+    )
+    parser.add_argument(
+        "--lock",
+        action="append",
+        default=[],
+        metavar="K..M",
+        help="chapters the writer approved (K, or K..M; repeatable): never judged for a rewrite, "
+        "never corrected by the writer model",
+    )
     add_model_options(parser, stored="RUN")
     parser.set_defaults(handler=run)
 
 
 def report(record: dict) -> list[str]:
     """The findings, one block per chapter, for stdout."""
-    lines = [f"reconcile {record['id']} of chapter {record['from']}: states of chapters "
-             f"{record['from']}-{record['last']} re-derived in order"]
+    lines = [
+        f"reconcile {record['id']} of chapter {record['from']}: states of chapters "
+        f"{record['from']}-{record['last']} re-derived in order"
+    ]
     flagged = []
     for key, judged in sorted(record.get("judged", {}).items(), key=lambda kv: int(kv[0])):
         if judged.get("locked"):
@@ -50,13 +65,16 @@ def report(record: dict) -> list[str]:
             lines.append(f"chapter {key}: contradicts the new state:")
             for c in judged["contradictions"]:
                 where = "" if c.get("found") else " (quote not found in the chapter)"
-                lines.append(f"  \"{c['quote']}\"{where}")
+                lines.append(f'  "{c["quote"]}"{where}')
                 lines.append(f"    state: {c['state']}; {c['explanation']}")
         else:
             lines.append(f"chapter {key}: consistent with the new state")
     replanned = record.get("replanned") or []
-    lines.append(f"re-planned: chapters {replanned[0]}-{replanned[-1]}" if replanned
-                 else "re-planned: none (every planned chapter is written)")
+    lines.append(
+        f"re-planned: chapters {replanned[0]}-{replanned[-1]}"
+        if replanned
+        else "re-planned: none (every planned chapter is written)"
+    )
     lines.append("to rewrite: " + (", ".join(f"chapter {i}" for i in flagged) if flagged else "none"))
     return lines
 
@@ -85,9 +103,11 @@ def finish(store, run_dir: str, pending, llm) -> int:
 
     options, model = open_client(llm)
     record = pending.record
-    print(f"fabula: {'continuing' if pending.resumed else 'starting'} reconcile {record['id']} of chapter "
-          f"{record['from']} (chapters {record['from']}-{record['last']} written) with {options.describe()}",
-          file=sys.stderr)
+    print(
+        f"fabula: {'continuing' if pending.resumed else 'starting'} reconcile {record['id']} of chapter "
+        f"{record['from']} (chapters {record['from']}-{record['last']} written) with {options.describe()}",
+        file=sys.stderr,
+    )
     try:
         with store_errors():
             result = reconcile(store, pending, options, model, say=lambda line: print(line, file=sys.stderr))

@@ -25,19 +25,33 @@ if TYPE_CHECKING:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("repro", help="reproduce a paper's table: a grid of stories written, judged and reported",
-                       description="Write every story of a grid (methods x lengths x seeds x prompts) through fabula "
-                       "batch, judge them and report the papers' tables (OUT/report.md). Resumable: finished runs "
-                       "are never redone, and a grid can grow.")
-    p.add_argument("grid", nargs="?", metavar="GRID", help="a shipped grid (smoke, nst-table3, nst-ablations, "
-                   "magnet-table1) or a grid file (.toml)")
+    p = sub.add_parser(
+        "repro",
+        help="reproduce a paper's table: a grid of stories written, judged and reported",
+        description="Write every story of a grid (methods x lengths x seeds x prompts) through fabula "
+        "batch, judge them and report the papers' tables (OUT/report.md). Resumable: finished runs "
+        "are never redone, and a grid can grow.",
+    )
+    p.add_argument(
+        "grid",
+        nargs="?",
+        metavar="GRID",
+        help="a shipped grid (smoke, nst-table3, nst-ablations, magnet-table1) or a grid file (.toml)",
+    )
     p.add_argument("-o", "--out", metavar="DIR", help="the grid's folder (default: runs/repro-NAME)")
     p.add_argument("--prompts", metavar="FILE.jsonl", help="the prompt set, instead of the grid's")
     p.add_argument("--list", action="store_true", help="list the shipped grids")
-    p.add_argument("--estimate", action="store_true",
-                   help="print calls, tokens and hours per cell before anything runs (nothing is written)")
-    p.add_argument("--tokens-per-s", type=finite(0.0, 1e9, low_open=True), metavar="N",
-                   help="completion tokens per second of the server for --estimate (default: measured on it)")
+    p.add_argument(
+        "--estimate",
+        action="store_true",
+        help="print calls, tokens and hours per cell before anything runs (nothing is written)",
+    )
+    p.add_argument(
+        "--tokens-per-s",
+        type=finite(0.0, 1e9, low_open=True),
+        metavar="N",
+        help="completion tokens per second of the server for --estimate (default: measured on it)",
+    )
     p.add_argument("--no-judge", action="store_true", help="write and report without judging")
     p.add_argument("--quiet", action="store_true", help="no live progress")
     g = p.add_argument_group("judge (default: the grid's [judge], then FABULA_JUDGE_*, then the config file)")
@@ -90,25 +104,29 @@ def _write(args: argparse.Namespace, grid, out: Path, planned) -> int:
     from agent.repro.run import judge_from, run_grid
 
     chosen, model = open_client(choose_model(args))
-    print(f"fabula: repro {grid.name} into {out}: {len(planned)} cells, "
-          f"{sum(len(p.stories) for p in planned)} stories, profile {grid.profile}, with {chosen.describe()}",
-          file=sys.stderr)
+    print(
+        f"fabula: repro {grid.name} into {out}: {len(planned)} cells, "
+        f"{sum(len(p.stories) for p in planned)} stories, profile {grid.profile}, with {chosen.describe()}",
+        file=sys.stderr,
+    )
     judge = None
     owned: list[LLM] = []
     try:
         if not args.no_judge:
             judge_llm, endpoint = _open_judge(args, grid, chosen, model, owned)
-            judge = judge_from(grid.judge, judge_llm, args.judge_model or grid.judge.model or judge_llm.model,
-                               endpoint)
+            judge = judge_from(grid.judge, judge_llm, args.judge_model or grid.judge.model or judge_llm.model, endpoint)
         shared = model if chosen.backend != "endpoint" else None
         if shared is None:
             model.close()
         try:
-            result = run_grid(grid, out, llm=chosen, judge=judge, model=shared,
-                              sink=BatchDisplay(quiet=args.quiet), planned=planned)
+            result = run_grid(
+                grid, out, llm=chosen, judge=judge, model=shared, sink=BatchDisplay(quiet=args.quiet), planned=planned
+            )
         except KeyboardInterrupt:
-            print(f"fabula: repro stopped; run the same command again to continue: fabula repro {args.grid} "
-                  f"-o {out}", file=loud())
+            print(
+                f"fabula: repro stopped; run the same command again to continue: fabula repro {args.grid} -o {out}",
+                file=loud(),
+            )
             raise
     finally:
         for llm in owned:
@@ -124,8 +142,12 @@ def _open_judge(args: argparse.Namespace, grid, chosen, model, owned: list[LLM])
     """The judge model: flags, then the grid's [judge], then env/config; the writer's embedded model
     is shared when the judge is embedded too (loaded once)."""
     endpoint = args.judge_endpoint or grid.judge.endpoint
-    options = choose_judge(endpoint, args.judge_model or grid.judge.model, args.judge_api_key,
-                           endpoint_source="flag" if args.judge_endpoint else "the grid file")
+    options = choose_judge(
+        endpoint,
+        args.judge_model or grid.judge.model,
+        args.judge_api_key,
+        endpoint_source="flag" if args.judge_endpoint else "the grid file",
+    )
     if options.backend != "endpoint" and chosen.backend != "endpoint" and options.model in (None, chosen.model):
         return model, None
     _, llm = open_client(options)

@@ -28,14 +28,23 @@ from agent.settings import parse_assignments
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("resume", help="continue a run from its last committed chapter or step",
-                            description="Continue a run on the model and server it was written on. A configuration "
-                            "that differs from the stored one (model, settings, pipeline version) is refused unless "
-                            "--force; a moved server (--endpoint) is not a change.")
+    parser = sub.add_parser(
+        "resume",
+        help="continue a run from its last committed chapter or step",
+        description="Continue a run on the model and server it was written on. A configuration "
+        "that differs from the stored one (model, settings, pipeline version) is refused unless "
+        "--force; a moved server (--endpoint) is not a change.",
+    )
     parser.add_argument("run_dir", metavar="RUN_DIR", help="the run's folder")
     parser.add_argument("--force", action="store_true", help="resume even if the configuration changed")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
-                        help="change one configuration value (VALUE is JSON, else a string); needs --force")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="overrides",
+        help="change one configuration value (VALUE is JSON, else a string); needs --force",
+    )
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
     add_review_option(parser, off=True)
     add_drafts_options(parser)
@@ -57,10 +66,13 @@ def run(args: argparse.Namespace) -> int:
         lint_avoid_setting(args, info.config.get("profile"))
         if info.status == "completed" and overrides:
             pipelines.get(info.pipeline).configure({**info.config, **overrides}, pipelines.LLMOptions())
-            raise CLIError(f"{args.run_dir} is completed: --set changes nothing there; continue a copy with "
-                           f"changed settings: fabula fork {args.run_dir} --at N --out NEW --set ...")
-        plan = pipelines.plan_resume(store, overrides=overrides,
-                                     llm=choose_model(args, stored=pipelines.stored_model(store)))
+            raise CLIError(
+                f"{args.run_dir} is completed: --set changes nothing there; continue a copy with "
+                f"changed settings: fabula fork {args.run_dir} --at N --out NEW --set ..."
+            )
+        plan = pipelines.plan_resume(
+            store, overrides=overrides, llm=choose_model(args, stored=pipelines.stored_model(store))
+        )
         if _finish_reconcile(store, args, plan.llm) != 0:
             return 1
         if info.status == "completed":
@@ -71,22 +83,34 @@ def run(args: argparse.Namespace) -> int:
         llm, model = open_client(plan.llm)
         apply_review(store, args)
         try:
-            print(f"fabula: resuming {args.run_dir} at {info.unit_kind} {info.last_unit + 1} with {llm.describe()}",
-                  file=sys.stderr)
-            plan = pipelines.resume(store, overrides=overrides, llm=plan.llm, force=args.force, model=model,
-                                    events=ProgressDisplay(unit_name=info.unit_kind, quiet=args.quiet))
+            print(
+                f"fabula: resuming {args.run_dir} at {info.unit_kind} {info.last_unit + 1} with {llm.describe()}",
+                file=sys.stderr,
+            )
+            plan = pipelines.resume(
+                store,
+                overrides=overrides,
+                llm=plan.llm,
+                force=args.force,
+                model=model,
+                events=ProgressDisplay(unit_name=info.unit_kind, quiet=args.quiet),
+            )
         finally:
             model.close()
         if plan.changes:
-            print("resumed with a changed configuration: " + "; ".join(c.describe() for c in plan.changes),
-                  file=sys.stderr)
+            print(
+                "resumed with a changed configuration: " + "; ".join(c.describe() for c in plan.changes),
+                file=sys.stderr,
+            )
         after = store.info()
         waiting = review_lines(store, args.run_dir)
     if waiting:
         print("\n".join(waiting))
         return 0
-    print(f"{args.run_dir}: {after.status} at {after.unit_kind} {after.last_unit}"
-          + (f" of {after.target_units}" if after.target_units is not None else ""))
+    print(
+        f"{args.run_dir}: {after.status} at {after.unit_kind} {after.last_unit}"
+        + (f" of {after.target_units}" if after.target_units is not None else "")
+    )
     print_if_done(args.run_dir, after.status)
     return 0 if after.status == "completed" else 1
 

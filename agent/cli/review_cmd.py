@@ -17,16 +17,22 @@ from agent.store import RunStore
 from agent.store.writer.review import MAX_EVERY, describe, in_review, next_steps, review_every, set_review, with_start
 from agent.userinput import whole_number
 
-REVIEW_HELP = ("stop after each committed chapter, and after the outline, for the writer: fabula approve RUN writes "
-               "on; fabula revise / edit change the chapter first")
+REVIEW_HELP = (
+    "stop after each committed chapter, and after the outline, for the writer: fabula approve RUN writes "
+    "on; fabula revise / edit change the chapter first"
+)
 REVIEW_EVERY_HELP = "review every K chapters (and the outline first); implies --review"
 
 
-DRAFTS_HELP = ("best of N: N drafts of each chapter (at once on a server), one chosen (inside the gate, then the "
-               "lowest lint score, then nearest the target); the others kept for fabula revise RUN --chapter K "
-               "--use-draft D")
-DRAFTS_JUDGE_HELP = ("with --drafts: the run's own model chooses among the drafts (one call comparing them with the "
-                     "state before the chapter and its outline item; its one-line reason kept); else the rule")
+DRAFTS_HELP = (
+    "best of N: N drafts of each chapter (at once on a server), one chosen (inside the gate, then the "
+    "lowest lint score, then nearest the target); the others kept for fabula revise RUN --chapter K "
+    "--use-draft D"
+)
+DRAFTS_JUDGE_HELP = (
+    "with --drafts: the run's own model chooses among the drafts (one call comparing them with the "
+    "state before the chapter and its outline item; its one-line reason kept); else the rule"
+)
 
 
 def add_drafts_options(parser: argparse.ArgumentParser) -> None:
@@ -55,8 +61,10 @@ def drafts_setting(args: argparse.Namespace) -> dict[str, Any]:
     return {DRAFTS_KEY: {"n": n, **({"judge": True} if judge else {})}}
 
 
-LINT_AVOID_HELP = ("name the book's worst offenders so far (fabula lint: stock phrases, overused words) as 'avoid' "
-                   "in each chapter's prompt (default profile only)")
+LINT_AVOID_HELP = (
+    "name the book's worst offenders so far (fabula lint: stock phrases, overused words) as 'avoid' "
+    "in each chapter's prompt (default profile only)"
+)
 
 
 def lint_avoid_setting(args: argparse.Namespace, profile: str | None) -> dict[str, Any]:
@@ -141,5 +149,7 @@ def refuse_in_review(store: RunStore, run_dir: str) -> None:
     """A run in review goes on only by ``fabula approve`` (a plain resume would skip the writer)."""
     waiting = in_review(store)
     if waiting is not None:
-        raise CLIError(f"{run_dir} is {describe(waiting)}; go on with fabula approve {run_dir} (or revise or edit "
-                       "it first)", exit_code=1)
+        raise CLIError(
+            f"{run_dir} is {describe(waiting)}; go on with fabula approve {run_dir} (or revise or edit it first)",
+            exit_code=1,
+        )

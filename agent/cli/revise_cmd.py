@@ -25,27 +25,42 @@ DIFF_CONTEXT_WORDS = 8
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("revise", help="the model rewrites a chapter following your note (a new version)",
-                            description="Rewrite a committed chapter of an NstAgent run following a note, with "
-                            "the context it was written with (the state before it, the outline, a search of "
-                            "earlier chapters) and under the same length gate. The result is the chapter's next "
-                            "version (every version is kept; --version K restores one), the chapter's state is "
-                            "re-derived, and later chapters are marked stale (--reconcile re-derives them).")
+    parser = sub.add_parser(
+        "revise",
+        help="the model rewrites a chapter following your note (a new version)",
+        description="Rewrite a committed chapter of an NstAgent run following a note, with "
+        "the context it was written with (the state before it, the outline, a search of "
+        "earlier chapters) and under the same length gate. The result is the chapter's next "
+        "version (every version is kept; --version K restores one), the chapter's state is "
+        "re-derived, and later chapters are marked stale (--reconcile re-derives them).",
+    )
     parser.add_argument("run_dir", metavar="RUN", help="the run directory")
     parser.add_argument("--chapter", type=int, metavar="N", help="the chapter to revise")
     parser.add_argument("--step", type=int, metavar="N", help="a Magnet run: the step whose paragraph to revise")
-    parser.add_argument("--paragraph", type=int, default=1, metavar="J",
-                        help="--step: which of the step's paragraphs (default 1)")
+    parser.add_argument(
+        "--paragraph", type=int, default=1, metavar="J", help="--step: which of the step's paragraphs (default 1)"
+    )
     what = parser.add_mutually_exclusive_group()
     what.add_argument("--note", metavar="TEXT", help="what to change, in your words")
-    what.add_argument("--notes", metavar="FILE", type=Path,
-                      help="several chapters: lines 'N: note' (a line without a number continues the note)")
+    what.add_argument(
+        "--notes",
+        metavar="FILE",
+        type=Path,
+        help="several chapters: lines 'N: note' (a line without a number continues the note)",
+    )
     what.add_argument("--version", type=int, metavar="K", help="restore version K of the chapter (as a new version)")
     what.add_argument("--resume", action="store_true", help="finish a revision that was interrupted")
-    what.add_argument("--use-draft", type=int, metavar="K",
-                      help="choose draft K of the chapter (written with --drafts N) as its next version")
-    parser.add_argument("--reconcile", action="store_true",
-                        help="then reconcile: re-derive the later chapters' states, list contradictions")
+    what.add_argument(
+        "--use-draft",
+        type=int,
+        metavar="K",
+        help="choose draft K of the chapter (written with --drafts N) as its next version",
+    )
+    parser.add_argument(
+        "--reconcile",
+        action="store_true",
+        help="then reconcile: re-derive the later chapters' states, list contradictions",
+    )
     parser.add_argument("--no-diff", action="store_true", help="do not print the word diff")
     add_model_options(parser, stored="RUN")
     parser.set_defaults(handler=run)
@@ -63,8 +78,9 @@ def parse_notes(text: str) -> list[tuple[int, str]]:
             notes.append((int(match.group(1)), match.group(2).strip()))
         elif line.strip() and not line.lstrip().startswith("#"):
             if not notes:
-                raise CLIError(f"--notes: the first note has no chapter number: {line.strip()[:60]!r} "
-                               "(write 'N: note')")
+                raise CLIError(
+                    f"--notes: the first note has no chapter number: {line.strip()[:60]!r} (write 'N: note')"
+                )
             notes[-1] = (notes[-1][0], f"{notes[-1][1]} {line.strip()}".strip())
     if not notes:
         raise CLIError("--notes: no note in the file (write one line 'N: note' per chapter)")
@@ -113,8 +129,7 @@ def run(args: argparse.Namespace) -> int:
     from agent import pipelines
     from agent.nst.revise.rewrite import check_revisable, pending
 
-    if args.note is None and args.notes is None and args.version is None and not args.resume \
-            and args.use_draft is None:
+    if args.note is None and args.notes is None and args.version is None and not args.resume and args.use_draft is None:
         raise CLIError("say what to do: --note TEXT, --notes FILE, --version K, --use-draft K or --resume")
     with open_run(args.run_dir, readonly=False) as store:
         if store.live_status() == "running":
@@ -131,8 +146,11 @@ def run(args: argparse.Namespace) -> int:
         else:
             jobs = _notes(args)
         if record is not None and not args.resume and jobs and jobs[0] != (record["chapter"], record["note"]):
-            raise CLIError(f"a revision of chapter {record['chapter']} is unfinished; finish it first: "
-                           f"fabula revise {args.run_dir} --resume", exit_code=1)
+            raise CLIError(
+                f"a revision of chapter {record['chapter']} is unfinished; finish it first: "
+                f"fabula revise {args.run_dir} --resume",
+                exit_code=1,
+            )
         try:
             for n, _ in jobs or [(args.chapter, "")]:
                 if n is None:
@@ -165,8 +183,11 @@ def run(args: argparse.Namespace) -> int:
             return finish(store, args.run_dir, pending_reconcile, llm)
         if first < last:
             later = f"chapter {last} was" if first + 1 == last else f"chapters {first + 1}-{last} were"
-            print(f"{later} written before the revision and marked stale; fabula reconcile {args.run_dir} "
-                  "re-derives their states and lists what contradicts the revision", file=sys.stderr)
+            print(
+                f"{later} written before the revision and marked stale; fabula reconcile {args.run_dir} "
+                "re-derives their states and lists what contradicts the revision",
+                file=sys.stderr,
+            )
     return 0
 
 
@@ -184,10 +205,17 @@ def revise_one(store: RunStore, args: argparse.Namespace, index: int, note: str,
             raise CLIError(str(exc)) from None
     new = store.chapter(index)
     assert new is not None
-    _report(args, index, done.old_version, old.text if not done.resumed else _version_text(store, index,
-                                                                                         done.old_version),
-            new.text, new.version, done.words, done.rederived.what,
-            (f"; the closest draft was kept ({done.reason})" if done.degraded else ""))
+    _report(
+        args,
+        index,
+        done.old_version,
+        old.text if not done.resumed else _version_text(store, index, done.old_version),
+        new.text,
+        new.version,
+        done.words,
+        done.rederived.what,
+        (f"; the closest draft was kept ({done.reason})" if done.degraded else ""),
+    )
 
 
 def _version_text(store: RunStore, index: int, version: int) -> str:
@@ -196,11 +224,23 @@ def _version_text(store: RunStore, index: int, version: int) -> str:
     return next((v.text for v in chapter_versions(store, index) if v.number == version), "")
 
 
-def _report(args: argparse.Namespace, index: int, old_version: int, old: str, new: str, version: int, words: int,
-            state: str, degraded: str) -> None:
+def _report(
+    args: argparse.Namespace,
+    index: int,
+    old_version: int,
+    old: str,
+    new: str,
+    version: int,
+    words: int,
+    state: str,
+    degraded: str,
+) -> None:
     removed, added = changed_words(word_diff(old, new))
-    print(f"chapter {index}: stored version {version} ({words} words; {removed} words removed, {added} added); "
-          f"version {old_version} is kept{degraded}", file=sys.stderr)
+    print(
+        f"chapter {index}: stored version {version} ({words} words; {removed} words removed, {added} added); "
+        f"version {old_version} is kept{degraded}",
+        file=sys.stderr,
+    )
     print(state, file=sys.stderr)
     if not args.no_diff:
         print(f"--- chapter {index} version {old_version}\n+++ chapter {index} version {version}")
@@ -225,15 +265,18 @@ def restore(store: RunStore, index: int | None, version: int, options, model) ->
         print(f"chapter {index} is at version {version} already; nothing stored", file=sys.stderr)
         return index
     with store_errors():
-        chapter = store.revise_chapter(index, versions[version].text, title=versions[version].title,
-                                       reason=f"restore version {version}")
+        chapter = store.revise_chapter(
+            index, versions[version].text, title=versions[version].title, reason=f"restore version {version}"
+        )
         mark_stale(store, index, what=f"chapter {index} restored to version {version}", state_rederived=False)
     result = pipelines.rederive(store, index, llm=options, model=model)
     with store_errors():
         mark_stale(store, index, what=f"chapter {index} restored to version {version}", state_rederived=result.ok)
         record_action(store, "restore", unit=index, version=chapter.version, restored=version)
-    print(f"chapter {index}: version {version} restored as version {chapter.version}; version {current.version} "
-          "is kept", file=sys.stderr)
+    print(
+        f"chapter {index}: version {version} restored as version {chapter.version}; version {current.version} is kept",
+        file=sys.stderr,
+    )
     print(result.what, file=sys.stderr)
     return index
 
@@ -252,8 +295,9 @@ def choose_draft(store: RunStore, index: int, k: int, options, model) -> int:
             version, rederived = use_draft(ctx, index, k)
         except InputError as exc:
             raise CLIError(str(exc)) from None
-        mark_stale(store, index, what=f"chapter {index}: draft {k} chosen (version {version})",
-                   state_rederived=rederived.ok)
+        mark_stale(
+            store, index, what=f"chapter {index}: draft {k} chosen (version {version})", state_rederived=rederived.ok
+        )
         record_action(store, "use-draft", unit=index, version=version, draft=k)
     print(f"chapter {index}: draft {k} stored as version {version}; version {old.version} is kept", file=sys.stderr)
     print(rederived.what, file=sys.stderr)
@@ -283,9 +327,11 @@ def revise_step(store: RunStore, args: argparse.Namespace) -> int:
                 raise CLIError(str(exc)) from None
     finally:
         model.close()
-    print(f"step {args.step} paragraph {args.paragraph}: revised ({new.words} words); the old text is kept as a "
-          "version; the world state is not re-derived from the text (set it with fabula edit --step --var)",
-          file=sys.stderr)
+    print(
+        f"step {args.step} paragraph {args.paragraph}: revised ({new.words} words); the old text is kept as a "
+        "version; the world state is not re-derived from the text (set it with fabula edit --step --var)",
+        file=sys.stderr,
+    )
     if not args.no_diff:
         print("\n".join(diff_lines(old, new.text)))
     return 0

@@ -50,8 +50,10 @@ def discard_if_unused(out: Path, existed: bool) -> None:
     except (StoreError, OSError, sqlite3.Error):
         calls = 0
     if calls:
-        print(f"fabula: the run is kept in {out} ({calls} model call(s) recorded); fabula resume {out} continues it",
-              file=loud())
+        print(
+            f"fabula: the run is kept in {out} ({calls} model call(s) recorded); fabula resume {out} continues it",
+            file=loud(),
+        )
         return
     shutil.rmtree(out, ignore_errors=True)
 

@@ -15,15 +15,22 @@ from agent.store.reports.stats import summarize
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("runs", help="list the runs in a folder (pipeline, status, words, chapters)",
-                            description="List every run directory directly inside DIR (and DIR itself if it is one), "
-                            "and every batch folder there as a batch: its stories done/running/failed/pending, "
-                            "words of its target, tokens, and each story's run.")
+    parser = sub.add_parser(
+        "runs",
+        help="list the runs in a folder (pipeline, status, words, chapters)",
+        description="List every run directory directly inside DIR (and DIR itself if it is one), "
+        "and every batch folder there as a batch: its stories done/running/failed/pending, "
+        "words of its target, tokens, and each story's run.",
+    )
     parser.add_argument("dir", nargs="?", default=".", help="folder holding run directories (default: .)")
-    parser.add_argument("--json", action="store_true", help="one JSON object per run, with the keys of "
-                        "`fabula show --json` (run_dir, pipeline, status, units_done, target_units, words, ...); "
-                        "a batch is one object with kind \"batch\", batch_dir, counts, words, target_words, tokens, "
-                        "stories")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object per run, with the keys of "
+        "`fabula show --json` (run_dir, pipeline, status, units_done, target_units, words, ...); "
+        'a batch is one object with kind "batch", batch_dir, counts, words, target_words, tokens, '
+        "stories",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -104,10 +111,14 @@ def run(args: argparse.Namespace) -> int:
             continue
         done = f"{r['units_done']}/{r['target_units']}" if r["target_units"] is not None else str(r["units_done"])
         progress = f"{done} {'ch' if r['unit_kind'] == 'chapter' else 'st'}"
-        print(f"{name:{width}}  {r['pipeline']:10} {shown_status[r['run_dir']]:20} {progress:>11} {r['words']:>8}  "
-              f"{len(r['degraded']) or '-'}")
+        print(
+            f"{name:{width}}  {r['pipeline']:10} {shown_status[r['run_dir']]:20} {progress:>11} {r['words']:>8}  "
+            f"{len(r['degraded']) or '-'}"
+        )
     for r in rows:
         if r.get("status") == "review":
-            print(f"{r['run_dir']} waits in review: fabula show {r['run_dir']} says where; "
-                  f"fabula approve {r['run_dir']} writes on")
+            print(
+                f"{r['run_dir']} waits in review: fabula show {r['run_dir']} says where; "
+                f"fabula approve {r['run_dir']} writes on"
+            )
     return 0

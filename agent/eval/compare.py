@@ -21,14 +21,38 @@ from typing import Any
 
 from agent.eval.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, PairedResult, holm, paired, stars
 
-METRICS = ("subtype_ced", "instance_ced", "local_instance_ced", "verified_instance_ced", "writing_quality",
-           "annotations", "rubric", "repeated_4gram_rate", "distinct_2", "total_tokens_per_1k_words")
-LOWER_IS_BETTER = {"subtype_ced", "instance_ced", "local_instance_ced", "verified_instance_ced", "annotations",
-                   "repeated_4gram_rate", "total_tokens_per_1k_words"}
-SETUPS = {"subtype_ced": ("consistency",), "instance_ced": ("consistency",), "local_instance_ced": ("consistency",),
-          "global_instance_ced": ("consistency",), "verified_instance_ced": ("consistency",),
-          "verified_subtype_ced": ("consistency",), "writing_quality": ("quality", "criteria"),
-          "annotations": ("editorial",), "rubric": ("editorial",)}
+METRICS = (
+    "subtype_ced",
+    "instance_ced",
+    "local_instance_ced",
+    "verified_instance_ced",
+    "writing_quality",
+    "annotations",
+    "rubric",
+    "repeated_4gram_rate",
+    "distinct_2",
+    "total_tokens_per_1k_words",
+)
+LOWER_IS_BETTER = {
+    "subtype_ced",
+    "instance_ced",
+    "local_instance_ced",
+    "verified_instance_ced",
+    "annotations",
+    "repeated_4gram_rate",
+    "total_tokens_per_1k_words",
+}
+SETUPS = {
+    "subtype_ced": ("consistency",),
+    "instance_ced": ("consistency",),
+    "local_instance_ced": ("consistency",),
+    "global_instance_ced": ("consistency",),
+    "verified_instance_ced": ("consistency",),
+    "verified_subtype_ced": ("consistency",),
+    "writing_quality": ("quality", "criteria"),
+    "annotations": ("editorial",),
+    "rubric": ("editorial",),
+}
 """Which recorded judge setups must agree for a pair to count in a metric (none: model-free)."""
 
 
@@ -52,8 +76,9 @@ class Comparison:
     """Runs included with ``--include-incomplete`` that break a publication rule."""
 
 
-def pair_rows(a: list[dict[str, Any]], b: list[dict[str, Any]], *, label: str = "B"
-              ) -> tuple[dict[tuple[str, Any], tuple[dict, dict]], list[str]]:
+def pair_rows(
+    a: list[dict[str, Any]], b: list[dict[str, Any]], *, label: str = "B"
+) -> tuple[dict[tuple[str, Any], tuple[dict, dict]], list[str]]:
     """Pair runs by (prompt, target length); returns pairs and notes on what could not be paired."""
     notes: list[str] = []
 
@@ -99,9 +124,16 @@ def _describe(family: str, sa: str, sb: str, specs_a: dict[str, Any], specs_b: d
     return f"{family} judges {sa} vs {sb}"
 
 
-def compare(a: list[dict[str, Any]], baselines: list[list[dict[str, Any]]], *, metrics: tuple[str, ...] = METRICS,
-            resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED, allow_mixed: bool = False,
-            labels: list[str] | None = None) -> tuple[list[Comparison], list[str]]:
+def compare(
+    a: list[dict[str, Any]],
+    baselines: list[list[dict[str, Any]]],
+    *,
+    metrics: tuple[str, ...] = METRICS,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    allow_mixed: bool = False,
+    labels: list[str] | None = None,
+) -> tuple[list[Comparison], list[str]]:
     """Every (baseline, metric, length) comparison with Holm applied per column; raises
     :class:`MixedJudgesError` on pairs judged differently unless ``allow_mixed``."""
     labels = labels or baseline_labels(baselines)
@@ -128,11 +160,15 @@ def compare(a: list[dict[str, Any]], baselines: list[list[dict[str, Any]]], *, m
                     if diff:
                         mixed.append((ra["run"], rb["run"]))
                         mixed_lines.append(f"{metric}: {ra['run']} vs {rb['run']}: {diff}")
-                result = paired([ra[metric] for ra, _ in rows], [rb[metric] for _, rb in rows],
-                                resamples=resamples, seed=seed)
+                result = paired(
+                    [ra[metric] for ra, _ in rows], [rb[metric] for _, rb in rows], resamples=resamples, seed=seed
+                )
                 marked = [r["run"] for pair in rows for r in pair if r.get("marked")]
-                comparisons.append(Comparison(metric, length, result, [(ra["run"], rb["run"]) for ra, rb in rows],
-                                              label, mixed, marked))
+                comparisons.append(
+                    Comparison(
+                        metric, length, result, [(ra["run"], rb["run"]) for ra, rb in rows], label, mixed, marked
+                    )
+                )
     if mixed_lines and not allow_mixed:
         raise MixedJudgesError(list(dict.fromkeys(mixed_lines)))
     if mixed_lines:
@@ -166,23 +202,28 @@ def baseline_labels(baselines: list[list[dict[str, Any]]]) -> list[str]:
 def render(comparisons: list[Comparison], notes: list[str]) -> list[str]:
     """A Markdown table: difference [95% CI], p (Holm), stars; marked rows flagged."""
     several = len({c.baseline for c in comparisons}) > 1
-    lines = ["| baseline | metric | length | n | mean A | mean B | A - B [95% CI] | p | p (Holm) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| baseline | metric | length | n | mean A | mean B | A - B [95% CI] | p | p (Holm) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for c in comparisons:
         r = c.result
         ci = f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]" if r.ci_low is not None else "[n/a]"
         p = f"{r.p:.4g}" if r.p is not None else "n/a"
         ph = f"{r.p_holm:.4g}{stars(r.p_holm)}" if r.p_holm is not None else "n/a"
         flags = (" (mixed judges)" if c.mixed else "") + (" †" if c.marked else "")
-        lines.append(f"| {c.baseline} | {c.metric}{flags} | {c.length or '-'} | {r.n} | {r.mean_a:.3f} | "
-                     f"{r.mean_b:.3f} | {r.diff:+.3f} {ci} | {p} | {ph} |")
+        lines.append(
+            f"| {c.baseline} | {c.metric}{flags} | {c.length or '-'} | {r.n} | {r.mean_a:.3f} | "
+            f"{r.mean_b:.3f} | {r.diff:+.3f} {ci} | {p} | {ph} |"
+        )
     if not comparisons:
         lines.append("| (no paired, scored runs) | | | | | | | | |")
     family = "across the baselines at each length" if several else "across the lengths"
     lines += ["", f"Stars mark p < 0.05, 0.01, 0.001 after Holm's correction within each metric {family}."]
     if any(c.marked for c in comparisons):
-        lines.append("† includes runs that are incomplete, out of the length gate or not fully judged "
-                     "(--include-incomplete).")
+        lines.append(
+            "† includes runs that are incomplete, out of the length gate or not fully judged (--include-incomplete)."
+        )
     if any(c.mixed for c in comparisons):
         lines.append("(mixed judges): some pairs were judged by different judge setups or criteria (--allow-mixed).")
     lines += [f"- {n}" for n in notes]

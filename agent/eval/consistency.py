@@ -39,7 +39,7 @@ CATEGORY_NAMES = {
 SUBTYPE_DEFINITIONS = {
     "memory_contradictions": "a character remembers, or forgets, past events in a way that contradicts what happened",
     "knowledge_contradictions": "a character knows something they could not know, or does not know something "
-                                "they were shown to know",
+    "they were shown to know",
     "skill_power_fluctuations": "a character's skill, strength or power changes without any cause in the story",
     "forgotten_abilities": "an ability a character was shown to have is ignored when it would obviously be used",
     "appearance_mismatches": "a person's, object's or place's physical description changes without cause",
@@ -54,10 +54,10 @@ SUBTYPE_DEFINITIONS = {
     "causeless_effects": "an outcome happens without the cause the story requires",
     "causal_logic_violations": "events follow from causes in a way that contradicts the story's own logic",
     "abandoned_plot_elements": "a plot thread, promise, mystery or setup is introduced and then never resolved "
-                               "or acknowledged",
+    "or acknowledged",
     "core_rules_violations": "the story breaks a rule of its own world (magic, technology, physics) it established",
     "social_norms_violations": "established customs, hierarchies or laws of the story's society are broken "
-                               "without acknowledgement",
+    "without acknowledgement",
     "geographical_contradictions": "locations, distances or the layout of places disagree",
 }
 
@@ -82,20 +82,22 @@ def system_prompt(category: str) -> str:
     subtypes = "\n".join(f"- {name}: {SUBTYPE_DEFINITIONS[name]}" for name in CATEGORIES[category])
     global_rule = ""
     if category == "timeline_plot":
-        global_rule = ("\nException: abandoned_plot_elements remains a check over the full narrative. Report an "
-                       "abandoned plot element wherever it occurs; its exact_quote may be anywhere in the story, "
-                       "and its contradicting_quote is the last passage where the thread could or should have been "
-                       "taken up.")
+        global_rule = (
+            "\nException: abandoned_plot_elements remains a check over the full narrative. Report an "
+            "abandoned plot element wherever it occurs; its exact_quote may be anywhere in the story, "
+            "and its contradicting_quote is the last passage where the thread could or should have been "
+            "taken up."
+        )
     return (
         "You are a meticulous continuity editor. You find internal contradictions in a story, in one category "
         f"only: {CATEGORY_NAMES[category]}.\n\nSubtypes of this category:\n{subtypes}\n\n"
         f"{DATA_RULE}\n\n"
-        f"Scope: the story contains the line \"{MARKER}\". Report a contradiction only if its later manifestation "
+        f'Scope: the story contains the line "{MARKER}". Report a contradiction only if its later manifestation '
         "(contradicting_quote) lies after that line. Use the entire text before the line as evidence: the earlier "
         f"statement (exact_quote) may be anywhere before the contradicting passage.{global_rule}\n\n"
         "For each contradiction: copy exact_quote and contradicting_quote verbatim from the story (a sentence or "
         "clause, exactly as written, without ellipses or paraphrase); give the chapter number from the "
-        "\"[Chapter N: ...]\" header of each; choose the one subtype that fits; explain briefly why both cannot be "
+        '"[Chapter N: ...]" header of each; choose the one subtype that fits; explain briefly why both cannot be '
         "true. Report each distinct contradiction once. Report only real contradictions within the story itself, "
         "not matters of taste. If there are none, return an empty list. Reply with the JSON object only."
     )
@@ -106,16 +108,19 @@ def build_calls(story: Story, window: Window) -> list[Call]:
     meta = {"window": window.as_dict(), "digest": story.digest, "words": story.words}
     calls = []
     for category in CATEGORIES:
-        user = (f"Story (chapters {story.sections[window.first - 1].index}-{story.sections[-1].index} are after "
-                f"the scope marker):\n\n"
-                f"{rendered}\n\nList every {CATEGORY_NAMES[category].lower()} contradiction in scope.")
+        user = (
+            f"Story (chapters {story.sections[window.first - 1].index}-{story.sections[-1].index} are after "
+            f"the scope marker):\n\n"
+            f"{rendered}\n\nList every {CATEGORY_NAMES[category].lower()} contradiction in scope."
+        )
         messages = [{"role": "system", "content": system_prompt(category)}, {"role": "user", "content": user}]
         calls.append(Call(category, messages, CONSISTENCY_GRAMMARS[category], meta))
     return calls
 
 
-def judge_consistency(store: RunStore, story: Story, judge: Judge, *, window_chapters: int | None = None,
-                      window_words: int | None = None) -> tuple[Window, dict[str, int]]:
+def judge_consistency(
+    store: RunStore, story: Story, judge: Judge, *, window_chapters: int | None = None, window_words: int | None = None
+) -> tuple[Window, dict[str, int]]:
     """Run the missing category judgments of one story; returns the window and call counts."""
     window = choose_window(story, chapters=window_chapters, min_words=window_words)
     counts = run_calls(store, judge, KIND, protocol_key(story, window), build_calls(story, window))
@@ -174,8 +179,9 @@ def spans(story: Story, max_words: int) -> list[tuple[int, int]]:
     return out
 
 
-def judge_spans(store: RunStore, story: Story, judge: Judge, *, max_words: int) -> list[tuple[tuple[int, int],
-                                                                                             dict[str, int]]]:
+def judge_spans(
+    store: RunStore, story: Story, judge: Judge, *, max_words: int
+) -> list[tuple[tuple[int, int], dict[str, int]]]:
     """Judge the story in spans of at most ``max_words`` words, each span whole and on its own;
     a span's judgments are tied to the whole story's text (its digest), so an edit anywhere
     asks them again. Returns each span with its call counts."""
@@ -185,11 +191,22 @@ def judge_spans(store: RunStore, story: Story, judge: Judge, *, max_words: int) 
         part = replace(story, sections=sections)
         window = choose_window(part, chapters=len(sections))
         prefix = sum(s.words for s in story.sections if s.index < first)
-        absolute = replace(window, first=first, prefix_words=prefix, total_words=story.words,
-                           rule=f"span: chapters {first}-{last}, each span judged on its own")
-        calls = [Call(c.item, c.messages, c.grammar, {**c.meta, "window": absolute.as_dict(), "digest": story.digest,
-                                                      "span": [first, last]})
-                 for c in build_calls(part, window)]
+        absolute = replace(
+            window,
+            first=first,
+            prefix_words=prefix,
+            total_words=story.words,
+            rule=f"span: chapters {first}-{last}, each span judged on its own",
+        )
+        calls = [
+            Call(
+                c.item,
+                c.messages,
+                c.grammar,
+                {**c.meta, "window": absolute.as_dict(), "digest": story.digest, "span": [first, last]},
+            )
+            for c in build_calls(part, window)
+        ]
         key = f"{PROTOCOL_VERSION}|{SPAN}={first}-{last}|{story.digest[:16]}"
         out.append(((first, last), run_calls(store, judge, KIND, key, calls)))
     return out

@@ -35,9 +35,15 @@ SAMPLE_SECTIONS = 5
 SAMPLE_SENTENCES = 5
 MIN_SENTENCE_WORDS = 4
 LEVELS = ("story", "section", "sentence")
-ITEMS = ("story", *(f"section:{i}" for i in range(1, SAMPLE_SECTIONS + 1)), "sentences",
-         "rubric:story", "rubric:section", "rubric:sentence")
-EDITOR = ("You are an experienced fiction editor giving a professional editorial review. " + DATA_RULE)
+ITEMS = (
+    "story",
+    *(f"section:{i}" for i in range(1, SAMPLE_SECTIONS + 1)),
+    "sentences",
+    "rubric:story",
+    "rubric:section",
+    "rubric:sentence",
+)
+EDITOR = "You are an experienced fiction editor giving a professional editorial review. " + DATA_RULE
 
 
 @dataclass(frozen=True)
@@ -55,49 +61,86 @@ def sample(story: Story, seed: int) -> Sample:
     rng = random.Random(f"{seed}:{story.digest}")
     positions = list(range(1, len(story.sections) + 1))
     sections = sorted(rng.sample(positions, min(SAMPLE_SECTIONS, len(positions))))
-    candidates = [s for sec in story.sections for s in split_sentences(sec.text)
-                  if count_words(s) >= MIN_SENTENCE_WORDS]
+    candidates = [
+        s for sec in story.sections for s in split_sentences(sec.text) if count_words(s) >= MIN_SENTENCE_WORDS
+    ]
     picked = sorted(rng.sample(range(len(candidates)), min(SAMPLE_SENTENCES, len(candidates))))
     return Sample(sections, [candidates[i] for i in picked])
 
 
 def _messages(system: str, user: str) -> list[dict[str, str]]:
-    return [{"role": "system", "content": f"{EDITOR}\n\n{system}"},
-            {"role": "user", "content": f"{user}\n\nReply with the JSON object only."}]
+    return [
+        {"role": "system", "content": f"{EDITOR}\n\n{system}"},
+        {"role": "user", "content": f"{user}\n\nReply with the JSON object only."},
+    ]
 
 
 def build_calls(story: Story, picked: Sample, protocol_meta: dict[str, Any]) -> list[Call]:
     whole = as_data("\n\n".join(f"[Section {i}: {s.title}]\n{s.text}" for i, s in enumerate(story.sections, 1)))
     sentences = "\n".join(f"{i}. {s}" for i, s in enumerate(picked.sentences, start=1))
-    story_level = ("Annotate problems in the whole story with respect to logical consistency, thematic coherence "
-                   "and character arc completion. Each annotation is one specific problem, with the passage it "
-                   "concerns quoted verbatim. Do not annotate strengths.")
+    story_level = (
+        "Annotate problems in the whole story with respect to logical consistency, thematic coherence "
+        "and character arc completion. Each annotation is one specific problem, with the passage it "
+        "concerns quoted verbatim. Do not annotate strengths."
+    )
     calls = [Call("story", _messages(story_level, f"Story:\n{whole}"), StoryAnnotations, protocol_meta)]
     for n, position in enumerate(picked.sections, start=1):
         sec = story.sections[position - 1]
         user = f"Section {position} of {len(story.sections)}:\n{as_data(f'[{sec.title}]' + chr(10) + sec.text)}"
-        system = ("Annotate problems in this section with respect to goal-conflict-outcome progression, the "
-                  "quality of its opening hook and its close, and whether the section is necessary to the story. "
-                  "Each annotation is one specific problem, with the passage quoted verbatim. Do not annotate "
-                  "strengths.")
+        system = (
+            "Annotate problems in this section with respect to goal-conflict-outcome progression, the "
+            "quality of its opening hook and its close, and whether the section is necessary to the story. "
+            "Each annotation is one specific problem, with the passage quoted verbatim. Do not annotate "
+            "strengths."
+        )
         calls.append(Call(f"section:{n}", _messages(system, user), SectionAnnotations, protocol_meta))
-    system = ("Annotate problems in these numbered sentences with respect to rhythm, clarity and syntax variety. "
-              "Each annotation names the sentence number and one specific problem. Do not annotate strengths.")
-    calls.append(Call("sentences", _messages(system, f"Sentences:\n{as_data(sentences)}"), SentenceAnnotations,
-                      protocol_meta))
+    system = (
+        "Annotate problems in these numbered sentences with respect to rhythm, clarity and syntax variety. "
+        "Each annotation names the sentence number and one specific problem. Do not annotate strengths."
+    )
+    calls.append(
+        Call("sentences", _messages(system, f"Sentences:\n{as_data(sentences)}"), SentenceAnnotations, protocol_meta)
+    )
     rubric = "Score from 0 to 100 each category and the overall quality at this level (100 is flawless)."
-    calls.append(Call("rubric:story", _messages(f"Rubric, story level: logical consistency, thematic coherence, "
-                                                f"character arcs. {rubric}", f"Story:\n{whole}"),
-                      StoryRubric, protocol_meta))
-    secs = as_data("\n\n".join(f"[Section {p}: {story.sections[p - 1].title}]\n{story.sections[p - 1].text}"
-                               for p in picked.sections))
-    calls.append(Call("rubric:section", _messages(f"Rubric, section level, over these sections together: "
-                                                  f"goal-conflict-outcome, hook and close, necessity. {rubric}",
-                                                  f"Sections:\n{secs}"), SectionRubric, protocol_meta))
-    calls.append(Call("rubric:sentence", _messages(f"Rubric, sentence level, over these sentences together: rhythm, "
-                                                   f"clarity, syntax variety. {rubric}",
-                                                   f"Sentences:\n{as_data(sentences)}"), SentenceRubric,
-                      protocol_meta))
+    calls.append(
+        Call(
+            "rubric:story",
+            _messages(
+                f"Rubric, story level: logical consistency, thematic coherence, character arcs. {rubric}",
+                f"Story:\n{whole}",
+            ),
+            StoryRubric,
+            protocol_meta,
+        )
+    )
+    secs = as_data(
+        "\n\n".join(
+            f"[Section {p}: {story.sections[p - 1].title}]\n{story.sections[p - 1].text}" for p in picked.sections
+        )
+    )
+    calls.append(
+        Call(
+            "rubric:section",
+            _messages(
+                f"Rubric, section level, over these sections together: "
+                f"goal-conflict-outcome, hook and close, necessity. {rubric}",
+                f"Sections:\n{secs}",
+            ),
+            SectionRubric,
+            protocol_meta,
+        )
+    )
+    calls.append(
+        Call(
+            "rubric:sentence",
+            _messages(
+                f"Rubric, sentence level, over these sentences together: rhythm, clarity, syntax variety. {rubric}",
+                f"Sentences:\n{as_data(sentences)}",
+            ),
+            SentenceRubric,
+            protocol_meta,
+        )
+    )
     return calls
 
 
@@ -116,18 +159,29 @@ def judge_result(group: list[stored.Judgment]) -> dict[str, Any] | None:
     """One judge's counts and rubric from its judgments, or ``None`` if any call is missing/failed."""
     by_item = {j.item: j for j in group}
     sections = len(group[0].meta.get("sample", {}).get("sections", [])) if group else 0
-    needed = ["story", *(f"section:{i}" for i in range(1, sections + 1)), "sentences",
-              "rubric:story", "rubric:section", "rubric:sentence"]
+    needed = [
+        "story",
+        *(f"section:{i}" for i in range(1, sections + 1)),
+        "sentences",
+        "rubric:story",
+        "rubric:section",
+        "rubric:sentence",
+    ]
     if any(i not in by_item or not by_item[i].ok for i in needed):
         return None
-    counts = {"story": len(by_item["story"].reply["annotations"]),
-              "section": sum(len(by_item[f"section:{i}"].reply["annotations"]) for i in range(1, sections + 1)),
-              "sentence": len(by_item["sentences"].reply["annotations"])}
+    counts = {
+        "story": len(by_item["story"].reply["annotations"]),
+        "section": sum(len(by_item[f"section:{i}"].reply["annotations"]) for i in range(1, sections + 1)),
+        "sentence": len(by_item["sentences"].reply["annotations"]),
+    }
     rubric = {level: by_item[f"rubric:{level}"].reply for level in LEVELS}
-    return {"annotations": sum(counts.values()), "annotations_by_level": counts,
-            "rubric": sum(r["overall"] for r in rubric.values()) / 3,
-            "rubric_by_level": {level: r["overall"] for level, r in rubric.items()},
-            "rubric_categories": {k: v for r in rubric.values() for k, v in r.items() if k != "overall"}}
+    return {
+        "annotations": sum(counts.values()),
+        "annotations_by_level": counts,
+        "rubric": sum(r["overall"] for r in rubric.values()) / 3,
+        "rubric_by_level": {level: r["overall"] for level, r in rubric.items()},
+        "rubric_categories": {k: v for r in rubric.values() for k, v in r.items() if k != "overall"},
+    }
 
 
 def editorial_scores(store: RunStore, story: Story) -> dict[str, Any] | None:
@@ -146,8 +200,11 @@ def editorial_scores(store: RunStore, story: Story) -> dict[str, Any] | None:
         return None
     n = len(per_judge)
     levels = {lv: sum(r["annotations_by_level"][lv] for r in per_judge.values()) / n for lv in LEVELS}
-    return {"judges": sorted(per_judge),
-            "judge_digests": sorted(str(r["judge_digest"]) for r in per_judge.values()),
-            "annotations": sum(r["annotations"] for r in per_judge.values()) / n,
-            "annotations_by_level": levels, "rubric": sum(r["rubric"] for r in per_judge.values()) / n,
-            "rubric_by_level": {lv: sum(r["rubric_by_level"][lv] for r in per_judge.values()) / n for lv in LEVELS}}
+    return {
+        "judges": sorted(per_judge),
+        "judge_digests": sorted(str(r["judge_digest"]) for r in per_judge.values()),
+        "annotations": sum(r["annotations"] for r in per_judge.values()) / n,
+        "annotations_by_level": levels,
+        "rubric": sum(r["rubric"] for r in per_judge.values()) / n,
+        "rubric_by_level": {lv: sum(r["rubric_by_level"][lv] for r in per_judge.values()) / n for lv in LEVELS},
+    }

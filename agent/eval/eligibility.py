@@ -92,8 +92,13 @@ def select(rows: list[dict[str, Any]], *, include_incomplete: bool) -> tuple[lis
     if include_incomplete:
         for r in bad:
             r["marked"] = True
-        return rows, [f"{len(bad)} of {len(rows)} run(s) included although not publishable "
-                      f"(--include-incomplete; marked †): {why}", *detail]
+        return rows, [
+            f"{len(bad)} of {len(rows)} run(s) included although not publishable "
+            f"(--include-incomplete; marked †): {why}",
+            *detail,
+        ]
     kept = [r for r in rows if not r.get("excluded")]
-    return kept, [f"{len(bad)} of {len(rows)} run(s) left out: {why} (--include-incomplete includes them, marked)",
-                  *detail]
+    return kept, [
+        f"{len(bad)} of {len(rows)} run(s) left out: {why} (--include-incomplete includes them, marked)",
+        *detail,
+    ]

@@ -33,27 +33,50 @@ PLAN_KEY = "eval_injection"
 
 # (category, target subtype, earlier, later); {m} is the marker.
 CONTRADICTIONS = (
-    ("characterization", "memory_contradictions",
-     "Old {m} had never once been to sea; he told anyone who asked that he had never set foot on a ship.",
-     "Old {m} smiled, remembering the twenty years he had spent as a sailor on the open sea."),
-    ("factual_detail", "appearance_mismatches",
-     "The door of the {m} inn was painted a bright, unmistakable red.",
-     "The door of the {m} inn was painted a deep green, as it always had been; it had never been any other colour."),
-    ("narrative_style", "perspective_confusions",
-     "This account is set down by the chronicler {m}, who was never present and never speaks of himself.",
-     "I, the chronicler {m}, was there that night, and I saw all of it with my own eyes."),
-    ("timeline_plot", "absolute_time_contradictions",
-     "The great fire at the {m} mill happened on the first day of winter, exactly ten years ago.",
-     "The great fire at the {m} mill had happened only last spring, less than a year ago."),
-    ("world_building", "core_rules_violations",
-     "Everyone knew the one unbreakable law of this world: no living hand could touch the {m} stones and survive.",
-     "She picked up one of the {m} stones with her bare hand, turned it over, and walked on unharmed."),
+    (
+        "characterization",
+        "memory_contradictions",
+        "Old {m} had never once been to sea; he told anyone who asked that he had never set foot on a ship.",
+        "Old {m} smiled, remembering the twenty years he had spent as a sailor on the open sea.",
+    ),
+    (
+        "factual_detail",
+        "appearance_mismatches",
+        "The door of the {m} inn was painted a bright, unmistakable red.",
+        "The door of the {m} inn was painted a deep green, as it always had been; it had never been any other colour.",
+    ),
+    (
+        "narrative_style",
+        "perspective_confusions",
+        "This account is set down by the chronicler {m}, who was never present and never speaks of himself.",
+        "I, the chronicler {m}, was there that night, and I saw all of it with my own eyes.",
+    ),
+    (
+        "timeline_plot",
+        "absolute_time_contradictions",
+        "The great fire at the {m} mill happened on the first day of winter, exactly ten years ago.",
+        "The great fire at the {m} mill had happened only last spring, less than a year ago.",
+    ),
+    (
+        "world_building",
+        "core_rules_violations",
+        "Everyone knew the one unbreakable law of this world: no living hand could touch the {m} stones and survive.",
+        "She picked up one of the {m} stones with her bare hand, turned it over, and walked on unharmed.",
+    ),
 )
 CONTROLS = (
-    ("factual_detail", "appearance_mismatches", "The door of the {m} inn was painted a bright red.",
-     "She passed the {m} inn again, its red door bright in the evening light."),
-    ("characterization", "memory_contradictions", "Old {m} had worked as a baker for thirty years.",
-     "Old {m}, the baker, was already at his ovens when the sun came up."),
+    (
+        "factual_detail",
+        "appearance_mismatches",
+        "The door of the {m} inn was painted a bright red.",
+        "She passed the {m} inn again, its red door bright in the evening light.",
+    ),
+    (
+        "characterization",
+        "memory_contradictions",
+        "Old {m} had worked as a baker for thirty years.",
+        "Old {m}, the baker, was already at his ovens when the sun came up.",
+    ),
 )
 _NAMES = ("Varnholt", "Quillbrede", "Ostrevane", "Mirrowick", "Tallowmere", "Brenwhistle", "Cadrellis", "Hexbourne")
 
@@ -88,7 +111,7 @@ def placements(story: Story, first: int, depth: str) -> tuple[Spot, Spot]:
     section ``first`` (1-based)."""
     spots = _boundaries(story)
     window = [s for s in spots if s.section >= first - 1 and not (s.section == first - 1 and s.offset == 0)]
-    start_word = sum(sec.words for sec in story.sections[:first - 1])
+    start_word = sum(sec.words for sec in story.sections[: first - 1])
     later = _nearest(window or spots, start_word + (story.words - start_word) / 2)
     prefix = [s for s in spots if s.word <= later.word and (s.section, s.offset) < (later.section, later.offset)]
     if first > 1:
@@ -123,8 +146,7 @@ def _insert_in_paragraphs(store: RunStore, spot: Spot, statement: str) -> None:
     start = 0
     for p in paragraphs:
         if spot.offset <= start + len(p.text):
-            store.revise_paragraph(p.step, p.seq, _insert(p.text, spot.offset - start, statement),
-                                   reason="eval-inject")
+            store.revise_paragraph(p.step, p.seq, _insert(p.text, spot.offset - start, statement), reason="eval-inject")
             return
         start += len(p.text) + 2
     raise StoreError(f"no paragraph at offset {spot.offset} of section {spot.section + 1}")
@@ -150,8 +172,18 @@ def _copy_run(source: Path, target: Path) -> None:
         dst.close()
 
 
-def inject(store: RunStore, *, category: str, subtype: str, earlier: str, later: str, depth: str, control: bool,
-           marker: str, window_chapters: int | None = None) -> dict[str, Any]:
+def inject(
+    store: RunStore,
+    *,
+    category: str,
+    subtype: str,
+    earlier: str,
+    later: str,
+    depth: str,
+    control: bool,
+    marker: str,
+    window_chapters: int | None = None,
+) -> dict[str, Any]:
     """Plant one pair in ``store`` (a copy) and record it in the plan; returns the record."""
     story = load_story(store)
     window = choose_window(story, chapters=window_chapters)
@@ -170,17 +202,34 @@ def inject(store: RunStore, *, category: str, subtype: str, earlier: str, later:
     full = load_story(store).text
     if full.count(marker) != 2:
         raise StoreError(f"marker {marker} occurs {full.count(marker)} times, not twice")
-    record = {"category": category, "subtype": subtype, "depth": depth, "control": control, "marker": marker,
-              "earlier": a, "later": b, "earlier_chapter": first_spot.section + 1,
-              "later_chapter": later_spot.section + 1, "earlier_word": first_spot.word,
-              "later_word": later_spot.word + count_words(a), "window_first": window.first,
-              "distance_words": later_spot.word - first_spot.word}
+    record = {
+        "category": category,
+        "subtype": subtype,
+        "depth": depth,
+        "control": control,
+        "marker": marker,
+        "earlier": a,
+        "later": b,
+        "earlier_chapter": first_spot.section + 1,
+        "later_chapter": later_spot.section + 1,
+        "earlier_word": first_spot.word,
+        "later_word": later_spot.word + count_words(a),
+        "window_first": window.first,
+        "distance_words": later_spot.word - first_spot.word,
+    }
     store.put_plan(PLAN_KEY, record)
     return record
 
 
-def make_injected_copies(run_dir: str | Path, out: Path, *, depths: list[str], controls: int = 2, seed: int = 0,
-                         window_chapters: int | None = None) -> list[Path]:
+def make_injected_copies(
+    run_dir: str | Path,
+    out: Path,
+    *,
+    depths: list[str],
+    controls: int = 2,
+    seed: int = 0,
+    window_chapters: int | None = None,
+) -> list[Path]:
     """One copy per (category, depth) plus ``controls`` control copies, under ``out``."""
     source = resolve_run_dir(run_dir)
     rng = random.Random(seed)
@@ -196,8 +245,17 @@ def make_injected_copies(run_dir: str | Path, out: Path, *, depths: list[str], c
         target = out / f"{n:02d}-{'control' if control else category}-{depth}"
         _copy_run(source, target)
         with RunStore.open(target) as copy:
-            inject(copy, category=category, subtype=subtype, earlier=earlier, later=later, depth=depth,
-                   control=control, marker=marker, window_chapters=window_chapters)
+            inject(
+                copy,
+                category=category,
+                subtype=subtype,
+                earlier=earlier,
+                later=later,
+                depth=depth,
+                control=control,
+                marker=marker,
+                window_chapters=window_chapters,
+            )
         copies.append(target)
     return copies
 
@@ -212,9 +270,14 @@ def detection(store: RunStore) -> dict[str, Any] | None:
         return None
     marker = record["marker"]
     hits = [i for i in scores[0].instances if marker in json.dumps(i.reply, ensure_ascii=False)]
-    return {**record, "judge": scores[0].judge, "subtype_hit": any(i.subtype == record["subtype"] for i in hits),
-            "category_hit": any(i.category == record["category"] for i in hits), "any_hit": bool(hits),
-            "reports": len(hits)}
+    return {
+        **record,
+        "judge": scores[0].judge,
+        "subtype_hit": any(i.subtype == record["subtype"] for i in hits),
+        "category_hit": any(i.category == record["category"] for i in hits),
+        "any_hit": bool(hits),
+        "reports": len(hits),
+    }
 
 
 def recall_table(copies: list[Path]) -> dict[str, Any]:
@@ -232,18 +295,24 @@ def recall_table(copies: list[Path]) -> dict[str, Any]:
 
 
 def render_recall(table: dict[str, Any]) -> list[str]:
-    lines = ["| category | depth | n | distance (words) | target subtype | target category | any |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| category | depth | n | distance (words) | target subtype | target category | any |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for (category, depth), rows in sorted(table["cells"].items()):
         n = len(rows)
         dist = ", ".join(str(r["distance_words"]) for r in rows)
-        lines.append(f"| {category} | {depth} | {n} | {dist} | {sum(r['subtype_hit'] for r in rows)}/{n} | "
-                     f"{sum(r['category_hit'] for r in rows)}/{n} | {sum(r['any_hit'] for r in rows)}/{n} |")
+        lines.append(
+            f"| {category} | {depth} | {n} | {dist} | {sum(r['subtype_hit'] for r in rows)}/{n} | "
+            f"{sum(r['category_hit'] for r in rows)}/{n} | {sum(r['any_hit'] for r in rows)}/{n} |"
+        )
     c = table["controls"]
     lines.append("")
-    lines.append(f"Controls (no contradiction; any report is a false positive): {len(c)} judged, "
-                 f"{sum(r['category_hit'] for r in c)} reported under the target category, "
-                 f"{sum(r['any_hit'] for r in c)} under any.")
+    lines.append(
+        f"Controls (no contradiction; any report is a false positive): {len(c)} judged, "
+        f"{sum(r['category_hit'] for r in c)} reported under the target category, "
+        f"{sum(r['any_hit'] for r in c)} under any."
+    )
     if table["unscored"]:
         lines.append(f"Not scored (failed or missing judgments, excluded): {', '.join(table['unscored'])}")
     return lines

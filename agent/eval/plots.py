@@ -23,8 +23,9 @@ def plots_available() -> bool:
     return True
 
 
-def png_plot(series: dict[str, list[tuple[float, float]]], *, title: str, xlabel: str, ylabel: str,
-             lines: bool = False) -> bytes:
+def png_plot(
+    series: dict[str, list[tuple[float, float]]], *, title: str, xlabel: str, ylabel: str, lines: bool = False
+) -> bytes:
     """The plot as PNG bytes, or ``b""`` when no series has a point; raises ImportError without matplotlib."""
     if not any(series.values()):
         return b""

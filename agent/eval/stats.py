@@ -107,8 +107,9 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction
 
 
-def bootstrap_ci(d: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
-                 level: float = 0.95) -> tuple[float, float] | None:
+def bootstrap_ci(
+    d: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED, level: float = 0.95
+) -> tuple[float, float] | None:
     """Percentile bootstrap CI of the mean of ``d``: ``resamples`` resamples of the pairs with a
     seeded generator, so the same data always gives the same interval."""
     x = [float(v) for v in d]
@@ -134,8 +135,9 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
     return out
 
 
-def paired(a: Sequence[float], b: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMPLES,
-           seed: int = BOOTSTRAP_SEED) -> PairedResult:
+def paired(
+    a: Sequence[float], b: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> PairedResult:
     if len(a) != len(b):
         raise ValueError("paired samples must have the same length")
     n = len(a)
@@ -143,9 +145,17 @@ def paired(a: Sequence[float], b: Sequence[float], *, resamples: int = BOOTSTRAP
     t, p = paired_t(a, b)
     ci = bootstrap_ci(d, resamples=resamples, seed=seed)
     sem = stdev(d) / math.sqrt(n) if n >= 2 else None
-    return PairedResult(n, fmean(a) if n else math.nan, fmean(b) if n else math.nan,
-                        fmean(d) if n else math.nan, sem, t, p,
-                        ci[0] if ci else None, ci[1] if ci else None)
+    return PairedResult(
+        n,
+        fmean(a) if n else math.nan,
+        fmean(b) if n else math.nan,
+        fmean(d) if n else math.nan,
+        sem,
+        t,
+        p,
+        ci[0] if ci else None,
+        ci[1] if ci else None,
+    )
 
 
 def stars(p: float | None) -> str:
@@ -194,8 +204,11 @@ def _tie_sums(values: Sequence[float]) -> tuple[float, float, float]:
     for v in values:
         counts[v] = counts.get(v, 0) + 1
     t = [c for c in counts.values() if c > 1]
-    return (sum(c * (c - 1) for c in t), sum(c * (c - 1) * (c - 2) for c in t),
-            sum(c * (c - 1) * (2 * c + 5) for c in t))
+    return (
+        sum(c * (c - 1) for c in t),
+        sum(c * (c - 1) * (c - 2) for c in t),
+        sum(c * (c - 1) * (2 * c + 5) for c in t),
+    )
 
 
 def _kendall_p(s: int, x: Sequence[float], y: Sequence[float]) -> float:
@@ -204,8 +217,7 @@ def _kendall_p(s: int, x: Sequence[float], y: Sequence[float]) -> float:
     x0, x1, x2 = _tie_sums(x)
     y0, y1, y2 = _tie_sums(y)
     m = n * (n - 1)
-    variance = ((m * (2 * n + 5) - x2 - y2) / 18 + x0 * y0 / (2 * m)
-                + (x1 * y1 / (9 * m * (n - 2)) if n > 2 else 0.0))
+    variance = (m * (2 * n + 5) - x2 - y2) / 18 + x0 * y0 / (2 * m) + (x1 * y1 / (9 * m * (n - 2)) if n > 2 else 0.0)
     if variance <= 0:
         return 1.0
     z = abs(s) / math.sqrt(variance)

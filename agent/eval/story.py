@@ -73,7 +73,7 @@ def magnet_groups(store: RunStore) -> list[tuple[str | None, list[Paragraph]]]:
     """Consecutive paragraphs in fixed spans of ``SECTION_PARAGRAPHS``: one group per section.
     The title is never the goal (a judge must not be shown what the pipeline aimed at)."""
     paragraphs = store.paragraphs()
-    spans = [paragraphs[i:i + SECTION_PARAGRAPHS] for i in range(0, len(paragraphs), SECTION_PARAGRAPHS)]
+    spans = [paragraphs[i : i + SECTION_PARAGRAPHS] for i in range(0, len(paragraphs), SECTION_PARAGRAPHS)]
     return [(f"Section {n}", span) for n, span in enumerate(spans, start=1)]
 
 

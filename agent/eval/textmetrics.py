@@ -35,8 +35,12 @@ def gate_compliance(store: RunStore, story: Story) -> dict[str, Any]:
     if targets and len(story.sections) > 1:
         checked = [(s.words, t) for s, t in zip(story.sections, targets, strict=False)]
         passed = sum(in_gate(w, t, low, high) for w, t in checked)
-        return {"gate_unit": "chapter", "gate_checked": len(checked), "gate_passed": passed,
-                "gate_compliance": passed / len(checked) if checked else None}
+        return {
+            "gate_unit": "chapter",
+            "gate_checked": len(checked),
+            "gate_passed": passed,
+            "gate_compliance": passed / len(checked) if checked else None,
+        }
     if story.target_words:
         ok = in_gate(story.words, story.target_words, low, high)
         return {"gate_unit": "story", "gate_checked": 1, "gate_passed": int(ok), "gate_compliance": float(ok)}
@@ -60,8 +64,11 @@ def requirement_history(states: list[tuple[int, Any]]) -> dict[str, Any]:
         previous = keys
     if not found:
         return {"requirements_opened": None, "requirements_resolved": None, "requirements_open_at_end": None}
-    return {"requirements_opened": len(opened), "requirements_resolved": len(resolved),
-            "requirements_open_at_end": len(previous)}
+    return {
+        "requirements_opened": len(opened),
+        "requirements_resolved": len(resolved),
+        "requirements_open_at_end": len(previous),
+    }
 
 
 def state_sizes(store: RunStore) -> list[dict[str, Any]]:
@@ -71,22 +78,33 @@ def state_sizes(store: RunStore) -> list[dict[str, Any]]:
     for unit, text in store.query("SELECT unit, state FROM states WHERE unit >= 1 ORDER BY unit"):
         state = json.loads(text)
         narrative = ChapterSnapshot.read(state).state() if chapters else None
-        counts = {k: len(v) for k, v in narrative.model_dump().items() if isinstance(v, list | dict)} \
-            if narrative is not None else {}
+        counts = (
+            {k: len(v) for k, v in narrative.model_dump().items() if isinstance(v, list | dict)}
+            if narrative is not None
+            else {}
+        )
         out.append({"unit": unit, "bytes": len(text.encode("utf-8")), **counts})
     return out
 
 
 def token_usage(store: RunStore, words: int) -> dict[str, Any]:
-    row = store.query("SELECT count(*), coalesce(sum(prompt_tokens), 0), coalesce(sum(cached_prompt_tokens), 0), "
-                      "coalesce(sum(completion_tokens), 0), coalesce(sum(error IS NOT NULL), 0) FROM llm_calls")[0]
+    row = store.query(
+        "SELECT count(*), coalesce(sum(prompt_tokens), 0), coalesce(sum(cached_prompt_tokens), 0), "
+        "coalesce(sum(completion_tokens), 0), coalesce(sum(error IS NOT NULL), 0) FROM llm_calls"
+    )[0]
     calls, prompt, cached, completion, errors = (int(v) for v in row)
     per_k = (lambda n: n / (words / 1000)) if words else (lambda n: None)
-    return {"llm_calls": calls, "llm_errors": errors, "prompt_tokens": prompt, "cached_prompt_tokens": cached,
-            "completion_tokens": completion, "prompt_tokens_per_1k_words": per_k(prompt),
-            "completion_tokens_per_1k_words": per_k(completion),
-            "total_tokens_per_1k_words": per_k(prompt + completion),
-            "cached_share": cached / prompt if prompt else None}
+    return {
+        "llm_calls": calls,
+        "llm_errors": errors,
+        "prompt_tokens": prompt,
+        "cached_prompt_tokens": cached,
+        "completion_tokens": completion,
+        "prompt_tokens_per_1k_words": per_k(prompt),
+        "completion_tokens_per_1k_words": per_k(completion),
+        "total_tokens_per_1k_words": per_k(prompt + completion),
+        "cached_share": cached / prompt if prompt else None,
+    }
 
 
 def style_metrics(store: RunStore) -> dict[str, Any]:
@@ -96,27 +114,44 @@ def style_metrics(store: RunStore) -> dict[str, Any]:
 
     rows = chapter_distances(store.get_plan("style"), store.chapters())
     if not rows:
-        return {"style_distance_mean": None, "style_distance_max": None, "style_drifted_chapters": None,
-                "style_distances": []}
+        return {
+            "style_distance_mean": None,
+            "style_distance_max": None,
+            "style_drifted_chapters": None,
+            "style_distances": [],
+        }
     totals = [r["total"] for r in rows]
-    return {"style_distance_mean": sum(totals) / len(totals), "style_distance_max": max(totals),
-            "style_drifted_chapters": sum(r["drifted"] for r in rows), "style_distances": rows}
+    return {
+        "style_distance_mean": sum(totals) / len(totals),
+        "style_distance_max": max(totals),
+        "style_drifted_chapters": sum(r["drifted"] for r in rows),
+        "style_distances": rows,
+    }
 
 
 def model_free_metrics(store: RunStore, story: Story | None = None) -> dict[str, Any]:
     story = story or load_story(store)
     toks = tokens(story.text)
-    states = [(u, json.loads(s)) for u, s in store.query("SELECT unit, state FROM states ORDER BY unit")
-              if store.info().unit_kind == "chapter"]
+    states = [
+        (u, json.loads(s))
+        for u, s in store.query("SELECT unit, state FROM states ORDER BY unit")
+        if store.info().unit_kind == "chapter"
+    ]
     sizes = state_sizes(store)
     degraded = store.query("SELECT count(*) FROM chapters WHERE degraded = 1")[0][0]
     return {
-        "words": story.words, "target_words": story.target_words, "sections": len(story.sections),
-        **gate_compliance(store, story), "degraded_chapters": int(degraded),
-        "distinct_1": distinct_n(toks, 1), "distinct_2": distinct_n(toks, 2), "distinct_3": distinct_n(toks, 3),
+        "words": story.words,
+        "target_words": story.target_words,
+        "sections": len(story.sections),
+        **gate_compliance(store, story),
+        "degraded_chapters": int(degraded),
+        "distinct_1": distinct_n(toks, 1),
+        "distinct_2": distinct_n(toks, 2),
+        "distinct_3": distinct_n(toks, 3),
         "repeated_4gram_rate": repeated_ngram_rate(toks, 4),
         **requirement_history(states),
-        "final_state_bytes": sizes[-1]["bytes"] if sizes else None, "state_sizes": sizes,
+        "final_state_bytes": sizes[-1]["bytes"] if sizes else None,
+        "state_sizes": sizes,
         **token_usage(store, story.words),
         **style_metrics(store),
     }

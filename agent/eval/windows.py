@@ -69,5 +69,5 @@ def choose_window(story: Story, *, chapters: int | None = None, min_words: int |
         k = n if anchored is None else min(anchored, n)
         rule = f"target {target} words: " + ("every chapter" if anchored is None else f"last {anchored} chapters")
     first = n - k + 1
-    checked = sum(words[first - 1:])
+    checked = sum(words[first - 1 :])
     return Window(k, first, checked, sum(words) - checked, sum(words), rule)

@@ -42,10 +42,60 @@ _TOKEN = re.compile(rf"{CJK_CHAR.pattern}|[A-Za-z][A-Za-z']*")
 _OPENING = re.compile(rf"[\s\"'“‘「『(\[*_—-]*([A-Za-z][A-Za-z']*|{CJK_CHAR.pattern}{{1,2}})")
 """A sentence's opening word: a Latin word, or its first two CJK characters (他说, 她的)."""
 _COMMON_OPENINGS = frozenset({"the", "and", "but", "a", "i"})
-_STOP = frozenset({"a", "an", "the", "and", "or", "but", "of", "to", "in", "on", "at", "by", "for", "with", "from",
-    "as", "is", "was", "were", "be", "been", "it", "its", "he", "she", "they", "them", "his", "her", "their", "i",
-    "me", "my", "we", "our", "you", "your", "that", "this", "there", "then", "so", "not", "no", "had", "have", "has",
-    "did", "do", "said"})
+_STOP = frozenset(
+    {
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "by",
+        "for",
+        "with",
+        "from",
+        "as",
+        "is",
+        "was",
+        "were",
+        "be",
+        "been",
+        "it",
+        "its",
+        "he",
+        "she",
+        "they",
+        "them",
+        "his",
+        "her",
+        "their",
+        "i",
+        "me",
+        "my",
+        "we",
+        "our",
+        "you",
+        "your",
+        "that",
+        "this",
+        "there",
+        "then",
+        "so",
+        "not",
+        "no",
+        "had",
+        "have",
+        "has",
+        "did",
+        "do",
+        "said",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -70,14 +120,14 @@ def stock_phrases(text: str, rules: LintRules) -> list[Hit]:
         for m in rule.pattern.finditer(scanned):
             if rule.word_start and m.start() > 0 and (low[m.start() - 1].isalnum() or low[m.start() - 1] == "_"):
                 continue
-            hits.append(Hit(rule.name, "stock", m.start(), m.end(), " ".join(text[m.start():m.end()].split())))
+            hits.append(Hit(rule.name, "stock", m.start(), m.end(), " ".join(text[m.start() : m.end()].split())))
     return hits
 
 
 def _grams(text: str, n: int) -> tuple[list[tuple[str, ...]], list[tuple[int, int]]]:
     words = list(_TOKEN.finditer(text))
     low = [w.group(0).lower() for w in words]
-    grams = [tuple(low[i:i + n]) for i in range(len(low) - n + 1)]
+    grams = [tuple(low[i : i + n]) for i in range(len(low) - n + 1)]
     spans = [(words[i].start(), words[i + n - 1].end()) for i in range(len(grams))]
     return grams, spans
 
@@ -111,9 +161,18 @@ def repeated_phrases(texts: list[str]) -> list[list[Hit]]:
                 runs[-1] = (runs[-1][0], end, max(runs[-1][2], counts[gram]))
             else:
                 runs.append((start, end, counts[gram]))
-        hits.append([Hit("repeated-phrase", "repetition", start, end,
-                         f"'{' '.join(text[start:end].lower().split())}' x{uses} in the book")
-                     for start, end, uses in runs])
+        hits.append(
+            [
+                Hit(
+                    "repeated-phrase",
+                    "repetition",
+                    start,
+                    end,
+                    f"'{' '.join(text[start:end].lower().split())}' x{uses} in the book",
+                )
+                for start, end, uses in runs
+            ]
+        )
     return hits
 
 
@@ -135,17 +194,28 @@ def monotonous_openings(text: str, spans: list[tuple[int, int]]) -> list[Hit]:
         while j + 1 < len(words) and words[j + 1] == words[i] and words[i]:
             j += 1
         if j - i + 1 >= OPENING_RUN:
-            hits.append(Hit("same-opening", "openings", spans[i][0], spans[j][1],
-                            f"{j - i + 1} sentences in a row open with '{words[i]}'"))
+            hits.append(
+                Hit(
+                    "same-opening",
+                    "openings",
+                    spans[i][0],
+                    spans[j][1],
+                    f"{j - i + 1} sentences in a row open with '{words[i]}'",
+                )
+            )
         i = j + 1
-    counted = Counter(w for w, (s, _) in zip(words, spans, strict=True)
-                      if w and w not in _COMMON_OPENINGS and text[s] not in "\"'“‘")
+    counted = Counter(
+        w for w, (s, _) in zip(words, spans, strict=True) if w and w not in _COMMON_OPENINGS and text[s] not in "\"'“‘"
+    )
     if len(words) >= OPENING_MIN_SENTENCES and counted:
         word, n = counted.most_common(1)[0]
         if n / len(words) >= OPENING_SHARE:
             first = next(s for w, s in zip(words, spans, strict=True) if w == word)
-            hits.append(Hit("opening-share", "openings", first[0], first[1],
-                            f"{n} of {len(words)} sentences open with '{word}'"))
+            hits.append(
+                Hit(
+                    "opening-share", "openings", first[0], first[1], f"{n} of {len(words)} sentences open with '{word}'"
+                )
+            )
     return hits
 
 
@@ -193,8 +263,10 @@ def overused_words(text: str) -> list[tuple[str, str, int, float]]:
     return [(("name" if word in names else "word"), word, n, ratio) for word, n, ratio in rows]
 
 
-_TAG_AFTER = re.compile(r"[,!?…—-][\"”’']\s+(?:(?:he|she|they|I|we|you|[A-Z][a-z]+)\s+([a-z]+)|([a-z]+)\s+"
-                        r"(?:he|she|they|I|we|[A-Z][a-z]+))(\s+[a-z]+ly\b)?")
+_TAG_AFTER = re.compile(
+    r"[,!?…—-][\"”’']\s+(?:(?:he|she|they|I|we|you|[A-Z][a-z]+)\s+([a-z]+)|([a-z]+)\s+"
+    r"(?:he|she|they|I|we|[A-Z][a-z]+))(\s+[a-z]+ly\b)?"
+)
 
 
 def tag_habits(text: str, rules: LintRules) -> list[Hit]:
@@ -215,7 +287,13 @@ def tag_habits(text: str, rules: LintRules) -> list[Hit]:
     if len(elaborate) >= ELABORATE_MIN and len(elaborate) > plain:
         start, end, _ = elaborate[0]
         verbs = Counter(v for _, _, v in elaborate).most_common(3)
-        hits.append(Hit("elaborate-tags", "tags", start, end,
-                        f"{len(elaborate)} elaborate tags ({', '.join(f'{v} x{n}' for v, n in verbs)}) "
-                        f"to {plain} plain"))
+        hits.append(
+            Hit(
+                "elaborate-tags",
+                "tags",
+                start,
+                end,
+                f"{len(elaborate)} elaborate tags ({', '.join(f'{v} x{n}' for v, n in verbs)}) to {plain} plain",
+            )
+        )
     return hits

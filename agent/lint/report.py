@@ -87,14 +87,25 @@ class BookReport:
         return out[:limit]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"words": self.words, "flags": len(self.flags), "score": self.score,
-                "machine_flags_per_1000": self.per_thousand(MACHINE_FAMILIES),
-                "by_rule": dict(self.by_rule()),
-                "chapters": [{"index": c.index, "title": c.title, "words": c.words, "score": c.score,
-                              "by_family": c.by_family(),
-                              "overused": [{"kind": k, "word": w, "count": n, "ratio": r}
-                                           for k, w, n, r in c.overused],
-                              "flags": [asdict(f) for f in c.flags]} for c in self.chapters]}
+        return {
+            "words": self.words,
+            "flags": len(self.flags),
+            "score": self.score,
+            "machine_flags_per_1000": self.per_thousand(MACHINE_FAMILIES),
+            "by_rule": dict(self.by_rule()),
+            "chapters": [
+                {
+                    "index": c.index,
+                    "title": c.title,
+                    "words": c.words,
+                    "score": c.score,
+                    "by_family": c.by_family(),
+                    "overused": [{"kind": k, "word": w, "count": n, "ratio": r} for k, w, n, r in c.overused],
+                    "flags": [asdict(f) for f in c.flags],
+                }
+                for c in self.chapters
+            ],
+        }
 
 
 def passage_span(spans: list[tuple[int, int]], starts: list[int], start: int, end: int) -> tuple[int, int]:
@@ -109,7 +120,7 @@ def _passage(text: str, spans: list[tuple[int, int]], starts: list[int], start: 
     """The sentences of ``text`` that ``[start, end)`` touches, cut to ``PASSAGE_CHARS``."""
     lo, hi = passage_span(spans, starts, start, end)
     quoted = " ".join(text[lo:hi].split())
-    return quoted if len(quoted) <= PASSAGE_CHARS else quoted[:PASSAGE_CHARS - 1] + "…"
+    return quoted if len(quoted) <= PASSAGE_CHARS else quoted[: PASSAGE_CHARS - 1] + "…"
 
 
 def lint_chapter_texts(texts: list[tuple[str, str]], rules: LintRules) -> BookReport:
@@ -119,11 +130,17 @@ def lint_chapter_texts(texts: list[tuple[str, str]], rules: LintRules) -> BookRe
     for index, ((title, text), repeated) in enumerate(zip(texts, repeats, strict=True), start=1):
         spans = sentence_spans(text)
         starts = [s for s, _ in spans]
-        hits = (habits.stock_phrases(text, rules) + repeated + habits.monotonous_openings(text, spans)
-                + habits.tag_habits(text, rules))
+        hits = (
+            habits.stock_phrases(text, rules)
+            + repeated
+            + habits.monotonous_openings(text, spans)
+            + habits.tag_habits(text, rules)
+        )
         hits.sort(key=lambda h: (h.start, h.rule))
-        flags = [Flag(index, h.rule, h.family, h.start, h.end, _passage(text, spans, starts, h.start, h.end),
-                      h.detail) for h in hits]
+        flags = [
+            Flag(index, h.rule, h.family, h.start, h.end, _passage(text, spans, starts, h.start, h.end), h.detail)
+            for h in hits
+        ]
         chapters.append(ChapterReport(index, title, count_words(text), flags, habits.overused_words(text)[:10]))
     return BookReport(chapters)
 

@@ -130,7 +130,9 @@ def load_rules(extra: Path | None = None) -> LintRules:
             by_name[entry["name"]] = rule
         for key, words in data.get("tags", {}).items():
             tags[key] = [str(w).lower() for w in words]
-    return LintRules(rules=[r for r in by_name.values() if r is not None],
-                     nonspeech_tags=frozenset(tags.get("nonspeech", [])),
-                     elaborate_tags=frozenset(tags.get("elaborate", [])),
-                     plain_tags=frozenset(tags.get("plain", [])))
+    return LintRules(
+        rules=[r for r in by_name.values() if r is not None],
+        nonspeech_tags=frozenset(tags.get("nonspeech", [])),
+        elaborate_tags=frozenset(tags.get("elaborate", [])),
+        plain_tags=frozenset(tags.get("plain", [])),
+    )

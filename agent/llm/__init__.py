@@ -56,8 +56,15 @@ def open_llm(
     """
     from agent.llm.options import ModelChoiceError, ModelFlags, resolve
 
-    flags = ModelFlags(backend=backend, endpoint=endpoint, model=model, api_key=api_key, thinking=thinking,
-                       call_timeout_s=call_timeout_s, allow_unconstrained=allow_unconstrained)
+    flags = ModelFlags(
+        backend=backend,
+        endpoint=endpoint,
+        model=model,
+        api_key=api_key,
+        thinking=thinking,
+        call_timeout_s=call_timeout_s,
+        allow_unconstrained=allow_unconstrained,
+    )
     try:
         options = resolve(flags, environ=os.environ)
     except ModelChoiceError as exc:

@@ -78,4 +78,3 @@ def _load(point: EntryPoint) -> BackendFactory:
     if not callable(factory):
         raise LLMSetupError(f"{where} is not a factory: {type(factory).__name__}")
     return factory
-

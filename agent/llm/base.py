@@ -89,8 +89,17 @@ class LLM(ABC):
 
         A structured reply cut at ``max_tokens`` because it looped (a string field repeating) is
         retried once with a firmer repetition penalty (a second, recorded call)."""
-        request = Request(list(messages), output_type, temperature, max_tokens, min_tokens, stop, seed, role,
-                          sampling=sampling or NONE)
+        request = Request(
+            list(messages),
+            output_type,
+            temperature,
+            max_tokens,
+            min_tokens,
+            stop,
+            seed,
+            role,
+            sampling=sampling or NONE,
+        )
         return self._run(self._prepare(request))
 
     def generate_many(
@@ -174,9 +183,18 @@ class LLM(ABC):
         except TruncatedOutputError as exc:
             if not exc.looped:
                 raise
-            retry = Request(request.messages, request.output_type, request.temperature, request.max_tokens,
-                            request.min_tokens, request.stop, request.seed, request.role,
-                            constraint=request.constraint, sampling=request.sampling.stronger())
+            retry = Request(
+                request.messages,
+                request.output_type,
+                request.temperature,
+                request.max_tokens,
+                request.min_tokens,
+                request.stop,
+                request.seed,
+                request.role,
+                constraint=request.constraint,
+                sampling=request.sampling.stronger(),
+            )
             return self._run_once(retry)
 
     def _run_once(self, request: Request) -> Completion:
@@ -199,9 +217,12 @@ class LLM(ABC):
         if constraint is not None:
             if raw.finish_reason == "length" or raw.runaway:
                 looped = raw.runaway or is_looping(text)
-                cut = (f"ran away and was stopped after {raw.usage.completion_tokens} tokens "
-                       f"(max_tokens={request.max_tokens})" if raw.runaway else
-                       f"was cut at max_tokens={request.max_tokens} after {raw.usage.completion_tokens} tokens")
+                cut = (
+                    f"ran away and was stopped after {raw.usage.completion_tokens} tokens "
+                    f"(max_tokens={request.max_tokens})"
+                    if raw.runaway
+                    else f"was cut at max_tokens={request.max_tokens} after {raw.usage.completion_tokens} tokens"
+                )
                 raise TruncatedOutputError(
                     f"{constraint.name} reply {cut}"
                     + ("; it repeated itself" if looped else "; raise max_tokens or shorten the output"),
@@ -263,9 +284,7 @@ def _check_arguments(request: Request) -> None:
     if not request.messages:
         raise ValueError("messages must not be empty")
     for message in request.messages:
-        if message.get("role") not in ("system", "user", "assistant") or not isinstance(
-            message.get("content"), str
-        ):
+        if message.get("role") not in ("system", "user", "assistant") or not isinstance(message.get("content"), str):
             raise ValueError(f"bad message (need role system/user/assistant and string content): {message!r}")
     order = role_order_error(request.messages)
     if order is not None:

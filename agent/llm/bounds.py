@@ -88,8 +88,9 @@ def int_range_regex(lo: int | None, hi: int | None) -> str:
     return _group(parts)
 
 
-def number_range_regex(lo: float | None, hi: float | None, lo_exclusive: bool = False,
-                       hi_exclusive: bool = False) -> str | None:
+def number_range_regex(
+    lo: float | None, hi: float | None, lo_exclusive: bool = False, hi_exclusive: bool = False
+) -> str | None:
     """A regex for JSON numbers in the range, or ``None`` when no sound one is offered.
 
     Only ranges with a lower bound >= 0 are rewritten (scores, weights, probabilities).
@@ -132,8 +133,13 @@ _BOUND_KEYS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 
 
 def _is_bounded_number(node: Any) -> bool:
-    return (isinstance(node, dict) and node.get("type") in ("integer", "number")
-            and any(k in node for k in _BOUND_KEYS) and "enum" not in node and "const" not in node)
+    return (
+        isinstance(node, dict)
+        and node.get("type") in ("integer", "number")
+        and any(k in node for k in _BOUND_KEYS)
+        and "enum" not in node
+        and "const" not in node
+    )
 
 
 def _walk(node: Any, visit: Callable[[dict[str, Any]], dict[str, Any] | None]) -> Any:
@@ -192,8 +198,7 @@ def _verbatim(text: str) -> Callable[[re.Match[str]], str]:
     return lambda _match: text
 
 
-def decoding_regex(schema: dict[str, Any], build_regex_from_schema: Callable[[str, str], str],
-                   whitespace: str) -> str:
+def decoding_regex(schema: dict[str, Any], build_regex_from_schema: Callable[[str, str], str], whitespace: str) -> str:
     """The schema's regex (by Outlines' ``build_regex_from_schema``) with every numeric range
     it would ignore spliced in: each bounded node is compiled as a placeholder string, then
     the placeholder is replaced by the range's own regex."""

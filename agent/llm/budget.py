@@ -78,10 +78,18 @@ class Budget:
         return ContextExceededError(
             f"the context of {self.context} tokens is too small: {what} needs {prompt} prompt tokens + {needed} "
             f"output tokens (reserve {self.reserve + self.slack}); raise it (--set context_tokens=N or the "
-            "server's --max-model-len) and fabula resume the run")
+            "server's --max-model-len) and fabula resume the run"
+        )
 
-    def fit(self, messages: Callable[[], Sequence[Message]], *, max_tokens: int, min_output: int, what: str,
-            shrink: Shrink | None = None) -> int:
+    def fit(
+        self,
+        messages: Callable[[], Sequence[Message]],
+        *,
+        max_tokens: int,
+        min_output: int,
+        what: str,
+        shrink: Shrink | None = None,
+    ) -> int:
         """The ``max_tokens`` the conversation ``messages()`` may ask for: the prompt is shrunk
         (``shrink``, each step recorded) until ``min_output`` fits, then ``max_tokens`` is clamped
         to the room left (recorded). ``messages`` is called again after every shrink."""
@@ -111,25 +119,47 @@ class Budget:
         self.note("server_refused_length", what=what, error=str(error)[:300], slack=self.slack)
         return True
 
-    def generate(self, llm: LLM, messages: list[Message], output_type: Any = None, *, temperature: float,
-                 max_tokens: int, min_output: int, what: str, min_tokens: int | None = None,
-                 role: str | None = None, shrink: Shrink | None = None) -> Completion:
+    def generate(
+        self,
+        llm: LLM,
+        messages: list[Message],
+        output_type: Any = None,
+        *,
+        temperature: float,
+        max_tokens: int,
+        min_output: int,
+        what: str,
+        min_tokens: int | None = None,
+        role: str | None = None,
+        shrink: Shrink | None = None,
+    ) -> Completion:
         """``llm.generate`` with ``max_tokens`` fitted to the context; see the module doc."""
         for _ in range(SERVER_RETRIES + 1):
-            asked = self.fit(lambda: messages, max_tokens=max_tokens, min_output=min_output, what=what,
-                             shrink=shrink)
+            asked = self.fit(lambda: messages, max_tokens=max_tokens, min_output=min_output, what=what, shrink=shrink)
             floor = None if min_tokens is None else max(0, min(min_tokens, asked - 1))
             try:
-                return llm.generate(list(messages), output_type, temperature=temperature, max_tokens=asked,
-                                    min_tokens=floor or None, role=role)
+                return llm.generate(
+                    list(messages),
+                    output_type,
+                    temperature=temperature,
+                    max_tokens=asked,
+                    min_tokens=floor or None,
+                    role=role,
+                )
             except LLMError as exc:
                 if not self.refused(exc, what):
                     raise
         raise self.fail(what, self.count(messages), min(min_output, max_tokens))
 
 
-def open_budget(llm: LLM, context_tokens: int | None, *, reserve: int, record: Recorder | None = None,
-                put_facts: Callable[[dict[str, Any]], None] | None = None) -> Budget:
+def open_budget(
+    llm: LLM,
+    context_tokens: int | None,
+    *,
+    reserve: int,
+    record: Recorder | None = None,
+    put_facts: Callable[[dict[str, Any]], None] | None = None,
+) -> Budget:
     """The run's budget: context and counter resolved from the model (``agent.llm.context``), the
     facts recorded with ``put_facts`` (the run's plan table: ``show`` reads them)."""
     info, counter = resolve_context(llm, context_tokens)
@@ -151,5 +181,10 @@ def ledger_recorder(store: Any) -> Recorder:
 def run_budget(ctx: Any, context_tokens: int | None, reserve: int) -> Budget:
     """The budget of a run (``ctx``: a ``RunContext``): context from the setting, server or model;
     facts in the plan table (``context``); actions in the ledger."""
-    return open_budget(ctx.llm, context_tokens, reserve=reserve, record=ledger_recorder(ctx.store),
-                       put_facts=lambda facts: ctx.store.put_plan("context", facts))
+    return open_budget(
+        ctx.llm,
+        context_tokens,
+        reserve=reserve,
+        record=ledger_recorder(ctx.store),
+        put_facts=lambda facts: ctx.store.put_plan("context", facts),
+    )

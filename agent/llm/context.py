@@ -53,8 +53,9 @@ class CharsEstimate:
     chars_per_token: float = CHARS_PER_TOKEN
 
     def count_text(self, text: str) -> int:
-        cjk = sum(1 for ch in text if "\u2e80" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af"
-                  or "\uf900" <= ch <= "\ufaff")
+        cjk = sum(
+            1 for ch in text if "\u2e80" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af" or "\uf900" <= ch <= "\ufaff"
+        )
         return math.ceil((len(text) - cjk) / self.chars_per_token + cjk * CJK_TOKENS_PER_CHAR)
 
     def count(self, messages: Sequence[Message]) -> int:
@@ -126,8 +127,12 @@ class ContextInfo:
 
     def facts(self) -> dict[str, Any]:
         """What the run records about its context (the plan's ``context`` entry)."""
-        return {"context_tokens": self.tokens, "source": self.source, "counter": self.counter,
-                "exact_counts": self.exact}
+        return {
+            "context_tokens": self.tokens,
+            "source": self.source,
+            "counter": self.counter,
+            "exact_counts": self.exact,
+        }
 
 
 def _positive(value: Any) -> int | None:
@@ -173,5 +178,6 @@ def is_length_rejection(error: BaseException) -> bool:
     """Whether a server refused a request for its length (context, max_tokens, min_tokens)."""
     text = str(error).lower()
     return ("http 400" in text or "http 413" in text) and any(
-        word in text for word in ("context length", "maximum context", "max_tokens", "min_tokens", "too long",
-                                  "max_model_len"))
+        word in text
+        for word in ("context length", "maximum context", "max_tokens", "min_tokens", "too long", "max_model_len")
+    )

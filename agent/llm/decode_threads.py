@@ -30,8 +30,7 @@ class DecodeThreads:
     choice; the watch is off). Otherwise :meth:`choose` reads what other processes did on this
     process's cores since it last looked and answers all of them, or all but one."""
 
-    def __init__(self, fixed: int | None = None, *, cores: set[int] | None = None,
-                 stat: Path = PROC_STAT) -> None:
+    def __init__(self, fixed: int | None = None, *, cores: set[int] | None = None, stat: Path = PROC_STAT) -> None:
         self.cores = cores if cores is not None else usable_cores()
         self.fixed = fixed
         self.stat = stat

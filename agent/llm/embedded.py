@@ -100,7 +100,10 @@ class EmbeddedLLM(LLM):
         torch = self._torch
         refuse_min_tokens_with_schema(request.min_tokens, request.constraint)
         prompt_ids = self.tokenizer.apply_chat_template(
-            request.messages, add_generation_prompt=True, return_tensors="pt", return_dict=True,
+            request.messages,
+            add_generation_prompt=True,
+            return_tensors="pt",
+            return_dict=True,
             **template_kwargs(self.thinking),
         )["input_ids"]
         kwargs, processors = self._generation_kwargs(request)
@@ -164,8 +167,14 @@ class EmbeddedLLM(LLM):
         eos = self._eos_ids()
         content_ids = new_ids[:-1] if new_ids and new_ids[-1] in eos else new_ids
         text = self.tokenizer.decode(content_ids, skip_special_tokens=True)
-        return read_reply(text, new_ids, eos_ids=eos, max_tokens=request.max_tokens, stop=request.stop,
-                          runaway_stopped=runaway is not None and runaway.stopped)
+        return read_reply(
+            text,
+            new_ids,
+            eos_ids=eos,
+            max_tokens=request.max_tokens,
+            stop=request.stop,
+            runaway_stopped=runaway is not None and runaway.stopped,
+        )
 
     def _eos_ids(self) -> set[int]:
         ids = self.hf_model.generation_config.eos_token_id
@@ -208,7 +217,7 @@ class RunawayStop:
 
         new = int(input_ids.shape[1]) - self.prompt_tokens
         due = new > 0 and new % self.check.every == 0
-        stopped = self.check(input_ids[0, self.prompt_tokens:].tolist()) if due else self.check.stopped
+        stopped = self.check(input_ids[0, self.prompt_tokens :].tolist()) if due else self.check.stopped
         return torch.full((int(input_ids.shape[0]),), stopped, dtype=torch.bool, device=input_ids.device)
 
 
@@ -226,8 +235,11 @@ def sampling_kwargs(sampling: Sampling, kwargs: dict[str, Any], *, sampled: bool
             if name in given:
                 kwargs[name] = given[name]
     if "frequency_penalty" in given or "presence_penalty" in given:
-        return [_OccurrencePenalty(given.get("frequency_penalty", 0.0), given.get("presence_penalty", 0.0),
-                                   prompt_length=None)]
+        return [
+            _OccurrencePenalty(
+                given.get("frequency_penalty", 0.0), given.get("presence_penalty", 0.0), prompt_length=None
+            )
+        ]
     return []
 
 
@@ -242,7 +254,7 @@ class _OccurrencePenalty:
 
         if self.prompt_length is None:
             self.prompt_length = int(input_ids.shape[1])
-        generated = input_ids[:, self.prompt_length:]
+        generated = input_ids[:, self.prompt_length :]
         if generated.shape[1] == 0:
             return scores
         counts = torch.zeros_like(scores)

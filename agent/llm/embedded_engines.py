@@ -23,8 +23,10 @@ from agent.llm.embedded_llamacpp import llamacpp_available
 from agent.llm.types import EMBEDDED_ENGINES as ENGINES
 from agent.llm.types import LLMError, ThinkingMode
 
-FALLBACK_NOTICE = ("fabula: llama-cpp-python is not installed, so the embedded model runs on transformers "
-                   "(several times slower); run scripts/setup to build it once")
+FALLBACK_NOTICE = (
+    "fabula: llama-cpp-python is not installed, so the embedded model runs on transformers "
+    "(several times slower); run scripts/setup to build it once"
+)
 _noticed = False
 
 

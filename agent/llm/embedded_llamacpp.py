@@ -72,8 +72,15 @@ class LlamaCppLLM(LLM):
     backend = "embedded"
     engine = "llama.cpp"
 
-    def __init__(self, gguf: str | Path, *, tokenizer_dir: str | Path | None = None, thinking: ThinkingMode = "auto",
-                 context: int | None = None, threads: int | None = None) -> None:
+    def __init__(
+        self,
+        gguf: str | Path,
+        *,
+        tokenizer_dir: str | Path | None = None,
+        thinking: ThinkingMode = "auto",
+        context: int | None = None,
+        threads: int | None = None,
+    ) -> None:
         path = Path(gguf).expanduser()
         if not path.is_file():
             raise LLMError(f"embedded backend: {path} does not exist (give a .gguf file or an HF model folder)")
@@ -86,8 +93,10 @@ class LlamaCppLLM(LLM):
         if tokenizer_dir is None and not info.has_chat_template:
             raise LLMError(f"embedded backend: {path.name} has no chat template; use an instruct model's GGUF")
         if not llamacpp_available():
-            raise LLMError("embedded backend: a GGUF model needs llama-cpp-python: run scripts/setup "
-                           "(it builds llama.cpp once and caches it)")
+            raise LLMError(
+                "embedded backend: a GGUF model needs llama-cpp-python: run scripts/setup "
+                "(it builds llama.cpp once and caches it)"
+            )
         import llama_cpp
 
         self.path = path
@@ -97,9 +106,15 @@ class LlamaCppLLM(LLM):
         if context is None and info.context_length and info.context_length > MAX_DEFAULT_CONTEXT:
             context = MAX_DEFAULT_CONTEXT
         try:
-            self._llama = llama_cpp.Llama(str(path), n_ctx=context or 0, n_threads=self._threads.threads,
-                                          n_threads_batch=self._threads.all_cores, n_batch=512,
-                                          logits_all=False, verbose=False)
+            self._llama = llama_cpp.Llama(
+                str(path),
+                n_ctx=context or 0,
+                n_threads=self._threads.threads,
+                n_threads_batch=self._threads.all_cores,
+                n_batch=512,
+                logits_all=False,
+                verbose=False,
+            )
         except (ValueError, RuntimeError, OSError) as exc:
             raise LLMError(f"embedded backend: cannot load {path.name} as a GGUF model ({exc})") from None
         self._lock = threading.Lock()
@@ -154,8 +169,10 @@ class LlamaCppLLM(LLM):
         refuse_min_tokens_with_schema(request.min_tokens, request.constraint)
         prompt = self.template.ids(request.messages)
         if len(prompt) + 1 > self._llama.n_ctx():
-            raise LLMError(f"embedded backend: the prompt is {len(prompt)} tokens, the model's context "
-                           f"{self._llama.n_ctx()} (maximum context length)")
+            raise LLMError(
+                f"embedded backend: the prompt is {len(prompt)} tokens, the model's context "
+                f"{self._llama.n_ctx()} (maximum context length)"
+            )
         with self._lock:
             self._clock, self._evaluated = CallClock(), 0
             with self._clock.part("restore"):
@@ -168,11 +185,22 @@ class LlamaCppLLM(LLM):
             timing = self._clock.timing()
         eos = self._eog_ids(new_ids)
         content = new_ids[:-1] if new_ids and new_ids[-1] in eos else new_ids
-        text, finish = read_reply(self._detokenize(content), new_ids, eos_ids=eos, max_tokens=request.max_tokens,
-                                  stop=request.stop, runaway_stopped=runaway.stopped)
-        return RawReply(text=text, finish_reason=finish, model=self.model, runaway=runaway.stopped,
-                        usage=Usage(prompt_tokens=len(prompt), cached_prompt_tokens=cached,
-                                    completion_tokens=len(new_ids)), timing=timing)
+        text, finish = read_reply(
+            self._detokenize(content),
+            new_ids,
+            eos_ids=eos,
+            max_tokens=request.max_tokens,
+            stop=request.stop,
+            runaway_stopped=runaway.stopped,
+        )
+        return RawReply(
+            text=text,
+            finish_reason=finish,
+            model=self.model,
+            runaway=runaway.stopped,
+            usage=Usage(prompt_tokens=len(prompt), cached_prompt_tokens=cached, completion_tokens=len(new_ids)),
+            timing=timing,
+        )
 
     def _timed_eval(self, tokens: Sequence[int]) -> None:
         """llama.cpp's ``eval``, timed: a call's first is its prefill, each later one a decode step."""
@@ -192,8 +220,9 @@ class LlamaCppLLM(LLM):
         with clock.part("compile"):
             grammar = GrammarMask(self._constraints.index(request.constraint)) if request.constraint else None
         penalties = Penalties.of(request.sampling, sampled=request.temperature > 0, prompt=prompt)
-        processors: list[Any] = [p for p in (penalties, MinTokens.of(request.min_tokens, self._eos_id()), grammar)
-                                 if p is not None]  # the grammar last: nothing re-allows a token it masked
+        processors: list[Any] = [
+            p for p in (penalties, MinTokens.of(request.min_tokens, self._eos_id()), grammar) if p is not None
+        ]  # the grammar last: nothing re-allows a token it masked
         runaway = RunawayCheck(self._detokenize)
         self._use_threads()
         self._llama.set_seed(request.seed if request.seed is not None else random.getrandbits(31))
@@ -203,8 +232,9 @@ class LlamaCppLLM(LLM):
         started, timed_before = time.perf_counter(), clock.timing().total
         # llama.cpp only iterates the list: its own list type, as its signature asks
         processed = llama_cpp.LogitsProcessorList(timed) if timed else None
-        for token in self._llama.generate(prompt, reset=True, logits_processor=processed,
-                                          **self._sampler_settings(request)):
+        for token in self._llama.generate(
+            prompt, reset=True, logits_processor=processed, **self._sampler_settings(request)
+        ):
             new_ids.append(token)
             if llama_cpp.llama_vocab_is_eog(vocab, token) or len(new_ids) >= request.max_tokens:
                 break
@@ -237,13 +267,19 @@ class LlamaCppLLM(LLM):
         """llama.cpp's own sampler: temperature and nucleus settings only (transformers' defaults:
         no top-k, no nucleus cut unless asked); penalties are applied by :class:`Penalties`."""
         given = request.sampling.given() if request.temperature > 0 else {}
-        return {"temp": float(request.temperature), "top_k": int(given.get("top_k", 0)),
-                "top_p": float(given.get("top_p", 1.0)), "min_p": float(given.get("min_p", 0.0)),
-                "repeat_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
+        return {
+            "temp": float(request.temperature),
+            "top_k": int(given.get("top_k", 0)),
+            "top_p": float(given.get("top_p", 1.0)),
+            "min_p": float(given.get("min_p", 0.0)),
+            "repeat_penalty": 1.0,
+            "frequency_penalty": 0.0,
+            "presence_penalty": 0.0,
+        }
 
     def _hit_stop(self, new_ids: list[int], stop: Sequence[str]) -> bool:
         longest = max(len(s) for s in stop)
-        tail = self._detokenize(new_ids[-(longest + 8):])
+        tail = self._detokenize(new_ids[-(longest + 8) :])
         return any(s in tail for s in stop)
 
     def _detokenize(self, ids: list[int]) -> str:

@@ -78,8 +78,9 @@ class EndpointLLM(LLM):
             # server ignores the header.
             headers[ROUTING_HEADER] = routing_key
         self.limits = limits
-        self._http = BoundedClient(normalize_base_url(base_url), headers=headers, limits=self.limits,
-                                   concurrency=concurrency)
+        self._http = BoundedClient(
+            normalize_base_url(base_url), headers=headers, limits=self.limits, concurrency=concurrency
+        )
         self.base_url = self._http.shown  # credentials redacted: what every message and record shows
         self.concurrency = max(concurrency, 1)
         self.allow_unconstrained = allow_unconstrained
@@ -99,7 +100,8 @@ class EndpointLLM(LLM):
                     raise UnenforcedConstraintError(
                         f"endpoint {self.base_url} ({self.probe.kind}) does not enforce JSON-schema constraints "
                         "(a probe asking for a fixed value got free text); use a server that does, or pass "
-                        "--allow-unconstrained to parse, validate and re-ask")
+                        "--allow-unconstrained to parse, validate and re-ask"
+                    )
         except BaseException:
             self._http.close()
             raise
@@ -130,9 +132,11 @@ class EndpointLLM(LLM):
         bounded client; ``None`` when the server does not answer a probe count."""
         budget = min(TOKENIZE_BUDGET_S, self.limits.call_budget_s)
         kwargs = self.server.thinking_field(self._thinking()).get("chat_template_kwargs")
-        counter = ServerCounter(self._http.at_root(HttpLimits(call_budget_s=budget, max_retries=0,
-                                                              max_response_bytes=TOKENIZE_MAX_BYTES)), self.model,
-                                template_kwargs=kwargs)
+        counter = ServerCounter(
+            self._http.at_root(HttpLimits(call_budget_s=budget, max_retries=0, max_response_bytes=TOKENIZE_MAX_BYTES)),
+            self.model,
+            template_kwargs=kwargs,
+        )
         try:
             counter.count([{"role": "user", "content": "probe"}])
             return counter
@@ -164,14 +168,21 @@ class EndpointLLM(LLM):
         if data is not None:
             return self._read_reply(server.from_wire(data))
         if reader.error is not None:
-            raise LLMError(self._http.scrub(f"endpoint {self.base_url} sent an error in its streamed reply to "
-                                            f"POST /chat/completions: {one_line(reader.error, 300)}"))
+            raise LLMError(
+                self._http.scrub(
+                    f"endpoint {self.base_url} sent an error in its streamed reply to "
+                    f"POST /chat/completions: {one_line(reader.error, 300)}"
+                )
+            )
         return replace(self._read_reply(reader.reply()), runaway=reader.runaway)
 
     def _read_reply(self, data: Any) -> RawReply:
         def bad(what: str) -> LLMError:
-            return LLMError(self._http.scrub(f"endpoint {self.base_url} answered POST /chat/completions with "
-                                             f"{what}: {one_line(str(data), 160)}"))
+            return LLMError(
+                self._http.scrub(
+                    f"endpoint {self.base_url} answered POST /chat/completions with {what}: {one_line(str(data), 160)}"
+                )
+            )
 
         if not isinstance(data, dict):
             raise bad("a JSON value that is not an object")
@@ -193,9 +204,11 @@ class EndpointLLM(LLM):
         return RawReply(
             text=content or "",
             finish_reason=finish if isinstance(finish, str) and finish else "unknown",
-            usage=Usage(prompt_tokens=_count(usage.get("prompt_tokens")),
-                        cached_prompt_tokens=_count(details.get("cached_tokens")),
-                        completion_tokens=_count(usage.get("completion_tokens"))),
+            usage=Usage(
+                prompt_tokens=_count(usage.get("prompt_tokens")),
+                cached_prompt_tokens=_count(details.get("cached_tokens")),
+                completion_tokens=_count(usage.get("completion_tokens")),
+            ),
             model=model if isinstance(model, str) and model else self.model,
             reasoning=reasoning if isinstance(reasoning, str) else None,
         )
@@ -212,11 +225,24 @@ class EndpointLLM(LLM):
             except OutputValidationError as exc:
                 if attempt == self.reasks:
                     raise
-                schema = json.dumps(request.constraint.json_schema or request.constraint.pattern
-                                    or list(request.constraint.options or ()))
-                asked = replace(request, messages=[*request.messages, {"role": "user", "content": (
-                    f"Your reply was invalid ({exc}). Reply again with only the answer, exactly in this "
-                    f"format: {schema}")}])
+                schema = json.dumps(
+                    request.constraint.json_schema
+                    or request.constraint.pattern
+                    or list(request.constraint.options or ())
+                )
+                asked = replace(
+                    request,
+                    messages=[
+                        *request.messages,
+                        {
+                            "role": "user",
+                            "content": (
+                                f"Your reply was invalid ({exc}). Reply again with only the answer, exactly in this "
+                                f"format: {schema}"
+                            ),
+                        },
+                    ],
+                )
         raise AssertionError("unreachable")
 
     def _run_many(self, requests: list[Request]) -> list[Completion | LLMError]:
@@ -242,8 +268,11 @@ class EndpointLLM(LLM):
         keeps the schema (with its enum rewrites)."""
         if unenforced_bounds(schema) == 0 or (self.probe is not None and self.probe.ranges_enforced):
             return None
-        regex_ok = self.probe is not None and self.server.regex_supported() and (
-            self.probe.regex_enforced or (self.probe.regex_enforced is None and self.server.regex_assumed))
+        regex_ok = (
+            self.probe is not None
+            and self.server.regex_supported()
+            and (self.probe.regex_enforced or (self.probe.regex_enforced is None and self.server.regex_assumed))
+        )
         if not regex_ok:
             return None
         try:
@@ -303,6 +332,8 @@ def sampling_fields(sampling: Sampling) -> dict[str, Any]:
     equivalent and is refused rather than silently dropped."""
     given = sampling.given()
     if "no_repeat_ngram_size" in given:
-        raise UnsupportedSettingError("the endpoint backend cannot honour no_repeat_ngram_size (a transformers-only "
-                                      "control); use repetition_penalty or frequency_penalty instead")
+        raise UnsupportedSettingError(
+            "the endpoint backend cannot honour no_repeat_ngram_size (a transformers-only "
+            "control); use repetition_penalty or frequency_penalty instead"
+        )
     return given

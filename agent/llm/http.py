@@ -138,8 +138,12 @@ class BoundedClient:
         parts = urlsplit(self._url)
         path = parts.path.rstrip("/")
         path = path[:-3] if path.endswith("/v1") else path
-        return BoundedClient(urlunsplit((parts.scheme, parts.netloc, path, parts.query, "")), headers=self._headers,
-                             limits=limits, concurrency=1)
+        return BoundedClient(
+            urlunsplit((parts.scheme, parts.netloc, path, parts.query, "")),
+            headers=self._headers,
+            limits=limits,
+            concurrency=1,
+        )
 
     def hide(self, url: str) -> None:
         """Never show the credentials in ``url`` (user:password, query values) in a message."""
@@ -155,8 +159,9 @@ class BoundedClient:
             text = text.replace(secret, "***")
         return text
 
-    def request_json(self, method: str, path: str, *, body: Any = None, budget_s: float | None = None,
-                     retry: bool = True) -> Any:
+    def request_json(
+        self, method: str, path: str, *, body: Any = None, budget_s: float | None = None, retry: bool = True
+    ) -> Any:
         """One call: the decoded JSON reply, or an :class:`LLMError` naming what went wrong."""
         try:
             _, data = self._request(method, path, body=body, budget_s=budget_s, retry=retry, watch=None)
@@ -177,8 +182,16 @@ class BoundedClient:
         except LLMError as exc:
             raise type(exc)(self.scrub(str(exc))) from None
 
-    def _request(self, method: str, path: str, *, body: Any, budget_s: float | None, retry: bool,
-                 watch: Callable[[bytes], bool] | None) -> tuple[bool, bytes]:
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any,
+        budget_s: float | None,
+        retry: bool,
+        watch: Callable[[bytes], bool] | None,
+    ) -> tuple[bool, bytes]:
         """``(streamed, data)``: whether ``watch`` read the reply as a stream, and the reply's bytes."""
         limits = self.limits
         budget = min(budget_s or limits.call_budget_s, limits.call_budget_s)
@@ -192,8 +205,14 @@ class BoundedClient:
                 break
             try:
                 status, headers, data, streamed = self._attempt(method, path, body, remaining, deadline, watch)
-            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError,
-                    httpx.WriteError, httpx.PoolTimeout) as exc:
+            except (
+                httpx.ConnectError,
+                httpx.ConnectTimeout,
+                httpx.RemoteProtocolError,
+                httpx.ReadError,
+                httpx.WriteError,
+                httpx.PoolTimeout,
+            ) as exc:
                 last_problem = _exc_text(exc)
                 wait = limits.backoff_s * (2**attempt) * (1 + random.random() / 4)
             except (httpx.ReadTimeout, httpx.WriteTimeout, _Deadline):
@@ -208,8 +227,9 @@ class BoundedClient:
                     return streamed, data
                 problem = f"HTTP {status}: {error_text(data)}"
                 if status in (401, 403):
-                    raise AuthenticationError(f"endpoint {self.shown} refused {what}: {problem} (check --api-key or "
-                                              "FABULA_API_KEY)")
+                    raise AuthenticationError(
+                        f"endpoint {self.shown} refused {what}: {problem} (check --api-key or FABULA_API_KEY)"
+                    )
                 if status not in _RETRYABLE_STATUS:
                     raise LLMError(f"endpoint {self.shown} refused {what}: {problem}")
                 last_problem = problem
@@ -220,24 +240,36 @@ class BoundedClient:
                     if attempt + 1 < attempts and asked > deadline - time.monotonic():
                         raise EndpointUnavailableError(
                             f"endpoint {self.shown} asked to retry {what} after {asked:.0f} s, beyond what is "
-                            f"left of the {budget:.0f} s call budget ({problem})")
+                            f"left of the {budget:.0f} s call budget ({problem})"
+                        )
             if attempt + 1 < attempts:
                 time.sleep(max(0.0, min(wait, deadline - time.monotonic())))
         raise EndpointUnavailableError(
             f"endpoint {self.shown} unavailable after {attempt + 1} attempt{'s' if attempt else ''} "
-            f"({what}, {budget:.0f} s call budget; last: {one_line(last_problem)})")
+            f"({what}, {budget:.0f} s call budget; last: {one_line(last_problem)})"
+        )
 
-    def _attempt(self, method: str, path: str, body: Any, remaining: float, deadline: float,
-                 watch: Callable[[bytes], bool] | None) -> tuple[int, httpx.Headers, bytes, bool]:
+    def _attempt(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        remaining: float,
+        deadline: float,
+        watch: Callable[[bytes], bool] | None,
+    ) -> tuple[int, httpx.Headers, bytes, bool]:
         timeout = httpx.Timeout(remaining, connect=min(self.limits.connect_timeout_s, remaining))
         cap = self.limits.max_response_bytes
         with self._client.stream(method, path, json=body, timeout=timeout) as response:
             declared = response.headers.get("content-length")
             if declared and declared.isdigit() and int(declared) > cap:
-                raise LLMError(f"endpoint {self.shown}: the reply to {method} {path} declares {int(declared)} "
-                               f"bytes, over the {cap}-byte cap")
-            event_stream = (response.status_code < 400
-                            and response.headers.get("content-type", "").startswith("text/event-stream"))
+                raise LLMError(
+                    f"endpoint {self.shown}: the reply to {method} {path} declares {int(declared)} "
+                    f"bytes, over the {cap}-byte cap"
+                )
+            event_stream = response.status_code < 400 and response.headers.get("content-type", "").startswith(
+                "text/event-stream"
+            )
             stream_to = watch if event_stream else None  # None: the reply's bytes are kept, not watched
             if stream_to is not None:
                 stream_to(b"")  # a new attempt: whatever an earlier one streamed is void
@@ -246,8 +278,10 @@ class BoundedClient:
             for chunk in response.iter_bytes():
                 size += len(chunk)
                 if size > cap:
-                    raise LLMError(f"endpoint {self.shown}: the reply to {method} {path} passed the {cap}-byte "
-                                   "cap; stopped reading")
+                    raise LLMError(
+                        f"endpoint {self.shown}: the reply to {method} {path} passed the {cap}-byte "
+                        "cap; stopped reading"
+                    )
                 if time.monotonic() > deadline:
                     raise _Deadline
                 if stream_to is not None:
@@ -261,11 +295,14 @@ class BoundedClient:
         try:
             return json.loads(data)
         except (ValueError, UnicodeDecodeError):
-            raise LLMError(f"endpoint {self.shown} answered {what} with something that is not JSON: "
-                           f"{one_line(repr(data[:200]))}") from None
+            raise LLMError(
+                f"endpoint {self.shown} answered {what} with something that is not JSON: {one_line(repr(data[:200]))}"
+            ) from None
         except RecursionError:  # e.g. [[[[...]]]] 100,000 deep: valid JSON no reply is shaped like
-            raise LLMError(f"endpoint {self.shown} answered {what} with JSON nested too deeply to be a reply: "
-                           f"{one_line(repr(data[:60]))}") from None
+            raise LLMError(
+                f"endpoint {self.shown} answered {what} with JSON nested too deeply to be a reply: "
+                f"{one_line(repr(data[:60]))}"
+            ) from None
 
 
 def retry_after_s(value: str | None) -> float | None:

@@ -91,8 +91,9 @@ class RunawayCheck:
     was cut. Stopped, the reply counts as cut at its limit and looped, so the LLM layer asks once
     more with a firmer penalty, minutes earlier."""
 
-    def __init__(self, decode: Callable[[list[int]], str], *, every: int = RUNAWAY_EVERY,
-                 window: int = RUNAWAY_WINDOW) -> None:
+    def __init__(
+        self, decode: Callable[[list[int]], str], *, every: int = RUNAWAY_EVERY, window: int = RUNAWAY_WINDOW
+    ) -> None:
         self.decode, self.every, self.window = decode, every, window
         self.stopped = False
 
@@ -101,12 +102,19 @@ class RunawayCheck:
         count = len(new_ids)
         heartbeat.note_tokens(count)
         if count > 0 and count % self.every == 0 and not self.stopped:
-            self.stopped = ran_away(self.decode(list(new_ids[-self.window:])))
+            self.stopped = ran_away(self.decode(list(new_ids[-self.window :])))
         return self.stopped
 
 
-def read_reply(text: str, new_ids: Sequence[int], *, eos_ids: set[int], max_tokens: int,
-               stop: Sequence[str] | None, runaway_stopped: bool) -> tuple[str, str]:
+def read_reply(
+    text: str,
+    new_ids: Sequence[int],
+    *,
+    eos_ids: set[int],
+    max_tokens: int,
+    stop: Sequence[str] | None,
+    runaway_stopped: bool,
+) -> tuple[str, str]:
     """The reply's text (cut at the first stop string) and its finish reason, OpenAI's way:
     ``stop`` at an end-of-sequence token, a stop string or an early end; ``length`` at
     ``max_tokens`` or a runaway (cut short, as if at its limit: the layer above retries it once).

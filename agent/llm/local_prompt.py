@@ -36,8 +36,9 @@ class HFTemplate(TemplateCounter):
         self._kwargs = template_kwargs(thinking)
 
     def ids(self, messages: Sequence[Message]) -> list[int]:
-        ids = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True,
-                                                 **self._kwargs)
+        ids = self.tokenizer.apply_chat_template(
+            list(messages), add_generation_prompt=True, tokenize=True, **self._kwargs
+        )
         if isinstance(ids, dict) or hasattr(ids, "keys"):
             ids = ids["input_ids"]
         return list(ids)
@@ -52,8 +53,10 @@ class GGUFTemplate:
     def __init__(self, llama: Any, thinking: str, *, name: str) -> None:
         source = (llama.metadata or {}).get("tokenizer.chat_template")
         if not source:
-            raise LLMError("embedded backend: this GGUF has no chat template (tokenizer.chat_template); "
-                           "use an instruct model's GGUF")
+            raise LLMError(
+                "embedded backend: this GGUF has no chat template (tokenizer.chat_template); "
+                "use an instruct model's GGUF"
+            )
         import jinja2.ext
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -77,8 +80,13 @@ class GGUFTemplate:
         return self._llama.detokenize([token], special=True).decode("utf-8", errors="ignore")
 
     def ids(self, messages: Sequence[Message]) -> list[int]:
-        text = self._template.render(messages=list(messages), add_generation_prompt=True, bos_token=self._bos,
-                                     eos_token=self._eos, **self._kwargs)
+        text = self._template.render(
+            messages=list(messages),
+            add_generation_prompt=True,
+            bos_token=self._bos,
+            eos_token=self._eos,
+            **self._kwargs,
+        )
         add_bos = not (self._bos and text.startswith(self._bos))
         return list(self._llama.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True))
 

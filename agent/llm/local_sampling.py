@@ -33,7 +33,7 @@ class Penalties:
         self.followers: dict[tuple[int, ...], set[int]] = defaultdict(set)
         if self.ngram > 0:
             for i in range(len(prompt) - self.ngram + 1):
-                self.followers[tuple(prompt[i:i + self.ngram - 1])].add(prompt[i + self.ngram - 1])
+                self.followers[tuple(prompt[i : i + self.ngram - 1])].add(prompt[i + self.ngram - 1])
 
     @classmethod
     def of(cls, sampling: Sampling, *, sampled: bool, prompt: list[int]) -> Penalties | None:
@@ -53,7 +53,7 @@ class Penalties:
             counts = np.fromiter(self.counts.values(), dtype=np.float32)
             scores[ids] -= self.frequency * counts + self.presence
         if self.ngram > 0 and len(self.sequence) >= self.ngram - 1:
-            banned = self.followers.get(tuple(self.sequence[len(self.sequence) - self.ngram + 1:]))
+            banned = self.followers.get(tuple(self.sequence[len(self.sequence) - self.ngram + 1 :]))
             if banned:
                 scores[np.fromiter(banned, dtype=np.intp)] = -np.inf
         return scores
@@ -63,7 +63,7 @@ class Penalties:
         self.seen.add(token)
         self.counts[token] += 1
         if self.ngram > 0 and len(self.sequence) >= self.ngram:
-            self.followers[tuple(self.sequence[-self.ngram:-1])].add(token)
+            self.followers[tuple(self.sequence[-self.ngram : -1])].add(token)
 
 
 class MinTokens:

@@ -54,8 +54,11 @@ class Positive:
     def read(self, value: Any) -> float:
         number = _number(value, f"a number of {self.unit}" if self.unit else "a number")
         if isinstance(value, bool) or not math.isfinite(number) or not 0 < number <= self.most:
-            span = (f"between 0 and {self.most:.0f}" + (f" {self.unit}" if self.unit else "")
-                    if math.isfinite(self.most) else "a positive number")
+            span = (
+                f"between 0 and {self.most:.0f}" + (f" {self.unit}" if self.unit else "")
+                if math.isfinite(self.most)
+                else "a positive number"
+            )
             raise BadValue(f"must be {span}, got {value!r}")
         return number
 

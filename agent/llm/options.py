@@ -79,11 +79,13 @@ class LLMOptions:
         model = self.model or ("the embedded default" if self.backend == "embedded" else "the server's only model")
         where = f" at {redact_url(self.endpoint)}" if self.backend == "endpoint" and self.endpoint else ""
         source = self.origin.get("endpoint") if where else None
-        return f"backend {self.backend}{where}, model {model}" + (f" (endpoint from {source})"
-                                                                    if source and source != "flag" else "")
+        return f"backend {self.backend}{where}, model {model}" + (
+            f" (endpoint from {source})" if source and source != "flag" else ""
+        )
 
-    def open(self, store: Any = None, *, probe: Literal["off", "light", "full"] = "full",
-             routing_key: str | None = None) -> LLM:
+    def open(
+        self, store: Any = None, *, probe: Literal["off", "light", "full"] = "full", routing_key: str | None = None
+    ) -> LLM:
         """Open the model (one client); with ``store``, its calls are recorded in the run's ledger
         and the client is the run's (:meth:`attach_run`)."""
         if routing_key is None and store is not None and self.backend == "endpoint":
@@ -132,13 +134,23 @@ def _open_endpoint(options: LLMOptions, probe: ProbeDepth, key: str | None) -> L
 
     if not options.endpoint:
         row = option("endpoint")
-        raise LLMSetupError(f"the endpoint backend needs {row.flag} {row.metavar} (or {row.env}, or "
-                            f"{row.config_key} in the config file)")
-    limits = HttpLimits(call_budget_s=options.call_timeout_s,
-                        max_response_bytes=max(int(options.max_reply_mib * 2**20), 1024))
-    return EndpointLLM(options.endpoint, options.model, api_key=options.api_key,
-                       thinking=options.thinking or "off", limits=limits, probe=probe,  # type: ignore[arg-type]
-                       allow_unconstrained=options.allow_unconstrained, routing_key=key)
+        raise LLMSetupError(
+            f"the endpoint backend needs {row.flag} {row.metavar} (or {row.env}, or "
+            f"{row.config_key} in the config file)"
+        )
+    limits = HttpLimits(
+        call_budget_s=options.call_timeout_s, max_response_bytes=max(int(options.max_reply_mib * 2**20), 1024)
+    )
+    return EndpointLLM(
+        options.endpoint,
+        options.model,
+        api_key=options.api_key,
+        thinking=options.thinking or "off",  # type: ignore[arg-type]
+        limits=limits,
+        probe=probe,
+        allow_unconstrained=options.allow_unconstrained,
+        routing_key=key,
+    )
 
 
 register_backend("embedded", _open_embedded)
@@ -163,9 +175,15 @@ class ModelFlags:
     @classmethod
     def of(cls, options: LLMOptions) -> ModelFlags:
         """An already chosen model, taken as if every field of it had been given (Python callers)."""
-        return cls(options.backend, options.endpoint, options.model, options.api_key, options.thinking,
-                   options.call_timeout_s if options.call_timeout_s != DEFAULT_CALL_TIMEOUT_S else None,
-                   options.allow_unconstrained or None)
+        return cls(
+            options.backend,
+            options.endpoint,
+            options.model,
+            options.api_key,
+            options.thinking,
+            options.call_timeout_s if options.call_timeout_s != DEFAULT_CALL_TIMEOUT_S else None,
+            options.allow_unconstrained or None,
+        )
 
 
 @dataclass(frozen=True)
@@ -182,22 +200,37 @@ class StoredModel:
     redacted_endpoint: str | None = None
 
     @classmethod
-    def from_record(cls, llm: Mapping[str, Any] | None, transport: Mapping[str, Any] | None = None, *,
-                    backend: str | None = None, model: str | None = None) -> StoredModel:
+    def from_record(
+        cls,
+        llm: Mapping[str, Any] | None,
+        transport: Mapping[str, Any] | None = None,
+        *,
+        backend: str | None = None,
+        model: str | None = None,
+    ) -> StoredModel:
         llm = llm if isinstance(llm, Mapping) else {}
         transport = transport if isinstance(transport, Mapping) else {}
         endpoint = transport.get("endpoint") or llm.get("endpoint")
         endpoint = endpoint if isinstance(endpoint, str) and endpoint else None
         usable = endpoint if endpoint is None or "***" not in endpoint else None
-        return cls(backend=llm.get("backend") or backend, model=llm.get("model") or model,
-                   thinking=llm.get("thinking"), endpoint=usable,
-                   allow_unconstrained=bool(transport.get("allow_unconstrained")),
-                   redacted_endpoint=endpoint if usable is None and endpoint else None)
+        return cls(
+            backend=llm.get("backend") or backend,
+            model=llm.get("model") or model,
+            thinking=llm.get("thinking"),
+            endpoint=usable,
+            allow_unconstrained=bool(transport.get("allow_unconstrained")),
+            redacted_endpoint=endpoint if usable is None and endpoint else None,
+        )
 
 
-def resolve(flags: ModelFlags | None = None, *, purpose: Purpose = "writer",
-            environ: Mapping[str, str] | None = None, config: Mapping[str, Any] | None = None,
-            stored: StoredModel | None = None) -> LLMOptions:
+def resolve(
+    flags: ModelFlags | None = None,
+    *,
+    purpose: Purpose = "writer",
+    environ: Mapping[str, str] | None = None,
+    config: Mapping[str, Any] | None = None,
+    stored: StoredModel | None = None,
+) -> LLMOptions:
     """The one model resolution (see the module's docstring for the order).
 
     ``environ``: the environment to read (``None``: none; the CLI passes ``os.environ``);
@@ -206,14 +239,17 @@ def resolve(flags: ModelFlags | None = None, *, purpose: Purpose = "writer",
     sources = _Sources(flags or ModelFlags(), options_for(purpose), environ or {}, config or {}, stored)
     backend, endpoint = _server(sources)
     model = _model(sources, backend)
-    thinking = sources.pick("thinking", sources.flag("thinking"), (sources.record.thinking, _FROM_RUN),
-                            sources.default("thinking"))
+    thinking = sources.pick(
+        "thinking", sources.flag("thinking"), (sources.record.thinking, _FROM_RUN), sources.default("thinking")
+    )
     api_key = _api_key(sources, endpoint) if backend == "endpoint" else None
     limits = {name: _limit(sources, name) for name in _LIMITS}
     engine = sources.read("engine", limits.pop("engine"))
     if backend == "endpoint" and not endpoint and sources.record.redacted_endpoint:
-        raise ModelChoiceError(f"this run's server ({sources.record.redacted_endpoint}) was reached with credentials "
-                               "in its URL, which are never stored: give --endpoint URL")
+        raise ModelChoiceError(
+            f"this run's server ({sources.record.redacted_endpoint}) was reached with credentials "
+            "in its URL, which are never stored: give --endpoint URL"
+        )
     read = {sources.rows[name].field: sources.read(name, value) for name, value in limits.items()}
     return LLMOptions(backend, model, thinking, endpoint, api_key, engine=engine, origin=sources.origin, **read)
 
@@ -273,15 +309,28 @@ def _server(sources: _Sources) -> tuple[str, str | None]:
     """The backend, and the server when it is ``endpoint``: a stored run keeps its own backend, a new
     one is on a server when one is named anywhere."""
     flags, record = sources.flags, sources.record
-    endpoint = sources.pick("endpoint", (flags.endpoint, flags.endpoint_source), sources.env("endpoint"),
-                            sources.conf("endpoint"), (record.endpoint, _FROM_RUN))
+    endpoint = sources.pick(
+        "endpoint",
+        (flags.endpoint, flags.endpoint_source),
+        sources.env("endpoint"),
+        sources.conf("endpoint"),
+        (record.endpoint, _FROM_RUN),
+    )
     if sources.stored is not None:
-        backend = sources.pick("backend", sources.flag("backend"), (record.backend, _FROM_RUN),
-                               ("endpoint" if flags.endpoint else None, "flag"), sources.default("backend"))
+        backend = sources.pick(
+            "backend",
+            sources.flag("backend"),
+            (record.backend, _FROM_RUN),
+            ("endpoint" if flags.endpoint else None, "flag"),
+            sources.default("backend"),
+        )
     else:
-        backend = sources.pick("backend", sources.flag("backend"),
-                               ("endpoint" if endpoint else None, sources.origin.get("endpoint")),
-                               sources.default("backend"))
+        backend = sources.pick(
+            "backend",
+            sources.flag("backend"),
+            ("endpoint" if endpoint else None, sources.origin.get("endpoint")),
+            sources.default("backend"),
+        )
     if backend != "endpoint":
         sources.origin.pop("endpoint", None)
         return backend, None
@@ -312,8 +361,9 @@ def _api_key(sources: _Sources, endpoint: str | None) -> str | None:
 def _limit(sources: _Sources, name: str) -> Any:
     """A transport setting: flag, environment, config file, the run's record, the default."""
     recorded = getattr(sources.record, sources.rows[name].field, None) or None
-    return sources.pick(name, sources.flag(name), sources.env(name), sources.conf(name), (recorded, _FROM_RUN),
-                        sources.default(name))
+    return sources.pick(
+        name, sources.flag(name), sources.env(name), sources.conf(name), (recorded, _FROM_RUN), sources.default(name)
+    )
 
 
 def run_routing_key(store: Any) -> str:
@@ -353,5 +403,14 @@ def redact_url(url: str | None) -> str | None:
     return None if url is None else redact(url)
 
 
-__all__ = ["LLMOptions", "ModelChoiceError", "ModelFlags", "StoredModel", "redact_url", "register_backend",
-           "resolve", "routing_key", "same_origin"]
+__all__ = [
+    "LLMOptions",
+    "ModelChoiceError",
+    "ModelFlags",
+    "StoredModel",
+    "redact_url",
+    "register_backend",
+    "resolve",
+    "routing_key",
+    "same_origin",
+]

@@ -52,7 +52,7 @@ def save_cache(llama: Any) -> SavedCache:
     capacity = int(llama_cpp.llama_state_get_size(ctx))
     data = (ctypes.c_uint8 * capacity)()
     size = int(llama_cpp.llama_state_get_data(ctx, data, capacity))
-    return SavedCache(llama.input_ids[:llama.n_tokens].copy(), data, size)
+    return SavedCache(llama.input_ids[: llama.n_tokens].copy(), data, size)
 
 
 def load_cache(llama: Any, saved: SavedCache) -> None:
@@ -110,8 +110,9 @@ class PrefixSlots:
         state = save_cache(self.llama)
         if state.size > self.budget // 2:
             return
-        self.saved = [s for s in self.saved
-                      if common_prefix(s.tokens, state.tokens) < len(s.tokens)]  # a prefix of it: subsumed
+        self.saved = [
+            s for s in self.saved if common_prefix(s.tokens, state.tokens) < len(s.tokens)
+        ]  # a prefix of it: subsumed
         self.saved.append(state)
         while sum(s.size for s in self.saved) > self.budget:
             self.saved.pop(0)

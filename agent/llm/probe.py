@@ -27,12 +27,20 @@ from agent.llm.server_kinds import (
 from agent.llm.types import AuthenticationError, EndpointUnavailableError, LLMError
 
 # A value an unconstrained model would not write when asked to say hello.
-PROBE_SCHEMA = {"type": "object", "properties": {"fabula_probe": {"type": "string", "enum": ["qx7"]}},
-                 "required": ["fabula_probe"], "additionalProperties": False}
+PROBE_SCHEMA = {
+    "type": "object",
+    "properties": {"fabula_probe": {"type": "string", "enum": ["qx7"]}},
+    "required": ["fabula_probe"],
+    "additionalProperties": False,
+}
 PROBE_ASK = [{"role": "user", "content": "Say hello in one short sentence."}]
 RANGE_MIN = 7000001
-RANGE_SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "minimum": RANGE_MIN}},
-                 "required": ["n"], "additionalProperties": False}
+RANGE_SCHEMA = {
+    "type": "object",
+    "properties": {"n": {"type": "integer", "minimum": RANGE_MIN}},
+    "required": ["n"],
+    "additionalProperties": False,
+}
 RANGE_ASK = [{"role": "user", "content": 'Answer with the JSON object {"n": 1}.'}]
 
 
@@ -67,22 +75,32 @@ class ServerProbe:
 
     def summary(self) -> str:
         """One line for ``-v`` output and logs."""
-        flags = {"json": self.json_schema_enforced, "ranges": self.ranges_enforced, "regex": self.regex_enforced,
-                 "min_tokens": self.min_tokens,
-                 "cached": self.cached_tokens_reported, "thinking": self.thinking_switch}
+        flags = {
+            "json": self.json_schema_enforced,
+            "ranges": self.ranges_enforced,
+            "regex": self.regex_enforced,
+            "min_tokens": self.min_tokens,
+            "cached": self.cached_tokens_reported,
+            "thinking": self.thinking_switch,
+        }
         shown = " ".join(f"{k}={'?' if v is None else 'yes' if v else 'no'}" for k, v in flags.items())
-        return (f"server {self.kind}{' ' + self.version if self.version else ''} at {self.endpoint}: "
-                f"model={self.model} context={self.context_length or '?'} {shown}")
+        return (
+            f"server {self.kind}{' ' + self.version if self.version else ''} at {self.endpoint}: "
+            f"model={self.model} context={self.context_length or '?'} {shown}"
+        )
 
 
 def list_models(client: BoundedClient) -> list[dict[str, Any]]:
     """``GET /v1/models`` checked for shape: a list of entries that each have a string ``id``."""
     data = client.request_json("GET", "/models")
     entries = data.get("data") if isinstance(data, dict) else None
-    if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("id"), str)
-                                                for e in entries):
-        raise LLMError(client.scrub(f"endpoint {client.shown} answered GET /models with an unexpected shape "
-                                    f"(want {{\"data\": [{{\"id\": ...}}]}}): {one_line(json.dumps(data)[:200])}"))
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("id"), str) for e in entries):
+        raise LLMError(
+            client.scrub(
+                f"endpoint {client.shown} answered GET /models with an unexpected shape "
+                f'(want {{"data": [{{"id": ...}}]}}): {one_line(json.dumps(data)[:200])}'
+            )
+        )
     return entries
 
 
@@ -91,14 +109,17 @@ def choose_model(client: BoundedClient, entries: list[dict[str, Any]], wanted: s
     names = [e["id"] for e in entries]
     if wanted:
         if names and wanted not in names:
-            raise LLMError(f"endpoint {client.shown} does not serve model {wanted!r}; it serves: "
-                           f"{', '.join(names[:20])}")
+            raise LLMError(
+                f"endpoint {client.shown} does not serve model {wanted!r}; it serves: {', '.join(names[:20])}"
+            )
         return wanted
     if not names:
         raise LLMError(f"endpoint {client.shown} serves no model")
     if len(names) > 1:
-        raise LLMError(f"endpoint {client.shown} serves {len(names)} models; choose one with --model "
-                       f"(or FABULA_MODEL): {', '.join(names[:20])}")
+        raise LLMError(
+            f"endpoint {client.shown} serves {len(names)} models; choose one with --model "
+            f"(or FABULA_MODEL): {', '.join(names[:20])}"
+        )
     return names[0]
 
 
@@ -149,8 +170,13 @@ class _QuietAsker:
 def check_enforcement(client: BoundedClient, probe: ServerProbe, *, thinking: bool | None) -> None:
     """The costly part: four tiny requests that show what the server enforces."""
     server = probe.server
-    base = {"model": probe.model, "messages": PROBE_ASK, "temperature": 0, "max_tokens": 32,
-            **server.thinking_field(thinking)}
+    base = {
+        "model": probe.model,
+        "messages": PROBE_ASK,
+        "temperature": 0,
+        "max_tokens": 32,
+        **server.thinking_field(thinking),
+    }
     reply = _post_quietly(client, probe, {**base, **server.json_field("fabula_probe", PROBE_SCHEMA)})
     if reply is not None:
         probe.json_schema_enforced = _answered(reply, {"fabula_probe": "qx7"})
@@ -162,8 +188,9 @@ def check_enforcement(client: BoundedClient, probe: ServerProbe, *, thinking: bo
             probe.thinking_switch = server.thinking_switch_honoured or None
     if probe.json_schema_enforced:
         # Outlines ignores minimum/maximum, xgrammar enforces them: ask for a number below the bound.
-        ranged = _post_quietly(client, probe, {**base, "messages": RANGE_ASK,
-                                               **server.json_field("fabula_range", RANGE_SCHEMA)})
+        ranged = _post_quietly(
+            client, probe, {**base, "messages": RANGE_ASK, **server.json_field("fabula_range", RANGE_SCHEMA)}
+        )
         probe.ranges_enforced = _answered(ranged, lambda v: isinstance(v.get("n"), int) and v["n"] >= RANGE_MIN)
     regex_field = server.regex_field("qx7[0-9]")
     regex = _post_quietly(client, probe, {**base, **regex_field}) if regex_field else None
@@ -174,8 +201,10 @@ def check_enforcement(client: BoundedClient, probe: ServerProbe, *, thinking: bo
     if probe.json_schema_enforced is False:
         probe.degraded.append("JSON-schema constraints not enforced: replies are parsed, validated and re-asked")
     if not probe.regex_enforced and not probe.ranges_enforced:
-        probe.degraded.append("neither numeric ranges nor regexes enforced: only small integer ranges "
-                              "(as enums) hold while decoding; the rest are validated after")
+        probe.degraded.append(
+            "neither numeric ranges nor regexes enforced: only small integer ranges "
+            "(as enums) hold while decoding; the rest are validated after"
+        )
     if not probe.min_tokens:
         probe.degraded.append("min_tokens ignored: length is kept by feedback only")
     if probe.cached_tokens_reported is False:
@@ -243,8 +272,9 @@ def _post_quietly(client: BoundedClient, probe: ServerProbe, body: dict[str, Any
     server = probe.server
     wire = server.to_wire(body, context_tokens=probe.context_length)
     try:
-        reply = server.from_wire(client.request_json("POST", server.chat_url(client.base_url), body=wire,
-                                                     budget_s=120, retry=False))
+        reply = server.from_wire(
+            client.request_json("POST", server.chat_url(client.base_url), body=wire, budget_s=120, retry=False)
+        )
     except (EndpointUnavailableError, AuthenticationError):  # no finding: every later request fails alike
         raise
     except LLMError as exc:

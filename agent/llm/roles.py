@@ -31,6 +31,8 @@ def role_order_error(messages: Sequence[Message]) -> str | None:
         expected = "user" if i % 2 == 0 else "assistant"
         if role != expected:
             where = i + (len(roles) - len(body))
-            return (f"message {where} is {role!r} where {expected!r} must come (roles must alternate "
-                    f"user/assistant after one optional system message): {' '.join(map(str, roles))}")
+            return (
+                f"message {where} is {role!r} where {expected!r} must come (roles must alternate "
+                f"user/assistant after one optional system message): {' '.join(map(str, roles))}"
+            )
     return None

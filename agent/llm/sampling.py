@@ -43,4 +43,3 @@ class Sampling(BaseModel):
 
 
 NONE = Sampling()
-

@@ -32,9 +32,18 @@ OLLAMA_NUM_CTX_CAP = 8192
 """The context fabula asks Ollama for when the model allows more: Ollama allocates the whole KV
 cache for ``num_ctx`` up front, so the model's full 128K would not fit most machines."""
 
-_OLLAMA_OPTIONS = {"temperature": "temperature", "max_tokens": "num_predict", "seed": "seed", "stop": "stop",
-                   "top_p": "top_p", "top_k": "top_k", "min_p": "min_p", "repetition_penalty": "repeat_penalty",
-                   "frequency_penalty": "frequency_penalty", "presence_penalty": "presence_penalty"}
+_OLLAMA_OPTIONS = {
+    "temperature": "temperature",
+    "max_tokens": "num_predict",
+    "seed": "seed",
+    "stop": "stop",
+    "top_p": "top_p",
+    "top_k": "top_k",
+    "min_p": "min_p",
+    "repetition_penalty": "repeat_penalty",
+    "frequency_penalty": "frequency_penalty",
+    "presence_penalty": "presence_penalty",
+}
 
 
 class Asker(Protocol):
@@ -62,8 +71,14 @@ def positive_int(value: Any) -> bool:
 
 def stated_context(entry: dict[str, Any]) -> int | None:
     """The context length a ``/v1/models`` entry states outright (vLLM's ``max_model_len``, ...)."""
-    return next((entry[key] for key in ("max_model_len", "context_length", "context_window", "n_ctx")
-                 if positive_int(entry.get(key))), None)
+    return next(
+        (
+            entry[key]
+            for key in ("max_model_len", "context_length", "context_window", "n_ctx")
+            if positive_int(entry.get(key))
+        ),
+        None,
+    )
 
 
 def meta_context(entry: dict[str, Any]) -> int | None:
@@ -105,8 +120,9 @@ class ServerKind:
     # -- how its requests are shaped ---------------------------------------------------------
     def json_field(self, name: str, schema: dict[str, Any]) -> dict[str, Any]:
         """The body field carrying a JSON-schema constraint."""
-        return {"response_format": {"type": "json_schema", "json_schema": {"name": name, "schema": schema,
-                                                                           "strict": True}}}
+        return {
+            "response_format": {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+        }
 
     def regex_field(self, pattern: str) -> dict[str, Any]:
         """The body field carrying a regex constraint (empty: none exists)."""
@@ -211,8 +227,10 @@ class Tgi(ServerKind):
     def sighted(self, ask: Asker, entry: dict[str, Any], model: str | None) -> Sighting | None:
         """``GET /info``: TGI's router, or its model and token limits."""
         info = ask.get("/info")
-        if not (isinstance(info, dict) and (info.get("router") == "text-generation-router"
-                                            or ("model_id" in info and "max_total_tokens" in info))):
+        if not (
+            isinstance(info, dict)
+            and (info.get("router") == "text-generation-router" or ("model_id" in info and "max_total_tokens" in info))
+        ):
             return None
         context = info["max_total_tokens"] if positive_int(info.get("max_total_tokens")) else None
         return Sighting(str(info.get("version") or "")[:40] or None, context_length=context)
@@ -239,8 +257,11 @@ class Ollama(ServerKind):
             return None
         shown = ask.post("/api/show", {"model": model})
         info = shown.get("model_info") if isinstance(shown, dict) else None
-        trained = [v for k, v in info.items() if k.endswith(".context_length") and positive_int(v)] \
-            if isinstance(info, dict) else []
+        trained = (
+            [v for k, v in info.items() if k.endswith(".context_length") and positive_int(v)]
+            if isinstance(info, dict)
+            else []
+        )
         context = min(trained[0], OLLAMA_NUM_CTX_CAP) if trained else OLLAMA_NUM_CTX_CAP
         return Sighting(version["version"][:40], context_length=context)
 
@@ -261,8 +282,12 @@ class Ollama(ServerKind):
         options = {ollama: body[ours] for ours, ollama in _OLLAMA_OPTIONS.items() if body.get(ours) is not None}
         if context_tokens:
             options["num_ctx"] = context_tokens
-        wire: dict[str, Any] = {"model": body["model"], "messages": body["messages"], "stream": False,
-                                "options": options}
+        wire: dict[str, Any] = {
+            "model": body["model"],
+            "messages": body["messages"],
+            "stream": False,
+            "options": options,
+        }
         response_format = body.get("response_format")
         if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
             wire["format"] = response_format["json_schema"]["schema"]
@@ -277,15 +302,20 @@ class Ollama(ServerKind):
         out_message: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
         if isinstance(message.get("thinking"), str) and message["thinking"]:
             out_message["reasoning_content"] = message["thinking"]
-        return {"model": reply.get("model"),
-                "choices": [{"message": out_message, "finish_reason": reply.get("done_reason") or "unknown"}],
-                "usage": {"prompt_tokens": reply.get("prompt_eval_count", 0),
-                          "completion_tokens": reply.get("eval_count", 0)}}
+        return {
+            "model": reply.get("model"),
+            "choices": [{"message": out_message, "finish_reason": reply.get("done_reason") or "unknown"}],
+            "usage": {
+                "prompt_tokens": reply.get("prompt_eval_count", 0),
+                "completion_tokens": reply.get("eval_count", 0),
+            },
+        }
 
 
 OTHER = ServerKind()
-SERVER_KINDS: dict[str, ServerKind] = {kind.name: kind for kind in (
-    Vllm(), SGLang(), LlamaServer(), LlamaCppPython(), Tgi(), Ollama(), OTHER)}
+SERVER_KINDS: dict[str, ServerKind] = {
+    kind.name: kind for kind in (Vllm(), SGLang(), LlamaServer(), LlamaCppPython(), Tgi(), Ollama(), OTHER)
+}
 """Every server kind by name, in the order the probe tries their routes (vLLM's ``/version``
 before TGI's ``/info`` before Ollama's ``/api/version``)."""
 

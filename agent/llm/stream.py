@@ -23,8 +23,10 @@ from agent.llm import heartbeat
 from agent.llm.local_decoding import RUNAWAY_EVERY, RUNAWAY_WINDOW
 from agent.repetition import ran_away
 
-STREAM_FIELDS: dict[str, Any] = {"stream": True,
-                                 "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+STREAM_FIELDS: dict[str, Any] = {
+    "stream": True,
+    "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+}
 """What turns a chat request into a stream with token counts on every piece (vLLM's fields)."""
 CHECK_EVERY = RUNAWAY_EVERY
 """Content pieces (a token each, as vLLM streams) between two runaway checks: the embedded cadence."""
@@ -114,8 +116,10 @@ class StreamedReply:
         if self._reasoning:
             message["reasoning_content"] = "".join(self._reasoning)
         finish = "length" if self.runaway else self.finish_reason
-        reply: dict[str, Any] = {"choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                                 "usage": self.usage}
+        reply: dict[str, Any] = {
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": self.usage,
+        }
         if self.model:
             reply["model"] = self.model
         return reply

@@ -17,8 +17,9 @@ from agent.llm.context import is_length_rejection
 from agent.llm.types import AuthenticationError
 
 
-def ask_many(llm: LLM, requests: Sequence[Request], retries: int,
-             budget: Budget | None = None) -> list[Completion | LLMError]:
+def ask_many(
+    llm: LLM, requests: Sequence[Request], retries: int, budget: Budget | None = None
+) -> list[Completion | LLMError]:
     """Run requests concurrently; re-ask the failed ones (together) up to ``retries`` times.
 
     With ``budget``: a request the server refused for its length (our count of its prompt was
@@ -36,8 +37,11 @@ def ask_many(llm: LLM, requests: Sequence[Request], retries: int,
         refused = [i for i in failed if is_length_rejection(errors[i])]
         # one widening per round, however many requests of the batch were refused (one lesson
         # about the counter); it holds even when no retry is left, so later requests fit
-        widened = bool(refused) and budget is not None and budget.refused(errors[refused[0]],
-                                                                          f"the {requests[refused[0]].role} request")
+        widened = (
+            bool(refused)
+            and budget is not None
+            and budget.refused(errors[refused[0]], f"the {requests[refused[0]].role} request")
+        )
         if attempt == retries:
             break
         if widened and budget is not None:  # only a budget widens
@@ -60,8 +64,12 @@ def _refit(budget: Budget, request: Request) -> Request:
     """``request`` with ``max_tokens`` fitted again under the widened reserve (the prompt is kept:
     what could give way already did when the request was first fitted)."""
     floor = min_reply(request.output_type, request.min_tokens)
-    max_tokens = budget.fit(lambda: request.messages, max_tokens=request.max_tokens,
-                            min_output=min(floor, request.max_tokens), what=f"the {request.role} request")
+    max_tokens = budget.fit(
+        lambda: request.messages,
+        max_tokens=request.max_tokens,
+        min_output=min(floor, request.max_tokens),
+        what=f"the {request.role} request",
+    )
     min_tokens = (min(request.min_tokens, max_tokens - 1) or None) if request.min_tokens else None
     return replace(fresh(request), max_tokens=max_tokens, min_tokens=min_tokens)
 
@@ -79,5 +87,13 @@ def min_reply(output_type: Any, min_tokens: int | None) -> int:
 
 def fresh(request: Request) -> Request:
     """The same request as a new object (a retry is never the object that failed)."""
-    return Request(request.messages, request.output_type, request.temperature, request.max_tokens,
-                   request.min_tokens, request.stop, request.seed, request.role)
+    return Request(
+        request.messages,
+        request.output_type,
+        request.temperature,
+        request.max_tokens,
+        request.min_tokens,
+        request.stop,
+        request.seed,
+        request.role,
+    )

@@ -41,22 +41,40 @@ def write(ctx: RunContext[SingleConfig]) -> None:
         return
     while not state["finished"] and step <= bound:
         started = time.perf_counter()
-        recent = [p.text for p in store.paragraphs()[-settings.history_window:]]
+        recent = [p.text for p in store.paragraphs()[-settings.history_window :]]
         final = ending.is_final_paragraph(story, state)
         cue = ending.cue(story, {**state, "ending": ending.in_ending_window(story, settings, state)})
-        floor, high = (ending.final_budget(story, settings, state) if final
-                       else (settings.paragraph_min_tokens, settings.paragraph_tokens))
+        floor, high = (
+            ending.final_budget(story, settings, state)
+            if final
+            else (settings.paragraph_min_tokens, settings.paragraph_tokens)
+        )
         low = floor if settings.paragraph_floor else None
         with ctx.unit(step):
-            text, trimmed = write_prose(ctx.llm, prompts.baseline(story, recent, state["words"], cue), settings,
-                                        temperature=settings.baseline_temperature, max_tokens=high,
-                                        min_tokens=low, role="baseline")
+            text, trimmed = write_prose(
+                ctx.llm,
+                prompts.baseline(story, recent, state["words"], cue),
+                settings,
+                temperature=settings.baseline_temperature,
+                max_tokens=high,
+                min_tokens=low,
+                role="baseline",
+            )
             words = count_words(text)
-            state = {**state, "words": state["words"] + words, "narrations": state["narrations"] + 1,
-                     "narration_words": state["narration_words"] + words}
+            state = {
+                **state,
+                "words": state["words"] + words,
+                "narrations": state["narrations"] + 1,
+                "narration_words": state["narration_words"] + words,
+            }
             state["finished"] = ending.stop_reason(story, state, final) is not None
-            record = {"step": step, "final_paragraph": final, "paragraph_trimmed": trimmed,
-                      "words_total": state["words"], "wall_s": round(time.perf_counter() - started, 3)}
+            record = {
+                "step": step,
+                "final_paragraph": final,
+                "paragraph_trimmed": trimmed,
+                "words_total": state["words"],
+                "wall_s": round(time.perf_counter() - started, 3),
+            }
             store.commit_step(step, [text], state=state, record=record)
         ctx.set_progress(words=state["words"])
         ctx.emit("committed", words=words, step=step, wall_s=record["wall_s"])
@@ -73,9 +91,19 @@ def write_baseline(store: RunStore, llm: LLM, config: SingleConfig, *, events: E
         write(ctx)
 
 
-PIPELINE = pipelines.register(pipelines.Pipeline(
-    NAME, "step", write, version="1", settings=SingleConfig, takes="story",
-    help="the single-model baseline on a Magnet story definition",
-    description="One model writes the story paragraph by paragraph from the definition, without agents, critic, "
-    "state or goals, to the same length.", story_config=describe.story_config, graph=describe.graph,
-    progress=describe.PROGRESS))
+PIPELINE = pipelines.register(
+    pipelines.Pipeline(
+        NAME,
+        "step",
+        write,
+        version="1",
+        settings=SingleConfig,
+        takes="story",
+        help="the single-model baseline on a Magnet story definition",
+        description="One model writes the story paragraph by paragraph from the definition, without agents, critic, "
+        "state or goals, to the same length.",
+        story_config=describe.story_config,
+        graph=describe.graph,
+        progress=describe.PROGRESS,
+    )
+)

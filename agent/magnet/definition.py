@@ -33,10 +33,37 @@ TENSES = ("past", "present")
 RESERVED_ATTRIBUTES = ("location",)
 RELATION_PREFIX = "relationship_with_"
 
-STORY_KEYS = {"title", "genre", "goal", "pages", "words", "page_words", "world", "secrets", "characters", "premise",
-              "pov", "focal", "tense", "style", "beats", "ending", "chapter_every"}
-CHARACTER_KEYS = {"name", "role", "description", "personality", "goals", "location", "abilities", "relationships",
-                  "state", "secrets"}
+STORY_KEYS = {
+    "title",
+    "genre",
+    "goal",
+    "pages",
+    "words",
+    "page_words",
+    "world",
+    "secrets",
+    "characters",
+    "premise",
+    "pov",
+    "focal",
+    "tense",
+    "style",
+    "beats",
+    "ending",
+    "chapter_every",
+}
+CHARACTER_KEYS = {
+    "name",
+    "role",
+    "description",
+    "personality",
+    "goals",
+    "location",
+    "abilities",
+    "relationships",
+    "state",
+    "secrets",
+}
 
 
 class DefinitionError(InputError, ValueError):
@@ -64,10 +91,15 @@ class Character:
         """The persona as prompt text. ``location`` and ``relationships``: the world graph's at
         this step (the definition's are only the starting values)."""
         rels = self.relationships if relationships is None else relationships
-        lines = [f"Name: {self.name}", f"Role: {self.role}", f"Description: {self.description}",
-                 f"Personality: {self.personality}", f"Goals: {'; '.join(self.goals) or '-'}",
-                 f"Location: {self.location if location is None else location}",
-                 f"Abilities: {'; '.join(self.abilities) or '-'}"]
+        lines = [
+            f"Name: {self.name}",
+            f"Role: {self.role}",
+            f"Description: {self.description}",
+            f"Personality: {self.personality}",
+            f"Goals: {'; '.join(self.goals) or '-'}",
+            f"Location: {self.location if location is None else location}",
+            f"Abilities: {'; '.join(self.abilities) or '-'}",
+        ]
         if rels:
             lines.append("Relationships: " + "; ".join(f"{k}: {v}" for k, v in rels.items()))
         return "\n".join(lines)
@@ -117,8 +149,9 @@ class StoryDefinition:
         chars = [Character(**c) for c in data["characters"]]
         return cls(**{**data, "characters": chars})
 
-    def with_length(self, *, pages: float | None = None, words: int | None = None,
-                    page_words: int | None = None) -> StoryDefinition:
+    def with_length(
+        self, *, pages: float | None = None, words: int | None = None, page_words: int | None = None
+    ) -> StoryDefinition:
         """The same story at another length (command-line overrides), validated like the file."""
         where = self.source or "command line"
         pw = _positive_int(page_words, where, "page_words") if page_words is not None else self.page_words
@@ -207,9 +240,19 @@ def parse_definition(data: dict[str, Any], where: str = "story definition") -> S
     controls = _controls(data, parsed, p)
     p.check()
     assert target is not None and page_words is not None
-    return StoryDefinition(title=title, genre=genre, goal=goal, characters=parsed, target_words=target,
-                           page_words=page_words, premise=premise, world=world, source=where,
-                           world_secrets=world_secrets, **controls)
+    return StoryDefinition(
+        title=title,
+        genre=genre,
+        goal=goal,
+        characters=parsed,
+        target_words=target,
+        page_words=page_words,
+        premise=premise,
+        world=world,
+        source=where,
+        world_secrets=world_secrets,
+        **controls,
+    )
 
 
 def _length(data: dict[str, Any], p: _Problems) -> tuple[int | None, int | None]:
@@ -246,7 +289,7 @@ def _character(item: dict[str, Any], p: _Problems, at: str) -> Character:
         p.add(f"{at}.name", "'world' is reserved for the world node")
     relationships = item.get("relationships", {})
     if not isinstance(relationships, dict) or not all(isinstance(v, str) for v in relationships.values()):
-        p.add(f"{at}.relationships", "must be a table of name = \"relationship\"", who)
+        p.add(f"{at}.relationships", 'must be a table of name = "relationship"', who)
         relationships = {}
     goals = _text_list(item, "goals", p, at + ".", who=who)
     if "goals" in item and not goals and len(p.lines) == before:
@@ -291,15 +334,20 @@ def _names(parsed: list[Character], p: _Problems) -> None:
         seen[key] = i
         s = slug(char.name)
         if s in slugs:
-            p.add(f"characters[{i}].name", f"{char.name!r} reduces to the same name {s!r} as "
-                  f"{parsed[slugs[s]].name!r} (characters[{slugs[s]}])")
+            p.add(
+                f"characters[{i}].name",
+                f"{char.name!r} reduces to the same name {s!r} as {parsed[slugs[s]].name!r} (characters[{slugs[s]}])",
+            )
         slugs.setdefault(s, i)
     names = {c.name for c in parsed}
     for i, char in enumerate(parsed):
         for other in char.relationships:
             if other not in names:
-                p.add(f"characters[{i}].relationships.{other}", f"unknown character {other!r} "
-                      f"(known: {', '.join(sorted(names))})", char.name)
+                p.add(
+                    f"characters[{i}].relationships.{other}",
+                    f"unknown character {other!r} (known: {', '.join(sorted(names))})",
+                    char.name,
+                )
             elif other == char.name:
                 p.add(f"characters[{i}].relationships.{other}", "a character cannot relate to itself", char.name)
 
@@ -311,8 +359,11 @@ def _world_clashes(world: dict[str, Any], secrets: dict[str, Any], parsed: list[
         for key in values:
             for prefix, char in reversed(prefixes.items()):
                 if key.startswith(prefix):
-                    p.add(f"{table}.{key}", f"clashes with {char.name}'s variables (a world variable may not start "
-                          f"with {prefix!r}; put it in that character's state)")
+                    p.add(
+                        f"{table}.{key}",
+                        f"clashes with {char.name}'s variables (a world variable may not start "
+                        f"with {prefix!r}; put it in that character's state)",
+                    )
 
 
 def _controls(data: dict[str, Any], parsed: list[Character], p: _Problems) -> dict[str, Any]:
@@ -337,9 +388,8 @@ def _controls(data: dict[str, Any], parsed: list[Character], p: _Problems) -> di
     out["beats"] = _text_list(data, "beats", p, "", required=False)
     out["ending"] = _text(data, "ending", p, "", required=False)
     every = data.get("chapter_every")
-    if every is not None and every != "goal" and (isinstance(every, bool) or not isinstance(every, int)
-                                                   or every < 1):
-        p.add("chapter_every", f"must be a positive whole number of steps or \"goal\", not {every!r}")
+    if every is not None and every != "goal" and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
+        p.add("chapter_every", f'must be a positive whole number of steps or "goal", not {every!r}')
         every = None
     out["chapter_every"] = every
     return out
@@ -350,8 +400,9 @@ def _no_unknown(table: dict[str, Any], allowed: set[str], p: _Problems, prefix: 
         p.add(f"{prefix}{key}", f"unknown key (a typo? allowed: {', '.join(sorted(allowed))})", who)
 
 
-def _text(table: dict[str, Any], key: str, p: _Problems, prefix: str, *, required: bool = True,
-          who: str | None = None) -> str:
+def _text(
+    table: dict[str, Any], key: str, p: _Problems, prefix: str, *, required: bool = True, who: str | None = None
+) -> str:
     value = table.get(key)
     if value is None:
         if required:
@@ -363,8 +414,9 @@ def _text(table: dict[str, Any], key: str, p: _Problems, prefix: str, *, require
     return " ".join(value.split())
 
 
-def _text_list(table: dict[str, Any], key: str, p: _Problems, prefix: str, *, required: bool = True,
-               who: str | None = None) -> list[str]:
+def _text_list(
+    table: dict[str, Any], key: str, p: _Problems, prefix: str, *, required: bool = True, who: str | None = None
+) -> list[str]:
     value = table.get(key)
     if value is None:
         if required:
@@ -385,8 +437,7 @@ def _variables(value: Any, p: _Problems, at: str, who: str | None = None) -> dic
     out = {}
     for key, val in value.items():
         if not KEY_RULE.match(key):
-            p.add(f"{at}.{key}", "variable names are snake_case (lower-case letters, digits, _; a letter first)",
-                  who)
+            p.add(f"{at}.{key}", "variable names are snake_case (lower-case letters, digits, _; a letter first)", who)
         elif not isinstance(val, SCALARS):
             p.add(f"{at}.{key}", "must be text, a number or true/false", who)
         else:

@@ -11,14 +11,22 @@ from agent.magnet.definition import load_definition
 from agent.magnet.history import graph_json, graph_svg, render_text
 from agent.store import RunStore
 
-PROGRESS = {"character": "the characters act", "critic": "the critic reads", "narrator": "narrating",
-            "narrator-select": "the narrator chooses", "goal": "choosing the next goal",
-            "transition": "writing a transition", "recap": "recapping", "baseline": "writing"}
+PROGRESS = {
+    "character": "the characters act",
+    "critic": "the critic reads",
+    "narrator": "narrating",
+    "narrator-select": "the narrator chooses",
+    "goal": "choosing the next goal",
+    "transition": "writing a transition",
+    "recap": "recapping",
+    "baseline": "writing",
+}
 """What a model call of each Magnet role is doing, as a writer would say it."""
 
 
-def story_config(path: Path, *, pages: float | None = None, words: int | None = None,
-                 page_words: int | None = None) -> dict[str, Any]:
+def story_config(
+    path: Path, *, pages: float | None = None, words: int | None = None, page_words: int | None = None
+) -> dict[str, Any]:
     """The configuration entries of a story definition file (its length overridden if given)."""
     story = load_definition(path).with_length(pages=pages, words=words, page_words=page_words)
     return {"story": story.to_dict()}

@@ -65,11 +65,15 @@ def cue(story: StoryDefinition, state: dict[str, Any]) -> str:
     """What the prompts say about the ending ("" far from it)."""
     left = max(0, remaining(story, state))
     if is_final_paragraph(story, state):
-        return ("This is the final paragraph of the story: resolve the current goal and bring the whole story to a "
-                "satisfying close. Do not open new threads.")
+        return (
+            "This is the final paragraph of the story: resolve the current goal and bring the whole story to a "
+            "satisfying close. Do not open new threads."
+        )
     if state.get("ending"):
-        return (f"The story is nearing its end (about {left} words remain): move toward resolving the "
-                "main conflict; do not open new threads.")
+        return (
+            f"The story is nearing its end (about {left} words remain): move toward resolving the "
+            "main conflict; do not open new threads."
+        )
     return ""
 
 

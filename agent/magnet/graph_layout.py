@@ -83,19 +83,23 @@ def cards(graph: dict[str, Any]) -> list[dict[str, Any]]:
     for node in nodes:
         if node["kind"] not in ("world", "character"):
             continue
-        variables = sorted((by_id[v] for v, owner in owner_of.items() if owner == node["id"] and v in by_id),
-                           key=lambda v: _natural(str(v.get("attribute") or v["label"])))
+        variables = sorted(
+            (by_id[v] for v, owner in owner_of.items() if owner == node["id"] and v in by_id),
+            key=lambda v: _natural(str(v.get("attribute") or v["label"])),
+        )
         lines: list[tuple[str, str]] = []
         for var in variables[:MAX_ROWS] if len(variables) <= MAX_ROWS else variables[: MAX_ROWS - 1]:
             attribute = str(var.get("attribute") or var["label"])
             style = "secret" if var.get("secret") else "var"
-            lines.append(((f"secret · {attribute}" if style == "secret" else attribute) + " = " + _value(var["value"]),
-                          style))
+            lines.append(
+                ((f"secret · {attribute}" if style == "secret" else attribute) + " = " + _value(var["value"]), style)
+            )
         if len(variables) > MAX_ROWS:
             lines.append((f"+ {len(variables) - MAX_ROWS + 1} more (the view's cast page lists all)", "more"))
         title = node["label"] + (f" · {node['role']}" if node.get("role") else "")
-        out.append({"kind": node["kind"], "id": node["id"], "title": title,
-                    "lines": lines or [("no variables", "more")]})
+        out.append(
+            {"kind": node["kind"], "id": node["id"], "title": title, "lines": lines or [("no variables", "more")]}
+        )
     relations = _relations(graph, by_id)
     if relations:
         out.append({"kind": "relations", "id": "relations", "title": "Relations", "lines": relations})
@@ -138,22 +142,41 @@ def layout_svg(graph: dict[str, Any]) -> str:
         for i, card in enumerate(row):
             x = PAD + i * (card_w + GAP)
             body.append(f'<g class="card card-{card["kind"]}" data-id="{html.escape(card["id"])}">')
-            body.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{card_w:.1f}" height="{height:.1f}" rx="6" '
-                        f'fill="{COLORS[card["kind"]]}" stroke="#78909c"/>')
-            body.append(f'<text x="{x + INSET:.1f}" y="{y + HEAD - 6:.1f}" font-weight="bold" font-size="{FONT + 1}">'
-                        f"{html.escape(fit(card['title'], text_room, FONT + 1))}</text>")
+            body.append(
+                f'<rect x="{x:.1f}" y="{y:.1f}" width="{card_w:.1f}" height="{height:.1f}" rx="6" '
+                f'fill="{COLORS[card["kind"]]}" stroke="#78909c"/>'
+            )
+            body.append(
+                f'<text x="{x + INSET:.1f}" y="{y + HEAD - 6:.1f}" font-weight="bold" font-size="{FONT + 1}">'
+                f"{html.escape(fit(card['title'], text_room, FONT + 1))}</text>"
+            )
             for n, (text, style) in enumerate(card["lines"]):
                 ty = y + HEAD + INSET + ROW * n + FONT - 2
                 indent = 12 if style == "rel" else 0
-                attrs = {"var": 'fill="#1f3a4d"', "secret": 'fill="#6a1b9a" font-style="italic"',
-                         "more": 'fill="#757575" font-style="italic"', "pair": 'fill="#b71c1c" font-weight="bold"',
-                         "rel": 'fill="#4e342e"'}[style]
-                body.append(f'<text x="{x + INSET + indent:.1f}" y="{ty:.1f}" {attrs}>'
-                            f"{html.escape(fit(text, text_room - indent))}</text>")
+                attrs = {
+                    "var": 'fill="#1f3a4d"',
+                    "secret": 'fill="#6a1b9a" font-style="italic"',
+                    "more": 'fill="#757575" font-style="italic"',
+                    "pair": 'fill="#b71c1c" font-weight="bold"',
+                    "rel": 'fill="#4e342e"',
+                }[style]
+                body.append(
+                    f'<text x="{x + INSET + indent:.1f}" y="{ty:.1f}" {attrs}>'
+                    f"{html.escape(fit(text, text_room - indent))}</text>"
+                )
             body.append("</g>")
         y += height + GAP
     total = y - GAP + PAD
-    return "\n".join([f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{total:.0f}" '
-                      f'viewBox="0 0 {WIDTH} {total:.0f}" font-family="Helvetica, Arial, sans-serif" '
-                      f'font-size="{FONT}" role="img" aria-label="the world graph">',
-                      '<rect width="100%" height="100%" fill="white"/>', *body, "</svg>"]) + "\n"
+    return (
+        "\n".join(
+            [
+                f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{total:.0f}" '
+                f'viewBox="0 0 {WIDTH} {total:.0f}" font-family="Helvetica, Arial, sans-serif" '
+                f'font-size="{FONT}" role="img" aria-label="the world graph">',
+                '<rect width="100%" height="100%" fill="white"/>',
+                *body,
+                "</svg>",
+            ]
+        )
+        + "\n"
+    )

@@ -25,9 +25,13 @@ ENGINE = "neato"
 TEXT_WIDTH = 400
 """Longest line of a card in points; longer values are cut with an ellipsis, as in the own layout."""
 TIMEOUT_S = 20
-STYLES = {"var": '<FONT COLOR="#1f3a4d">{}</FONT>', "secret": '<FONT COLOR="#6a1b9a"><I>{}</I></FONT>',
-          "more": '<FONT COLOR="#757575"><I>{}</I></FONT>', "pair": '<FONT COLOR="#b71c1c"><B>{}</B></FONT>',
-          "rel": '<FONT COLOR="#4e342e">{}</FONT>'}
+STYLES = {
+    "var": '<FONT COLOR="#1f3a4d">{}</FONT>',
+    "secret": '<FONT COLOR="#6a1b9a"><I>{}</I></FONT>',
+    "more": '<FONT COLOR="#757575"><I>{}</I></FONT>',
+    "pair": '<FONT COLOR="#b71c1c"><B>{}</B></FONT>',
+    "rel": '<FONT COLOR="#4e342e">{}</FONT>',
+}
 
 
 def chosen() -> str:
@@ -40,15 +44,22 @@ def chosen() -> str:
 
 def to_dot(graph: dict[str, Any]) -> str:
     """The cards as table nodes, and one edge per related pair (both ways: an arrow at each end)."""
-    lines = ["graph world {", '  graph [overlap=vpsc, sep="+10", splines=true, pack=true, outputorder=edgesfirst, '
-             'fontname="Helvetica"];', '  node [shape=plain, fontname="Helvetica", fontsize=12];',
-             '  edge [color="#90a4ae", penwidth=1.4];']
+    lines = [
+        "graph world {",
+        '  graph [overlap=vpsc, sep="+10", splines=true, pack=true, outputorder=edgesfirst, fontname="Helvetica"];',
+        '  node [shape=plain, fontname="Helvetica", fontsize=12];',
+        '  edge [color="#90a4ae", penwidth=1.4];',
+    ]
     for n, card in enumerate(cards(graph)):
         rows = [f'<TR><TD ALIGN="LEFT"><B>{_esc(fit(card["title"], TEXT_WIDTH, 13))}</B></TD></TR>']
-        rows += [f'<TR><TD ALIGN="LEFT">{STYLES[style].format(_esc(fit(text, TEXT_WIDTH)))}</TD></TR>'
-                 for text, style in card["lines"]]
-        table = (f'<TABLE BORDER="1" COLOR="#78909c" CELLBORDER="0" CELLSPACING="0" CELLPADDING="3" STYLE="rounded" '
-                 f'BGCOLOR="{COLORS[card["kind"]]}">{"".join(rows)}</TABLE>')
+        rows += [
+            f'<TR><TD ALIGN="LEFT">{STYLES[style].format(_esc(fit(text, TEXT_WIDTH)))}</TD></TR>'
+            for text, style in card["lines"]
+        ]
+        table = (
+            f'<TABLE BORDER="1" COLOR="#78909c" CELLBORDER="0" CELLSPACING="0" CELLPADDING="3" STYLE="rounded" '
+            f'BGCOLOR="{COLORS[card["kind"]]}">{"".join(rows)}</TABLE>'
+        )
         lines.append(f'  "{_id(card["id"])}" [label=<{table}>, id="card_{n}_{card["kind"]}"];')
     pairs = {frozenset((e["from"], e["to"])) for e in graph["edges"] if e["kind"] == "relationship"}
     for pair in sorted(pairs, key=sorted):
@@ -64,13 +75,14 @@ def render(graph: dict[str, Any]) -> str | None:
     if binary is None:
         return None
     try:
-        done = subprocess.run([binary, "-Tsvg"], input=to_dot(graph), capture_output=True, text=True,
-                              timeout=TIMEOUT_S, check=False)
+        done = subprocess.run(
+            [binary, "-Tsvg"], input=to_dot(graph), capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if done.returncode != 0 or "<svg" not in done.stdout:
         return None
-    svg = done.stdout[done.stdout.index("<svg"):]
+    svg = done.stdout[done.stdout.index("<svg") :]
     # the own layout's classes on each card (Graphviz before 2.44 has no class attribute)
     svg = re.sub(r'<g id="card_(\d+)_([a-z]+)" class="node">', r'<g id="card_\1" class="node card card-\2">', svg)
     svg = svg.replace(' xmlns:xlink="http://www.w3.org/1999/xlink"', "", 1)  # nothing links; one namespace

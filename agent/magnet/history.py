@@ -52,16 +52,22 @@ def render_text(store: RunStore) -> list[str]:
         failures, rejected = record.failures, record.rejected_updates
         if step not in by_step and step not in events and not failures and not rejected:
             continue
-        lines.append(f"step {step}  selected {', '.join(record.selected) or '-'}"
-                     + (f"  (not selected: {', '.join(record.unselected)})" if record.unselected else ""))
+        lines.append(
+            f"step {step}  selected {', '.join(record.selected) or '-'}"
+            + (f"  (not selected: {', '.join(record.unselected)})" if record.unselected else "")
+        )
         for c in by_step.get(step, []):
             old = "(new)" if c["old"] is None else json.dumps(c["old"], ensure_ascii=False)
             secret = " (secret)" if c.get("secret") else ""
-            lines.append(f"  {variable_label(c)}: {old} -> {json.dumps(c['new'], ensure_ascii=False)}{secret}   "
-                         f"[{c['character']}: {_short(c['action'])}]")
+            lines.append(
+                f"  {variable_label(c)}: {old} -> {json.dumps(c['new'], ensure_ascii=False)}{secret}   "
+                f"[{c['character']}: {_short(c['action'])}]"
+            )
         for r in rejected:
-            lines.append(f"  rejected by the narrator: {variable_label(r)} = "
-                         f"{json.dumps(r.get('value'), ensure_ascii=False)} [{r.get('character')}]")
+            lines.append(
+                f"  rejected by the narrator: {variable_label(r)} = "
+                f"{json.dumps(r.get('value'), ensure_ascii=False)} [{r.get('character')}]"
+            )
         for f in failures:
             who = f" {f['character']}" if f.get("character") else ""
             lines.append(f"  failed: {f.get('role')}{who}: {_short(f.get('error', ''), 90)} -> {f.get('outcome')}")
@@ -76,20 +82,30 @@ def graph_json(store: RunStore, unit: int | None = None) -> dict[str, Any]:
     if not state or state.get("world") is None:
         raise StoreError(f"{store.run_dir} has no world graph (not a Magnet run, or run --no-structured-state)")
     world = WorldGraph.from_json(state["world"])
-    return {"format": "fabula-magnet-graph", "format_version": 2, "step": store.info().last_unit,
-            **world.nodes_and_edges(), "history": commits(store), "goals": state.get("goals", [])}
+    return {
+        "format": "fabula-magnet-graph",
+        "format_version": 2,
+        "step": store.info().last_unit,
+        **world.nodes_and_edges(),
+        "history": commits(store),
+        "goals": state.get("goals", []),
+    }
 
 
 def graph_dot(graph: dict[str, Any]) -> str:
     shapes = {"world": "doublecircle", "character": "box", "variable": "note"}
     lines = ["digraph world {", "  rankdir=LR;", '  node [fontname="Helvetica"];']
     for node in graph["nodes"]:
-        label = node["label"] + (f"\\n= {_short(json.dumps(node['value'], ensure_ascii=False), 40)}"
-                                 if node["kind"] == "variable" else "")
+        label = node["label"] + (
+            f"\\n= {_short(json.dumps(node['value'], ensure_ascii=False), 40)}" if node["kind"] == "variable" else ""
+        )
         lines.append(f'  "{_dot(node["id"])}" [shape={shapes[node["kind"]]}, label="{_dot(label)}"];')
     for edge in graph["edges"]:
-        label = f' [label="{_dot(edge.get("label", ""))}"]' if edge.get("label") else (
-            " [style=dashed]" if edge["kind"] == "concerns" else "")
+        label = (
+            f' [label="{_dot(edge.get("label", ""))}"]'
+            if edge.get("label")
+            else (" [style=dashed]" if edge["kind"] == "concerns" else "")
+        )
         lines.append(f'  "{_dot(edge["from"])}" -> "{_dot(edge["to"])}"{label};')
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -124,8 +140,9 @@ def render_graph(store: RunStore, fmt: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agent.magnet.history",
-                                     description="A Magnet run's world-state commit history and graph.")
+    parser = argparse.ArgumentParser(
+        prog="python -m agent.magnet.history", description="A Magnet run's world-state commit history and graph."
+    )
     parser.add_argument("run_dir", metavar="RUN_DIR")
     parser.add_argument("--format", choices=["text", *GRAPH_FORMATS], default="text")
     parser.add_argument("-o", "--output", metavar="FILE")

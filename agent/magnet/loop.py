@@ -27,10 +27,24 @@ from agent.text import count_words
 def initial_state(story: StoryDefinition, settings: MagnetSettings) -> dict[str, Any]:
     """The state before step 1: the initial world graph and the user's high-level goal."""
     world = WorldGraph.from_definition(story).to_json() if settings.structured_state else None
-    return {"world": world, "goal": story.goal, "goals": [{"goal": story.goal, "step": 0, "reason": "initial"}],
-            "stall": 0, "words": 0, "narrations": 0, "narration_words": 0, "ending": False, "final_next": False,
-            "finished": False, "finish_reason": None, "beat": 0, "chapter": 1, "chapter_next": False, "recap": "",
-            "recap_step": 0}
+    return {
+        "world": world,
+        "goal": story.goal,
+        "goals": [{"goal": story.goal, "step": 0, "reason": "initial"}],
+        "stall": 0,
+        "words": 0,
+        "narrations": 0,
+        "narration_words": 0,
+        "ending": False,
+        "final_next": False,
+        "finished": False,
+        "finish_reason": None,
+        "beat": 0,
+        "chapter": 1,
+        "chapter_next": False,
+        "recap": "",
+        "recap_step": 0,
+    }
 
 
 def chapter_of(story: StoryDefinition, state: dict[str, Any], step: int) -> int:
@@ -38,8 +52,9 @@ def chapter_of(story: StoryDefinition, state: dict[str, Any], step: int) -> int:
     ``chapter_every`` steps, or after each goal change with ``chapter_every = "goal"``."""
     chapter = state.get("chapter", 1)
     every = story.chapter_every
-    if step > 1 and ((every == "goal" and state.get("chapter_next")) or
-                     (isinstance(every, int) and (step - 1) % every == 0)):
+    if step > 1 and (
+        (every == "goal" and state.get("chapter_next")) or (isinstance(every, int) and (step - 1) % every == 0)
+    ):
         chapter += 1
     state["chapter"], state["chapter_next"] = chapter, False
     return chapter
@@ -52,8 +67,16 @@ class StepOutcome:
     record: dict[str, Any]
 
 
-def run_step(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any], step: int,
-             recent: list[str], memory: Memory = NO_MEMORY, budget: Budget | None = None) -> StepOutcome:
+def run_step(
+    llm: LLM,
+    story: StoryDefinition,
+    settings: MagnetSettings,
+    state: dict[str, Any],
+    step: int,
+    recent: list[str],
+    memory: Memory = NO_MEMORY,
+    budget: Budget | None = None,
+) -> StepOutcome:
     """Run timestep ``step`` from ``state`` (not modified); returns what to commit. ``budget``:
     the run's context budget; what the step's prompts gave up to fit it is in the record."""
     state = _copy(state)
@@ -62,16 +85,26 @@ def run_step(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state: 
         state["world"] = world.to_json()  # an older run's world, read once in today's shape
     final_paragraph = ending.is_final_paragraph(story, state)
     chapter = chapter_of(story, state, step)
-    scene = Scene(story, world, state["goal"], list(recent), ending.cue(story, state), memory,
-                  list(memory.failures), budget=budget, step=step)
+    scene = Scene(
+        story,
+        world,
+        state["goal"],
+        list(recent),
+        ending.cue(story, state),
+        memory,
+        list(memory.failures),
+        budget=budget,
+        step=step,
+    )
 
     results = propose_actions(llm, scene, settings)
     actions = [a for a in results if a.attempts]
     if not actions:
         causes = [r.error for r in results if r.error]
         raise LLMError(f"step {step}: no character produced an action" + (f" ({causes[0]})" if causes else ""))
-    narration = narrate(llm, scene, settings, actions,
-                        budget=ending.final_budget(story, settings, state) if final_paragraph else None)
+    narration = narrate(
+        llm, scene, settings, actions, budget=ending.final_budget(story, settings, state) if final_paragraph else None
+    )
 
     commits, goal_reached = _commit_selected(world, step, narration, actions)
     state["world"] = world.to_json() if world is not None else None
@@ -85,8 +118,11 @@ def run_step(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state: 
     goal_before = state["goal"]
     # A story that has just ended needs no next goal and no transition into it.
     ended = ending.stop_reason(story, state, final_paragraph) is not None
-    event = None if ended else sequence_goal(llm, story, settings, state, step, goal_reached, scene,
-                                             [*recent, narration.paragraph])
+    event = (
+        None
+        if ended
+        else sequence_goal(llm, story, settings, state, step, goal_reached, scene, [*recent, narration.paragraph])
+    )
     if event and event.get("transition"):
         paragraphs.append(("transition", event["transition"]))
         state["words"] += count_words(event["transition"])
@@ -94,13 +130,24 @@ def run_step(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state: 
     reason = ending.stop_reason(story, state, final_paragraph)
     if reason is not None:
         state["finished"], state["finish_reason"] = True, reason
-    trace = StepTrace(step, goal_before, chapter, results, actions, narration, commits, goal_reached, event, scene,
-                      memory, final_paragraph)
+    trace = StepTrace(
+        step,
+        goal_before,
+        chapter,
+        results,
+        actions,
+        narration,
+        commits,
+        goal_reached,
+        event,
+        scene,
+        memory,
+        final_paragraph,
+    )
     return StepOutcome(paragraphs, state, trace.record(state, settings))
 
 
-def _commit_selected(world: WorldGraph | None, step: int, narration: Any,
-                     actions: list[Any]) -> tuple[list[Any], bool]:
+def _commit_selected(world: WorldGraph | None, step: int, narration: Any, actions: list[Any]) -> tuple[list[Any], bool]:
     """World-state commit: selected actions only, in the narrator's order (Section 3.3); and
     whether a selected action reached the goal."""
     by_name = {a.character: a for a in actions}
@@ -148,8 +195,11 @@ class StepTrace:
             "goal_event": {k: v for k, v in event.items() if k != "transition"} if event else None,
             "selection_fallback": narration.selection_fallback,
             "failures": scene.failures,
-            "memory": {"recalled": len(scene.memory.recalled), "recap_words": count_words(scene.memory.recap),
-                       **({"recalled_found": len(self.memory.recalled)} if scene.gave_way else {})},
+            "memory": {
+                "recalled": len(scene.memory.recalled),
+                "recap_words": count_words(scene.memory.recap),
+                **({"recalled_found": len(self.memory.recalled)} if scene.gave_way else {}),
+            },
             "budget": list(scene.gave_way),
             "paragraph_trimmed": narration.trimmed,
             "final_paragraph": self.final_paragraph,
@@ -159,8 +209,16 @@ class StepTrace:
         }
 
 
-def sequence_goal(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any], step: int,
-                  goal_reached: bool, scene: Scene, recent: list[str]) -> dict[str, Any] | None:
+def sequence_goal(
+    llm: LLM,
+    story: StoryDefinition,
+    settings: MagnetSettings,
+    state: dict[str, Any],
+    step: int,
+    goal_reached: bool,
+    scene: Scene,
+    recent: list[str],
+) -> dict[str, Any] | None:
     """Goal sequencing and the ending's concluding goal; updates ``state``, returns the event."""
     if ending.should_conclude(story, settings, state):
         state["ending"] = True
@@ -185,11 +243,29 @@ def sequence_goal(llm: LLM, story: StoryDefinition, settings: MagnetSettings, st
     return None
 
 
-def _new_goal(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any], step: int,
-              scene: Scene, recent: list[str], status: str) -> dict[str, Any]:
+def _new_goal(
+    llm: LLM,
+    story: StoryDefinition,
+    settings: MagnetSettings,
+    state: dict[str, Any],
+    step: int,
+    scene: Scene,
+    recent: list[str],
+    status: str,
+) -> dict[str, Any]:
     world = WorldGraph.from_json(state["world"]) if state["world"] is not None else None
-    now = Scene(story, world, state["goal"], recent[-settings.history_window:], scene.ending, scene.memory,
-                scene.failures, budget=scene.budget, gave_way=scene.gave_way, step=step)
+    now = Scene(
+        story,
+        world,
+        state["goal"],
+        recent[-settings.history_window :],
+        scene.ending,
+        scene.memory,
+        scene.failures,
+        budget=scene.budget,
+        gave_way=scene.gave_way,
+        step=step,
+    )
     prior = [g["goal"] for g in state["goals"]]
     index = state.get("beat", 0)
     beat = story.beats[index] if status != "conclude" and index < len(story.beats) else None
@@ -204,8 +280,13 @@ def _new_goal(llm: LLM, story: StoryDefinition, settings: MagnetSettings, state:
     state["chapter_next"] = True
     if beat:
         state["beat"] = index + 1
-    return {"kind": status, "goal": goal, "previous": scene.goal, "transition": transition,
-            **({"beat": beat} if beat else {})}
+    return {
+        "kind": status,
+        "goal": goal,
+        "previous": scene.goal,
+        "transition": transition,
+        **({"beat": beat} if beat else {}),
+    }
 
 
 def _copy(state: dict[str, Any]) -> dict[str, Any]:

@@ -50,18 +50,25 @@ def _cut(text: str, words: int) -> str:
     return text if len(split) <= words else " ".join(split[:words]) + " ..."
 
 
-def recall(store: RunStore, story: StoryDefinition, settings: MagnetSettings, world: WorldGraph | None,
-           before_step: int) -> list[str]:
+def recall(
+    store: RunStore, story: StoryDefinition, settings: MagnetSettings, world: WorldGraph | None, before_step: int
+) -> list[str]:
     """Earlier paragraphs (before ``before_step``) relevant to the cast and places, in story order."""
     if settings.recall_paragraphs <= 0 or before_step <= 1:
         return []
-    hits = store.search_paragraphs(recall_query(story, world), k=settings.recall_paragraphs,
-                                   before_step=before_step)
+    hits = store.search_paragraphs(recall_query(story, world), k=settings.recall_paragraphs, before_step=before_step)
     return [_cut(p.text, settings.recall_words) for p in sorted(hits, key=lambda p: (p.step, p.seq))]
 
 
-def refresh_recap(llm: LLM, store: RunStore, story: StoryDefinition, settings: MagnetSettings,
-                  state: dict[str, Any], step: int, budget: Budget | None = None) -> dict[str, Any] | None:
+def refresh_recap(
+    llm: LLM,
+    store: RunStore,
+    story: StoryDefinition,
+    settings: MagnetSettings,
+    state: dict[str, Any],
+    step: int,
+    budget: Budget | None = None,
+) -> dict[str, Any] | None:
     """Rewrite ``state["recap"]`` if it is due before ``step``; returns a failure to record, if any."""
     every = settings.recap_every
     if every <= 0 or step <= 1 or (step - 1) % every != 0 or state.get("recap_step", 0) >= step - 1:
@@ -83,19 +90,43 @@ def refresh_recap(llm: LLM, store: RunStore, story: StoryDefinition, settings: M
     try:
         max_tokens = settings.recap_tokens
         if budget is not None:
-            max_tokens = budget.fit(build, max_tokens=max_tokens, min_output=min(max_tokens, 96), shrink=trim,
-                                    what=f"the recap before step {step}")
-        text, _ = write_prose(llm, build(), settings, temperature=settings.recap_temperature, max_tokens=max_tokens,
-                              min_tokens=None, role="recap", budget=budget)
+            max_tokens = budget.fit(
+                build,
+                max_tokens=max_tokens,
+                min_output=min(max_tokens, 96),
+                shrink=trim,
+                what=f"the recap before step {step}",
+            )
+        text, _ = write_prose(
+            llm,
+            build(),
+            settings,
+            temperature=settings.recap_temperature,
+            max_tokens=max_tokens,
+            min_tokens=None,
+            role="recap",
+            budget=budget,
+        )
     except LLMError as exc:
-        return {"role": "recap", "character": None, "error": (str(exc).splitlines() or ["failed"])[0],
-                "outcome": "kept the previous recap"}
+        return {
+            "role": "recap",
+            "character": None,
+            "error": (str(exc).splitlines() or ["failed"])[0],
+            "outcome": "kept the previous recap",
+        }
     state["recap"], state["recap_step"] = text, step - 1
     return None
 
 
-def prepare(llm: LLM, store: RunStore, story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any],
-            step: int, budget: Budget | None = None) -> tuple[Memory, dict[str, Any]]:
+def prepare(
+    llm: LLM,
+    store: RunStore,
+    story: StoryDefinition,
+    settings: MagnetSettings,
+    state: dict[str, Any],
+    step: int,
+    budget: Budget | None = None,
+) -> tuple[Memory, dict[str, Any]]:
     """The memory step ``step`` sees, and the state with its recap refreshed if due."""
     state = {**state}
     failure = refresh_recap(llm, store, story, settings, state, step, budget)
@@ -107,5 +138,5 @@ def prepare(llm: LLM, store: RunStore, story: StoryDefinition, settings: MagnetS
 
 def _window_start(store: RunStore, settings: MagnetSettings) -> int:
     """The first step of the recent window: recall looks only before it (no repeats)."""
-    recent = store.paragraphs()[-settings.history_window:]
+    recent = store.paragraphs()[-settings.history_window :]
     return recent[0].step if recent else 1

@@ -47,12 +47,16 @@ CRITIC_STATELESS_SYSTEM = (
     "(verdict revise, with one sentence of feedback) if it is vague, out of character, implausible, repetitive or "
     "does not advance the goal; otherwise accept it, and say whether it completes the current goal."
 )
-_EXAMPLE_REPLY = {"verdict": "accept", "feedback": "Searching the study is concrete and brings Lucia closer to the "
-                  "hidden will.", "world_updates": [{"subject": "Lucia Ashcombe", "attribute": "location",
-                                                     "value": "the study"}], "goal_reached": False}
+_EXAMPLE_REPLY = {
+    "verdict": "accept",
+    "feedback": "Searching the study is concrete and brings Lucia closer to the hidden will.",
+    "world_updates": [{"subject": "Lucia Ashcombe", "attribute": "location", "value": "the study"}],
+    "goal_reached": False,
+}
 CRITIC_EXAMPLE = " A complete reply looks like this: " + json.dumps(_EXAMPLE_REPLY)
 CRITIC_STATELESS_EXAMPLE = " A complete reply looks like this: " + json.dumps(
-    {k: v for k, v in _EXAMPLE_REPLY.items() if k != "world_updates"})
+    {k: v for k, v in _EXAMPLE_REPLY.items() if k != "world_updates"}
+)
 """Appended to the critic's instructions when ``critic_example`` is on (the small profile): with it
 the tiny model writes a sentence of feedback instead of digits and junk that run to its limit."""
 SELECT_SYSTEM = (
@@ -77,11 +81,11 @@ RECAP_SYSTEM = (
 GOAL_STATUS_TEXT = {
     "complete": "The previous goal has just been completed. Give the next goal.",
     "stalled": "The previous goal has stalled: the characters have not reached it for many steps. Replace it "
-               "with a different goal that gets the story moving again.",
+    "with a different goal that gets the story moving again.",
     "shift": "The story needs a change of direction. Give a goal that moves the story into a new domain (for "
-             "example from a professional conflict into a family or personal one), still with these characters.",
+    "example from a professional conflict into a family or personal one), still with these characters.",
     "conclude": "The story is close to its end. Give a concluding goal that resolves the main conflict and the "
-                "high-level story goal, so that the story can end within a few paragraphs.",
+    "high-level story goal, so that the story can end within a few paragraphs.",
 }
 
 
@@ -102,7 +106,7 @@ def voice(story: StoryDefinition) -> str:
     """Point of view, tense and style as one instruction (the writer's control, not hard-coded)."""
     tense = f"{story.tense} tense"
     if story.pov == "first":
-        pov = f"first person, narrated by {story.focal} (\"I\")"
+        pov = f'first person, narrated by {story.focal} ("I")'
     elif story.pov == "third-limited":
         pov = f"third person limited to {story.focal}: only what {story.focal} perceives, knows and feels"
     else:
@@ -114,21 +118,27 @@ def voice(story: StoryDefinition) -> str:
 
 
 def narrator_system(story: StoryDefinition) -> str:
-    return ("You are the narrator of a story. Write the next paragraph of the story in vivid, concrete prose. "
-            f"{voice(story)} Tell only the given actions, in the given order, continuing directly from the recent "
-            "paragraphs. Do not summarise, do not add headings, do not address the reader. Write one paragraph "
-            "only.")
+    return (
+        "You are the narrator of a story. Write the next paragraph of the story in vivid, concrete prose. "
+        f"{voice(story)} Tell only the given actions, in the given order, continuing directly from the recent "
+        "paragraphs. Do not summarise, do not add headings, do not address the reader. Write one paragraph "
+        "only."
+    )
 
 
 def transition_system(story: StoryDefinition) -> str:
-    return ("You are the narrator of a story. Write a short transition paragraph in story prose (no summary, no "
-            f"headings) that carries the story from its last paragraph toward the new goal. {voice(story)}")
+    return (
+        "You are the narrator of a story. Write a short transition paragraph in story prose (no summary, no "
+        f"headings) that carries the story from its last paragraph toward the new goal. {voice(story)}"
+    )
 
 
 def baseline_system(story: StoryDefinition) -> str:
-    return ("You are a novelist. Write the story described below, one paragraph at a time, in vivid, concrete "
-            f"prose. {voice(story)} Continue directly from the story so far. Write one paragraph only, no "
-            "headings.")
+    return (
+        "You are a novelist. Write the story described below, one paragraph at a time, in vivid, concrete "
+        f"prose. {voice(story)} Continue directly from the story so far. Write one paragraph only, no "
+        "headings."
+    )
 
 
 def story_block(story: StoryDefinition) -> str:
@@ -193,18 +203,36 @@ def _join(*parts: str) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
-def character(story: StoryDefinition, char: Character, goal: str, recent: Sequence[str],
-              world: WorldGraph | None, ending: str, *, with_effects: bool,
-              memory: Memory = NO_MEMORY) -> list[Message]:
+def character(
+    story: StoryDefinition,
+    char: Character,
+    goal: str,
+    recent: Sequence[str],
+    world: WorldGraph | None,
+    ending: str,
+    *,
+    with_effects: bool,
+    memory: Memory = NO_MEMORY,
+) -> list[Message]:
     task = f"Your character is {char.name}. What does {char.name} do next?"
     if with_effects:
-        task += (" Also say whether the action completes the current goal"
-                 + (", and list the changes it makes to the world state (subject, attribute, value; at most four)."
-                    if world is not None else "."))
+        task += " Also say whether the action completes the current goal" + (
+            ", and list the changes it makes to the world state (subject, attribute, value; at most four)."
+            if world is not None
+            else "."
+        )
     recap, recalled = memory_blocks(memory)
-    user = _join(story_block(story), recap, f"Your character:\n{persona(char, world)}", recalled,
-                 recent_block(recent), state_block(_entries(world, char.name), char.name),
-                 f"Current story goal: {goal}", ending, task)
+    user = _join(
+        story_block(story),
+        recap,
+        f"Your character:\n{persona(char, world)}",
+        recalled,
+        recent_block(recent),
+        state_block(_entries(world, char.name), char.name),
+        f"Current story goal: {goal}",
+        ending,
+        task,
+    )
     if world is not None:  # the goal, recap and story text come from roles that see every secret
         user = world.redact(user, char.name)
     return [{"role": "system", "content": CHARACTER_SYSTEM}, {"role": "user", "content": user}]
@@ -212,22 +240,42 @@ def character(story: StoryDefinition, char: Character, goal: str, recent: Sequen
 
 def revision(messages: list[Message], action: str, feedback: str) -> list[Message]:
     """The agent's earlier attempt and the critic's feedback, appended (the prefix is kept)."""
-    return [*messages, {"role": "assistant", "content": json.dumps({"action": action}, ensure_ascii=False)},
-            {"role": "user", "content": f"The critic asks for a revision: {feedback}\nPropose a better action."}]
+    return [
+        *messages,
+        {"role": "assistant", "content": json.dumps({"action": action}, ensure_ascii=False)},
+        {"role": "user", "content": f"The critic asks for a revision: {feedback}\nPropose a better action."},
+    ]
 
 
-def critic(story: StoryDefinition, char: Character, action: str, goal: str, recent: Sequence[str],
-           world: WorldGraph | None, *, final: bool, memory: Memory = NO_MEMORY,
-           example: bool = False) -> list[Message]:
+def critic(
+    story: StoryDefinition,
+    char: Character,
+    action: str,
+    goal: str,
+    recent: Sequence[str],
+    world: WorldGraph | None,
+    *,
+    final: bool,
+    memory: Memory = NO_MEMORY,
+    example: bool = False,
+) -> list[Message]:
     system = CRITIC_SYSTEM if world is not None else CRITIC_STATELESS_SYSTEM
     if example:
         system += CRITIC_EXAMPLE if world is not None else CRITIC_STATELESS_EXAMPLE
-    task = (f"Proposed action of {char.name}: {action}\n\n"
-            + ("This action is final (the revision maximum is reached). State its effects."
-               if final else "Judge it."))
+    task = f"Proposed action of {char.name}: {action}\n\n" + (
+        "This action is final (the revision maximum is reached). State its effects." if final else "Judge it."
+    )
     recap, recalled = memory_blocks(memory)
-    user = _join(story_block(story), recap, personas_block(story, world), recalled, recent_block(recent),
-                 state_block(_entries(world)), f"Current story goal: {goal}", task)
+    user = _join(
+        story_block(story),
+        recap,
+        personas_block(story, world),
+        recalled,
+        recent_block(recent),
+        state_block(_entries(world)),
+        f"Current story goal: {goal}",
+        task,
+    )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
@@ -241,34 +289,71 @@ class Candidate:
     goal_reached: bool
 
 
-def selection(story: StoryDefinition, candidates: Sequence[Candidate], goal: str, recent: Sequence[str],
-              world: WorldGraph | None, ending: str, memory: Memory = NO_MEMORY, *,
-              vets: bool = True) -> list[Message]:
+def selection(
+    story: StoryDefinition,
+    candidates: Sequence[Candidate],
+    goal: str,
+    recent: Sequence[str],
+    world: WorldGraph | None,
+    ending: str,
+    memory: Memory = NO_MEMORY,
+    *,
+    vets: bool = True,
+) -> list[Message]:
     """``vets``: also ask which world updates to reject (fabula's addition; the paper's narrator selects
     and orders the actions only)."""
     listed = []
     for c in candidates:
         listed.append(f"- {c.character}: {c.action}")
         if world is not None:
-            listed.append("  world updates: " + ("; ".join(f"[{uid}] {s}.{a} = {_value(v)}"
-                                                           for uid, s, a, v in c.updates) or "none"))
+            listed.append(
+                "  world updates: "
+                + ("; ".join(f"[{uid}] {s}.{a} = {_value(v)}" for uid, s, a, v in c.updates) or "none")
+            )
         listed.append(f"  completes the current goal: {'yes' if c.goal_reached else 'no'}")
     recap, recalled = memory_blocks(memory)
-    user = _join(story_block(story), recap, personas_block(story, world), recalled, recent_block(recent),
-                 state_block(_entries(world)), f"Current story goal: {goal}", ending,
-                 "Proposed actions:\n" + "\n".join(listed), "Which actions happen next, and in what order?"
-                 + (" Which world updates, if any, must be rejected?" if vets else ""))
-    return [{"role": "system", "content": SELECT_SYSTEM if vets else SELECT_ONLY_SYSTEM},
-            {"role": "user", "content": user}]
+    user = _join(
+        story_block(story),
+        recap,
+        personas_block(story, world),
+        recalled,
+        recent_block(recent),
+        state_block(_entries(world)),
+        f"Current story goal: {goal}",
+        ending,
+        "Proposed actions:\n" + "\n".join(listed),
+        "Which actions happen next, and in what order?"
+        + (" Which world updates, if any, must be rejected?" if vets else ""),
+    )
+    return [
+        {"role": "system", "content": SELECT_SYSTEM if vets else SELECT_ONLY_SYSTEM},
+        {"role": "user", "content": user},
+    ]
 
 
-def paragraph(story: StoryDefinition, ordered: Sequence[tuple[str, str]], goal: str, recent: Sequence[str],
-              world: WorldGraph | None, ending: str, memory: Memory = NO_MEMORY) -> list[Message]:
+def paragraph(
+    story: StoryDefinition,
+    ordered: Sequence[tuple[str, str]],
+    goal: str,
+    recent: Sequence[str],
+    world: WorldGraph | None,
+    ending: str,
+    memory: Memory = NO_MEMORY,
+) -> list[Message]:
     listed = "\n".join(f"{i}. {name}: {text}" for i, (name, text) in enumerate(ordered, 1))
     recap, recalled = memory_blocks(memory)
-    user = _join(story_block(story), recap, personas_block(story, world), recalled, recent_block(recent),
-                 state_block(_entries(world)), f"Current story goal: {goal}", ending,
-                 f"Actions to tell, in this order:\n{listed}", "Write the next paragraph.")
+    user = _join(
+        story_block(story),
+        recap,
+        personas_block(story, world),
+        recalled,
+        recent_block(recent),
+        state_block(_entries(world)),
+        f"Current story goal: {goal}",
+        ending,
+        f"Actions to tell, in this order:\n{listed}",
+        "Write the next paragraph.",
+    )
     return [{"role": "system", "content": narrator_system(story)}, {"role": "user", "content": user}]
 
 
@@ -284,34 +369,63 @@ def plan_block(story: StoryDefinition, beat: str | None, status: str) -> str:
     return "\n".join(lines)
 
 
-def goal(story: StoryDefinition, previous: str, prior_goals: Sequence[str], recent: Sequence[str],
-         world: WorldGraph | None, status: str, *, beat: str | None = None,
-         memory: Memory = NO_MEMORY) -> list[Message]:
+def goal(
+    story: StoryDefinition,
+    previous: str,
+    prior_goals: Sequence[str],
+    recent: Sequence[str],
+    world: WorldGraph | None,
+    status: str,
+    *,
+    beat: str | None = None,
+    memory: Memory = NO_MEMORY,
+) -> list[Message]:
     history = "Earlier goals (do not repeat them):\n" + "\n".join(f"- {g}" for g in prior_goals)
     recap, _ = memory_blocks(memory)
-    user = _join(story_block(story), recap, personas_block(story, world), recent_block(recent),
-                 state_block(_entries(world)), history, f"Previous goal: {previous}", plan_block(story, beat, status),
-                 GOAL_STATUS_TEXT[status])
+    user = _join(
+        story_block(story),
+        recap,
+        personas_block(story, world),
+        recent_block(recent),
+        state_block(_entries(world)),
+        history,
+        f"Previous goal: {previous}",
+        plan_block(story, beat, status),
+        GOAL_STATUS_TEXT[status],
+    )
     return [{"role": "system", "content": GOAL_SYSTEM}, {"role": "user", "content": user}]
 
 
-def transition(story: StoryDefinition, recent: Sequence[str], new_goal: str, status: str,
-               world: WorldGraph | None = None) -> list[Message]:
-    user = _join(story_block(story), personas_block(story, world), recent_block(recent),
-                 f"New goal: {new_goal}",
-                 "Write the transition paragraph" + (" that opens the story's final movement." if status == "conclude"
-                                                     else "."))
+def transition(
+    story: StoryDefinition, recent: Sequence[str], new_goal: str, status: str, world: WorldGraph | None = None
+) -> list[Message]:
+    user = _join(
+        story_block(story),
+        personas_block(story, world),
+        recent_block(recent),
+        f"New goal: {new_goal}",
+        "Write the transition paragraph" + (" that opens the story's final movement." if status == "conclude" else "."),
+    )
     return [{"role": "system", "content": transition_system(story)}, {"role": "user", "content": user}]
 
 
 def recap(story: StoryDefinition, previous: str, paragraphs: Sequence[str]) -> list[Message]:
-    user = _join(story_block(story), f"Recap so far:\n{previous or '(none yet)'}",
-                 "New paragraphs:\n\n" + "\n\n".join(paragraphs), "Write the updated recap.")
+    user = _join(
+        story_block(story),
+        f"Recap so far:\n{previous or '(none yet)'}",
+        "New paragraphs:\n\n" + "\n\n".join(paragraphs),
+        "Write the updated recap.",
+    )
     return [{"role": "system", "content": RECAP_SYSTEM}, {"role": "user", "content": user}]
 
 
 def baseline(story: StoryDefinition, recent: Sequence[str], words: int, ending: str) -> list[Message]:
-    user = _join(story_block(story), personas_block(story), recent_block(recent),
-                 f"The story will be about {story.target_words} words long; {words} are written.", ending,
-                 "Write the next paragraph.")
+    user = _join(
+        story_block(story),
+        personas_block(story),
+        recent_block(recent),
+        f"The story will be about {story.target_words} words long; {words} are written.",
+        ending,
+        "Write the next paragraph.",
+    )
     return [{"role": "system", "content": baseline_system(story)}, {"role": "user", "content": user}]

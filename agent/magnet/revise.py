@@ -33,16 +33,23 @@ def revise_paragraph(ctx: RunContext[Any], step: int, note: str, *, paragraph: i
     target = mine[paragraph - 1]
     before = [p.text for p in every if (p.step, p.seq) < (target.step, target.seq)][-CONTEXT_PARAGRAPHS:]
     premise = (store.info().config.get("story") or {}).get("premise", "")
-    asked = (f"# Premise\n{premise}\n\n# The paragraphs just before\n" + ("\n\n".join(before) or "(none)")
-             + f"\n\n# The paragraph as written\n{target.text}\n\n{NOTE_HEADING}\n{note}\n\n"
-             "Rewrite the paragraph following the note; keep what the note does not ask to change. "
-             "Reply with the paragraph only.")
+    asked = (
+        f"# Premise\n{premise}\n\n# The paragraphs just before\n"
+        + ("\n\n".join(before) or "(none)")
+        + f"\n\n# The paragraph as written\n{target.text}\n\n{NOTE_HEADING}\n{note}\n\n"
+        "Rewrite the paragraph following the note; keep what the note does not ask to change. "
+        "Reply with the paragraph only."
+    )
     settings = ctx.config
-    reply = ctx.llm.generate([{"role": "system", "content": "You are the narrator of a story told in paragraphs."},
-                              {"role": "user", "content": asked}],
-                             temperature=getattr(settings, "narrator_temperature", 0.35),
-                             max_tokens=max(getattr(settings, "paragraph_tokens", 320), 2 * count_words(target.text)),
-                             role="narrator")
+    reply = ctx.llm.generate(
+        [
+            {"role": "system", "content": "You are the narrator of a story told in paragraphs."},
+            {"role": "user", "content": asked},
+        ],
+        temperature=getattr(settings, "narrator_temperature", 0.35),
+        max_tokens=max(getattr(settings, "paragraph_tokens", 320), 2 * count_words(target.text)),
+        role="narrator",
+    )
     text = reply.text.strip()
     if not text:
         raise InputError(f"the revision of step {step}'s paragraph came back empty; nothing was stored")

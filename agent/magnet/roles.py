@@ -63,9 +63,16 @@ class ActionResult:
         return max(0, len(self.attempts) - 1)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"character": self.character, "action": self.action, "revisions": self.revisions,
-                "capped": self.capped, "goal_reached": self.goal_reached, "error": self.error,
-                "updates": [asdict(u) for u in self.updates], "attempts": [asdict(a) for a in self.attempts]}
+        return {
+            "character": self.character,
+            "action": self.action,
+            "revisions": self.revisions,
+            "capped": self.capped,
+            "goal_reached": self.goal_reached,
+            "error": self.error,
+            "updates": [asdict(u) for u in self.updates],
+            "attempts": [asdict(a) for a in self.attempts],
+        }
 
 
 GIVE_WAY = ("drop_recalled_paragraph", "drop_recap", "shorten_recent_window")
@@ -123,16 +130,30 @@ class Scene:
         self.gave_way.append(action)
         return action
 
-    def request(self, build: Callable[[], list[Message]], output_type: Any, *, temperature: float, max_tokens: int,
-                role: str, min_tokens: int | None = None) -> Request:
+    def request(
+        self,
+        build: Callable[[], list[Message]],
+        output_type: Any,
+        *,
+        temperature: float,
+        max_tokens: int,
+        role: str,
+        min_tokens: int | None = None,
+    ) -> Request:
         """The request ``build()`` makes from the scene, fitted to the context (see the module doc)."""
         if self.budget is not None:
-            max_tokens = self.budget.fit(build, max_tokens=max_tokens, min_output=min_reply(output_type, min_tokens),
-                                         shrink=self.give_way, what=f"the {role} request of step {self.step}")
+            max_tokens = self.budget.fit(
+                build,
+                max_tokens=max_tokens,
+                min_output=min_reply(output_type, min_tokens),
+                shrink=self.give_way,
+                what=f"the {role} request of step {self.step}",
+            )
             if min_tokens is not None:
                 min_tokens = min(min_tokens, max_tokens - 1) or None
-        return Request(build(), output_type, temperature=temperature, max_tokens=max_tokens, min_tokens=min_tokens,
-                       role=role)
+        return Request(
+            build(), output_type, temperature=temperature, max_tokens=max_tokens, min_tokens=min_tokens, role=role
+        )
 
     def fail(self, role: str, error: Exception | str, outcome: str, character: str | None = None) -> None:
         """Record a call that failed after its retries, and what the step did instead."""
@@ -153,18 +174,43 @@ def propose_actions(llm: LLM, scene: Scene, settings: MagnetSettings) -> list[Ac
 
     def build(name: str) -> Callable[[], list[Message]]:
         char = story.character(name)
-        return lambda: [*prompts.character(story, char, scene.goal, scene.recent, scene.world, scene.ending,
-                                           with_effects=not settings.critic, memory=scene.memory), *revisions[name]]
+        return lambda: [
+            *prompts.character(
+                story,
+                char,
+                scene.goal,
+                scene.recent,
+                scene.world,
+                scene.ending,
+                with_effects=not settings.critic,
+                memory=scene.memory,
+            ),
+            *revisions[name],
+        ]
 
-    action_types = {n: schemas.action_type(settings, schemas.catalogue(scene.world, n) if scene.world else None)
-                    for n in scene.names}
+    action_types = {
+        n: schemas.action_type(settings, schemas.catalogue(scene.world, n) if scene.world else None)
+        for n in scene.names
+    }
     pending = list(scene.names)
     rounds = settings.max_revisions + 1 if settings.critic else 1
     for round_no in range(rounds):
         final = round_no == rounds - 1
-        replies = ask_many(llm, [scene.request(build(n), action_types[n], temperature=settings.character_temperature,
-                                               max_tokens=settings.action_tokens, role="character")
-                                 for n in pending], settings.retries, scene.budget)
+        replies = ask_many(
+            llm,
+            [
+                scene.request(
+                    build(n),
+                    action_types[n],
+                    temperature=settings.character_temperature,
+                    max_tokens=settings.action_tokens,
+                    role="character",
+                )
+                for n in pending
+            ],
+            settings.retries,
+            scene.budget,
+        )
         proposed: list[str] = []
         for name, reply in zip(pending, replies, strict=True):
             result = results[name]
@@ -191,20 +237,43 @@ def propose_actions(llm: LLM, scene: Scene, settings: MagnetSettings) -> list[Ac
     return [results[n] for n in scene.names]
 
 
-def review(llm: LLM, scene: Scene, settings: MagnetSettings, results: list[ActionResult], *, final: bool,
-           revisions: dict[str, list[Message]]) -> list[str]:
+def review(
+    llm: LLM,
+    scene: Scene,
+    settings: MagnetSettings,
+    results: list[ActionResult],
+    *,
+    final: bool,
+    revisions: dict[str, list[Message]],
+) -> list[str]:
     """The critic judges each latest attempt; returns the characters sent back to revise (their
     attempt and the feedback appended to ``revisions``)."""
     story = scene.story
     critic_type = schemas.critic_type(settings, schemas.catalogue(scene.world) if scene.world else None, final=final)
 
     def build(r: ActionResult) -> Callable[[], list[Message]]:
-        return lambda: prompts.critic(story, story.character(r.character), r.action, scene.goal, scene.recent,
-                                      scene.world, final=final, memory=scene.memory,
-                                      example=settings.critic_example)
+        return lambda: prompts.critic(
+            story,
+            story.character(r.character),
+            r.action,
+            scene.goal,
+            scene.recent,
+            scene.world,
+            final=final,
+            memory=scene.memory,
+            example=settings.critic_example,
+        )
 
-    requests = [scene.request(build(r), critic_type, temperature=settings.critic_temperature,
-                              max_tokens=settings.critic_tokens, role="critic") for r in results]
+    requests = [
+        scene.request(
+            build(r),
+            critic_type,
+            temperature=settings.critic_temperature,
+            max_tokens=settings.critic_tokens,
+            role="critic",
+        )
+        for r in results
+    ]
     again: list[str] = []
     for result, reply in zip(results, ask_many(llm, requests, settings.retries, scene.budget), strict=True):
         attempt = result.attempts[-1]
@@ -252,8 +321,14 @@ def candidates(actions: Sequence[ActionResult]) -> list[Candidate]:
     return out
 
 
-def narrate(llm: LLM, scene: Scene, settings: MagnetSettings, actions: Sequence[ActionResult], *,
-            budget: tuple[int, int] | None = None) -> Narration:
+def narrate(
+    llm: LLM,
+    scene: Scene,
+    settings: MagnetSettings,
+    actions: Sequence[ActionResult],
+    *,
+    budget: tuple[int, int] | None = None,
+) -> Narration:
     """The narrator selects and orders the fitting actions (rejecting conflicting updates), then
     writes the paragraph (``budget``: ``(min_tokens, max_tokens)`` instead of the settings')."""
     min_tokens: int | None
@@ -263,26 +338,44 @@ def narrate(llm: LLM, scene: Scene, settings: MagnetSettings, actions: Sequence[
     offered = candidates(actions)
     order, rejected_ids, fallback = select(llm, scene, settings, offered)
     by_name = {a.character: a for a in actions}
-    rejected = [{"id": uid, "character": c.character, "subject": s, "attribute": a, "value": v}
-                for c in offered for uid, s, a, v in c.updates if uid in rejected_ids and c.character in order]
+    rejected = [
+        {"id": uid, "character": c.character, "subject": s, "attribute": a, "value": v}
+        for c in offered
+        for uid, s, a, v in c.updates
+        if uid in rejected_ids and c.character in order
+    ]
     for c in offered:  # drop the rejected updates from what will be committed
         keep = [i for i, (uid, *_rest) in enumerate(c.updates) if uid not in rejected_ids]
         if len(keep) != len(c.updates):
             result = by_name[c.character]
             result.updates = [result.updates[i] for i in keep]
     ordered = [(name, by_name[name].action) for name in order]
-    request = scene.request(lambda: prompts.paragraph(scene.story, ordered, scene.goal, scene.recent, scene.world,
-                                                      scene.ending, scene.memory),
-                            None, temperature=settings.narrator_temperature, max_tokens=max_tokens,
-                            min_tokens=min_tokens, role="narrator")
-    text, trimmed = write_prose(llm, request.messages, settings, temperature=request.temperature,
-                                max_tokens=request.max_tokens, min_tokens=request.min_tokens, role="narrator",
-                                budget=scene.budget)
+    request = scene.request(
+        lambda: prompts.paragraph(
+            scene.story, ordered, scene.goal, scene.recent, scene.world, scene.ending, scene.memory
+        ),
+        None,
+        temperature=settings.narrator_temperature,
+        max_tokens=max_tokens,
+        min_tokens=min_tokens,
+        role="narrator",
+    )
+    text, trimmed = write_prose(
+        llm,
+        request.messages,
+        settings,
+        temperature=request.temperature,
+        max_tokens=request.max_tokens,
+        min_tokens=request.min_tokens,
+        role="narrator",
+        budget=scene.budget,
+    )
     return Narration(order, text, fallback, trimmed, rejected)
 
 
-def select(llm: LLM, scene: Scene, settings: MagnetSettings,
-           offered: Sequence[Candidate]) -> tuple[list[str], set[str], str | None]:
+def select(
+    llm: LLM, scene: Scene, settings: MagnetSettings, offered: Sequence[Candidate]
+) -> tuple[list[str], set[str], str | None]:
     """``(order, rejected update ids, fallback note)``. A selection that still fails after its
     retries falls back to the first action alone (committing every action would merge
     updates nobody checked for conflicts); the fallback is recorded."""
@@ -291,10 +384,15 @@ def select(llm: LLM, scene: Scene, settings: MagnetSettings,
     if len(names) == 1 and not (vets and any(c.updates for c in offered)):
         return list(names), set(), None
     ids = tuple(uid for c in offered for uid, *_rest in c.updates) if vets else ()
-    request = scene.request(lambda: prompts.selection(scene.story, offered, scene.goal, scene.recent, scene.world,
-                                                      scene.ending, scene.memory, vets=vets),
-                            schemas.selection_type(names, ids), temperature=settings.narrator_temperature,
-                            max_tokens=settings.selection_tokens, role="narrator-select")
+    request = scene.request(
+        lambda: prompts.selection(
+            scene.story, offered, scene.goal, scene.recent, scene.world, scene.ending, scene.memory, vets=vets
+        ),
+        schemas.selection_type(names, ids),
+        temperature=settings.narrator_temperature,
+        max_tokens=settings.selection_tokens,
+        role="narrator-select",
+    )
     reply = ask_many(llm, [request], settings.retries, scene.budget)[0]
     if isinstance(reply, LLMError):
         note = f"selection failed {settings.retries + 1} time(s), kept the first action alone ({names[0]})"
@@ -304,13 +402,21 @@ def select(llm: LLM, scene: Scene, settings: MagnetSettings,
     return order, set(reply.parsed.rejected_updates), None
 
 
-def write_prose(llm: LLM, messages: list, settings: MagnetSettings, *, temperature: float, max_tokens: int,
-                min_tokens: int | None, role: str, budget: Budget | None = None) -> tuple[str, bool]:
+def write_prose(
+    llm: LLM,
+    messages: list,
+    settings: MagnetSettings,
+    *,
+    temperature: float,
+    max_tokens: int,
+    min_tokens: int | None,
+    role: str,
+    budget: Budget | None = None,
+) -> tuple[str, bool]:
     """A plain-text paragraph; one cut at ``max_tokens`` is trimmed to its last whole sentence.
     An empty reply counts as a failed call (re-asked within ``settings.retries``). ``messages``
     and ``max_tokens`` come fitted to the context; ``budget`` fits the repetition guard's retry."""
-    request = Request(messages, None, temperature=temperature, max_tokens=max_tokens, min_tokens=min_tokens,
-                      role=role)
+    request = Request(messages, None, temperature=temperature, max_tokens=max_tokens, min_tokens=min_tokens, role=role)
     for _ in range(settings.retries + 1):
         reply = ask_many(llm, [fresh(request)], settings.retries, budget)[0]
         if isinstance(reply, LLMError):
@@ -330,8 +436,9 @@ def _paragraph_of(reply: Completion) -> tuple[str, bool]:
     return text, False
 
 
-def _unrepeated(llm: LLM, request: Request, settings: MagnetSettings, text: str, trimmed: bool,
-                budget: Budget | None = None) -> tuple[str, bool]:
+def _unrepeated(
+    llm: LLM, request: Request, settings: MagnetSettings, text: str, trimmed: bool, budget: Budget | None = None
+) -> tuple[str, bool]:
     """The repetition guard: a paragraph that repeats itself is asked for once more, with the
     repeated passage quoted and a firmer penalty; the less repetitive of the two is kept (both
     calls are in the ledger, the second with the guard's feedback). A retry that would not fit
@@ -341,8 +448,11 @@ def _unrepeated(llm: LLM, request: Request, settings: MagnetSettings, text: str,
     found = measure(text)
     if not found.exceeds(settings.repetition_max_rate, settings.repetition_max_span):
         return text, trimmed
-    messages = [*request.messages, {"role": "assistant", "content": text},
-                {"role": "user", "content": found.feedback()}]
+    messages = [
+        *request.messages,
+        {"role": "assistant", "content": text},
+        {"role": "user", "content": found.feedback()},
+    ]
     max_tokens = request.max_tokens
     room = budget.room(messages) if budget is not None else None
     if budget is not None and room is not None:
@@ -350,9 +460,15 @@ def _unrepeated(llm: LLM, request: Request, settings: MagnetSettings, text: str,
             budget.note("skip_repetition_retry", what=f"the {request.role} paragraph", room=room)
             return text, trimmed
         max_tokens = min(max_tokens, room)
-    retry = Request(messages, None, temperature=request.temperature, max_tokens=max_tokens,
-                    min_tokens=(min(request.min_tokens, max_tokens - 1) or None) if request.min_tokens else None,
-                    role=request.role, sampling=settings.sampling_for(request.role).stronger())
+    retry = Request(
+        messages,
+        None,
+        temperature=request.temperature,
+        max_tokens=max_tokens,
+        min_tokens=(min(request.min_tokens, max_tokens - 1) or None) if request.min_tokens else None,
+        role=request.role,
+        sampling=settings.sampling_for(request.role).stronger(),
+    )
     reply = ask_many(llm, [retry], 0)[0]
     if isinstance(reply, LLMError):
         return text, trimmed
@@ -369,24 +485,55 @@ def clean_paragraph(text: str) -> str:
     return " ".join(" ".join(lines).split())
 
 
-def next_goal(llm: LLM, scene: Scene, settings: MagnetSettings, prior_goals: Sequence[str],
-              status: str, beat: str | None = None) -> tuple[str, str] | None:
+def next_goal(
+    llm: LLM, scene: Scene, settings: MagnetSettings, prior_goals: Sequence[str], status: str, beat: str | None = None
+) -> tuple[str, str] | None:
     """A new goal and the transition paragraph that joins the story to it; ``None`` (recorded in
     ``scene.failures``) when the goal call fails after its retries: the current goal stands."""
     from grammars.magnet import NextGoal
 
-    reply = ask_many(llm, [scene.request(lambda: prompts.goal(scene.story, scene.goal, prior_goals, scene.recent,
-                                                              scene.world, status, beat=beat, memory=scene.memory),
-                                         NextGoal, temperature=settings.goal_temperature,
-                                         max_tokens=settings.goal_tokens, role="goal")], settings.retries,
-                 scene.budget)[0]
+    reply = ask_many(
+        llm,
+        [
+            scene.request(
+                lambda: prompts.goal(
+                    scene.story,
+                    scene.goal,
+                    prior_goals,
+                    scene.recent,
+                    scene.world,
+                    status,
+                    beat=beat,
+                    memory=scene.memory,
+                ),
+                NextGoal,
+                temperature=settings.goal_temperature,
+                max_tokens=settings.goal_tokens,
+                role="goal",
+            )
+        ],
+        settings.retries,
+        scene.budget,
+    )[0]
     if isinstance(reply, LLMError):
         scene.fail("goal", reply, f"kept the current goal ({status} goal not generated)")
         return None
     goal = " ".join(reply.parsed.goal.split())
-    request = scene.request(lambda: prompts.transition(scene.story, scene.recent, goal, status, scene.world), None,
-                            temperature=settings.goal_temperature, max_tokens=settings.transition_tokens,
-                            role="transition")
-    text, _ = write_prose(llm, request.messages, settings, temperature=request.temperature,
-                          max_tokens=request.max_tokens, min_tokens=None, role="transition", budget=scene.budget)
+    request = scene.request(
+        lambda: prompts.transition(scene.story, scene.recent, goal, status, scene.world),
+        None,
+        temperature=settings.goal_temperature,
+        max_tokens=settings.transition_tokens,
+        role="transition",
+    )
+    text, _ = write_prose(
+        llm,
+        request.messages,
+        settings,
+        temperature=request.temperature,
+        max_tokens=request.max_tokens,
+        min_tokens=None,
+        role="transition",
+        budget=scene.budget,
+    )
     return goal, text

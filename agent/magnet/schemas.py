@@ -63,18 +63,26 @@ def _update(offer: Catalogue) -> Any:
     models = []
     for i, (subject, attributes) in enumerate(offer):
         attribute: Any = Union[_choices(attributes), new] if attributes else new  # noqa: UP007
-        models.append(create_model(
-            "WorldUpdate" + ("World" if subject == WORLD else f"Character{i}"), __base__=WorldUpdate,
-            subject=(_choices((subject,)), ...),
-            attribute=(attribute, Field(description=f"an existing attribute of {subject}, or a new snake_case one")),
-            value=(str, ...)))
+        models.append(
+            create_model(
+                "WorldUpdate" + ("World" if subject == WORLD else f"Character{i}"),
+                __base__=WorldUpdate,
+                subject=(_choices((subject,)), ...),
+                attribute=(
+                    attribute,
+                    Field(description=f"an existing attribute of {subject}, or a new snake_case one"),
+                ),
+                value=(str, ...),
+            )
+        )
     return Union[tuple(models)]  # noqa: UP007
 
 
 @lru_cache(maxsize=256)
 def _with_updates(base: type[Grammar], offer: Catalogue) -> type[Grammar]:
-    return create_model(base.__name__, __base__=base,
-                        world_updates=(_list_of(_update(offer)), Field(max_length=MAX_UPDATES)))
+    return create_model(
+        base.__name__, __base__=base, world_updates=(_list_of(_update(offer)), Field(max_length=MAX_UPDATES))
+    )
 
 
 def action_type(settings: MagnetSettings, offer: Catalogue | None) -> type[Grammar]:
@@ -97,8 +105,14 @@ def critic_type(settings: MagnetSettings, offer: Catalogue | None, *, final: boo
 def selection_type(names: tuple[str, ...], update_ids: tuple[str, ...] = ()) -> type[Grammar]:
     """The narrator's selection: names of characters that acted, at most each once, and the
     ids of proposed updates it rejects (only ids offered this step; none when none were)."""
-    rejected: Any = (_list_of(_choices(update_ids)), Field(max_length=len(update_ids))) if update_ids else (
-        _list_of(_choices(("none",))), Field(max_length=0))
-    return create_model("NarratorSelection", __base__=NarratorSelection,
-                        selected=(_list_of(_choices(names)), Field(min_length=1, max_length=len(names))),
-                        rejected_updates=rejected)
+    rejected: Any = (
+        (_list_of(_choices(update_ids)), Field(max_length=len(update_ids)))
+        if update_ids
+        else (_list_of(_choices(("none",))), Field(max_length=0))
+    )
+    return create_model(
+        "NarratorSelection",
+        __base__=NarratorSelection,
+        selected=(_list_of(_choices(names)), Field(min_length=1, max_length=len(names))),
+        rejected_updates=rejected,
+    )

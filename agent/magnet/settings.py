@@ -63,8 +63,7 @@ class ParagraphSettings(WritingControls):
 
 
 class MagnetSettings(ParagraphSettings):
-    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": {**SMALL, "critic_example": True},
-                                                      "paper": PAPER_MAGNET}
+    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": {**SMALL, "critic_example": True}, "paper": PAPER_MAGNET}
 
     character_temperature: float = Field(0.2, ge=0.0, le=2.0)
     critic_temperature: float = Field(0.1, ge=0.0, le=2.0)
@@ -112,8 +111,15 @@ class MagnetSettings(ParagraphSettings):
         return self.stored()
 
     def ablations(self) -> list[str]:
-        return [name for name, on in (("no-critic", self.critic), ("no-goal-shift", self.goal_shift),
-                                      ("no-structured-state", self.structured_state)) if not on]
+        return [
+            name
+            for name, on in (
+                ("no-critic", self.critic),
+                ("no-goal-shift", self.goal_shift),
+                ("no-structured-state", self.structured_state),
+            )
+            if not on
+        ]
 
 
 def _story(value: Any) -> StoryDefinition:
@@ -156,8 +162,10 @@ class MagnetConfig(StoryInput, MagnetSettings):
 class SingleConfig(StoryInput, ParagraphSettings):
     """The single-model baseline: the story definition and the settings it shares with Magnet."""
 
-    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": SMALL,
-                                                      "paper": {**PAPER_PARAGRAPHS, "single_prompt": True}}
+    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {
+        "small": SMALL,
+        "paper": {**PAPER_PARAGRAPHS, "single_prompt": True},
+    }
 
     single_prompt: bool = False
     """The paper's baseline (§4.2): one prompt, one call for the whole story (``agent.magnet.single_prompt``).

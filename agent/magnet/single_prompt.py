@@ -25,10 +25,17 @@ MIN_STORY_OUTPUT = 256
 
 def messages(story: StoryDefinition) -> list[Message]:
     """The story definition and its length, and the request for the whole story."""
-    system = ("You are a novelist. Write the complete story described below, beginning to end, in vivid, "
-              f"concrete prose. {prompts.voice(story)} No headings.")
-    user = "\n\n".join([prompts.story_block(story), prompts.personas_block(story),
-                        f"Write the whole story, about {story.target_words} words long."])
+    system = (
+        "You are a novelist. Write the complete story described below, beginning to end, in vivid, "
+        f"concrete prose. {prompts.voice(story)} No headings."
+    )
+    user = "\n\n".join(
+        [
+            prompts.story_block(story),
+            prompts.personas_block(story),
+            f"Write the whole story, about {story.target_words} words long.",
+        ]
+    )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
@@ -38,14 +45,25 @@ def write_whole(ctx: RunContext[Any], story: StoryDefinition, settings: Any, max
     budget = run_budget(ctx, settings.context_tokens, settings.context_reserve)
     started = time.perf_counter()
     with ctx.unit(1):
-        reply = budget.generate(ctx.llm, messages(story), temperature=settings.baseline_temperature,
-                                max_tokens=max_tokens, min_output=MIN_STORY_OUTPUT, role="baseline",
-                                what="the whole story")
+        reply = budget.generate(
+            ctx.llm,
+            messages(story),
+            temperature=settings.baseline_temperature,
+            max_tokens=max_tokens,
+            min_output=MIN_STORY_OUTPUT,
+            role="baseline",
+            what="the whole story",
+        )
         paragraphs = [" ".join(p.split()) for p in reply.text.split("\n\n") if p.strip()] or [reply.text.strip()]
         words = sum(count_words(p) for p in paragraphs)
         state = {"words": words, "narrations": 1, "narration_words": words, "finished": True}
-        record = {"step": 1, "single_prompt": True, "cut_at_max_tokens": reply.finish_reason == "length",
-                  "words_total": words, "wall_s": round(time.perf_counter() - started, 3)}
+        record = {
+            "step": 1,
+            "single_prompt": True,
+            "cut_at_max_tokens": reply.finish_reason == "length",
+            "words_total": words,
+            "wall_s": round(time.perf_counter() - started, 3),
+        }
         store.commit_step(1, paragraphs, state=state, record=record)
     ctx.set_progress(words=words)
     ctx.emit("committed", words=words, step=1, wall_s=record["wall_s"])

@@ -37,11 +37,17 @@ class CharacterFormat(_Format):
     goals: Texts = Field(description="One goal or a non-empty list of goals.")
     location: str = Field(min_length=1, description="Starting location; the state attribute 'location' after that.")
     abilities: Texts = Field(default_factory=list)
-    relationships: dict[str, str] = Field(default_factory=dict, description="Other character's name = relationship. "
-                                          "Becomes the attribute relationship_with_<name> (mutable state).")
+    relationships: dict[str, str] = Field(
+        default_factory=dict,
+        description="Other character's name = relationship. "
+        "Becomes the attribute relationship_with_<name> (mutable state).",
+    )
     state: Variables = Field(default_factory=dict, description="Public variables of this character (snake_case).")
-    secrets: Variables = Field(default_factory=dict, description="Private variables: seen by this character, the "
-                               "critic, the narrator and the goal generator only; never by another character.")
+    secrets: Variables = Field(
+        default_factory=dict,
+        description="Private variables: seen by this character, the "
+        "critic, the narrator and the goal generator only; never by another character.",
+    )
 
 
 class StoryFormat(_Format):
@@ -57,8 +63,9 @@ class StoryFormat(_Format):
     words: int | None = Field(None, gt=0, description="Target length in words (or give pages, not both).")
     page_words: int = Field(DEFAULT_PAGE_WORDS, gt=0)
     world: Variables = Field(default_factory=dict, description="Public world variables; seen by every role.")
-    secrets: Variables = Field(default_factory=dict, description="Hidden world variables: never shown to a "
-                               "character agent.")
+    secrets: Variables = Field(
+        default_factory=dict, description="Hidden world variables: never shown to a character agent."
+    )
     characters: list[CharacterFormat] = Field(min_length=1)
     pov: Literal[POVS] = Field("third-omniscient", description="Point of view.")  # type: ignore[valid-type]
     focal: str = Field("", description="The focal character's name (needed for first and third-limited).")
@@ -67,7 +74,8 @@ class StoryFormat(_Format):
     beats: Texts = Field(default_factory=list, description="Ordered plot points each new goal must lead through.")
     ending: str = Field("", description="The intended resolution; the concluding goal aims at it.")
     chapter_every: Annotated[int, Field(ge=1)] | Literal["goal"] | None = Field(
-        None, description="A new chapter every N steps, or at each goal change ('goal').")
+        None, description="A new chapter every N steps, or at each goal change ('goal')."
+    )
 
 
 def story_json_schema() -> dict[str, Any]:

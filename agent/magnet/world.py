@@ -103,8 +103,7 @@ def _related_value(value: Any) -> bool:
 class WorldGraph:
     """The world state of one story. JSON round-trips through :meth:`to_json`/:meth:`from_json`."""
 
-    def __init__(self, title: str, characters: dict[str, str],
-                 variables: dict[str, dict[str, dict[str, Any]]]) -> None:
+    def __init__(self, title: str, characters: dict[str, str], variables: dict[str, dict[str, dict[str, Any]]]) -> None:
         self.title = title
         self.characters = characters  # name -> role
         self.variables = variables  # subject -> attribute -> {"value", "step", "by", "secret"}
@@ -136,15 +135,20 @@ class WorldGraph:
         return cls(story.title, {c.name: c.role for c in story.characters}, variables)
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": FORMAT, "title": self.title, "characters": dict(self.characters),
-                "variables": {s: {a: dict(v) for a, v in attrs.items()} for s, attrs in self.variables.items()}}
+        return {
+            "format": FORMAT,
+            "title": self.title,
+            "characters": dict(self.characters),
+            "variables": {s: {a: dict(v) for a, v in attrs.items()} for s, attrs in self.variables.items()},
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> WorldGraph:
         """Read any stored world: this format, or the flat-key one written before it."""
         if data.get("format") == FORMAT:
-            variables = {s: {a: {"secret": False, **v} for a, v in attrs.items()}
-                         for s, attrs in data["variables"].items()}
+            variables = {
+                s: {a: {"secret": False, **v} for a, v in attrs.items()} for s, attrs in data["variables"].items()
+            }
             return cls(data["title"], dict(data["characters"]), variables)
         return cls._from_flat(data)
 
@@ -155,11 +159,19 @@ class WorldGraph:
         for rel in data.get("relationships") or []:
             if rel.get("from") in characters and rel.get("to") in characters:
                 world.variables[rel["from"]][relation_attribute(rel["to"])] = {
-                    "value": rel.get("label", ""), "step": 0, "by": None, "secret": False}
+                    "value": rel.get("label", ""),
+                    "step": 0,
+                    "by": None,
+                    "secret": False,
+                }
         for key, var in (data.get("variables") or {}).items():
             subject, attribute = world.resolve(str(var.get("concerns", WORLD)), str(key))
-            world.variables[subject][attribute] = {"value": var.get("value"), "step": var.get("step", 0),
-                                                   "by": var.get("by"), "secret": bool(var.get("secret", False))}
+            world.variables[subject][attribute] = {
+                "value": var.get("value"),
+                "step": var.get("step", 0),
+                "by": var.get("by"),
+                "secret": bool(var.get("secret", False)),
+            }
         return world
 
     # -- addressing ----------------------------------------------------------------------
@@ -189,14 +201,17 @@ class WorldGraph:
             for name in owners:
                 prefix = slug(name) + "_"
                 if attr.startswith(prefix) and len(attr) > len(prefix):
-                    subject, attr, changed = name, attr[len(prefix):], True
+                    subject, attr, changed = name, attr[len(prefix) :], True
                     break
         return subject, attr
 
     def attributes(self, subject: str, *, viewer: str | None = None) -> list[str]:
         """The attributes of ``subject`` that ``viewer`` may see (``None``: every one)."""
-        return [a for a, v in self.variables.get(subject, {}).items()
-                if viewer is None or viewer == subject or not v.get("secret")]
+        return [
+            a
+            for a, v in self.variables.get(subject, {}).items()
+            if viewer is None or viewer == subject or not v.get("secret")
+        ]
 
     def value(self, subject: str, attribute: str, default: Any = None) -> Any:
         return self.variables.get(subject, {}).get(attribute, {}).get("value", default)
@@ -237,11 +252,17 @@ class WorldGraph:
 
     def hidden_from(self, viewer: str) -> list[str]:
         """Text values of the secrets ``viewer`` may not see (the longest first)."""
-        values = {str(v["value"]).strip() for s, attrs in self.variables.items() if s != viewer
-                  for v in attrs.values() if v.get("secret") and isinstance(v["value"], str)}
+        values = {
+            str(v["value"]).strip()
+            for s, attrs in self.variables.items()
+            if s != viewer
+            for v in attrs.values()
+            if v.get("secret") and isinstance(v["value"], str)
+        }
         names = {n.casefold() for n in (*self.characters, WORLD)}  # a secret "Ines" must not erase Ines
-        return sorted((v for v in values if len(v) >= MIN_REDACTED and v.casefold() not in names),
-                      key=len, reverse=True)
+        return sorted(
+            (v for v in values if len(v) >= MIN_REDACTED and v.casefold() not in names), key=len, reverse=True
+        )
 
     def redact(self, text: str, viewer: str) -> str:
         """``text`` with every secret value ``viewer`` may not see replaced by ``[hidden]``.
@@ -266,8 +287,9 @@ class WorldGraph:
             secret = bool(current.get("secret", False))
             new = coerce(update.value)
             self.variables[subject][attribute] = {"value": new, "step": step, "by": character, "secret": secret}
-            commits.append(Commit(step, order, character, subject, attribute, current.get("value"), new, action,
-                                  secret))
+            commits.append(
+                Commit(step, order, character, subject, attribute, current.get("value"), new, action, secret)
+            )
         return commits
 
     # -- export --------------------------------------------------------------------------
@@ -280,16 +302,32 @@ class WorldGraph:
             edges.append({"from": WORLD, "to": f"character:{name}", "kind": "contains"})
         for name in self.characters:
             for other, label in self.relationships(name).items():
-                edges.append({"from": f"character:{name}", "to": f"character:{other}", "kind": "relationship",
-                              "label": str(label)})
+                edges.append(
+                    {
+                        "from": f"character:{name}",
+                        "to": f"character:{other}",
+                        "kind": "relationship",
+                        "label": str(label),
+                    }
+                )
         for subject, attrs in self.variables.items():
             owner = WORLD if subject == WORLD else f"character:{subject}"
             for attribute, var in attrs.items():
                 if attribute.startswith(RELATION_PREFIX):
                     continue  # drawn as the relationship edge
                 node_id = f"variable:{subject}/{attribute}"
-                nodes.append({"id": node_id, "kind": "variable", "label": f"{subject}.{attribute}",
-                              "subject": subject, "attribute": attribute, "value": var["value"],
-                              "secret": bool(var.get("secret")), "last_step": var["step"], "last_by": var["by"]})
+                nodes.append(
+                    {
+                        "id": node_id,
+                        "kind": "variable",
+                        "label": f"{subject}.{attribute}",
+                        "subject": subject,
+                        "attribute": attribute,
+                        "value": var["value"],
+                        "secret": bool(var.get("secret")),
+                        "last_step": var["step"],
+                        "last_by": var["by"],
+                    }
+                )
                 edges.append({"from": node_id, "to": owner, "kind": "concerns"})
         return {"nodes": nodes, "edges": edges}

@@ -32,10 +32,14 @@ def members(path: Path, kind: str) -> set[str]:
     total = 0
     for info in infos:
         if info.file_size > MAX_MEMBER_BYTES:
-            raise InputError(f"{path}: {info.filename[:60]} inflates to {info.file_size / 2**20:,.0f} MiB; fabula "
-                             f"reads members of up to {MAX_MEMBER_BYTES >> 20} MiB (is it a zip bomb?)")
+            raise InputError(
+                f"{path}: {info.filename[:60]} inflates to {info.file_size / 2**20:,.0f} MiB; fabula "
+                f"reads members of up to {MAX_MEMBER_BYTES >> 20} MiB (is it a zip bomb?)"
+            )
         total += info.file_size
         if total > MAX_TOTAL_BYTES:
-            raise InputError(f"{path} inflates to over {MAX_TOTAL_BYTES >> 20} MiB; fabula reads archives of up to "
-                             "that (is it a zip bomb?)")
+            raise InputError(
+                f"{path} inflates to over {MAX_TOTAL_BYTES >> 20} MiB; fabula reads archives of up to "
+                "that (is it a zip bomb?)"
+            )
     return {info.filename for info in infos}

@@ -19,10 +19,15 @@ _HEADER_FIELD = re.compile(r"^(Title|Author):[ \t]*(.+)$", re.M)
 FRONT_TITLES = re.compile(
     r"^(?:(?:table of )?contents|preface|foreword|dedication|copyright|acknowledge?ments?|title page|"
     r"introduction|epigraph|transcriber'?s? notes?|illustrations|list of illustrations|also by .*|"
-    r"about the author|half[- ]title|cover|colophon|note on the text)\W*$", re.I)
+    r"about the author|half[- ]title|cover|colophon|note on the text)\W*$",
+    re.I,
+)
 """Headings of front matter (left out before the first chapter) and back matter (after the last)."""
-BACK_TITLES = re.compile(r"^(?:about the author|acknowledge?ments?|also by .*|colophon|"
-                         r"transcriber'?s? notes?|footnotes|notes)\W*$", re.I)
+BACK_TITLES = re.compile(
+    r"^(?:about the author|acknowledge?ments?|also by .*|colophon|"
+    r"transcriber'?s? notes?|footnotes|notes)\W*$",
+    re.I,
+)
 
 
 OLD_END_REACH = 40
@@ -42,15 +47,19 @@ def strip_gutenberg(text: str) -> tuple[str, list[str], dict[str, str], list[Pie
         header = text[: start.end()]
         fields = {m.group(1).lower(): " ".join(m.group(2).split()) for m in _HEADER_FIELD.finditer(header)}
         left.append(Piece("Project Gutenberg header", header))
-        notes.append(f"left out the Project Gutenberg header ({_lines(header)} lines, {left[-1].words} words, up "
-                     "to its START line)")
-        text = text[start.end():]
+        notes.append(
+            f"left out the Project Gutenberg header ({_lines(header)} lines, {left[-1].words} words, up "
+            "to its START line)"
+        )
+        text = text[start.end() :]
     end = _end(text)
     if end is not None:
         footer = text[end:]
         left.append(Piece("Project Gutenberg licence footer", footer))
-        notes.append(f"left out the Project Gutenberg licence footer ({_lines(footer)} lines, {left[-1].words} "
-                     "words, from its end line)")
+        notes.append(
+            f"left out the Project Gutenberg licence footer ({_lines(footer)} lines, {left[-1].words} "
+            "words, from its end line)"
+        )
         text = text[:end]
     return text, notes, fields, left
 

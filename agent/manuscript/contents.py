@@ -20,8 +20,7 @@ TOC_RUN = 3
 """Entries in a row that can make a table of contents."""
 TOC_GAP_WORDS = 12
 """Most words between two entries of a contents list (an entry's title wrapped onto a second line)."""
-ENTRY = re.compile(
-    rf"^(?:(chapter|chap\.|letter)[ \t]+)?({headings.NUMBER})\b\.?(?:[ \t]*[.:—–-]?[ \t]*(.*))?$", re.I)
+ENTRY = re.compile(rf"^(?:(chapter|chap\.|letter)[ \t]+)?({headings.NUMBER})\b\.?(?:[ \t]*[.:—–-]?[ \t]*(.*))?$", re.I)
 """A contents entry: ``Chapter 12``, ``CHAPTER XII. Title``, ``XII  Title``, ``Letter 4`` (a word
 number needs its ``Chapter``)."""
 _BARE = re.compile(r"^(?:\d{1,4}|[IVXLCDM]+)(?:\.|[ \t]{2,}|$)")
@@ -92,8 +91,9 @@ def lists(entries: list[str], headings_after: list[str], names: list[str]) -> bo
     titled = {" ".join(n.split()).lower() for n in names if n}
     others = [e for e in entries if e.strip() and key(e) is None]
     after = [k for h in headings_after if (k := key(h)) is not None]
-    return len(keyed) >= TOC_RUN and all(" ".join(e.split()).lower() in titled for e in others) \
-        and _matched(keyed, after)
+    return (
+        len(keyed) >= TOC_RUN and all(" ".join(e.split()).lower() in titled for e in others) and _matched(keyed, after)
+    )
 
 
 def _runs(lines: list[str]) -> list[list[int]]:

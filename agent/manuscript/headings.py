@@ -15,8 +15,27 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-_UNITS = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
-          "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
+_UNITS = [
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+]
 _TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
 _WORD_NUMBER = rf"(?:(?:{'|'.join(_TENS)})(?:[- ](?:{'|'.join(_UNITS[:9])}))?|{'|'.join(reversed(_UNITS))})"
 _ROMAN = r"[IVXLCDM]+"
@@ -63,8 +82,21 @@ def roman(text: str) -> int | None:
 
 def _to_roman(n: int) -> str:
     out = ""
-    for value, letters in ((1000, "M"), (900, "CM"), (500, "D"), (400, "CD"), (100, "C"), (90, "XC"), (50, "L"),
-                           (40, "XL"), (10, "X"), (9, "IX"), (5, "V"), (4, "IV"), (1, "I")):
+    for value, letters in (
+        (1000, "M"),
+        (900, "CM"),
+        (500, "D"),
+        (400, "CD"),
+        (100, "C"),
+        (90, "XC"),
+        (50, "L"),
+        (40, "XL"),
+        (10, "X"),
+        (9, "IX"),
+        (5, "V"),
+        (4, "IV"),
+        (1, "I"),
+    ):
         while n >= value:
             out, n = out + letters, n - value
     return out
@@ -124,8 +156,7 @@ def _markdown(lines: list[str]) -> list[Heading]:
         return []
     levels = sorted({h.level for h in found})
     numbered = [lv for lv in levels if any(h.level == lv and h.number is not None for h in found)]
-    level = numbered[0] if numbered else next((lv for lv in levels if sum(h.level == lv for h in found) > 1),
-                                               levels[0])
+    level = numbered[0] if numbered else next((lv for lv in levels if sum(h.level == lv for h in found) > 1), levels[0])
     return [h for h in found if h.level == level]
 
 

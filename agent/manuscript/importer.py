@@ -41,30 +41,45 @@ def source_config(path: Path, manuscript: Manuscript, split: str | None) -> dict
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
-    return {"source": path.name, "format": manuscript.format, "encoding": manuscript.encoding,
-            "bytes": path.stat().st_size, "sha256": digest.hexdigest(), "split": split,
-            "chapters": len(manuscript.pieces), "words": manuscript.words, "pipeline_version": VERSION}
+    return {
+        "source": path.name,
+        "format": manuscript.format,
+        "encoding": manuscript.encoding,
+        "bytes": path.stat().st_size,
+        "sha256": digest.hexdigest(),
+        "split": split,
+        "chapters": len(manuscript.pieces),
+        "words": manuscript.words,
+        "pipeline_version": VERSION,
+    }
 
 
-def write_run(manuscript: Manuscript, out: str, config: dict[str, Any], *, title: str | None = None,
-              author: str | None = None) -> Path:
+def write_run(
+    manuscript: Manuscript, out: str, config: dict[str, Any], *, title: str | None = None, author: str | None = None
+) -> Path:
     """Create the run in ``out`` and commit every chapter; returns the run folder."""
     folder, existed = check_out(out)
     try:
-        store = RunStore.create(folder, pipeline=NAME, config=config, unit_kind="chapter",
-                                target_units=len(manuscript.pieces))
+        store = RunStore.create(
+            folder, pipeline=NAME, config=config, unit_kind="chapter", target_units=len(manuscript.pieces)
+        )
         with store, store.session("import"):
-            for key, value in (("title", _label(title or manuscript.title)),
-                               ("author", _label(author or manuscript.author)), ("import_notes", manuscript.notes),
-                               ("left_out", [{"what": p.title, "words": p.words, "text": p.text}
-                                             for p in manuscript.left_out])):
+            for key, value in (
+                ("title", _label(title or manuscript.title)),
+                ("author", _label(author or manuscript.author)),
+                ("import_notes", manuscript.notes),
+                ("left_out", [{"what": p.title, "words": p.words, "text": p.text} for p in manuscript.left_out]),
+            ):
                 if value:
                     store.put_plan(key, value)
             for index, piece in enumerate(manuscript.pieces, start=1):
                 heading = _label(piece.title) or ""
-                store.commit_chapter(index, heading, piece.text,
-                                     state={"chapter": {"words": piece.words, "heading": heading,
-                                                        "number": piece.number}})
+                store.commit_chapter(
+                    index,
+                    heading,
+                    piece.text,
+                    state={"chapter": {"words": piece.words, "heading": heading, "number": piece.number}},
+                )
             store.finish()
     except BaseException:
         _undo(folder, existed)

@@ -19,8 +19,9 @@ def read_docx(path: Path) -> tuple[str, str | None, str | None]:
     try:
         import docx
     except ImportError:
-        raise InputError("reading DOCX needs python-docx: pip install -e '.[manuscript]' in the fabula "
-                         "checkout") from None
+        raise InputError(
+            "reading DOCX needs python-docx: pip install -e '.[manuscript]' in the fabula checkout"
+        ) from None
     import io
 
     data = read_bytes(path)

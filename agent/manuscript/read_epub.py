@@ -83,8 +83,16 @@ def read_epub(path: Path, *, split: str | None = None) -> Manuscript:
     if not pieces:
         raise InputError(f"{path} has no chapters with text")
     note_numbers(pieces, notes)
-    return Manuscript(pieces, notes, "epub", None, title, author,
-                      found_in="the EPUB's metadata" if title or author else None, left_out=left + dropped)
+    return Manuscript(
+        pieces,
+        notes,
+        "epub",
+        None,
+        title,
+        author,
+        found_in="the EPUB's metadata" if title or author else None,
+        left_out=left + dropped,
+    )
 
 
 def _open(path: Path):
@@ -113,8 +121,12 @@ def _spine_items(book, path: Path) -> list[tuple[str | None, list[str]]]:
     for entry in book.spine:
         item = book.get_item_with_id(entry[0] if isinstance(entry, tuple) else entry)
         properties = getattr(item, "properties", None) or []
-        if item is None or item.get_type() != ebooklib.ITEM_DOCUMENT or "nav" in properties \
-                or isinstance(item, epub.EpubNav):  # the EPUB's own navigation document is its contents list
+        if (
+            item is None
+            or item.get_type() != ebooklib.ITEM_DOCUMENT
+            or "nav" in properties
+            or isinstance(item, epub.EpubNav)
+        ):  # the EPUB's own navigation document is its contents list
             continue
         parser = _Text()
         parser.feed(item.get_content().decode("utf-8", "replace"))
@@ -146,12 +158,19 @@ def _pieces(items: list[tuple[str | None, list[str]]]) -> tuple[list[Piece], lis
     story = next((i for i, p in enumerate(pieces) if p.number is not None or headings.SPECIAL.match(p.title)), 0)
     # before the first chapter: a title page or a contents item goes; a longer item may be story and stays
     titles = [p.title for p in pieces[story:]]
-    kept = [p for p in pieces[:story] if p.words > TITLE_PAGE_WORD_LIMIT and not boilerplate.is_front_title(p.title)
-            and not contents.lists(p.text.split("\n\n"), titles, [q.title for q in pieces])]
+    kept = [
+        p
+        for p in pieces[:story]
+        if p.words > TITLE_PAGE_WORD_LIMIT
+        and not boilerplate.is_front_title(p.title)
+        and not contents.lists(p.text.split("\n\n"), titles, [q.title for q in pieces])
+    ]
     front = [p for p in pieces[:story] if p.words and p not in kept]
     if front:
-        notes.append(f"left out front matter: {len(front)} spine item(s) before the first chapter "
-                     f"({sum(p.words for p in front)} words)")
+        notes.append(
+            f"left out front matter: {len(front)} spine item(s) before the first chapter "
+            f"({sum(p.words for p in front)} words)"
+        )
         left += [Piece(f"front matter: {p.title or 'untitled'}", p.text) for p in front]
     return kept + pieces[story:], notes, left
 
@@ -166,5 +185,3 @@ def _number(title: str | None) -> int | None:
 def _meta(book, name: str) -> str | None:
     found = book.get_metadata("DC", name)
     return " ".join(str(found[0][0]).split()) if found and found[0] and found[0][0] else None
-
-

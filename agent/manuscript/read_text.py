@@ -36,8 +36,10 @@ def checked_size(path: Path) -> int:
     if info.st_size == 0:
         raise InputError(f"{path} is empty; there is nothing to import")
     if info.st_size > MAX_BYTES:
-        raise InputError(f"{path} is {info.st_size / 2**20:.0f} MiB; fabula imports files up to "
-                         f"{MAX_BYTES // 2**20} MiB (is it really one book?)")
+        raise InputError(
+            f"{path} is {info.st_size / 2**20:.0f} MiB; fabula imports files up to "
+            f"{MAX_BYTES // 2**20} MiB (is it really one book?)"
+        )
     return info.st_size
 
 
@@ -69,8 +71,10 @@ def decode(data: bytes, path: Path) -> tuple[str, str]:
     try:
         text = data.decode("cp1252")
     except UnicodeDecodeError:
-        raise InputError(f"{path} is not UTF-8 text (byte {where}) nor Windows-1252; convert it to UTF-8 first, "
-                         "e.g. iconv -f ENCODING -t UTF-8") from None
+        raise InputError(
+            f"{path} is not UTF-8 text (byte {where}) nor Windows-1252; convert it to UTF-8 first, "
+            "e.g. iconv -f ENCODING -t UTF-8"
+        ) from None
     return _normal(text), "cp1252"
 
 

@@ -37,8 +37,14 @@ def read_manuscript(path: Path, *, split: str | None = None, fmt: str = "auto", 
         found = split_text(text, fmt="docx", pattern=split, name=str(path), keep_front=keep_front)
         return _named(found, title, author)
     text, encoding = read_text(path)
-    found = split_text(text, fmt="markdown" if kind == "markdown" else "text", pattern=split, name=str(path),
-                       encoding=encoding, keep_front=keep_front)
+    found = split_text(
+        text,
+        fmt="markdown" if kind == "markdown" else "text",
+        pattern=split,
+        name=str(path),
+        encoding=encoding,
+        keep_front=keep_front,
+    )
     if encoding not in ("utf-8", "utf-16"):
         found.notes.insert(0, f"read {path.name} as {encoding} (it is not UTF-8)")
     return found
@@ -49,5 +55,6 @@ def _named(found: Manuscript, title: str | None, author: str | None) -> Manuscri
 
     if not (title or author):
         return found
-    return replace(found, title=title or found.title, author=author or found.author,
-                   found_in="the document's properties")
+    return replace(
+        found, title=title or found.title, author=author or found.author, found_in="the document's properties"
+    )

@@ -27,8 +27,15 @@ TITLE_PAGE_WORD_LIMIT = 150
 (an untitled first chapter) since it may be story (letters, a prologue without a heading)."""
 
 
-def split_text(text: str, *, fmt: str = "text", pattern: str | None = None, name: str = "the file",
-               encoding: str | None = None, keep_front: bool = False) -> Manuscript:
+def split_text(
+    text: str,
+    *,
+    fmt: str = "text",
+    pattern: str | None = None,
+    name: str = "the file",
+    encoding: str | None = None,
+    keep_front: bool = False,
+) -> Manuscript:
     """The chapters of ``text`` (``fmt`` text, markdown or docx; only plain text is re-wrapped);
     ``keep_front``: front and back matter and a table of contents are kept as chapters too."""
     body, notes, fields, left = boilerplate.strip_gutenberg(text)
@@ -51,20 +58,31 @@ def split_text(text: str, *, fmt: str = "text", pattern: str | None = None, name
         if count_words(body) == 0:
             raise InputError(f"{name} has no words of story" + (" between its Gutenberg markers" if notes else ""))
         notes.append("found no chapter headings: the book is one chapter (--split REGEX splits it)")
-        return Manuscript([Piece(title or "", _clean(body, fmt))], notes, fmt, encoding, title, author,
-                          found_in=found_in, left_out=left)
+        return Manuscript(
+            [Piece(title or "", _clean(body, fmt))],
+            notes,
+            fmt,
+            encoding,
+            title,
+            author,
+            found_in=found_in,
+            left_out=left,
+        )
     tables = [] if pattern is not None or keep_front else contents.find(lines, found)
     for table in tables:
-        words = count_words("\n".join(lines[table.start: table.end]))
-        left.append(Piece("table of contents", "\n".join(lines[table.start: table.end])))
-        notes.append(f"left out a table of contents ({table.entries} entries, {words} words; each entry matched "
-                     "to a chapter heading)")
+        words = count_words("\n".join(lines[table.start : table.end]))
+        left.append(Piece("table of contents", "\n".join(lines[table.start : table.end])))
+        notes.append(
+            f"left out a table of contents ({table.entries} entries, {words} words; each entry matched "
+            "to a chapter heading)"
+        )
         found = [h for h in found if not table.start <= h.line < table.end]
     separators = pattern is not None and not any(h.title for h in found)
     pieces = _pieces(lines, found, fmt, first=None if separators else found[0].line)
     if not separators:
-        front = "\n".join(line for i, line in enumerate(lines[: found[0].line])
-                          if not any(t.start <= i < t.end for t in tables))
+        front = "\n".join(
+            line for i, line in enumerate(lines[: found[0].line]) if not any(t.start <= i < t.end for t in tables)
+        )
         pieces = _front(front, fmt, notes, left, keep=keep_front) + pieces
     if not keep_front:
         pieces, dropped = without_matter(pieces, notes)
@@ -87,8 +105,10 @@ def _front(front: str, fmt: str, notes: list[str], left: list[Piece], *, keep: b
     first = next((line.strip() for line in front.split("\n") if line.strip()), "")
     if keep or words > TITLE_PAGE_WORD_LIMIT:
         if not keep:
-            notes.append(f"kept the {words} words before the first chapter heading (from {first[:40]!r}) as "
-                         "chapter 1: only a title page is left out")
+            notes.append(
+                f"kept the {words} words before the first chapter heading (from {first[:40]!r}) as "
+                "chapter 1: only a title page is left out"
+            )
         return [Piece("", _clean(front, fmt))]
     left.append(Piece("front matter", front))
     notes.append(f"left out front matter before the first chapter ({words} words, from {first[:40]!r})")
@@ -120,8 +140,10 @@ def _matcher(pattern: str, name: str) -> Callable[[str], bool]:
                 raise TimeoutError
             return compiled.search(line[:SPLIT_LINE], timeout=left) is not None
         except TimeoutError:
-            raise InputError(f"--split {pattern[:80]!r} took over {SPLIT_SECONDS:g} s on {name}; a simpler pattern "
-                             "(one that cannot backtrack, e.g. ^Part [0-9]+) splits the book") from None
+            raise InputError(
+                f"--split {pattern[:80]!r} took over {SPLIT_SECONDS:g} s on {name}; a simpler pattern "
+                "(one that cannot backtrack, e.g. ^Part [0-9]+) splits the book"
+            ) from None
 
     return matches
 
@@ -132,7 +154,7 @@ def _pieces(lines: list[str], found: list[Heading], fmt: str, *, first: int | No
     if first is None and found[0].line > 0:  # --split on separators: the text before the first is chapter 1
         out.append(Piece("", _clean("\n".join(lines[: found[0].line]), fmt)))
     for h, end in zip(found, bounds[1:], strict=False):
-        out.append(Piece(h.title, _clean("\n".join(lines[h.line + 1: end]), fmt), h.number))
+        out.append(Piece(h.title, _clean("\n".join(lines[h.line + 1 : end]), fmt), h.number))
     return out
 
 
@@ -150,8 +172,10 @@ def without_matter(pieces: list[Piece], notes: list[str]) -> tuple[list[Piece], 
     for what, part in (("front", pieces[:start]), ("back", pieces[end:])):
         named = [p for p in part if p.words]
         if named:
-            notes.append(f"left out {what} matter: {', '.join(p.title or 'untitled' for p in named)} "
-                         f"({sum(p.words for p in named)} words)")
+            notes.append(
+                f"left out {what} matter: {', '.join(p.title or 'untitled' for p in named)} "
+                f"({sum(p.words for p in named)} words)"
+            )
             dropped += [Piece(f"{what} matter: {p.title or 'untitled'}", p.text, p.number) for p in named]
     return pieces[start:end], dropped
 
@@ -171,7 +195,8 @@ def note_numbers(pieces: list[Piece], notes: list[str]) -> None:
         seen.add(p.number)
         last = p.number
     problems = ([f"repeated: {', '.join(map(str, repeated[:5]))}"] if repeated else []) + (
-        [f"out of order: {', '.join(backwards[:5])}"] if backwards else [])
+        [f"out of order: {', '.join(backwards[:5])}"] if backwards else []
+    )
     if problems:
         notes.append(f"chapter numbers {'; '.join(problems)}; the chapters are kept in file order")
 
@@ -206,6 +231,8 @@ def _clean(text: str, fmt: str) -> str:
     """Paragraphs separated by one blank line; plain text's hard-wrapped lines joined (verse, indented, kept)."""
     paragraphs = [p.strip("\n") for p in re.split(r"\n[ \t]*\n", text) if p.strip()]
     if fmt == "text":
-        paragraphs = [p if any(line[:1].isspace() for line in p.split("\n")) else
-                      " ".join(line.strip() for line in p.split("\n")) for p in paragraphs]
+        paragraphs = [
+            p if any(line[:1].isspace() for line in p.split("\n")) else " ".join(line.strip() for line in p.split("\n"))
+            for p in paragraphs
+        ]
     return "\n\n".join(p.rstrip() for p in paragraphs)

@@ -23,23 +23,42 @@ PAPER_STORY: dict[str, Any] = {"min_tokens": False, "repetition_guard": False, "
 """The ``paper`` profile of every chapter-based method: no prose floor (NstAgent App. A.1, line 401 of
 the seed: every method rejects a reply at its token limit, none asks for a minimum), no repetition guard."""
 PAPER_PLANNER: dict[str, Any] = {
-    "planner_max_tokens": 16384, "premise_from": 10_000, "synopsis_from": 20_000, "acts_from": 100_000,
-    "synopsis_words": True, "free_outline": True}
+    "planner_max_tokens": 16384,
+    "premise_from": 10_000,
+    "synopsis_from": 20_000,
+    "acts_from": 100_000,
+    "synopsis_words": True,
+    "free_outline": True,
+}
 """The reference planner (zhennan1/NstAgent code/agent/agent_core.py): ``DEFAULT_MAX_TOKENS = 16384``
 (line 49) for every stage; ``stage_count_for_words``: the chapter outline alone below 10K, the premise
 from 10K, the synopsis (~1,000 words, ~2,500 with acts) from 20K, the acts from 100K; the chapter
 outline's count "approximately" the anchors and each chapter's words "up to you" (``outline_chapters_prompt``)."""
 PAPER_NST: dict[str, Any] = {
-    **PAPER_STORY, **PAPER_PLANNER, "prose_max_tokens": 16384, "tool_max_tokens": 16384, "update_max_tokens": 16384,
-    "evidence": False, "atomic_update": True,
-    "fallback_update": False, "required_after_failures": False, "state_share": 1.0, "min_past_events": 0,
-    "failed_update_limit": 0}
+    **PAPER_STORY,
+    **PAPER_PLANNER,
+    "prose_max_tokens": 16384,
+    "tool_max_tokens": 16384,
+    "update_max_tokens": 16384,
+    "evidence": False,
+    "atomic_update": True,
+    "fallback_update": False,
+    "required_after_failures": False,
+    "state_share": 1.0,
+    "min_past_events": 0,
+    "failed_update_limit": 0,
+}
 """NstAgent as the paper: the reference's 16,384 tokens for every call of the chapter loop (agent_core.py
 line 49, with line 101 ``DEFAULT_CHAPTER_TOKEN_CONTROL = "fixed"``), Eq. 6's atomic update
 with no evidence and no second call (Section 4.3), no update past the 50-turn cap, every tool on offer
 whatever failed, the state whole unless the chapter's request would not fit."""
-PAPER_ROLLSUM: dict[str, Any] = {**PAPER_STORY, **PAPER_PLANNER, "prose_max_tokens": 32768,
-                                 "summary_max_tokens": 16384, "reference_prompts": True}
+PAPER_ROLLSUM: dict[str, Any] = {
+    **PAPER_STORY,
+    **PAPER_PLANNER,
+    "prose_max_tokens": 32768,
+    "summary_max_tokens": 16384,
+    "reference_prompts": True,
+}
 """RollSum (App. A.1): "a 32,768-token limit per chapter call", "each summary call has a 16,384-token
 output limit"."""
 PAPER_DIRECT: dict[str, Any] = {**PAPER_STORY, "prose_max_tokens": 32768}
@@ -50,10 +69,15 @@ class StoryTarget(WritingControls):
     """What every chapter-based method is asked to write: the prompt and its length."""
 
     PROSE_ROLES: ClassVar[frozenset[str]] = frozenset({"nst_prose", "rollsum_chapter", "direct_story"})
-    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": {
-        "prose_sampling": SMALL_PROSE_LONG_PROMPTS, "structured_sampling": SMALL_STRUCTURED_LONG_PROMPTS,
-        "min_tokens": True,
-        "trim_cut_drafts": True}, "paper": PAPER_DIRECT}
+    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {
+        "small": {
+            "prose_sampling": SMALL_PROSE_LONG_PROMPTS,
+            "structured_sampling": SMALL_STRUCTURED_LONG_PROMPTS,
+            "min_tokens": True,
+            "trim_cut_drafts": True,
+        },
+        "paper": PAPER_DIRECT,
+    }
 
     prompt: str = Field(min_length=1, max_length=200_000)
     prompt_id: str | None = None
@@ -127,11 +151,16 @@ and each further failed turn cost two failed calls, a runaway and its retry
 
 
 class NstConfig(Planned):
-    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": {**StoryTarget.PROFILES["small"], "min_past_events": 1,
-                                                                "update_max_tokens": SMALL_UPDATE_MAX_TOKENS,
-                                                                "failed_update_limit": SMALL_FAILED_UPDATE_LIMIT,
-                                                                "fallback_full_update": False},
-                                                      "paper": PAPER_NST}
+    PROFILES: ClassVar[dict[str, dict[str, Any]]] = {
+        "small": {
+            **StoryTarget.PROFILES["small"],
+            "min_past_events": 1,
+            "update_max_tokens": SMALL_UPDATE_MAX_TOKENS,
+            "failed_update_limit": SMALL_FAILED_UPDATE_LIMIT,
+            "fallback_full_update": False,
+        },
+        "paper": PAPER_NST,
+    }
     """The small profile also asks every state update for at least one past event: a tiny model's
     cheapest legal update is an empty one, and an empty chronology leaves later chapters nothing;
     it caps an update reply at :data:`SMALL_UPDATE_MAX_TOKENS`, takes the fallback after

@@ -44,14 +44,27 @@ def next_arc(state: NarrativeState, chapter: int, arc_chapters: int) -> tuple[in
 
 def digest_messages(state: NarrativeState, keys: list[str], first: int, last: int) -> list[dict[str, str]]:
     events = "\n".join(json.dumps({k: state.past_events[k]}, ensure_ascii=False) for k in keys)
-    return [{"role": "system", "content": SYSTEM},
-            {"role": "user", "content": f"Past events of chapters {first}-{last}, in order:\n{events}\n\n"
-             f"Write one paragraph of at most {DIGEST_WORDS} words that keeps every name, date, number, object "
-             "and cause a later chapter may need. Plain prose, no heading."}]
+    return [
+        {"role": "system", "content": SYSTEM},
+        {
+            "role": "user",
+            "content": f"Past events of chapters {first}-{last}, in order:\n{events}\n\n"
+            f"Write one paragraph of at most {DIGEST_WORDS} words that keeps every name, date, number, object "
+            "and cause a later chapter may need. Plain prose, no heading.",
+        },
+    ]
 
 
-def consolidate_one(llm: LLM, budget: Budget, state: NarrativeState, chapter: int, *, arc_chapters: int,
-                    max_tokens: int, temperature: float) -> NarrativeState | None:
+def consolidate_one(
+    llm: LLM,
+    budget: Budget,
+    state: NarrativeState,
+    chapter: int,
+    *,
+    arc_chapters: int,
+    max_tokens: int,
+    temperature: float,
+) -> NarrativeState | None:
     """Digest the next arc (one call); when none is left, merge the two oldest digests into one
     (one call; the oldest part of the digest block changes, rarely). None when neither can be done."""
     found = next_arc(state, chapter, arc_chapters)
@@ -59,34 +72,67 @@ def consolidate_one(llm: LLM, budget: Budget, state: NarrativeState, chapter: in
         return merge_oldest(llm, budget, state, max_tokens=max_tokens, temperature=temperature)
     arc, keys = found
     first, last = arc * arc_chapters + 1, (arc + 1) * arc_chapters
-    reply = budget.generate(llm, digest_messages(state, keys, first, last), temperature=temperature,
-                            max_tokens=max_tokens, min_output=min(max_tokens, 64), role="nst_digest",
-                            what=f"the digest of chapters {first}-{last}")
-    digest: dict[str, Any] = {"arc": arc, "chapters": [first, last], "events": keys, "text": " ".join(
-        reply.text.split())}
-    budget.note("consolidate_events", arc=arc, chapters=[first, last], events=len(keys),
-                truncated=reply.finish_reason == "length")
-    return NarrativeState(state.characters, state.past_events, state.future_requirements, state.provenance,
-                          [*state.digests, digest])
+    reply = budget.generate(
+        llm,
+        digest_messages(state, keys, first, last),
+        temperature=temperature,
+        max_tokens=max_tokens,
+        min_output=min(max_tokens, 64),
+        role="nst_digest",
+        what=f"the digest of chapters {first}-{last}",
+    )
+    digest: dict[str, Any] = {
+        "arc": arc,
+        "chapters": [first, last],
+        "events": keys,
+        "text": " ".join(reply.text.split()),
+    }
+    budget.note(
+        "consolidate_events",
+        arc=arc,
+        chapters=[first, last],
+        events=len(keys),
+        truncated=reply.finish_reason == "length",
+    )
+    return NarrativeState(
+        state.characters, state.past_events, state.future_requirements, state.provenance, [*state.digests, digest]
+    )
 
 
-def merge_oldest(llm: LLM, budget: Budget, state: NarrativeState, *, max_tokens: int,
-                 temperature: float) -> NarrativeState | None:
+def merge_oldest(
+    llm: LLM, budget: Budget, state: NarrativeState, *, max_tokens: int, temperature: float
+) -> NarrativeState | None:
     """One digest of the two oldest digests (their events stay in the state, keyed and searchable)."""
     if len(state.digests) < 2:
         return None
     first, second = state.digests[0], state.digests[1]
     span = [first["chapters"][0], second["chapters"][1]]
-    messages = [{"role": "system", "content": SYSTEM},
-                {"role": "user", "content": f"Two summaries of chapters {first['chapters'][0]}-{first['chapters'][1]} "
-                 f"and {second['chapters'][0]}-{second['chapters'][1]} of a story:\n{first['text']}\n\n"
-                 f"{second['text']}\n\nMerge them into one paragraph of at most {DIGEST_WORDS} words that keeps "
-                 "every name, date, number, object and cause a later chapter may need. Plain prose, no heading."}]
-    reply = budget.generate(llm, messages, temperature=temperature, max_tokens=max_tokens,
-                            min_output=min(max_tokens, 64), role="nst_digest",
-                            what=f"the digest of chapters {span[0]}-{span[1]}")
-    merged = {"arc": first["arc"], "chapters": span, "events": [*first["events"], *second["events"]],
-              "text": " ".join(reply.text.split())}
+    messages = [
+        {"role": "system", "content": SYSTEM},
+        {
+            "role": "user",
+            "content": f"Two summaries of chapters {first['chapters'][0]}-{first['chapters'][1]} "
+            f"and {second['chapters'][0]}-{second['chapters'][1]} of a story:\n{first['text']}\n\n"
+            f"{second['text']}\n\nMerge them into one paragraph of at most {DIGEST_WORDS} words that keeps "
+            "every name, date, number, object and cause a later chapter may need. Plain prose, no heading.",
+        },
+    ]
+    reply = budget.generate(
+        llm,
+        messages,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        min_output=min(max_tokens, 64),
+        role="nst_digest",
+        what=f"the digest of chapters {span[0]}-{span[1]}",
+    )
+    merged = {
+        "arc": first["arc"],
+        "chapters": span,
+        "events": [*first["events"], *second["events"]],
+        "text": " ".join(reply.text.split()),
+    }
     budget.note("merge_digests", chapters=span, events=len(merged["events"]))
-    return NarrativeState(state.characters, state.past_events, state.future_requirements, state.provenance,
-                          [merged, *state.digests[2:]])
+    return NarrativeState(
+        state.characters, state.past_events, state.future_requirements, state.provenance, [merged, *state.digests[2:]]
+    )

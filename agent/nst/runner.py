@@ -53,47 +53,89 @@ def write(ctx: RunContext[NstConfig]) -> None:
     ctx.set_progress(words=store.words_written(), units=len(outline), target_words=config.words)
     for index in range(store.next_unit(), len(outline) + 1):
         with ctx.unit(index):
-            result = ChapterLoop(ctx.llm, store, plan=plan, story_prompt=config.prompt, state=state, index=index,
-                                 config=config, ratio=ratio, emit=ctx.emit, budget=budget).run()
+            result = ChapterLoop(
+                ctx.llm,
+                store,
+                plan=plan,
+                story_prompt=config.prompt,
+                state=state,
+                index=index,
+                config=config,
+                ratio=ratio,
+                emit=ctx.emit,
+                budget=budget,
+            ).run()
             if result.state is not None:
                 state = result.state
             ratio = result.ratio
-            snapshot = ChapterSnapshot(narrative=state.to_json() if config.state else None, tokens_per_word=ratio,
-                                       chapter=result.stats)
-            store.commit_chapter(index, result.title, result.text, state=snapshot.stored(),
-                                 degraded=result.degraded, degraded_reason=result.reason)
+            snapshot = ChapterSnapshot(
+                narrative=state.to_json() if config.state else None, tokens_per_word=ratio, chapter=result.stats
+            )
+            store.commit_chapter(
+                index,
+                result.title,
+                result.text,
+                state=snapshot.stored(),
+                degraded=result.degraded,
+                degraded_reason=result.reason,
+            )
             ctx.set_progress(words=ctx.words + result.stats["words"])
             ctx.emit("committed", words=result.stats["words"], degraded=result.degraded)
             if wanted > 1 and best_of(ctx, index, wanted) is not None:  # another draft won: its state now
-                state = NarrativeState.from_json(ChapterSnapshot.read(store.state(index)).narrative) \
-                    if config.state else state
+                state = (
+                    NarrativeState.from_json(ChapterSnapshot.read(store.state(index)).narrative)
+                    if config.state
+                    else state
+                )
         if pause_after(store, index):  # --review: the writer approves, revises or edits it first
             ctx.emit("note", f"chapter {index} committed; in review until fabula approve")
             return
     store.finish()
 
 
-def write_story(store: RunStore, llm: LLM, config: NstConfig | Mapping[str, Any], *,
-                events: EventSink | None = None) -> None:
+def write_story(
+    store: RunStore, llm: LLM, config: NstConfig | Mapping[str, Any], *, events: EventSink | None = None
+) -> None:
     """:func:`write` for a caller that holds an open model (tests, benchmarks)."""
     with RunContext(store, NstConfig.coerce(config), llm=llm, events=events) as ctx:
         write(ctx)
 
 
-FLAGS = (pipelines.Flag("--no-state", "state", "ablation: no narrative state or update"),
-         pipelines.Flag("--no-lookback", "lookback", "ablation: no read, search or correct"),
-         pipelines.Flag("--max-turns", "max_turns", "turn cap per chapter (default 50)", int))
+FLAGS = (
+    pipelines.Flag("--no-state", "state", "ablation: no narrative state or update"),
+    pipelines.Flag("--no-lookback", "lookback", "ablation: no read, search or correct"),
+    pipelines.Flag("--max-turns", "max_turns", "turn cap per chapter (default 50)", int),
+)
 """``fabula write nst``'s own options, in the order of its help."""
-PROGRESS = {**PLANNING_WORDS, "nst_turn": "choosing the next step", "nst_prose": "drafting",
-            "nst_digest": "digesting older events"}
+PROGRESS = {
+    **PLANNING_WORDS,
+    "nst_turn": "choosing the next step",
+    "nst_prose": "drafting",
+    "nst_digest": "digesting older events",
+}
+
 
 def reconciles(info: RunInfo) -> bool:
     """A chapter run that keeps its narrative state (not ``--no-state``) is reconciled after an edit."""
     return info.unit_kind == "chapter" and info.config.get("state", True) is not False
 
 
-PIPELINE = pipelines.register(pipelines.Pipeline(
-    "nst", "chapter", write, version="1", settings=NstConfig, rederive=rederive_nst, planned=True, flags=FLAGS,
-    tools=tuple(name for name in TOOLS if name != "finish"),
-    help="NstAgent: chapters written with tools against a tracked narrative state", progress=PROGRESS,
-    words=STORY_WORDS, drafts=True, seeded=True, reconciles=reconciles))
+PIPELINE = pipelines.register(
+    pipelines.Pipeline(
+        "nst",
+        "chapter",
+        write,
+        version="1",
+        settings=NstConfig,
+        rederive=rederive_nst,
+        planned=True,
+        flags=FLAGS,
+        tools=tuple(name for name in TOOLS if name != "finish"),
+        help="NstAgent: chapters written with tools against a tracked narrative state",
+        progress=PROGRESS,
+        words=STORY_WORDS,
+        drafts=True,
+        seeded=True,
+        reconciles=reconciles,
+    )
+)

@@ -65,20 +65,23 @@ def carried_state(state: NarrativeState, resolve: list[str]) -> NarrativeState:
 
 def sequel_prompt(prompt: str | None, title: str, state: NarrativeState, series: dict[str, Any]) -> str:
     """Book two's story prompt: the writer's, and which book it follows with what was left open."""
-    given = " ".join(prompt.split()) if prompt else f"The story of \"{title}\" goes on."
+    given = " ".join(prompt.split()) if prompt else f'The story of "{title}" goes on.'
     names = list(state.characters)[:NAMED]
     threads = [f"{text}" for text in list(state.future_requirements.values())[:NAMED]]
-    told = (f"\n\nThis is book {series['index']} of the series \"{series['name']}\"; it follows \"{title}\", "
-            "and its characters and their facts carry over.")
+    told = (
+        f'\n\nThis is book {series["index"]} of the series "{series["name"]}"; it follows "{title}", '
+        "and its characters and their facts carry over."
+    )
     if names:
-        told += f" Characters at the end of \"{title}\": {', '.join(names)}."
+        told += f' Characters at the end of "{title}": {", ".join(names)}.'
     if threads:
         told += " Left open there: " + " ".join(t if t.endswith(".") else t + "." for t in threads)
     return given + told
 
 
-def plan_sequel(first: RunStore, *, prompt: str | None, words: int, resolve: list[str],
-                overrides: dict[str, Any] | None = None) -> Sequel:
+def plan_sequel(
+    first: RunStore, *, prompt: str | None, words: int, resolve: list[str], overrides: dict[str, Any] | None = None
+) -> Sequel:
     """Book two's configuration, initial state and series record (nothing is written)."""
     if prompt is not None and not prompt.strip():
         raise InputError("--prompt is empty")
@@ -88,19 +91,31 @@ def plan_sequel(first: RunStore, *, prompt: str | None, words: int, resolve: lis
     title = story_title(first)
     series = sequel_record(first, title)
     info = first.info()
-    base = dict(NST_DEFAULTS) if found.imported else {k: v for k, v in info.config.items()
-                                                      if k not in ("pipeline_version", "llm", "prompt_id")}
+    base = (
+        dict(NST_DEFAULTS)
+        if found.imported
+        else {k: v for k, v in info.config.items() if k not in ("pipeline_version", "llm", "prompt_id")}
+    )
     base.update(overrides or {})
     base.update(prompt=sequel_prompt(prompt, title, state, series), words=words, prompt_id=None)
     pipelines.get(WRITER).configure(base, LLMOptions())  # every setting checked before anything is created
     chapters = first.chapters()
-    return Sequel(base, {"narrative": state.to_json()}, series, written_outline(first.plan(), chapters), chapters,
-                  title)
+    return Sequel(
+        base, {"narrative": state.to_json()}, series, written_outline(first.plan(), chapters), chapters, title
+    )
 
 
-def write_sequel(out: str | Path, sequel: Sequel, llm: LLMOptions, model: LLM, *, events: EventSink | None = None,
-                 plan_only: bool = False, review: dict[str, Any] | None = None,
-                 notes: dict[str, Any] | None = None) -> RunStore:
+def write_sequel(
+    out: str | Path,
+    sequel: Sequel,
+    llm: LLMOptions,
+    model: LLM,
+    *,
+    events: EventSink | None = None,
+    plan_only: bool = False,
+    review: dict[str, Any] | None = None,
+    notes: dict[str, Any] | None = None,
+) -> RunStore:
     """Create book two in ``out`` and write it (``plan_only``: stop after its outline); returns the
     open store. Its outline is planned from book one as it ended (``agent.nst.revise.continuation``), in
     book two's ``start`` session under unit 0; the chapters are then written as any NstAgent run's.
@@ -109,8 +124,15 @@ def write_sequel(out: str | Path, sequel: Sequel, llm: LLMOptions, model: LLM, *
     ``notes``: plan entries stored first (the writer's ``style`` guide)."""
     pipeline = pipelines.get(WRITER)
     full = pipeline.configure(sequel.config, llm)
-    store = RunStore.create(out, pipeline=WRITER, config=full, unit_kind=pipeline.unit, model=llm.model,
-                            backend=llm.backend, initial_state=sequel.initial_state)
+    store = RunStore.create(
+        out,
+        pipeline=WRITER,
+        config=full,
+        unit_kind=pipeline.unit,
+        model=llm.model,
+        backend=llm.backend,
+        initial_state=sequel.initial_state,
+    )
     try:
         store.put_plan(SERIES_KEY, sequel.series)
         if review is not None:
@@ -123,9 +145,16 @@ def write_sequel(out: str | Path, sequel: Sequel, llm: LLMOptions, model: LLM, *
             with RunContext(store, typed, llm=model, events=events, plan_only=plan_only) as ctx:
                 with ctx.unit(0):
                     title, outline = plan_continuation(
-                        ctx.llm, run_budget(ctx), typed, premise=typed.prompt,
-                        state=NarrativeState.from_json(sequel.initial_state["narrative"]), written=sequel.book_one,
-                        chapters=sequel.chapters, words=typed.words, sequel_of=sequel.title)
+                        ctx.llm,
+                        run_budget(ctx),
+                        typed,
+                        premise=typed.prompt,
+                        state=NarrativeState.from_json(sequel.initial_state["narrative"]),
+                        written=sequel.book_one,
+                        chapters=sequel.chapters,
+                        words=typed.words,
+                        sequel_of=sequel.title,
+                    )
                 store.update_plan({"title": title, "source": "sequel", "outline": outline})
                 write(ctx)
     except BaseException:

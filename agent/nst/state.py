@@ -58,8 +58,11 @@ class NarrativeState:
 
     # -- persistence -------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"characters": self.characters, "past_events": self.past_events,
-                                "future_requirements": self.future_requirements}
+        data: dict[str, Any] = {
+            "characters": self.characters,
+            "past_events": self.past_events,
+            "future_requirements": self.future_requirements,
+        }
         if self.provenance:
             data["provenance"] = self.provenance
         if self.digests:
@@ -71,14 +74,21 @@ class NarrativeState:
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> NarrativeState:
         data = data or {}
-        return cls(dict(data.get("characters", {})), dict(data.get("past_events", {})),
-                   dict(data.get("future_requirements", {})),
-                   {k: dict(v) for k, v in (data.get("provenance") or {}).items()},
-                   list(data.get("digests") or []), {k: dict(v) for k, v in (data.get("canon") or {}).items()})
+        return cls(
+            dict(data.get("characters", {})),
+            dict(data.get("past_events", {})),
+            dict(data.get("future_requirements", {})),
+            {k: dict(v) for k, v in (data.get("provenance") or {}).items()},
+            list(data.get("digests") or []),
+            {k: dict(v) for k, v in (data.get("canon") or {}).items()},
+        )
 
     def counts(self) -> dict[str, int]:
-        return {"characters": len(self.characters), "past_events": len(self.past_events),
-                "open_requirements": len(self.future_requirements)}
+        return {
+            "characters": len(self.characters),
+            "past_events": len(self.past_events),
+            "open_requirements": len(self.future_requirements),
+        }
 
     def event_chapter(self, key: str) -> int:
         """The chapter an event was recorded in (0: unknown, e.g. a run older than provenance)."""
@@ -92,21 +102,38 @@ class NarrativeState:
         """``U(s, Δ)`` per entry. With ``text`` (the accepted chapter), every new or changed entry
         must quote it. Raises :class:`UpdateError` only when the update changed nothing and
         refused something (so the model sees it failed)."""
-        t = _Transition(normalize(text) if text is not None else None, chapter,
-                        {c: dict(self.provenance.get(c, {})) for c in COLLECTIONS},
-                        canon={k.casefold(): v for k, v in self.canon.items()})
+        t = _Transition(
+            normalize(text) if text is not None else None,
+            chapter,
+            {c: dict(self.provenance.get(c, {})) for c in COLLECTIONS},
+            canon={k.casefold(): v for k, v in self.canon.items()},
+        )
         characters = t.upsert_characters(dict(self.characters), update.upsert_character_state)
-        events = t.add_keyed(dict(self.past_events), update.add_past_event, "past_events", "add_past_event",
-                             "the key already exists with a different text; past events never change, choose a "
-                             "new key")
-        requirements = t.add_keyed(dict(self.future_requirements), update.add_future_requirement,
-                                   "future_requirements", "add_future_requirement",
-                                   "the key is already open with a different text")
+        events = t.add_keyed(
+            dict(self.past_events),
+            update.add_past_event,
+            "past_events",
+            "add_past_event",
+            "the key already exists with a different text; past events never change, choose a new key",
+        )
+        requirements = t.add_keyed(
+            dict(self.future_requirements),
+            update.add_future_requirement,
+            "future_requirements",
+            "add_future_requirement",
+            "the key is already open with a different text",
+        )
         t.resolve(requirements, update.resolve_future_requirement)
         if t.refused and not t.applied:
             raise UpdateError("; ".join(t.refused))
-        state = NarrativeState(characters, events, requirements, {c: v for c, v in t.provenance.items() if v},
-                               list(self.digests), dict(self.canon))
+        state = NarrativeState(
+            characters,
+            events,
+            requirements,
+            {c: v for c, v in t.provenance.items() if v},
+            list(self.digests),
+            dict(self.canon),
+        )
         return Applied(state, t.refused, t.applied, t.notes)
 
     # -- the prompt ------------------------------------------------------------------------
@@ -116,8 +143,10 @@ class NarrativeState:
         digested = self.digested()
         for digest in self.digests:
             first, last = digest.get("chapters", [0, 0])
-            lines.append(f"[digest of chapters {first}-{last}; its {len(digest.get('events', []))} events stay "
-                         f"searchable] {digest.get('text', '')}")
+            lines.append(
+                f"[digest of chapters {first}-{last}; its {len(digest.get('events', []))} events stay "
+                f"searchable] {digest.get('text', '')}"
+            )
         verbatim = [json.dumps({k: v}, ensure_ascii=False) for k, v in self.past_events.items() if k not in digested]
         lines += verbatim or ([] if self.digests else ["(none yet)"])
         lines.append("")
@@ -154,9 +183,11 @@ def _key_ok(key: str, where: str, refused: list[str]) -> bool:
 
 
 def describe_update(update: UpdateCall) -> str:
-    return (f"{len(update.upsert_character_state)} character(s) upserted, {len(update.add_past_event)} event(s) "
-            f"added, {len(update.add_future_requirement)} requirement(s) added, "
-            f"{len(update.resolve_future_requirement)} resolved")
+    return (
+        f"{len(update.upsert_character_state)} character(s) upserted, {len(update.add_past_event)} event(s) "
+        f"added, {len(update.add_future_requirement)} requirement(s) added, "
+        f"{len(update.resolve_future_requirement)} resolved"
+    )
 
 
 @dataclass
@@ -177,16 +208,20 @@ class _Transition:
         """Refuse (and say so, quoting the fact) a snapshot that changes a canon fact of ``name``."""
         for key, value in self.canon.get(name.casefold(), {}).items():
             if key in facts and facts[key].strip().casefold() != value.strip().casefold():
-                self.refused.append(f"upsert_character_state {name!r}: fact {key!r} = {facts[key]!r} contradicts "
-                                    f"the canon fact {key}: {value!r} (from the story bible); canon never changes")
+                self.refused.append(
+                    f"upsert_character_state {name!r}: fact {key!r} = {facts[key]!r} contradicts "
+                    f"the canon fact {key}: {value!r} (from the story bible); canon never changes"
+                )
                 return True
         return False
 
     def supported(self, where: str, quote: str | None) -> bool:
         if self.body is None or (quote is not None and occurs(quote, self.body)):
             return True
-        self.refused.append(f"{where}: the evidence {_short(quote or '')!r} does not occur in chapter {self.chapter}; "
-                            "copy a passage of the chapter exactly")
+        self.refused.append(
+            f"{where}: the evidence {_short(quote or '')!r} does not occur in chapter {self.chapter}; "
+            "copy a passage of the chapter exactly"
+        )
         return False
 
     def upsert_characters(self, characters: dict[str, dict[str, Any]], snaps: Any) -> dict[str, dict[str, Any]]:
@@ -203,8 +238,9 @@ class _Transition:
             seen.add(folded)
             bad_fact = next((f.key for f in snap.facts if KEY.fullmatch(f.key) is None), None)
             if bad_fact is not None:
-                self.refused.append(f"upsert_character_state {name!r}: fact key {bad_fact!r} must match "
-                                    "^[a-z][a-z0-9_]{0,63}$")
+                self.refused.append(
+                    f"upsert_character_state {name!r}: fact key {bad_fact!r} must match ^[a-z][a-z0-9_]{{0,63}}$"
+                )
                 continue
             facts = {fact.key: fact.value for fact in snap.facts}
             if self.contradicts_canon(name, facts):
@@ -227,8 +263,7 @@ class _Transition:
             self.applied += 1
         return characters
 
-    def add_keyed(self, table: dict[str, str], items: Any, collection: str, what: str,
-                  exists: str) -> dict[str, str]:
+    def add_keyed(self, table: dict[str, str], items: Any, collection: str, what: str, exists: str) -> dict[str, str]:
         """New keyed entries (past events, requirements); a key that exists with another text is refused."""
         for item in items:
             where = f"{what} {item.key!r}"

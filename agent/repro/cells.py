@@ -41,12 +41,19 @@ def plan_cell(grid: Grid, cell: Cell) -> list[StorySpec]:
     """The stories of one cell, each with its validated configuration."""
     method = cell.method
     if grid.prompts is not None:
-        specs = plan_stories(method.pipeline, prompts=grid.prompts, ids=grid.ids, words=cell.words,
-                             settings=method.settings, profile=grid.profile)
+        specs = plan_stories(
+            method.pipeline,
+            prompts=grid.prompts,
+            ids=grid.ids,
+            words=cell.words,
+            settings=method.settings,
+            profile=grid.profile,
+        )
         count = grid.stories_at(cell.words)
         return specs[:count] if count else specs
-    return plan_stories(method.pipeline, stories=grid.stories, words=cell.words, settings=method.settings,
-                        profile=grid.profile)
+    return plan_stories(
+        method.pipeline, stories=grid.stories, words=cell.words, settings=method.settings, profile=grid.profile
+    )
 
 
 def plan(grid: Grid, out: Path) -> list[PlannedCell]:
@@ -59,8 +66,10 @@ def plan(grid: Grid, out: Path) -> list[PlannedCell]:
             marker = folder / MARKER
             recorded = json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else {}
             if recorded.get("digest") != grid.cell_digest(cell):
-                raise GridError(f"{folder} was written with other settings for {cell.method.name} (pipeline, set, "
-                                "profile or length); give the method another name or use another --out")
+                raise GridError(
+                    f"{folder} was written with other settings for {cell.method.name} (pipeline, set, "
+                    "profile or length); give the method another name or use another --out"
+                )
         elif folder.exists() and any(folder.iterdir()):
             raise GridError(f"{folder} exists and is not a batch of this grid; use another --out")
         planned.append(PlannedCell(cell, folder, plan_cell(grid, cell), exists))
@@ -75,20 +84,34 @@ def prepare(grid: Grid, planned: list[PlannedCell], llm: LLMOptions) -> list[str
             with BatchStore.open(p.folder) as batch:
                 added = batch.add_stories(p.stories)
             if added:
-                lines.append(f"{p.cell.folder}: {len(added)} new stor{'y' if len(added) == 1 else 'ies'} "
-                             f"({', '.join(added[:5])}{', ...' if len(added) > 5 else ''})")
+                lines.append(
+                    f"{p.cell.folder}: {len(added)} new stor{'y' if len(added) == 1 else 'ies'} "
+                    f"({', '.join(added[:5])}{', ...' if len(added) > 5 else ''})"
+                )
             continue
         create(p.folder, p.cell.method.pipeline, p.stories, llm, concurrency=grid.concurrency).close()
-        spec = {"digest": grid.cell_digest(p.cell), "method": p.cell.method.name, "pipeline": p.cell.method.pipeline,
-                "settings": p.cell.method.settings, "profile": grid.profile, "words": p.cell.words,
-                "seed": p.cell.seed}
+        spec = {
+            "digest": grid.cell_digest(p.cell),
+            "method": p.cell.method.name,
+            "pipeline": p.cell.method.pipeline,
+            "settings": p.cell.method.settings,
+            "profile": grid.profile,
+            "words": p.cell.words,
+            "seed": p.cell.seed,
+        }
         write_atomic(p.folder / MARKER, json.dumps(spec, indent=2).encode("utf-8"))
         lines.append(f"{p.cell.folder}: new, {len(p.stories)} stor{'y' if len(p.stories) == 1 else 'ies'}")
     return lines
 
 
-def write(planned: list[PlannedCell], *, llm: LLMOptions | None, model: LLM | None = None,
-          sink: Sink | None = None, stop: threading.Event | None = None) -> list[BatchResult]:
+def write(
+    planned: list[PlannedCell],
+    *,
+    llm: LLMOptions | None,
+    model: LLM | None = None,
+    sink: Sink | None = None,
+    stop: threading.Event | None = None,
+) -> list[BatchResult]:
     """Write every cell through the batch runner (finished stories are skipped by it)."""
     results = []
     for p in planned:

@@ -65,8 +65,12 @@ def _config(grid: Grid, cell: Cell, folder: Path) -> dict[str, Any]:
     if registered.settings is not None and "plan_cache" in registered.settings.known():
         settings["plan_cache"] = str(folder / "plans")  # the user's plan cache is never touched
     if registered.takes == "prompt":
-        return {**settings, "prompt": "A lighthouse keeper finds a letter from the future.", "prompt_id": "sim",
-                "words": cell.words}
+        return {
+            **settings,
+            "prompt": "A lighthouse keeper finds a letter from the future.",
+            "prompt_id": "sim",
+            "words": cell.words,
+        }
     assert grid.stories is not None, "a grid of story pipelines names its stories folder (load_grid checks it)"
     assert registered.story_config is not None, f"{registered.name} takes a story file but cannot read one"
     first = sorted(Path(grid.stories).glob("*.toml"))[0]
@@ -78,11 +82,13 @@ def simulate(grid: Grid, cell: Cell) -> tuple[int, int, int]:
     with tempfile.TemporaryDirectory(prefix="fabula-estimate-") as tmp:
         folder = Path(tmp)
         model = SimulatedModel(context=SIM_CONTEXT)
-        store = pipelines.start(folder / "run", cell.method.pipeline, _config(grid, cell, folder),
-                                LLMOptions("embedded"), model=model)
+        store = pipelines.start(
+            folder / "run", cell.method.pipeline, _config(grid, cell, folder), LLMOptions("embedded"), model=model
+        )
         with store:
-            row = store.query("SELECT count(*), coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0) "
-                              "FROM llm_calls")[0]
+            row = store.query(
+                "SELECT count(*), coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0) FROM llm_calls"
+            )[0]
     return int(row[0]), int(row[1]), int(row[2])
 
 
@@ -93,8 +99,9 @@ def estimate(grid: Grid) -> list[CellEstimate]:
         for words in grid.lengths:
             cell = Cell(method, words, grid.seeds[0])
             calls, prompt, completion = simulate(grid, cell)
-            out.append(CellEstimate(method.name, words, len(grid.seeds), story_count(grid, cell), calls, prompt,
-                                    completion))
+            out.append(
+                CellEstimate(method.name, words, len(grid.seeds), story_count(grid, cell), calls, prompt, completion)
+            )
     return out
 
 
@@ -109,22 +116,38 @@ def measure_tokens_per_s(llm: LLM) -> float:
 
 
 def render(grid: Grid, cells: list[CellEstimate], tokens_per_s: float, source: str) -> list[str]:
-    lines = [f"fabula repro {grid.name} --estimate: {tokens_per_s:g} completion tokens/s ({source}); one simulated "
-             f"story per method and length, profile {grid.profile}, a {SIM_CONTEXT}-token context",
-             f"{'method':16} {'length':>7} {'stories':>8} {'calls':>10} {'prompt tok':>14} {'completion tok':>15} "
-             f"{'hours':>8}"]
+    lines = [
+        f"fabula repro {grid.name} --estimate: {tokens_per_s:g} completion tokens/s ({source}); one simulated "
+        f"story per method and length, profile {grid.profile}, a {SIM_CONTEXT}-token context",
+        f"{'method':16} {'length':>7} {'stories':>8} {'calls':>10} {'prompt tok':>14} {'completion tok':>15} "
+        f"{'hours':>8}",
+    ]
     total = [0, 0, 0, 0.0]
     for c in cells:
         n = c.stories * c.seeds
         hours = c.hours(tokens_per_s)
-        total = [total[0] + n * c.calls, total[1] + n * c.prompt_tokens, total[2] + n * c.completion_tokens,
-                 total[3] + hours]
-        lines.append(f"{c.method[:16]:16} {c.words:>7} {n:>8} {n * c.calls:>10,} {n * c.prompt_tokens:>14,} "
-                     f"{n * c.completion_tokens:>15,} {hours:>8.1f}")
+        total = [
+            total[0] + n * c.calls,
+            total[1] + n * c.prompt_tokens,
+            total[2] + n * c.completion_tokens,
+            total[3] + hours,
+        ]
+        lines.append(
+            f"{c.method[:16]:16} {c.words:>7} {n:>8} {n * c.calls:>10,} {n * c.prompt_tokens:>14,} "
+            f"{n * c.completion_tokens:>15,} {hours:>8.1f}"
+        )
     lines.append(f"{'total':16} {'':>7} {'':>8} {total[0]:>10,} {total[1]:>14,} {total[2]:>15,} {total[3]:>8.1f}")
-    lines.append("Per story: " + "; ".join(f"{c.method} {c.words}: {c.calls} calls, {c.prompt_tokens:,} prompt and "
-                                           f"{c.completion_tokens:,} completion tokens" for c in cells))
-    lines.append("Hours are completion tokens / tokens per second (decoding; prompt processing of mostly cached "
-                 "prefixes not counted). The simulated model passes every gate at the first try and never reads or "
-                 "searches, so these are a floor; judging is not included.")
+    lines.append(
+        "Per story: "
+        + "; ".join(
+            f"{c.method} {c.words}: {c.calls} calls, {c.prompt_tokens:,} prompt and "
+            f"{c.completion_tokens:,} completion tokens"
+            for c in cells
+        )
+    )
+    lines.append(
+        "Hours are completion tokens / tokens per second (decoding; prompt processing of mostly cached "
+        "prefixes not counted). The simulated model passes every gate at the first try and never reads or "
+        "searches, so these are a floor; judging is not included."
+    )
     return lines

@@ -33,8 +33,23 @@ TABLES = (NSTAGENT_TABLES, MAGNET_TABLES)
 """Which paper's tables a grid reports, by the paper's method: NstAgent's 3, 8 and 4, or Magnet's 1
 and 2 (not a pipeline's name: a grid's methods name their pipelines)."""
 EVALS = {NSTAGENT_TABLES: ("consistency", "quality"), MAGNET_TABLES: ("editorial",)}
-KEYS = {"name", "description", "tables", "profile", "prompts", "ids", "first", "first_at", "stories", "lengths",
-        "seeds", "methods", "judge", "include_incomplete", "concurrency"}
+KEYS = {
+    "name",
+    "description",
+    "tables",
+    "profile",
+    "prompts",
+    "ids",
+    "first",
+    "first_at",
+    "stories",
+    "lengths",
+    "seeds",
+    "methods",
+    "judge",
+    "include_incomplete",
+    "concurrency",
+}
 METHOD_KEYS = {"name", "pipeline", "set"}
 JUDGE_KEYS = {"endpoint", "model", "max_tokens", "min_output", "temperature", "seed", "context_tokens"}
 MAX_CELLS = 10_000
@@ -122,8 +137,12 @@ class Grid:
 
     def cell_digest(self, cell: Cell) -> str:
         """What a cell's stories are written with: a rerun with other settings is refused."""
-        spec = {"pipeline": cell.method.pipeline, "settings": cell.method.settings, "profile": self.profile,
-                "words": cell.words}
+        spec = {
+            "pipeline": cell.method.pipeline,
+            "settings": cell.method.settings,
+            "profile": self.profile,
+            "words": cell.words,
+        }
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -161,8 +180,12 @@ def _fail(path: Path, what: str) -> GridError:
 
 def _int_list(path: Path, data: Mapping[str, Any], key: str, default: list[int] | None = None) -> tuple[int, ...]:
     value = data.get(key, default)
-    if not isinstance(value, list) or not value or len(value) > MAX_CELLS or not all(
-            isinstance(v, int) and not isinstance(v, bool) for v in value):
+    if (
+        not isinstance(value, list)
+        or not value
+        or len(value) > MAX_CELLS
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    ):
         raise _fail(path, f"{key} must be a non-empty list of whole numbers (at most {MAX_CELLS:,})")
     if len(set(value)) != len(value):
         raise _fail(path, f"{key} repeats a value")
@@ -209,10 +232,19 @@ def parse_grid(data: Mapping[str, Any], path: Path, *, prompts: str | None = Non
     takes = {pipelines.get(m.pipeline).takes for m in methods}
     if len(takes) != 1:
         raise _fail(path, "every method of a grid takes the same input (prompts, or story definitions)")
-    grid = Grid(name=str(name), description=str(data.get("description", "")), tables=tables, profile=profile,
-                lengths=lengths, seeds=seeds, methods=methods, judge=_judge(path, data.get("judge", {})), source=path,
-                include_incomplete=_bool(path, data, "include_incomplete"),
-                concurrency=_positive(path, data.get("concurrency", 1), "concurrency"))
+    grid = Grid(
+        name=str(name),
+        description=str(data.get("description", "")),
+        tables=tables,
+        profile=profile,
+        lengths=lengths,
+        seeds=seeds,
+        methods=methods,
+        judge=_judge(path, data.get("judge", {})),
+        source=path,
+        include_incomplete=_bool(path, data, "include_incomplete"),
+        concurrency=_positive(path, data.get("concurrency", 1), "concurrency"),
+    )
     if takes == {"prompt"}:
         return _with_prompts(grid, path, data, prompts)
     if "stories" not in data or any(k in data for k in ("prompts", "ids", "first", "first_at")) or prompts:
@@ -237,7 +269,7 @@ def _with_prompts(grid: Grid, path: Path, data: Mapping[str, Any], prompts: str 
     source = Path(prompts).expanduser() if prompts else _resolve(path, data["prompts"], "prompts")
     ids = data.get("ids")
     if ids is not None and (not isinstance(ids, str) or "first" in data):
-        raise _fail(path, "ids is a string such as \"1-20,35\", and does not go with first")
+        raise _fail(path, 'ids is a string such as "1-20,35", and does not go with first')
     first = data.get("first")
     if first is not None:
         first = _positive(path, first, "first")
@@ -280,8 +312,9 @@ def _methods(path: Path, raw: Any, profile: str) -> tuple[Method, ...]:
         if not isinstance(name, str) or not name.strip():
             raise _fail(path, f"methods[{n}]: name is missing")
         if pipeline not in pipelines.names():
-            raise _fail(path, f"methods[{n}] ({name}): pipeline must be one of {', '.join(pipelines.names())}, "
-                        f"got {pipeline!r}")
+            raise _fail(
+                path, f"methods[{n}] ({name}): pipeline must be one of {', '.join(pipelines.names())}, got {pipeline!r}"
+            )
         if not isinstance(settings, dict):
             raise _fail(path, f"methods[{n}] ({name}): set is a table of settings")
         _check_settings(path, name, pipeline, settings, profile)
@@ -320,13 +353,15 @@ def _judge(path: Path, raw: Any) -> JudgeSpec:
     for key in ("endpoint", "model"):
         if key in raw and not isinstance(raw[key], str):
             raise _fail(path, f"judge.{key} must be a string")
-    ints = {k: _positive(path, raw[k], f"judge.{k}") for k in ("max_tokens", "min_output", "context_tokens")
-            if k in raw}
+    ints = {
+        k: _positive(path, raw[k], f"judge.{k}") for k in ("max_tokens", "min_output", "context_tokens") if k in raw
+    }
     seed = raw.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= SEED_MAX:
         raise _fail(path, f"judge.seed must be a whole number from 0 to {SEED_MAX}")
     temperature = raw.get("temperature", 0.1)
     if not isinstance(temperature, int | float) or isinstance(temperature, bool) or not 0 <= temperature <= 2:
         raise _fail(path, "judge.temperature must be a number between 0 and 2")
-    return JudgeSpec(endpoint=raw.get("endpoint"), model=raw.get("model"), temperature=float(temperature),
-                     seed=seed, **ints)
+    return JudgeSpec(
+        endpoint=raw.get("endpoint"), model=raw.get("model"), temperature=float(temperature), seed=seed, **ints
+    )

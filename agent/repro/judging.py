@@ -101,7 +101,11 @@ def rows(grid: Grid, planned: list[PlannedCell]) -> list[dict[str, Any]]:
                 row["backend"] = store.info().backend
                 if pipelines.get(store.info().pipeline).tools:  # a tool loop's run (NstAgent), not a baseline's
                     row.update(tool_usage(store))
-            row.update(method=cell.cell.method.name, seed=cell.cell.seed, target_words=cell.cell.words,
-                       prompt_key=f"{row['prompt_key']}|seed={cell.cell.seed}")
+            row.update(
+                method=cell.cell.method.name,
+                seed=cell.cell.seed,
+                target_words=cell.cell.words,
+                prompt_key=f"{row['prompt_key']}|seed={cell.cell.seed}",
+            )
             out.append(row)
     return out

@@ -43,9 +43,17 @@ class ReproResult:
         return self.completed == self.stories and judged_ok
 
 
-def run_grid(grid: Grid, out: Path, *, llm: LLMOptions, judge: Judge | None, model: LLM | None = None,
-             sink: Sink | None = None, stop: threading.Event | None = None,
-             planned: list[cells.PlannedCell] | None = None) -> ReproResult:
+def run_grid(
+    grid: Grid,
+    out: Path,
+    *,
+    llm: LLMOptions,
+    judge: Judge | None,
+    model: LLM | None = None,
+    sink: Sink | None = None,
+    stop: threading.Event | None = None,
+    planned: list[cells.PlannedCell] | None = None,
+) -> ReproResult:
     """Write, judge and report the grid in ``out`` (``judge`` None: write and report only)."""
     planned = planned if planned is not None else cells.plan(grid, out)
     lines = cells.prepare(grid, planned, llm)
@@ -53,15 +61,26 @@ def run_grid(grid: Grid, out: Path, *, llm: LLMOptions, judge: Judge | None, mod
     counts = None
     if judge is not None:
         counts = judging.judge_cells(grid, planned, judge, out / "criteria")
-        lines.append(f"judgments: {counts.ok} made, {counts.failed} failed, {counts.skipped} already stored"
-                     + (f", {len(counts.refused)} stor{'y' if len(counts.refused) == 1 else 'ies'} refused" if
-                        counts.refused else ""))
+        lines.append(
+            f"judgments: {counts.ok} made, {counts.failed} failed, {counts.skipped} already stored"
+            + (
+                f", {len(counts.refused)} stor{'y' if len(counts.refused) == 1 else 'ies'} refused"
+                if counts.refused
+                else ""
+            )
+        )
         lines += counts.refused
     return report(grid, out, planned, lines=lines, judged=counts)
 
 
-def report(grid: Grid, out: Path, planned: list[cells.PlannedCell], *, lines: list[str] | None = None,
-           judged: judging.JudgeCounts | None = None) -> ReproResult:
+def report(
+    grid: Grid,
+    out: Path,
+    planned: list[cells.PlannedCell],
+    *,
+    lines: list[str] | None = None,
+    judged: judging.JudgeCounts | None = None,
+) -> ReproResult:
     """The report from what the stores hold (no model is called)."""
     rows = judging.rows(grid, planned)
     stories = sum(len(p.stories) for p in planned)
@@ -79,5 +98,13 @@ def report(grid: Grid, out: Path, planned: list[cells.PlannedCell], *, lines: li
 
 def judge_from(spec: Any, llm: LLM, label: str, endpoint: str | None) -> Judge:
     """The grid's judge around an open model."""
-    return Judge(llm, label, temperature=spec.temperature, max_tokens=spec.max_tokens, seed=spec.seed,
-                 endpoint=endpoint or "embedded", context_tokens=spec.context_tokens, min_output=spec.min_output)
+    return Judge(
+        llm,
+        label,
+        temperature=spec.temperature,
+        max_tokens=spec.max_tokens,
+        seed=spec.seed,
+        endpoint=endpoint or "embedded",
+        context_tokens=spec.context_tokens,
+        min_output=spec.min_output,
+    )

@@ -25,8 +25,10 @@ from agent.testing.scripted import ScriptedLLM
 CHARS_PER_TOKEN = 4
 PROSE_ROLES = ("nst_prose", "rollsum_chapter", "direct_story", "narrator", "baseline", "transition")
 TEXT_ROLES = ("rollsum_summary", "nst_digest", "recap")
-LINE = ("the keeper walked along the harbour wall while gulls circled over grey water and a bell rang for the "
-        "drowned ships of the old town as fishermen mended nets beside quiet boats")
+LINE = (
+    "the keeper walked along the harbour wall while gulls circled over grey water and a bell rang for the "
+    "drowned ships of the old town as fishermen mended nets beside quiet boats"
+)
 WORDS = tuple(LINE.split())
 
 
@@ -96,8 +98,9 @@ class SimulatedModel(ScriptedLLM):
 
     def usage_of(self, request: Request, text: str) -> Usage:
         prompt = sum(len(m["content"]) for m in request.messages) // CHARS_PER_TOKEN
-        completion = round(len(text.split()) * ENGLISH_TOKENS_PER_WORD) if request.role in PROSE_ROLES \
-            else len(text) // 4
+        completion = (
+            round(len(text.split()) * ENGLISH_TOKENS_PER_WORD) if request.role in PROSE_ROLES else len(text) // 4
+        )
         return Usage(prompt, 0, max(1, min(completion, request.max_tokens)))
 
     def reply(self, request: Request, role: str, n: int) -> str:
@@ -129,9 +132,20 @@ class SimulatedModel(ScriptedLLM):
         except (KeyError, TypeError):
             choices = [round(words / chapters)]
         target = min(choices, key=lambda c: abs(c - words / chapters))
-        return json.dumps({"title": "The Keeper", "chapters": [
-            {"id": i, "title": f"Part {i}", "description": f"Things happen in part {i}.", "target_words": target}
-            for i in range(1, chapters + 1)]})
+        return json.dumps(
+            {
+                "title": "The Keeper",
+                "chapters": [
+                    {
+                        "id": i,
+                        "title": f"Part {i}",
+                        "description": f"Things happen in part {i}.",
+                        "target_words": target,
+                    }
+                    for i in range(1, chapters + 1)
+                ],
+            }
+        )
 
     last_prose = ""
     """The last prose reply (the chapter in flight): an update's evidence quotes it."""
@@ -149,8 +163,9 @@ class SimulatedModel(ScriptedLLM):
 
     def update(self, schema: dict[str, Any], defs: dict[str, Any], n: int) -> dict[str, Any]:
         """A state update of realistic size: three characters, four events, one requirement."""
-        branch = next(o for o in _branches(schema, defs) if (o.get("properties") or {}).get("tool", {}).get(
-            "const") == "update")
+        branch = next(
+            o for o in _branches(schema, defs) if (o.get("properties") or {}).get("tool", {}).get("const") == "update"
+        )
         props = branch["properties"]
         out: dict[str, Any] = {"tool": "update"}
         sizes = {"upsert_character_state": 3, "add_past_event": 4, "add_future_requirement": 1}
@@ -159,8 +174,11 @@ class SimulatedModel(ScriptedLLM):
                 continue
             item = spec.get("items") if spec.get("type") == "array" else None
             count = sizes.get(key, 0)
-            out[key] = [_keyed(instance(item, defs, key, n), key, n, k) for k in range(count)] if item else \
-                instance(spec, defs, key, n)
+            out[key] = (
+                [_keyed(instance(item, defs, key, n), key, n, k) for k in range(count)]
+                if item
+                else instance(spec, defs, key, n)
+            )
         return out
 
 

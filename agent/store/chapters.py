@@ -13,8 +13,9 @@ from agent.text import count_words
 _COLUMNS = "idx, title, text, words, version, degraded, degraded_reason"
 
 
-def insert(conn: sqlite3.Connection, index: int, title: str, text: str, *, degraded: bool,
-           degraded_reason: str | None) -> Chapter:
+def insert(
+    conn: sqlite3.Connection, index: int, title: str, text: str, *, degraded: bool, degraded_reason: str | None
+) -> Chapter:
     """Insert a new chapter, its first version and its search windows (inside a transaction)."""
     now = time.time()
     words = count_words(text)
@@ -35,8 +36,9 @@ def insert(conn: sqlite3.Connection, index: int, title: str, text: str, *, degra
     return Chapter(index, title, text, words, 1, degraded, degraded_reason)
 
 
-def revise(conn: sqlite3.Connection, index: int, text: str, *, title: str | None, reason: str,
-           unit: int | None) -> Chapter:
+def revise(
+    conn: sqlite3.Connection, index: int, text: str, *, title: str | None, reason: str, unit: int | None
+) -> Chapter:
     """Replace a committed chapter's text; keep the old version; reindex (inside a transaction)."""
     current = get(conn, index)
     if current is None:
@@ -45,8 +47,10 @@ def revise(conn: sqlite3.Connection, index: int, text: str, *, title: str | None
     words = count_words(text)
     version = current.version + 1
     now = time.time()
-    conn.execute("UPDATE chapters SET title = ?, text = ?, words = ?, version = ?, updated_at = ? WHERE idx = ?",
-                 (new_title, text, words, version, now, index))
+    conn.execute(
+        "UPDATE chapters SET title = ?, text = ?, words = ?, version = ?, updated_at = ? WHERE idx = ?",
+        (new_title, text, words, version, now, index),
+    )
     conn.execute(
         "INSERT INTO chapter_versions (idx, version, title, text, words, reason, unit, created_at)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -78,6 +82,9 @@ def all_chapters(conn: sqlite3.Connection) -> list[Chapter]:
 
 
 def versions(conn: sqlite3.Connection, index: int) -> list[dict[str, object]]:
-    rows = conn.execute("SELECT version, title, text, words, reason, unit, created_at FROM chapter_versions "
-                        "WHERE idx = ? ORDER BY version", (index,))
+    rows = conn.execute(
+        "SELECT version, title, text, words, reason, unit, created_at FROM chapter_versions "
+        "WHERE idx = ? ORDER BY version",
+        (index,),
+    )
     return [dict(r) for r in rows]

@@ -55,6 +55,7 @@ def config_changes(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
         a = flat_old.get(key, _UNSET)
         b = flat_new.get(key, _UNSET)
         if a is _UNSET or b is _UNSET or canonical_json(a) != canonical_json(b):
-            changes.append(Change(key, None if a is _UNSET else a, None if b is _UNSET else b,
-                                  a is not _UNSET, b is not _UNSET))
+            changes.append(
+                Change(key, None if a is _UNSET else a, None if b is _UNSET else b, a is not _UNSET, b is not _UNSET)
+            )
     return changes

@@ -23,15 +23,21 @@ APPLICATION_ID = 0x66616231  # "fab1": marks a database as a fabula run
 def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     """Open ``path``; read-only connections can never modify the file."""
     if readonly:
-        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, isolation_level=None,
-                               check_same_thread=False, timeout=10.0)
+        conn = sqlite3.connect(
+            f"{path.as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False, timeout=10.0
+        )
         if not os.access(path.parent, os.W_OK) and not _wal_present(path):
             # a read-only folder (a mounted archive): SQLite cannot create the -shm file a WAL
             # database needs, so the file is read as immutable; every committed unit is in it
             # because fabula checkpoints after each commit and at close
             conn.close()
-            conn = sqlite3.connect(f"{path.as_uri()}?mode=ro&immutable=1", uri=True, isolation_level=None,
-                                   check_same_thread=False, timeout=10.0)
+            conn = sqlite3.connect(
+                f"{path.as_uri()}?mode=ro&immutable=1",
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=10.0,
+            )
     else:
         conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=10.0)
     conn.row_factory = sqlite3.Row

@@ -18,8 +18,10 @@ from typing import Any
 from agent.store.errors import StoreError
 from agent.store.runstore import RunStore
 
-_COLUMNS = ("kind, item, judge, protocol, status, reply, error, meta, prompt_tokens, completion_tokens, "
-            "latency_s, attempts, updated_at")
+_COLUMNS = (
+    "kind, item, judge, protocol, status, reply, error, meta, prompt_tokens, completion_tokens, "
+    "latency_s, attempts, updated_at"
+)
 
 
 @dataclass(frozen=True)
@@ -44,15 +46,37 @@ class Judgment:
 
     @classmethod
     def from_row(cls, row: Any) -> Judgment:
-        return cls(row["kind"], row["item"], row["judge"], row["protocol"], row["status"],
-                   json.loads(row["reply"]) if row["reply"] is not None else None, row["error"],
-                   json.loads(row["meta"]), row["prompt_tokens"], row["completion_tokens"], row["latency_s"],
-                   row["attempts"], row["updated_at"])
+        return cls(
+            row["kind"],
+            row["item"],
+            row["judge"],
+            row["protocol"],
+            row["status"],
+            json.loads(row["reply"]) if row["reply"] is not None else None,
+            row["error"],
+            json.loads(row["meta"]),
+            row["prompt_tokens"],
+            row["completion_tokens"],
+            row["latency_s"],
+            row["attempts"],
+            row["updated_at"],
+        )
 
 
-def put(store: RunStore, *, kind: str, item: str, judge: str, protocol: str, reply: Any = None,
-        error: str | None = None, meta: dict[str, Any] | None = None, prompt_tokens: int = 0,
-        completion_tokens: int = 0, latency_s: float = 0.0) -> Judgment:
+def put(
+    store: RunStore,
+    *,
+    kind: str,
+    item: str,
+    judge: str,
+    protocol: str,
+    reply: Any = None,
+    error: str | None = None,
+    meta: dict[str, Any] | None = None,
+    prompt_tokens: int = 0,
+    completion_tokens: int = 0,
+    latency_s: float = 0.0,
+) -> Judgment:
     """Record one judgment: ``reply`` (ok) or ``error`` (failed), exactly one of them.
 
     An existing ``ok`` row is never replaced (a rerun must skip it); a ``failed`` row is
@@ -65,8 +89,10 @@ def put(store: RunStore, *, kind: str, item: str, judge: str, protocol: str, rep
     meta_json = json.dumps(meta or {}, ensure_ascii=False, sort_keys=True)
     now = time.time()
     with store._write() as conn:
-        row = conn.execute("SELECT status, attempts FROM judgments WHERE kind = ? AND item = ? AND judge = ? "
-                           "AND protocol = ?", (kind, item, judge, protocol)).fetchone()
+        row = conn.execute(
+            "SELECT status, attempts FROM judgments WHERE kind = ? AND item = ? AND judge = ? AND protocol = ?",
+            (kind, item, judge, protocol),
+        ).fetchone()
         if row is not None and row["status"] == "ok":
             raise StoreError(f"judgment {kind}/{item} by {judge} is already recorded")
         attempts = (row["attempts"] + 1) if row is not None else 1
@@ -78,15 +104,43 @@ def put(store: RunStore, *, kind: str, item: str, judge: str, protocol: str, rep
             "reply = excluded.reply, error = excluded.error, meta = excluded.meta, "
             "prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens, "
             "latency_s = excluded.latency_s, attempts = excluded.attempts, updated_at = excluded.updated_at",
-            (kind, item, judge, protocol, status, reply_json, error, meta_json, prompt_tokens, completion_tokens,
-             latency_s, attempts, now, now),
+            (
+                kind,
+                item,
+                judge,
+                protocol,
+                status,
+                reply_json,
+                error,
+                meta_json,
+                prompt_tokens,
+                completion_tokens,
+                latency_s,
+                attempts,
+                now,
+                now,
+            ),
         )
-    return Judgment(kind, item, judge, protocol, status, json.loads(reply_json) if reply_json else None, error,
-                    meta or {}, prompt_tokens, completion_tokens, latency_s, attempts, now)
+    return Judgment(
+        kind,
+        item,
+        judge,
+        protocol,
+        status,
+        json.loads(reply_json) if reply_json else None,
+        error,
+        meta or {},
+        prompt_tokens,
+        completion_tokens,
+        latency_s,
+        attempts,
+        now,
+    )
 
 
-def select(store: RunStore, kind: str, *, judge: str | None = None, protocol: str | None = None,
-           item: str | None = None) -> list[Judgment]:
+def select(
+    store: RunStore, kind: str, *, judge: str | None = None, protocol: str | None = None, item: str | None = None
+) -> list[Judgment]:
     """Judgments of ``kind``, optionally narrowed, in a stable order."""
     sql = f"SELECT {_COLUMNS} FROM judgments WHERE kind = ?"
     params: list[Any] = [kind]

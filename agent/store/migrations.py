@@ -26,9 +26,11 @@ def _run(conn: sqlite3.Connection, statements: list[str]) -> None:
 def m001_core(conn: sqlite3.Connection) -> None:
     """The run, its plan, chapters with their version history, states, sessions."""
     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-    _run(conn, [
-        """CREATE TABLE migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)""",
-        """CREATE TABLE run (
+    _run(
+        conn,
+        [
+            """CREATE TABLE migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)""",
+            """CREATE TABLE run (
             id INTEGER PRIMARY KEY CHECK (id = 1),
             pipeline TEXT NOT NULL,
             unit_kind TEXT NOT NULL CHECK (unit_kind IN ('chapter', 'step')),
@@ -44,8 +46,8 @@ def m001_core(conn: sqlite3.Connection) -> None:
             created_at REAL NOT NULL,
             updated_at REAL NOT NULL,
             finished_at REAL)""",
-        """CREATE TABLE plan (key TEXT PRIMARY KEY, value TEXT NOT NULL, updated_at REAL NOT NULL)""",
-        """CREATE TABLE chapters (
+            """CREATE TABLE plan (key TEXT PRIMARY KEY, value TEXT NOT NULL, updated_at REAL NOT NULL)""",
+            """CREATE TABLE chapters (
             idx INTEGER PRIMARY KEY CHECK (idx >= 1),
             title TEXT NOT NULL,
             text TEXT NOT NULL,
@@ -55,7 +57,7 @@ def m001_core(conn: sqlite3.Connection) -> None:
             degraded_reason TEXT,
             created_at REAL NOT NULL,
             updated_at REAL NOT NULL)""",
-        """CREATE TABLE chapter_versions (
+            """CREATE TABLE chapter_versions (
             idx INTEGER NOT NULL REFERENCES chapters (idx) ON DELETE CASCADE,
             version INTEGER NOT NULL,
             title TEXT NOT NULL,
@@ -65,9 +67,9 @@ def m001_core(conn: sqlite3.Connection) -> None:
             unit INTEGER,
             created_at REAL NOT NULL,
             PRIMARY KEY (idx, version))""",
-        """CREATE TABLE states (unit INTEGER PRIMARY KEY CHECK (unit >= 0), state TEXT NOT NULL,
+            """CREATE TABLE states (unit INTEGER PRIMARY KEY CHECK (unit >= 0), state TEXT NOT NULL,
             created_at REAL NOT NULL)""",
-        """CREATE TABLE sessions (
+            """CREATE TABLE sessions (
             id INTEGER PRIMARY KEY,
             kind TEXT NOT NULL,
             pid INTEGER NOT NULL,
@@ -78,7 +80,8 @@ def m001_core(conn: sqlite3.Connection) -> None:
             last_at REAL NOT NULL,
             ended_at REAL,
             outcome TEXT)""",
-    ])
+        ],
+    )
 
 
 def m002_chapter_search(conn: sqlite3.Connection) -> None:
@@ -91,8 +94,10 @@ def m002_chapter_search(conn: sqlite3.Connection) -> None:
     """
     from agent.store.search import index_chapter
 
-    _run(conn, [
-        """CREATE TABLE chapter_windows (
+    _run(
+        conn,
+        [
+            """CREATE TABLE chapter_windows (
             id INTEGER PRIMARY KEY,
             chapter INTEGER NOT NULL REFERENCES chapters (idx) ON DELETE CASCADE,
             position INTEGER NOT NULL,
@@ -102,26 +107,29 @@ def m002_chapter_search(conn: sqlite3.Connection) -> None:
             centre TEXT NOT NULL,
             next TEXT NOT NULL,
             UNIQUE (chapter, position))""",
-        """CREATE VIRTUAL TABLE chapter_fts USING fts5(
+            """CREATE VIRTUAL TABLE chapter_fts USING fts5(
             prev, centre, next,
             content = 'chapter_windows', content_rowid = 'id',
             tokenize = 'porter unicode61 remove_diacritics 2')""",
-        """CREATE TRIGGER chapter_windows_ai AFTER INSERT ON chapter_windows BEGIN
+            """CREATE TRIGGER chapter_windows_ai AFTER INSERT ON chapter_windows BEGIN
             INSERT INTO chapter_fts (rowid, prev, centre, next) VALUES (new.id, new.prev, new.centre, new.next);
         END""",
-        """CREATE TRIGGER chapter_windows_ad AFTER DELETE ON chapter_windows BEGIN
+            """CREATE TRIGGER chapter_windows_ad AFTER DELETE ON chapter_windows BEGIN
             INSERT INTO chapter_fts (chapter_fts, rowid, prev, centre, next)
             VALUES ('delete', old.id, old.prev, old.centre, old.next);
         END""",
-    ])
+        ],
+    )
     for index, text in conn.execute("SELECT idx, text FROM chapters").fetchall():
         index_chapter(conn, index, text)
 
 
 def m003_ledgers(conn: sqlite3.Connection) -> None:
     """Every tool call and every LLM call; chat messages stored once by content hash."""
-    _run(conn, [
-        """CREATE TABLE tool_calls (
+    _run(
+        conn,
+        [
+            """CREATE TABLE tool_calls (
             id INTEGER PRIMARY KEY,
             session_id INTEGER REFERENCES sessions (id),
             unit INTEGER NOT NULL,
@@ -132,9 +140,9 @@ def m003_ledgers(conn: sqlite3.Connection) -> None:
             ok INTEGER NOT NULL CHECK (ok IN (0, 1)),
             error TEXT,
             created_at REAL NOT NULL)""",
-        """CREATE INDEX tool_calls_unit ON tool_calls (unit)""",
-        """CREATE TABLE llm_messages (hash TEXT PRIMARY KEY, role TEXT NOT NULL, content TEXT NOT NULL)""",
-        """CREATE TABLE llm_calls (
+            """CREATE INDEX tool_calls_unit ON tool_calls (unit)""",
+            """CREATE TABLE llm_messages (hash TEXT PRIMARY KEY, role TEXT NOT NULL, content TEXT NOT NULL)""",
+            """CREATE TABLE llm_calls (
             id INTEGER PRIMARY KEY,
             session_id INTEGER REFERENCES sessions (id),
             unit INTEGER,
@@ -153,26 +161,30 @@ def m003_ledgers(conn: sqlite3.Connection) -> None:
             messages TEXT NOT NULL,
             text TEXT,
             created_at REAL NOT NULL)""",
-        """CREATE INDEX llm_calls_unit ON llm_calls (unit)""",
-    ])
+            """CREATE INDEX llm_calls_unit ON llm_calls (unit)""",
+        ],
+    )
 
 
 def m004_magnet(conn: sqlite3.Connection) -> None:
     """Magnet's timesteps (actions, critique, selection as JSON) and the paragraphs they add."""
-    _run(conn, [
-        """CREATE TABLE steps (
+    _run(
+        conn,
+        [
+            """CREATE TABLE steps (
             step INTEGER PRIMARY KEY CHECK (step >= 1),
             goal TEXT,
             record TEXT NOT NULL,
             created_at REAL NOT NULL)""",
-        """CREATE TABLE paragraphs (
+            """CREATE TABLE paragraphs (
             step INTEGER NOT NULL REFERENCES steps (step) ON DELETE CASCADE,
             seq INTEGER NOT NULL CHECK (seq >= 0),
             kind TEXT NOT NULL,
             text TEXT NOT NULL,
             words INTEGER NOT NULL,
             PRIMARY KEY (step, seq))""",
-    ])
+        ],
+    )
 
 
 def m005_judgments(conn: sqlite3.Connection) -> None:
@@ -184,8 +196,10 @@ def m005_judgments(conn: sqlite3.Connection) -> None:
     be recomputed from the store without calling a model again. Judge usage is kept here,
     apart from ``llm_calls``, so that evaluation never counts toward a story's cost.
     """
-    _run(conn, [
-        """CREATE TABLE judgments (
+    _run(
+        conn,
+        [
+            """CREATE TABLE judgments (
             id INTEGER PRIMARY KEY,
             kind TEXT NOT NULL,
             item TEXT NOT NULL,
@@ -203,14 +217,17 @@ def m005_judgments(conn: sqlite3.Connection) -> None:
             updated_at REAL NOT NULL,
             CHECK ((status = 'ok') = (reply IS NOT NULL)),
             UNIQUE (kind, item, judge, protocol))""",
-        """CREATE INDEX judgments_kind ON judgments (kind, judge, protocol)""",
-    ])
+            """CREATE INDEX judgments_kind ON judgments (kind, judge, protocol)""",
+        ],
+    )
 
 
 def m006_paragraph_versions(conn: sqlite3.Connection) -> None:
     """Earlier texts of revised Magnet paragraphs (a revision keeps what it replaced)."""
-    _run(conn, [
-        """CREATE TABLE paragraph_versions (
+    _run(
+        conn,
+        [
+            """CREATE TABLE paragraph_versions (
             step INTEGER NOT NULL,
             seq INTEGER NOT NULL,
             version INTEGER NOT NULL CHECK (version >= 1),
@@ -220,7 +237,8 @@ def m006_paragraph_versions(conn: sqlite3.Connection) -> None:
             replaced_at REAL NOT NULL,
             PRIMARY KEY (step, seq, version),
             FOREIGN KEY (step, seq) REFERENCES paragraphs (step, seq) ON DELETE CASCADE)""",
-    ])
+        ],
+    )
 
 
 def m007_call_sampling(conn: sqlite3.Connection) -> None:
@@ -234,22 +252,25 @@ def m008_paragraph_search(conn: sqlite3.Connection) -> None:
     External content over ``paragraphs``, kept in step by triggers, so a paragraph is indexed
     in the transaction that commits (or revises) it; paragraphs that exist already are indexed
     here."""
-    _run(conn, [
-        """CREATE VIRTUAL TABLE paragraph_fts USING fts5(
+    _run(
+        conn,
+        [
+            """CREATE VIRTUAL TABLE paragraph_fts USING fts5(
             text, content = 'paragraphs', content_rowid = 'rowid',
             tokenize = 'porter unicode61 remove_diacritics 2')""",
-        """CREATE TRIGGER paragraphs_ai AFTER INSERT ON paragraphs BEGIN
+            """CREATE TRIGGER paragraphs_ai AFTER INSERT ON paragraphs BEGIN
             INSERT INTO paragraph_fts (rowid, text) VALUES (new.rowid, new.text);
         END""",
-        """CREATE TRIGGER paragraphs_ad AFTER DELETE ON paragraphs BEGIN
+            """CREATE TRIGGER paragraphs_ad AFTER DELETE ON paragraphs BEGIN
             INSERT INTO paragraph_fts (paragraph_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
         END""",
-        """CREATE TRIGGER paragraphs_au AFTER UPDATE OF text ON paragraphs BEGIN
+            """CREATE TRIGGER paragraphs_au AFTER UPDATE OF text ON paragraphs BEGIN
             INSERT INTO paragraph_fts (paragraph_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
             INSERT INTO paragraph_fts (rowid, text) VALUES (new.rowid, new.text);
         END""",
-        """INSERT INTO paragraph_fts (paragraph_fts) VALUES ('rebuild')""",
-    ])
+            """INSERT INTO paragraph_fts (paragraph_fts) VALUES ('rebuild')""",
+        ],
+    )
 
 
 def m009_call_min_tokens(conn: sqlite3.Connection) -> None:
@@ -270,9 +291,19 @@ def m011_call_timing(conn: sqlite3.Connection) -> None:
     _run(conn, ["ALTER TABLE llm_calls ADD COLUMN timing TEXT"])
 
 
-MIGRATIONS: list[Migration] = [m001_core, m002_chapter_search, m003_ledgers, m004_magnet, m005_judgments,
-                               m006_paragraph_versions, m007_call_sampling, m008_paragraph_search,
-                               m009_call_min_tokens, m010_call_reasoning, m011_call_timing]
+MIGRATIONS: list[Migration] = [
+    m001_core,
+    m002_chapter_search,
+    m003_ledgers,
+    m004_magnet,
+    m005_judgments,
+    m006_paragraph_versions,
+    m007_call_sampling,
+    m008_paragraph_search,
+    m009_call_min_tokens,
+    m010_call_reasoning,
+    m011_call_timing,
+]
 LATEST = len(MIGRATIONS)
 
 
@@ -295,7 +326,9 @@ def migrate(conn: sqlite3.Connection, *, target: int = LATEST) -> list[int]:
                 return applied
             migration = MIGRATIONS[version - 1]
             migration(conn)
-            conn.execute("INSERT INTO migrations (version, name, applied_at) VALUES (?, ?, ?)",
-                         (version, migration.__name__, time.time()))
+            conn.execute(
+                "INSERT INTO migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                (version, migration.__name__, time.time()),
+            )
             conn.execute(f"PRAGMA user_version = {version}")
         applied.append(version)

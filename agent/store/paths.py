@@ -58,8 +58,9 @@ def check_output_dir(path: str | os.PathLike[str], *, what: str = "output folder
     except (OSError, RuntimeError, ValueError) as exc:
         raise StoreError(f"{what} {shown}: not a usable path ({exc})") from exc
     if len(os.fsencode(target)) > PATH_MAX or any(len(os.fsencode(p)) > NAME_MAX for p in target.parts):
-        raise StoreError(f"{what} {shown[:80]}...: a name in it is longer than {NAME_MAX} bytes (or the path than "
-                         f"{PATH_MAX})")
+        raise StoreError(
+            f"{what} {shown[:80]}...: a name in it is longer than {NAME_MAX} bytes (or the path than {PATH_MAX})"
+        )
     existing = target
     while not existing.exists():
         if existing.is_symlink():
@@ -83,8 +84,10 @@ def outside_run(run_dir: Path, out: str | os.PathLike[str], *, what: str) -> Pat
     nested in the run it comes from would be copied, exported and removed with it."""
     wanted = Path(out).expanduser().resolve()
     if wanted.is_relative_to(run_dir.resolve()):
-        raise StoreError(f"{what} must go outside the run it comes from ({out} is "
-                         f"{'that run' if wanted == run_dir.resolve() else 'inside it'})")
+        raise StoreError(
+            f"{what} must go outside the run it comes from ({out} is "
+            f"{'that run' if wanted == run_dir.resolve() else 'inside it'})"
+        )
     return wanted
 
 

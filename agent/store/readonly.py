@@ -29,8 +29,10 @@ def open_readonly(run_dir: str | Path) -> RunStore:
             raise NotARunError(f"{db} is not a fabula run")
         version = schema_version(conn)
         if version != LATEST:
-            raise StoreError(f"{db} has schema version {version}, this fabula reads {LATEST}; "
-                             "the view never writes, so upgrade it once with `fabula show` (or use a newer fabula)")
+            raise StoreError(
+                f"{db} has schema version {version}, this fabula reads {LATEST}; "
+                "the view never writes, so upgrade it once with `fabula show` (or use a newer fabula)"
+            )
     except BaseException:
         conn.close()
         raise

@@ -14,8 +14,9 @@ def stored_json(raw: Any, what: str) -> Any:
     try:
         return json.loads(raw)
     except (TypeError, ValueError, RecursionError) as exc:
-        raise NotARunError(f"the run database is damaged: its {what} is not JSON ({type(exc).__name__}: "
-                           f"{str(exc)[:80]})") from None
+        raise NotARunError(
+            f"the run database is damaged: its {what} is not JSON ({type(exc).__name__}: {str(exc)[:80]})"
+        ) from None
 
 
 def stored_text(raw: Any, what: str = "a text column") -> str:
@@ -26,8 +27,10 @@ def stored_text(raw: Any, what: str = "a text column") -> str:
     if isinstance(raw, str):
         return raw
     if isinstance(raw, bytes | bytearray | memoryview):
-        raise NotARunError(f"the run database is damaged: {what} holds binary data, not text "
-                           f"({len(bytes(raw))} bytes); restore the run from a copy (fabula export --format db)")
+        raise NotARunError(
+            f"the run database is damaged: {what} holds binary data, not text "
+            f"({len(bytes(raw))} bytes); restore the run from a copy (fabula export --format db)"
+        )
     return "" if raw is None else str(raw)
 
 
@@ -51,10 +54,21 @@ class RunInfo:
 
     @classmethod
     def from_row(cls, row: Any) -> RunInfo:
-        return cls(row["pipeline"], row["unit_kind"], stored_json(row["config"], "run configuration"),
-                   row["fingerprint"], row["model"],
-                   row["backend"], row["status"], row["error"], row["target_units"], row["last_unit"],
-                   row["created_at"], row["updated_at"], row["finished_at"])
+        return cls(
+            row["pipeline"],
+            row["unit_kind"],
+            stored_json(row["config"], "run configuration"),
+            row["fingerprint"],
+            row["model"],
+            row["backend"],
+            row["status"],
+            row["error"],
+            row["target_units"],
+            row["last_unit"],
+            row["created_at"],
+            row["updated_at"],
+            row["finished_at"],
+        )
 
 
 @dataclass(frozen=True)
@@ -69,14 +83,26 @@ class Chapter:
 
     @classmethod
     def from_row(cls, row: Any) -> Chapter:
-        return cls(row["idx"], stored_text(row["title"], f"chapter {row['idx']}'s title"),
-                   stored_text(row["text"], f"chapter {row['idx']}'s text"), row["words"], row["version"],
-                   bool(row["degraded"]),
-                   row["degraded_reason"])
+        return cls(
+            row["idx"],
+            stored_text(row["title"], f"chapter {row['idx']}'s title"),
+            stored_text(row["text"], f"chapter {row['idx']}'s text"),
+            row["words"],
+            row["version"],
+            bool(row["degraded"]),
+            row["degraded_reason"],
+        )
 
     def as_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "title": self.title, "text": self.text, "words": self.words,
-                "version": self.version, "degraded": self.degraded, "degraded_reason": self.degraded_reason}
+        return {
+            "index": self.index,
+            "title": self.title,
+            "text": self.text,
+            "words": self.words,
+            "version": self.version,
+            "degraded": self.degraded,
+            "degraded_reason": self.degraded_reason,
+        }
 
 
 @dataclass(frozen=True)

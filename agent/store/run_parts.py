@@ -94,8 +94,14 @@ class Sessions(StoreBase):
         return None
 
     @contextmanager
-    def session(self, kind: str, *, config: dict[str, Any] | None = None,
-                transport: dict[str, Any] | None = None, keep_status: bool = False) -> Iterator[int]:
+    def session(
+        self,
+        kind: str,
+        *,
+        config: dict[str, Any] | None = None,
+        transport: dict[str, Any] | None = None,
+        keep_status: bool = False,
+    ) -> Iterator[int]:
         """Hold the run for writing while a pipeline works on it (``kind``: start, resume).
 
         Only one process at a time: a second one gets :class:`RunBusyError`. ``config``
@@ -115,19 +121,29 @@ class Sessions(StoreBase):
             now = time.time()
             with self._write() as conn:
                 if config is not None:
-                    conn.execute("UPDATE run SET config = ?, fingerprint = ? WHERE id = 1",
-                                 (_json(config, "config"), fingerprint(config)))
+                    conn.execute(
+                        "UPDATE run SET config = ?, fingerprint = ? WHERE id = 1",
+                        (_json(config, "config"), fingerprint(config)),
+                    )
                 info = RunInfo.from_row(conn.execute("SELECT * FROM run").fetchone())
                 kept = (info.status, info.error) if keep_status else None
                 cursor = conn.execute(
                     "INSERT INTO sessions (kind, pid, host, config, fingerprint, started_at, last_at) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (kind, os.getpid(), socket.gethostname(),
-                     canonical_json({**info.config, "transport": transport} if transport else info.config),
-                     info.fingerprint, now, now),
+                    (
+                        kind,
+                        os.getpid(),
+                        socket.gethostname(),
+                        canonical_json({**info.config, "transport": transport} if transport else info.config),
+                        info.fingerprint,
+                        now,
+                        now,
+                    ),
                 )
-                conn.execute("UPDATE run SET status = 'running', error = NULL, finished_at = NULL, updated_at = ? "
-                             "WHERE id = 1", (now,))
+                conn.execute(
+                    "UPDATE run SET status = 'running', error = NULL, finished_at = NULL, updated_at = ? WHERE id = 1",
+                    (now,),
+                )
             self._session_id = int(cursor.lastrowid or 0)
             outcome, error = "stopped", None
             try:
@@ -151,8 +167,10 @@ class Sessions(StoreBase):
         if kept is not None:
             status, run_error = kept
         with suppress(sqlite3.Error), self._write() as conn:
-            conn.execute("UPDATE sessions SET ended_at = ?, last_at = ?, outcome = ? WHERE id = ?",
-                         (now, now, outcome, self._session_id))
+            conn.execute(
+                "UPDATE sessions SET ended_at = ?, last_at = ?, outcome = ? WHERE id = ?",
+                (now, now, outcome, self._session_id),
+            )
             conn.execute("UPDATE run SET status = ?, error = ?, updated_at = ? WHERE id = 1", (status, run_error, now))
         self._session_id = None
 
@@ -163,16 +181,21 @@ class PlanRecords(StoreBase):
     def put_plan(self, key: str, value: Any) -> None:
         """Store one part of the plan (premise, outline, ...) as JSON."""
         with self._write() as conn:
-            conn.execute("INSERT INTO plan (key, value, updated_at) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE "
-                         "SET value = excluded.value, updated_at = excluded.updated_at",
-                         (key, _json(value, "plan"), time.time()))
+            conn.execute(
+                "INSERT INTO plan (key, value, updated_at) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE "
+                "SET value = excluded.value, updated_at = excluded.updated_at",
+                (key, _json(value, "plan"), time.time()),
+            )
 
     def update_plan(self, values: dict[str, Any]) -> None:
         """Store several parts of the plan in one transaction (a writer's edit lands whole or not at all)."""
         rows = [(key, _json(value, "plan"), time.time()) for key, value in values.items()]
         with self._write() as conn:
-            conn.executemany("INSERT INTO plan (key, value, updated_at) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE "
-                             "SET value = excluded.value, updated_at = excluded.updated_at", rows)
+            conn.executemany(
+                "INSERT INTO plan (key, value, updated_at) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE "
+                "SET value = excluded.value, updated_at = excluded.updated_at",
+                rows,
+            )
 
     def record_server_probe(self, probe: dict[str, Any]) -> None:
         """Keep what the model server was found to be and enforce (the endpoint backend's probe,
@@ -226,14 +249,16 @@ class UnitReaders(StoreBase):
         with self._lock:
             return magnet.steps(self._conn)
 
-    def search(self, query: str, *, k: int = chapter_search.DEFAULT_K,
-               before: int | None = None) -> list[chapter_search.Hit]:
+    def search(
+        self, query: str, *, k: int = chapter_search.DEFAULT_K, before: int | None = None
+    ) -> list[chapter_search.Hit]:
         """The writer's search: the ``k`` best sentence windows, from chapters below ``before``."""
         with self._lock:
             return chapter_search.search(self._conn, query, k=k, before=before)
 
-    def reader_search(self, query: str, *, k: int = chapter_search.DEFAULT_K,
-                      before: int | None = None) -> list[chapter_search.Hit]:
+    def reader_search(
+        self, query: str, *, k: int = chapter_search.DEFAULT_K, before: int | None = None
+    ) -> list[chapter_search.Hit]:
         """A writer's search: quoted phrases as written, no sentence twice (agent.store.search)."""
         with self._lock:
             return chapter_search.reader_search(self._conn, query, k=k, before=before)
@@ -269,12 +294,30 @@ class Ledgers(StoreBase):
     def recorder(self) -> Callable[[CallRecord], None]:
         return self.record_llm_call
 
-    def record_tool_call(self, *, turn: int, tool: str, arguments: Any, result: str | None = None,
-                         ok: bool = True, error: str | None = None, unit: int | None = None) -> None:
+    def record_tool_call(
+        self,
+        *,
+        turn: int,
+        tool: str,
+        arguments: Any,
+        result: str | None = None,
+        ok: bool = True,
+        error: str | None = None,
+        unit: int | None = None,
+    ) -> None:
         """Record one tool call of the unit in flight (or of ``unit``)."""
         with self._write() as conn:
-            ledger.insert_tool_call(conn, session_id=self._session_id, unit=self._unit(conn) if unit is None else unit,
-                                    turn=turn, tool=tool, arguments=arguments, result=result, ok=ok, error=error)
+            ledger.insert_tool_call(
+                conn,
+                session_id=self._session_id,
+                unit=self._unit(conn) if unit is None else unit,
+                turn=turn,
+                tool=tool,
+                arguments=arguments,
+                result=result,
+                ok=ok,
+                error=error,
+            )
 
     def llm_calls(self) -> list[CallRecord]:
         with self._lock:

@@ -62,9 +62,18 @@ class RunStore(Sessions, PlanRecords, UnitReaders, Ledgers):
 
     # -- opening -------------------------------------------------------------------------
     @classmethod
-    def create(cls, run_dir: str | os.PathLike[str], *, pipeline: str, config: dict[str, Any],
-               unit_kind: str = "chapter", model: str | None = None, backend: str | None = None,
-               target_units: int | None = None, initial_state: Any = None) -> RunStore:
+    def create(
+        cls,
+        run_dir: str | os.PathLike[str],
+        *,
+        pipeline: str,
+        config: dict[str, Any],
+        unit_kind: str = "chapter",
+        model: str | None = None,
+        backend: str | None = None,
+        target_units: int | None = None,
+        initial_state: Any = None,
+    ) -> RunStore:
         """Create a new run in ``run_dir`` (made if missing; refused if it already holds a run)."""
         if unit_kind not in UNIT_KINDS:
             raise StoreError(f"unit kind must be one of {', '.join(UNIT_KINDS)}, not {unit_kind!r}")
@@ -81,8 +90,10 @@ class RunStore(Sessions, PlanRecords, UnitReaders, Ledgers):
                     (pipeline, unit_kind, config_json, fingerprint(config), model, backend, target_units, now, now),
                 )
                 if initial_state is not None:
-                    conn.execute("INSERT INTO states (unit, state, created_at) VALUES (0, ?, ?)",
-                                 (_json(initial_state, "state"), now))
+                    conn.execute(
+                        "INSERT INTO states (unit, state, created_at) VALUES (0, ?, ?)",
+                        (_json(initial_state, "state"), now),
+                    )
         except sqlite3.IntegrityError as exc:
             conn.close()
             raise StoreError(f"{run_dir} already holds a run") from exc
@@ -94,8 +105,7 @@ class RunStore(Sessions, PlanRecords, UnitReaders, Ledgers):
         return store
 
     @classmethod
-    def open(cls, run_dir: str | os.PathLike[str], *, readonly: bool = False,
-             pipeline: str | None = None) -> RunStore:
+    def open(cls, run_dir: str | os.PathLike[str], *, readonly: bool = False, pipeline: str | None = None) -> RunStore:
         """Open an existing run. The database is checked read-only first, so a corrupt,
         foreign or too-new file is refused without being touched; an older schema is
         upgraded (the only write a read-only open may cause)."""
@@ -109,8 +119,10 @@ class RunStore(Sessions, PlanRecords, UnitReaders, Ledgers):
             finally:
                 upgrade.close()
         if not readonly and _read_only_file_system(folder):
-            raise ReadOnlyRunError(f"the run is on a read-only file system ({folder}); show, search and export work "
-                                   "there, writing does not")
+            raise ReadOnlyRunError(
+                f"the run is on a read-only file system ({folder}); show, search and export work "
+                "there, writing does not"
+            )
         conn = connect(db, readonly=readonly)
         store = cls(folder, conn, readonly=readonly)
         if not readonly:
@@ -179,8 +191,10 @@ class RunStore(Sessions, PlanRecords, UnitReaders, Ledgers):
         """Mark the run completed (the pipeline calls this after its last unit)."""
         now = time.time()
         with self._write() as conn:
-            conn.execute("UPDATE run SET status = 'completed', error = NULL, finished_at = ?, updated_at = ? "
-                         "WHERE id = 1", (now, now))
+            conn.execute(
+                "UPDATE run SET status = 'completed', error = NULL, finished_at = ?, updated_at = ? WHERE id = 1",
+                (now, now),
+            )
 
     # -- units ---------------------------------------------------------------------------
     def _advance(self, conn: sqlite3.Connection, kind: str, unit: int, state: Any) -> None:
@@ -194,24 +208,41 @@ class RunStore(Sessions, PlanRecords, UnitReaders, Ledgers):
         if unit != last + 1:
             raise CommitError(f"{kind} {unit} is out of order: the next {kind} is {last + 1}")
         now = time.time()
-        conn.execute("INSERT INTO states (unit, state, created_at) VALUES (?, ?, ?)",
-                     (unit, _json(state, "state"), now))
+        conn.execute(
+            "INSERT INTO states (unit, state, created_at) VALUES (?, ?, ?)", (unit, _json(state, "state"), now)
+        )
         conn.execute("UPDATE run SET last_unit = ?, updated_at = ? WHERE id = 1", (unit, now))
         if self._session_id is not None:
             conn.execute("UPDATE sessions SET last_at = ? WHERE id = ?", (now, self._session_id))
 
-    def commit_chapter(self, index: int, title: str, text: str, *, state: Any, degraded: bool = False,
-                       degraded_reason: str | None = None) -> Chapter:
+    def commit_chapter(
+        self,
+        index: int,
+        title: str,
+        text: str,
+        *,
+        state: Any,
+        degraded: bool = False,
+        degraded_reason: str | None = None,
+    ) -> Chapter:
         """Commit chapter ``index`` (the next one), its search windows and the state after it."""
         with self._write() as conn:
             self._advance(conn, "chapter", index, state)
-            chapter = chapter_rows.insert(conn, index, without_nul(title), without_nul(text), degraded=degraded,
-                                          degraded_reason=degraded_reason)
+            chapter = chapter_rows.insert(
+                conn, index, without_nul(title), without_nul(text), degraded=degraded, degraded_reason=degraded_reason
+            )
         self._checkpoint()
         return chapter
 
-    def commit_step(self, step: int, paragraphs: Sequence[magnet.ParagraphSpec], *, state: Any,
-                    record: dict[str, Any], goal: str | None = None) -> list[Paragraph]:
+    def commit_step(
+        self,
+        step: int,
+        paragraphs: Sequence[magnet.ParagraphSpec],
+        *,
+        state: Any,
+        record: dict[str, Any],
+        goal: str | None = None,
+    ) -> list[Paragraph]:
         """Commit Magnet timestep ``step`` (the next one): its record, paragraphs and state."""
         with self._write() as conn:
             self._advance(conn, "step", step, state)
@@ -232,8 +263,9 @@ class RunStore(Sessions, PlanRecords, UnitReaders, Ledgers):
     def revise_chapter(self, index: int, text: str, *, title: str | None = None, reason: str) -> Chapter:
         """Replace a committed chapter's whole text (the old version is kept); reindexed at once."""
         with self._write() as conn:
-            return chapter_rows.revise(conn, index, without_nul(text), title=title, reason=reason,
-                                       unit=self._unit(conn))
+            return chapter_rows.revise(
+                conn, index, without_nul(text), title=title, reason=reason, unit=self._unit(conn)
+            )
 
     def replace_state(self, unit: int, state: Any) -> None:
         """Replace the state stored with committed ``unit`` (an edit, or a state re-derived from an
@@ -265,9 +297,11 @@ def _check_database(db: Path) -> int:
             binary = _binary_text(conn, tables)
     except sqlite3.DatabaseError as exc:
         if _disk_full(db.parent):  # SQLite cannot make its -shm file: "disk I/O error", not damage
-            raise DiskFullError(f"the disk is full; nothing already committed was lost (SQLite cannot open {db} "
-                                f"without a little free space: {exc}); free some space, then run the command "
-                                "again") from exc
+            raise DiskFullError(
+                f"the disk is full; nothing already committed was lost (SQLite cannot open {db} "
+                f"without a little free space: {exc}); free some space, then run the command "
+                "again"
+            ) from exc
         raise NotARunError(f"{db} is corrupt: {exc}") from exc
     finally:
         conn.close()
@@ -276,8 +310,9 @@ def _check_database(db: Path) -> int:
     if binary:  # fabula writes text only: bytes there are damage, never shown as mojibake with success
         raise NotARunError(f"{db} is damaged: {binary} holds binary data, not text; restore the run from a copy")
     if missing:  # e.g. a hand-dropped chapters table: never "already completed" over a hole
-        raise NotARunError(f"{db} is damaged: its {', '.join(missing)} table{'s are' if len(missing) > 1 else ' is'} "
-                           "missing")
+        raise NotARunError(
+            f"{db} is damaged: its {', '.join(missing)} table{'s are' if len(missing) > 1 else ' is'} missing"
+        )
     if version > LATEST:
         raise SchemaTooNewError(f"{db} has schema version {version}; this fabula knows up to {LATEST} (upgrade fabula)")
     return version
@@ -286,8 +321,10 @@ def _check_database(db: Path) -> int:
 def _binary_text(conn: sqlite3.Connection, tables: set[str]) -> str | None:
     """The first story text column damaged into a BLOB (``chapter 3's text``), or None."""
     if "chapters" in tables:
-        row = conn.execute("SELECT idx, typeof(title) = 'blob' FROM chapters WHERE typeof(text) = 'blob' "
-                           "OR typeof(title) = 'blob' LIMIT 1").fetchone()
+        row = conn.execute(
+            "SELECT idx, typeof(title) = 'blob' FROM chapters WHERE typeof(text) = 'blob' "
+            "OR typeof(title) = 'blob' LIMIT 1"
+        ).fetchone()
         if row:
             return f"chapter {row[0]}'s {'title' if row[1] else 'text'}"
     if "paragraphs" in tables:

@@ -48,8 +48,12 @@ class Hit:
     """In a series (``fabula sequel``): the number of the earlier book the window is from; None: this book."""
 
     def as_dict(self) -> dict[str, object]:
-        found: dict[str, object] = {"chapter": self.chapter, "position": self.position, "score": self.score,
-                                    "text": self.text}
+        found: dict[str, object] = {
+            "chapter": self.chapter,
+            "position": self.position,
+            "score": self.score,
+            "text": self.text,
+        }
         return found if self.book is None else {**found, "book": self.book}
 
 
@@ -106,8 +110,9 @@ def windows(text: str) -> list[tuple[int, int, int, str, str, str]]:
 
 def index_chapter(conn: sqlite3.Connection, chapter: int, text: str) -> int:
     """(Re)index one chapter's windows; call inside the transaction that writes its text."""
-    conn.execute("DELETE FROM chapter_windows WHERE id >= ? AND id < ?",
-                 (chapter * WINDOW_STRIDE, (chapter + 1) * WINDOW_STRIDE))
+    conn.execute(
+        "DELETE FROM chapter_windows WHERE id >= ? AND id < ?", (chapter * WINDOW_STRIDE, (chapter + 1) * WINDOW_STRIDE)
+    )
     rows = [(chapter * WINDOW_STRIDE + w[0], chapter, *w) for w in windows(text)]
     if len(rows) >= WINDOW_STRIDE:
         raise ValueError(f"chapter {chapter} has {len(rows)} sentences; at most {WINDOW_STRIDE - 1} are indexed")
@@ -150,8 +155,7 @@ def phrases(query: str) -> list[str]:
     return [" ".join(p.split()) for p in _PHRASE.findall(query) if query_terms(p)]
 
 
-def reader_search(conn: sqlite3.Connection, query: str, *, k: int = DEFAULT_K,
-                  before: int | None = None) -> list[Hit]:
+def reader_search(conn: sqlite3.Connection, query: str, *, k: int = DEFAULT_K, before: int | None = None) -> list[Hit]:
     """A writer's search (``fabula search``, the view): :func:`search`, except that a quoted phrase must
     appear as written (its words in order, next to each other), and no sentence is shown twice (a hit
     whose centre sentence another, better hit's window already shows is dropped). The model's search tool
@@ -189,8 +193,11 @@ def highlights(text: str, query: str) -> list[tuple[int, int]]:
 
 
 def _rows_with(conn: sqlite3.Connection, term: str) -> int:
-    return int(conn.execute("SELECT count(*) FROM chapter_fts WHERE chapter_fts MATCH ?",
-                            (match_expression([term]),)).fetchone()[0])
+    return int(
+        conn.execute(
+            "SELECT count(*) FROM chapter_fts WHERE chapter_fts MATCH ?", (match_expression([term]),)
+        ).fetchone()[0]
+    )
 
 
 def _ranked(conn: sqlite3.Connection, expression: str, k: int, limit: int) -> list[Hit]:

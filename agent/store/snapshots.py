@@ -112,8 +112,11 @@ class RunTarget(BaseModel):
             return cls(prompt="\n".join(str(p) for p in parts if p), words=_magnet_words(story))
         words = config.get("words")
         prompt_id = config.get("prompt_id")
-        return cls(prompt=str(config.get("prompt", "")), prompt_id=None if prompt_id is None else str(prompt_id),
-                   words=int(words) if isinstance(words, int | float) and words else None)
+        return cls(
+            prompt=str(config.get("prompt", "")),
+            prompt_id=None if prompt_id is None else str(prompt_id),
+            words=int(words) if isinstance(words, int | float) and words else None,
+        )
 
     @property
     def key(self) -> str:
@@ -158,9 +161,13 @@ class WorldTable:
         variables = self.world["variables"]
         if not self.nested:
             return {k: v for k, v in variables.items() if isinstance(v, dict)}
-        return {(attribute if subject == "world" else f"{subject}.{attribute}"): record
-                for subject, attributes in variables.items() if isinstance(attributes, dict)
-                for attribute, record in attributes.items() if isinstance(record, dict)}
+        return {
+            (attribute if subject == "world" else f"{subject}.{attribute}"): record
+            for subject, attributes in variables.items()
+            if isinstance(attributes, dict)
+            for attribute, record in attributes.items()
+            if isinstance(record, dict)
+        }
 
     def set(self, key: str, value: Any, *, step: int, by: str) -> None:
         """Set (or add) the variable ``key`` names, in the format the state already has."""

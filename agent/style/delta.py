@@ -28,8 +28,15 @@ DRIFT_THRESHOLD = 1.3
 """A chapter whose distance exceeds this is flagged as drifting from the sample (see the validation)."""
 Z_CAP = 5.0
 """A single dimension adds at most this many spreads, so one habit absent from the sample cannot swamp the rest."""
-FEATURE_FLOOR = {"sentence_mean": 1.0, "sentence_spread": 1.0, "paragraph_mean": 5.0, "short_sentences": 0.03,
-                 "long_sentences": 0.03, "dialogue_share": 0.03, "past_tense": 0.05}
+FEATURE_FLOOR = {
+    "sentence_mean": 1.0,
+    "sentence_spread": 1.0,
+    "paragraph_mean": 5.0,
+    "short_sentences": 0.03,
+    "long_sentences": 0.03,
+    "dialogue_share": 0.03,
+    "past_tense": 0.05,
+}
 """The least spread a feature is given (its unit: words, a share); rates per 1,000 words get 1.0."""
 MIN_SAMPLE_WORDS = 1000
 """Fewer words than this give too few chunks to measure a spread; such a sample is refused."""
@@ -73,14 +80,21 @@ class StyleProfile:
         rates = word_rates(text, self.words)
         word_z = [min(Z_CAP, abs(r - m) / s) for r, m, s in zip(rates, self.word_mean, self.word_spread, strict=True)]
         vector = measure(text).as_vector()
-        feature_z = {name: min(Z_CAP, abs(vector[name] - mean) / self.feature_spread[name])
-                     for name, mean in self.feature_mean.items()}
+        feature_z = {
+            name: min(Z_CAP, abs(vector[name] - mean) / self.feature_spread[name])
+            for name, mean in self.feature_mean.items()
+        }
         words = sum(word_z) / len(word_z) if word_z else 0.0
         features = sum(feature_z.values()) / len(feature_z) if feature_z else 0.0
         total = (words + features) / 2
         farthest = [name for name, z in sorted(feature_z.items(), key=lambda kv: -kv[1]) if z > 2.0][:3]
-        return Distance(words=round(words, 3), features=round(features, 3), total=round(total, 3),
-                        drifted=total > threshold, farthest=farthest)
+        return Distance(
+            words=round(words, 3),
+            features=round(features, 3),
+            total=round(total, 3),
+            drifted=total > threshold,
+            farthest=farthest,
+        )
 
 
 def chunks(text: str, size: int = CHUNK_WORDS) -> list[str]:
@@ -123,9 +137,14 @@ def profile(sample: str) -> StyleProfile:
     names = list(vectors[0])
     feature_mean, feature_spread = _mean_spread([[v[n] for n in names] for v in vectors])
     feature_spread = [max(s, FEATURE_FLOOR.get(n, 1.0)) for n, s in zip(names, feature_spread, strict=True)]
-    return StyleProfile(words=chosen, word_mean=word_mean, word_spread=word_spread,
-                        feature_mean=dict(zip(names, feature_mean, strict=True)),
-                        feature_spread=dict(zip(names, feature_spread, strict=True)), chunks=len(pieces))
+    return StyleProfile(
+        words=chosen,
+        word_mean=word_mean,
+        word_spread=word_spread,
+        feature_mean=dict(zip(names, feature_mean, strict=True)),
+        feature_spread=dict(zip(names, feature_spread, strict=True)),
+        chunks=len(pieces),
+    )
 
 
 _FUNCTION_SET = frozenset(FUNCTION_WORDS)

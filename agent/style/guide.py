@@ -28,23 +28,32 @@ def build_guide(sample: str, *, source: str, description: str | None = None) -> 
     sample too short to measure."""
     made = profile(sample)
     features = measure(sample)
-    return {"source": source, "card": card_text(features, made), "description": description,
-            "features": features.as_vector(), "profile": made.to_dict(), "passages": passages(sample)}
+    return {
+        "source": source,
+        "card": card_text(features, made),
+        "description": description,
+        "features": features.as_vector(),
+        "profile": made.to_dict(),
+        "passages": passages(sample),
+    }
 
 
 def card_text(features: Features, made: StyleProfile) -> str:
     """The measured features in a few plain lines a writer (and a model) can follow."""
     punct = features.punctuation
     habits = ", ".join(f"{name} {rate:.1f}" for name, rate in sorted(punct.items(), key=lambda kv: -kv[1]) if rate)
-    return "\n".join([
-        f"- Narration: {features.person} person, {features.tense} tense.",
-        f"- Sentences: {features.sentence_mean:.0f} words on average (spread {features.sentence_spread:.0f}); "
-        f"{features.short_sentences:.0%} short (8 words or fewer), {features.long_sentences:.0%} long (30 or more).",
-        f"- Paragraphs: {features.paragraph_mean:.0f} words on average.",
-        f"- Dialogue: {features.dialogue_share:.0%} of the words are inside quotation marks.",
-        f"- Punctuation per 1,000 words: {habits or 'little'}.",
-        f"- Most frequent function words: {', '.join(made.words[:12])}.",
-    ])
+    return "\n".join(
+        [
+            f"- Narration: {features.person} person, {features.tense} tense.",
+            f"- Sentences: {features.sentence_mean:.0f} words on average (spread {features.sentence_spread:.0f}); "
+            f"{features.short_sentences:.0%} short (8 words or fewer), "
+            f"{features.long_sentences:.0%} long (30 or more).",
+            f"- Paragraphs: {features.paragraph_mean:.0f} words on average.",
+            f"- Dialogue: {features.dialogue_share:.0%} of the words are inside quotation marks.",
+            f"- Punctuation per 1,000 words: {habits or 'little'}.",
+            f"- Most frequent function words: {', '.join(made.words[:12])}.",
+        ]
+    )
 
 
 def passages(sample: str, size: int = PASSAGE_WORDS) -> list[str]:

@@ -19,10 +19,12 @@ from agent.llm.types import RawReply, Usage
 from agent.testing.scripted import ScriptedLLM
 from agent.text import count_words
 
-_LINE = ("the lantern keeper walked along the harbour wall while gulls circled over grey water and "
-         "somewhere below a bell rang for the drowned ships of the old town; salt wind pressed cold "
-         "against shuttered windows as fishermen mended torn nets beside quiet boats, and a child "
-         "counted copper coins under flickering lamps near the chapel steps")
+_LINE = (
+    "the lantern keeper walked along the harbour wall while gulls circled over grey water and "
+    "somewhere below a bell rang for the drowned ships of the old town; salt wind pressed cold "
+    "against shuttered windows as fishermen mended torn nets beside quiet boats, and a child "
+    "counted copper coins under flickering lamps near the chapel steps"
+)
 WORDS = tuple(re.findall(r"[^\s;,]+", _LINE))
 BOOK_TITLE = "The Bell Keeper"
 """The title every scripted outline gives the book."""
@@ -135,33 +137,69 @@ def quotes_from(text: str, n: int) -> list[str]:
     return ["  ".join(sentences[(k * 7) % len(sentences)].split()[:8]) for k in range(n)]
 
 
-def update_json(chapter: int, *, events: int = 4, characters: int = 3, cast: int = 8,
-                requirement: bool = True, resolve: list[str] | None = None, text: str = "",
-                facts: int = 0) -> str:
+def update_json(
+    chapter: int,
+    *,
+    events: int = 4,
+    characters: int = 3,
+    cast: int = 8,
+    requirement: bool = True,
+    resolve: list[str] | None = None,
+    text: str = "",
+    facts: int = 0,
+) -> str:
     quotes = iter(quotes_from(text, characters + events + 1) if text else [])
     snaps = []
     for j in range(characters):
         who = (chapter * characters + j) % cast
-        snaps.append({"name": f"Character {who}", "location": f"the harbour district, pier {chapter}",
-                      "goal": "find the missing lantern before the storm", "relationships": "sister of the keeper",
-                      "knowledge": f"knows what happened in chapter {chapter}", "possessions": "a brass key",
-                      "condition": "tired but determined",
-                      "facts": [{"key": key, "value": value} for key, value in
-                                [("age", f"{30 + who}"), ("birth_date", f"{who + 1} March {1990 - who}"),
-                                 ("appearance", "grey coat, a scar over the left eyebrow, very tall"),
-                                 ("title", "harbour pilot"), ("aliases", f"the pilot; Mister {who}")][:facts]],
-                      "evidence": next(quotes, "the keeper said so")})
+        snaps.append(
+            {
+                "name": f"Character {who}",
+                "location": f"the harbour district, pier {chapter}",
+                "goal": "find the missing lantern before the storm",
+                "relationships": "sister of the keeper",
+                "knowledge": f"knows what happened in chapter {chapter}",
+                "possessions": "a brass key",
+                "condition": "tired but determined",
+                "facts": [
+                    {"key": key, "value": value}
+                    for key, value in [
+                        ("age", f"{30 + who}"),
+                        ("birth_date", f"{who + 1} March {1990 - who}"),
+                        ("appearance", "grey coat, a scar over the left eyebrow, very tall"),
+                        ("title", "harbour pilot"),
+                        ("aliases", f"the pilot; Mister {who}"),
+                    ][:facts]
+                ],
+                "evidence": next(quotes, "the keeper said so"),
+            }
+        )
     resolve = resolve or []
-    return json.dumps({
-        "tool": "update", "upsert_character_state": snaps,
-        "add_past_event": [{"key": f"ch{chapter}_event_{k}", "description": f"In chapter {chapter} event {k} "
-                            "happened at the pier, witnessed by the keeper and two sailors.",
-                            "evidence": next(quotes, "the keeper said so")} for k in range(events)],
-        "add_future_requirement": [{"key": f"promise_{chapter}", "description": "The bell must ring again.",
-                                    "evidence": next(quotes, "the keeper said so")}]
-        if requirement else [],
-        "resolve_future_requirement": resolve,
-    })
+    return json.dumps(
+        {
+            "tool": "update",
+            "upsert_character_state": snaps,
+            "add_past_event": [
+                {
+                    "key": f"ch{chapter}_event_{k}",
+                    "description": f"In chapter {chapter} event {k} "
+                    "happened at the pier, witnessed by the keeper and two sailors.",
+                    "evidence": next(quotes, "the keeper said so"),
+                }
+                for k in range(events)
+            ],
+            "add_future_requirement": [
+                {
+                    "key": f"promise_{chapter}",
+                    "description": "The bell must ring again.",
+                    "evidence": next(quotes, "the keeper said so"),
+                }
+            ]
+            if requirement
+            else [],
+            "resolve_future_requirement": resolve,
+        }
+    )
 
 
 def outline_json(request: Request) -> str:
@@ -172,9 +210,15 @@ def outline_json(request: Request) -> str:
     per = words / chapters
     choices = per_chapter_choices(request) or [round(per)]
     target = min(choices, key=lambda c: abs(c - per))
-    return json.dumps({"title": BOOK_TITLE,
-                       "chapters": [{"id": i, "title": f"Part {i}", "description": f"Things happen in part {i}.",
-                                     "target_words": target} for i in range(1, chapters + 1)]})
+    return json.dumps(
+        {
+            "title": BOOK_TITLE,
+            "chapters": [
+                {"id": i, "title": f"Part {i}", "description": f"Things happen in part {i}.", "target_words": target}
+                for i in range(1, chapters + 1)
+            ],
+        }
+    )
 
 
 def outline_asked(request: Request) -> tuple[int, int]:
@@ -215,16 +259,29 @@ def default_policy(request: Request, tools: list[str]) -> str:
     fallback update)."""
     if not tools:
         quote = quotes_from(chapter_text(request), 1)[0]
-        return json.dumps({"add_past_event": [{"key": f"ch{chapter_of(request)}_fallback",
-                                               "description": "The chapter happened.", "evidence": quote}]})
+        return json.dumps(
+            {
+                "add_past_event": [
+                    {
+                        "key": f"ch{chapter_of(request)}_fallback",
+                        "description": "The chapter happened.",
+                        "evidence": quote,
+                    }
+                ]
+            }
+        )
     for tool in ("write", "update", "finish"):
         if tool in tools:
             if tool == "write":
                 return json.dumps({"tool": "write", "title": f"Chapter {chapter_of(request)}"})
             if tool == "update":
                 keys = open_requirements(request)
-                return without_evidence(update_json(chapter_of(request), resolve=keys[:1] if len(keys) >= 3
-                                                    else [], text=chapter_text(request)), request)
+                return without_evidence(
+                    update_json(
+                        chapter_of(request), resolve=keys[:1] if len(keys) >= 3 else [], text=chapter_text(request)
+                    ),
+                    request,
+                )
             return json.dumps({"tool": "finish"})
     raise AssertionError(f"nothing to do with {tools}")
 
@@ -232,9 +289,12 @@ def default_policy(request: Request, tools: list[str]) -> str:
 class Author(ScriptedLLM):
     """The scripted model. ``policy`` picks tool calls, ``length`` sizes each prose reply."""
 
-    def __init__(self, policy: Policy = default_policy,
-                 length: Callable[[Request, int], int | tuple[int, str]] | None = None,
-                 tokens_per_word: float = 1.3) -> None:
+    def __init__(
+        self,
+        policy: Policy = default_policy,
+        length: Callable[[Request, int], int | tuple[int, str]] | None = None,
+        tokens_per_word: float = 1.3,
+    ) -> None:
         super().__init__(model="scripted-author")
         self.policy = policy
         self.length = length or (lambda request, attempt: gate_of(request)[0])
@@ -251,8 +311,7 @@ class Author(ScriptedLLM):
         text, finish = self.reply(request)
         prompt = sum(len(m["content"]) for m in request.messages) // 4
         prose_role = request.role in ("nst_prose", "rollsum_chapter", "direct_story")
-        completion = max(1, round(count_words(text) * self.tokens_per_word)) if prose_role \
-            else max(1, len(text) // 4)
+        completion = max(1, round(count_words(text) * self.tokens_per_word)) if prose_role else max(1, len(text) // 4)
         if completion > request.max_tokens:  # as a server does: the reply stops at max_tokens
             if prose_role:
                 text = " ".join(text.split()[: int(request.max_tokens / self.tokens_per_word)])
@@ -315,6 +374,11 @@ def judge_json(request: Request) -> str:
     for sentence in re.split(r"(?<=\.)\s+", chapter):
         for name, former in renamed:
             if former in sentence:
-                found.append({"quote": sentence.strip(), "state": f"{former} is now called {name}",
-                              "explanation": f"the chapter still calls {name} {former}"})
+                found.append(
+                    {
+                        "quote": sentence.strip(),
+                        "state": f"{former} is now called {name}",
+                        "explanation": f"the chapter still calls {name} {former}",
+                    }
+                )
     return json.dumps({"contradictions": found[:8]})

@@ -50,8 +50,9 @@ def infer_role(body: dict[str, Any]) -> str:
 class AuthorServer(FakeServer):
     """Serves ``author`` (a default :class:`Author`) as ``model``; the knobs the module names are attributes."""
 
-    def __init__(self, author: Author | None = None, delay_s: float = 0.0, *, model: str = "scripted-author",
-                 vllm: bool = False) -> None:
+    def __init__(
+        self, author: Author | None = None, delay_s: float = 0.0, *, model: str = "scripted-author", vllm: bool = False
+    ) -> None:
         self.author = author or Author()
         self.delay_s = delay_s
         self.model, self.vllm = model, vllm
@@ -79,8 +80,11 @@ class AuthorServer(FakeServer):
         if call.path.startswith("/v1/models"):
             if self.stall_models:
                 return Hang(120)  # accepts, never answers (the client's timeout ends it)
-            entry = {"id": self.model, "object": "model", "owned_by": "vllm", "max_model_len": 32768} \
-                if self.vllm else {"id": self.model}
+            entry = (
+                {"id": self.model, "object": "model", "owned_by": "vllm", "max_model_len": 32768}
+                if self.vllm
+                else {"id": self.model}
+            )
             return Answer(200, model_list(entry))
         if self.vllm and call.path == "/version":
             return Answer(200, {"version": "0.32.0"})
@@ -104,12 +108,18 @@ class AuthorServer(FakeServer):
         time.sleep(self.delay_s)
         self.count += 1
         schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
-        request = Request(body["messages"], JsonSchema(schema) if schema else None,
-                          max_tokens=body["max_tokens"], role=infer_role(body))
+        request = Request(
+            body["messages"],
+            JsonSchema(schema) if schema else None,
+            max_tokens=body["max_tokens"],
+            role=infer_role(body),
+        )
         request.constraint = to_constraint(request.output_type)
         text, finish = self.author.reply(request)
-        return Answer(200, chat_reply(text, finish, model=self.model, prompt=self.prompt_tokens,
-                                      completion=len(text) // 4, cached=60))
+        return Answer(
+            200,
+            chat_reply(text, finish, model=self.model, prompt=self.prompt_tokens, completion=len(text) // 4, cached=60),
+        )
 
     def close(self) -> None:
         self.gate.set()

@@ -26,8 +26,10 @@ GETS: dict[str, dict[str, Any]] = {
     "sglang": {"/v1/models": _models("sglang", max_model_len=8192)},
     "llama.cpp": {"/v1/models": _models("llamacpp", meta={"n_ctx": 4096, "n_ctx_train": 8192})},
     "llama-cpp-python": {"/v1/models": _models("me", permissions=[])},
-    "tgi": {"/v1/models": _models(MODEL), "/info": {"router": "text-generation-router", "version": "3.3.6",
-                                                     "model_id": MODEL, "max_total_tokens": 2048}},
+    "tgi": {
+        "/v1/models": _models(MODEL),
+        "/info": {"router": "text-generation-router", "version": "3.3.6", "model_id": MODEL, "max_total_tokens": 2048},
+    },
     "ollama": {"/v1/models": _models("library"), "/api/version": {"version": "0.12.3"}},
 }
 
@@ -61,19 +63,33 @@ class KindServer(FakeServer):
             if path != "/api/chat":
                 return 404, {"error": "404 page not found"}
             text = self._text(body.get("format") is not None, False)
-            return 200, {"model": MODEL, "message": {"role": "assistant", "content": text, "thinking": "hmm"},
-                         "done": True, "done_reason": "stop", "prompt_eval_count": 11, "eval_count": 3}
+            return 200, {
+                "model": MODEL,
+                "message": {"role": "assistant", "content": text, "thinking": "hmm"},
+                "done": True,
+                "done_reason": "stop",
+                "prompt_eval_count": 11,
+                "eval_count": 3,
+            }
         if path != "/v1/chat/completions":
             return 404, {"error": "no route"}
         if kind == "vllm" and body.get("min_tokens", 0) > body["max_tokens"]:
             return 400, {"error": {"message": "min_tokens must be less than or equal to max_tokens"}}
         response_format = body.get("response_format") or {}
-        shape = {"vllm": "json_schema", "sglang": "json_schema", "llama.cpp": "json_object",
-                 "llama-cpp-python": "json_object", "tgi": "json"}[kind]
+        shape = {
+            "vllm": "json_schema",
+            "sglang": "json_schema",
+            "llama.cpp": "json_object",
+            "llama-cpp-python": "json_object",
+            "tgi": "json",
+        }[kind]
         if kind == "llama-cpp-python" and response_format.get("type") == "json_schema":
             return 422, {"detail": "Input should be 'text' or 'json_object'"}
-        regex = {"vllm": "structured_outputs" in body, "sglang": "regex" in body,
-                 "tgi": response_format.get("type") == "regex"}.get(kind, False)
+        regex = {
+            "vllm": "structured_outputs" in body,
+            "sglang": "regex" in body,
+            "tgi": response_format.get("type") == "regex",
+        }.get(kind, False)
         text = self._text(response_format.get("type") == shape, regex)
         return 200, chat_reply(text, model=MODEL, prompt=11, completion=3, cached=0 if kind == "vllm" else None)
 

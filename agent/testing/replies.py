@@ -10,14 +10,24 @@ from typing import Any
 from agent.llm.probe import PROBE_ASK, RANGE_ASK, RANGE_MIN
 
 
-def chat_reply(content: Any = "ok", finish: str = "stop", *, model: Any = "m", prompt: int = 3, completion: int = 1,
-               cached: int | None = None) -> dict[str, Any]:
+def chat_reply(
+    content: Any = "ok",
+    finish: str = "stop",
+    *,
+    model: Any = "m",
+    prompt: int = 3,
+    completion: int = 1,
+    cached: int | None = None,
+) -> dict[str, Any]:
     """One chat completion; ``cached`` (the prompt tokens the prefix cache served) is left out when None."""
     usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion}
     if cached is not None:
         usage["prompt_tokens_details"] = {"cached_tokens": cached}
-    return {"model": model, "choices": [{"message": {"role": "assistant", "content": content},
-                                         "finish_reason": finish}], "usage": usage}
+    return {
+        "model": model,
+        "choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": finish}],
+        "usage": usage,
+    }
 
 
 def model_list(*models: dict[str, Any]) -> dict[str, Any]:

@@ -38,8 +38,15 @@ class ScriptedLLM(LLM):
 
     backend = "scripted"
 
-    def __init__(self, script: Iterable[Any] | Callable[[Request], Any] = (), *, model: str = "scripted-model",
-                 usage: Usage | UsageOf = WORDS, context: int | None = None, keep: bool = True) -> None:
+    def __init__(
+        self,
+        script: Iterable[Any] | Callable[[Request], Any] = (),
+        *,
+        model: str = "scripted-model",
+        usage: Usage | UsageOf = WORDS,
+        context: int | None = None,
+        keep: bool = True,
+    ) -> None:
         super().__init__(model)
         self.script = script if callable(script) else None
         self.replies: list[Any] = [] if callable(script) else list(script)
@@ -74,6 +81,7 @@ class ScriptedLLM(LLM):
             raise reply
         if isinstance(reply, RawReply):
             return reply
-        text, finish = reply if isinstance(reply, tuple) else (reply if isinstance(reply, str) else json.dumps(reply),
-                                                                  "stop")
+        text, finish = (
+            reply if isinstance(reply, tuple) else (reply if isinstance(reply, str) else json.dumps(reply), "stop")
+        )
         return RawReply(text=text, finish_reason=finish, usage=self.usage_of(request, text), model=self.model)

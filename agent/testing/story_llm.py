@@ -71,9 +71,11 @@ def offered(request: Request) -> dict[str, list[str]]:
 
 
 def default_paragraph(request: Request, n: int) -> str:
-    return (f"Rain fell on the old house while the keeper counted {n} lanterns by the door. A gull cried over "
-            "the grey harbour and the tide turned slowly. Nobody spoke of the missing will that night. "
-            f"Paragraph {n}.")
+    return (
+        f"Rain fell on the old house while the keeper counted {n} lanterns by the door. A gull cried over "
+        "the grey harbour and the tide turned slowly. Nobody spoke of the missing will that night. "
+        f"Paragraph {n}."
+    )
 
 
 def default_goal(request: Request, n: int) -> dict[str, Any]:
@@ -91,13 +93,19 @@ def default_transition(request: Request, n: int) -> str:
 class StoryLLM(ScriptedLLM):
     """Replies by role; every request is kept (with its role) for assertions."""
 
-    def __init__(self, *, delay: float = 0.0, fail: Callable[[Request, int], LLMError | None] | None = None,
-                 **policies: Policy) -> None:
+    def __init__(
+        self, *, delay: float = 0.0, fail: Callable[[Request, int], LLMError | None] | None = None, **policies: Policy
+    ) -> None:
         super().__init__(model="story-model", usage=per_word(100, 40))
         self.policies: dict[str, Policy] = {
-            "character": default_action, "critic": default_critic, "narrator-select": default_select,
-            "narrator": default_paragraph, "goal": default_goal, "transition": default_transition,
-            "baseline": default_paragraph, "recap": default_recap,
+            "character": default_action,
+            "critic": default_critic,
+            "narrator-select": default_select,
+            "narrator": default_paragraph,
+            "goal": default_goal,
+            "transition": default_transition,
+            "baseline": default_paragraph,
+            "recap": default_recap,
         }
         self.policies.update({k.replace("_", "-"): v for k, v in policies.items()})
         self.delay = delay
@@ -114,16 +122,41 @@ class StoryLLM(ScriptedLLM):
 
 def story_dict(**over: Any) -> dict[str, Any]:
     data: dict[str, Any] = {
-        "title": "Test Story", "genre": "mystery", "goal": "Find the codicil.", "words": 400,
+        "title": "Test Story",
+        "genre": "mystery",
+        "goal": "Find the codicil.",
+        "words": 400,
         "world": {"codicil_missing": True},
         "characters": [
-            {"name": "Ann", "role": "niece", "description": "d", "personality": "p", "goals": ["g"],
-             "location": "library", "abilities": ["reads"], "relationships": {"Bob": "cousin"},
-             "state": {"holding_back_evidence": True}},
-            {"name": "Bob", "role": "son", "description": "d", "personality": "p", "goals": ["g"],
-             "location": "hall", "relationships": {}},
-            {"name": "Cy", "role": "lawyer", "description": "d", "personality": "p", "goals": ["g"],
-             "location": "study", "relationships": {"Ann": "client"}},
+            {
+                "name": "Ann",
+                "role": "niece",
+                "description": "d",
+                "personality": "p",
+                "goals": ["g"],
+                "location": "library",
+                "abilities": ["reads"],
+                "relationships": {"Bob": "cousin"},
+                "state": {"holding_back_evidence": True},
+            },
+            {
+                "name": "Bob",
+                "role": "son",
+                "description": "d",
+                "personality": "p",
+                "goals": ["g"],
+                "location": "hall",
+                "relationships": {},
+            },
+            {
+                "name": "Cy",
+                "role": "lawyer",
+                "description": "d",
+                "personality": "p",
+                "goals": ["g"],
+                "location": "study",
+                "relationships": {"Ann": "client"},
+            },
         ],
     }
     data.update(over)

@@ -48,14 +48,16 @@ def host_names(listen: str | None) -> list[str]:
     return [*LOCAL_NAMES, *([listen] if listen and listen not in LOCAL_NAMES else [])]
 
 
-def create_app(root: str | Path, *, poll_ms: int = 1500, room: RoomSettings | None = None,
-               hosts: Sequence[str] | None = None) -> Starlette:
+def create_app(
+    root: str | Path, *, poll_ms: int = 1500, room: RoomSettings | None = None, hosts: Sequence[str] | None = None
+) -> Starlette:
     """The view of the runs under ``root``; ``room``: who may act in the editing room (``agent.view.room``;
     default: a fresh session token, loopback); ``hosts``: the ``Host:`` names answered (:func:`host_names`;
     None, for an app served by a test client: any)."""
     index = RunIndex(root)
     views = _Views(index, poll_ms)
-    routes = [*Room(index, room or RoomSettings(), poll_ms).routes(),
+    routes = [
+        *Room(index, room or RoomSettings(), poll_ms).routes(),
         Route("/", views.runs_page),
         Route("/api/version", views.version),
         Route("/run/{name:path}/{page}", views.run_page),  # name: a run, or BATCH/STORY
@@ -64,8 +66,9 @@ def create_app(root: str | Path, *, poll_ms: int = 1500, room: RoomSettings | No
     ]
     # every failure is a page of the view: a 404, a run that cannot be opened, and a bug (500)
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))] if hosts is not None else []
-    return Starlette(routes=routes, middleware=middleware,
-                     exception_handlers={HTTPException: views.error, Exception: views.error})
+    return Starlette(
+        routes=routes, middleware=middleware, exception_handlers={HTTPException: views.error, Exception: views.error}
+    )
 
 
 class _Views:
@@ -108,8 +111,15 @@ class _Views:
             try:
                 with self.opened(name) as store:
                     overview = pages.overview(store)
-                    rows.append({"name": name, "summary": overview["summary"], "title": overview["title"],
-                                 "activity": overview["activity"], "error": None})
+                    rows.append(
+                        {
+                            "name": name,
+                            "summary": overview["summary"],
+                            "title": overview["title"],
+                            "activity": overview["activity"],
+                            "error": None,
+                        }
+                    )
             except HTTPException as exc:
                 rows.append({"name": name, "error": exc.detail})
             except Exception as exc:  # one unreadable run must not hide the rest
@@ -119,8 +129,15 @@ class _Views:
             prefix = "" if folder == self.index.root else name + "/"
             summary = read_batch(folder)
             linked = {s.run_dir for s in summary.stories if (folder / s.run_dir / DB_NAME).is_file()}
-            batches.append({"name": name, "prefix": prefix, "summary": summary, "linked": linked,
-                            "names": self._story_names(prefix, linked)})
+            batches.append(
+                {
+                    "name": name,
+                    "prefix": prefix,
+                    "summary": summary,
+                    "linked": linked,
+                    "names": self._story_names(prefix, linked),
+                }
+            )
         return self.html("runs.html", rows=rows, batches=batches, root=str(self.index.root))
 
     async def run_home(self, request: Request) -> Response:
@@ -136,17 +153,27 @@ class _Views:
             unit = "Chapter" if store.info().unit_kind == "chapter" else "Step"
         if page == "character" and context["person"] is None:
             raise HTTPException(404, f"no character named {options.get('who')!r} in {name}")
-        return self.html("run_base.html", page=page, run_name=name, unit_label=unit, static_export=False,
-                         passage_href=lambda q: f"/run/{quote(name, safe='/')}/story#{q.anchor}",
-                         find_href=lambda text, unit: workbench.find_href(name, text, unit), nav=pages.NAV,
-                         **context)
+        return self.html(
+            "run_base.html",
+            page=page,
+            run_name=name,
+            unit_label=unit,
+            static_export=False,
+            passage_href=lambda q: f"/run/{quote(name, safe='/')}/story#{q.anchor}",
+            find_href=lambda text, unit: workbench.find_href(name, text, unit),
+            nav=pages.NAV,
+            **context,
+        )
 
     async def error(self, request: Request, exc: Exception) -> Response:
         code = exc.status_code if isinstance(exc, HTTPException) else 500
         detail = exc.detail if isinstance(exc, HTTPException) else "the view failed"
         titles = {404: "Not found", 405: "Not allowed", 409: "Cannot open this run"}
-        return HTMLResponse(render("error.html", poll_ms=0, code=code, heading=titles.get(code, "Error"),
-                                   detail=detail), status_code=code, headers=NO_CACHE)
+        return HTMLResponse(
+            render("error.html", poll_ms=0, code=code, heading=titles.get(code, "Error"), detail=detail),
+            status_code=code,
+            headers=NO_CACHE,
+        )
 
     async def version(self, request: Request) -> Response:
         name = request.query_params.get("run")
@@ -162,13 +189,21 @@ class _Views:
             return JSONResponse({"version": "|".join(parts)}, headers=NO_CACHE)
         with self.opened(name) as store:
             status = store.live_status()
-            return JSONResponse({"version": pages.version(store), "last_unit": store.info().last_unit,
-                                 "status": status, "word": workbench.status_word(status)}, headers=NO_CACHE)
+            return JSONResponse(
+                {
+                    "version": pages.version(store),
+                    "last_unit": store.info().last_unit,
+                    "status": status,
+                    "word": workbench.status_word(status),
+                },
+                headers=NO_CACHE,
+            )
 
 
 def _options(page: str, params: Any) -> dict[str, Any]:
     """A page's options from its query string (anything malformed is ignored, never an error)."""
     options: dict[str, Any] = {}
+
     def number(key: str, high: int = MAX_UNIT) -> int | None:
         return number_or_none(params.get(key, ""), low=0, high=high)
 

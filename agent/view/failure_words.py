@@ -44,7 +44,7 @@ def failure(record: dict[str, Any] | None) -> Failure | None:
         tool = TOOL_WORDS[found.group(1)]
         name = found.group(2) or found.group(3)
         tool += f" ({name})" if name else ""
-        error = error[found.end():]
+        error = error[found.end() :]
     else:
         error = error.split(": ", 1)[-1] if error.startswith("update rejected") else error
     what = error.split("; ", 1)[0].strip().rstrip(".") or "the update was not applied"

@@ -15,6 +15,15 @@ def export_html(store: RunStore, *, with_ledger: bool = False) -> str:
     if with_ledger:
         context |= {**pages.state(store), **pages.costs(store), **pages.judgments(store)}
     unit = "Chapter" if store.info().unit_kind == "chapter" else "Step"
-    return render("export.html", css=(STATIC / "style.css").read_text(encoding="utf-8"), static_export=True,
-                  passage_href=lambda q: f"#{q.anchor}", unit_label=unit, page="export", with_ledger=with_ledger,
-                  author=author_line(store), series=series_of(store), **context)
+    return render(
+        "export.html",
+        css=(STATIC / "style.css").read_text(encoding="utf-8"),
+        static_export=True,
+        passage_href=lambda q: f"#{q.anchor}",
+        unit_label=unit,
+        page="export",
+        with_ledger=with_ledger,
+        author=author_line(store),
+        series=series_of(store),
+        **context,
+    )

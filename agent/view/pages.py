@@ -26,9 +26,16 @@ from agent.view.passages import JudgmentView, judgment_views, locate, marks
 from agent.view.svg import bar_chart
 
 PAGES = ("story", "outline", "cast", "character", "search", "versions", "state", "costs", "judgments")
-NAV = (("story", "Book"), ("outline", "Outline"), ("cast", "Cast"), ("search", "Search"), ("versions", "Versions"),
-       ("state", "State"),
-       ("costs", "Ledger"), ("judgments", "Judgments"))
+NAV = (
+    ("story", "Book"),
+    ("outline", "Outline"),
+    ("cast", "Cast"),
+    ("search", "Search"),
+    ("versions", "Versions"),
+    ("state", "State"),
+    ("costs", "Ledger"),
+    ("judgments", "Judgments"),
+)
 """The run's pages in the header, in order (the character page is reached from the cast)."""
 
 
@@ -39,8 +46,9 @@ def version(store: RunStore) -> str:
     judged = store.query("SELECT count(*), coalesce(max(updated_at), 0) FROM judgments")[0]
     paragraphs = store.query("SELECT count(*) FROM paragraphs")[0][0]
     revised = store.query("SELECT coalesce(sum(version), 0) FROM chapters")[0][0]
-    return (f"{info.last_unit}.{paragraphs}.{revised}.{calls_n}.{calls_max}.{judged[0]}.{judged[1]}."
-            f"{store.live_status()}")
+    return (
+        f"{info.last_unit}.{paragraphs}.{revised}.{calls_n}.{calls_max}.{judged[0]}.{judged[1]}.{store.live_status()}"
+    )
 
 
 def story_name(store: RunStore) -> str:
@@ -60,9 +68,11 @@ def book_of(store: RunStore) -> Book:
 
 
 def all_judgments(store: RunStore) -> list[Judgment]:
-    rows = store.query("SELECT kind, item, judge, protocol, status, reply, error, meta, prompt_tokens, "
-                       "completion_tokens, latency_s, attempts, updated_at FROM judgments "
-                       "ORDER BY kind, judge, item, protocol")
+    rows = store.query(
+        "SELECT kind, item, judge, protocol, status, reply, error, meta, prompt_tokens, "
+        "completion_tokens, latency_s, attempts, updated_at FROM judgments "
+        "ORDER BY kind, judge, item, protocol"
+    )
     return [Judgment.from_row(r) for r in rows]
 
 
@@ -79,8 +89,9 @@ def marked(text: str, spans: list[tuple[int, int, str, str]]) -> Markup:
             out.append(f'<span id="{anchor}" class="quote-alias"></span>')
             continue
         out.append(html.escape(text[pos:start]))
-        out.append(f'<mark id="{anchor}" class="quote" title="{html.escape(label)}">'
-                   f"{html.escape(text[start:end])}</mark>")
+        out.append(
+            f'<mark id="{anchor}" class="quote" title="{html.escape(label)}">{html.escape(text[start:end])}</mark>'
+        )
         pos = end
     out.append(html.escape(text[pos:]))
     return Markup("".join(out).replace("\n", "<br>\n"))
@@ -89,10 +100,16 @@ def marked(text: str, spans: list[tuple[int, int, str, str]]) -> Markup:
 def overview(store: RunStore) -> dict[str, Any]:
     summary = summarize(store)
     info = store.info()
-    return {"summary": summary, "info": info, "title": story_title(store),
-            "activity": workbench.activity(store), "lang": run_language_code(info.config),
-            "style": style_lines(store.get_plan("style"), store.chapters()),
-            "style_card": _card(store.get_plan("style")), "run_path": str(store.run_dir)}
+    return {
+        "summary": summary,
+        "info": info,
+        "title": story_title(store),
+        "activity": workbench.activity(store),
+        "lang": run_language_code(info.config),
+        "style": style_lines(store.get_plan("style"), store.chapters()),
+        "style_card": _card(store.get_plan("style")),
+        "run_path": str(store.run_dir),
+    }
 
 
 def _card(guide: Any) -> list[str]:
@@ -110,17 +127,26 @@ def story(store: RunStore, find: str | None = None, at: int | None = None) -> di
     found = locate(find, book.sections, at) if find else None
     if found is not None:
         where.setdefault((found.section, found.paragraph), []).insert(
-            0, (found.start, found.end, "found", "the passage you followed"))
-    rendered = [{"section": s, "paragraphs": [marked(p, where.get((s.index, n), []))
-                                              for n, p in enumerate(s.paragraphs)]} for s in book.sections]
+            0, (found.start, found.end, "found", "the passage you followed")
+        )
+    rendered = [
+        {"section": s, "paragraphs": [marked(p, where.get((s.index, n), [])) for n, p in enumerate(s.paragraphs)]}
+        for s in book.sections
+    ]
     stale = store.get_plan("stale_after")
     forked = store.get_plan("forked_from")
     stale = stale if isinstance(stale, dict) else None
-    return {"book": book, "sections": rendered, "stale": stale,
-            "after_edit": (pipelines.after_edit(store, stale["unit"])
-                           if stale and isinstance(stale.get("unit"), int) else None),
-            "forked": forked if isinstance(forked, dict) else None, "find": find,
-            "found": found is not None}
+    return {
+        "book": book,
+        "sections": rendered,
+        "stale": stale,
+        "after_edit": (
+            pipelines.after_edit(store, stale["unit"]) if stale and isinstance(stale.get("unit"), int) else None
+        ),
+        "forked": forked if isinstance(forked, dict) else None,
+        "find": find,
+        "found": found is not None,
+    }
 
 
 def state(store: RunStore, unit: int | None = None) -> dict[str, Any]:
@@ -133,9 +159,16 @@ def state(store: RunStore, unit: int | None = None) -> dict[str, Any]:
             graph = Markup(described.graph(store, unit))
         except StoreError as exc:
             graph_error = str(exc)
-    return {"units": units, "graph": graph, "graph_error": graph_error, "graph_unit": unit or info.last_unit,
-            "unit_word": "Chapter" if info.unit_kind == "chapter" else "Step", "dumps": _dumps,
-            "failure": failure, "run_path": str(store.run_dir)}
+    return {
+        "units": units,
+        "graph": graph,
+        "graph_error": graph_error,
+        "graph_unit": unit or info.last_unit,
+        "unit_word": "Chapter" if info.unit_kind == "chapter" else "Step",
+        "dumps": _dumps,
+        "failure": failure,
+        "run_path": str(store.run_dir),
+    }
 
 
 def _dumps(value: Any) -> str:
@@ -150,18 +183,31 @@ def _dumps(value: Any) -> str:
 def costs(store: RunStore) -> dict[str, Any]:
     units = per_unit(store)
     labels = [str(u.unit) if u.unit else "plan" for u in units]
-    tokens = bar_chart("Tokens per unit", labels, [
-        ("cached prompt", [u.cached_prompt_tokens for u in units], "#7fb3d5"),
-        ("uncached prompt", [u.prompt_tokens - u.cached_prompt_tokens for u in units], "#1f618d"),
-        ("completion", [u.completion_tokens for u in units], "#e67e22")])
-    latency = bar_chart("Model time per unit", labels, [("latency", [u.latency_s for u in units], "#566573")],
-                        unit=" s")
+    tokens = bar_chart(
+        "Tokens per unit",
+        labels,
+        [
+            ("cached prompt", [u.cached_prompt_tokens for u in units], "#7fb3d5"),
+            ("uncached prompt", [u.prompt_tokens - u.cached_prompt_tokens for u in units], "#1f618d"),
+            ("completion", [u.completion_tokens for u in units], "#e67e22"),
+        ],
+    )
+    latency = bar_chart(
+        "Model time per unit", labels, [("latency", [u.latency_s for u in units], "#566573")], unit=" s"
+    )
     tool_names = sorted({t for u in units for t in u.tools})
     palette = ["#27ae60", "#8e44ad", "#c0392b", "#2980b9", "#d4ac0d", "#7f8c8d", "#16a085", "#d35400"]
-    tools = bar_chart("Tool calls per unit", labels, [(t, [u.tools.get(t, 0) for u in units],
-                                                      palette[i % len(palette)]) for i, t in enumerate(tool_names)])
-    return {"unit_costs": units, "calls": calls(store), "charts": [Markup(tokens), Markup(latency), Markup(tools)],
-            "tool_names": tool_names}
+    tools = bar_chart(
+        "Tool calls per unit",
+        labels,
+        [(t, [u.tools.get(t, 0) for u in units], palette[i % len(palette)]) for i, t in enumerate(tool_names)],
+    )
+    return {
+        "unit_costs": units,
+        "calls": calls(store),
+        "charts": [Markup(tokens), Markup(latency), Markup(tools)],
+        "tool_names": tool_names,
+    }
 
 
 def judgments(store: RunStore) -> dict[str, Any]:
@@ -171,7 +217,14 @@ def judgments(store: RunStore) -> dict[str, Any]:
 
 def page(store: RunStore, name: str, **options: Any) -> dict[str, Any]:
     builders: dict[str, Callable[..., dict[str, Any]]] = {
-        "story": story, "state": state, "costs": costs, "judgments": judgments, "outline": workbench.outline,
-        "cast": workbench.cast, "character": workbench.character, "search": workbench.search,
-        "versions": versions_page.versions}
+        "story": story,
+        "state": state,
+        "costs": costs,
+        "judgments": judgments,
+        "outline": workbench.outline,
+        "cast": workbench.cast,
+        "character": workbench.character,
+        "search": workbench.search,
+        "versions": versions_page.versions,
+    }
     return {"dumps": _dumps, **overview(store), **builders[name](store, **options)}

@@ -81,8 +81,10 @@ def findings(reply: Any, sections: list[Section], prefix: str) -> list[Finding]:
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):
-            keys = sorted((k for k, v in node.items() if (k == "quote" or k.endswith("_quote")) and isinstance(v, str)),
-                          key=lambda k: (k != "exact_quote", k))  # the earlier passage first
+            keys = sorted(
+                (k for k, v in node.items() if (k == "quote" or k.endswith("_quote")) and isinstance(v, str)),
+                key=lambda k: (k != "exact_quote", k),
+            )  # the earlier passage first
             if keys:
                 label = str(node.get("subtype") or node.get("category") or node.get("name") or "note")
                 note = str(node.get("explanation") or node.get("note") or node.get("reason") or "")
@@ -110,8 +112,11 @@ def judgment_views(judged: list[Judgment], sections: list[Section]) -> list[Judg
     out = []
     for n, j in enumerate(judged):
         found = findings(j.reply, sections, f"q{n}") if j.ok else []
-        extra = {k: v for k, v in j.reply.items() if isinstance(v, int | float | str) and not isinstance(v, bool)} \
-            if j.ok and isinstance(j.reply, dict) else {}
+        extra = (
+            {k: v for k, v in j.reply.items() if isinstance(v, int | float | str) and not isinstance(v, bool)}
+            if j.ok and isinstance(j.reply, dict)
+            else {}
+        )
         out.append(JudgmentView(j, found, extra))
     return out
 
@@ -125,5 +130,6 @@ def marks(views: list[JudgmentView]) -> dict[tuple[int, int], list[tuple[int, in
                 if quote.place is not None:
                     p = quote.place
                     out.setdefault((p.section, p.paragraph), []).append(
-                        (p.start, p.end, quote.anchor, f"{view.judgment.kind}: {finding.label}"))
+                        (p.start, p.end, quote.anchor, f"{view.judgment.kind}: {finding.label}")
+                    )
     return out

@@ -64,8 +64,14 @@ class Job:
     def state(self) -> dict[str, Any]:
         rc = self.process.poll()
         text = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
-        return {"id": self.id, "run": self.run, "what": self.what, "done": rc is not None, "rc": rc,
-                "output": text[-20_000:]}
+        return {
+            "id": self.id,
+            "run": self.run,
+            "what": self.what,
+            "done": rc is not None,
+            "rc": rc,
+            "output": text[-20_000:],
+        }
 
 
 class Room:
@@ -78,19 +84,25 @@ class Room:
         self.lock = threading.Lock()
 
     def routes(self) -> list[Route]:
-        return [Route("/room", self.start_page, methods=["GET"]),
-                Route("/room/start", self.start, methods=["POST"]),
-                Route("/room/job/{job}", self.job, methods=["GET"]),
-                Route("/room/run/{name}", self.run_page, methods=["GET"]),
-                Route("/room/run/{name}/{action}", self.act, methods=["POST"])]
+        return [
+            Route("/room", self.start_page, methods=["GET"]),
+            Route("/room/start", self.start, methods=["POST"]),
+            Route("/room/job/{job}", self.job, methods=["GET"]),
+            Route("/room/run/{name}", self.run_page, methods=["GET"]),
+            Route("/room/run/{name}/{action}", self.act, methods=["POST"]),
+        ]
 
     # -- pages -----------------------------------------------------------------------------
     def _html(self, template: str, **context: Any) -> HTMLResponse:
         return HTMLResponse(render(template, poll_ms=0, settings=self.settings, **context), headers=NO_CACHE)
 
     async def start_page(self, request: Request) -> Response:
-        return self._html("room_start.html", pipelines=pipelines.names(takes="prompt"), can_start=self._can_start(),
-                          job=self.jobs.get(request.query_params.get("job", "")))
+        return self._html(
+            "room_start.html",
+            pipelines=pipelines.names(takes="prompt"),
+            can_start=self._can_start(),
+            job=self.jobs.get(request.query_params.get("job", "")),
+        )
 
     async def run_page(self, request: Request) -> Response:
         name = request.path_params["name"]
@@ -103,12 +115,18 @@ class Room:
             waiting = in_review(store)
             chapters = [(c.index, c.title, c.version) for c in store.chapters()]
             drafts = store.get_plan("drafts_of") or {}
-            context = {"run_name": name, "status": store.live_status(), "unit_kind": info.unit_kind,
-                       "waiting": waiting, "next": next_steps(name, waiting) if waiting else [],
-                       "chapters": chapters, "last": info.last_unit,
-                       "drafts": {int(k): len(v.get("drafts", [])) for k, v in drafts.items()},
-                       "actions": list(reversed(actions(store)))[:20],
-                       "texts": {c.index: c.text for c in store.chapters()}}
+            context = {
+                "run_name": name,
+                "status": store.live_status(),
+                "unit_kind": info.unit_kind,
+                "waiting": waiting,
+                "next": next_steps(name, waiting) if waiting else [],
+                "chapters": chapters,
+                "last": info.last_unit,
+                "drafts": {int(k): len(v.get("drafts", [])) for k, v in drafts.items()},
+                "actions": list(reversed(actions(store)))[:20],
+                "texts": {c.index: c.text for c in store.chapters()},
+            }
         finally:
             store.close()
         job = self.jobs.get(request.query_params.get("job", ""))
@@ -134,8 +152,7 @@ class Room:
         form = {k: v[0] for k, v in parse_qs(body.decode("utf-8", errors="replace")).items()}
         if not hmac.compare_digest(form.get("csrf", ""), self.settings.token):
             raise HTTPException(403, "refused: the form has no valid session token (reload the page)")
-        if self.settings.access is not None and not hmac.compare_digest(form.get("access", ""),
-                                                                        self.settings.access):
+        if self.settings.access is not None and not hmac.compare_digest(form.get("access", ""), self.settings.access):
             raise HTTPException(403, "refused: this view needs the access token printed when it started")
         return form
 
@@ -198,12 +215,20 @@ class Room:
             job_id = secrets.token_hex(8)
             log = self.logs / f"{job_id}.log"
             client = request.client.host if request.client else "unknown"
-            env = {**os.environ, "FABULA_ACTION_VIA": "view", "FABULA_ACTION_BY": f"view from {client}",
-                   "PYTHONUNBUFFERED": "1"}
+            env = {
+                **os.environ,
+                "FABULA_ACTION_VIA": "view",
+                "FABULA_ACTION_BY": f"view from {client}",
+                "PYTHONUNBUFFERED": "1",
+            }
             with log.open("wb") as out:
-                process = subprocess.Popen([sys.executable, "-m", "agent.cli", *argv], stdout=out,
-                                           stderr=subprocess.STDOUT, env=env,
-                                           stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL)
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "agent.cli", *argv],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                )
             if stdin is not None:
                 assert process.stdin is not None
                 process.stdin.write(stdin.encode("utf-8"))

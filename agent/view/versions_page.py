@@ -24,9 +24,18 @@ def versions(store: RunStore, unit: int | None = None, a: int | None = None, b: 
         diff = word_diff(chosen["versions"][a - 1].text, chosen["versions"][b - 1].text)
         removed, added = changed_words(diff)
     stale_units = stale(store)
-    return {"edited": edited, "chosen": chosen, "a": a, "b": b, "diff": diff, "removed": removed, "added": added,
-            "stale_units": stale_units, "when": _when,
-            "after_edit": after_edit(store, stale_units.unit) if stale_units else None}
+    return {
+        "edited": edited,
+        "chosen": chosen,
+        "a": a,
+        "b": b,
+        "diff": diff,
+        "removed": removed,
+        "added": added,
+        "stale_units": stale_units,
+        "when": _when,
+        "after_edit": after_edit(store, stale_units.unit) if stale_units else None,
+    }
 
 
 def _when(at: float) -> str:

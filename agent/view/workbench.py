@@ -25,8 +25,15 @@ from agent.store.snapshots import WorldTable
 STATUS_WORDS = {"running": "writing", "completed": "completed", "failed": "failed", "review": "review"}
 """The badge of a run, in words (anything else, ``stopped`` or ``interrupted``, reads ``stopped``; ``review``:
 waiting for the writer, ``agent.store.writer.review``)."""
-TOOL_WORDS = {"read": "reading back", "search": "searching", "write": "writing", "correct": "correcting",
-              "update": "updating the story state", "finish": "finishing the chapter", "budget": "fitting the context"}
+TOOL_WORDS = {
+    "read": "reading back",
+    "search": "searching",
+    "write": "writing",
+    "correct": "correcting",
+    "update": "updating the story state",
+    "finish": "finishing the chapter",
+    "budget": "fitting the context",
+}
 RATE_CALLS = 20
 """Tokens/s is measured over the latest this many model calls."""
 MAX_K = 1000
@@ -61,8 +68,11 @@ def _canon(value: Any) -> str:
 def _target_words(store: RunStore) -> int | None:
     config = store.info().config
     story = config.get("story")
-    for value in (config.get("words"), story.get("target_words") if isinstance(story, dict) else None,
-                  store.get_plan("words")):
+    for value in (
+        config.get("words"),
+        story.get("target_words") if isinstance(story, dict) else None,
+        store.get_plan("words"),
+    ):
         if isinstance(value, int) and value > 0:
             return value
     return None
@@ -103,21 +113,43 @@ def outline(store: RunStore) -> dict[str, Any]:
             gate = "within the gate" if low * target <= written.words <= high * target else "outside the gate"
         else:
             gate = "written"
-        rows.append({"index": index, "title": " ".join(str(item.get("title") or "").split()),
-                     "summary": str(item.get("description") or item.get("summary") or ""), "target": target,
-                     "words": written.words if written else None,
-                     "written_title": written.title if written else None, "gate": gate,
-                     "ok": written is not None and not written.degraded and gate != "outside the gate"})
+        rows.append(
+            {
+                "index": index,
+                "title": " ".join(str(item.get("title") or "").split()),
+                "summary": str(item.get("description") or item.get("summary") or ""),
+                "target": target,
+                "words": written.words if written else None,
+                "written_title": written.title if written else None,
+                "gate": gate,
+                "ok": written is not None and not written.degraded and gate != "outside the gate",
+            }
+        )
     if not isinstance(planned, list) and chapters:  # an imported book: its chapters as it has them
         headings = Headings.of(store)
-        rows = [{"index": c.index, "title": headings.heading(c.index, c.title), "summary": "", "target": None,
-                 "words": c.words, "written_title": None, "gate": "as imported", "ok": True}
-                for c in chapters.values()]
+        rows = [
+            {
+                "index": c.index,
+                "title": headings.heading(c.index, c.title),
+                "summary": "",
+                "target": None,
+                "words": c.words,
+                "written_title": None,
+                "gate": "as imported",
+                "ok": True,
+            }
+            for c in chapters.values()
+        ]
     beats = story.get("beats") if story and isinstance(story.get("beats"), list) else []
     numeric = isinstance(low, int | float) and isinstance(high, int | float)
     gate_range = f"{low:g}-{high:g} × target" if numeric else None
-    return {"premise": premise, "outline_rows": rows, "beats": [str(b) for b in beats], "gate_range": gate_range,
-            "target_words": _target_words(store)}
+    return {
+        "premise": premise,
+        "outline_rows": rows,
+        "beats": [str(b) for b in beats],
+        "gate_range": gate_range,
+        "target_words": _target_words(store),
+    }
 
 
 # ---------------------------------------------------------------- cast
@@ -163,8 +195,9 @@ def _nst_characters(state: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     if not isinstance(narrative, dict):
         return {}, {}
     chars = narrative.get("characters")
-    prov = (narrative.get("provenance") or {}).get("characters") if isinstance(narrative.get("provenance"), dict) \
-        else None
+    prov = (
+        (narrative.get("provenance") or {}).get("characters") if isinstance(narrative.get("provenance"), dict) else None
+    )
     return (chars if isinstance(chars, dict) else {}), (prov if isinstance(prov, dict) else {})
 
 
@@ -172,7 +205,7 @@ def _magnet_variables(state: Any) -> dict[str, dict[str, Any]]:
     """``subject -> attribute -> stored record`` (either stored format; un-owned ones under ``world``)."""
     table = WorldTable.of(state)
     out: dict[str, dict[str, Any]] = {}
-    for key, record in (table.items().items() if table is not None else []):
+    for key, record in table.items().items() if table is not None else []:
         subject, _, attribute = key.rpartition(".")
         out.setdefault(subject or "world", {})[attribute] = record
     return out
@@ -191,8 +224,12 @@ def cast(store: RunStore) -> dict[str, Any]:
     ``personas`` (a step run's personas, variables, relations and goals)."""
     states = _states(store)
     if store.info().unit_kind == "step":
-        return {"cast_kind": "personas", "people": _magnet_cast(store, states), "story_goals": _story_goals(states),
-                "facts": []}
+        return {
+            "cast_kind": "personas",
+            "people": _magnet_cast(store, states),
+            "story_goals": _story_goals(states),
+            "facts": [],
+        }
     return {"cast_kind": "snapshots", "people": _nst_cast(states), "story_goals": [], "facts": _nst_facts(states)}
 
 
@@ -242,10 +279,11 @@ def _nst_facts(states: list[tuple[int, Any]]) -> list[dict[str, Any]]:
     for collection, label in (("past_events", "event"), ("future_requirements", "open requirement")):
         items = narrative.get(collection)
         prov = found if isinstance(found := provenance.get(collection), dict) else {}
-        for key, value in (items.items() if isinstance(items, dict) else []):
+        for key, value in items.items() if isinstance(items, dict) else []:
             p = found if isinstance(found := prov.get(key), dict) else {}
-            out.append({"kind": label, "key": key, "text": _text(value), "unit": p.get("chapter"),
-                        "quote": p.get("quote")})
+            out.append(
+                {"kind": label, "key": key, "text": _text(value), "unit": p.get("chapter"), "quote": p.get("quote")}
+            )
     return out
 
 
@@ -269,11 +307,13 @@ def _magnet_cast(store: RunStore, states: list[tuple[int, Any]]) -> list[Person]
         for key, entry in (variables.get(name) or {}).items():
             if not isinstance(entry, dict):
                 continue
-            person.values.append(Value(key, entry.get("value"), entry.get("step"), None, bool(entry.get("secret")),
-                                       entry.get("by")))
+            person.values.append(
+                Value(key, entry.get("value"), entry.get("step"), None, bool(entry.get("secret")), entry.get("by"))
+            )
             other = key.removeprefix("relationship_with_")
-            if other != key and all(w.lower().replace(" ", "_") != other or h != _text(entry.get("value"))
-                                    for w, h in person.relations):
+            if other != key and all(
+                w.lower().replace(" ", "_") != other or h != _text(entry.get("value")) for w, h in person.relations
+            ):
                 person.relations.append((f"{other} (now)", _text(entry.get("value"))))
         people.append(person)
     return people
@@ -300,11 +340,16 @@ def character(store: RunStore, who: str | None = None) -> dict[str, Any]:
                 p = prov.get(name)
                 quote = p.get("quote") if isinstance(p, dict) and p.get("chapter") == unit else None
             else:
-                now = {k: e.get("value") if isinstance(e, dict) else e
-                       for k, e in (_magnet_variables(state).get(name) or {}).items()}
+                now = {
+                    k: e.get("value") if isinstance(e, dict) else e
+                    for k, e in (_magnet_variables(state).get(name) or {}).items()
+                }
                 quote = None
-            changes = [(k, previous.get(k), now.get(k)) for k in sorted(previous.keys() | now.keys())
-                       if _canon(previous.get(k)) != _canon(now.get(k))]
+            changes = [
+                (k, previous.get(k), now.get(k))
+                for k in sorted(previous.keys() | now.keys())
+                if _canon(previous.get(k)) != _canon(now.get(k))
+            ]
             if changes:
                 events.append(Event(unit, changes, quote))
             previous = now
@@ -353,9 +398,16 @@ def activity(store: RunStore) -> dict[str, Any]:
     if status != "running":
         if status != "completed":  # why it stopped, and the one command that goes on
             reason = (info.error or "").strip().splitlines()
-            out.update(reason=reason[0] if reason else ("it was interrupted (the process that wrote it is gone)"
-                                                        if status == "interrupted" else "no reason was recorded"),
-                       next=f"fabula resume {store.run_dir}")
+            out.update(
+                reason=reason[0]
+                if reason
+                else (
+                    "it was interrupted (the process that wrote it is gone)"
+                    if status == "interrupted"
+                    else "no reason was recorded"
+                ),
+                next=f"fabula resume {store.run_dir}",
+            )
         return out
     call = store.query("SELECT unit, role, created_at FROM llm_calls ORDER BY id DESC LIMIT 1")
     tool = store.query("SELECT unit, tool, ok, created_at FROM tool_calls ORDER BY id DESC LIMIT 1")
@@ -367,8 +419,10 @@ def activity(store: RunStore) -> dict[str, Any]:
     if tool and (not call or tool[0]["created_at"] >= call[0]["created_at"]) and tool[0]["unit"] == unit:
         doing = TOOL_WORDS.get(tool[0]["tool"], tool[0]["tool"])
     drafts = store.query("SELECT count(*) FROM tool_calls WHERE unit = ? AND tool = 'write'", (unit,))[0][0]
-    recent = store.query("SELECT coalesce(sum(completion_tokens), 0), coalesce(sum(latency_s), 0) FROM "
-                         f"(SELECT completion_tokens, latency_s FROM llm_calls ORDER BY id DESC LIMIT {RATE_CALLS})")[0]
+    recent = store.query(
+        "SELECT coalesce(sum(completion_tokens), 0), coalesce(sum(latency_s), 0) FROM "
+        f"(SELECT completion_tokens, latency_s FROM llm_calls ORDER BY id DESC LIMIT {RATE_CALLS})"
+    )[0]
     rate = recent[0] / recent[1] if recent[1] else None
     words = int(store.words_written())
     target = _target_words(store)
@@ -377,8 +431,17 @@ def activity(store: RunStore) -> dict[str, Any]:
     eta = None
     if target and words and elapsed and words < target:
         eta = (target - words) * elapsed / words
-    out.update(unit=unit, units=info.target_units, unit_word="chapter" if info.unit_kind == "chapter" else "step",
-               doing=doing, draft=drafts or None, words=words, target=target, rate=rate, eta=_duration(eta))
+    out.update(
+        unit=unit,
+        units=info.target_units,
+        unit_word="chapter" if info.unit_kind == "chapter" else "step",
+        doing=doing,
+        draft=drafts or None,
+        words=words,
+        target=target,
+        rate=rate,
+        eta=_duration(eta),
+    )
     return out
 
 

@@ -90,8 +90,15 @@ def gguf_info(path: Path) -> GGUFInfo:
     meta = read_metadata(path)
     arch = meta.get("general.architecture")
     context = meta.get(f"{arch}.context_length") if arch else None
-    return GGUFInfo(path, arch, meta.get("general.name"), int(context) if isinstance(context, int) else None,
-                    meta.get("general.size_label"), bool(meta.get("tokenizer.chat_template")), path.stat().st_size)
+    return GGUFInfo(
+        path,
+        arch,
+        meta.get("general.name"),
+        int(context) if isinstance(context, int) else None,
+        meta.get("general.size_label"),
+        bool(meta.get("tokenizer.chat_template")),
+        path.stat().st_size,
+    )
 
 
 def find_gguf_files(folders: list[Path], *, depth: int = 2) -> list[Path]:

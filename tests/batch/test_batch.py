@@ -31,8 +31,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def prompts(tmp_path) -> Path:
     """A prompt set shaped like ConStory's (id, language, task_type, prompt)."""
     path = tmp_path / "prompts.jsonl"
-    rows = [{"id": i, "language": "en", "task_type": "generation", "prompt": f"Story {i}: a bell rings at sea."}
-            for i in (3, 7, 12, 20, 35, 1994)]
+    rows = [
+        {"id": i, "language": "en", "task_type": "generation", "prompt": f"Story {i}: a bell rings at sea."}
+        for i in (3, 7, 12, 20, 35, 1994)
+    ]
     rows[2]["prompt"] = "Story 12: DOOMED from the start."
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     return path
@@ -52,8 +54,14 @@ def test_ids_pick_prompts_by_their_id_field_in_file_order(prompts):
     assert [s.config["prompt_id"] for s in picked] == ["3", "7", "35"]
     assert picked[0].config["prompt"] == "Story 3: a bell rings at sea."
     assert picked[0].run_dir == "3-story-3-a-bell-rings-at-sea"
-    assert [s.key for s in batch.plan_stories("nst", prompts=prompts, words=1000)] == ["3", "7", "12", "20", "35",
-                                                                                        "1994"]
+    assert [s.key for s in batch.plan_stories("nst", prompts=prompts, words=1000)] == [
+        "3",
+        "7",
+        "12",
+        "20",
+        "35",
+        "1994",
+    ]
 
 
 @pytest.mark.skipif(not CONSTORY.exists(), reason="the ConStory prompt set is not in ../shared/data")
@@ -62,21 +70,25 @@ def test_the_constory_prompt_set_is_read_as_it_is():
     lines = [json.loads(line) for line in CONSTORY.read_text().splitlines() if line.strip()]
     assert [s.key for s in every] == [str(r["id"]) for r in lines] and len(every) == 100
     assert all(s.config["prompt"] == r["prompt"].strip() for s, r in zip(every, lines, strict=True))
-    assert [s.key for s in batch.plan_stories("direct", prompts=CONSTORY, ids="1-300,1994", words=1000)] == \
-        [str(r["id"]) for r in lines if r["id"] <= 300 or r["id"] == 1994]
+    assert [s.key for s in batch.plan_stories("direct", prompts=CONSTORY, ids="1-300,1994", words=1000)] == [
+        str(r["id"]) for r in lines if r["id"] <= 300 or r["id"] == 1994
+    ]
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--ids", "5-2"], "range 5-2 runs backwards"),
-    (["--ids", "3,,7"], "empty id"),
-    (["--ids", "1-"], "neither an id nor a range"),
-    (["--ids", "999"], "no prompt with id 999"),
-    (["--ids", "100-200"], "no prompt with an id in 100-200"),
-    (["--words", "100"], "--words must be between 500 and 300000"),
-    (["--set", "bogus=1"], "unknown setting 'bogus'"),
-    (["--concurrency", "0"], "--concurrency must be between 1 and 256"),
-    (["--endpoint", "http://127.0.0.1:9/v1"], "cannot reach the server"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--ids", "5-2"], "range 5-2 runs backwards"),
+        (["--ids", "3,,7"], "empty id"),
+        (["--ids", "1-"], "neither an id nor a range"),
+        (["--ids", "999"], "no prompt with id 999"),
+        (["--ids", "100-200"], "no prompt with an id in 100-200"),
+        (["--words", "100"], "--words must be between 500 and 300000"),
+        (["--set", "bogus=1"], "unknown setting 'bogus'"),
+        (["--concurrency", "0"], "--concurrency must be between 1 and 256"),
+        (["--endpoint", "http://127.0.0.1:9/v1"], "cannot reach the server"),
+    ],
+)
 def test_bad_input_is_one_line_and_leaves_nothing(tmp_path, prompts, capsys, argv, message, home):
     out = tmp_path / "batch"
     base = {"--pipeline": "direct", "--prompts": str(prompts), "--words": "1000", "--out": str(out)}
@@ -88,17 +100,22 @@ def test_bad_input_is_one_line_and_leaves_nothing(tmp_path, prompts, capsys, arg
     assert not out.exists()
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--prompts", "P", "--words", "1000", "--out", "O"], "needs --pipeline"),
-    (["--pipeline", "nst", "--words", "1000", "--out", "O"], "needs --prompts FILE.jsonl"),
-    (["--pipeline", "magnet", "--prompts", "P", "--out", "O"], "takes its stories from --stories DIR"),
-    (["--pipeline", "nst", "--stories", "S", "--words", "1000", "--out", "O"], "takes its stories from --prompts"),
-    (["--pipeline", "magnet", "--stories", "S", "--ids", "3", "--out", "O"], "--ids only goes with --prompts"),
-    (["--pipeline", "nst", "--prompts", "P", "--out", "O"], "needs --words N"),
-    (["--pipeline", "nst", "--prompts", "/nonexistent.jsonl", "--words", "1000", "--out", "O"],
-     "cannot read --prompts"),
-    (["--pipeline", "magnet", "--stories", "/nonexistent", "--out", "O"], "not a folder of story definitions"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--prompts", "P", "--words", "1000", "--out", "O"], "needs --pipeline"),
+        (["--pipeline", "nst", "--words", "1000", "--out", "O"], "needs --prompts FILE.jsonl"),
+        (["--pipeline", "magnet", "--prompts", "P", "--out", "O"], "takes its stories from --stories DIR"),
+        (["--pipeline", "nst", "--stories", "S", "--words", "1000", "--out", "O"], "takes its stories from --prompts"),
+        (["--pipeline", "magnet", "--stories", "S", "--ids", "3", "--out", "O"], "--ids only goes with --prompts"),
+        (["--pipeline", "nst", "--prompts", "P", "--out", "O"], "needs --words N"),
+        (
+            ["--pipeline", "nst", "--prompts", "/nonexistent.jsonl", "--words", "1000", "--out", "O"],
+            "cannot read --prompts",
+        ),
+        (["--pipeline", "magnet", "--stories", "/nonexistent", "--out", "O"], "not a folder of story definitions"),
+    ],
+)
 def test_wrong_combinations_are_one_line(tmp_path, prompts, capsys, argv, message, home):
     (tmp_path / "stories").mkdir()
     out = tmp_path / "batch"
@@ -113,9 +130,28 @@ def test_a_batch_through_a_server_then_show_export_and_resume(tmp_path, prompts,
     server = AuthorServer()
     out = tmp_path / "batch"
     try:
-        code = main(["batch", "--pipeline", "direct", "--prompts", str(prompts), "--ids", "3,7,20", "--words", "1000",
-                     "--out", str(out), "--concurrency", "3", "--endpoint", server.url, "--quiet",
-                     "--set", "temperature=0.5"])
+        code = main(
+            [
+                "batch",
+                "--pipeline",
+                "direct",
+                "--prompts",
+                str(prompts),
+                "--ids",
+                "3,7,20",
+                "--words",
+                "1000",
+                "--out",
+                str(out),
+                "--concurrency",
+                "3",
+                "--endpoint",
+                server.url,
+                "--quiet",
+                "--set",
+                "temperature=0.5",
+            ]
+        )
         stdout = capsys.readouterr().out
         assert code == 0, stdout
         assert "3 of 3 stories completed, 0 failed" in stdout
@@ -142,8 +178,22 @@ def test_a_batch_through_a_server_then_show_export_and_resume(tmp_path, prompts,
         assert "3 completed" in table and "words     3000 of 3000" in table
         assert main(["batch", "resume", str(out)]) == 0  # the endpoint is remembered; nothing left to do
         assert "nothing to do" in capsys.readouterr().out
-        code = main(["batch", "--pipeline", "direct", "--prompts", str(prompts), "--words", "1000", "--out", str(out),
-                     "--endpoint", server.url, "--quiet"])
+        code = main(
+            [
+                "batch",
+                "--pipeline",
+                "direct",
+                "--prompts",
+                str(prompts),
+                "--words",
+                "1000",
+                "--out",
+                str(out),
+                "--endpoint",
+                server.url,
+                "--quiet",
+            ]
+        )
         assert code == 2 and "already holds a batch" in capsys.readouterr().err
     finally:
         server.close()
@@ -160,22 +210,43 @@ class Doomed(Author):
         return super()._complete(request)
 
 
-def test_a_failing_story_does_not_stop_the_others_and_resume_retries_it(tmp_path, prompts, capsys, monkeypatch,
-                                                                        home):
+def test_a_failing_story_does_not_stop_the_others_and_resume_retries_it(tmp_path, prompts, capsys, monkeypatch, home):
     monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: Doomed())
     monkeypatch.setattr(Doomed, "broken", True)
     out = tmp_path / "batch"
     with models_server() as listing:
         url = listing.url
-        code = main(["batch", "--pipeline", "direct", "--prompts", str(prompts), "--ids", "3-20", "--words", "1000",
-                     "--out", str(out), "--concurrency", "2", "--endpoint", url, "--quiet"])
+        code = main(
+            [
+                "batch",
+                "--pipeline",
+                "direct",
+                "--prompts",
+                str(prompts),
+                "--ids",
+                "3-20",
+                "--words",
+                "1000",
+                "--out",
+                str(out),
+                "--concurrency",
+                "2",
+                "--endpoint",
+                url,
+                "--quiet",
+            ]
+        )
         stdout = capsys.readouterr().out
         assert code == 1 and "3 of 4 stories completed, 1 failed" in stdout
         assert "12 failed: the server refused the request (scripted)" in stdout
         with BatchStore.open(out, readonly=True) as db:
             rows = {r.key: r for r in db.stories()}
-        assert {k: r.status for k, r in rows.items()} == {"3": "completed", "7": "completed", "12": "failed",
-                                                          "20": "completed"}
+        assert {k: r.status for k, r in rows.items()} == {
+            "3": "completed",
+            "7": "completed",
+            "12": "failed",
+            "20": "completed",
+        }
         assert rows["12"].error == "the server refused the request (scripted)" and rows["12"].calls == 1
         with RunStore.open(story_dir(out, "12"), readonly=True) as store:  # the failed story's run is kept
             assert store.info().status == "failed"
@@ -197,8 +268,15 @@ def test_a_failing_story_does_not_stop_the_others_and_resume_retries_it(tmp_path
 def test_eval_accepts_a_batch_folder_as_its_completed_runs(tmp_path, prompts, capsys, monkeypatch, home):
     monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: Doomed())
     out = tmp_path / "batch"
-    result = batch.run_batch(out, "direct", prompts=prompts, ids="3-12", words=1000,
-                             llm=LLMOptions("endpoint", endpoint="http://127.0.0.1:9/v1"), concurrency=2)
+    result = batch.run_batch(
+        out,
+        "direct",
+        prompts=prompts,
+        ids="3-12",
+        words=1000,
+        llm=LLMOptions("endpoint", endpoint="http://127.0.0.1:9/v1"),
+        concurrency=2,
+    )
     assert [r.status for r in result.stories] == ["completed", "completed", "failed"]
     assert main(["eval", "metrics", str(out), "--json"]) == 0
     captured = capsys.readouterr()
@@ -206,8 +284,20 @@ def test_eval_accepts_a_batch_folder_as_its_completed_runs(tmp_path, prompts, ca
     assert [Path(r["run"]) for r in rows] == [story_dir(out, "3"), story_dir(out, "7")]
     assert all(r["words"] == 1000 for r in rows)
     assert "2 of 3 stories completed" in captured.err
-    assert main(["eval", "report", str(out), str(story_dir(out, "12")), "--out", str(tmp_path / "report"),
-                 "--include-incomplete"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "report",
+                str(out),
+                str(story_dir(out, "12")),
+                "--out",
+                str(tmp_path / "report"),
+                "--include-incomplete",
+            ]
+        )
+        == 0
+    )
     report = (tmp_path / "report" / "metrics.json").read_text()
     assert all(str(story_dir(out, key)) in report for key in ("3", "7", "12"))
 
@@ -272,8 +362,15 @@ def test_k_stories_run_at_the_same_time_against_one_server(tmp_path, prompts, k,
     server = AuthorServer(author=Slow())
     try:
         started = time.monotonic()
-        result = batch.run_batch(tmp_path / "batch", "direct", prompts=prompts, ids="3,7,20,35", words=1000,
-                                 llm=LLMOptions("endpoint", endpoint=server.url), concurrency=k)
+        result = batch.run_batch(
+            tmp_path / "batch",
+            "direct",
+            prompts=prompts,
+            ids="3,7,20,35",
+            words=1000,
+            llm=LLMOptions("endpoint", endpoint=server.url),
+            concurrency=k,
+        )
         wall = time.monotonic() - started
     finally:
         server.close()
@@ -285,9 +382,16 @@ def test_k_stories_run_at_the_same_time_against_one_server(tmp_path, prompts, k,
 def test_the_embedded_backend_writes_one_story_at_a_time(tmp_path, prompts, monkeypatch, home):
     monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: Author())
     notes: list[str] = []
-    result = batch.run_batch(tmp_path / "batch", "direct", prompts=prompts, ids="3,7", words=1000,
-                             llm=LLMOptions("embedded"), concurrency=4,
-                             sink=lambda u: notes.append(u.detail) if u.kind == "note" else None)
+    result = batch.run_batch(
+        tmp_path / "batch",
+        "direct",
+        prompts=prompts,
+        ids="3,7",
+        words=1000,
+        llm=LLMOptions("embedded"),
+        concurrency=4,
+        sink=lambda u: notes.append(u.detail) if u.kind == "note" else None,
+    )
     assert result.complete and result.concurrency == 1
     assert notes == ["the embedded backend writes one story at a time (--concurrency 4 is taken as 1)"]
 
@@ -313,8 +417,24 @@ def test_a_magnet_batch_from_a_folder_of_story_definitions(tmp_path, capsys, mon
     with models_server() as listing:
         url = listing.url
         secret = url.replace("http://", "http://user:hunter2@")
-        code = main(["batch", "--pipeline", "magnet", "--stories", str(stories), "--words", "150", "--out", str(out),
-                     "--concurrency", "2", "--endpoint", secret, "--quiet"])
+        code = main(
+            [
+                "batch",
+                "--pipeline",
+                "magnet",
+                "--stories",
+                str(stories),
+                "--words",
+                "150",
+                "--out",
+                str(out),
+                "--concurrency",
+                "2",
+                "--endpoint",
+                secret,
+                "--quiet",
+            ]
+        )
     assert code == 0, capsys.readouterr()
     assert "hunter2" not in (out / "batch.db").read_bytes().decode("utf-8", "replace")
     with BatchStore.open(out, readonly=True) as db:
@@ -408,9 +528,16 @@ def test_the_tracker_counts_stories_left_stopped_or_running_as_pending_on_resume
 
     from agent.batch.tracker import Tracker
 
-    rows = [SimpleNamespace(key=k, status=s, words=w, target_words=1000) for k, s, w in
-            [("a", "completed", 1000), ("b", "stopped", 400), ("c", "running", 300), ("d", "failed", 0),
-             ("e", "pending", 0)]]
+    rows = [
+        SimpleNamespace(key=k, status=s, words=w, target_words=1000)
+        for k, s, w in [
+            ("a", "completed", 1000),
+            ("b", "stopped", 400),
+            ("c", "running", 300),
+            ("d", "failed", 0),
+            ("e", "pending", 0),
+        ]
+    ]
     updates = []
     tracker = Tracker(rows, sink=updates.append)
     snap = tracker.snapshot()
@@ -428,8 +555,9 @@ def test_a_run_that_returns_before_its_last_unit_is_a_failed_story(tmp_path, pro
     real_start = pipelines.start
 
     def start_and_return_early(path, pipeline, config, llm, **kwargs):
-        store = RunStore.create(path, pipeline=pipeline, config=pipelines.get(pipeline).configure(config, llm),
-                                target_units=1)
+        store = RunStore.create(
+            path, pipeline=pipeline, config=pipelines.get(pipeline).configure(config, llm), target_units=1
+        )
         return store  # returns with no unit written and the run not completed
 
     monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: Author())
@@ -444,13 +572,33 @@ def test_a_run_that_returns_before_its_last_unit_is_a_failed_story(tmp_path, pro
 
 
 def test_each_storys_folder_is_named_after_its_prompt_and_an_old_batch_of_numbered_folders_still_reads(
-        tmp_path, prompts, capsys, monkeypatch, home):
+    tmp_path, prompts, capsys, monkeypatch, home
+):
     import sqlite3
 
     monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: Author())
     out = tmp_path / "batch"
-    assert main(["batch", "--pipeline", "direct", "--prompts", str(prompts), "--ids", "3,12", "--words", "1000",
-                 "--out", str(out), "--endpoint", "http://127.0.0.1:9/v1", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "batch",
+                "--pipeline",
+                "direct",
+                "--prompts",
+                str(prompts),
+                "--ids",
+                "3,12",
+                "--words",
+                "1000",
+                "--out",
+                str(out),
+                "--endpoint",
+                "http://127.0.0.1:9/v1",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     names = sorted(p.name for p in out.iterdir() if p.is_dir())
     assert names == ["12-story-12-doomed-from-the-start", "3-story-3-a-bell-rings-at-sea"], names
     assert main(["show", str(out / names[1])]) == 0 and "completed" in capsys.readouterr().out

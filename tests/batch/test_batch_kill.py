@@ -42,10 +42,12 @@ def _hold_when_part_way(server: AuthorServer, out: Path, process: subprocess.Pop
     """Hold every author call once a story is part-way (and, with ``completed``, another one done),
     and return when both writers wait on a held call and that still holds: where each story is is
     then known, not raced against the batch (the kill or Ctrl-C lands on two waiting calls)."""
+
     def part_way() -> bool:
         rows = _rows(out)
-        return (not completed or any(s == "completed" for _, s, _ in rows)) \
-            and any(s == "running" and u >= 1 for _, s, u in rows)
+        return (not completed or any(s == "completed" for _, s, _ in rows)) and any(
+            s == "running" and u >= 1 for _, s, u in rows
+        )
 
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and process.poll() is None:
@@ -64,13 +66,31 @@ def _hold_when_part_way(server: AuthorServer, out: Path, process: subprocess.Pop
 
 def test_sigkill_mid_batch_then_resume_loses_and_duplicates_nothing(tmp_path):
     prompts = tmp_path / "prompts.jsonl"
-    prompts.write_text("\n".join(json.dumps({"id": i, "prompt": f"Story {i}: a bell rings at sea."})
-                                 for i in range(1, 6)) + "\n")
+    prompts.write_text(
+        "\n".join(json.dumps({"id": i, "prompt": f"Story {i}: a bell rings at sea."}) for i in range(1, 6)) + "\n"
+    )
     server = AuthorServer(delay_s=0.02)
     env = {**os.environ, "FABULA_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)}
     out = tmp_path / "batch"
-    cmd = [sys.executable, "-m", "agent.cli", "batch", "--pipeline", "nst", "--prompts", str(prompts), "--words",
-           "1500", "--out", str(out), "--concurrency", "2", "--endpoint", server.url, "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "agent.cli",
+        "batch",
+        "--pipeline",
+        "nst",
+        "--prompts",
+        str(prompts),
+        "--words",
+        "1500",
+        "--out",
+        str(out),
+        "--concurrency",
+        "2",
+        "--endpoint",
+        server.url,
+        "--quiet",
+    ]
     try:
         process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         _hold_when_part_way(server, out, process)  # both writers wait on a call: the kill lands there
@@ -95,11 +115,17 @@ def test_sigkill_mid_batch_then_resume_loses_and_duplicates_nothing(tmp_path):
                 chapters_before[key], finished_before[key] = {}, False
         assert any(len(chapters_before[k]) >= 1 for k in in_flight)
 
-        resumed = subprocess.run([sys.executable, "-m", "agent.cli", "batch", "resume", str(out), "--endpoint",
-                                  server.url, "--quiet"], cwd=ROOT, env=env, capture_output=True, text=True,
-                                 timeout=180)
-        assert resumed.returncode == 0 and "5 of 5 stories completed" in resumed.stdout, \
+        resumed = subprocess.run(
+            [sys.executable, "-m", "agent.cli", "batch", "resume", str(out), "--endpoint", server.url, "--quiet"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert resumed.returncode == 0 and "5 of 5 stories completed" in resumed.stdout, (
             resumed.stdout[-1500:] + resumed.stderr[-1500:]
+        )
     finally:
         server.close()
 
@@ -131,11 +157,28 @@ def test_ctrl_c_stops_every_story_cleanly_and_resume_completes(tmp_path):
     server = AuthorServer(delay_s=0.02)
     env = {**os.environ, "FABULA_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)}
     out = tmp_path / "batch"
-    cmd = [sys.executable, "-m", "agent.cli", "batch", "--pipeline", "nst", "--prompts", str(prompts), "--words",
-           "1500", "--out", str(out), "--concurrency", "2", "--endpoint", server.url]
+    cmd = [
+        sys.executable,
+        "-m",
+        "agent.cli",
+        "batch",
+        "--pipeline",
+        "nst",
+        "--prompts",
+        str(prompts),
+        "--words",
+        "1500",
+        "--out",
+        str(out),
+        "--concurrency",
+        "2",
+        "--endpoint",
+        server.url,
+    ]
     try:
-        process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                   preexec_fn=ctrl_c_reaches)
+        process = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_reaches
+        )
         _hold_when_part_way(server, out, process, completed=False)  # the batch cannot end before Ctrl-C
         process.send_signal(signal.SIGINT)
         time.sleep(0.5)
@@ -154,8 +197,14 @@ def test_ctrl_c_stops_every_story_cleanly_and_resume_completes(tmp_path):
                 with RunStore.open(out / row.run_dir, readonly=True) as store:
                     assert store.info().status == "stopped"
                     assert store.query("SELECT count(*) FROM sessions WHERE ended_at IS NULL")[0][0] == 0
-        resumed = subprocess.run([sys.executable, "-m", "agent.cli", "batch", "resume", str(out), "--quiet"],
-                                 cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+        resumed = subprocess.run(
+            [sys.executable, "-m", "agent.cli", "batch", "resume", str(out), "--quiet"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert resumed.returncode == 0 and "4 of 4 stories completed" in resumed.stdout, resumed.stderr[-800:]
     finally:
         server.close()

@@ -17,18 +17,24 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def fabula(*argv: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "agent.cli", *argv], capture_output=True, text=True, env=env,
-                          timeout=120, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "agent.cli", *argv], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT
+    )
 
 
 def test_fabula_alone_prints_the_commands_grouped_with_write_first():
     done = fabula()
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    titles = ["write and revise:", "read and export:", "models and servers:", "research and evaluation:",
-              "developer tools:"]
+    titles = [
+        "write and revise:",
+        "read and export:",
+        "models and servers:",
+        "research and evaluation:",
+        "developer tools:",
+    ]
     assert [out.index(t) for t in titles] == sorted(out.index(t) for t in titles)
-    group = out[out.index("write and revise:"): out.index("read and export:")]
+    group = out[out.index("write and revise:") : out.index("read and export:")]
     assert group.splitlines()[1].split()[0] == "write" and "  reconcile " in group
     assert "fabula write nst --prompt" in out and "required" not in done.stderr
 
@@ -68,9 +74,28 @@ def test_sigterm_mid_write_says_so_and_leaves_a_run_that_resumes(tmp_path):
     env = clean_env(tmp_path / "home")
     run = tmp_path / "keeper"
     with AuthorServer(delay_s=0.2, vllm=True) as server:
-        proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "write", "nst", "--prompt", PROMPT, "--words",
-                                 "2000", "--endpoint", server.url, "-o", str(run)], cwd=ROOT, env=env, text=True,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "agent.cli",
+                "write",
+                "nst",
+                "--prompt",
+                PROMPT,
+                "--words",
+                "2000",
+                "--endpoint",
+                server.url,
+                "-o",
+                str(run),
+            ],
+            cwd=ROOT,
+            env=env,
+            text=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         deadline = time.monotonic() + 60
         while calls_of(run, 2) < 1 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -78,8 +103,10 @@ def test_sigterm_mid_write_says_so_and_leaves_a_run_that_resumes(tmp_path):
         err = proc.communicate(timeout=60)[1]
         assert proc.returncode == 143, err
         last = err.strip().splitlines()[-1]
-        assert last == f"fabula: stopped (SIGTERM); every chapter committed so far is kept: fabula resume {run} " \
-                       "continues it"
+        assert (
+            last == f"fabula: stopped (SIGTERM); every chapter committed so far is kept: fabula resume {run} "
+            "continues it"
+        )
         with RunStore.open(run, readonly=True) as store:
             assert store.live_status() != "running" and store.info().last_unit == 1
         resumed = fabula_env(env, "resume", str(run))
@@ -89,8 +116,9 @@ def test_sigterm_mid_write_says_so_and_leaves_a_run_that_resumes(tmp_path):
 
 
 def fabula_env(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agent.cli", *argv], capture_output=True, text=True, env=env,
-                          timeout=300, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "agent.cli", *argv], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT
+    )
 
 
 def test_a_long_model_call_beats_with_elapsed_time(tmp_path, monkeypatch, capsys):

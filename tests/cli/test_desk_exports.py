@@ -32,8 +32,9 @@ def book(tmp_path_factory):
         patch.setenv("FABULA_HOME", str(folder / "home"))
         patch.setattr(pipelines.LLMOptions, "open", lambda self, store=None: Author())
         run = str(folder / "bell")
-        assert main(["write", "nst", "--prompt", PROMPT, "--words", "1000", "--out", run, "--quiet",
-                     "--plan-only"]) == 0
+        assert (
+            main(["write", "nst", "--prompt", PROMPT, "--words", "1000", "--out", run, "--quiet", "--plan-only"]) == 0
+        )
         with RunStore.open(run, readonly=True) as store:
             assert store.get_plan("outline")[0]["title"] == "Part 1"
         edited = folder / "outline.txt"
@@ -56,23 +57,30 @@ def rename_chapter_one(run: str, path) -> None:
 
 
 def test_the_extension_names_the_format_so_book_docx_is_a_docx(book, tmp_path, capsys):
-    for name, check in (("book.docx", zipfile.is_zipfile), ("book.epub", zipfile.is_zipfile),
-                        ("book.html", lambda p: p.read_text().startswith("<!doctype html>")),
-                        ("book.txt", lambda p: not p.read_text().startswith("---")),
-                        ("book.md", lambda p: p.read_text().startswith("---\n"))):
+    for name, check in (
+        ("book.docx", zipfile.is_zipfile),
+        ("book.epub", zipfile.is_zipfile),
+        ("book.html", lambda p: p.read_text().startswith("<!doctype html>")),
+        ("book.txt", lambda p: not p.read_text().startswith("---")),
+        ("book.md", lambda p: p.read_text().startswith("---\n")),
+    ):
         path = tmp_path / name
         assert main(["export", book, "-o", str(path)]) == 0, name
         assert check(path), name
     assert "a DOCX in manuscript format" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv, said", [
-    (["-o", "book.epub", "--format", "md"], "-o book.epub says epub but --format says md"),
-    (["-o", "book.pages"], "cannot tell the format of book.pages ('.pages')"),
-    (["-o", "book"], "cannot tell the format of book (no extension)"),
-])
-def test_an_extension_that_disagrees_or_is_unknown_is_refused_in_one_line(book, tmp_path, monkeypatch, capsys,
-                                                                         argv, said):
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["-o", "book.epub", "--format", "md"], "-o book.epub says epub but --format says md"),
+        (["-o", "book.pages"], "cannot tell the format of book.pages ('.pages')"),
+        (["-o", "book"], "cannot tell the format of book (no extension)"),
+    ],
+)
+def test_an_extension_that_disagrees_or_is_unknown_is_refused_in_one_line(
+    book, tmp_path, monkeypatch, capsys, argv, said
+):
     monkeypatch.chdir(tmp_path)
     capsys.readouterr()
     assert main(["export", book, *argv]) == 2
@@ -169,8 +177,22 @@ def test_after_an_edit_the_cli_and_the_versions_page_both_say_reconcile(book, tm
     changed = tmp_path / "chapter1.txt"
     changed.write_text(text.replace(".", ", and the bell rang.", 1), encoding="utf-8")
     capsys.readouterr()
-    assert main(["edit", str(run), "--chapter", "1", "--file", str(changed), "--no-rederive", "--title",
-                 "The Keeper's Daughter"]) == 0
+    assert (
+        main(
+            [
+                "edit",
+                str(run),
+                "--chapter",
+                "1",
+                "--file",
+                str(changed),
+                "--no-rederive",
+                "--title",
+                "The Keeper's Daughter",
+            ]
+        )
+        == 0
+    )
     assert f"next: fabula reconcile {run}" in capsys.readouterr().err
     assert main(["export", str(run), "--format", "md"]) == 0
     assert "# Chapter 1: The Keeper's Daughter\n" in capsys.readouterr().out  # a title edited by hand heads it
@@ -189,10 +211,37 @@ def test_runs_says_planned_for_an_outline_alone_and_counts_stale_chapters(book, 
     with RunStore.open(tmp_path / "runs" / "edited", readonly=True) as store:
         text = store.chapter(1).text
     (tmp_path / "c1.txt").write_text(text + "\n\nThe bell rang once more.", encoding="utf-8")
-    assert main(["edit", str(tmp_path / "runs" / "edited"), "--chapter", "1", "--file", str(tmp_path / "c1.txt"),
-                 "--no-rederive"]) == 0
-    assert main(["write", "nst", "--prompt", PROMPT, "--words", "1000", "--out", str(tmp_path / "runs" / "plan"),
-                 "--quiet", "--plan-only"]) == 0
+    assert (
+        main(
+            [
+                "edit",
+                str(tmp_path / "runs" / "edited"),
+                "--chapter",
+                "1",
+                "--file",
+                str(tmp_path / "c1.txt"),
+                "--no-rederive",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "write",
+                "nst",
+                "--prompt",
+                PROMPT,
+                "--words",
+                "1000",
+                "--out",
+                str(tmp_path / "runs" / "plan"),
+                "--quiet",
+                "--plan-only",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["runs", str(tmp_path / "runs")]) == 0
     lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}

@@ -10,11 +10,27 @@ import pytest
 
 from agent.cli import main
 
-PARAGRAPH = ("Call me a reader of the sea. Some years ago, never mind how long precisely, having little money in "
-             "my purse, I thought I would sail about a little and see the watery part of the world.")
-BOOK = "\n\n".join(["MOBY-DICK; or, THE WHALE.", "By Herman Melville", "PROLOGUE", PARAGRAPH,
-                    "CHAPTER 1. Loomings.", PARAGRAPH, "CHAPTER 2. The Carpet-Bag.", PARAGRAPH,
-                    "EPILOGUE", PARAGRAPH]) + "\n"
+PARAGRAPH = (
+    "Call me a reader of the sea. Some years ago, never mind how long precisely, having little money in "
+    "my purse, I thought I would sail about a little and see the watery part of the world."
+)
+BOOK = (
+    "\n\n".join(
+        [
+            "MOBY-DICK; or, THE WHALE.",
+            "By Herman Melville",
+            "PROLOGUE",
+            PARAGRAPH,
+            "CHAPTER 1. Loomings.",
+            PARAGRAPH,
+            "CHAPTER 2. The Carpet-Bag.",
+            PARAGRAPH,
+            "EPILOGUE",
+            PARAGRAPH,
+        ]
+    )
+    + "\n"
+)
 
 
 @pytest.fixture
@@ -33,7 +49,11 @@ def test_the_import_takes_title_and_author_from_the_first_lines_and_says_so(sour
     listed = capsys.readouterr().out.splitlines()
     assert listed[0].startswith("MOBY-DICK; or, THE WHALE by Herman Melville: 4 chapters")
     assert [line.split("words")[1].strip() for line in listed[1:]] == [
-        "PROLOGUE", "CHAPTER 1. Loomings.", "CHAPTER 2. The Carpet-Bag.", "EPILOGUE"]
+        "PROLOGUE",
+        "CHAPTER 1. Loomings.",
+        "CHAPTER 2. The Carpet-Bag.",
+        "EPILOGUE",
+    ]
     epub = tmp_path / "moby.epub"
     assert main(["export", str(run), "-o", str(epub)]) == 0
     with zipfile.ZipFile(epub) as book:

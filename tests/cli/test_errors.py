@@ -42,13 +42,16 @@ def test_version(capsys):
     assert exit_.value.code == 0 and re.fullmatch(r"fabula \S+\n", capsys.readouterr().out)
 
 
-@pytest.mark.parametrize("argv", [
-    ["serve", "--preset", "no-such-preset", "--dry-run"],
-    ["prompt", "hi", "--grammar", "no_such_grammar"],
-    ["prompt", "hi", "--backend", "endpoint"],
-    ["prompt", "hi", "--endpoint", "ftp://example/v1"],
-    ["write", "nst", "--prompt", "x", "--words", "1000", "--set", "nope"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["serve", "--preset", "no-such-preset", "--dry-run"],
+        ["prompt", "hi", "--grammar", "no_such_grammar"],
+        ["prompt", "hi", "--backend", "endpoint"],
+        ["prompt", "hi", "--endpoint", "ftp://example/v1"],
+        ["write", "nst", "--prompt", "x", "--words", "1000", "--set", "nope"],
+    ],
+)
 def test_bad_input_is_a_user_error_not_an_internal_one(argv, capsys, monkeypatch):
     monkeypatch.delenv("FABULA_ENDPOINT", raising=False)
     code = main(argv)

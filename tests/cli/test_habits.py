@@ -134,11 +134,19 @@ def test_a_reader_that_goes_away_ends_quietly(tmp_path, monkeypatch):
     run = _run(tmp_path, chapters=40)  # 130 KB of story: more than a pipe holds
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FABULA_HOME": str(tmp_path / "home")}
     # a reader that stops after 10 bytes of a long story, and one gone before the first byte
-    for command, reader in ((["export", str(run), "--format", "txt"], "head -c 10 >/dev/null"),
-                            (["show", str(run)], "true"), (["runs", str(tmp_path)], "true")):
-        result = subprocess.run(["bash", "-c", f'set -o pipefail; "$@" | {reader}', "sh",
-                                 sys.executable, "-m", "agent.cli", *command],
-                                capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+    for command, reader in (
+        (["export", str(run), "--format", "txt"], "head -c 10 >/dev/null"),
+        (["show", str(run)], "true"),
+        (["runs", str(tmp_path)], "true"),
+    ):
+        result = subprocess.run(
+            ["bash", "-c", f'set -o pipefail; "$@" | {reader}', "sh", sys.executable, "-m", "agent.cli", *command],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            cwd=ROOT,
+        )
         assert result.stderr == "", result.stderr
         assert result.returncode in (0, 141), result.returncode
 
@@ -152,12 +160,24 @@ def test_a_reader_that_goes_away_ends_quietly(tmp_path, monkeypatch):
 def test_the_live_line_fits_80_columns_in_a_writers_words():
     out = io.StringIO()
     display = ProgressDisplay(stream=out, tty=True, width=80)
-    big = {"words": 41234, "target_words": 100000, "calls": 1234, "prompt_tokens": 98_765_432,
-           "cached_prompt_tokens": 90_000_000, "completion_tokens": 1_234_567, "elapsed_s": 40000, "eta_s": 90000}
-    events = [Event("plan", 0, None, "outline", **big), Event("call", 0, None, "plan_outline", **big),
-              Event("call", 3, 60, "nst_turn", **big), Event("tool", 3, 60, "search", data={"ok": True}, **big),
-              Event("draft", 3, 60, None, data={"attempts": 2, "words": 640, "accepted": False}, **big),
-              Event("committed", 3, 60, None, data={"words": 1500, "degraded": True}, **big)]
+    big = {
+        "words": 41234,
+        "target_words": 100000,
+        "calls": 1234,
+        "prompt_tokens": 98_765_432,
+        "cached_prompt_tokens": 90_000_000,
+        "completion_tokens": 1_234_567,
+        "elapsed_s": 40000,
+        "eta_s": 90000,
+    }
+    events = [
+        Event("plan", 0, None, "outline", **big),
+        Event("call", 0, None, "plan_outline", **big),
+        Event("call", 3, 60, "nst_turn", **big),
+        Event("tool", 3, 60, "search", data={"ok": True}, **big),
+        Event("draft", 3, 60, None, data={"attempts": 2, "words": 640, "accepted": False}, **big),
+        Event("committed", 3, 60, None, data={"words": 1500, "degraded": True}, **big),
+    ]
     for event in events:
         display(event)
     lines = [part.rsplit("\r\033[K", 1)[-1] for part in out.getvalue().replace("\n", "\r\033[K").split("\r\033[K")]
@@ -165,8 +185,13 @@ def test_the_live_line_fits_80_columns_in_a_writers_words():
     assert len(lines) == len(events)
     assert all(len(line) < 80 for line in lines), [len(line) for line in lines]
     text = "\n".join(lines)
-    for words in ("planning the outline", "chapter 3/60: choosing the next step", "chapter 3/60: searching",
-                  "chapter 3/60: draft 2, 640 words, rejected", "41234/100000 words"):
+    for words in (
+        "planning the outline",
+        "chapter 3/60: choosing the next step",
+        "chapter 3/60: searching",
+        "chapter 3/60: draft 2, 640 words, rejected",
+        "41234/100000 words",
+    ):
         assert words in text, words
     for internal in ("plan_outline", "nst_turn", " done", "committed"):
         assert internal not in text, internal
@@ -188,8 +213,9 @@ def test_verbose_keeps_every_calls_line():
 
 
 def _run(tmp_path: Path, chapters: int = 2) -> Path:
-    store = RunStore.create(tmp_path / "run", pipeline="nst", config={"chapters": chapters}, model="m",
-                            backend="endpoint", initial_state={})
+    store = RunStore.create(
+        tmp_path / "run", pipeline="nst", config={"chapters": chapters}, model="m", backend="endpoint", initial_state={}
+    )
     store.set_target(chapters)
     for i in range(1, chapters + 1):
         store.commit_chapter(i, f"Title {i}", "Lanterns swung over the harbour. " * 100, state={"after": i})

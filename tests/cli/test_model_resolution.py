@@ -29,13 +29,16 @@ def captured(monkeypatch):
     return seen
 
 
-@pytest.mark.parametrize("argv", [
-    ["write", "magnet", STORY, "--words", "300"],
-    ["write", "single", STORY, "--words", "300"],
-    ["write", "nst", "--prompt", "A keeper finds a letter.", "--words", "600"],
-    ["write", "rollsum", "--prompt", "A keeper finds a letter.", "--words", "600"],
-    ["write", "direct", "--prompt", "A keeper finds a letter.", "--words", "600"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["write", "magnet", STORY, "--words", "300"],
+        ["write", "single", STORY, "--words", "300"],
+        ["write", "nst", "--prompt", "A keeper finds a letter.", "--words", "600"],
+        ["write", "rollsum", "--prompt", "A keeper finds a letter.", "--words", "600"],
+        ["write", "direct", "--prompt", "A keeper finds a letter.", "--words", "600"],
+    ],
+)
 def test_fabula_endpoint_in_the_environment_is_used_by_every_writer(argv, captured, monkeypatch, tmp_path):
     with models_server() as listing:
         url = listing.url
@@ -52,8 +55,24 @@ def test_a_flag_beats_the_environment(captured, monkeypatch, tmp_path):
     with models_server() as listing:
         url = listing.url
         monkeypatch.setenv("FABULA_ENDPOINT", "http://127.0.0.1:9/v1")
-        assert main(["write", "magnet", STORY, "--words", "300", "--endpoint", url, "--model", "fake-model",
-                     "--out", str(tmp_path / "run")]) == 130
+        assert (
+            main(
+                [
+                    "write",
+                    "magnet",
+                    STORY,
+                    "--words",
+                    "300",
+                    "--endpoint",
+                    url,
+                    "--model",
+                    "fake-model",
+                    "--out",
+                    str(tmp_path / "run"),
+                ]
+            )
+            == 130
+        )
     assert captured["llm"].endpoint == url
 
 

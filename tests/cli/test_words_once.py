@@ -18,9 +18,12 @@ CLI = Path(__file__).resolve().parents[2] / "agent" / "cli"
 
 
 def test_no_command_checks_the_words_range_itself():
-    found = [f"{path.name}:{node.lineno}: {node.id}" for path in sorted(CLI.glob("*.py"))
-             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-             if isinstance(node, ast.Name) and node.id in ("MIN_WORDS", "MAX_WORDS")]
+    found = [
+        f"{path.name}:{node.lineno}: {node.id}"
+        for path in sorted(CLI.glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Name) and node.id in ("MIN_WORDS", "MAX_WORDS")
+    ]
     assert not found, found
 
 
@@ -34,8 +37,9 @@ def test_every_prompt_pipeline_says_its_range_and_checks_it(name):
         described.check_words(low - 1)
 
 
-@pytest.mark.parametrize("command", [["write", "nst", "--prompt", "p"], ["batch", "--pipeline", "nst",
-                                                                          "--prompts", "x.jsonl", "-o", "b"]])
+@pytest.mark.parametrize(
+    "command", [["write", "nst", "--prompt", "p"], ["batch", "--pipeline", "nst", "--prompts", "x.jsonl", "-o", "b"]]
+)
 def test_write_and_batch_refuse_the_same_words_the_same_way(command, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main([*command, "--words", "10"]) == 2

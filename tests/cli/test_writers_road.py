@@ -19,8 +19,9 @@ PROMPT = "A lighthouse keeper finds a bell that rings by itself."
 
 
 def _write(server: AuthorServer, out, *extra: str) -> int:
-    return main(["write", "nst", "--prompt", PROMPT, "--words", "1000", "--endpoint", server.url, "--out", str(out),
-                 *extra])
+    return main(
+        ["write", "nst", "--prompt", PROMPT, "--words", "1000", "--endpoint", server.url, "--out", str(out), *extra]
+    )
 
 
 def _stopped_after_chapter_one(server: AuthorServer, out) -> None:
@@ -40,8 +41,13 @@ def server():
 
 @pytest.fixture(autouse=True)
 def _no_model_environment(monkeypatch):
-    for name in ("FABULA_ENDPOINT", "FABULA_MODEL", "FABULA_API_KEY", "FABULA_CALL_TIMEOUT",
-                 "FABULA_ALLOW_UNCONSTRAINED"):
+    for name in (
+        "FABULA_ENDPOINT",
+        "FABULA_MODEL",
+        "FABULA_API_KEY",
+        "FABULA_CALL_TIMEOUT",
+        "FABULA_ALLOW_UNCONSTRAINED",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -112,11 +118,23 @@ def test_a_server_stalling_on_its_model_list_is_bounded_by_the_call_timeout(serv
     server.stall_models = True
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text(json.dumps({"id": 1, "prompt": PROMPT}) + "\n")
-    argv = {"write": ["write", "nst", "--prompt", PROMPT, "--words", "1000", "--endpoint", server.url,
-                      "--out", str(out)],
-            "resume": ["resume", str(out)],
-            "batch": ["batch", "--pipeline", "nst", "--prompts", str(prompts), "--words", "1000", "--endpoint",
-                      server.url, "--out", str(tmp_path / "batch")]}[command]
+    argv = {
+        "write": ["write", "nst", "--prompt", PROMPT, "--words", "1000", "--endpoint", server.url, "--out", str(out)],
+        "resume": ["resume", str(out)],
+        "batch": [
+            "batch",
+            "--pipeline",
+            "nst",
+            "--prompts",
+            str(prompts),
+            "--words",
+            "1000",
+            "--endpoint",
+            server.url,
+            "--out",
+            str(tmp_path / "batch"),
+        ],
+    }[command]
     capsys.readouterr()
     started = time.monotonic()
     assert main([*argv, "--call-timeout", "2"]) == 2
@@ -142,11 +160,16 @@ def test_the_config_file_is_below_the_environment_and_flags(server, tmp_path, mo
     assert _write(server, tmp_path / "y") == 0  # ... and a flag beats both
 
 
-@pytest.mark.parametrize(("key", "value", "needle"), [
-    ("call_timeout", "nan", "between 0 and 86400"), ("call_timeout", "-1", "between 0 and 86400"),
-    ("profile", "huge", "profile must be one of"), ("endpoint", "localhost:8000", "http:// or https://"),
-    ("allow_unconstrained", "perhaps", "true or false"),
-])
+@pytest.mark.parametrize(
+    ("key", "value", "needle"),
+    [
+        ("call_timeout", "nan", "between 0 and 86400"),
+        ("call_timeout", "-1", "between 0 and 86400"),
+        ("profile", "huge", "profile must be one of"),
+        ("endpoint", "localhost:8000", "http:// or https://"),
+        ("allow_unconstrained", "perhaps", "true or false"),
+    ],
+)
 def test_bad_config_values_are_one_line_and_nothing_is_written(key, value, needle, capsys):
     assert main(["config", "set", key, value]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -176,8 +199,11 @@ def test_the_profile_follows_a_tiny_model_and_a_flag_overrides_it(tmp_path, caps
         assert "profile small" not in capsys.readouterr().err
     with RunStore.open(tmp_path / "auto", readonly=True) as store:
         assert store.info().config["profile"] == "small"
-        assert store.get_plan("profile_choice") == {"asked": "auto", "chosen": "small", "reason": store.get_plan(
-            "profile_choice")["reason"]}
+        assert store.get_plan("profile_choice") == {
+            "asked": "auto",
+            "chosen": "small",
+            "reason": store.get_plan("profile_choice")["reason"],
+        }
     with RunStore.open(tmp_path / "asked", readonly=True) as store:
         assert store.info().config["profile"] == "default"
 
@@ -187,8 +213,27 @@ def test_batch_stops_starting_stories_after_consecutive_failures_with_one_cause(
     prompts.write_text("".join(json.dumps({"id": n, "prompt": f"{PROMPT} ({n})"}) + "\n" for n in range(1, 9)))
     server.fail_chats = True  # answers the probe, then HTTP 500 for every story call
     out = tmp_path / "batch"
-    assert main(["batch", "--pipeline", "nst", "--prompts", str(prompts), "--words", "1000", "--endpoint",
-                 server.url, "--out", str(out), "--call-timeout", "5", "--quiet"]) == 1
+    assert (
+        main(
+            [
+                "batch",
+                "--pipeline",
+                "nst",
+                "--prompts",
+                str(prompts),
+                "--words",
+                "1000",
+                "--endpoint",
+                server.url,
+                "--out",
+                str(out),
+                "--call-timeout",
+                "5",
+                "--quiet",
+            ]
+        )
+        == 1
+    )
     printed = capsys.readouterr().out
     assert "stopped starting stories: 3 in a row failed with the same cause" in printed
     assert "5 not started are pending for fabula batch resume" in printed
@@ -200,8 +245,25 @@ def test_batch_stops_starting_stories_after_consecutive_failures_with_one_cause(
 
 def test_chapters_that_cannot_fit_the_context_are_planned_shorter_not_stopped(server, tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["write", "nst", "--prompt", PROMPT, "--words", "2000", "--context-tokens", "5000", "--endpoint",
-                 server.url, "--out", str(out)]) == 0  # the 2 planned chapters stopped in chapter 2
+    assert (
+        main(
+            [
+                "write",
+                "nst",
+                "--prompt",
+                PROMPT,
+                "--words",
+                "2000",
+                "--context-tokens",
+                "5000",
+                "--endpoint",
+                server.url,
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )  # the 2 planned chapters stopped in chapter 2
     assert "planning 5 chapters instead of 2: a chapter of the planned length needs about" in capsys.readouterr().err
     with RunStore.open(out, readonly=True) as store:
         assert (store.info().status, store.info().last_unit) == ("completed", 5)

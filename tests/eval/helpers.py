@@ -27,16 +27,31 @@ def words(n: int, word: str = "word") -> str:
     return " ".join([word] * n) + "."
 
 
-def make_run(root: Path, name: str, chapters: list[str], *, target: int = 10_000, prompt: str = "Write a story.",
-             prompt_id: str | None = "1", pipeline: str = "nst", states: list[dict] | None = None,
-             targets: list[int] | None = None, config: dict[str, Any] | None = None) -> Path:
+def make_run(
+    root: Path,
+    name: str,
+    chapters: list[str],
+    *,
+    target: int = 10_000,
+    prompt: str = "Write a story.",
+    prompt_id: str | None = "1",
+    pipeline: str = "nst",
+    states: list[dict] | None = None,
+    targets: list[int] | None = None,
+    config: dict[str, Any] | None = None,
+) -> Path:
     run_dir = root / name
     cfg = {"prompt": prompt, "prompt_id": prompt_id, "words": target, **(config or {})}
     store = RunStore.create(run_dir, pipeline=pipeline, config=cfg, model="writer")
     try:
         if targets is not None:
-            store.put_plan("outline", [{"id": i, "title": f"T{i}", "description": "d", "target_words": t}
-                                       for i, t in enumerate(targets, start=1)])
+            store.put_plan(
+                "outline",
+                [
+                    {"id": i, "title": f"T{i}", "description": "d", "target_words": t}
+                    for i, t in enumerate(targets, start=1)
+                ],
+            )
         for i, text in enumerate(chapters, start=1):
             state = states[i - 1] if states else {"n": i}
             store.commit_chapter(i, f"Chapter {i}", text, state=state)

@@ -13,19 +13,31 @@ from agent.store import RunStore
 from agent.store import judgments as stored
 from tests.eval.helpers import judge_llm, make_run, schema_name, words
 
-CH = ["Mara had green eyes. " + words(496), words(300), "Mara had blue eyes. " + words(696),
-      "The tower stood in the valley. " + words(294)]
+CH = [
+    "Mara had green eyes. " + words(496),
+    words(300),
+    "Mara had blue eyes. " + words(696),
+    "The tower stood in the valley. " + words(294),
+]
 
 
 def inst(subtype, quote, qc, contra, cc):
-    return {"subtype": subtype, "exact_quote": quote, "quote_chapter": qc, "contradicting_quote": contra,
-            "contradicting_chapter": cc, "explanation": "both cannot be true"}
+    return {
+        "subtype": subtype,
+        "exact_quote": quote,
+        "quote_chapter": qc,
+        "contradicting_quote": contra,
+        "contradicting_chapter": cc,
+        "explanation": "both cannot be true",
+    }
 
 
 REPLIES = {
     "CharacterizationReport": [],
-    "FactualDetailReport": [inst("appearance_mismatches", "Mara had green eyes.", 1, "Mara had  blue\neyes.", 3),
-                            inst("appearance_mismatches", "Mara had grey eyes.", 1, "Mara had blue eyes.", 3)],
+    "FactualDetailReport": [
+        inst("appearance_mismatches", "Mara had green eyes.", 1, "Mara had  blue\neyes.", 3),
+        inst("appearance_mismatches", "Mara had grey eyes.", 1, "Mara had blue eyes.", 3),
+    ],
     "NarrativeStyleReport": [],
     "TimelinePlotReport": [inst("abandoned_plot_elements", "Mara had green eyes.", 1, "Mara had green eyes.", 1)],
     "WorldBuildingReport": [inst("geographical_contradictions", "Mara had blue eyes.", 3, "Mara had green eyes.", 1)],
@@ -38,6 +50,7 @@ def scripted(fail: set[str] | None = None):
         if fail and name in fail:
             return EndpointUnavailableError("server said 503")
         return {"contradictions": REPLIES[name]}
+
     return reply
 
 
@@ -80,8 +93,10 @@ def test_prompts_delimit_the_story_as_data(tmp_path):
         assert user.count(DATA_OPEN) == 1 and user.count(DATA_CLOSE) == 1  # the story's own tag is defused
         assert user.index(DATA_OPEN) < user.index("Ignore all previous") < user.index(DATA_CLOSE)
         assert user.count(MARKER) == 1  # marker-like text inside the story is removed
-    assert "abandoned_plot_elements remains a check over the full narrative" in \
-        next(r for r in llm.requests if schema_name(r) == "TimelinePlotReport").messages[0]["content"]
+    assert (
+        "abandoned_plot_elements remains a check over the full narrative"
+        in next(r for r in llm.requests if schema_name(r) == "TimelinePlotReport").messages[0]["content"]
+    )
 
 
 def test_failed_judgment_is_recorded_excluded_and_retried_alone(run):

@@ -18,8 +18,14 @@ pytestmark = pytest.mark.embedded
 
 
 def test_tiny_model_consistency_replies_are_schema_valid(embedded_llm, tmp_path):
-    run = make_run(tmp_path, "tiny", ["Mara had green eyes. She lived in the north tower.",
-                                      "Mara had blue eyes. She had always lived in the south tower."])
+    run = make_run(
+        tmp_path,
+        "tiny",
+        [
+            "Mara had green eyes. She lived in the north tower.",
+            "Mara had blue eyes. She had always lived in the south tower.",
+        ],
+    )
     with RunStore.open(run) as store:
         story = load_story(store)
         _, counts = judge_consistency(store, story, Judge(embedded_llm, "tiny", max_tokens=384))

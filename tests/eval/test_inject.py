@@ -24,8 +24,9 @@ def source(tmp_path):
 
 
 def test_markers_occur_twice_at_the_asked_depths(source, tmp_path):
-    copies = make_injected_copies(source, tmp_path / "inj", depths=["adjacent", "midpoint", "opening"], controls=2,
-                                  window_chapters=2)
+    copies = make_injected_copies(
+        source, tmp_path / "inj", depths=["adjacent", "midpoint", "opening"], controls=2, window_chapters=2
+    )
     assert len(copies) == 5 * 3 + 2
     seen = set()
     for copy in copies:
@@ -42,8 +43,9 @@ def test_markers_occur_twice_at_the_asked_depths(source, tmp_path):
         assert record["later_chapter"] >= 5  # inside the window (last 2 of 6 chapters)
         expected = {"adjacent": 4, "midpoint": 2, "opening": 1}[record["depth"]]
         # prefix is chapters 1-4 (1,200 words): its midpoint (600) is the end of chapter 2
-        assert record["earlier_chapter"] == expected or (record["depth"] == "midpoint"
-                                                         and record["earlier_chapter"] == 3)
+        assert record["earlier_chapter"] == expected or (
+            record["depth"] == "midpoint" and record["earlier_chapter"] == 3
+        )
         if record["depth"] == "adjacent":
             assert texts[4].endswith(record["earlier"])
         if record["depth"] == "opening":
@@ -55,8 +57,9 @@ def test_markers_occur_twice_at_the_asked_depths(source, tmp_path):
 
 
 def test_recall_counts_exact_marker_matches(source, tmp_path):
-    copies = make_injected_copies(source, tmp_path / "inj", depths=["adjacent", "opening"], controls=1,
-                                  window_chapters=2)
+    copies = make_injected_copies(
+        source, tmp_path / "inj", depths=["adjacent", "opening"], controls=1, window_chapters=2
+    )
     category_of = {c: cat for cat, _, c_, _ in CONTRADICTIONS for c in [c_]}
 
     def judge(request):
@@ -65,14 +68,25 @@ def test_recall_counts_exact_marker_matches(source, tmp_path):
         for earlier, cat in category_of.items():
             pattern = re.escape(earlier).replace(re.escape("{m}"), r"(\w+)")
             m = re.search(pattern, user)
-            grammar = {"characterization": "CharacterizationReport", "factual_detail": "FactualDetailReport",
-                       "narrative_style": "NarrativeStyleReport", "timeline_plot": "TimelinePlotReport",
-                       "world_building": "WorldBuildingReport"}[cat]
+            grammar = {
+                "characterization": "CharacterizationReport",
+                "factual_detail": "FactualDetailReport",
+                "narrative_style": "NarrativeStyleReport",
+                "timeline_plot": "TimelinePlotReport",
+                "world_building": "WorldBuildingReport",
+            }[cat]
             if m and schema_name(request) == grammar and cat != "world_building":  # miss world building
                 subtype = next(s for c, s, _, _ in CONTRADICTIONS if c == cat)
-                found.append({"subtype": subtype, "exact_quote": m.group(0), "quote_chapter": 1,
-                              "contradicting_quote": m.group(0), "contradicting_chapter": 5,
-                              "explanation": f"{m.group(1)} contradicts"})
+                found.append(
+                    {
+                        "subtype": subtype,
+                        "exact_quote": m.group(0),
+                        "quote_chapter": 1,
+                        "contradicting_quote": m.group(0),
+                        "contradicting_chapter": 5,
+                        "explanation": f"{m.group(1)} contradicts",
+                    }
+                )
         return {"contradictions": found}
 
     llm = judge_llm(judge)
@@ -100,8 +114,9 @@ def test_magnet_story_is_injected_in_its_paragraphs_and_keeps_the_originals(tmp_
                 step += 1
                 store.commit_step(step, paragraphs, state={}, record={}, goal=f"goal {goal}")
         store.finish()
-    copies = make_injected_copies(tmp_path / "m", tmp_path / "inj", depths=["adjacent", "opening"], controls=1,
-                                  window_chapters=2)
+    copies = make_injected_copies(
+        tmp_path / "m", tmp_path / "inj", depths=["adjacent", "opening"], controls=1, window_chapters=2
+    )
     assert len(copies) == 5 * 2 + 1
     for copy in copies:
         with RunStore.open(copy, readonly=True) as store:

@@ -21,8 +21,15 @@ def planted(where: str) -> str:
 
 
 def story() -> Story:
-    sections = [Section(i, f"Part {i}\n{planted('title')}", f"The keeper walked home. {planted('text')} "
-                        "She slept by the lamp. The sea was calm.", 30) for i in (1, 2, 3)]
+    sections = [
+        Section(
+            i,
+            f"Part {i}\n{planted('title')}",
+            f"The keeper walked home. {planted('text')} She slept by the lamp. The sea was calm.",
+            30,
+        )
+        for i in (1, 2, 3)
+    ]
     return Story("run", "nst", sections, f"A keeper story. {planted('prompt')}", "id:1", 90)
 
 

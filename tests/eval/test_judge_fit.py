@@ -34,7 +34,10 @@ def test_every_judge_request_is_fitted_to_the_judges_context(tmp_path):
     for request in llm.requests:
         prompt = count(request.messages)
         assert request.max_tokens < 8192 and prompt + request.max_tokens == CONTEXT - JUDGE_RESERVE, (
-            request.role, prompt, request.max_tokens)
+            request.role,
+            prompt,
+            request.max_tokens,
+        )
 
 
 def test_a_judge_with_room_keeps_its_max_tokens_and_one_without_a_context_is_not_clamped(tmp_path):
@@ -49,8 +52,14 @@ def test_a_judge_with_room_keeps_its_max_tokens_and_one_without_a_context_is_not
 def test_a_story_too_long_for_one_call_is_refused_before_anything_is_sent(tmp_path):
     run = make_run(tmp_path, "long", [words(2000), words(2000)])
     llm = judge_llm(judge_fn(), context=CONTEXT)
-    with RunStore.open(run) as store, pytest.raises(JudgeContextError, match="do not fit the judge's context "
-                                                                             r"\(4096 tokens\)"):
+    with (
+        RunStore.open(run) as store,
+        pytest.raises(
+            JudgeContextError,
+            match="do not fit the judge's context "
+            r"\(4096 tokens\)",
+        ),
+    ):
         judge_consistency(store, load_story(store), Judge(llm, "small"))
     assert llm.requests == []
     with RunStore.open(run, readonly=True) as store:

@@ -33,18 +33,24 @@ def test_distinct_and_repetition_by_hand():
 
 
 def test_requirements_opened_and_resolved():
-    states = [(1, {"narrative": {"future_requirements": {"a": "x", "b": "y"}}}),
-              (2, {"narrative": {"future_requirements": {"b": "y", "c": "z"}}}),
-              (3, {"narrative": {"future_requirements": {"c": "z"}}})]
-    assert requirement_history(states) == {"requirements_opened": 3, "requirements_resolved": 2,
-                                           "requirements_open_at_end": 1}
+    states = [
+        (1, {"narrative": {"future_requirements": {"a": "x", "b": "y"}}}),
+        (2, {"narrative": {"future_requirements": {"b": "y", "c": "z"}}}),
+        (3, {"narrative": {"future_requirements": {"c": "z"}}}),
+    ]
+    assert requirement_history(states) == {
+        "requirements_opened": 3,
+        "requirements_resolved": 2,
+        "requirements_open_at_end": 1,
+    }
     assert requirement_history([(1, {"summary": "s"})])["requirements_opened"] is None
 
 
 def test_model_free_row(tmp_path):
-    states = [{"narrative": {"characters": {"A": {}}, "past_events": {"e1": "x"}, "future_requirements": {"r": "1"}}},
-              {"narrative": {"characters": {"A": {}}, "past_events": {"e1": "x", "e2": "y"},
-                             "future_requirements": {}}}]
+    states = [
+        {"narrative": {"characters": {"A": {}}, "past_events": {"e1": "x"}, "future_requirements": {"r": "1"}}},
+        {"narrative": {"characters": {"A": {}}, "past_events": {"e1": "x", "e2": "y"}, "future_requirements": {}}},
+    ]
     run = make_run(tmp_path, "r", [words(100), words(150)], target=250, targets=[100, 100], states=states)
     with RunStore.open(run) as store:
         store.record_llm_call(CallRecord("writer", "scripted", "m", 0.7, 100, None, 1000, 600, 250, 1.0, "stop"))
@@ -70,6 +76,7 @@ def test_quality_criteria_cached_and_mean(tmp_path):
             return criterion_reply(request)
         name = request.messages[1]["content"].split("Criterion: ")[1].split("\n")[0]
         return {"reason": "r", "score": int(name[1]) + 4}  # 4, 5, 6, 7, 8 -> mean 6
+
     llm = judge_llm(reply)
     cache = tmp_path / "cache"
     for name in ("a", "b"):
@@ -94,6 +101,7 @@ def test_interrupted_criteria_design_resumes_from_the_cached_ones(tmp_path):
             designs["n"] += 1
             return EndpointUnavailableError("down") if designs["n"] == 3 else criterion_reply(request)
         return {"reason": "r", "score": 7}
+
     run = make_run(tmp_path, "a", [words(50)])
     with RunStore.open(run) as store:
         story = load_story(store)
@@ -111,12 +119,16 @@ def test_quality_failure_leaves_story_unscored(tmp_path):
             return criterion_reply(request)
         calls["n"] += 1
         return EndpointUnavailableError("down") if calls["n"] == 3 else {"reason": "r", "score": 7}
+
     with RunStore.open(run) as store:
         story = load_story(store)
         assert judge_quality(store, story, Judge(judge_llm(reply), "j"), tmp_path / "c")["failed"] == 1
         assert quality_scores(store, story) == {}
-        assert judge_quality(store, story, Judge(judge_llm(reply), "j"), tmp_path / "c") == \
-            {"skipped": 4, "ok": 1, "failed": 0}
+        assert judge_quality(store, story, Judge(judge_llm(reply), "j"), tmp_path / "c") == {
+            "skipped": 4,
+            "ok": 1,
+            "failed": 0,
+        }
         assert quality_scores(store, story) == {"j": pytest.approx(7.0)}
 
 
@@ -129,24 +141,30 @@ def editorial_reply(per_level: int, overall: int):
             return {"annotations": [{"category": "necessity", "quote": "q", "note": "n"}] * per_level}
         if name == "SentenceAnnotations":
             return {"annotations": [{"sentence": 1, "category": "clarity", "note": "n"}] * per_level}
-        keys = {"StoryRubric": ("logical_consistency", "thematic_coherence", "character_arcs"),
-                "SectionRubric": ("goal_conflict_outcome", "hook_and_close", "necessity"),
-                "SentenceRubric": ("rhythm", "clarity", "syntax_variety")}[name]
+        keys = {
+            "StoryRubric": ("logical_consistency", "thematic_coherence", "character_arcs"),
+            "SectionRubric": ("goal_conflict_outcome", "hook_and_close", "necessity"),
+            "SentenceRubric": ("rhythm", "clarity", "syntax_variety"),
+        }[name]
         return {**dict.fromkeys(keys, 50), "overall": overall}
+
     return reply
 
 
 def test_editorial_sampler_and_two_judges_averaged(tmp_path):
-    chapters = [f"Chapter {i} begins here with some words. It goes on for a while longer. " + words(20)
-                for i in range(1, 9)]
+    chapters = [
+        f"Chapter {i} begins here with some words. It goes on for a while longer. " + words(20) for i in range(1, 9)
+    ]
     run = make_run(tmp_path, "e", chapters)
     with RunStore.open(run) as store:
         story = load_story(store)
         s0 = sample(story, 0)
         assert s0 == sample(story, 0) and s0 != sample(story, 1)
         assert len(s0.sections) == 5 and len(s0.sentences) == 5 and s0.sections == sorted(s0.sections)
-        judges = [Judge(judge_llm(editorial_reply(1, 80), "a"), "a"),
-                  Judge(judge_llm(editorial_reply(3, 60), "b"), "b")]
+        judges = [
+            Judge(judge_llm(editorial_reply(1, 80), "a"), "a"),
+            Judge(judge_llm(editorial_reply(3, 60), "b"), "b"),
+        ]
         assert judge_editorial(store, story, judges, seed=0)["ok"] == 2 * 10
         result = editorial_scores(store, story)
     # judge a: 1 + 5*1 + 1 = 7 annotations, rubric 80; judge b: 3 + 15 + 3 = 21, rubric 60
@@ -159,9 +177,20 @@ def ced_judge(n_instances: int):
     def reply(request):
         if schema_name(request) != "FactualDetailReport":
             return {"contradictions": []}
-        return {"contradictions": [{"subtype": "quantitative_mismatches", "exact_quote": "word", "quote_chapter": 1,
-                                    "contradicting_quote": "word", "contradicting_chapter": 1,
-                                    "explanation": "e"}] * n_instances}
+        return {
+            "contradictions": [
+                {
+                    "subtype": "quantitative_mismatches",
+                    "exact_quote": "word",
+                    "quote_chapter": 1,
+                    "contradicting_quote": "word",
+                    "contradicting_chapter": 1,
+                    "explanation": "e",
+                }
+            ]
+            * n_instances
+        }
+
     return reply
 
 
@@ -169,10 +198,12 @@ def ced_judge(n_instances: int):
 def scripted_cli(monkeypatch):
     """The CLI's judges are scripted by the instance count the run name asks for."""
     import agent.cli.eval_cmd as eval_cmd
+
     state = {"fn": None}
 
     def open_judges(args):
         return [Judge(judge_llm(lambda r: state["fn"](r)), "judge-x")]
+
     monkeypatch.setattr(eval_cmd, "open_judges", open_judges)
     return state
 
@@ -183,14 +214,21 @@ def test_compare_and_report_from_stored_judgments_only(tmp_path, scripted_cli, m
         for side, counts in (("a", [1, 2, 1, 0]), ("b", [3, 3, 2, 2])):
             for pid, n in enumerate(counts):
                 scripted_cli["fn"] = ced_judge(n)
-                run = make_run(tmp_path, f"{side}{pid}-{length}", [words(1000)], target=length, prompt_id=str(pid),
-                               pipeline="nst" if side == "a" else "rollsum")
+                run = make_run(
+                    tmp_path,
+                    f"{side}{pid}-{length}",
+                    [words(1000)],
+                    target=length,
+                    prompt_id=str(pid),
+                    pipeline="nst" if side == "a" else "rollsum",
+                )
                 assert main(["eval", "consistency", str(run), "--window-chapters", "1"]) == 0
                 (a_runs if side == "a" else b_runs).append(str(run))
     capsys.readouterr()
 
     def no_model(*args, **kwargs):
         raise AssertionError("a report must not call a model")
+
     monkeypatch.setattr(agent.llm, "open_llm", no_model)
     monkeypatch.setattr(agent.llm.options.LLMOptions, "open", no_model)
     scripted_cli["fn"] = no_model
@@ -207,8 +245,12 @@ def test_compare_and_report_from_stored_judgments_only(tmp_path, scripted_cli, m
     png = (tmp_path / "rep" / "ced_vs_length.png").read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and "![ced_vs_length.png](ced_vs_length.png)" in report
     metrics = json.loads((tmp_path / "rep" / "metrics.json").read_text())
-    assert sorted(round(m["instance_ced"]) for m in metrics if "/a" in m["run"] and m["run"].endswith("-1000")) == \
-        [0, 10, 10, 20]
+    assert sorted(round(m["instance_ced"]) for m in metrics if "/a" in m["run"] and m["run"].endswith("-1000")) == [
+        0,
+        10,
+        10,
+        20,
+    ]
     # regeneration gives the same report
     before = report
     assert main(["eval", "report", *a_runs, *b_runs, "--out", str(tmp_path / "rep")]) == 0
@@ -230,8 +272,9 @@ def test_report_without_matplotlib_keeps_tables_and_says_how_to_get_plots(tmp_pa
 
 def test_cli_failed_judgment_exits_1_and_rerun_fills_it(tmp_path, scripted_cli, capsys):
     run = make_run(tmp_path, "f", [words(500)])
-    scripted_cli["fn"] = lambda r: EndpointUnavailableError("503") if schema_name(r) == "NarrativeStyleReport" \
-        else {"contradictions": []}
+    scripted_cli["fn"] = lambda r: (
+        EndpointUnavailableError("503") if schema_name(r) == "NarrativeStyleReport" else {"contradictions": []}
+    )
     assert main(["eval", "consistency", str(run)]) == 1
     assert "4 judged, 1 failed" in capsys.readouterr().out
     scripted_cli["fn"] = lambda r: {"contradictions": []}
@@ -241,10 +284,14 @@ def test_cli_failed_judgment_exits_1_and_rerun_fills_it(tmp_path, scripted_cli, 
 
 
 def test_compare_pairs_by_prompt_and_notes_unpaired():
-    a = [{"run": "a1", "prompt_key": "id:1", "target_words": 10, "instance_ced": 1.0},
-         {"run": "a2", "prompt_key": "id:2", "target_words": 10, "instance_ced": 2.0}]
-    b = [{"run": "b1", "prompt_key": "id:1", "target_words": 10, "instance_ced": 3.0},
-         {"run": "b3", "prompt_key": "id:3", "target_words": 10, "instance_ced": None}]
+    a = [
+        {"run": "a1", "prompt_key": "id:1", "target_words": 10, "instance_ced": 1.0},
+        {"run": "a2", "prompt_key": "id:2", "target_words": 10, "instance_ced": 2.0},
+    ]
+    b = [
+        {"run": "b1", "prompt_key": "id:1", "target_words": 10, "instance_ced": 3.0},
+        {"run": "b3", "prompt_key": "id:3", "target_words": 10, "instance_ced": None},
+    ]
     comparisons, notes = compare(a, [b], metrics=("instance_ced",))
     assert len(comparisons) == 1 and comparisons[0].pairs == [("a1", "b1")] and comparisons[0].result.n == 1
     assert any("a2 has no partner" in n for n in notes) and any("b3 has no partner" in n for n in notes)

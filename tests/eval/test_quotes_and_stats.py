@@ -33,9 +33,16 @@ def test_paired_t_matches_scipy():
     assert p == pytest.approx(0.011614982283292509, rel=1e-9)
 
 
-@pytest.mark.parametrize(("t", "df", "expected"), [(0.5, 3, 0.651447964848151), (2.1, 10, 0.06207724420221853),
-                                                   (-4.0, 29, 0.00040006394565249173),
-                                                   (12.0, 99, 5.130629687897481e-21), (1e-3, 1, 0.9993633804398159)])
+@pytest.mark.parametrize(
+    ("t", "df", "expected"),
+    [
+        (0.5, 3, 0.651447964848151),
+        (2.1, 10, 0.06207724420221853),
+        (-4.0, 29, 0.00040006394565249173),
+        (12.0, 99, 5.130629687897481e-21),
+        (1e-3, 1, 0.9993633804398159),
+    ],
+)
 def test_t_distribution_matches_scipy(t, df, expected):
     # 2 * scipy.stats.t.sf(abs(t), df)
     assert t_two_sided_p(t, df) == pytest.approx(expected, rel=1e-9)
@@ -74,8 +81,9 @@ def test_against_scipy_when_installed():
     a, b = rng.normal(5, 2, 30), rng.normal(5.5, 2, 30)
     ref = st.ttest_rel(a, b)
     assert paired_t(list(a), list(b)) == pytest.approx((ref.statistic, ref.pvalue), rel=1e-9)
-    ci = st.bootstrap((a - b,), np.mean, n_resamples=10_000, method="percentile",
-                      random_state=np.random.default_rng(3)).confidence_interval
+    ci = st.bootstrap(
+        (a - b,), np.mean, n_resamples=10_000, method="percentile", random_state=np.random.default_rng(3)
+    ).confidence_interval
     ours = bootstrap_ci(list(a - b), seed=3)
     width = ci.high - ci.low
     assert ours == pytest.approx((ci.low, ci.high), abs=0.05 * width)

@@ -26,10 +26,16 @@ SEEDS = (0, 1, 2, 3)
 
 
 def test_consistency_through_the_cli_against_the_server(tmp_path, vllm_server, capsys):
-    run = make_run(tmp_path, "story", ["Mara had green eyes. She lived in the north tower.",
-                                       "Mara had blue eyes. She had always lived in the south tower."], target=20)
-    judge = ["--judge-endpoint", vllm_server.endpoint, "--judge-model", vllm_server.model,
-             "--judge-max-tokens", "512"]
+    run = make_run(
+        tmp_path,
+        "story",
+        [
+            "Mara had green eyes. She lived in the north tower.",
+            "Mara had blue eyes. She had always lived in the south tower.",
+        ],
+        target=20,
+    )
+    judge = ["--judge-endpoint", vllm_server.endpoint, "--judge-model", vllm_server.model, "--judge-max-tokens", "512"]
     codes = []
     for seed in SEEDS:  # a rerun fills in only what is missing, with a fresh seed
         codes.append(main(["eval", "consistency", str(run), *judge, "--judge-seed", str(seed)]))
@@ -54,8 +60,10 @@ def test_consistency_through_the_cli_against_the_server(tmp_path, vllm_server, c
         scores = best_scores(store, story)
     for row in ok:  # the CED of a real judge reply, per judged category
         found = len(row.reply["contradictions"])
-        print(f"real judge reply, {row.item}: {found} contradiction(s), "
-              f"instance CED {ced(found, row.meta['window']['checked_words']):.2f} per 10K words")
+        print(
+            f"real judge reply, {row.item}: {found} contradiction(s), "
+            f"instance CED {ced(found, row.meta['window']['checked_words']):.2f} per 10K words"
+        )
         assert row.meta["window"]["checked_words"] == story.words
     if len(ok) == 5:  # every category answered: the story's CED, as the report prints it
         [score] = scores

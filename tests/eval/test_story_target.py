@@ -25,12 +25,19 @@ def legacy(tmp_path):
     def copy(name: str) -> Path:
         shutil.copytree(LEGACY / name, tmp_path / name)
         return tmp_path / name
+
     return copy
 
 
-@pytest.mark.parametrize(("name", "target", "unit"), [
-    ("magnet", 400, "story"), ("single", 300, "story"), ("direct", 1200, "story"), ("nst", 1200, "chapter"),
-])
+@pytest.mark.parametrize(
+    ("name", "target", "unit"),
+    [
+        ("magnet", 400, "story"),
+        ("single", 300, "story"),
+        ("direct", 1200, "story"),
+        ("nst", 1200, "chapter"),
+    ],
+)
 def test_every_pipeline_has_a_target_and_a_gate_verdict(legacy, name, target, unit):
     with RunStore.open(legacy(name), readonly=True) as store:
         story = load_story(store)

@@ -14,9 +14,22 @@ def story(word_counts: list[int], target: int | None) -> Story:
     return Story("/x", "nst", sections, "p", "id:1", target)
 
 
-@pytest.mark.parametrize(("target", "k"), [(5_000, None), (10_000, None), (20_000, 7), (50_000, 5), (100_000, 4),
-                                          (15_000, 9), (12_000, 9), (35_000, 6), (75_000, 5), (90_000, 4),
-                                          (250_000, 4)])
+@pytest.mark.parametrize(
+    ("target", "k"),
+    [
+        (5_000, None),
+        (10_000, None),
+        (20_000, 7),
+        (50_000, 5),
+        (100_000, 4),
+        (15_000, 9),
+        (12_000, 9),
+        (35_000, 6),
+        (75_000, 5),
+        (90_000, 4),
+        (250_000, 4),
+    ],
+)
 def test_anchor_k(target, k):
     # 15K: 10 + (7-10)*0.5 = 8.5 -> 9 (half up); 12K: 9.4 -> 9; 35K: 6; 75K: 4.5 -> 5; 90K: 4.2 -> 4.
     assert anchor_k(target) == k

@@ -43,8 +43,15 @@ def test_every_rule_flags_its_own_example():
 def test_machine_prose_is_flagged_by_rule_with_its_passage():
     report = lint_book([(f"Chapter {i}", t) for i, t in enumerate(MACHINE, 1)])
     rules = {f.rule for f in report.flags}
-    assert {"breath-held", "words-hung", "wave-of", "heart-pounded", "testament", "couldnt-help-but",
-            "what-felt-like"} <= rules
+    assert {
+        "breath-held",
+        "words-hung",
+        "wave-of",
+        "heart-pounded",
+        "testament",
+        "couldnt-help-but",
+        "what-felt-like",
+    } <= rules
     assert {"same-opening", "nonspeech-tag", "elaborate-tags", "repeated-phrase"} <= rules
     repeat = next(f for f in report.flags if f.rule == "repeated-phrase")
     assert "the lantern flickered against the cold stone" in repeat.detail
@@ -65,8 +72,11 @@ def test_a_human_novel_raises_almost_no_machine_prose_flags():
 
 def test_a_writers_rules_file_adds_replaces_and_turns_off_rules(tmp_path):
     own = tmp_path / "mine.toml"
-    own.write_text('[[rule]]\nname = "suddenly"\npattern = "\\\\bsuddenly\\\\b"\nexample = "Suddenly, a noise."\n'
-                   '[[rule]]\nname = "testament"\nenabled = false\n', encoding="utf-8")
+    own.write_text(
+        '[[rule]]\nname = "suddenly"\npattern = "\\\\bsuddenly\\\\b"\nexample = "Suddenly, a noise."\n'
+        '[[rule]]\nname = "testament"\nenabled = false\n',
+        encoding="utf-8",
+    )
     rules = load_rules(own)
     names = {r.name for r in rules.rules}
     assert "suddenly" in names and "testament" not in names
@@ -89,9 +99,11 @@ def test_lint_reads_a_manuscript_file_and_prints_json(tmp_path, capsys):
 def test_lint_refuses_bad_input_in_one_line(tmp_path, capsys):
     bad = tmp_path / "bad.toml"
     bad.write_text('[[rule]]\nname = "x"\npattern = "("\n', encoding="utf-8")
-    for args, says in (([str(tmp_path / "missing.txt")], "no such run or file"),
-                       ([str(tmp_path)], "not a run"),
-                       (["README.md", "--rules", str(bad)], "bad pattern")):
+    for args, says in (
+        ([str(tmp_path / "missing.txt")], "no such run or file"),
+        ([str(tmp_path)], "not a run"),
+        (["README.md", "--rules", str(bad)], "bad pattern"),
+    ):
         code, _, err = lint_cli(capsys, *args)
         assert code == 2 and says in err, err
         assert err.count("\n") == 1

@@ -1,7 +1,7 @@
 """A Magnet run on the scripted model, in a subprocess, so a test can SIGKILL it mid-timestep.
 
-    python tests/magnet/scripted_run.py start RUN_DIR DELAY     # a new run
-    python tests/magnet/scripted_run.py resume RUN_DIR          # `fabula resume RUN_DIR`
+python tests/magnet/scripted_run.py start RUN_DIR DELAY     # a new run
+python tests/magnet/scripted_run.py resume RUN_DIR          # `fabula resume RUN_DIR`
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ RECAP = "The story so far, in brief"
 def paragraph(request, n):
     """Long paragraphs that name the cast and their places, so BM25 recalls them."""
     return f"Ann searched the library and Bob paced the hall while Cy read in the study (paragraph {n}). " + prose(
-        70, seed=n)
+        70, seed=n
+    )
 
 
 def recap(request, n):
@@ -40,8 +41,14 @@ def recap(request, n):
 
 def run(tmp_path, context: int | None, name: str = "run") -> tuple[RunStore, StoryLLM]:
     llm = StoryLLM(narrator=paragraph, recap=recap)
-    settings = MagnetSettings(history_window=3, recall_paragraphs=4, recall_words=200, recap_every=3,
-                              context_tokens=context, context_reserve=RESERVE)
+    settings = MagnetSettings(
+        history_window=3,
+        recall_paragraphs=4,
+        recall_words=200,
+        recap_every=3,
+        context_tokens=context,
+        context_reserve=RESERVE,
+    )
     config = {**settings.as_config(), "story": story(words=900).to_dict()}
     store = RunStore.create(tmp_path / name, pipeline="magnet", config=config, unit_kind="step")
     with store.session("start"):
@@ -119,19 +126,31 @@ def test_a_server_that_refuses_for_length_widens_the_reserve_and_the_retry_fits(
 
     def server(request, n):
         if counter.count(request.messages) + request.max_tokens > ROOMY - RESERVE - hidden:  # the real limit
-            return LLMError("endpoint x refused POST /chat/completions: HTTP 400: This model's maximum context "
-                            f"length is {ROOMY - hidden} tokens")
+            return LLMError(
+                "endpoint x refused POST /chat/completions: HTTP 400: This model's maximum context "
+                f"length is {ROOMY - hidden} tokens"
+            )
         return None
 
     llm = StoryLLM(narrator=paragraph, recap=recap, fail=server)
-    settings = MagnetSettings(history_window=3, recall_paragraphs=4, recall_words=200, recap_every=3,
-                              context_tokens=ROOMY, context_reserve=RESERVE, retries=2)
+    settings = MagnetSettings(
+        history_window=3,
+        recall_paragraphs=4,
+        recall_words=200,
+        recap_every=3,
+        context_tokens=ROOMY,
+        context_reserve=RESERVE,
+        retries=2,
+    )
     config = {**settings.as_config(), "story": story(words=900).to_dict()}
     store = RunStore.create(tmp_path / "run", pipeline="magnet", config=config, unit_kind="step")
     with store.session("start"):
         write_story(store, llm, config)
-    refusals = [t.arguments for t in store.tool_calls() if t.tool == "budget"
-                and t.arguments["action"] == "server_refused_length"]
+    refusals = [
+        t.arguments
+        for t in store.tool_calls()
+        if t.tool == "budget" and t.arguments["action"] == "server_refused_length"
+    ]
     assert refusals, "no request was refused: the test's server is not tight enough"
     assert store.info().status == "completed"
     failures = [f for s in store.steps() for f in s["record"]["failures"]]

@@ -75,9 +75,11 @@ def test_missing_field_and_both_lengths():
 
 def test_pages_use_page_words(tmp_path):
     path = tmp_path / "s.toml"
-    path.write_text('title = "T"\ngenre = "g"\ngoal = "x"\npages = 3\npage_words = 300\n'
-                    '[[characters]]\nname = "A"\nrole = "r"\ndescription = "d"\npersonality = "p"\n'
-                    'goals = "g"\nlocation = "l"\n')
+    path.write_text(
+        'title = "T"\ngenre = "g"\ngoal = "x"\npages = 3\npage_words = 300\n'
+        '[[characters]]\nname = "A"\nrole = "r"\ndescription = "d"\npersonality = "p"\n'
+        'goals = "g"\nlocation = "l"\n'
+    )
     story = load_definition(path)
     assert story.target_words == 900
     assert story.with_length(pages=2).target_words == 600
@@ -104,8 +106,9 @@ def _problems(data) -> list[str]:
 
 
 def test_every_problem_is_reported_one_line_each_naming_field_and_character():
-    data = story_dict(world={"codicil_missing": True, "Bad-Name": 1, "ann_secret_plan": "x"},
-                      secrets={"codicil_missing": False})
+    data = story_dict(
+        world={"codicil_missing": True, "Bad-Name": 1, "ann_secret_plan": "x"}, secrets={"codicil_missing": False}
+    )
     chars = data["characters"]
     chars[0]["goals"] = []
     chars[0]["state"] = {"holdingBack": True, "mood": "calm"}
@@ -141,19 +144,28 @@ def test_writer_control_is_validated():
     assert any("chapter_every: must be a positive whole number" in ln for ln in lines)
     assert any("focal: unknown character 'Zed'" in ln for ln in _problems(story_dict(pov="first", focal="Zed")))
     assert any("focal: missing" in ln for ln in _problems(story_dict(pov="third-limited")))
-    s = parse_definition(story_dict(pov="first", focal="Ann", tense="present", style="terse", beats=["a", "b"],
-                                    ending="Ann inherits.", chapter_every="goal"), "s.toml")
+    s = parse_definition(
+        story_dict(
+            pov="first",
+            focal="Ann",
+            tense="present",
+            style="terse",
+            beats=["a", "b"],
+            ending="Ann inherits.",
+            chapter_every="goal",
+        ),
+        "s.toml",
+    )
     assert (s.pov, s.focal, s.tense, s.beats, s.chapter_every) == ("first", "Ann", "present", ["a", "b"], "goal")
 
 
 def test_secrets_load_from_an_inline_table_or_a_sub_table(tmp_path):
     head = 'title = "T"\ngenre = "g"\ngoal = "x"\nwords = 300\n[secrets]\ntrue_heir = "Bo"\n'
-    char = ('[[characters]]\nname = "A"\nrole = "r"\ndescription = "d"\npersonality = "p"\ngoals = "g"\n'
-            'location = "l"\n')
+    char = '[[characters]]\nname = "A"\nrole = "r"\ndescription = "d"\npersonality = "p"\ngoals = "g"\nlocation = "l"\n'
     inline = tmp_path / "inline.toml"
-    inline.write_text(head + char + 'secrets = { in_debt = true }\n')
+    inline.write_text(head + char + "secrets = { in_debt = true }\n")
     table = tmp_path / "table.toml"
-    table.write_text(head + char + '[characters.secrets]\nin_debt = true\n')
+    table.write_text(head + char + "[characters.secrets]\nin_debt = true\n")
     for path in (inline, table):
         story = load_definition(path)
         assert story.characters[0].secrets == {"in_debt": True} and story.world_secrets == {"true_heir": "Bo"}

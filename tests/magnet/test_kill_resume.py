@@ -23,8 +23,11 @@ def _last_unit(run_dir: Path) -> int:
 
 def test_sigkill_mid_step_then_resume(tmp_path):
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, str(SCRIPT), "start", str(run_dir), "0.02"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "start", str(run_dir), "0.02"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while _last_unit(run_dir) < 2 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.02)
@@ -38,8 +41,9 @@ def test_sigkill_mid_step_then_resume(tmp_path):
         assert store.live_status() == "interrupted"
     assert killed_at >= 2 and calls_in_flight > 0  # killed mid-step, with calls of the lost step on record
 
-    done = subprocess.run([sys.executable, str(SCRIPT), "resume", str(run_dir)], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "resume", str(run_dir)], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     with RunStore.open(run_dir, readonly=True) as store:
         info = store.info()

@@ -32,8 +32,7 @@ def test_paragraphs_are_indexed_as_they_commit_and_as_they_are_revised(tmp_path)
     assert store.search_paragraphs("lantern", k=5, before_step=1) == []  # only earlier steps
     store.revise_paragraph(1, 0, "The bell rang over the harbour.", reason="test")
     assert store.search_paragraphs("lantern", k=5, before_step=3) == []
-    assert [p.text for p in store.search_paragraphs("bell", k=5, before_step=3)] == [
-        "The bell rang over the harbour."]
+    assert [p.text for p in store.search_paragraphs("bell", k=5, before_step=3)] == ["The bell rang over the harbour."]
     assert store.search_paragraphs('" OR NEAR(* :', k=5, before_step=3) == []  # no query syntax leaks
 
 
@@ -46,9 +45,15 @@ def test_a_legacy_run_gets_its_paragraphs_indexed_on_upgrade(tmp_path):
 
 def _recalling(location_word):
     def paragraph(request, n):
-        return (f"In the {location_word} the clock ticked on and on while the fire burned low and the rain fell "
-                f"(paragraph {n}).") if n == 1 else (
-            f"Rain on the windows, nothing more (paragraph {n}).")
+        return (
+            (
+                f"In the {location_word} the clock ticked on and on while the fire burned low and the rain fell "
+                f"(paragraph {n})."
+            )
+            if n == 1
+            else (f"Rain on the windows, nothing more (paragraph {n}).")
+        )
+
     return paragraph
 
 

@@ -16,8 +16,14 @@ from tests.magnet.stories import story
 @pytest.mark.parametrize("name", ["magnet", "single"])
 def test_committed_steps_are_facts_the_display_words(tmp_path, name):
     events = []
-    pipelines.start(tmp_path / name, name, {"story": story(words=300).to_dict()},
-                    pipelines.LLMOptions(backend="scripted"), model=StoryLLM(), events=events.append).close()
+    pipelines.start(
+        tmp_path / name,
+        name,
+        {"story": story(words=300).to_dict()},
+        pipelines.LLMOptions(backend="scripted"),
+        model=StoryLLM(),
+        events=events.append,
+    ).close()
     committed = [e for e in events if e.kind == "committed"]
     assert committed and all(e.detail is None and e.data["step"] == n for n, e in enumerate(committed, 1))
     out, verbose = io.StringIO(), io.StringIO()

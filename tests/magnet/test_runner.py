@@ -89,8 +89,11 @@ def test_commit_history_and_graph_export(tmp_path):
 def test_no_critic_moves_effects_to_the_character(tmp_path):
     def action(request, n):
         name = character_of(request)
-        return {"action": f"{name} moves.",
-                "world_updates": [{"subject": name, "attribute": "moved", "value": "true"}], "goal_reached": False}
+        return {
+            "action": f"{name} moves.",
+            "world_updates": [{"subject": name, "attribute": "moved", "value": "true"}],
+            "goal_reached": False,
+        }
 
     llm = StoryLLM(character=action)
     store = _run(tmp_path, llm, _config(words=150, critic=False))
@@ -150,10 +153,25 @@ def test_cli_write_and_resume(tmp_path, monkeypatch, capsys):
         '[[characters]]\nname = "Ann"\nrole = "r"\ndescription = "d"\npersonality = "p"\ngoals = "g"\n'
         'location = "hall"\nrelationships = { Bob = "brother" }\n'
         '[[characters]]\nname = "Bob"\nrole = "r"\ndescription = "d"\npersonality = "p"\ngoals = "g"\n'
-        'location = "yard"\n')
+        'location = "yard"\n'
+    )
     run_dir = tmp_path / "run"
-    assert main(["write", "magnet", str(path), "--out", str(run_dir), "--max-revisions", "1",
-                 "--setting", "narrator_temperature=0.5"]) == 1
+    assert (
+        main(
+            [
+                "write",
+                "magnet",
+                str(path),
+                "--out",
+                str(run_dir),
+                "--max-revisions",
+                "1",
+                "--setting",
+                "narrator_temperature=0.5",
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert "boom" in err and "step   1" in err
     scripted["llm"] = StoryLLM()
@@ -173,8 +191,10 @@ def test_cli_refuses_a_bad_definition_in_one_line(tmp_path, capsys):
     path.write_text('title = "T"\ngenre = "g"\ngoal = "x"\nwords = -3\n')
     assert main(["write", "magnet", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"fabula: error: {path}: words: must be positive, not -3",
-                   f"fabula: error: {path}: characters: no characters defined (add [[characters]] tables)"]
+    assert err == [
+        f"fabula: error: {path}: words: must be positive, not -3",
+        f"fabula: error: {path}: characters: no characters defined (add [[characters]] tables)",
+    ]
     assert main(["write", "magnet", str(path), "--setting", "bogus=1"]) == 2
 
 
@@ -182,8 +202,10 @@ def test_single_baseline(tmp_path, monkeypatch):
     llm = StoryLLM()
     monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: llm)
     path = tmp_path / "s.toml"
-    path.write_text('title = "T"\ngenre = "g"\ngoal = "x"\nwords = 300\n[[characters]]\nname = "A"\nrole = "r"\n'
-                    'description = "d"\npersonality = "p"\ngoals = "g"\nlocation = "l"\n')
+    path.write_text(
+        'title = "T"\ngenre = "g"\ngoal = "x"\nwords = 300\n[[characters]]\nname = "A"\nrole = "r"\n'
+        'description = "d"\npersonality = "p"\ngoals = "g"\nlocation = "l"\n'
+    )
     assert main(["write", "single", "--story", str(path), "--out", str(tmp_path / "b")]) == 0
     with RunStore.open(tmp_path / "b", readonly=True) as store:
         assert store.info().pipeline == "single" and store.info().status == "completed"
@@ -251,6 +273,7 @@ def test_a_resumed_run_continues_from_the_state_it_stopped_at(tmp_path):
     state after resuming: a resume that restarted from the initial state passed them all (13 steps
     and 489 words instead of 11 and 415, the word count restarting). Here the resumed story must
     end exactly where the uninterrupted one does, its running totals continuing, not restarting."""
+
     def fail(request, n):
         return LLMError("server went away") if request.role == "narrator" and n >= 3 else None
 
@@ -271,8 +294,10 @@ def test_a_resumed_run_continues_from_the_state_it_stopped_at(tmp_path):
 
 
 LOOPED = "The keeper counted the lanterns by the door again. " * 12
-CLEAN = ("Rain fell on the old house. A gull cried over the grey harbour while the tide turned, and nobody spoke "
-         "of the missing will that night.")
+CLEAN = (
+    "Rain fell on the old house. A gull cried over the grey harbour while the tide turned, and nobody spoke "
+    "of the missing will that night."
+)
 
 
 @pytest.mark.parametrize("second, kept", [(CLEAN, CLEAN), (LOOPED + LOOPED, LOOPED)])

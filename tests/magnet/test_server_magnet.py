@@ -28,8 +28,10 @@ def test_one_step_of_three_characters(served, tmp_path):
     assert [s["step"] for s in store.steps()] == [1]
     # the first round is the three calls that started first: a call cut short and asked again can be
     # recorded before the round's slowest call ends (ledger rows are in the order calls end)
-    rows = store.query("SELECT created_at - latency_s AS started, created_at AS ended FROM llm_calls "
-                       "WHERE role = 'character' AND unit = 1 ORDER BY started LIMIT 3")
+    rows = store.query(
+        "SELECT created_at - latency_s AS started, created_at AS ended FROM llm_calls "
+        "WHERE role = 'character' AND unit = 1 ORDER BY started LIMIT 3"
+    )
     assert len(rows) == 3
     assert store.paragraphs()
     if llm.probe.kind != "vllm":

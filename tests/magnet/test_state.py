@@ -53,8 +53,12 @@ def test_the_critic_prompt_example_is_valid_under_the_grammar():
     request = llm.by_role("critic")[0]
     examples = [json.loads(m) for m in re.findall(r'\{"subject": [^}]*\}', prompts.CRITIC_SYSTEM)]
     assert examples
-    reply = {"verdict": "accept", "feedback": "ok", "goal_reached": False,
-             "world_updates": [{**e, "subject": "Ann"} for e in examples]}
+    reply = {
+        "verdict": "accept",
+        "feedback": "ok",
+        "goal_reached": False,
+        "world_updates": [{**e, "subject": "Ann"} for e in examples],
+    }
     request.output_type.model_validate(reply)
 
 
@@ -79,10 +83,10 @@ def test_the_small_profile_shows_the_critic_one_complete_reply_valid_under_its_g
 
 def test_critic_spellings_never_create_a_second_variable():
     spellings = [
-        [{"subject": "Ann", "attribute": "holding_back_evidence", "value": "false"}],        # unprefixed
-        [{"subject": "Ann", "attribute": "ann_holding_back_evidence", "value": "true"}],    # prefixed (new slot)
+        [{"subject": "Ann", "attribute": "holding_back_evidence", "value": "false"}],  # unprefixed
+        [{"subject": "Ann", "attribute": "ann_holding_back_evidence", "value": "true"}],  # prefixed (new slot)
         [{"subject": "world", "attribute": "ann_holding_back_evidence", "value": "false"}],  # under the world
-        [{"subject": "Ann", "attribute": "bob_location", "value": "the cellar"}],           # another character's
+        [{"subject": "Ann", "attribute": "bob_location", "value": "the cellar"}],  # another character's
         [{"subject": "Bob", "attribute": "location", "value": "the attic"}],
     ]
 
@@ -116,6 +120,7 @@ def test_a_differently_cased_key_without_a_critic_lands_on_the_same_variable():
     assert world.pairs() == WorldGraph.from_definition(s).pairs()
     # a legacy-looking, differently cased spelling (as an older run or another caller might hold)
     from agent.magnet.world import Update
+
     world.apply(2, 0, "Ann", "x", [Update("ANN", "Holding-Back-Evidence", "true")])
     assert world.pairs() == WorldGraph.from_definition(s).pairs()
 
@@ -144,21 +149,29 @@ def test_the_narrator_selects_with_updates_and_goal_flags_in_view_and_may_reject
     def critic(request, n):
         who = character_of(request)
         value = {"Ann": "open", "Bob": "locked", "Cy": "ajar"}[who]
-        return {"verdict": "accept", "feedback": "ok", "goal_reached": who == "Cy",
-                "world_updates": [{"subject": "world", "attribute": "door", "value": value}]}
+        return {
+            "verdict": "accept",
+            "feedback": "ok",
+            "goal_reached": who == "Cy",
+            "world_updates": [{"subject": "world", "attribute": "door", "value": value}],
+        }
 
     def select(request, n):
         text = request.messages[1]["content"]
         assert '[u1] world.door = "open"' in text and '[u2] world.door = "locked"' in text
         assert "completes the current goal: yes" in text and "completes the current goal: no" in text
         assert request.output_type.model_json_schema()["properties"]["rejected_updates"]["items"]["enum"] == [
-            "u1", "u2", "u3"]
+            "u1",
+            "u2",
+            "u3",
+        ]
         return {"selected": ["Ann", "Bob"], "rejected_updates": ["u2"]}
 
     [out] = _steps(StoryLLM(critic=critic, narrator_select=select), 1)
     assert [(c["character"], c["new"]) for c in out.record["commits"]] == [("Ann", "open")]
-    assert out.record["rejected_updates"] == [{"id": "u2", "character": "Bob", "subject": "world",
-                                               "attribute": "door", "value": "locked"}]
+    assert out.record["rejected_updates"] == [
+        {"id": "u2", "character": "Bob", "subject": "world", "attribute": "door", "value": "locked"}
+    ]
 
 
 def test_a_failed_selection_is_retried_then_falls_back_to_the_first_action_alone():
@@ -168,8 +181,12 @@ def test_a_failed_selection_is_retried_then_falls_back_to_the_first_action_alone
     assert out.record["selected"] == ["Ann"] and out.record["unselected"] == ["Bob", "Cy"]
     assert [c["character"] for c in out.record["commits"]] == ["Ann"]
     assert "kept the first action alone (Ann)" in out.record["selection_fallback"]
-    assert {"role": "narrator-select", "character": None, "error": "bad json",
-            "outcome": out.record["selection_fallback"]} in out.record["failures"]
+    assert {
+        "role": "narrator-select",
+        "character": None,
+        "error": "bad json",
+        "outcome": out.record["selection_fallback"],
+    } in out.record["failures"]
     # retried successfully: no fallback
     llm = StoryLLM(fail=lambda r, n: LLMError("bad json") if r.role == "narrator-select" and n == 1 else None)
     [out] = _steps(llm, 1, MagnetSettings(retries=1))
@@ -198,9 +215,14 @@ def test_failed_character_critic_and_goal_calls_are_in_the_step_record():
 
 def test_role_prompts_draw_location_and_relationships_from_the_state():
     def critic(request, n):
-        ups = ([{"subject": "Ann", "attribute": "location", "value": "the boathouse"},
-                {"subject": "Ann", "attribute": "relationship_with_bob", "value": "bitter rival"}]
-               if character_of(request) == "Ann" else [])
+        ups = (
+            [
+                {"subject": "Ann", "attribute": "location", "value": "the boathouse"},
+                {"subject": "Ann", "attribute": "relationship_with_bob", "value": "bitter rival"},
+            ]
+            if character_of(request) == "Ann"
+            else []
+        )
         return {"verdict": "accept", "feedback": "ok", "goal_reached": False, "world_updates": ups}
 
     llm = StoryLLM(critic=critic)
@@ -217,17 +239,28 @@ def test_each_role_has_its_temperature():
     def critic(request, n):
         return {"verdict": "accept", "feedback": "ok", "world_updates": [], "goal_reached": True}
 
-    settings = MagnetSettings(character_temperature=0.21, critic_temperature=0.11, narrator_temperature=0.36,
-                              goal_temperature=0.12)
+    settings = MagnetSettings(
+        character_temperature=0.21, critic_temperature=0.11, narrator_temperature=0.36, goal_temperature=0.12
+    )
     llm = StoryLLM(critic=critic)
     _steps(llm, 1, settings)
     temps = {r.role: {q.temperature for q in llm.by_role(r.role)} for r in llm.requests}
-    assert temps == {"character": {0.21}, "critic": {0.11}, "narrator-select": {0.36}, "narrator": {0.36},
-                     "goal": {0.12}, "transition": {0.12}}
+    assert temps == {
+        "character": {0.21},
+        "critic": {0.11},
+        "narrator-select": {0.36},
+        "narrator": {0.36},
+        "goal": {0.12},
+        "transition": {0.12},
+    }
     # the paper's defaults
     d = MagnetSettings()
     assert (d.character_temperature, d.critic_temperature, d.narrator_temperature, d.goal_temperature) == (
-        0.2, 0.1, 0.35, 0.1)
+        0.2,
+        0.1,
+        0.35,
+        0.1,
+    )
 
 
 def test_secrets_quoted_by_the_all_seeing_roles_are_hidden_from_other_characters():

@@ -77,19 +77,28 @@ def test_characters_are_asked_together_each_round():
 
 def test_only_selected_actions_commit_in_narrator_order():
     updates = {
-        "Ann": [{"subject": "world", "attribute": "door", "value": "open"},
-                {"subject": "Ann", "attribute": "mood", "value": "calm"}],
+        "Ann": [
+            {"subject": "world", "attribute": "door", "value": "open"},
+            {"subject": "Ann", "attribute": "mood", "value": "calm"},
+        ],
         "Bob": [{"subject": "world", "attribute": "bob_hidden", "value": "true"}],
-        "Cy": [{"subject": "world", "attribute": "door", "value": "locked"},
-               {"subject": "world", "attribute": "codicil_missing", "value": "false"}],
+        "Cy": [
+            {"subject": "world", "attribute": "door", "value": "locked"},
+            {"subject": "world", "attribute": "codicil_missing", "value": "false"},
+        ],
     }
 
     def critic(request, n):
-        return {"verdict": "accept", "feedback": "ok", "world_updates": updates[character_of(request)],
-                "goal_reached": character_of(request) == "Bob"}
+        return {
+            "verdict": "accept",
+            "feedback": "ok",
+            "world_updates": updates[character_of(request)],
+            "goal_reached": character_of(request) == "Bob",
+        }
 
-    llm = StoryLLM(critic=critic, narrator_select=lambda r, n: {"selected": ["Cy", "Ann", "Cy"],
-                                                                "rejected_updates": []})
+    llm = StoryLLM(
+        critic=critic, narrator_select=lambda r, n: {"selected": ["Cy", "Ann", "Cy"], "rejected_updates": []}
+    )
     out = _run(llm)
     world = out.state["world"]["variables"]
     assert out.record["selected"] == ["Cy", "Ann"]  # the repeat is dropped
@@ -100,7 +109,11 @@ def test_only_selected_actions_commit_in_narrator_order():
     assert "bob_hidden" not in world["world"] and "hidden" not in world["Bob"]  # unselected: never lands
     assert out.record["goal_reached"] is False  # only Bob (unselected) claimed the goal
     assert [(c["character"], c["subject"], c["attribute"]) for c in out.record["commits"]] == [
-        ("Cy", "world", "door"), ("Cy", "world", "codicil_missing"), ("Ann", "world", "door"), ("Ann", "Ann", "mood")]
+        ("Cy", "world", "door"),
+        ("Cy", "world", "codicil_missing"),
+        ("Ann", "world", "door"),
+        ("Ann", "Ann", "mood"),
+    ]
     # the narrator is told the selected actions in its order
     told = llm.by_role("narrator")[0].messages[1]["content"]
     assert told.index("1. Cy:") < told.index("2. Ann:") and "Bob acts" not in told.split("Actions to tell")[1]
@@ -108,14 +121,20 @@ def test_only_selected_actions_commit_in_narrator_order():
 
 def test_a_variable_written_twice_in_one_reply_commits_once_with_the_later_value():
     """A small model may name one variable twice in a reply (CI saw two commits for one change)."""
-    twice = [{"subject": "world", "attribute": "door", "value": "open"},
-             {"subject": "world", "attribute": "door", "value": "ajar"},
-             {"subject": "Ann", "attribute": "ann_mood", "value": "calm"},
-             {"subject": "Ann", "attribute": "mood", "value": "tense"}]
+    twice = [
+        {"subject": "world", "attribute": "door", "value": "open"},
+        {"subject": "world", "attribute": "door", "value": "ajar"},
+        {"subject": "Ann", "attribute": "ann_mood", "value": "calm"},
+        {"subject": "Ann", "attribute": "mood", "value": "tense"},
+    ]
 
     def critic(request, n):
-        return {"verdict": "accept", "feedback": "ok",
-                "world_updates": twice if character_of(request) == "Ann" else [], "goal_reached": False}
+        return {
+            "verdict": "accept",
+            "feedback": "ok",
+            "world_updates": twice if character_of(request) == "Ann" else [],
+            "goal_reached": False,
+        }
 
     llm = StoryLLM(critic=critic, narrator_select=lambda r, n: {"selected": ["Ann"], "rejected_updates": []})
     out = _run(llm)
@@ -149,13 +168,16 @@ def _sequence(step, stall, reached, settings=None):
     return event, state
 
 
-@pytest.mark.parametrize("step,stall,reached,kind", [
-    (40, 15, True, "shift"),     # 40-step shift beats a stall and a completion
-    (80, 0, False, "shift"),
-    (41, 15, True, "stalled"),   # a stall beats a completion
-    (41, 16, False, "stalled"),
-    (7, 3, True, "complete"),
-])
+@pytest.mark.parametrize(
+    "step,stall,reached,kind",
+    [
+        (40, 15, True, "shift"),  # 40-step shift beats a stall and a completion
+        (80, 0, False, "shift"),
+        (41, 15, True, "stalled"),  # a stall beats a completion
+        (41, 16, False, "stalled"),
+        (7, 3, True, "complete"),
+    ],
+)
 def test_goal_sequencing_precedence(step, stall, reached, kind):
     event, state = _sequence(step, stall, reached)
     assert event["kind"] == kind

@@ -32,8 +32,9 @@ def test_the_story_is_typed_and_checked_on_every_parse(cls):
 @pytest.mark.parametrize("name", ["magnet", "single"])
 def test_a_bad_story_is_refused_before_the_run_is_created(tmp_path, name):
     with pytest.raises(ConfigError, match="story"):
-        pipelines.start(tmp_path / "run", name, {"story": {"title": "x", "genre": "y"}},
-                        pipelines.LLMOptions(backend="scripted"))
+        pipelines.start(
+            tmp_path / "run", name, {"story": {"title": "x", "genre": "y"}}, pipelines.LLMOptions(backend="scripted")
+        )
     assert not (tmp_path / "run").exists()
 
 
@@ -41,7 +42,8 @@ def test_a_bad_story_is_refused_before_the_run_is_created(tmp_path, name):
 def test_an_old_runs_story_is_stored_as_it_was(name):
     with sqlite3.connect(LEGACY / name / "run.db") as db:
         stored = json.loads(db.execute("SELECT config FROM run").fetchone()[0])
-    rebuilt = pipelines.get(name).configure({k: v for k, v in stored.items() if k not in ("pipeline_version", "llm")},
-                                            pipelines.LLMOptions())
+    rebuilt = pipelines.get(name).configure(
+        {k: v for k, v in stored.items() if k not in ("pipeline_version", "llm")}, pipelines.LLMOptions()
+    )
     assert rebuilt["story"] == stored["story"]
     assert not [c for c in config_changes(stored, rebuilt) if c.describe().startswith("story")]

@@ -24,11 +24,17 @@ def test_initial_graph_is_per_subject():
     assert world.relationships("Bob") == {}
     # Ann relates to Bob: she sees world, her own and Bob's variables, not Cy's.
     assert {(e.subject, e.attribute) for e in world.entries("Ann")} == {
-        ("world", "codicil_missing"), ("Ann", "location"), ("Ann", "relationship_with_bob"),
-        ("Ann", "holding_back_evidence"), ("Bob", "location")}
+        ("world", "codicil_missing"),
+        ("Ann", "location"),
+        ("Ann", "relationship_with_bob"),
+        ("Ann", "holding_back_evidence"),
+        ("Bob", "location"),
+    }
     # Bob relates to nobody: world and his own.
-    assert {(e.subject, e.attribute) for e in world.entries("Bob")} == {("world", "codicil_missing"),
-                                                                         ("Bob", "location")}
+    assert {(e.subject, e.attribute) for e in world.entries("Bob")} == {
+        ("world", "codicil_missing"),
+        ("Bob", "location"),
+    }
 
 
 def test_secrets_are_seen_by_their_owner_and_the_all_seeing_roles_only():
@@ -50,14 +56,20 @@ def test_any_spelling_of_a_variable_hits_the_same_one():
     world = WorldGraph.from_definition(story())
     pairs_before = world.pairs()
     before = len(pairs_before)
-    world.apply(3, 0, "Ann", "a", [
-        Update("Ann", "holding_back_evidence", "false"),       # unprefixed
-        Update("ann", "Holding_Back_Evidence", "true"),        # subject and attribute differently cased
-        Update("Ann", "ann_holding_back_evidence", "false"),   # the old prefixed spelling
-        Update("world", "bob_location", "the cellar"),         # another character's key, under the world
-        Update("Ann", "Bob Location", "the attic"),            # ... and under Ann, with spaces
-        Update("Ann", "ann_ann_holding_back_evidence", "false"),  # a doubled prefix
-    ])
+    world.apply(
+        3,
+        0,
+        "Ann",
+        "a",
+        [
+            Update("Ann", "holding_back_evidence", "false"),  # unprefixed
+            Update("ann", "Holding_Back_Evidence", "true"),  # subject and attribute differently cased
+            Update("Ann", "ann_holding_back_evidence", "false"),  # the old prefixed spelling
+            Update("world", "bob_location", "the cellar"),  # another character's key, under the world
+            Update("Ann", "Bob Location", "the attic"),  # ... and under Ann, with spaces
+            Update("Ann", "ann_ann_holding_back_evidence", "false"),  # a doubled prefix
+        ],
+    )
     assert len(world.pairs()) == before  # every spelling landed on an existing variable
     assert sorted(world.pairs()) == sorted(pairs_before)
     assert not [pair for pair in world.pairs() if pair[1].startswith(pair[0].lower() + "_")]  # no prefixed twin
@@ -67,20 +79,29 @@ def test_any_spelling_of_a_variable_hits_the_same_one():
 
 def test_apply_overwrites_and_inserts_and_records():
     world = WorldGraph.from_definition(story())
-    commits = world.apply(3, 0, "Ann", "Ann shows the letter.", [
-        Update("Ann", "holding_back_evidence", "false"),
-        Update("Ann", "has_disclosed_letter", "true"),
-        Update("Nobody", "letter_pages", "2"),
-        Update("Ann", "relationship_with_cy", "ally"),
-    ])
+    commits = world.apply(
+        3,
+        0,
+        "Ann",
+        "Ann shows the letter.",
+        [
+            Update("Ann", "holding_back_evidence", "false"),
+            Update("Ann", "has_disclosed_letter", "true"),
+            Update("Nobody", "letter_pages", "2"),
+            Update("Ann", "relationship_with_cy", "ally"),
+        ],
+    )
     assert world.value("Ann", "holding_back_evidence") is False
     assert world.value("Ann", "has_disclosed_letter") is True
     assert world.value("world", "letter_pages") == 2  # unknown subject falls back to the world
     assert world.relationships("Ann") == {"Bob": "cousin", "Cy": "ally"}  # relationships are state
     assert ("Cy", "location") in {(e.subject, e.attribute) for e in world.entries("Ann")}
     assert [(c.subject, c.attribute, c.old, c.new) for c in commits] == [
-        ("Ann", "holding_back_evidence", True, False), ("Ann", "has_disclosed_letter", None, True),
-        ("world", "letter_pages", None, 2), ("Ann", "relationship_with_cy", None, "ally")]
+        ("Ann", "holding_back_evidence", True, False),
+        ("Ann", "has_disclosed_letter", None, True),
+        ("world", "letter_pages", None, 2),
+        ("Ann", "relationship_with_cy", None, "ally"),
+    ]
     assert world.variables["Ann"]["has_disclosed_letter"] == {"value": True, "step": 3, "by": "Ann", "secret": False}
 
 
@@ -97,19 +118,29 @@ def test_json_round_trip_and_export():
 
 
 def test_a_world_written_before_subjects_is_read_and_converted():
-    legacy = {"title": "T", "characters": {"Ann": "niece", "Bob": "son"},
-              "relationships": [{"from": "Ann", "to": "Bob", "label": "cousin"}],
-              "variables": {"codicil_missing": {"value": True, "concerns": "world", "step": 0, "by": None},
-                            "ann_location": {"value": "library", "concerns": "Ann", "step": 0, "by": None},
-                            "ann_holding_back_evidence": {"value": True, "concerns": "Ann", "step": 0, "by": None},
-                            "holding_back_evidence": {"value": False, "concerns": "Ann", "step": 4, "by": "Ann"},
-                            "bob_location": {"value": "hall", "concerns": "Bob", "step": 0, "by": None}}}
+    legacy = {
+        "title": "T",
+        "characters": {"Ann": "niece", "Bob": "son"},
+        "relationships": [{"from": "Ann", "to": "Bob", "label": "cousin"}],
+        "variables": {
+            "codicil_missing": {"value": True, "concerns": "world", "step": 0, "by": None},
+            "ann_location": {"value": "library", "concerns": "Ann", "step": 0, "by": None},
+            "ann_holding_back_evidence": {"value": True, "concerns": "Ann", "step": 0, "by": None},
+            "holding_back_evidence": {"value": False, "concerns": "Ann", "step": 4, "by": "Ann"},
+            "bob_location": {"value": "hall", "concerns": "Bob", "step": 0, "by": None},
+        },
+    }
     world = WorldGraph.from_json(legacy)
     # the old duplicate (prefixed and unprefixed) collapses into one variable; the later write wins
     assert world.value("Ann", "holding_back_evidence") is False
     assert world.location("Ann") == "library" and world.relationships("Ann") == {"Bob": "cousin"}
-    expected = [("Ann", "holding_back_evidence"), ("Ann", "location"), ("Ann", "relationship_with_bob"),
-                ("Bob", "location"), ("world", "codicil_missing")]
+    expected = [
+        ("Ann", "holding_back_evidence"),
+        ("Ann", "location"),
+        ("Ann", "relationship_with_bob"),
+        ("Bob", "location"),
+        ("world", "codicil_missing"),
+    ]
     assert sorted(world.pairs()) == expected
 
 

@@ -42,8 +42,7 @@ def test_pov_tense_and_style_reach_every_prose_prompt(tmp_path):
 
 def test_beats_are_passed_through_in_order_and_the_ending_is_aimed_at(tmp_path):
     llm = StoryLLM(critic=_reached)
-    store = _run(tmp_path, llm, words=1200, beats=["the will is found", "Bob confesses"],
-                 ending="Ann keeps the house.")
+    store = _run(tmp_path, llm, words=1200, beats=["the will is found", "Bob confesses"], ending="Ann keeps the house.")
     goals = [r.messages[1]["content"] for r in llm.by_role("goal")]
     assert "plot point, which the new goal must lead to: the will is found" in goals[0]
     assert "plot point, which the new goal must lead to: Bob confesses" in goals[1]

@@ -26,4 +26,4 @@ def chapters_by_hand(text: str) -> list[tuple[str, list[str]]]:
     body = [i for n, i in enumerate(marks) if n + 1 == len(marks) or marks[n + 1] - i > 4]  # not a contents entry
     first = next(i for i in body if lines[i].startswith("CHAPTER 1."))
     body = [i for i in body if i >= first]
-    return [(lines[i], lines[i + 1: j]) for i, j in zip(body, [*body[1:], end], strict=True)]
+    return [(lines[i], lines[i + 1 : j]) for i, j in zip(body, [*body[1:], end], strict=True)]

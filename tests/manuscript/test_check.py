@@ -53,9 +53,18 @@ def judge_reply(request):
     first, second = chapter_holding(story, GREEN), chapter_holding(story, BROWN)
     if first is None or second is None:
         return {"contradictions": []}
-    return {"contradictions": [{"subtype": "appearance_mismatches", "exact_quote": GREEN, "quote_chapter": first,
-                                "contradicting_quote": BROWN, "contradicting_chapter": second,
-                                "explanation": "Ishmael's eyes cannot be both green and brown."}]}
+    return {
+        "contradictions": [
+            {
+                "subtype": "appearance_mismatches",
+                "exact_quote": GREEN,
+                "quote_chapter": first,
+                "contradicting_quote": BROWN,
+                "contradicting_chapter": second,
+                "explanation": "Ishmael's eyes cannot be both green and brown.",
+            }
+        ]
+    }
 
 
 JUDGE_CONTEXT: int | None = None
@@ -76,7 +85,8 @@ def judges(monkeypatch):
 
 
 def test_eval_consistency_on_an_imported_run_finds_the_planted_contradiction_linked_in_the_view(
-        tmp_path, judges, capsys):
+    tmp_path, judges, capsys
+):
     run = tmp_path / "runs" / "book"
     assert main(["import", str(book(tmp_path)), "--out", str(run)]) == 0
     assert main(["eval", "consistency", str(run), "--window-chapters", str(CHAPTERS)]) == 0
@@ -154,8 +164,9 @@ def test_check_judges_a_long_book_in_spans_with_the_books_chapter_numbers(tmp_pa
     assert "1 contradiction(s), 1 with both quotes found" in captured.out and "judged in spans" in captured.out
     assert f'chapter 5: "{GREEN}"' in captured.out and f'chapter 6: "{BROWN}"' in captured.out
     client = TestClient(create_app(tmp_path / "book-check"))
-    links = re.findall(r'<a class="quote-link" href="/run/book-check/story#([^"]+)"',
-                       client.get("/run/book-check/judgments").text)
+    links = re.findall(
+        r'<a class="quote-link" href="/run/book-check/story#([^"]+)"', client.get("/run/book-check/judgments").text
+    )
     story = client.get("/run/book-check/story").text
     parts = re.split(r'<article class="chapter[^"]*" id="unit-(\d+)"', story)
     where = {int(parts[i]): parts[i + 1] for i in range(1, len(parts), 2)}
@@ -166,8 +177,7 @@ def test_check_judges_a_long_book_in_spans_with_the_books_chapter_numbers(tmp_pa
     assert "0 contradiction(s)" in capsys.readouterr().out
 
 
-def test_a_book_over_the_judges_context_is_refused_by_eval_and_spanned_by_check(tmp_path, judges, monkeypatch,
-                                                                                capsys):
+def test_a_book_over_the_judges_context_is_refused_by_eval_and_spanned_by_check(tmp_path, judges, monkeypatch, capsys):
     room = 64 + 256 + 1500 + 300  # for about 160 words of story
     monkeypatch.setattr("tests.manuscript.test_check.JUDGE_CONTEXT", room)
     source = book(tmp_path)
@@ -188,8 +198,10 @@ def test_a_book_of_very_short_chapters_is_chapters_not_a_contents_list(tmp_path,
     """Every heading with next to nothing under it looked like a table of contents, and left nothing
     (an internal error before): a book of three short chapters is three chapters."""
     source = tmp_path / "short.md"
-    source.write_text("# Chapter 1\n\nMara had green eyes.\n\n# Chapter 2\n\nThe storm came.\n\n"
-                      "# Chapter 3\n\nMara had blue eyes.\n", encoding="utf-8")
+    source.write_text(
+        "# Chapter 1\n\nMara had green eyes.\n\n# Chapter 2\n\nThe storm came.\n\n# Chapter 3\n\nMara had blue eyes.\n",
+        encoding="utf-8",
+    )
     assert main(["import", str(source), "--out", str(tmp_path / "short")]) == 0
     with RunStore.open(tmp_path / "short", readonly=True) as store:
         assert [c.text for c in store.chapters()] == ["Mara had green eyes.", "The storm came.", "Mara had blue eyes."]
@@ -197,7 +209,8 @@ def test_a_book_of_very_short_chapters_is_chapters_not_a_contents_list(tmp_path,
 
 
 def test_a_check_with_one_failed_judgment_reports_what_was_judged_and_where_the_details_are(
-        tmp_path, judges, monkeypatch, capsys):
+    tmp_path, judges, monkeypatch, capsys
+):
     """Four of five judgments stored and one failed: the report says so (not 'No complete judgment'),
     names the failed category, and points at stderr and the view, not at 'the lines above'."""
     from agent.llm.types import LLMError

@@ -21,8 +21,9 @@ PROMPT = "A lighthouse keeper finds a bell that rings by itself."
 
 def searching_policy(request, tools):
     """Search the book once before writing (the whole book is searchable), then the shortest path."""
-    if "search" in tools and not any('"tool": "search"' in m["content"] for m in request.messages
-                                     if m["role"] == "assistant"):
+    if "search" in tools and not any(
+        '"tool": "search"' in m["content"] for m in request.messages if m["role"] == "assistant"
+    ):
         return json.dumps({"tool": "search", "query": "Mark0 lantern keeper"})
     return default_policy(request, tools)
 
@@ -37,8 +38,24 @@ pytestmark = pytest.mark.usefixtures("no_model_environment")
 
 
 def written_book(server: AuthorServer, out) -> str:
-    assert main(["write", "nst", "--prompt", PROMPT, "--words", "1000", "--endpoint", server.url,
-                 "--out", str(out), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "write",
+                "nst",
+                "--prompt",
+                PROMPT,
+                "--words",
+                "1000",
+                "--endpoint",
+                server.url,
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     return str(out)
 
 
@@ -50,9 +67,12 @@ def fingerprints(run: str) -> dict[int, tuple[str, int]]:
 
 def calls(run: str) -> list[tuple[str, int, list[dict]]]:
     with RunStore.open(run, readonly=True) as store:
-        return [(c.role or "", int(store_unit), c.messages) for c, store_unit in
-                zip(store.llm_calls(), [r[0] for r in store.query("SELECT unit FROM llm_calls ORDER BY id")],
-                    strict=True)]
+        return [
+            (c.role or "", int(store_unit), c.messages)
+            for c, store_unit in zip(
+                store.llm_calls(), [r[0] for r in store.query("SELECT unit FROM llm_calls ORDER BY id")], strict=True
+            )
+        ]
 
 
 def test_a_finished_book_goes_on_from_its_final_state(server, tmp_path, capsys):
@@ -130,13 +150,15 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(server, tmp_path, caps
         with RunStore.open(path, readonly=True) as store:
             return store.info(), store.plan(), fingerprints(path), len(store.llm_calls())
 
-    cases = [([run, "--words", "0"], "--words must be between"),
-             ([run, "--words", "10"], "--words must be between 500"),  # every length is held to the same rule
-             ([run, "--words", "500", "--premise", " "], "--premise is empty"),
-             ([run, "--words", "500", "--set", "max_turns=0"], "max_turns"),
-             ([imported, "--words", "500"], "fabula derive"),
-             ([stopped, "--words", "500"], "is not finished"),
-             ([str(tmp_path / "nowhere"), "--words", "500"], "")]
+    cases = [
+        ([run, "--words", "0"], "--words must be between"),
+        ([run, "--words", "10"], "--words must be between 500"),  # every length is held to the same rule
+        ([run, "--words", "500", "--premise", " "], "--premise is empty"),
+        ([run, "--words", "500", "--set", "max_turns=0"], "max_turns"),
+        ([imported, "--words", "500"], "fabula derive"),
+        ([stopped, "--words", "500"], "is not finished"),
+        ([str(tmp_path / "nowhere"), "--words", "500"], ""),
+    ]
     for argv, needle in cases:
         states = {p: snapshot(p) for p in (run, imported, stopped)}
         capsys.readouterr()

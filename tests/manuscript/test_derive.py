@@ -71,8 +71,12 @@ def test_the_state_grows_chapter_by_chapter_with_evidence_from_each(tmp_path, mo
             assert previous < events and {e for e in events if e.startswith(f"ch{k}_")}  # grows, in order
             assert not any(e.startswith(f"ch{k + 1}_") for e in events)
             previous = events
-            own = [entry["quote"] for collection in state["narrative"]["provenance"].values()
-                   for entry in collection.values() if entry["chapter"] == k]
+            own = [
+                entry["quote"]
+                for collection in state["narrative"]["provenance"].values()
+                for entry in collection.values()
+                if entry["chapter"] == k
+            ]
             assert own and all(occurs(q, texts[k]) for q in own)
         assert store.info().status == "completed"  # the derive advanced nothing
         assert store.query("SELECT kind FROM sessions ORDER BY id DESC LIMIT 1")[0][0] == "derive"
@@ -95,8 +99,7 @@ def wrong_quotes(request, tools):
     return default_policy(request, tools)
 
 
-def test_a_failing_chapter_is_marked_the_next_goes_on_and_derive_again_retries_it_alone(tmp_path, models,
-                                                                                       capsys):
+def test_a_failing_chapter_is_marked_the_next_goes_on_and_derive_again_retries_it_alone(tmp_path, models, capsys):
     run = book(tmp_path)
     models.queue.append(Author(policy=wrong_quotes))
     assert main(["derive", run]) == 1
@@ -218,8 +221,15 @@ def test_a_chapter_edited_after_its_derive_is_derived_again_alone(tmp_path, mode
 def finds_nothing(request, tools):
     """A model that reads each chapter and reports no character, event or requirement."""
     if "update" in tools:
-        return json.dumps({"tool": "update", "upsert_character_state": [], "add_past_event": [],
-                           "add_future_requirement": [], "resolve_future_requirement": []})
+        return json.dumps(
+            {
+                "tool": "update",
+                "upsert_character_state": [],
+                "add_past_event": [],
+                "add_future_requirement": [],
+                "resolve_future_requirement": [],
+            }
+        )
     return default_policy(request, tools)
 
 
@@ -239,8 +249,7 @@ def test_a_derive_that_finds_nothing_says_so_and_does_not_call_it_derived(tmp_pa
     assert "nothing could be derived" in again and "every chapter's state is derived" not in again
 
 
-def test_the_state_page_of_a_failed_chapter_says_when_what_failed_and_which_tool_in_a_writers_words(
-        tmp_path, models):
+def test_the_state_page_of_a_failed_chapter_says_when_what_failed_and_which_tool_in_a_writers_words(tmp_path, models):
     from starlette.testclient import TestClient
 
     from agent.view.app import create_app

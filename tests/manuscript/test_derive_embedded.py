@@ -31,8 +31,10 @@ def opening(lines: list[str], words: int) -> str:
 def test_derive_the_first_chapters_of_moby_dick_on_the_tiny_model(tmp_path, embedded_llm, monkeypatch, capsys):
     chapters = chapters_by_hand(moby_dick())[:2]
     source = tmp_path / "moby-2.txt"
-    source.write_text("\n\n".join(f"{heading}\n\n{opening(lines, WORDS_PER_CHAPTER)}" for heading, lines in chapters)
-                      + "\n", encoding="utf-8")
+    source.write_text(
+        "\n\n".join(f"{heading}\n\n{opening(lines, WORDS_PER_CHAPTER)}" for heading, lines in chapters) + "\n",
+        encoding="utf-8",
+    )
     run = tmp_path / "moby"
     assert main(["import", str(source), "--out", str(run)]) == 0
     monkeypatch.setattr(embedded_llm, "close", lambda: None)  # the session's model outlives the command
@@ -52,8 +54,12 @@ def test_derive_the_first_chapters_of_moby_dick_on_the_tiny_model(tmp_path, embe
             state = store.state(chapter.index)
             if state["derived"]["ok"]:
                 derived += 1
-                quotes = [e["quote"] for c in state["narrative"].get("provenance", {}).values() for e in c.values()
-                          if e["chapter"] == chapter.index]
+                quotes = [
+                    e["quote"]
+                    for c in state["narrative"].get("provenance", {}).values()
+                    for e in c.values()
+                    if e["chapter"] == chapter.index
+                ]
                 assert all(" ".join(q.split()) in " ".join(chapter.text.split()) for q in quotes), quotes
             else:
                 assert "narrative" not in state and state["derived"]["error"]

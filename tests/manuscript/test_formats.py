@@ -22,8 +22,10 @@ def build_epub(path: Path, chapters: list[tuple[str, str]], *, spine: bool = Tru
     book.add_author("Herman Melville")
     items = []
     front = epub.EpubHtml(title="Title", file_name="title.xhtml")
-    front.content = ("<h1>MOBY-DICK</h1><p>*** START OF THE PROJECT GUTENBERG EBOOK MOBY DICK ***</p>"
-                     "<p>By Herman Melville</p><p>CONTENTS</p>")
+    front.content = (
+        "<h1>MOBY-DICK</h1><p>*** START OF THE PROJECT GUTENBERG EBOOK MOBY DICK ***</p>"
+        "<p>By Herman Melville</p><p>CONTENTS</p>"
+    )
     items.append(front)
     for n, (title, text) in enumerate(chapters, start=1):
         item = epub.EpubHtml(title=title, file_name=f"c{n}.xhtml")
@@ -46,8 +48,10 @@ def build_epub(path: Path, chapters: list[tuple[str, str]], *, spine: bool = Tru
 
 def novel_chapters(count: int | None = None) -> list[tuple[str, str]]:
     picked = chapters_by_hand(moby_dick())[:count]
-    return [(title, "\n\n".join(" ".join(p.split()) for p in "\n".join(lines).split("\n\n") if p.strip()))
-            for title, lines in picked]
+    return [
+        (title, "\n\n".join(" ".join(p.split()) for p in "\n".join(lines).split("\n\n") if p.strip()))
+        for title, lines in picked
+    ]
 
 
 def test_an_epub_built_from_the_novel_gives_its_spine_items_as_chapters(tmp_path, capsys):

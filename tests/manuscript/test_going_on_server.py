@@ -30,8 +30,24 @@ def scripted_book(tmp_path) -> str:
     """Book one: two chapters of 500 words by the scripted author."""
     run = tmp_path / "one"
     with AuthorServer(vllm=True) as author:
-        assert main(["write", "nst", "--prompt", PROMPT, "--words", "1000", "--endpoint", author.url,
-                     "--out", str(run), "--quiet"]) == 0
+        assert (
+            main(
+                [
+                    "write",
+                    "nst",
+                    "--prompt",
+                    PROMPT,
+                    "--words",
+                    "1000",
+                    "--endpoint",
+                    author.url,
+                    "--out",
+                    str(run),
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
     return str(run)
 
 
@@ -47,8 +63,23 @@ def carried(run: str, first_prompt: str) -> list[str]:
 def test_continue_writes_one_chapter_on_the_real_server(vllm_server, tmp_path):
     run = scripted_book(tmp_path)
     before = fingerprints(run)
-    assert main(["continue", run, "--words", "500", "--endpoint", vllm_server.endpoint, "--model",
-                 vllm_server.model, "--quiet", *BOUNDED]) == 0
+    assert (
+        main(
+            [
+                "continue",
+                run,
+                "--words",
+                "500",
+                "--endpoint",
+                vllm_server.endpoint,
+                "--model",
+                vllm_server.model,
+                "--quiet",
+                *BOUNDED,
+            ]
+        )
+        == 0
+    )
     with RunStore.open(run, readonly=True) as store:
         info = store.info()
         assert (info.status, info.last_unit, info.target_units) == ("completed", 3, 3)
@@ -66,9 +97,27 @@ def test_sequel_writes_one_chapter_of_book_two_on_the_real_server(vllm_server, t
     run = scripted_book(tmp_path)
     two = str(tmp_path / "two")
     before = fingerprints(run)
-    assert main(["sequel", run, "--out", two, "--prompt", "The bell is stolen from the lighthouse.",
-                 "--words", "500", "--endpoint", vllm_server.endpoint, "--model", vllm_server.model,
-                 "--quiet", *BOUNDED]) == 0
+    assert (
+        main(
+            [
+                "sequel",
+                run,
+                "--out",
+                two,
+                "--prompt",
+                "The bell is stolen from the lighthouse.",
+                "--words",
+                "500",
+                "--endpoint",
+                vllm_server.endpoint,
+                "--model",
+                vllm_server.model,
+                "--quiet",
+                *BOUNDED,
+            ]
+        )
+        == 0
+    )
     assert fingerprints(run) == before
     with RunStore.open(two, readonly=True) as store:
         info = store.info()

@@ -44,8 +44,9 @@ def test_the_chapters_and_words_are_the_books_own(imported):
         front, *chapters = store.chapters()  # the Etymology and Extracts before chapter 1: kept, never guessed away
         assert [c.title for c in chapters] == [title for title, _ in by_hand]
         assert sum(len(c.text.split()) for c in chapters) == hand_words
-        assert store.words_written() - front.words == sum(len(LATIN_WORD.findall(" ".join(lines)))
-                                                          for _, lines in by_hand)
+        assert store.words_written() - front.words == sum(
+            len(LATIN_WORD.findall(" ".join(lines))) for _, lines in by_hand
+        )
         assert front.title == "" and "ETYMOLOGY." in front.text and "Sub-Sub-Librarian" in front.text
         assert store.info().pipeline == "imported" and store.info().status == "completed"
 
@@ -118,7 +119,12 @@ def test_its_own_epub_export_imports_back_to_the_same_book(imported, tmp_path, c
 
 def test_a_subprocess_refuses_bad_input_in_one_line_with_exit_2(tmp_path):
     (tmp_path / "empty.txt").write_bytes(b"")
-    result = subprocess.run([sys.executable, "-m", "agent.cli", "import", str(tmp_path / "empty.txt"), "-o",
-                             str(tmp_path / "run")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "import", str(tmp_path / "empty.txt"), "-o", str(tmp_path / "run")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "is empty" in result.stderr
     assert not (tmp_path / "run").exists()

@@ -37,8 +37,10 @@ def by_hand(text: str, heading: str, body_from: int) -> list[tuple[str, int]]:
     lines = text.replace("\r\n", "\n").split("\n")
     end = next((i for i, line in enumerate(lines) if line.startswith("*** END OF TH")), len(lines))
     marks = [i for i, line in enumerate(lines[:end]) if re.match(heading, line)][body_from:]
-    return [(lines[i].strip(), sum(len(line.split()) for line in lines[i + 1: j]))
-            for i, j in zip(marks, [*marks[1:], end], strict=True)]
+    return [
+        (lines[i].strip(), sum(len(line.split()) for line in lines[i + 1 : j]))
+        for i, j in zip(marks, [*marks[1:], end], strict=True)
+    ]
 
 
 SHAPES = [
@@ -50,8 +52,9 @@ SHAPES = [
 ]
 
 
-@pytest.mark.parametrize(("name", "heading", "body_from", "chapters", "words"), SHAPES,
-                         ids=[s[0].split("-pg")[0] for s in SHAPES])
+@pytest.mark.parametrize(
+    ("name", "heading", "body_from", "chapters", "words"), SHAPES, ids=[s[0].split("-pg")[0] for s in SHAPES]
+)
 def test_a_real_book_imports_with_its_own_chapters_and_every_word(name, heading, body_from, chapters, words):
     hand = by_hand(text_of(name), heading, body_from)
     assert len(hand) == chapters and sum(w for _, w in hand) == words  # the source's own count
@@ -60,17 +63,23 @@ def test_a_real_book_imports_with_its_own_chapters_and_every_word(name, heading,
     assert [len(p.text.split()) for p in found.pieces] == [w for _, w in hand]
     assert [p.title.split()[:2] for p in found.pieces] == [t.split()[:2] for t, _ in hand]
     left = {p.title for p in found.left_out}
-    assert left <= {"Project Gutenberg header", "Project Gutenberg licence footer", "table of contents",
-                    "front matter"}, left
+    assert left <= {
+        "Project Gutenberg header",
+        "Project Gutenberg licence footer",
+        "table of contents",
+        "front matter",
+    }, left
     said = "\n".join(found.notes)
     for part in found.left_out:  # every part left out is said, with its word count
         assert f"{part.words} words" in said, part.title
 
 
 def test_an_old_style_end_line_goes_with_the_licence_not_the_last_chapter():
-    text = ("*** START OF THE PROJECT GUTENBERG EBOOK X ***\n\nChapter 1\n\nThe sea was grey.\n\n"
-            "Chapter 2\n\nThe tide came in.\n\n\n\nEnd of the Project Gutenberg EBook of X, by A. Writer\n\n"
-            "*** END OF THIS PROJECT GUTENBERG EBOOK X ***\n\nThe licence.\n")
+    text = (
+        "*** START OF THE PROJECT GUTENBERG EBOOK X ***\n\nChapter 1\n\nThe sea was grey.\n\n"
+        "Chapter 2\n\nThe tide came in.\n\n\n\nEnd of the Project Gutenberg EBook of X, by A. Writer\n\n"
+        "*** END OF THIS PROJECT GUTENBERG EBOOK X ***\n\nThe licence.\n"
+    )
     found = split_text(text)
     assert [p.text for p in found.pieces] == ["The sea was grey.", "The tide came in."]
     assert "End of the Project Gutenberg EBook" in found.left_out[-1].text
@@ -78,8 +87,9 @@ def test_an_old_style_end_line_goes_with_the_licence_not_the_last_chapter():
 
 def test_a_contents_list_that_runs_into_chapter_one_keeps_chapter_one():
     chapter = "She walked to the harbour and counted the boats. " * 200
-    text = ("A BOOK\n\nCONTENTS\n\nCHAPTER I. The Harbour\nCHAPTER II. The Boats\nCHAPTER III. The Tide\n\n"
-            + "".join(f"CHAPTER {n}.\n\n{chapter}\n\n" for n in ("I", "II", "III")))
+    text = "A BOOK\n\nCONTENTS\n\nCHAPTER I. The Harbour\nCHAPTER II. The Boats\nCHAPTER III. The Tide\n\n" + "".join(
+        f"CHAPTER {n}.\n\n{chapter}\n\n" for n in ("I", "II", "III")
+    )
     found = split_text(text)
     assert len(found.pieces) == 3 and all(p.words == 1800 for p in found.pieces)
     assert [p.title for p in found.left_out] == ["table of contents", "front matter"]
@@ -93,8 +103,9 @@ def test_short_chapters_in_a_row_that_the_book_does_not_repeat_are_kept_not_take
 
 def test_long_text_before_the_first_heading_is_kept_as_a_chapter_and_keep_front_matter_keeps_the_rest(tmp_path):
     opening = "A letter from the captain, written in the ice, that begins the story. " * 30
-    text = (f"THE ICE\n\nCONTENTS\n\nChapter 1\nChapter 2\nChapter 3\n\n{opening}\n\n"
-            + "".join(f"Chapter {n}\n\nThe ship sailed north.\n\n" for n in (1, 2, 3)))
+    text = f"THE ICE\n\nCONTENTS\n\nChapter 1\nChapter 2\nChapter 3\n\n{opening}\n\n" + "".join(
+        f"Chapter {n}\n\nThe ship sailed north.\n\n" for n in (1, 2, 3)
+    )
     found = split_text(text)
     assert found.pieces[0].title == "" and found.pieces[0].words == 392 and len(found.pieces) == 4  # title too
     kept = split_text(text, keep_front=True)

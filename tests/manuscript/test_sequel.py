@@ -40,8 +40,24 @@ def test_book_two_starts_from_book_ones_final_state_and_searches_both(server, tm
         title = store.get_plan("title")
     kept = book_one(first)
     resolved = sorted(final["future_requirements"])[0]
-    assert main(["sequel", first, "--out", two, "--prompt", "The keeper's daughter leaves the island.",
-                 "--words", "1000", "--resolve", resolved, "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "sequel",
+                first,
+                "--out",
+                two,
+                "--prompt",
+                "The keeper's daughter leaves the island.",
+                "--words",
+                "1000",
+                "--resolve",
+                resolved,
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert book_one(first) == kept  # book one is only read
     with RunStore.open(two, readonly=True) as store:
         info, initial = store.info(), store.state(0)["narrative"]
@@ -78,13 +94,15 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(server, tmp_path, caps
     assert main(["fork", first, "--at", "1", "--out", stopped, "--no-run"]) == 0
     kept = book_one(first)
     out = tmp_path / "two"
-    cases = [([first, "--words", "10"], "--words must be between"),
-             ([first, "--words", "1000", "--prompt", " "], "--prompt is empty"),
-             ([first, "--words", "1000", "--set", "max_turns=0"], "max_turns"),
-             ([first, "--words", "1000", "--resolve", "no_such_key"], "no such open requirement"),
-             ([stopped, "--words", "1000"], "is not finished"),
-             ([first, "--words", "1000", "--out", first], "outside the run"),
-             ([first, "--words", "1000", "--out", f"{first}/two"], "outside the run it comes from")]
+    cases = [
+        ([first, "--words", "10"], "--words must be between"),
+        ([first, "--words", "1000", "--prompt", " "], "--prompt is empty"),
+        ([first, "--words", "1000", "--set", "max_turns=0"], "max_turns"),
+        ([first, "--words", "1000", "--resolve", "no_such_key"], "no such open requirement"),
+        ([stopped, "--words", "1000"], "is not finished"),
+        ([first, "--words", "1000", "--out", first], "outside the run"),
+        ([first, "--words", "1000", "--out", f"{first}/two"], "outside the run it comes from"),
+    ]
     for argv, needle in cases:
         capsys.readouterr()
         args = ["sequel", *argv] if "--out" in argv else ["sequel", *argv, "--out", str(out)]

@@ -15,17 +15,29 @@ def book(*headings: str, before: str = "") -> str:
     return before + "".join(f"{h}\n\n{PROSE}\n" for h in headings)
 
 
-@pytest.mark.parametrize(("text", "fmt", "titles", "numbers"), [
-    (book("# One", "# Two", "# Three"), "markdown", ["One", "Two", "Three"], [None, None, None]),
-    (book("## Chapter 1", "## Chapter 2"), "markdown", ["Chapter 1", "Chapter 2"], [1, 2]),
-    (book("Chapter 12", "Chapter 13"), "text", ["Chapter 12", "Chapter 13"], [12, 13]),
-    (book("CHAPTER XII. The Storm.", "CHAPTER XIII. The Calm."), "text",
-     ["CHAPTER XII. The Storm.", "CHAPTER XIII. The Calm."], [12, 13]),
-    (book("Chapter Twenty-One", "Chapter Twenty-Two"), "text", ["Chapter Twenty-One", "Chapter Twenty-Two"], [21, 22]),
-    (book("I.", "II.", "III. The Return"), "text", ["I.", "II.", "III. The Return"], [1, 2, 3]),
-    (book("1", "2", "3"), "text", ["1", "2", "3"], [1, 2, 3]),
-    (book("Prologue", "Chapter 1", "Epilogue"), "text", ["Prologue", "Chapter 1", "Epilogue"], [None, 1, None]),
-])
+@pytest.mark.parametrize(
+    ("text", "fmt", "titles", "numbers"),
+    [
+        (book("# One", "# Two", "# Three"), "markdown", ["One", "Two", "Three"], [None, None, None]),
+        (book("## Chapter 1", "## Chapter 2"), "markdown", ["Chapter 1", "Chapter 2"], [1, 2]),
+        (book("Chapter 12", "Chapter 13"), "text", ["Chapter 12", "Chapter 13"], [12, 13]),
+        (
+            book("CHAPTER XII. The Storm.", "CHAPTER XIII. The Calm."),
+            "text",
+            ["CHAPTER XII. The Storm.", "CHAPTER XIII. The Calm."],
+            [12, 13],
+        ),
+        (
+            book("Chapter Twenty-One", "Chapter Twenty-Two"),
+            "text",
+            ["Chapter Twenty-One", "Chapter Twenty-Two"],
+            [21, 22],
+        ),
+        (book("I.", "II.", "III. The Return"), "text", ["I.", "II.", "III. The Return"], [1, 2, 3]),
+        (book("1", "2", "3"), "text", ["1", "2", "3"], [1, 2, 3]),
+        (book("Prologue", "Chapter 1", "Epilogue"), "text", ["Prologue", "Chapter 1", "Epilogue"], [None, 1, None]),
+    ],
+)
 def test_each_heading_style_splits_the_book(text, fmt, titles, numbers):
     found = split_text(text, fmt=fmt)
     assert [p.title for p in found.pieces] == titles
@@ -116,8 +128,12 @@ def test_gutenberg_header_footer_contents_and_front_matter_are_left_out_and_said
     for what in ("Project Gutenberg header", "licence footer", "table of contents (3 entries", "front matter"):
         assert what in said, what
     assert len(found.notes) == len(set(found.notes)) == 5  # and one saying the run keeps what was left out
-    assert [p.title for p in found.left_out] == ["Project Gutenberg header", "Project Gutenberg licence footer",
-                                                 "table of contents", "front matter"]
+    assert [p.title for p in found.left_out] == [
+        "Project Gutenberg header",
+        "Project Gutenberg licence footer",
+        "table of contents",
+        "front matter",
+    ]
     assert "owed money" in found.left_out[-1].text
 
 

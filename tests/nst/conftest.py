@@ -12,8 +12,14 @@ PROMPT = "A lighthouse keeper finds a bell that rings for ships that sank a hund
 
 @pytest.fixture
 def config(tmp_path) -> dict[str, Any]:
-    return {**NST_DEFAULTS, "prompt": PROMPT, "prompt_id": None, "words": 1200,
-            "plan_cache": str(tmp_path / "plans"), "llm": {"backend": "scripted", "model": "scripted-author"}}
+    return {
+        **NST_DEFAULTS,
+        "prompt": PROMPT,
+        "prompt_id": None,
+        "words": 1200,
+        "plan_cache": str(tmp_path / "plans"),
+        "llm": {"backend": "scripted", "model": "scripted-author"},
+    }
 
 
 @pytest.fixture

@@ -23,4 +23,3 @@ class QueuedModels:
         model = self.queue.pop(0) if self.queue else Author()
         self.opened.append(model)
         return model
-

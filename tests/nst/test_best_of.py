@@ -20,8 +20,10 @@ from agent.testing.author import Author, chapter_of, last_user
 from agent.testing.author_server import AuthorServer
 
 PROMPT = "A lighthouse keeper finds a bell that rings by itself."
-STOCK = ("She let out a breath she didn't know she was holding. The words hung heavy in the air. "
-         "A wave of relief washed over her. ")
+STOCK = (
+    "She let out a breath she didn't know she was holding. The words hung heavy in the air. "
+    "A wave of relief washed over her. "
+)
 
 pytestmark = pytest.mark.usefixtures("no_model_environment")
 
@@ -51,8 +53,25 @@ def server():
 
 def test_drafts_n_chooses_by_the_rule_keeps_the_others_and_records_the_cost(server, tmp_path, capsys):
     run = str(tmp_path / "run")
-    assert main(["write", "nst", "--prompt", PROMPT, "--words", "3000", "--endpoint", server.url, "--out", run,
-                 "--drafts", "3"]) == 0
+    assert (
+        main(
+            [
+                "write",
+                "nst",
+                "--prompt",
+                PROMPT,
+                "--words",
+                "3000",
+                "--endpoint",
+                server.url,
+                "--out",
+                run,
+                "--drafts",
+                "3",
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     with RunStore.open(run, readonly=True) as store:
         record = store.get_plan(DRAFTS_OF)["2"]
@@ -78,8 +97,25 @@ def test_drafts_n_chooses_by_the_rule_keeps_the_others_and_records_the_cost(serv
         assert store.get_plan(DRAFTS_OF)["2"]["chosen"] == 1
     assert main(["revise", run, "--chapter", "2", "--use-draft", "7"]) == 2
     assert "no draft 7" in capsys.readouterr().err
-    assert main(["write", "nst", "--prompt", PROMPT, "--words", "3000", "--endpoint", server.url, "--out",
-                 str(tmp_path / "other"), "--drafts", "99"]) == 2
+    assert (
+        main(
+            [
+                "write",
+                "nst",
+                "--prompt",
+                PROMPT,
+                "--words",
+                "3000",
+                "--endpoint",
+                server.url,
+                "--out",
+                str(tmp_path / "other"),
+                "--drafts",
+                "99",
+            ]
+        )
+        == 2
+    )
 
 
 class SlowProseAuthor(Author):
@@ -106,8 +142,26 @@ def test_drafts_n_on_a_server_are_written_at_once_and_the_run_says_so(tmp_path, 
     author = SlowProseAuthor()
     run = str(tmp_path / "run")
     with AuthorServer(author, vllm=True) as running:
-        assert main(["write", "nst", "--prompt", PROMPT, "--words", "3000", "--endpoint", running.url, "--out", run,
-                     "--quiet", "--drafts", "3"]) == 0
+        assert (
+            main(
+                [
+                    "write",
+                    "nst",
+                    "--prompt",
+                    PROMPT,
+                    "--words",
+                    "3000",
+                    "--endpoint",
+                    running.url,
+                    "--out",
+                    run,
+                    "--quiet",
+                    "--drafts",
+                    "3",
+                ]
+            )
+            == 0
+        )
     assert author.most_at_once == 2  # the two more drafts of a chapter: together, not one after another
     with RunStore.open(run, readonly=True) as store:
         record = store.get_plan(DRAFTS_OF)["1"]
@@ -132,8 +186,27 @@ def test_drafts_judge_chooses_with_a_reason_shown_and_falls_back_to_the_rule(tmp
     author = JudgingAuthor()
     run = str(tmp_path / "run")
     with AuthorServer(author, vllm=True) as running:
-        assert main(["write", "nst", "--prompt", PROMPT, "--words", "3000", "--endpoint", running.url, "--out", run,
-                     "--quiet", "--drafts", "2", "--drafts-judge"]) == 0
+        assert (
+            main(
+                [
+                    "write",
+                    "nst",
+                    "--prompt",
+                    PROMPT,
+                    "--words",
+                    "3000",
+                    "--endpoint",
+                    running.url,
+                    "--out",
+                    run,
+                    "--quiet",
+                    "--drafts",
+                    "2",
+                    "--drafts-judge",
+                ]
+            )
+            == 0
+        )
     assert author.judged and all(roles == ["system", "user"] for roles in author.judged)  # strict role order
     with RunStore.open(run, readonly=True) as store:
         first, second = store.get_plan(DRAFTS_OF)["1"], store.get_plan(DRAFTS_OF)["2"]
@@ -146,21 +219,58 @@ def test_drafts_judge_chooses_with_a_reason_shown_and_falls_back_to_the_rule(tmp
     assert main(["show", run]) == 0
     shown = capsys.readouterr().out
     assert f"drafts    chapter 1: draft 2 of 2 by {JUDGE_RULE}: draft 2 carries out the outline item" in shown
-    assert main(["write", "nst", "--prompt", PROMPT, "--words", "3000", "--endpoint", "http://127.0.0.1:9/v1",
-                 "--out", str(tmp_path / "other"), "--drafts-judge"]) == 2
+    assert (
+        main(
+            [
+                "write",
+                "nst",
+                "--prompt",
+                PROMPT,
+                "--words",
+                "3000",
+                "--endpoint",
+                "http://127.0.0.1:9/v1",
+                "--out",
+                str(tmp_path / "other"),
+                "--drafts-judge",
+            ]
+        )
+        == 2
+    )
     assert "give --drafts N too" in capsys.readouterr().err
 
 
 def test_continue_and_sequel_take_drafts_and_lint_avoid(server, tmp_path):
     run, two = str(tmp_path / "run"), str(tmp_path / "two")
-    assert main(["write", "nst", "--prompt", PROMPT, "--words", "1000", "--endpoint", server.url, "--out", run,
-                 "--quiet"]) == 0
+    assert (
+        main(["write", "nst", "--prompt", PROMPT, "--words", "1000", "--endpoint", server.url, "--out", run, "--quiet"])
+        == 0
+    )
     with RunStore.open(run, readonly=True) as store:
         written = store.info().last_unit
-    assert main(["continue", run, "--words", "1000", "--endpoint", server.url, "--quiet", "--drafts", "2",
-                 "--lint-avoid"]) == 0
-    assert main(["sequel", run, "--out", two, "--words", "1000", "--endpoint", server.url, "--quiet",
-                 "--drafts", "2", "--lint-avoid"]) == 0
+    assert (
+        main(["continue", run, "--words", "1000", "--endpoint", server.url, "--quiet", "--drafts", "2", "--lint-avoid"])
+        == 0
+    )
+    assert (
+        main(
+            [
+                "sequel",
+                run,
+                "--out",
+                two,
+                "--words",
+                "1000",
+                "--endpoint",
+                server.url,
+                "--quiet",
+                "--drafts",
+                "2",
+                "--lint-avoid",
+            ]
+        )
+        == 0
+    )
     for path, first_new in ((run, written + 1), (two, 1)):
         with RunStore.open(path, readonly=True) as store:
             records, last = store.get_plan(DRAFTS_OF), store.info().last_unit

@@ -55,8 +55,9 @@ def reader_policy(request, tools):
     if "search" in tools and not any('"search"' in d for d in done):
         return json.dumps({"tool": "search", "query": "lantern keeper harbour"})
     if "update" in tools:
-        return update_json(chapter, events=3, characters=2, facts=3, text=chapter_text(request),
-                           resolve=open_requirements(request)[:1])
+        return update_json(
+            chapter, events=3, characters=2, facts=3, text=chapter_text(request), resolve=open_requirements(request)[:1]
+        )
     return default_policy(request, tools)
 
 
@@ -74,8 +75,13 @@ def test_a_multi_chapter_story_in_a_tiny_context_sends_nothing_over_it(tmp_path,
         runner.write_story(store, author, config)
     assert store.info().status == "completed" and len(store.chapters()) == 2
     assert_all_fit(store, TINY)
-    assert store.plan()["context"] == {"context_tokens": TINY, "source": "setting context_tokens",
-                                       "counter": "chars-estimate", "exact_counts": False, "reserve": 64}
+    assert store.plan()["context"] == {
+        "context_tokens": TINY,
+        "source": "setting context_tokens",
+        "counter": "chars-estimate",
+        "exact_counts": False,
+        "reserve": 64,
+    }
     actions = budget_actions(store)
     assert {"page_read", "refuse_read", "trim_search"} & set(actions)  # step a: lookups sized to the room
     assert all(not c.degraded for c in store.chapters()), [(c.index, c.degraded_reason) for c in store.chapters()]
@@ -91,12 +97,31 @@ def test_without_a_budget_the_same_story_goes_over(tmp_path, config):
 
 
 def run_loop(store, config, author, *, context, state=None, index=3, plan=None, **kw):
-    budget = Budget(context, CharsEstimate(), 64, record=lambda action, facts: store.record_tool_call(
-        turn=0, tool="budget", arguments={"action": action, **facts}))
-    plan = plan or {"outline": [{"id": i, "title": f"Part {i}", "description": f"Part {i} happens.",
-                                 "target_words": 100} for i in range(1, 6)]}
-    loop = ChapterLoop(author, store, plan=plan, story_prompt="prompt", state=state or NarrativeState(),
-                       index=index, config=NstConfig.coerce({**config, **kw}), ratio=1.3, budget=budget)
+    budget = Budget(
+        context,
+        CharsEstimate(),
+        64,
+        record=lambda action, facts: store.record_tool_call(
+            turn=0, tool="budget", arguments={"action": action, **facts}
+        ),
+    )
+    plan = plan or {
+        "outline": [
+            {"id": i, "title": f"Part {i}", "description": f"Part {i} happens.", "target_words": 100}
+            for i in range(1, 6)
+        ]
+    }
+    loop = ChapterLoop(
+        author,
+        store,
+        plan=plan,
+        story_prompt="prompt",
+        state=state or NarrativeState(),
+        index=index,
+        config=NstConfig.coerce({**config, **kw}),
+        ratio=1.3,
+        budget=budget,
+    )
     return loop, loop.run()
 
 
@@ -109,8 +134,7 @@ def test_a_read_is_paged_when_the_whole_chapter_does_not_fit(store, config):
     read = next(c for c in store.tool_calls() if c.tool == "read")
     assert read.ok  # chapter 2 is short: whole
     store2 = store  # now a long chapter: chapter 1 via an explicit read
-    calls = iter([json.dumps({"tool": "read", "chapter": 1}), json.dumps({"tool": "read", "chapter": 1,
-                                                                          "offset": 0})])
+    calls = iter([json.dumps({"tool": "read", "chapter": 1}), json.dumps({"tool": "read", "chapter": 1, "offset": 0})])
 
     def pager(request, tools):
         if "read" in tools and "write" in tools:
@@ -131,8 +155,17 @@ def test_a_read_is_paged_when_the_whole_chapter_does_not_fit(store, config):
 
 def test_the_retained_draft_gives_way_before_the_request_is_clamped(store, config):
     plan = {"outline": [{"id": 1, "title": "P", "description": "d", "target_words": 100}]}
-    probe = ChapterLoop(Author(), store, plan=plan, story_prompt="prompt", state=NarrativeState(), index=1,
-                        config=NstConfig.coerce(config), ratio=1.3, budget=Budget(10_000))
+    probe = ChapterLoop(
+        Author(),
+        store,
+        plan=plan,
+        story_prompt="prompt",
+        state=NarrativeState(),
+        index=1,
+        config=NstConfig.coerce(config),
+        ratio=1.3,
+        budget=Budget(10_000),
+    )
     context = CharsEstimate().count(probe.messages) + 64 + 1000  # the chapter fits; not with a 400-word draft kept
     sizes = iter([400, 100])
 
@@ -151,13 +184,24 @@ def test_the_retained_draft_gives_way_before_the_request_is_clamped(store, confi
 
 
 def test_old_arcs_are_digested_and_the_outline_abridged_when_the_prompt_does_not_fit(store, config):
-    events = {f"ch{c}_event_{k}": f"In chapter {c} the keeper found wreck number {k} near the reef of bones "
-              "and told the harbour master, who did not believe a word of it." for c in range(1, 30) for k in range(4)}
+    events = {
+        f"ch{c}_event_{k}": f"In chapter {c} the keeper found wreck number {k} near the reef of bones "
+        "and told the harbour master, who did not believe a word of it."
+        for c in range(1, 30)
+        for k in range(4)
+    }
     provenance = {"past_events": {key: {"chapter": int(key[2:].split("_")[0]), "quote": "q"} for key in events}}
     state = NarrativeState(past_events=events, provenance=provenance)
-    outline = [{"id": i, "title": f"Part {i}", "description": "The keeper follows the bell to another wreck, "
-                "meets the families of the drowned and learns more of the island's secret.",
-                "target_words": 100} for i in range(1, 41)]
+    outline = [
+        {
+            "id": i,
+            "title": f"Part {i}",
+            "description": "The keeper follows the bell to another wreck, "
+            "meets the families of the drowned and learns more of the island's secret.",
+            "target_words": 100,
+        }
+        for i in range(1, 41)
+    ]
     author = Author()
     author.recorders.append(store.recorder)
     _loop, result = run_loop(store, config, author, context=5632, state=state, index=30, plan={"outline": outline})
@@ -176,23 +220,45 @@ def test_old_arcs_are_digested_and_the_outline_abridged_when_the_prompt_does_not
 
 
 def test_a_server_refusal_for_length_widens_the_reserve_and_retries():
-    llm = ScriptedLLM([LLMError("endpoint x refused POST /chat/completions: HTTP 400: min_tokens must be less "
-                                "than or equal to max_tokens=802, got 856"), "fine"])
+    llm = ScriptedLLM(
+        [
+            LLMError(
+                "endpoint x refused POST /chat/completions: HTTP 400: min_tokens must be less "
+                "than or equal to max_tokens=802, got 856"
+            ),
+            "fine",
+        ]
+    )
     notes: list[str] = []
     budget = Budget(2048, CharsEstimate(), 64, record=lambda action, facts: notes.append(action))
-    reply = budget.generate(llm, [{"role": "user", "content": "hi"}], temperature=0.0, max_tokens=4000,
-                            min_output=100, min_tokens=500, what="a test")
+    reply = budget.generate(
+        llm,
+        [{"role": "user", "content": "hi"}],
+        temperature=0.0,
+        max_tokens=4000,
+        min_output=100,
+        min_tokens=500,
+        what="a test",
+    )
     assert reply.text == "fine" and budget.slack > 0 and "server_refused_length" in notes
-    assert [r.max_tokens for r in llm.requests] == [2048 - 64 - budget.count([{"role": "user", "content": "hi"}]),
-                                                   2048 - 64 - budget.slack - budget.count(
-                                                       [{"role": "user", "content": "hi"}])]
+    assert [r.max_tokens for r in llm.requests] == [
+        2048 - 64 - budget.count([{"role": "user", "content": "hi"}]),
+        2048 - 64 - budget.slack - budget.count([{"role": "user", "content": "hi"}]),
+    ]
     assert all(r.min_tokens < r.max_tokens for r in llm.requests)
-    assert is_length_rejection(LLMError("HTTP 400: This model's maximum context length is 4096 tokens. However, "
-                                        "you requested 5000 tokens"))
+    assert is_length_rejection(
+        LLMError("HTTP 400: This model's maximum context length is 4096 tokens. However, you requested 5000 tokens")
+    )
     assert not is_length_rejection(LLMError("HTTP 400: minLength is not supported in this schema"))
     with pytest.raises(LLMError, match="HTTP 500"):
-        Budget(2048).generate(ScriptedLLM([LLMError("HTTP 500: boom")]), [{"role": "user", "content": "x"}],
-                              temperature=0.0, max_tokens=10, min_output=1, what="x")
+        Budget(2048).generate(
+            ScriptedLLM([LLMError("HTTP 500: boom")]),
+            [{"role": "user", "content": "x"}],
+            temperature=0.0,
+            max_tokens=10,
+            min_output=1,
+            what="x",
+        )
 
 
 def test_a_run_that_cannot_fit_stops_with_one_line_and_resumes_with_a_larger_context(tmp_path, config):
@@ -253,8 +319,11 @@ def test_baselines_run_as_the_reference_code_does(tmp_path, config):
         direct.write_story(store, author, DirectConfig.coerce(d_config))
     assert len(author.requests) == 10 and store.chapters()[0].degraded
     assert all(r.min_tokens is None for r in author.requests)
-    rs_config = {**ROLLSUM_DEFAULTS, **{k: config[k] for k in ("prompt", "prompt_id", "words", "plan_cache")},
-                 "words": 1000}
+    rs_config = {
+        **ROLLSUM_DEFAULTS,
+        **{k: config[k] for k in ("prompt", "prompt_id", "words", "plan_cache")},
+        "words": 1000,
+    }
     rs = RunStore.create(tmp_path / "s", pipeline="rollsum", config=rs_config)
     drafts = iter(([100] * 49 + [500]) * 2)
     author = Author(length=lambda request, attempt: next(drafts))
@@ -266,8 +335,17 @@ def test_baselines_run_as_the_reference_code_does(tmp_path, config):
 
 def test_rejections_that_fill_the_context_end_the_chapter_degraded_not_the_run(store, config):
     plan = {"outline": [{"id": 1, "title": "P", "description": "d", "target_words": 100}]}
-    probe = ChapterLoop(Author(), store, plan=plan, story_prompt="prompt", state=NarrativeState(), index=1,
-                        config=NstConfig.coerce(config), ratio=1.3, budget=Budget(10_000))
+    probe = ChapterLoop(
+        Author(),
+        store,
+        plan=plan,
+        story_prompt="prompt",
+        state=NarrativeState(),
+        index=1,
+        config=NstConfig.coerce(config),
+        ratio=1.3,
+        budget=Budget(10_000),
+    )
     context = CharsEstimate().count(probe.messages) + 64 + 1000
     author = Author(length=lambda request, attempt: 30)  # never in the gate: the rounds pile up
     author.recorders.append(store.recorder)
@@ -288,8 +366,11 @@ def test_a_reply_cut_at_the_context_edge_is_not_asked_again(tmp_path, config):
     first = [t for t in store.tool_calls() if t.unit == 1]
     # the turn is cut once; the fallback's full update may be tried once where it just fits (the cap's
     # ask joins the user turn before it, as Gemma's template needs) and then the one event applies
-    cut = [t for t in first if t.tool == "invalid" and "cut at max_tokens" in (t.error or "")
-           and not t.arguments.get("fallback")]
+    cut = [
+        t
+        for t in first
+        if t.tool == "invalid" and "cut at max_tokens" in (t.error or "") and not t.arguments.get("fallback")
+    ]
     assert len(cut) == 1, [(t.tool, t.error) for t in first]
     assert len([t for t in first if t.tool == "invalid" and t.arguments.get("fallback")]) <= 1
     assert "out_of_room" in [t.arguments.get("action") for t in first if t.tool == "budget"]

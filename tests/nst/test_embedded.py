@@ -12,9 +12,17 @@ from agent.store import RunStore
 @pytest.mark.embedded
 @pytest.mark.slow
 def test_two_chapter_story_on_the_embedded_model(tmp_path, embedded_llm):
-    config = {**NST_DEFAULTS, "prompt": "A fisherman finds a talking fish that grants one wish.", "prompt_id": None,
-              "words": 600, "plan_cache": str(tmp_path / "plans"), "max_turns": 5, "tool_max_tokens": 96,
-              "update_max_tokens": 320, "llm": {"backend": "embedded", "model": None}}
+    config = {
+        **NST_DEFAULTS,
+        "prompt": "A fisherman finds a talking fish that grants one wish.",
+        "prompt_id": None,
+        "words": 600,
+        "plan_cache": str(tmp_path / "plans"),
+        "max_turns": 5,
+        "tool_max_tokens": 96,
+        "update_max_tokens": 320,
+        "llm": {"backend": "embedded", "model": None},
+    }
     store = RunStore.create(tmp_path / "run", pipeline="nst", config=config)
     seen: list = []
     embedded_llm.recorders += [store.recorder, seen.append]
@@ -59,9 +67,18 @@ def test_a_short_story_in_a_small_context_on_the_embedded_model(tmp_path, embedd
     climbs towards 4, and at 2,048 a chapter after such a chapter has no room left for a 300-word
     draft, so the run stops by design (seen on one run of two). 200 words in 4 turns a chapter, not
     500 in 5: the same planner, drafts and update, in 6.5 minutes instead of 12.4 (measured here)."""
-    config = {**NST_DEFAULTS, "prompt": "A fisherman finds a talking fish that grants one wish.", "prompt_id": None,
-              "words": 200, "plan_cache": str(tmp_path / "plans"), "max_turns": 4, "tool_max_tokens": 96,
-              "update_max_tokens": 400, "context_tokens": CONTEXT, "llm": {"backend": "embedded", "model": None}}
+    config = {
+        **NST_DEFAULTS,
+        "prompt": "A fisherman finds a talking fish that grants one wish.",
+        "prompt_id": None,
+        "words": 200,
+        "plan_cache": str(tmp_path / "plans"),
+        "max_turns": 4,
+        "tool_max_tokens": 96,
+        "update_max_tokens": 400,
+        "context_tokens": CONTEXT,
+        "llm": {"backend": "embedded", "model": None},
+    }
     store = RunStore.create(tmp_path / "run", pipeline="nst", config=config)
     embedded_llm.recorders.append(store.recorder)
     try:
@@ -74,7 +91,11 @@ def test_a_short_story_in_a_small_context_on_the_embedded_model(tmp_path, embedd
     assert context["context_tokens"] == CONTEXT and context["exact_counts"] is True
     calls = store.llm_calls()
     assert calls and all(c.prompt_tokens + c.max_tokens <= CONTEXT for c in calls), [
-        (c.role, c.prompt_tokens, c.max_tokens) for c in calls]
-    print({c.index: (c.words, c.degraded, c.degraded_reason) for c in store.chapters()}, len(calls),
-          [(t.arguments.get("action"), t.arguments.get("what")) for t in store.tool_calls() if t.tool == "budget"])
+        (c.role, c.prompt_tokens, c.max_tokens) for c in calls
+    ]
+    print(
+        {c.index: (c.words, c.degraded, c.degraded_reason) for c in store.chapters()},
+        len(calls),
+        [(t.arguments.get("action"), t.arguments.get("what")) for t in store.tool_calls() if t.tool == "budget"],
+    )
     store.close()

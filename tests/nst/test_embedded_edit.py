@@ -16,18 +16,29 @@ from agent.store import RunStore
 from agent.store.lineage.fork import STALE_KEY
 from agent.testing.author import Author
 
-EDITED = ("Old Tomas pulled the silver fish from his net at dawn. The fish spoke in his dead wife's voice and "
-          "offered him one wish. Tomas asked for nothing but a calm sea, and the fish slipped back into the "
-          "grey water without a sound.")
+EDITED = (
+    "Old Tomas pulled the silver fish from his net at dawn. The fish spoke in his dead wife's voice and "
+    "offered him one wish. Tomas asked for nothing but a calm sea, and the fish slipped back into the "
+    "grey water without a sound."
+)
 
 
 @pytest.mark.embedded  # 21-26 s on the llama.cpp engine (330 s on transformers)
 @pytest.mark.slow  # passes alone and after the derive test, but failed in both fresh-clone CI runs of #27 (no update
 # call recorded for the edit): kept out of CI until that is understood
 def test_edit_then_fork_on_the_tiny_model(tmp_path, embedded_llm, monkeypatch, capsys):
-    config = {**NST_DEFAULTS, "prompt": "A fisherman finds a talking fish that grants one wish.", "prompt_id": None,
-              "words": 120, "plan_cache": str(tmp_path / "plans"), "max_turns": 3, "tool_max_tokens": 96,
-              "update_max_tokens": 320, "lookback": False, "llm": {"backend": "embedded", "model": embedded_llm.model}}
+    config = {
+        **NST_DEFAULTS,
+        "prompt": "A fisherman finds a talking fish that grants one wish.",
+        "prompt_id": None,
+        "words": 120,
+        "plan_cache": str(tmp_path / "plans"),
+        "max_turns": 3,
+        "tool_max_tokens": 96,
+        "update_max_tokens": 320,
+        "lookback": False,
+        "llm": {"backend": "embedded", "model": embedded_llm.model},
+    }
     run_dir = tmp_path / "run"
     with RunStore.create(run_dir, pipeline="nst", config=config) as store, store.session("start"):
         runner.write_story(store, Author(), config)
@@ -47,8 +58,9 @@ def test_edit_then_fork_on_the_tiny_model(tmp_path, embedded_llm, monkeypatch, c
         stale = store.get_plan(STALE_KEY)
         if code == 0:  # the tiny model's update applied: every entry it added quotes the edited text
             assert "re-derived from the edited text" in err and stale["state_stale_from"] == 2
-            quotes = [e["quote"] for c in store.state(1)["narrative"].get("provenance", {}).values()
-                      for e in c.values()]
+            quotes = [
+                e["quote"] for c in store.state(1)["narrative"].get("provenance", {}).values() for e in c.values()
+            ]
             assert store.state(1) != old and all(" ".join(q.split()) in " ".join(EDITED.split()) for q in quotes)
         else:  # refused or cut off: the edit stays, the old state stays and is marked stale
             assert code == 1 and "was not re-derived" in err and store.state(1) == old
@@ -61,5 +73,12 @@ def test_edit_then_fork_on_the_tiny_model(tmp_path, embedded_llm, monkeypatch, c
         assert fork.chapter(1).text == EDITED and fork.state(1) == after_edit
         assert fork.info().last_unit == 2 and fork.chapter(2).text.strip()
         assert any(r[0] == "nst_prose" for r in fork.query("SELECT role FROM llm_calls WHERE unit = 2"))
-        print([tuple(r) for r in fork.query("SELECT unit, role, max_tokens, completion_tokens, round(latency_s, 1), "
-                                            "finish_reason FROM llm_calls WHERE latency_s > 0.5")])
+        print(
+            [
+                tuple(r)
+                for r in fork.query(
+                    "SELECT unit, role, max_tokens, completion_tokens, round(latency_s, 1), "
+                    "finish_reason FROM llm_calls WHERE latency_s > 0.5"
+                )
+            ]
+        )

@@ -14,8 +14,7 @@ from agent.testing.author import Author, chapter_of
 from agent.testing.author_server import AuthorServer
 
 PROMPT = "A lighthouse keeper finds a bell that rings by itself."
-STOCK = ("Her heart pounded in her chest. Mark9 couldn't help but smile at the bell. "
-         "A wave of relief washed over her. ")
+STOCK = "Her heart pounded in her chest. Mark9 couldn't help but smile at the bell. A wave of relief washed over her. "
 
 pytestmark = pytest.mark.usefixtures("no_model_environment")
 
@@ -26,7 +25,7 @@ class StockAuthor(Author):
     def reply(self, request):
         text, finish = super().reply(request)
         if request.role == "nst_prose" and chapter_of(request) == 2:
-            text = STOCK + " ".join(text.split(" ")[len(STOCK.split()):])
+            text = STOCK + " ".join(text.split(" ")[len(STOCK.split()) :])
         return text, finish
 
 
@@ -38,8 +37,10 @@ def server():
 
 def test_lint_fix_rewrites_only_the_flagged_passages_and_the_score_falls(server, tmp_path, capsys):
     run = str(tmp_path / "run")
-    assert main(["write", "nst", "--prompt", PROMPT, "--words", "3000", "--endpoint", server.url, "--out", run,
-                 "--quiet"]) == 0
+    assert (
+        main(["write", "nst", "--prompt", PROMPT, "--words", "3000", "--endpoint", server.url, "--out", run, "--quiet"])
+        == 0
+    )
     capsys.readouterr()
     assert main(["lint", run, "--json"]) == 0
     before = json.loads(capsys.readouterr().out)
@@ -63,7 +64,7 @@ def test_lint_fix_rewrites_only_the_flagged_passages_and_the_score_falls(server,
     # only the flagged passages changed: every change lies in the chapter's first sentences
     deleted = [" ".join(t.split()) for op, t in word_diff(old, new.text) if op == "del"]
     assert deleted and all(t in " ".join(STOCK.split()) for t in deleted)
-    assert old.startswith(STOCK) and new.text.endswith(old[len(STOCK) + 40:])  # the rest untouched
+    assert old.startswith(STOCK) and new.text.endswith(old[len(STOCK) + 40 :])  # the rest untouched
 
 
 def test_lint_fix_refuses_a_file(tmp_path, capsys):
@@ -75,15 +76,54 @@ def test_lint_fix_refuses_a_file(tmp_path, capsys):
 
 def test_lint_avoid_names_the_books_worst_offenders_in_the_next_chapters_prompt(server, tmp_path, capsys):
     run = str(tmp_path / "run")
-    assert main(["write", "nst", "--prompt", PROMPT, "--words", "4000", "--endpoint", server.url, "--out", run,
-                 "--quiet", "--lint-avoid"]) == 0
+    assert (
+        main(
+            [
+                "write",
+                "nst",
+                "--prompt",
+                PROMPT,
+                "--words",
+                "4000",
+                "--endpoint",
+                server.url,
+                "--out",
+                run,
+                "--quiet",
+                "--lint-avoid",
+            ]
+        )
+        == 0
+    )
     with RunStore.open(run, readonly=True) as store:
-        prompts = {unit: call.messages[1]["content"] for unit, call in
-                   zip([r[0] for r in store.query("SELECT unit FROM llm_calls ORDER BY id")], store.llm_calls(),
-                       strict=True) if call.role == "nst_turn"}
+        prompts = {
+            unit: call.messages[1]["content"]
+            for unit, call in zip(
+                [r[0] for r in store.query("SELECT unit FROM llm_calls ORDER BY id")], store.llm_calls(), strict=True
+            )
+            if call.role == "nst_turn"
+        }
     assert "Avoid these phrases" not in prompts[2]  # chapter 1 is clean
     assert "Avoid these phrases and words, which this book already overuses: " in prompts[3]
     assert "her heart pounded in her chest" in prompts[3] and "a wave of relief" in prompts[3]
-    assert main(["write", "nst", "--prompt", PROMPT, "--words", "3000", "--endpoint", server.url, "--out",
-                 str(tmp_path / "paper"), "--profile", "paper", "--lint-avoid"]) == 2
+    assert (
+        main(
+            [
+                "write",
+                "nst",
+                "--prompt",
+                PROMPT,
+                "--words",
+                "3000",
+                "--endpoint",
+                server.url,
+                "--out",
+                str(tmp_path / "paper"),
+                "--profile",
+                "paper",
+                "--lint-avoid",
+            ]
+        )
+        == 2
+    )
     assert "for the default profile, not paper" in capsys.readouterr().err

@@ -15,8 +15,11 @@ from agent.nst.config import NstConfig
 from agent.nst.state import NarrativeState
 from agent.testing.author import Author, chapter_text, default_policy, gate_of, offered, prose, quotes_from, update_json
 
-PLAN = {"outline": [{"id": i, "title": f"Part {i}", "description": f"Part {i} happens.", "target_words": 100}
-                    for i in range(1, 5)]}
+PLAN = {
+    "outline": [
+        {"id": i, "title": f"Part {i}", "description": f"Part {i} happens.", "target_words": 100} for i in range(1, 5)
+    ]
+}
 
 
 def commit_earlier(store, upto: int) -> None:
@@ -26,8 +29,16 @@ def commit_earlier(store, upto: int) -> None:
 
 
 def run_chapter(store, config, author, index=1, narrative=None, **kw):
-    loop = ChapterLoop(author, store, plan=PLAN, story_prompt="prompt", state=narrative or NarrativeState(),
-                       index=index, config=NstConfig.coerce({**config, **kw}), ratio=1.3)
+    loop = ChapterLoop(
+        author,
+        store,
+        plan=PLAN,
+        story_prompt="prompt",
+        state=narrative or NarrativeState(),
+        index=index,
+        config=NstConfig.coerce({**config, **kw}),
+        ratio=1.3,
+    )
     return loop, loop.run()
 
 
@@ -80,8 +91,18 @@ def test_prompt_order_and_no_earlier_text(store, config):
     state = NarrativeState(past_events={"old_event": "x"}, characters={"Ann": {"goal": "g"}})
     run_chapter(store, config, author, index=3, narrative=state)
     prompt = author.requests[0].messages[1]["content"]
-    order = ["# Story prompt", "# Outline", "Past events", "old_event", "Characters", "Ann",
-             "Open future requirements", "Completed chapters: 2 of 4", "# Current task", "Write chapter 3"]
+    order = [
+        "# Story prompt",
+        "# Outline",
+        "Past events",
+        "old_event",
+        "Characters",
+        "Ann",
+        "Open future requirements",
+        "Completed chapters: 2 of 4",
+        "# Current task",
+        "Write chapter 3",
+    ]
     positions = [prompt.index(marker) for marker in order]
     assert positions == sorted(positions)
     assert "silver key" not in prompt
@@ -134,17 +155,28 @@ def test_last_turns_offer_only_the_required_steps(store, config):
 
 
 def test_update_errors_are_returned_and_update_stays_available(store, config):
-    replies = iter([lambda r: json.dumps({"tool": "write", "title": "T"}),
-                    lambda r: json.dumps({"tool": "update", "upsert_character_state": [],
-                                          "add_past_event": [{"key": "storm", "description": "A storm came.",
-                                                              "evidence": "a storm broke over the harbour"}],
-                                          "add_future_requirement": [], "resolve_future_requirement": []}),
-                    lambda r: update_json(1, text=chapter_text(r)), lambda r: json.dumps({"tool": "finish"})])
+    replies = iter(
+        [
+            lambda r: json.dumps({"tool": "write", "title": "T"}),
+            lambda r: json.dumps(
+                {
+                    "tool": "update",
+                    "upsert_character_state": [],
+                    "add_past_event": [
+                        {"key": "storm", "description": "A storm came.", "evidence": "a storm broke over the harbour"}
+                    ],
+                    "add_future_requirement": [],
+                    "resolve_future_requirement": [],
+                }
+            ),
+            lambda r: update_json(1, text=chapter_text(r)),
+            lambda r: json.dumps({"tool": "finish"}),
+        ]
+    )
     author = Author(policy=lambda request, tools: next(replies)(request))
     _, result = run_chapter(store, config, author)
     calls = store.tool_calls()
-    assert [(c.tool, c.ok) for c in calls] == [("write", True), ("update", False), ("update", True),
-                                               ("finish", True)]
+    assert [(c.tool, c.ok) for c in calls] == [("write", True), ("update", False), ("update", True), ("finish", True)]
     assert "nothing was applied" in calls[1].result and "'storm'" in calls[1].result
     assert "update" in offered(turns(author)[2]) and "update" not in offered(turns(author)[3])
     assert result.state.future_requirements == {"promise_1": "The bell must ring again."}
@@ -156,8 +188,16 @@ def test_finish_only_after_write_and_update(store, config):
     offers = [offered(r) for r in turns(author)]
     assert "finish" not in offers[0] and "update" not in offers[0] and "finish" not in offers[1]
     assert "finish" in offers[2]
-    s = ChapterSession(index=2, gate=Gate.for_target(100), with_state=True, lookback=True, max_turns=50,
-                       read_budget=3, search_budget=5, correct_budget=3)
+    s = ChapterSession(
+        index=2,
+        gate=Gate.for_target(100),
+        with_state=True,
+        lookback=True,
+        max_turns=50,
+        read_budget=3,
+        search_budget=5,
+        correct_budget=3,
+    )
     with pytest.raises(ToolError, match="cannot finish yet: still needed: write, update"):
         check_allowed(s, "finish")
     with pytest.raises(ToolError, match="after the accepted write"):
@@ -194,8 +234,17 @@ def test_read_budget_and_rules(store, config):
     assert first.tool == "invalid" and not first.ok
     assert read_chapters(turns(author)[0]) == [1, 2]
     assert "read" not in offered(turns(author)[4])  # charged on success: 3 spent, no longer offered
-    s = ChapterSession(index=3, gate=Gate.for_target(100), with_state=True, lookback=True, max_turns=50,
-                       read_budget=3, search_budget=5, correct_budget=3, reads=3)
+    s = ChapterSession(
+        index=3,
+        gate=Gate.for_target(100),
+        with_state=True,
+        lookback=True,
+        max_turns=50,
+        read_budget=3,
+        search_budget=5,
+        correct_budget=3,
+        reads=3,
+    )
     with pytest.raises(ToolError, match="budget"):
         check_allowed(s, "read")
 
@@ -213,9 +262,18 @@ def test_search_budget_hits_and_earlier_chapters_only(store, config):
 
 def test_search_index_sees_corrections(store, config):
     commit_earlier(store, 2)
-    lookups = [json.dumps({"tool": "correct", "chapter": 1, "old": "silver   key 1",
-                           "new": "golden key 1", "reason": "the key is gold in chapter 2"}),
-               json.dumps({"tool": "search", "query": "golden"})]
+    lookups = [
+        json.dumps(
+            {
+                "tool": "correct",
+                "chapter": 1,
+                "old": "silver   key 1",
+                "new": "golden key 1",
+                "reason": "the key is gold in chapter 2",
+            }
+        ),
+        json.dumps({"tool": "search", "query": "golden"}),
+    ]
     author = Author(policy=policy_with(lookups))
     run_chapter(store, config, author, index=3)
     calls = store.tool_calls()
@@ -226,12 +284,16 @@ def test_search_index_sees_corrections(store, config):
 
 def test_correct_rules_and_budget(store, config):
     commit_earlier(store, 2)
-    fixes = [json.dumps({"tool": "correct", "chapter": 1, "old": "the", "new": "a", "reason": "r"}),  # ambiguous
-             json.dumps({"tool": "correct", "chapter": 1, "old": "no such text", "new": "a", "reason": "r"}),
-             *[json.dumps({"tool": "correct", "chapter": c, "old": f"silver key {c}", "new": f"key {c}b",
-                           "reason": "r"}) for c in (1, 2)],
-             json.dumps({"tool": "correct", "chapter": 1, "old": "key 1b", "new": "key 1c", "reason": "r"}),
-             json.dumps({"tool": "correct", "chapter": 2, "old": "key 2b", "new": "key 2c", "reason": "r"})]
+    fixes = [
+        json.dumps({"tool": "correct", "chapter": 1, "old": "the", "new": "a", "reason": "r"}),  # ambiguous
+        json.dumps({"tool": "correct", "chapter": 1, "old": "no such text", "new": "a", "reason": "r"}),
+        *[
+            json.dumps({"tool": "correct", "chapter": c, "old": f"silver key {c}", "new": f"key {c}b", "reason": "r"})
+            for c in (1, 2)
+        ],
+        json.dumps({"tool": "correct", "chapter": 1, "old": "key 1b", "new": "key 1c", "reason": "r"}),
+        json.dumps({"tool": "correct", "chapter": 2, "old": "key 2b", "new": "key 2c", "reason": "r"}),
+    ]
     author = Author(policy=policy_with(fixes))
     run_chapter(store, config, author, index=3)
     calls = [c for c in store.tool_calls() if c.tool == "correct"]
@@ -243,8 +305,15 @@ def test_correct_rules_and_budget(store, config):
 def test_correct_current_chapter_must_stay_in_gate(store, config):
     def policy(request, tools):
         if "update" in tools and not any(c.tool == "correct" for c in store.tool_calls()):
-            return json.dumps({"tool": "correct", "chapter": 1, "old": " ".join(prose(100, seed=1).split()[:12]),
-                               "new": "The keeper " + "very " * 40 + "slowly walked", "reason": "r"})
+            return json.dumps(
+                {
+                    "tool": "correct",
+                    "chapter": 1,
+                    "old": " ".join(prose(100, seed=1).split()[:12]),
+                    "new": "The keeper " + "very " * 40 + "slowly walked",
+                    "reason": "r",
+                }
+            )
         return default_policy(request, tools)
 
     author = Author(policy=policy)
@@ -273,8 +342,16 @@ def test_no_lookback_ablation(store, config):
 
 
 def test_legal_tools_with_lookback():
-    s = ChapterSession(index=3, gate=Gate.for_target(100), with_state=True, lookback=True, max_turns=50,
-                       read_budget=3, search_budget=5, correct_budget=3)
+    s = ChapterSession(
+        index=3,
+        gate=Gate.for_target(100),
+        with_state=True,
+        lookback=True,
+        max_turns=50,
+        read_budget=3,
+        search_budget=5,
+        correct_budget=3,
+    )
     assert legal_tools(s) == ["read", "search", "write", "correct"]
     s.accepted_text = "x"
     assert legal_tools(s) == ["read", "search", "correct", "update"]
@@ -293,8 +370,14 @@ def test_length_sizing_uses_measured_ratio(store, config):
 def test_a_draft_cut_short_raises_the_ratio_so_the_next_one_fits(store, config):
     # the model really spends 4 tokens a word; sized at 1.4 the first draft is cut well short
     # of the range; the ratio learnt from the cut draft gives the next one room to land in it
-    author = Author(tokens_per_word=4.0, length=lambda request, attempt: (request.max_tokens // 4, "length")
-                    if request.max_tokens // 4 < gate_of(request)[1] else gate_of(request)[0])
+    author = Author(
+        tokens_per_word=4.0,
+        length=lambda request, attempt: (
+            (request.max_tokens // 4, "length")
+            if request.max_tokens // 4 < gate_of(request)[1]
+            else gate_of(request)[0]
+        ),
+    )
     _, result = run_chapter(store, config, author)
     writes = [c for c in store.tool_calls() if c.tool == "write"]
     assert writes[0].arguments["truncated"] and not writes[0].arguments["accepted"]
@@ -306,13 +389,34 @@ def test_a_draft_cut_short_raises_the_ratio_so_the_next_one_fits(store, config):
 def test_a_failed_fallback_update_falls_back_to_one_event(store, config):
     # no draft passes, the full fallback update is invalid (a bad key), then the one-event
     # fallback reaches the state: the kept chapter still has its place in the chronology
-    author = Author(length=lambda request, attempt: 20, policy=lambda request, tools: (
-        json.dumps({"add_past_event": [{"key": "the_storm", "description": "A storm broke the pier.",
-                                        "evidence": quotes_from(chapter_text(request), 1)[0]}]})
-        if not tools else json.dumps({"tool": "update", "upsert_character_state": [], "add_future_requirement": [],
-                                      "add_past_event": [{"key": "Bad Key", "description": "x", "evidence": "x"}],
-                                      "resolve_future_requirement": []})
-        if tools == ["update"] else json.dumps({"tool": "write", "title": "T"})))
+    author = Author(
+        length=lambda request, attempt: 20,
+        policy=lambda request, tools: (
+            json.dumps(
+                {
+                    "add_past_event": [
+                        {
+                            "key": "the_storm",
+                            "description": "A storm broke the pier.",
+                            "evidence": quotes_from(chapter_text(request), 1)[0],
+                        }
+                    ]
+                }
+            )
+            if not tools
+            else json.dumps(
+                {
+                    "tool": "update",
+                    "upsert_character_state": [],
+                    "add_future_requirement": [],
+                    "add_past_event": [{"key": "Bad Key", "description": "x", "evidence": "x"}],
+                    "resolve_future_requirement": [],
+                }
+            )
+            if tools == ["update"]
+            else json.dumps({"tool": "write", "title": "T"})
+        ),
+    )
     _loop, result = run_chapter(store, config, author, max_turns=3)
     assert result.degraded and "no draft passed" in result.reason
     assert list(result.state.past_events) == ["the_storm"] and not result.state.characters
@@ -323,9 +427,13 @@ def test_a_failed_fallback_update_falls_back_to_one_event(store, config):
 def test_a_tool_offered_at_the_turn_is_honoured_on_the_last_spare_turn(store, config):
     # four turns: write, then one spare turn before update and finish: read is offered then,
     # and must be carried out, not refused by a check that counts the turn already taken
-    replies = iter([lambda r: json.dumps({"tool": "write", "title": "T"}),
-                    lambda r: json.dumps({"tool": "read", "chapter": 1}),
-                    lambda r: update_json(1, text=chapter_text(r))])
+    replies = iter(
+        [
+            lambda r: json.dumps({"tool": "write", "title": "T"}),
+            lambda r: json.dumps({"tool": "read", "chapter": 1}),
+            lambda r: update_json(1, text=chapter_text(r)),
+        ]
+    )
     author = Author(policy=lambda request, tools: next(replies)(request))
     _, result = run_chapter(store, config, author, max_turns=4)
     assert "read" in offered(turns(author)[1])
@@ -360,14 +468,23 @@ def test_failed_calls_are_charged_and_then_only_required_steps_are_offered(store
 def test_tool_rules_live_in_the_tool_objects():
     from agent.nst.chapter.tools import TOOLS, turn_grammar
 
-    s = ChapterSession(index=3, gate=Gate.for_target(100), with_state=True, lookback=True, max_turns=50,
-                       read_budget=3, search_budget=5, correct_budget=3)
+    s = ChapterSession(
+        index=3,
+        gate=Gate.for_target(100),
+        with_state=True,
+        lookback=True,
+        max_turns=50,
+        read_budget=3,
+        search_budget=5,
+        correct_budget=3,
+    )
     assert list(TOOLS) == ["read", "search", "write", "correct", "update", "finish"]
     assert all(TOOLS[name].legal(s) for name in legal_tools(s))
     grammar = turn_grammar(s, legal_tools(s))
     schema = grammar.model_json_schema()
-    chapter_enums = [d["properties"]["chapter"]["enum"] for d in schema["$defs"].values()
-                     if "chapter" in d.get("properties", {})]
+    chapter_enums = [
+        d["properties"]["chapter"]["enum"] for d in schema["$defs"].values() if "chapter" in d.get("properties", {})
+    ]
     assert chapter_enums == [[1, 2], [1, 2]]  # read and correct: the chapters that exist
     s.failed = s.failed_budget
     assert legal_tools(s) == ["write"]

@@ -82,8 +82,12 @@ def test_outline_prints_title_premise_and_every_chapter(tmp_path, capsys):
         assert f"Chapter {n}: Part {n}\nTarget: 1000 words\nThings happen in part {n}.\n" in text
     data = json.loads(printed_outline(capsys, run, "--json"))
     assert data["title"] == BOOK_TITLE and data["premise"] and data["words"] == 3000 and data["written"] == 0
-    assert data["chapters"][0] == {"id": 1, "title": "Part 1", "target_words": 1000,
-                                   "description": "Things happen in part 1."}
+    assert data["chapters"][0] == {
+        "id": 1,
+        "title": "Part 1",
+        "target_words": 1000,
+        "description": "Things happen in part 1.",
+    }
     with RunStore.open(run, readonly=True) as store:
         stored = store.get_plan("outline")
     assert parse_text(text) == (BOOK_TITLE, stored)  # the printed form reads back as stored
@@ -97,23 +101,34 @@ def test_outline_prints_title_premise_and_every_chapter(tmp_path, capsys):
 # A 1000-word story: two chapters, an even share of 500, each target 400-600, the total 800-1200.
 REFUSED = {
     "no title": (("Title: The Bell Keeper", "Title:   "), "the outline has no title"),
-    "too many chapters": (("Things happen in part 2.", "Things happen in part 2.\n\nChapter 3: Part 3\n"
-                           "Target: 500 words\nMore."), "has 3 chapters; write 2"),
-    "too few chapters": (("Chapter 2: Part 2\nTarget: 500 words\nThings happen in part 2.", ""),
-                         "has 1 chapters; write 2"),
+    "too many chapters": (
+        ("Things happen in part 2.", "Things happen in part 2.\n\nChapter 3: Part 3\nTarget: 500 words\nMore."),
+        "has 3 chapters; write 2",
+    ),
+    "too few chapters": (
+        ("Chapter 2: Part 2\nTarget: 500 words\nThings happen in part 2.", ""),
+        "has 1 chapters; write 2",
+    ),
     "ids out of order": (("Chapter 2: Part 2", "Chapter 3: Part 2"), "chapter ids must be 1, 2"),
     "empty chapter title": (("Chapter 1: Part 1", "Chapter 1:"), "chapter 1 has an empty title or description"),
     "empty summary": (("Things happen in part 2.", "   "), "chapter 2 has an empty title or description"),
-    "non-positive target": (("Chapter 1: Part 1\nTarget: 500", "Chapter 1: Part 1\nTarget: 0"),
-                            "chapter 1 has a non-positive target"),
-    "total outside the gate": (("Target: 500 words", "Target: 300 words"),
-                               "the chapter targets sum to 600 words; they must sum to between 800 and 1200"),
-    "chapter target outside its share": (("Part 1\nTarget: 500", "Part 1\nTarget: 650", "Part 2\nTarget: 500",
-                                          "Part 2\nTarget: 350"), "chapter 1 has a target of 650 words; each "
-                                         "chapter's must be between 400 and 600"),
+    "non-positive target": (
+        ("Chapter 1: Part 1\nTarget: 500", "Chapter 1: Part 1\nTarget: 0"),
+        "chapter 1 has a non-positive target",
+    ),
+    "total outside the gate": (
+        ("Target: 500 words", "Target: 300 words"),
+        "the chapter targets sum to 600 words; they must sum to between 800 and 1200",
+    ),
+    "chapter target outside its share": (
+        ("Part 1\nTarget: 500", "Part 1\nTarget: 650", "Part 2\nTarget: 500", "Part 2\nTarget: 350"),
+        "chapter 1 has a target of 650 words; each chapter's must be between 400 and 600",
+    ),
     "unreadable target": (("Target: 500 words", "Target: many words"), "needs 'Target: N words'"),
-    "text before the chapters": (("Title: The Bell Keeper", "Title: The Bell Keeper\nstray words"),
-                                 "expected 'Title: ...' or 'Chapter N: TITLE'"),
+    "text before the chapters": (
+        ("Title: The Bell Keeper", "Title: The Bell Keeper\nstray words"),
+        "expected 'Title: ...' or 'Chapter N: TITLE'",
+    ),
 }
 
 
@@ -125,6 +140,7 @@ def test_an_edit_breaking_a_planner_rule_is_refused_in_one_line_and_nothing_is_s
     for old, new in zip(replacements[::2], replacements[1::2], strict=True):
         assert old in text
         text = text.replace(old, new, -1 if rule == "total outside the gate" else 1)
+
     def stored():
         with RunStore.open(run, readonly=True) as store:
             return store.plan(), store.info().status, store.query("SELECT count(*) FROM sessions")[0][0]
@@ -146,9 +162,11 @@ def test_a_json_edit_is_held_to_the_same_rules(tmp_path, capsys):
 
 
 def retitled(text: str) -> str:
-    return (text.replace("Chapter 1: Part 1\nTarget: 500 words", "Chapter 1: The Drowned Bell\nTarget: 450 words")
-            .replace("Chapter 2: Part 2\nTarget: 500 words", "Chapter 2: Part 2\nTarget: 550 words")
-            .replace(f"Title: {BOOK_TITLE}", "Title: Bells Under Water"))
+    return (
+        text.replace("Chapter 1: Part 1\nTarget: 500 words", "Chapter 1: The Drowned Bell\nTarget: 450 words")
+        .replace("Chapter 2: Part 2\nTarget: 500 words", "Chapter 2: Part 2\nTarget: 550 words")
+        .replace(f"Title: {BOOK_TITLE}", "Title: Bells Under Water")
+    )
 
 
 def test_an_accepted_edit_is_what_resume_writes_from(tmp_path, capsys):
@@ -192,8 +210,10 @@ def test_written_chapters_keep_their_entries_the_rest_may_change(tmp_path, capsy
 def test_edit_in_the_editor_and_a_refused_edit_is_kept(tmp_path, capsys, monkeypatch):
     run = plan_only(tmp_path, capsys)
     script = tmp_path / "editor.py"
-    script.write_text("import sys, pathlib\np = pathlib.Path(sys.argv[3])\n"  # EDITOR's words, then the file
-                      "p.write_text(p.read_text().replace(sys.argv[1], sys.argv[2]))\n")
+    script.write_text(
+        "import sys, pathlib\np = pathlib.Path(sys.argv[3])\n"  # EDITOR's words, then the file
+        "p.write_text(p.read_text().replace(sys.argv[1], sys.argv[2]))\n"
+    )
     monkeypatch.delenv("VISUAL", raising=False)
     monkeypatch.setenv("EDITOR", f"{sys.executable} {script} 'Part 2' 'The Bell Rings'")
     assert main(["outline", run, "--edit"]) == 0
@@ -237,8 +257,10 @@ def test_export_uses_the_planners_title_and_records_title_and_author(tmp_path, c
     assert f'title: "{BOOK_TITLE}"' in md
     assert "# Chapter 1: Part 1\n" in md and "Chapter 1: Chapter 1" not in md  # the planned title, not the model's
     epub = tmp_path / "book.epub"
-    assert main(["export", run, "--format", "epub", "-o", str(epub), "--title", "The Last Bell",
-                 "--author", "A. Keeper"]) == 0
+    assert (
+        main(["export", run, "--format", "epub", "-o", str(epub), "--title", "The Last Bell", "--author", "A. Keeper"])
+        == 0
+    )
     with zipfile.ZipFile(epub) as book:
         opf = next(book.read(n).decode() for n in book.namelist() if n.endswith(".opf"))
         chapter = book.read(next(n for n in book.namelist() if n.endswith("chapter_001.xhtml"))).decode()
@@ -254,11 +276,18 @@ def test_export_uses_the_planners_title_and_records_title_and_author(tmp_path, c
     assert main(["export", run, "--title", "  "]) == 2
 
 
-@pytest.mark.parametrize(("index", "title", "heading"), [
-    (1, "Chapter 1", "Chapter 1"), (1, "chapter 1:", "Chapter 1"), (2, "Chapter 2: The Bell", "Chapter 2: The Bell"),
-    (1, "Chapter 12", "Chapter 1: Chapter 12"), (3, "The Bell", "Chapter 3: The Bell"), (4, "  ", "Chapter 4"),
-    (5, "Chapter 5 \u2014 Salt", "Chapter 5: Salt"),
-])
+@pytest.mark.parametrize(
+    ("index", "title", "heading"),
+    [
+        (1, "Chapter 1", "Chapter 1"),
+        (1, "chapter 1:", "Chapter 1"),
+        (2, "Chapter 2: The Bell", "Chapter 2: The Bell"),
+        (1, "Chapter 12", "Chapter 1: Chapter 12"),
+        (3, "The Bell", "Chapter 3: The Bell"),
+        (4, "  ", "Chapter 4"),
+        (5, "Chapter 5 \u2014 Salt", "Chapter 5: Salt"),
+    ],
+)
 def test_a_heading_never_says_chapter_n_twice(index, title, heading):
     assert chapter_heading(index, title) == heading
 

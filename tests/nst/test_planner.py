@@ -37,8 +37,15 @@ def test_stages_grow_with_length():
 
 def outline(*targets: int, ids: list[int] | None = None) -> Outline:
     ids = ids or list(range(1, len(targets) + 1))
-    return Outline.model_validate({"title": "B", "chapters": [
-        {"id": i, "title": f"T{i}", "description": "d", "target_words": t} for i, t in zip(ids, targets, strict=True)]})
+    return Outline.model_validate(
+        {
+            "title": "B",
+            "chapters": [
+                {"id": i, "title": f"T{i}", "description": "d", "target_words": t}
+                for i, t in zip(ids, targets, strict=True)
+            ],
+        }
+    )
 
 
 def test_outline_validation_rules():
@@ -53,10 +60,24 @@ def test_outline_validation_rules():
 
 
 def test_invalid_outline_is_reasked_with_the_error():
-    bad = json.dumps({"title": "B", "chapters": [{"id": 1, "title": "A", "description": " ", "target_words": 300},
-                                   {"id": 2, "title": "B", "description": "d", "target_words": 300}]})
-    good = json.dumps({"title": "B", "chapters": [{"id": 1, "title": "A", "description": "d", "target_words": 300},
-                                    {"id": 2, "title": "B", "description": "d", "target_words": 300}]})
+    bad = json.dumps(
+        {
+            "title": "B",
+            "chapters": [
+                {"id": 1, "title": "A", "description": " ", "target_words": 300},
+                {"id": 2, "title": "B", "description": "d", "target_words": 300},
+            ],
+        }
+    )
+    good = json.dumps(
+        {
+            "title": "B",
+            "chapters": [
+                {"id": 1, "title": "A", "description": "d", "target_words": 300},
+                {"id": 2, "title": "B", "description": "d", "target_words": 300},
+            ],
+        }
+    )
     llm = ScriptedLLM([bad, good])
     plan = make_plan(llm, "p", 600, temperature=0.7, max_tokens=100, attempts=3)
     assert [c["target_words"] for c in plan["outline"]] == [300, 300]
@@ -77,9 +98,19 @@ def test_the_outline_grammar_carries_count_ids_and_length():
             assert item["properties"]["id"]["enum"] == [position]
             assert item["properties"]["target_words"]["enum"] == choices and len(choices) >= 2
         assert 0.8 * words <= chapters * min(choices) and chapters * max(choices) <= 1.2 * words
-    llm = ScriptedLLM([json.dumps({"title": "B", "chapters": [
-        {"id": 1, "title": "A", "description": "d", "target_words": 100},
-        {"id": 2, "title": "B", "description": "d", "target_words": 100}]})])
+    llm = ScriptedLLM(
+        [
+            json.dumps(
+                {
+                    "title": "B",
+                    "chapters": [
+                        {"id": 1, "title": "A", "description": "d", "target_words": 100},
+                        {"id": 2, "title": "B", "description": "d", "target_words": 100},
+                    ],
+                }
+            )
+        ]
+    )
     with pytest.raises(PlanError, match="not one of"):
         make_plan(llm, "p", 600, temperature=0.7, max_tokens=100, attempts=1)
 
@@ -91,8 +122,9 @@ def test_the_outline_grammar_holds_chapter_ids_in_order():
     from agent.llm.local_decoding import constraint_regex
 
     def outline(ids: list[int]) -> str:
-        return json.dumps({"title": "B", "chapters": [
-            {"id": i, "title": "A", "description": "d", "target_words": 300} for i in ids]})
+        return json.dumps(
+            {"title": "B", "chapters": [{"id": i, "title": "A", "description": "d", "target_words": 300} for i in ids]}
+        )
 
     pattern = re.compile(constraint_regex(to_constraint(outline_schema(600, 2))))
     assert pattern.fullmatch(outline([1, 2]))
@@ -142,8 +174,15 @@ def test_the_outline_stage_keeps_the_premise_and_every_stage_fits_the_context():
     from agent.llm.context import CharsEstimate
 
     llm = Author()
-    plan = make_plan(llm, "a storm prompt", 50_000, temperature=0.7, max_tokens=3900, attempts=2,
-                     budget=Budget(4096, CharsEstimate(), 64))
+    plan = make_plan(
+        llm,
+        "a storm prompt",
+        50_000,
+        temperature=0.7,
+        max_tokens=3900,
+        attempts=2,
+        budget=Budget(4096, CharsEstimate(), 64),
+    )
     outline_request = next(r for r in llm.requests if r.role == "plan_outline")
     text = outline_request.messages[1]["content"]
     assert plan["premise"] in text and plan["acts"] in text and plan["synopsis"] in text

@@ -16,23 +16,31 @@ from scripts.recall_measure import message_sections, tally
 class WordTokenizer:
     """A stand-in tokenizer: one token per word or punctuation mark, four per message."""
 
-    def apply_chat_template(self, messages: list[dict[str, str]], add_generation_prompt: bool = True,
-                            tokenize: bool = True, **_: Any) -> list[int]:
+    def apply_chat_template(
+        self, messages: list[dict[str, str]], add_generation_prompt: bool = True, tokenize: bool = True, **_: Any
+    ) -> list[int]:
         n = sum(4 + len(re.findall(r"\w+|[^\w\s]", m["content"])) for m in messages) + 2
         return list(range(n))
 
 
 def chapter_prompt(state: str) -> list[dict[str, str]]:
-    return [{"role": "system", "content": "You are a novelist."},
-            {"role": "user", "content": f"# Story prompt\nA bell.\n\n# Outline (4 chapters, frozen)\n{{}}\n\n"
-                                        f"# Narrative state\n{state}\n\n# Progress\nCompleted chapters: 1 of 4."}]
+    return [
+        {"role": "system", "content": "You are a novelist."},
+        {
+            "role": "user",
+            "content": f"# Story prompt\nA bell.\n\n# Outline (4 chapters, frozen)\n{{}}\n\n"
+            f"# Narrative state\n{state}\n\n# Progress\nCompleted chapters: 1 of 4.",
+        },
+    ]
 
 
 def test_a_need_counts_only_where_its_needle_is_and_is_attributed_to_that_section() -> None:
     eyes, debt, promise = script(4)  # planted in chapters 1, 2, 3; needed in 2 and 4, in 3, in 4
     assert (eyes.needed, debt.needed, promise.needed) == ((2, 4), (3,), (4,))
-    search = [{"role": "assistant", "content": json.dumps({"tool": "search", "query": eyes.query})},
-              {"role": "user", "content": f"1 passage(s) for 'eyes':\n[chapter 1] {eyes.statement}"}]
+    search = [
+        {"role": "assistant", "content": json.dumps({"tool": "search", "query": eyes.query})},
+        {"role": "user", "content": f"1 passage(s) for 'eyes':\n[chapter 1] {eyes.statement}"},
+    ]
     prompts = {
         2: message_sections(chapter_prompt(f"Characters:\n{json.dumps({'facts': {'eyes': eyes.needle}})}")),
         3: message_sections(chapter_prompt(f"Past events:\n[digest of chapters 1-2] {debt.statement}\n(none)")),
@@ -70,8 +78,12 @@ def test_the_author_stops_asking_for_a_lookup_the_budget_refused() -> None:
     from scripts.recall_author import RecallAuthor
 
     refused = "ERROR: there is no room in the context for a read now; continue with the chapter"
-    request = Request([{"role": "system", "content": "s"},
-                       {"role": "user", "content": "# Current task\nWrite chapter 3"},
-                       {"role": "assistant", "content": json.dumps({"tool": "read", "chapter": 1, "offset": 0})},
-                       {"role": "user", "content": f"{refused}\n\nAvailable now: read, search, write."}])
+    request = Request(
+        [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": "# Current task\nWrite chapter 3"},
+            {"role": "assistant", "content": json.dumps({"tool": "read", "chapter": 1, "offset": 0})},
+            {"role": "user", "content": f"{refused}\n\nAvailable now: read, search, write."},
+        ]
+    )
     assert RecallAuthor.refused_for_room(request) == {"read"}

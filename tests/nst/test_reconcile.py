@@ -32,10 +32,19 @@ def cast_update(request) -> str:
     for name in sorted(set(NAME.findall(text))):
         sentence = next(s for s in re.split(r"(?<=\.)\s+", text) if name in s)
         former = re.search(rf"{name}, once called ([A-Z][a-z]+ [A-Z][a-z]+)", text)
-        snaps.append({"name": name, "location": "the harbour", "goal": "ring the bell", "relationships": "",
-                      "knowledge": "", "possessions": "", "condition": "well",
-                      "facts": [{"key": "former_name", "value": former.group(1)}] if former else [],
-                      "evidence": sentence.strip()[:80]})
+        snaps.append(
+            {
+                "name": name,
+                "location": "the harbour",
+                "goal": "ring the bell",
+                "relationships": "",
+                "knowledge": "",
+                "possessions": "",
+                "condition": "well",
+                "facts": [{"key": "former_name", "value": former.group(1)}] if former else [],
+                "evidence": sentence.strip()[:80],
+            }
+        )
     update["upsert_character_state"] = snaps
     return json.dumps(update)
 
@@ -51,8 +60,9 @@ def cast_policy(request, tools):
     if "correct" in tools and chapter_of(request) == 5:
         for target in CORRECTS:
             if not any(f'"chapter": {target}' in a and '"correct"' in a for a in asked):
-                return json.dumps({"tool": "correct", "chapter": target, "old": "Mark1 ", "new": "Markone ",
-                                   "reason": "continuity"})
+                return json.dumps(
+                    {"tool": "correct", "chapter": target, "old": "Mark1 ", "new": "Markone ", "reason": "continuity"}
+                )
     return default_policy(request, tools)
 
 
@@ -83,8 +93,24 @@ pytestmark = pytest.mark.usefixtures("no_model_environment")
 def four_of_five(server: AuthorServer, tmp_path) -> str:
     """A 5-chapter run with chapters 1-4 written (a fork of a finished one at 4)."""
     full, run = tmp_path / "full", tmp_path / "run"
-    assert main(["write", "nst", "--prompt", PROMPT, "--words", "5000", "--endpoint", server.url,
-                 "--out", str(full), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "write",
+                "nst",
+                "--prompt",
+                PROMPT,
+                "--words",
+                "5000",
+                "--endpoint",
+                server.url,
+                "--out",
+                str(full),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert main(["fork", str(full), "--at", "4", "--out", str(run), "--no-run"]) == 0
     with RunStore.open(run, readonly=True) as store:
         assert len(store.get_plan("outline")) == 5 and store.info().last_unit == 4
@@ -95,7 +121,8 @@ def rename_in_chapter_2(run: str, tmp_path) -> str:
     with RunStore.open(run, readonly=True) as store:
         text = store.chapter(2).text
     edited = "Bram Marr, once called Ansel Marr, took the bell down to the pier.\n\n" + text.replace(
-        "Ansel Marr", "Bram Marr")
+        "Ansel Marr", "Bram Marr"
+    )
     path = tmp_path / "ch2.md"
     path.write_text(edited, encoding="utf-8")
     assert main(["edit", run, "--chapter", "2", "--file", str(path)]) == 0
@@ -111,11 +138,15 @@ def updates(run: str, session: str = "reconcile") -> list[tuple[int, list]]:
     """(chapter, the request's messages) of every update call answered in ``session`` sessions, in order
     (a call the broken server refused is in the ledger too, with its error)."""
     with RunStore.open(run, readonly=True) as store:
-        rows = store.query("SELECT c.unit, s.kind FROM llm_calls c JOIN sessions s ON s.id = c.session_id "
-                           "ORDER BY c.id")
+        rows = store.query(
+            "SELECT c.unit, s.kind FROM llm_calls c JOIN sessions s ON s.id = c.session_id ORDER BY c.id"
+        )
         calls = store.llm_calls()
-    return [(int(unit), call.messages) for (unit, kind), call in zip(rows, calls, strict=True)
-            if kind == session and call.role == "nst_turn" and call.error is None]
+    return [
+        (int(unit), call.messages)
+        for (unit, kind), call in zip(rows, calls, strict=True)
+        if kind == session and call.role == "nst_turn" and call.error is None
+    ]
 
 
 def test_reconcile_after_a_rename_follows_the_edit_lists_the_old_name_and_replans(server, tmp_path, capsys):
@@ -166,8 +197,11 @@ def test_locked_chapters_are_never_rewritten(server, tmp_path, capsys):
     assert main(["resume", run, "--quiet"]) == 0
     after = hashes(run)
     with RunStore.open(run, readonly=True) as store:
-        corrects = [(json.loads(json.dumps(t.arguments))["chapter"], t.ok, t.result) for t in store.tool_calls(5)
-                    if t.tool == "correct"]
+        corrects = [
+            (json.loads(json.dumps(t.arguments))["chapter"], t.ok, t.result)
+            for t in store.tool_calls(5)
+            if t.tool == "correct"
+        ]
     assert [c for c, _, _ in corrects] == [1, 3, 4]
     assert corrects[0][1] and after[1] != before[1]  # an unlocked chapter is corrected
     assert not corrects[1][1] and "locked" in corrects[1][2]
@@ -181,9 +215,13 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(server, tmp_path, caps
         with RunStore.open(run, readonly=True) as store:
             return store.info(), store.plan(), hashes(run), len(store.llm_calls())
 
-    cases = [([run], "no edit to reconcile"), ([run, "--from", "9"], "--from must be a written chapter"),
-             ([run, "--from", "2", "--lock", "2..1"], "a range goes up"),
-             ([run, "--from", "2", "--lock", "7"], "not written"), ([str(tmp_path / "none")], "")]
+    cases = [
+        ([run], "no edit to reconcile"),
+        ([run, "--from", "9"], "--from must be a written chapter"),
+        ([run, "--from", "2", "--lock", "2..1"], "a range goes up"),
+        ([run, "--from", "2", "--lock", "7"], "not written"),
+        ([str(tmp_path / "none")], ""),
+    ]
     for argv, needle in cases:
         before = snapshot()
         capsys.readouterr()

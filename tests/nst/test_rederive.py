@@ -15,9 +15,11 @@ from agent.store.lineage.fork import STALE_KEY
 from agent.testing.author import Author, default_policy, update_json
 from tests.nst.queued import QueuedModels
 
-EDITED = ("Zebulon the cartographer rowed out alone to the drowned chapel at dawn. He found the bell wrapped in "
-          "a torn sail and carried it back to the lighthouse without a word. The keeper watched him climb the "
-          "stairs and said nothing about the storm that was coming from the west.")
+EDITED = (
+    "Zebulon the cartographer rowed out alone to the drowned chapel at dawn. He found the bell wrapped in "
+    "a torn sail and carried it back to the lighthouse without a word. The keeper watched him climb the "
+    "stairs and said nothing about the storm that was coming from the west."
+)
 
 
 @pytest.fixture
@@ -27,8 +29,13 @@ def models(monkeypatch) -> QueuedModels:
 
 def nst_run(tmp_path, name: str = "run", pipeline: str = "nst") -> str:
     defaults = NST_DEFAULTS if pipeline == "nst" else ROLLSUM_DEFAULTS
-    config = {**defaults, "prompt": "A keeper finds a bell.", "prompt_id": None, "words": 2700,
-              "plan_cache": str(tmp_path / "plans")}
+    config = {
+        **defaults,
+        "prompt": "A keeper finds a bell.",
+        "prompt_id": None,
+        "words": 2700,
+        "plan_cache": str(tmp_path / "plans"),
+    }
     run_dir = tmp_path / name
     pipelines.start(run_dir, pipeline, config, pipelines.LLMOptions(backend="scripted", model="a")).close()
     return str(run_dir)

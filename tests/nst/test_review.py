@@ -30,8 +30,25 @@ def status(run: str) -> tuple[str, int, dict | None]:
 
 def test_write_with_review_stops_for_the_outline_and_each_chapter_until_approved(server, tmp_path, capsys):
     run = str(tmp_path / "run")
-    assert main(["write", "nst", "--prompt", PROMPT, "--words", "3000", "--endpoint", server.url, "--out", run,
-                 "--quiet", "--review"]) == 0
+    assert (
+        main(
+            [
+                "write",
+                "nst",
+                "--prompt",
+                PROMPT,
+                "--words",
+                "3000",
+                "--endpoint",
+                server.url,
+                "--out",
+                run,
+                "--quiet",
+                "--review",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert status(run) == ("review", 0, status(run)[2]) and status(run)[2]["unit"] == 0
     assert "in review: the outline" in out and f"fabula approve {run}" in out
@@ -67,8 +84,25 @@ def test_write_with_review_stops_for_the_outline_and_each_chapter_until_approved
 
 def test_review_every_k_chapters_and_resume_turns_it_on(server, tmp_path, capsys):
     run = str(tmp_path / "run")
-    assert main(["write", "nst", "--prompt", PROMPT, "--words", "4000", "--endpoint", server.url, "--out", run,
-                 "--quiet", "--plan-only"]) == 0
+    assert (
+        main(
+            [
+                "write",
+                "nst",
+                "--prompt",
+                PROMPT,
+                "--words",
+                "4000",
+                "--endpoint",
+                server.url,
+                "--out",
+                run,
+                "--quiet",
+                "--plan-only",
+            ]
+        )
+        == 0
+    )
     assert main(["resume", run, "--review", "every=2", "--quiet"]) == 0
     assert status(run)[:2] == ("review", 0)  # the outline first
     assert main(["approve", run, "--quiet"]) == 0
@@ -81,22 +115,77 @@ def test_review_every_k_chapters_and_resume_turns_it_on(server, tmp_path, capsys
 
 def test_review_refuses_bad_input_in_one_line(server, tmp_path, capsys):
     run = str(tmp_path / "run")
-    assert main(["write", "nst", "--prompt", PROMPT, "--words", "3000", "--endpoint", server.url, "--out", run,
-                 "--quiet", "--review", "every=x"]) == 2
+    assert (
+        main(
+            [
+                "write",
+                "nst",
+                "--prompt",
+                PROMPT,
+                "--words",
+                "3000",
+                "--endpoint",
+                server.url,
+                "--out",
+                run,
+                "--quiet",
+                "--review",
+                "every=x",
+            ]
+        )
+        == 2
+    )
     assert "--review-every must be a whole number from 1 to 10000, got 'x'" in capsys.readouterr().err
-    assert main(["write", "nst", "--prompt", PROMPT, "--words", "3000", "--endpoint", server.url, "--out", run,
-                 "--quiet", "--review-every", "0"]) == 2
+    assert (
+        main(
+            [
+                "write",
+                "nst",
+                "--prompt",
+                PROMPT,
+                "--words",
+                "3000",
+                "--endpoint",
+                server.url,
+                "--out",
+                run,
+                "--quiet",
+                "--review-every",
+                "0",
+            ]
+        )
+        == 2
+    )
     assert "--review-every must be from 1 to 10000, got 0" in capsys.readouterr().err
-    assert main(["write", "nst", "--prompt", PROMPT, "--words", "3000", "--endpoint", server.url, "--out", run,
-                 "--quiet"]) == 0
+    assert (
+        main(["write", "nst", "--prompt", PROMPT, "--words", "3000", "--endpoint", server.url, "--out", run, "--quiet"])
+        == 0
+    )
     assert main(["approve", run]) == 2
     assert "is not in review: nothing to approve" in capsys.readouterr().err
 
 
 def test_resume_review_before_the_run_reads_the_run_as_the_run(server, tmp_path, capsys):
     run = str(tmp_path / "run")
-    assert main(["write", "nst", "--prompt", PROMPT, "--words", "4000", "--endpoint", server.url, "--out", run,
-                 "--quiet", "--plan-only"]) == 0
+    assert (
+        main(
+            [
+                "write",
+                "nst",
+                "--prompt",
+                PROMPT,
+                "--words",
+                "4000",
+                "--endpoint",
+                server.url,
+                "--out",
+                run,
+                "--quiet",
+                "--plan-only",
+            ]
+        )
+        == 0
+    )
     assert main(["resume", "--review", run, "--quiet"]) == 0  # --review takes no value: RUN is the run
     assert status(run)[:2] == ("review", 0)
     assert main(["approve", run, "--quiet"]) == 0
@@ -110,8 +199,25 @@ def test_a_run_killed_between_a_commit_and_its_review_enters_that_review_on_resu
     import agent.nst.runner as runner
 
     run = str(tmp_path / "run")
-    assert main(["write", "nst", "--prompt", PROMPT, "--words", "3000", "--endpoint", server.url, "--out", run,
-                 "--quiet", "--review"]) == 0
+    assert (
+        main(
+            [
+                "write",
+                "nst",
+                "--prompt",
+                PROMPT,
+                "--words",
+                "3000",
+                "--endpoint",
+                server.url,
+                "--out",
+                run,
+                "--quiet",
+                "--review",
+            ]
+        )
+        == 0
+    )
     real = runner.pause_after
 
     def killed(store, unit):  # the process dies after chapter 1 is committed, before it enters review

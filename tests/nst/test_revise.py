@@ -54,8 +54,24 @@ def server():
 
 def written(server: AuthorServer, tmp_path) -> str:
     run = tmp_path / "run"
-    assert main(["write", "nst", "--prompt", PROMPT, "--words", "3000", "--endpoint", server.url, "--out", str(run),
-                 "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "write",
+                "nst",
+                "--prompt",
+                PROMPT,
+                "--words",
+                "3000",
+                "--endpoint",
+                server.url,
+                "--out",
+                str(run),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     return str(run)
 
 
@@ -65,7 +81,8 @@ def versions(run: str, chapter: int) -> list[tuple[int, str]]:
 
 
 def test_revise_follows_the_note_keeps_the_old_version_rederives_the_state_and_marks_later_chapters(
-        server, tmp_path, capsys):
+    server, tmp_path, capsys
+):
     run = written(server, tmp_path)
     with RunStore.open(run, readonly=True) as store:
         old, state_before, calls = store.chapter(2).text, store.state(1), len(store.llm_calls())
@@ -136,8 +153,13 @@ def test_a_revision_killed_midway_is_finished_by_resume_with_nothing_lost(server
     server.author.hold = {held}
     env = {k: v for k, v in os.environ.items() if k not in ("FABULA_ENDPOINT", "FABULA_MODEL")}
     env["PYTHONPATH"] = str(ROOT)
-    child = subprocess.Popen([sys.executable, "-m", "agent.cli", "revise", run, "--chapter", "2", "--note", NOTE],
-                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "agent.cli", "revise", run, "--chapter", "2", "--note", NOTE],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         assert server.author.held.wait(60), "the revision never reached the held call"
         time.sleep(0.2)
@@ -160,11 +182,13 @@ def test_a_revision_killed_midway_is_finished_by_resume_with_nothing_lost(server
 def test_revise_refuses_bad_input_in_one_line(server, tmp_path, capsys):
     run = written(server, tmp_path)
     capsys.readouterr()
-    for args, says in ((["--chapter", "2"], "say what to do"),
-                       (["--chapter", "9", "--note", "x"], "chapter 9 does not exist"),
-                       (["--chapter", "2", "--note", "  "], "the note is empty"),
-                       (["--chapter", "2", "--version", "7"], "no version 7"),
-                       (["--resume"], "no unfinished revision")):
+    for args, says in (
+        (["--chapter", "2"], "say what to do"),
+        (["--chapter", "9", "--note", "x"], "chapter 9 does not exist"),
+        (["--chapter", "2", "--note", "  "], "the note is empty"),
+        (["--chapter", "2", "--version", "7"], "no version 7"),
+        (["--resume"], "no unfinished revision"),
+    ):
         assert main(["revise", run, *args]) == 2, args
         err = capsys.readouterr().err
         assert says in err, err

@@ -19,25 +19,57 @@ from agent.testing.scripted import ScriptedLLM
 from agent.testing.story_llm import StoryLLM
 from tests.magnet.stories import story
 
-PLAN = {"outline": [{"id": i, "title": f"Part {i}", "description": f"Part {i} happens.", "target_words": 100}
-                    for i in range(1, 4)]}
+PLAN = {
+    "outline": [
+        {"id": i, "title": f"Part {i}", "description": f"Part {i} happens.", "target_words": 100} for i in range(1, 4)
+    ]
+}
 
 
 def fallback_author() -> Author:
     """No draft passes, the full update past the turn cap is invalid, the one-event update applies:
     the path that used to send the cap's ask, then the one-event ask, right after a user turn."""
-    return Author(length=lambda request, attempt: 20, policy=lambda request, tools: (
-        json.dumps({"add_past_event": [{"key": "the_storm", "description": "A storm broke the pier.",
-                                        "evidence": quotes_from(chapter_text(request), 1)[0]}]})
-        if not tools else json.dumps({"tool": "update", "upsert_character_state": [], "add_future_requirement": [],
-                                      "add_past_event": [{"key": "Bad Key", "description": "x", "evidence": "x"}],
-                                      "resolve_future_requirement": []})
-        if tools == ["update"] else json.dumps({"tool": "write", "title": "T"})))
+    return Author(
+        length=lambda request, attempt: 20,
+        policy=lambda request, tools: (
+            json.dumps(
+                {
+                    "add_past_event": [
+                        {
+                            "key": "the_storm",
+                            "description": "A storm broke the pier.",
+                            "evidence": quotes_from(chapter_text(request), 1)[0],
+                        }
+                    ]
+                }
+            )
+            if not tools
+            else json.dumps(
+                {
+                    "tool": "update",
+                    "upsert_character_state": [],
+                    "add_future_requirement": [],
+                    "add_past_event": [{"key": "Bad Key", "description": "x", "evidence": "x"}],
+                    "resolve_future_requirement": [],
+                }
+            )
+            if tools == ["update"]
+            else json.dumps({"tool": "write", "title": "T"})
+        ),
+    )
 
 
 def nst_requests(store, config, author: Author, **settings) -> list:
-    loop = ChapterLoop(author, store, plan=PLAN, story_prompt="prompt", state=NarrativeState(), index=1,
-                       config=NstConfig.coerce({**config, **settings}), ratio=1.3)
+    loop = ChapterLoop(
+        author,
+        store,
+        plan=PLAN,
+        story_prompt="prompt",
+        state=NarrativeState(),
+        index=1,
+        config=NstConfig.coerce({**config, **settings}),
+        ratio=1.3,
+    )
     loop.run()
     return author.requests
 
@@ -72,8 +104,11 @@ def test_every_magnet_request_alternates_roles(tmp_path):
 def test_two_user_turns_in_a_row_are_refused_before_they_reach_any_backend():
     llm = ScriptedLLM(["never sent"])
     with pytest.raises(ValueError, match="roles must alternate"):
-        llm.generate([{"role": "system", "content": "s"}, {"role": "user", "content": "a"},
-                      {"role": "user", "content": "b"}], temperature=0, max_tokens=8)
+        llm.generate(
+            [{"role": "system", "content": "s"}, {"role": "user", "content": "a"}, {"role": "user", "content": "b"}],
+            temperature=0,
+            max_tokens=8,
+        )
     assert llm.requests == []
 
 
@@ -82,8 +117,13 @@ def test_a_turn_after_one_of_the_same_role_joins_it():
     add_turn(messages, "user", "b")
     add_turn(messages, "assistant", "c")
     add_turn(messages, "user", "d")
-    assert messages == [{"role": "system", "content": "s"}, {"role": "user", "content": "a\n\nb"},
-                        {"role": "assistant", "content": "c"}, {"role": "user", "content": "d"}]
+    assert messages == [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "a\n\nb"},
+        {"role": "assistant", "content": "c"},
+        {"role": "user", "content": "d"},
+    ]
     assert role_order_error(messages) is None
-    assert "message 1 is 'assistant'" in role_order_error([{"role": "system", "content": "s"},
-                                                          {"role": "assistant", "content": "x"}])
+    assert "message 1 is 'assistant'" in role_order_error(
+        [{"role": "system", "content": "s"}, {"role": "assistant", "content": "x"}]
+    )

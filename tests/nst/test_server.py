@@ -27,9 +27,15 @@ def test_a_story_fits_the_servers_context_and_reuses_its_prefix_cache(tmp_path, 
 
     # update_max_tokens at its default (4,096 = the whole context; the small profile's is 512):
     # unbudgeted, every update request would be longer than the server's context.
-    config = {**NST_DEFAULTS, **NstConfig.profile_settings("small"), "prompt": "A fisherman finds a talking fish.",
-              "words": 80, "max_turns": 4, "tool_max_tokens": 96,
-              "update_max_tokens": NST_DEFAULTS["update_max_tokens"]}
+    config = {
+        **NST_DEFAULTS,
+        **NstConfig.profile_settings("small"),
+        "prompt": "A fisherman finds a talking fish.",
+        "words": 80,
+        "max_turns": 4,
+        "tool_max_tokens": 96,
+        "update_max_tokens": NST_DEFAULTS["update_max_tokens"],
+    }
     assert config["update_max_tokens"] >= CONTEXT
     store = RunStore.create(tmp_path / "run", pipeline="nst", config=config)
     store.put_plan("outline", OUTLINE)  # a frozen plan: no planner calls, the chapters are what is tested
@@ -47,12 +53,16 @@ def test_a_story_fits_the_servers_context_and_reuses_its_prefix_cache(tmp_path, 
     assert not refused, refused
     over = [(c.role, c.prompt_tokens, c.max_tokens) for c in calls if c.prompt_tokens + c.max_tokens > CONTEXT]
     assert not over, over
-    clamps = [t.arguments for t in store.tool_calls()
-              if t.tool == "budget" and t.arguments["action"] == "clamp_max_tokens"]
+    clamps = [
+        t.arguments for t in store.tool_calls() if t.tool == "budget" and t.arguments["action"] == "clamp_max_tokens"
+    ]
     assert clamps, "the over-long update requests were not fitted to the context"
     assert any(c.cached_prompt_tokens > 0 for c in calls[1:]), [(c.role, c.cached_prompt_tokens) for c in calls]
-    updates = [(t.unit, t.ok, t.error) for t in store.tool_calls()
-               if t.tool == "update" or (t.tool == "invalid" and "update" in t.arguments.get("offered", []))]
+    updates = [
+        (t.unit, t.ok, t.error)
+        for t in store.tool_calls()
+        if t.tool == "update" or (t.tool == "invalid" and "update" in t.arguments.get("offered", []))
+    ]
     print(len(calls), [(c.index, c.words, c.degraded_reason) for c in store.chapters()], len(clamps), updates)
     print([(c.role, c.prompt_tokens, c.max_tokens, c.completion_tokens, c.finish_reason, c.error) for c in calls])
     # The chapter asked for its state update within the context (an update turn, applied, refused or
@@ -66,14 +76,28 @@ def test_a_story_fits_the_servers_context_and_reuses_its_prefix_cache(tmp_path, 
 def test_one_chapter_on_llama_cpp_python(tmp_path, llamacpp_server):
     from agent.llm import open_llm
 
-    config = {**NST_DEFAULTS, "prompt": "A fisherman finds a talking fish.", "words": 160, "max_turns": 6,
-              "update_max_tokens": 400, "tool_max_tokens": 96}
+    config = {
+        **NST_DEFAULTS,
+        "prompt": "A fisherman finds a talking fish.",
+        "words": 160,
+        "max_turns": 6,
+        "update_max_tokens": 400,
+        "tool_max_tokens": 96,
+    }
     store = RunStore.create(tmp_path / "run", pipeline="nst", config=config)
     llm = open_llm("endpoint", endpoint=llamacpp_server.endpoint, model=llamacpp_server.model, thinking="off")
     llm.recorders.append(store.recorder)
     try:
-        result = ChapterLoop(llm, store, plan={"outline": OUTLINE}, story_prompt=config["prompt"],
-                             state=NarrativeState(), index=1, config=NstConfig.coerce(config), ratio=1.4).run()
+        result = ChapterLoop(
+            llm,
+            store,
+            plan={"outline": OUTLINE},
+            story_prompt=config["prompt"],
+            state=NarrativeState(),
+            index=1,
+            config=NstConfig.coerce(config),
+            ratio=1.4,
+        ).run()
     finally:
         llm.close()
     assert len(store.llm_calls()) >= 2 and result.text.strip()

@@ -5,19 +5,32 @@ import pytest
 from agent.nst.state import NarrativeState, UpdateError
 from grammars.nst import UpdateCall
 
-CHAPTER = ("Mara Venn had been nine when they brought her to Saint Bartholomew\u2019s rectory.\n"
-           "Bishop   Haldane said the demon would imitate her. The bell rang twice at dawn.")
+CHAPTER = (
+    "Mara Venn had been nine when they brought her to Saint Bartholomew\u2019s rectory.\n"
+    "Bishop   Haldane said the demon would imitate her. The bell rang twice at dawn."
+)
 
 
 def upd(chars=(), events=(), adds=(), resolves=(), evidence="The bell rang twice") -> UpdateCall:
-    snap = {"location": "l", "goal": "g", "relationships": "r", "knowledge": "k", "possessions": "p",
-            "condition": "c", "facts": [], "evidence": evidence}
-    return UpdateCall.model_validate({
-        "tool": "update",
-        "upsert_character_state": [{"name": n, **snap, **extra} for n, extra in chars],
-        "add_past_event": [{"key": k, "description": d, "evidence": evidence} for k, d in events],
-        "add_future_requirement": [{"key": k, "description": d, "evidence": evidence} for k, d in adds],
-        "resolve_future_requirement": list(resolves)})
+    snap = {
+        "location": "l",
+        "goal": "g",
+        "relationships": "r",
+        "knowledge": "k",
+        "possessions": "p",
+        "condition": "c",
+        "facts": [],
+        "evidence": evidence,
+    }
+    return UpdateCall.model_validate(
+        {
+            "tool": "update",
+            "upsert_character_state": [{"name": n, **snap, **extra} for n, extra in chars],
+            "add_past_event": [{"key": k, "description": d, "evidence": evidence} for k, d in events],
+            "add_future_requirement": [{"key": k, "description": d, "evidence": evidence} for k, d in adds],
+            "resolve_future_requirement": list(resolves),
+        }
+    )
 
 
 def test_equation_6():
@@ -52,10 +65,15 @@ def test_readding_an_event_with_the_same_text_is_a_no_op_and_different_text_refu
 @pytest.mark.parametrize("key", ["a" * 65, "x-y"])
 def test_key_rules(key):
     with pytest.raises(UpdateError, match="must match"):
-        NarrativeState().apply(UpdateCall.model_construct(
-            tool="update", upsert_character_state=[], add_past_event=[type("E", (), {
-                "key": key, "description": "d", "evidence": "q"})()],
-            add_future_requirement=[], resolve_future_requirement=[]))
+        NarrativeState().apply(
+            UpdateCall.model_construct(
+                tool="update",
+                upsert_character_state=[],
+                add_past_event=[type("E", (), {"key": key, "description": "d", "evidence": "q"})()],
+                add_future_requirement=[],
+                resolve_future_requirement=[],
+            )
+        )
     assert NarrativeState().apply(upd(events=[("a" * 64, "d")])).state.past_events
 
 
@@ -69,19 +87,26 @@ def test_each_entry_applies_on_its_own_and_an_unknown_resolve_is_a_no_op():
 
 
 def test_evidence_must_occur_in_the_chapter_whitespace_and_quote_style_tolerant():
-    good = upd([("Mara", {"facts": [{"key": "age_at_exorcism", "value": "nine"}],
-                          "evidence": "Saint Bartholomew's rectory"})],
-               [("bishop_named", "Bishop Haldane leads the rite.")], evidence="Bishop Haldane said the demon")
+    good = upd(
+        [("Mara", {"facts": [{"key": "age_at_exorcism", "value": "nine"}], "evidence": "Saint Bartholomew's rectory"})],
+        [("bishop_named", "Bishop Haldane leads the rite.")],
+        evidence="Bishop Haldane said the demon",
+    )
     applied = NarrativeState().apply(good, chapter=4, text=CHAPTER)
     assert not applied.refused and applied.state.characters["Mara"]["facts"] == {"age_at_exorcism": "nine"}
     assert applied.state.provenance["past_events"]["bishop_named"] == {
-        "chapter": 4, "quote": "Bishop Haldane said the demon"}
+        "chapter": 4,
+        "quote": "Bishop Haldane said the demon",
+    }
     assert applied.state.provenance["characters"]["Mara"]["chapter"] == 4
     mixed = upd([("Elias", {"evidence": "Bishop Armitage ordered Elias"})], [("bell", "The bell rang twice.")])
     applied = NarrativeState().apply(mixed, chapter=5, text=CHAPTER)
     assert list(applied.state.past_events) == ["bell"] and "Elias" not in applied.state.characters
-    assert len(applied.refused) == 1 and "'Elias'" in applied.refused[0] and "does not occur in chapter 5" \
-        in applied.refused[0]
+    assert (
+        len(applied.refused) == 1
+        and "'Elias'" in applied.refused[0]
+        and "does not occur in chapter 5" in applied.refused[0]
+    )
     with pytest.raises(UpdateError, match="Bishop Armitage"):
         NarrativeState().apply(upd(events=[("x", "y")], evidence="Bishop Armitage"), chapter=5, text=CHAPTER)
 
@@ -104,8 +129,10 @@ def test_render_puts_past_events_first_in_insertion_order():
 
 
 def test_digests_replace_their_events_in_the_prompt_only():
-    s = NarrativeState(past_events={"a": "alpha", "b": "beta", "c": "gamma"},
-                       digests=[{"arc": 0, "chapters": [1, 5], "events": ["a", "b"], "text": "DIGEST"}])
+    s = NarrativeState(
+        past_events={"a": "alpha", "b": "beta", "c": "gamma"},
+        digests=[{"arc": 0, "chapters": [1, 5], "events": ["a", "b"], "text": "DIGEST"}],
+    )
     text = s.render()
     assert "DIGEST" in text and "alpha" not in text and text.index("DIGEST") < text.index("gamma")
     assert s.past_events.keys() == {"a", "b", "c"} and s.find_events("alpha things") == [("a", "alpha")]

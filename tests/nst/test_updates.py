@@ -13,13 +13,24 @@ from agent.nst.config import NstConfig
 from agent.nst.state import NarrativeState
 from agent.testing.author import Author, chapter_text, offered, quotes_from, update_json, without_evidence
 
-PLAN = {"outline": [{"id": i, "title": f"Part {i}", "description": f"Part {i} happens.", "target_words": 100}
-                    for i in range(1, 4)]}
+PLAN = {
+    "outline": [
+        {"id": i, "title": f"Part {i}", "description": f"Part {i} happens.", "target_words": 100} for i in range(1, 4)
+    ]
+}
 
 
 def run_chapter(store, config, author, state=None, index=1, **kw):
-    loop = ChapterLoop(author, store, plan=PLAN, story_prompt="prompt", state=state or NarrativeState(),
-                       index=index, config=NstConfig.coerce({**config, **kw}), ratio=1.3)
+    loop = ChapterLoop(
+        author,
+        store,
+        plan=PLAN,
+        story_prompt="prompt",
+        state=state or NarrativeState(),
+        index=index,
+        config=NstConfig.coerce({**config, **kw}),
+        ratio=1.3,
+    )
     return loop, loop.run()
 
 
@@ -39,10 +50,20 @@ def test_an_unsupported_evidence_quote_refuses_that_entry_only_and_the_model_may
         return json.dumps(data)
 
     def retry(request):
-        event = {"key": "ch1_event_1", "description": "Event 1 happened.",
-                 "evidence": quotes_from(chapter_text(request), 3)[2]}
-        return json.dumps({"tool": "update", "upsert_character_state": [], "add_past_event": [event],
-                           "add_future_requirement": [], "resolve_future_requirement": []})
+        event = {
+            "key": "ch1_event_1",
+            "description": "Event 1 happened.",
+            "evidence": quotes_from(chapter_text(request), 3)[2],
+        }
+        return json.dumps(
+            {
+                "tool": "update",
+                "upsert_character_state": [],
+                "add_past_event": [event],
+                "add_future_requirement": [],
+                "resolve_future_requirement": [],
+            }
+        )
 
     author = Author(policy=scripted(write, first_update, retry, lambda r: json.dumps({"tool": "finish"})))
     _, result = run_chapter(store, config, author)
@@ -55,8 +76,10 @@ def test_an_unsupported_evidence_quote_refuses_that_entry_only_and_the_model_may
     assert set(state.past_events) == {"ch1_event_0", "ch1_event_1"}  # the rest applied, the retry fixed one
     assert state.provenance["past_events"]["ch1_event_0"]["chapter"] == 1
     (name,) = state.characters
-    assert state.characters[name]["facts"] == {"age": state.characters[name]["facts"]["age"],
-                                               "birth_date": state.characters[name]["facts"]["birth_date"]}
+    assert state.characters[name]["facts"] == {
+        "age": state.characters[name]["facts"]["age"],
+        "birth_date": state.characters[name]["facts"]["birth_date"],
+    }
     # the retry is offered once, as an option: finish is legal beside it, and no second retry
     turns = [r for r in author.requests if r.role == "nst_turn"]
     assert {"update", "finish"} <= set(offered(turns[2])) and "update" not in offered(turns[3])
@@ -64,6 +87,7 @@ def test_an_unsupported_evidence_quote_refuses_that_entry_only_and_the_model_may
 
 def test_with_evidence_off_quotes_are_not_checked(store, config):
     """... nor asked for: the update grammar and the system prompt have no evidence (the paper's Eq. 6)."""
+
     def update(request):
         assert '"evidence"' not in json.dumps(request.constraint.json_schema)
         assert "evidence" not in request.messages[0]["content"]
@@ -86,8 +110,9 @@ def test_resolve_keys_are_an_enum_of_the_open_requirements(store, config):
         return json.dumps(data)
 
     def good_resolve(request):
-        return update_json(2, events=1, characters=0, requirement=False, text=chapter_text(request),
-                           resolve=["key_found"])
+        return update_json(
+            2, events=1, characters=0, requirement=False, text=chapter_text(request), resolve=["key_found"]
+        )
 
     store.commit_chapter(1, "Part 1", "x " * 100, state={})
     author = Author(policy=scripted(write, bad_resolve, good_resolve, lambda r: json.dumps({"tool": "finish"})))
@@ -102,14 +127,24 @@ def test_no_past_event_is_forced_unless_the_setting_asks(store, config):
     assert update_grammar((), 1).model_json_schema()["properties"]["add_past_event"]["minItems"] == 1
 
     def empty(request):
-        return json.dumps({"tool": "update", "upsert_character_state": [], "add_past_event": [],
-                           "add_future_requirement": [], "resolve_future_requirement": []})
+        return json.dumps(
+            {
+                "tool": "update",
+                "upsert_character_state": [],
+                "add_past_event": [],
+                "add_future_requirement": [],
+                "resolve_future_requirement": [],
+            }
+        )
 
     author = Author(policy=scripted(write, empty, lambda r: json.dumps({"tool": "finish"})))
     _, result = run_chapter(store, config, author)
     assert result.state.past_events == {} and not result.degraded
-    author = Author(policy=scripted(write, empty, lambda r: update_json(1, text=chapter_text(r)),
-                                    lambda r: json.dumps({"tool": "finish"})))
+    author = Author(
+        policy=scripted(
+            write, empty, lambda r: update_json(1, text=chapter_text(r)), lambda r: json.dumps({"tool": "finish"})
+        )
+    )
     _, result = run_chapter(store, config, author, min_past_events=1)
     assert [c.tool for c in store.tool_calls()][-3:] == ["invalid", "update", "finish"]
     assert result.state.past_events
@@ -122,15 +157,24 @@ def test_the_one_retry_is_spent_even_when_it_fails(store, config):
         return json.dumps(data)
 
     def again(request):
-        return json.dumps({"tool": "update", "upsert_character_state": [], "add_future_requirement": [],
-                           "add_past_event": [{"key": "ch1_event_1", "description": "x",
-                                               "evidence": "still not there"}],
-                           "resolve_future_requirement": []})
+        return json.dumps(
+            {
+                "tool": "update",
+                "upsert_character_state": [],
+                "add_future_requirement": [],
+                "add_past_event": [{"key": "ch1_event_1", "description": "x", "evidence": "still not there"}],
+                "resolve_future_requirement": [],
+            }
+        )
 
     author = Author(policy=scripted(write, refused_event, again, lambda r: json.dumps({"tool": "finish"})))
     _, result = run_chapter(store, config, author)
-    assert [(c.tool, c.ok) for c in store.tool_calls()] == [("write", True), ("update", True), ("update", False),
-                                                            ("finish", True)]
+    assert [(c.tool, c.ok) for c in store.tool_calls()] == [
+        ("write", True),
+        ("update", True),
+        ("update", False),
+        ("finish", True),
+    ]
     assert "nothing more was applied" in store.tool_calls()[2].result
     assert list(result.state.past_events) == ["ch1_event_0"] and not result.degraded
 
@@ -143,20 +187,30 @@ not in the chapter), until the context was full."""
 def stubborn(update):
     """A model that writes, then answers every update grammar with ``update`` (the full update's
     text, or any text for a reply that cannot be read); the one-event fallback gets the bogus event."""
+
     def policy(request, tools):
         offered_now = offered(request)
         if not offered_now:
             return json.dumps({"add_past_event": [BOGUS_EVENT]})
         return write(request) if "write" in offered_now else update
+
     return policy
 
 
-REFUSED = json.dumps({"tool": "update", "upsert_character_state": [], "add_past_event": [BOGUS_EVENT],
-                      "add_future_requirement": [], "resolve_future_requirement": []})
+REFUSED = json.dumps(
+    {
+        "tool": "update",
+        "upsert_character_state": [],
+        "add_past_event": [BOGUS_EVENT],
+        "add_future_requirement": [],
+        "resolve_future_requirement": [],
+    }
+)
 
 
-@pytest.mark.parametrize("update", [REFUSED, '{"tool": "update", "upsert_character_state": [{"name": "x'],
-                         ids=["refused", "cut off"])
+@pytest.mark.parametrize(
+    "update", [REFUSED, '{"tool": "update", "upsert_character_state": [{"name": "x'], ids=["refused", "cut off"]
+)
 def test_update_attempts_that_fail_in_a_row_end_the_chapters_turns(store, config, update):
     author = Author(policy=stubborn(update))
     _, result = run_chapter(store, config, author)
@@ -172,8 +226,13 @@ def test_the_small_profiles_fallback_asks_for_one_event_only_after_one_failed_at
     full updates failed again and again, so one failure leads straight to the one-event ask."""
     small = NstConfig.profile_settings("small")
     author = Author(policy=stubborn(REFUSED))
-    _, result = run_chapter(store, config, author, failed_update_limit=small["failed_update_limit"],
-                            fallback_full_update=small["fallback_full_update"])
+    _, result = run_chapter(
+        store,
+        config,
+        author,
+        failed_update_limit=small["failed_update_limit"],
+        fallback_full_update=small["fallback_full_update"],
+    )
     calls = [(c.tool, c.ok, bool(c.arguments.get("fallback"))) for c in store.tool_calls()]
     assert calls == [("write", True, False), ("update", False, False), ("update", False, True)], calls
     assert store.tool_calls()[-1].arguments["add_past_event"] == [BOGUS_EVENT]  # the one-event reply
@@ -193,14 +252,24 @@ def test_without_the_limit_a_failing_update_is_asked_until_the_turn_cap(store, c
 def test_other_tools_refused_meanwhile_leave_the_update_its_attempts(store, config):
     """Refused corrects (the failed-call budget's) neither count nor reset: the update still gets
     its turns and applies (a real run's pattern: three corrects with old == new, then the update)."""
+
     def correct_same(request):
         return json.dumps({"tool": "correct", "chapter": 1, "old": "the", "new": "the", "reason": "x"})
 
     def update(request):
         return update_json(1, events=1, characters=0, requirement=False, text=chapter_text(request))
 
-    author = Author(policy=scripted(write, correct_same, correct_same, correct_same, correct_same, update,
-                                    lambda r: json.dumps({"tool": "finish"})))
+    author = Author(
+        policy=scripted(
+            write,
+            correct_same,
+            correct_same,
+            correct_same,
+            correct_same,
+            update,
+            lambda r: json.dumps({"tool": "finish"}),
+        )
+    )
     _, result = run_chapter(store, config, author)
     assert [c.ok for c in store.tool_calls() if c.tool == "correct"] == [False] * 4
     assert not result.degraded and list(result.state.past_events) == ["ch1_event_0"]

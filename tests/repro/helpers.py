@@ -19,15 +19,22 @@ def prompt_set(root: Path, rows: list[dict[str, Any]] = PROMPTS) -> Path:
     return path
 
 
-def grid_file(root: Path, body: str = "", *, name: str = "g", methods: str | None = None,
-              lengths: str = "[1000]", extra: str = "") -> Path:
+def grid_file(
+    root: Path, body: str = "", *, name: str = "g", methods: str | None = None, lengths: str = "[1000]", extra: str = ""
+) -> Path:
     """A grid of Direct against RollSum (or ``methods``) over the test prompt set."""
     prompt_set(root)
-    methods = methods or ('[[methods]]\nname = "Direct"\npipeline = "direct"\n\n'
-                          '[[methods]]\nname = "RollSum"\npipeline = "rollsum"\n')
+    methods = methods or (
+        '[[methods]]\nname = "Direct"\npipeline = "direct"\n\n[[methods]]\nname = "RollSum"\npipeline = "rollsum"\n'
+    )
     path = root / f"{name}.toml"
-    path.write_text(body or (f'name = "{name}"\ndescription = "a test grid"\ntables = "NstAgent"\nprofile = "default"\n'
-                             f'prompts = "prompts.jsonl"\nids = "1-2"\nlengths = {lengths}\n{extra}\n{methods}'))
+    path.write_text(
+        body
+        or (
+            f'name = "{name}"\ndescription = "a test grid"\ntables = "NstAgent"\nprofile = "default"\n'
+            f'prompts = "prompts.jsonl"\nids = "1-2"\nlengths = {lengths}\n{extra}\n{methods}'
+        )
+    )
     return path
 
 
@@ -47,4 +54,3 @@ def judge_fn(quality: dict[str, int] | None = None):
         return instance(schema, schema.get("$defs", {}))
 
     return reply
-

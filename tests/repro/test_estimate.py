@@ -17,7 +17,11 @@ def test_the_estimate_simulates_each_method_at_its_real_length(tmp_path):
     grid = load_grid(str(grid_file(tmp_path, methods=NST, lengths="[1000, 4000]", extra="seeds = [0, 1]")))
     cells = estimate(grid)
     assert [(c.method, c.words, c.stories, c.seeds) for c in cells] == [
-        ("NstAgent", 1000, 2, 2), ("NstAgent", 4000, 2, 2), ("Direct", 1000, 2, 2), ("Direct", 4000, 2, 2)]
+        ("NstAgent", 1000, 2, 2),
+        ("NstAgent", 4000, 2, 2),
+        ("Direct", 1000, 2, 2),
+        ("Direct", 4000, 2, 2),
+    ]
     nst1, nst4, direct1, direct4 = cells
     assert direct1.calls == direct4.calls == 1  # one call writes the whole story
     assert nst4.calls > nst1.calls > 3  # a planner, then a tool loop per chapter: more chapters, more calls

@@ -22,11 +22,14 @@ ROOT = Path(__file__).resolve().parents[2]
 JUDGE = "http://judge.invalid/v1"
 M = r"SmolLM2-135M \(embedded\)"
 TABLE3 = "| Model | Method | Target Length | Subtype CED (↓) | Instance CED (↓) | Writing Quality (↑) | Avg. Words |"
-TABLE8 = ("| Model | Method | Length | read | search | write | correct | update | write / all tools per chapter | "
-          "Characters | Past events | Open req. |")
+TABLE8 = (
+    "| Model | Method | Length | read | search | write | correct | update | write / all tools per chapter | "
+    "Characters | Past events | Open req. |"
+)
 TABLE4 = "| Method | Length | Calls | Input Tokens | Cached Input | Output Tokens |"
-NST_AND_ROLLSUM = ('[[methods]]\nname = "NstAgent"\npipeline = "nst"\n\n'
-                   '[[methods]]\nname = "RollSum"\npipeline = "rollsum"\n')
+NST_AND_ROLLSUM = (
+    '[[methods]]\nname = "NstAgent"\npipeline = "nst"\n\n[[methods]]\nname = "RollSum"\npipeline = "rollsum"\n'
+)
 
 
 class Models:
@@ -75,15 +78,15 @@ def test_a_grid_is_written_judged_and_reported_as_the_papers_tables(tmp_path, mo
         assert header in report
     # Table 3: one row per method and length, both stories scored, quality from the judge
     row = re.search(rf"\| {M} \| NstAgent \| 1K \| 0\.000 \| 0\.000 \| 6\.000 \| [\d,]+ \| 2 \|", report)
-    assert row and re.search(rf"\| {M} \| RollSum \| 1K \| 0\.000 \| 0\.000 \| 6\.000 \| [\d,]+ \| 2 \|",
-                             report), report
+    assert row and re.search(rf"\| {M} \| RollSum \| 1K \| 0\.000 \| 0\.000 \| 6\.000 \| [\d,]+ \| 2 \|", report), (
+        report
+    )
     # the paired tests: NstAgent against RollSum per metric and length, Holm across the lengths
     assert "## Paired tests: NstAgent (A) against each other method (B)" in report
     assert re.search(r"\| RollSum \| instance_ced \| 1000 \| 2 \|", report)
     assert "Holm's correction within each metric across the lengths" in report
     # Table 8: NstAgent's own tool calls per story, from its ledger; RollSum has none
-    t8 = re.search(rf"\| {M} \| NstAgent \| 1K \| 0\.0 \| 0\.0 \| (\d+\.\d) \| 0\.0 \| (\d+\.\d) \|",
-                   report)
+    t8 = re.search(rf"\| {M} \| NstAgent \| 1K \| 0\.0 \| 0\.0 \| (\d+\.\d) \| 0\.0 \| (\d+\.\d) \|", report)
     assert t8 and float(t8.group(1)) >= 1 and float(t8.group(2)) >= 1
     assert "| RollSum | 1K | 0.0" not in report.split("## Table 8")[1].split("## Table 4")[0]
     # Table 4: calls and tokens per story, from the ledgers
@@ -155,7 +158,7 @@ def test_a_method_changed_under_the_same_name_is_refused(tmp_path, models, capsy
     grid = grid_file(tmp_path, methods='[[methods]]\nname = "Direct"\npipeline = "direct"\n')
     out = tmp_path / "out"
     assert repro(grid, out) == 0
-    grid.write_text(grid.read_text() + 'set = { temperature = 0.3 }\n')
+    grid.write_text(grid.read_text() + "set = { temperature = 0.3 }\n")
     capsys.readouterr()
     assert repro(grid, out) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -171,10 +174,12 @@ def test_a_magnet_grid_reports_tables_1_and_2_from_editorial_judgments(tmp_path,
     stories.mkdir()
     shutil.copy(ROOT / "agent" / "magnet" / "examples" / "mystery_codicil.toml", stories)
     grid = tmp_path / "m.toml"
-    grid.write_text('name = "m"\ndescription = "magnet test"\ntables = "Magnet"\nprofile = "default"\n'
-                    'stories = "stories"\nlengths = [500]\n'
-                    '[[methods]]\nname = "Magnet"\npipeline = "magnet"\n\n'
-                    '[[methods]]\nname = "Single Model"\npipeline = "single"\n')
+    grid.write_text(
+        'name = "m"\ndescription = "magnet test"\ntables = "Magnet"\nprofile = "default"\n'
+        'stories = "stories"\nlengths = [500]\n'
+        '[[methods]]\nname = "Magnet"\npipeline = "magnet"\n\n'
+        '[[methods]]\nname = "Single Model"\npipeline = "single"\n'
+    )
     models.authors += [StoryLLM()]  # one model writes every story of the grid (the embedded backend)
     out = tmp_path / "out"
     assert repro(grid, out) == 0, capsys.readouterr()

@@ -41,10 +41,12 @@ def test_fabula_repro_smoke_on_the_embedded_model(tmp_path, monkeypatch, capsys)
     assert code in (0, 1), printed  # 1: a tiny-model story or judgment did not finish (said in the report)
     report = (out / "report.md").read_text()
     assert report in printed and TINY_NOTE in report
-    for header in ("| Model | Method | Target Length | Subtype CED (↓) | Instance CED (↓) | Writing Quality (↑) | "
-                   "Avg. Words | n scored |",
-                   "| Model | Method | Length | read | search | write | correct | update |",
-                   "| Method | Length | Calls | Input Tokens | Cached Input | Output Tokens |"):
+    for header in (
+        "| Model | Method | Target Length | Subtype CED (↓) | Instance CED (↓) | Writing Quality (↑) | "
+        "Avg. Words | n scored |",
+        "| Model | Method | Length | read | search | write | correct | update |",
+        "| Method | Length | Calls | Input Tokens | Cached Input | Output Tokens |",
+    ):
         assert header in report
     table3 = report.split("## Table 3")[1].split("## ")[0]
     assert "| SmolLM2-135M (embedded) | NstAgent | 500 |" in table3
@@ -63,5 +65,6 @@ def test_fabula_repro_smoke_on_the_embedded_model(tmp_path, monkeypatch, capsys)
             assert all(r.attempts == 1 for r in batch.stories() if r.status == "completed")
     assert Path(out / "criteria").is_dir()
     # measured 2026-12-02 on 2 busy cores (a CI run and two servers beside it): 673 s, the writing 219 s of it
-    print(f"fabula repro smoke on the embedded model: {wall:.0f} s (rerun without the judge {rerun:.0f} s), "
-          f"exit {code}")
+    print(
+        f"fabula repro smoke on the embedded model: {wall:.0f} s (rerun without the judge {rerun:.0f} s), exit {code}"
+    )

@@ -34,8 +34,14 @@ def fake() -> ModuleType:
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[RunStore]:
-    s = RunStore.create(tmp_path / "run", pipeline="nst", config={"chapters": 3, "temperature": 0.7},
-                        model="m", backend="endpoint", initial_state={"characters": {}})
+    s = RunStore.create(
+        tmp_path / "run",
+        pipeline="nst",
+        config={"chapters": 3, "temperature": 0.7},
+        model="m",
+        backend="endpoint",
+        initial_state={"characters": {}},
+    )
     yield s
     s.close()
 

@@ -29,8 +29,10 @@ def echo(model: str) -> ScriptedLLM:
 
 def chapter_text(index: int) -> str:
     """Scripted text: several sentences, one phrase unique to the chapter."""
-    return (f"Chapter {index} opens at dawn. The ferryman counts {index} lanterns on the pier. "
-            f"A gull cries over the harbour. Nobody mentions the silver key of chapter {index}.")
+    return (
+        f"Chapter {index} opens at dawn. The ferryman counts {index} lanterns on the pier. "
+        f"A gull cries over the harbour. Nobody mentions the silver key of chapter {index}."
+    )
 
 
 def run(ctx: RunContext[dict[str, Any]]) -> None:
@@ -40,8 +42,9 @@ def run(ctx: RunContext[dict[str, Any]]) -> None:
     total = int(config["chapters"])
     store.set_target(total)
     for index in range(store.next_unit(), total + 1):
-        llm.generate([{"role": "user", "content": f"write chapter {index}"}], temperature=0.7, max_tokens=64,
-                     role="writer")
+        llm.generate(
+            [{"role": "user", "content": f"write chapter {index}"}], temperature=0.7, max_tokens=64, role="writer"
+        )
         store.record_tool_call(turn=1, tool="write", arguments={"chapter": index}, result="accepted")
         time.sleep(float(config.get("delay", 0.0)))
         store.commit_chapter(index, f"Part {index}", chapter_text(index), state={"written": list(range(1, index + 1))})
@@ -59,8 +62,12 @@ if __name__ == "__main__":
     command, run_dir, *rest = sys.argv[1:]
     if command == "start":
         chapters, delay = int(rest[0]), float(rest[1])
-        pipelines.start(run_dir, NAME, {"chapters": chapters, "delay": delay},
-                        pipelines.LLMOptions(backend="scripted", model="fake-model")).close()
+        pipelines.start(
+            run_dir,
+            NAME,
+            {"chapters": chapters, "delay": delay},
+            pipelines.LLMOptions(backend="scripted", model="fake-model"),
+        ).close()
     else:
         from agent.cli import main
 

@@ -131,7 +131,7 @@ def test_magnet_edit_step_sets_the_state_and_a_fork_continues_from_it(tmp_path, 
         assert store.state(2)["world"]["variables"]["world"]["codicil_missing"]["value"] is False
         assert store.state(3)["world"]["variables"]["world"]["codicil_missing"]["value"] is True  # later: stale
         assert store.get_plan(STALE_KEY)["unit"] == 2
-    assert main(["edit", str(run_dir), "--step", "2", "--var", "Ann.location=\"cellar\""]) == 0
+    assert main(["edit", str(run_dir), "--step", "2", "--var", 'Ann.location="cellar"']) == 0
     out = tmp_path / "f"
     assert main(["fork", str(run_dir), "--at", "2", "--out", str(out), "--prompt", "The codicil was never lost."]) == 0
     with RunStore.open(out, readonly=True) as fork:
@@ -156,8 +156,13 @@ def test_nst_fork_with_a_new_prompt_writes_on_from_the_shared_chapters(tmp_path,
         return _recording(authors[-1], store)
 
     monkeypatch.setattr(pipelines.LLMOptions, "open", open_author)
-    config = {**NST_DEFAULTS, "prompt": "A keeper finds a bell.", "prompt_id": None, "words": 2700,
-              "plan_cache": str(tmp_path / "plans")}
+    config = {
+        **NST_DEFAULTS,
+        "prompt": "A keeper finds a bell.",
+        "prompt_id": None,
+        "words": 2700,
+        "plan_cache": str(tmp_path / "plans"),
+    }
     run_dir = tmp_path / "nst"
     pipelines.start(run_dir, "nst", config, pipelines.LLMOptions(backend="scripted", model="a")).close()
     edited = tmp_path / "ch1.md"
@@ -174,7 +179,8 @@ def test_nst_fork_with_a_new_prompt_writes_on_from_the_shared_chapters(tmp_path,
         assert fork.plan()["outline"] == orig.plan()["outline"]
         assert fork.state(1) == orig.state(1)
         assert fork.info().config["prompt"] == "A keeper loses a bell." and orig.info().config["prompt"] == (
-            "A keeper finds a bell.")
+            "A keeper finds a bell."
+        )
 
 
 def _recording(llm, store):

@@ -18,16 +18,27 @@ def echo_or_fail(request: Request) -> str | LLMError:
 
 
 def _record(i: int) -> CallRecord:
-    return CallRecord(role="writer", backend="endpoint", model="m", temperature=0.7, max_tokens=100,
-                      schema_name="write" if i % 2 else None, prompt_tokens=i, cached_prompt_tokens=i // 2,
-                      completion_tokens=1, latency_s=0.01 * i, finish_reason="stop",
-                      messages=[{"role": "system", "content": "You write novels."},
-                                {"role": "user", "content": f"call {i}"}], text=f"reply {i}")
+    return CallRecord(
+        role="writer",
+        backend="endpoint",
+        model="m",
+        temperature=0.7,
+        max_tokens=100,
+        schema_name="write" if i % 2 else None,
+        prompt_tokens=i,
+        cached_prompt_tokens=i // 2,
+        completion_tokens=1,
+        latency_s=0.01 * i,
+        finish_reason="stop",
+        messages=[{"role": "system", "content": "You write novels."}, {"role": "user", "content": f"call {i}"}],
+        text=f"reply {i}",
+    )
 
 
 def test_recorder_writes_every_call_from_many_threads(store):
-    threads = [threading.Thread(target=lambda n=n: [store.recorder(_record(n * 50 + i)) for i in range(50)])
-               for n in range(8)]
+    threads = [
+        threading.Thread(target=lambda n=n: [store.recorder(_record(n * 50 + i)) for i in range(50)]) for n in range(8)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -47,9 +58,11 @@ def test_recorder_hooks_into_the_llm_layer_including_failures(store):
     llm.recorders.append(store.recorder)
     from agent.llm.base import Request as Req
 
-    results = llm.generate_many([Req([{"role": "user", "content": f"hi {i}"}], max_tokens=8, role="critic")
-                                 for i in range(5)] + [Req([{"role": "user", "content": "fail"}], max_tokens=8)],
-                                return_exceptions=True)
+    results = llm.generate_many(
+        [Req([{"role": "user", "content": f"hi {i}"}], max_tokens=8, role="critic") for i in range(5)]
+        + [Req([{"role": "user", "content": "fail"}], max_tokens=8)],
+        return_exceptions=True,
+    )
     assert isinstance(results[-1], LLMError)
     calls = store.llm_calls()
     assert len(calls) == 6
@@ -64,8 +77,10 @@ def test_ledger_rows_survive_a_lost_unit_and_name_their_unit(store):
     store.recorder(_record(3))
     # the unit is lost (never committed): its calls stay counted, filed under unit 1
     tools = store.tool_calls(1)
-    assert [(t.tool, t.ok, t.error) for t in tools] == [("search", True, None),
-                                                        ("write", False, "too short: 120 words")]
+    assert [(t.tool, t.ok, t.error) for t in tools] == [
+        ("search", True, None),
+        ("write", False, "too short: 120 words"),
+    ]
     assert tools[0].arguments == {"query": "lantern"}
     store.commit_chapter(1, "One", "Text.", state={})
     store.unit_in_flight = 0  # planning work, for example
@@ -83,9 +98,20 @@ def test_each_call_keeps_where_its_time_went_and_show_sums_it_per_role(store, ca
     from agent.store.reports.costs import per_role_timing
 
     split = CallTiming(restore=0.5, compile=1.0, prefill=2.0, decode=4.0, mask=0.25, sample=0.25)
-    timed = CallRecord(role="nst_turn", backend="embedded", model="m", temperature=0.7, max_tokens=100,
-                       schema_name="UpdateCall", prompt_tokens=6000, cached_prompt_tokens=5900, completion_tokens=40,
-                       latency_s=8.5, finish_reason="stop", timing=split)
+    timed = CallRecord(
+        role="nst_turn",
+        backend="embedded",
+        model="m",
+        temperature=0.7,
+        max_tokens=100,
+        schema_name="UpdateCall",
+        prompt_tokens=6000,
+        cached_prompt_tokens=5900,
+        completion_tokens=40,
+        latency_s=8.5,
+        finish_reason="stop",
+        timing=split,
+    )
     store.recorder(timed)
     store.recorder(timed)
     store.recorder(_record(7))  # a server's call: latency only

@@ -26,18 +26,26 @@ def test_from_empty_reaches_latest(tmp_path):
 def _seed(conn: sqlite3.Connection, version: int) -> None:
     """Rows that are valid at schema ``version`` (a run with one chapter, and more as tables appear)."""
     now = time.time()
-    conn.execute("INSERT INTO run (id, pipeline, unit_kind, config, fingerprint, last_unit, created_at, updated_at) "
-                 "VALUES (1, 'nst', 'chapter', '{\"chapters\": 2}', 'fp', 1, ?, ?)", (now, now))
-    conn.execute("INSERT INTO chapters (idx, title, text, words, created_at, updated_at) "
-                 "VALUES (1, 'One', 'The old lighthouse keeper waved.', 5, ?, ?)", (now, now))
+    conn.execute(
+        "INSERT INTO run (id, pipeline, unit_kind, config, fingerprint, last_unit, created_at, updated_at) "
+        "VALUES (1, 'nst', 'chapter', '{\"chapters\": 2}', 'fp', 1, ?, ?)",
+        (now, now),
+    )
+    conn.execute(
+        "INSERT INTO chapters (idx, title, text, words, created_at, updated_at) "
+        "VALUES (1, 'One', 'The old lighthouse keeper waved.', 5, ?, ?)",
+        (now, now),
+    )
     conn.execute("INSERT INTO states (unit, state, created_at) VALUES (1, '{\"k\": 1}', ?)", (now,))
     if version >= 2:
         from agent.store.search import index_chapter
 
         index_chapter(conn, 1, "The old lighthouse keeper waved.")
     if version >= 3:
-        conn.execute("INSERT INTO tool_calls (unit, turn, tool, arguments, ok, created_at) "
-                     "VALUES (1, 1, 'write', '{}', 1, ?)", (now,))
+        conn.execute(
+            "INSERT INTO tool_calls (unit, turn, tool, arguments, ok, created_at) VALUES (1, 1, 'write', '{}', 1, ?)",
+            (now,),
+        )
 
 
 @pytest.mark.parametrize("start", range(1, LATEST))

@@ -54,7 +54,9 @@ def test_a_new_pipeline_version_is_a_change(tmp_path, fake, monkeypatch):
     with RunStore.open(tmp_path / "r") as store:
         # stored values win over new defaults; a default the run never had is a change
         assert [c.describe() for c in pipelines.plan_resume(store).changes] == [
-            "knob: unset -> 5", 'pipeline_version: "1" -> "2"']
+            "knob: unset -> 5",
+            'pipeline_version: "1" -> "2"',
+        ]
 
 
 def test_no_runner_registered(tmp_path):

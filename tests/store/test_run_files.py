@@ -23,14 +23,19 @@ from tests.store.test_resume import _committed, _texts
 
 def _start(fake, run_dir: Path, total: int, delay: float) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    return subprocess.Popen([sys.executable, str(fake.__file__), "start", str(run_dir), str(total), str(delay)],
-                            env=env)
+    return subprocess.Popen(
+        [sys.executable, str(fake.__file__), "start", str(run_dir), str(total), str(delay)], env=env
+    )
 
 
 def _resume(fake, run_dir: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    return subprocess.Popen([sys.executable, str(fake.__file__), "resume", str(run_dir)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, str(fake.__file__), "resume", str(run_dir)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def _only_db_copy(run_dir: Path, dest: Path) -> Path:
@@ -136,8 +141,10 @@ UNPRIVILEGED = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 """Root ignores folder permissions: the read-only-folder test runs its commands as nobody."""
 
 
-@pytest.mark.skipif(os.geteuid() == 0 and shutil.which("setpriv") is None,
-                    reason="root ignores directory permissions and setpriv is not here to drop them")
+@pytest.mark.skipif(
+    os.geteuid() == 0 and shutil.which("setpriv") is None,
+    reason="root ignores directory permissions and setpriv is not here to drop them",
+)
 def test_a_completed_run_in_a_read_only_folder_opens_for_reading(tmp_path, store, write_chapters):
     """#23: skipped every time because tests run as root; as root the commands now run as nobody."""
     import tempfile
@@ -159,8 +166,14 @@ def test_a_completed_run_in_a_read_only_folder_opens_for_reading(tmp_path, store
             probe = subprocess.run([*UNPRIVILEGED, "sh", "-c", f"touch {folder}/x"], capture_output=True, env=env)
             assert probe.returncode != 0, "the folder is not read-only to the unprivileged user"
             for argv in (["show", str(folder)], ["export", str(folder), "--format", "txt"]):
-                done = subprocess.run([*UNPRIVILEGED, sys.executable, "-m", "agent.cli", *argv], capture_output=True,
-                                      text=True, env=env, cwd="/tmp", timeout=60)
+                done = subprocess.run(
+                    [*UNPRIVILEGED, sys.executable, "-m", "agent.cli", *argv],
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                    cwd="/tmp",
+                    timeout=60,
+                )
                 assert done.returncode == 0, done.stderr
                 assert argv[0] == "show" or "A finished tale." in done.stdout
         else:
@@ -185,8 +198,9 @@ def test_a_locked_run_says_so(tmp_path, fake, capsys):
     from agent import pipelines
 
     run = tmp_path / "r"
-    pipelines.start(run, "fake", {"chapters": 3, "stop_after": 1},
-                    pipelines.LLMOptions(backend="scripted", model="fake-model")).close()
+    pipelines.start(
+        run, "fake", {"chapters": 3, "stop_after": 1}, pipelines.LLMOptions(backend="scripted", model="fake-model")
+    ).close()
     blocker = sqlite3.connect(run / "run.db", timeout=0)
     blocker.execute("BEGIN EXCLUSIVE")
     try:

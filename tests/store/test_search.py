@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 from agent.store import RunStore
 from agent.store.search import match_expression, query_terms
 
-FILLER = ("The wind moved through the reeds. Boats rocked at the quay. Someone laughed in a doorway. "
-          "The bell rang for supper. Gulls argued over scraps. ")
+FILLER = (
+    "The wind moved through the reeds. Boats rocked at the quay. Someone laughed in a doorway. "
+    "The bell rang for supper. Gulls argued over scraps. "
+)
 
 
 def _sample():
@@ -27,8 +29,9 @@ def _sample():
 
 
 def test_a_unique_phrase_ranks_first(store, write_chapters):
-    write_chapters(store, [FILLER * 3, FILLER + "Ilsa buried the obsidian compass under the juniper. " + FILLER,
-                           FILLER * 2])
+    write_chapters(
+        store, [FILLER * 3, FILLER + "Ilsa buried the obsidian compass under the juniper. " + FILLER, FILLER * 2]
+    )
     hits = store.search("obsidian compass juniper")
     assert hits[0].chapter == 2
     assert "Ilsa buried the obsidian compass under the juniper." in hits[0].text
@@ -46,9 +49,12 @@ def test_the_centre_sentence_weighs_three_times(store, write_chapters):
     assert hits[0].text == "Alpha begins the day. Beta has a marigold. Gamma ends the day."
     assert hits[1].text == "Alpha begins the day. Beta has a marigold."
     # the same windows under unweighted BM25 score alike: the gap is the weighting
-    unweighted = dict(store.query(
-        "SELECT w.position, -bm25(chapter_fts) FROM chapter_fts JOIN chapter_windows w ON w.id = chapter_fts.rowid "
-        "WHERE chapter_fts MATCH 'marigold' AND w.chapter = 2"))
+    unweighted = dict(
+        store.query(
+            "SELECT w.position, -bm25(chapter_fts) FROM chapter_fts JOIN chapter_windows w ON w.id = chapter_fts.rowid "
+            "WHERE chapter_fts MATCH 'marigold' AND w.chapter = 2"
+        )
+    )
     assert unweighted[1] < unweighted[0] * 1.1
     # a neighbour hit (weight 1) scores exactly as unweighted; the centre hit counts three times,
     # which under BM25's saturation (k1 = 1.2) lifts the score by 3(1 + k1 L) / (3 + k1 L) > 1.18
@@ -71,9 +77,40 @@ def test_windows_quote_the_chapter_exactly(store, write_chapters):
     assert all(hit.text in text and hit.chapter == 1 for hit in hits)
 
 
-HOSTILE = ['"', '""', "'", "*", "a*", "AND", "OR", "NOT", "NEAR", "NEAR(a b)", "(", ")", "()", ":", "col:x",
-           "centre:lantern", "^start", "a AND OR NOT b", '"unterminated', "-", "+", "{x y}", "\\", "\x00", "",
-           "   ", "\n\t", "🙂", "lantern*", "l'antern", "%_", "' OR 1=1 --"]
+HOSTILE = [
+    '"',
+    '""',
+    "'",
+    "*",
+    "a*",
+    "AND",
+    "OR",
+    "NOT",
+    "NEAR",
+    "NEAR(a b)",
+    "(",
+    ")",
+    "()",
+    ":",
+    "col:x",
+    "centre:lantern",
+    "^start",
+    "a AND OR NOT b",
+    '"unterminated',
+    "-",
+    "+",
+    "{x y}",
+    "\\",
+    "\x00",
+    "",
+    "   ",
+    "\n\t",
+    "🙂",
+    "lantern*",
+    "l'antern",
+    "%_",
+    "' OR 1=1 --",
+]
 
 
 @pytest.mark.parametrize("query", HOSTILE)
@@ -106,7 +143,8 @@ def test_any_query_text_is_safe(store, write_chapters, query):
 
 def test_queries_are_split_into_or_of_quoted_terms():
     assert match_expression(query_terms('Haldane AND "the bishop" NOT(x*)')) == (
-        '"Haldane" OR "AND" OR "the" OR "bishop" OR "NOT" OR "x"')
+        '"Haldane" OR "AND" OR "the" OR "bishop" OR "NOT" OR "x"'
+    )
     assert query_terms("灯塔 看守人") == ["灯塔", "看守", "守人"]
     assert query_terms("肺") == ["肺"]
     assert query_terms("a a A") == ["a"]

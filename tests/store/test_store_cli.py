@@ -23,8 +23,14 @@ def run_dir(store, write_chapters):
     store.set_target(3)
     store.put_plan("title", "Harbour")
     write_chapters(store, ["The ferryman counted lanterns. Gulls cried.", "Mara found the silver key. It was cold."])
-    store.commit_chapter(3, "Three", "Too short.", state={"characters": {"Mara": {}}, "past_events": [1, 2]},
-                         degraded=True, degraded_reason="length gate: 2 words, need 2000-3000")
+    store.commit_chapter(
+        3,
+        "Three",
+        "Too short.",
+        state={"characters": {"Mara": {}}, "past_events": [1, 2]},
+        degraded=True,
+        degraded_reason="length gate: 2 words, need 2000-3000",
+    )
     store.recorder(_call(100, 60, 7))
     store.record_tool_call(turn=1, tool="search", arguments={"query": "key"}, result="[]")
     return store.run_dir
@@ -33,9 +39,19 @@ def run_dir(store, write_chapters):
 def _call(prompt, cached, completion):
     from agent.llm.types import CallRecord
 
-    return CallRecord(role="writer", backend="endpoint", model="m", temperature=0.7, max_tokens=10, schema_name=None,
-                      prompt_tokens=prompt, cached_prompt_tokens=cached, completion_tokens=completion, latency_s=0.1,
-                      finish_reason="stop")
+    return CallRecord(
+        role="writer",
+        backend="endpoint",
+        model="m",
+        temperature=0.7,
+        max_tokens=10,
+        schema_name=None,
+        prompt_tokens=prompt,
+        cached_prompt_tokens=cached,
+        completion_tokens=completion,
+        latency_s=0.1,
+        finish_reason="stop",
+    )
 
 
 def test_show_reports_progress_tokens_and_degraded(run_dir, capsys):
@@ -92,18 +108,21 @@ def test_export_to_file_and_stdout(run_dir, tmp_path, capsys):
     assert capsys.readouterr().out.startswith('---\ntitle: "Harbour"\n')
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["show", "{missing}"], "no such run directory"),
-    (["search", "{empty}", "x"], "not a fabula run"),
-    (["export", "{corrupt}"], "not an SQLite database"),
-    (["show", "{foreign}"], "some other program"),
-    (["resume", "{norunner}"], "no runner is registered for the retired-pipeline pipeline"),
-    (["export", "{run}", "-o", "{run}/run.db"], "refusing to overwrite the run database"),
-    (["export", "{run}", "-o", "{tmp}/nodir/x.md"], "output folder does not exist"),
-    (["search", "{run}", "x", "-k", "0"], "-k must be at least 1"),
-    (["search", "{magnet}", "x"], "has no chapters to search"),
-    (["resume", "{run}", "--set", "novalue"], "--set needs KEY=VALUE"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["show", "{missing}"], "no such run directory"),
+        (["search", "{empty}", "x"], "not a fabula run"),
+        (["export", "{corrupt}"], "not an SQLite database"),
+        (["show", "{foreign}"], "some other program"),
+        (["resume", "{norunner}"], "no runner is registered for the retired-pipeline pipeline"),
+        (["export", "{run}", "-o", "{run}/run.db"], "refusing to overwrite the run database"),
+        (["export", "{run}", "-o", "{tmp}/nodir/x.md"], "output folder does not exist"),
+        (["search", "{run}", "x", "-k", "0"], "-k must be at least 1"),
+        (["search", "{magnet}", "x"], "has no chapters to search"),
+        (["resume", "{run}", "--set", "novalue"], "--set needs KEY=VALUE"),
+    ],
+)
 def test_failures_are_one_line(tmp_path, run_dir, capsys, argv, message):
     (tmp_path / "empty").mkdir()
     (tmp_path / "corrupt").mkdir()
@@ -113,9 +132,16 @@ def test_failures_are_one_line(tmp_path, run_dir, capsys, argv, message):
     (tmp_path / "norunner").mkdir()
     RunStore.create(tmp_path / "norunner", pipeline="retired-pipeline", config={}).close()
     RunStore.create(tmp_path / "magnet", pipeline="magnet", unit_kind="step", config={}).close()
-    paths = {"missing": tmp_path / "missing", "empty": tmp_path / "empty", "corrupt": tmp_path / "corrupt",
-             "foreign": tmp_path / "foreign", "norunner": tmp_path / "norunner", "run": run_dir, "tmp": tmp_path,
-             "magnet": tmp_path / "magnet"}
+    paths = {
+        "missing": tmp_path / "missing",
+        "empty": tmp_path / "empty",
+        "corrupt": tmp_path / "corrupt",
+        "foreign": tmp_path / "foreign",
+        "norunner": tmp_path / "norunner",
+        "run": run_dir,
+        "tmp": tmp_path,
+        "magnet": tmp_path / "magnet",
+    }
     before = {p: p.read_bytes() for p in tmp_path.rglob("run.db")}
     code = main([a.format(**paths) for a in argv])
     err = capsys.readouterr().err
@@ -125,8 +151,12 @@ def test_failures_are_one_line(tmp_path, run_dir, capsys, argv, message):
 
 
 def test_resume_cli_refuses_a_changed_config_then_forces(tmp_path, fake, capsys):
-    pipelines.start(tmp_path / "r", "fake", {"chapters": 3, "stop_after": 1}, fake.pipelines.LLMOptions(
-        backend="scripted", model="fake-model")).close()
+    pipelines.start(
+        tmp_path / "r",
+        "fake",
+        {"chapters": 3, "stop_after": 1},
+        fake.pipelines.LLMOptions(backend="scripted", model="fake-model"),
+    ).close()
     code = main(["resume", str(tmp_path / "r"), "--model", "bigger"])
     err = capsys.readouterr().err
     assert code == 2 and 'llm.model: "fake-model" -> "bigger"' in err and err.count("\n") == 1
@@ -139,9 +169,19 @@ def test_resume_cli_refuses_a_changed_config_then_forces(tmp_path, fake, capsys)
 
 def test_the_installed_command_prints_no_traceback(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([sys.executable, "-c", "import sys; from agent.cli import main; sys.exit(main())", "show",
-                             str(tmp_path / "nope")], env=env,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from agent.cli import main; sys.exit(main())",
+            "show",
+            str(tmp_path / "nope"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert result.stderr.strip().startswith("fabula: error: no such run directory")
     assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1

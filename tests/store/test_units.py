@@ -29,8 +29,11 @@ def test_a_transaction_interrupted_mid_write_leaves_no_partial_chapter(store, mo
     import agent.store.chapters as chapter_rows
 
     def crash_while_indexing(conn, index, text):
-        conn.execute("INSERT INTO chapter_windows (chapter, position, start, end, prev, centre, next) "
-                     "VALUES (?, 0, 0, 1, '', 'x', '')", (index,))
+        conn.execute(
+            "INSERT INTO chapter_windows (chapter, position, start, end, prev, centre, next) "
+            "VALUES (?, 0, 0, 1, '', 'x', '')",
+            (index,),
+        )
         raise KeyboardInterrupt  # Ctrl-C after the chapter row and one window were written
 
     monkeypatch.setattr(chapter_rows.search, "index_chapter", crash_while_indexing)
@@ -70,12 +73,19 @@ def test_degraded_flag_and_reason_are_kept(store):
 
 def test_magnet_steps_commit_paragraphs_in_order(tmp_path):
     with RunStore.create(tmp_path / "m", pipeline="magnet", unit_kind="step", config={}) as s:
-        s.commit_step(1, ["Lucia hid the letter."], state={"holding_back_evidence": True},
-                      record={"actions": {"Lucia": "hide"}}, goal="find the letter")
+        s.commit_step(
+            1,
+            ["Lucia hid the letter."],
+            state={"holding_back_evidence": True},
+            record={"actions": {"Lucia": "hide"}},
+            goal="find the letter",
+        )
         s.commit_step(2, ["She walked on.", ("transition", "Weeks passed.")], state={"x": 2}, record={})
         assert [(p.step, p.seq, p.kind, p.text) for p in s.paragraphs()] == [
-            (1, 0, "narration", "Lucia hid the letter."), (2, 0, "narration", "She walked on."),
-            (2, 1, "transition", "Weeks passed.")]
+            (1, 0, "narration", "Lucia hid the letter."),
+            (2, 0, "narration", "She walked on."),
+            (2, 1, "transition", "Weeks passed."),
+        ]
         assert s.steps()[0]["goal"] == "find the letter"
         with pytest.raises(CommitError, match="units are steps"):
             s.commit_chapter(3, "no", "chapters here", state={})

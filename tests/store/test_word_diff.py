@@ -11,8 +11,12 @@ NEW = "Mark0 A new chapter of the lighthouse began at dawn. The bell rang at noo
 
 def test_a_rewritten_sentence_is_one_deletion_then_one_insertion():
     diff = word_diff(OLD, NEW)
-    assert diff == [("same", "Mark0 "), ("del", "Short steps to the old chapel by the sea."),
-                    ("ins", "A new chapter of the lighthouse began at dawn."), ("same", " The bell rang at noon.")]
+    assert diff == [
+        ("same", "Mark0 "),
+        ("del", "Short steps to the old chapel by the sea."),
+        ("ins", "A new chapter of the lighthouse began at dawn."),
+        ("same", " The bell rang at noon."),
+    ]
     assert "".join(t for op, t in diff if op != "del") == NEW  # the new text, exactly
     assert "".join(t for op, t in diff if op != "ins") == OLD
     assert changed_words(diff) == (9, 9)

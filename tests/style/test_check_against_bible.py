@@ -23,9 +23,18 @@ def judge_reply(request):
     first, second = chapter_holding(story, CANON), chapter_holding(story, BROWN)
     if first is None or second is None:
         return {"contradictions": []}
-    return {"contradictions": [{"subtype": "appearance_mismatches", "exact_quote": CANON, "quote_chapter": first,
-                                "contradicting_quote": BROWN, "contradicting_chapter": second,
-                                "explanation": "The bible gives Ishmael green eyes."}]}
+    return {
+        "contradictions": [
+            {
+                "subtype": "appearance_mismatches",
+                "exact_quote": CANON,
+                "quote_chapter": first,
+                "contradicting_quote": BROWN,
+                "contradicting_chapter": second,
+                "explanation": "The bible gives Ishmael green eyes.",
+            }
+        ]
+    }
 
 
 @pytest.fixture

@@ -11,16 +11,19 @@ from agent.nst.config import DirectConfig
 from agent.store import RunStore
 from agent.text import count_words
 
-PROMPT = ("晋太元中，武陵人捕鱼为业。缘溪行，忘路之远近。忽逢桃花林，夹岸数百步，中无杂树，芳草鲜美，落英缤纷。"
-          "请以此为开头，写渔人离开桃花源之后再也找不到它的故事。")
+PROMPT = (
+    "晋太元中，武陵人捕鱼为业。缘溪行，忘路之远近。忽逢桃花林，夹岸数百步，中无杂树，芳草鲜美，落英缤纷。"
+    "请以此为开头，写渔人离开桃花源之后再也找不到它的故事。"
+)
 
 
 @pytest.mark.embedded
 @pytest.mark.slow
 def test_a_chinese_prompt_gets_one_chapter_on_the_embedded_model(tmp_path, embedded_llm):
     config = DirectConfig.coerce({"prompt": PROMPT, "words": 60, "attempts": 1})
-    store = RunStore.create(tmp_path / "run", pipeline="direct",
-                            config={**config.stored(), "llm": {"backend": "embedded", "model": None}})
+    store = RunStore.create(
+        tmp_path / "run", pipeline="direct", config={**config.stored(), "llm": {"backend": "embedded", "model": None}}
+    )
     embedded_llm.recorders.append(store.recorder)
     try:
         with store.session("start"):

@@ -34,8 +34,9 @@ def test_the_sample_itself_is_close_and_not_flagged() -> None:
 
 
 def test_prose_far_from_the_sample_is_flagged_as_drift() -> None:
-    shouting = "\n\n".join(f"“Run! Now! Go, go, go!” I yell at you; you run — I run — we run! Number {i}!"
-                           for i in range(200))
+    shouting = "\n\n".join(
+        f"“Run! Now! Go, go, go!” I yell at you; you run — I run — we run! Number {i}!" for i in range(200)
+    )
     far = profile(_text("austen_sample")).distance(shouting)
     assert far.drifted and far.total > DRIFT_THRESHOLD
 
@@ -73,6 +74,8 @@ def test_the_exemplars_are_the_sample_passages_that_fit_the_chapters_outline_ite
     assert len(pool) >= 6
     chosen = best_passages("Mrs. Bennet and the ball at Netherfield", pool, k=2)
     assert len(chosen) == 2 and all("Netherfield" in p or "ball" in p for p in chosen)
-    block = prompt_block({"card": "- Narration: third person, past tense.", "passages": pool},
-                         {"title": "The assembly", "description": "Bingley dances at the ball."})
+    block = prompt_block(
+        {"card": "- Narration: third person, past tense.", "passages": pool},
+        {"title": "The assembly", "description": "Bingley dances at the ball."},
+    )
     assert block.startswith("# Style") and block.count("## Example passage") == 3

@@ -37,17 +37,36 @@ def models(monkeypatch, tmp_path):
 
 
 def _write(tmp_path: Path, *extra: str, prompt: str = "A bell keeper hears the drowned ships.") -> int:
-    return main(["write", "nst", "--prompt", prompt, "--words", "1000", "--out", str(tmp_path / "run"),
-                 "--quiet", "--endpoint", "http://127.0.0.1:9/v1", *extra])
+    return main(
+        [
+            "write",
+            "nst",
+            "--prompt",
+            prompt,
+            "--words",
+            "1000",
+            "--out",
+            str(tmp_path / "run"),
+            "--quiet",
+            "--endpoint",
+            "http://127.0.0.1:9/v1",
+            *extra,
+        ]
+    )
 
 
 def test_every_writer_prompt_carries_the_style_card_and_exemplars(tmp_path, models, capsys):
     code = _write(tmp_path, "--style", str(FIXTURES / "austen_sample.txt"))
     assert code == 0, capsys.readouterr().err
     author = models.opened[0]
-    openings = [r.messages[1]["content"] for r in author.requests
-                if r.role not in ("plan_outline",) and not (r.role or "").startswith("plan_")
-                and len(r.messages) > 1 and r.messages[1]["content"].startswith("# Story prompt")]
+    openings = [
+        r.messages[1]["content"]
+        for r in author.requests
+        if r.role not in ("plan_outline",)
+        and not (r.role or "").startswith("plan_")
+        and len(r.messages) > 1
+        and r.messages[1]["content"].startswith("# Story prompt")
+    ]
     assert openings
     for opening in openings:
         assert "# Style (write in the voice" in opening and "Sentences:" in opening
@@ -90,9 +109,16 @@ def _canon_breaking(request, tools):
     reply = default_policy(request, tools)
     data = json.loads(reply)
     if data.get("tool") == "update":
-        snap = {"name": "Wenna Harrow", "location": "the lighthouse", "goal": "", "relationships": "",
-                "knowledge": "", "possessions": "", "condition": "",
-                "facts": [{"key": "left_handed", "value": "right-handed"}]}
+        snap = {
+            "name": "Wenna Harrow",
+            "location": "the lighthouse",
+            "goal": "",
+            "relationships": "",
+            "knowledge": "",
+            "possessions": "",
+            "condition": "",
+            "facts": [{"key": "left_handed", "value": "right-handed"}],
+        }
         if data.get("upsert_character_state"):
             snap["evidence"] = data["upsert_character_state"][0].get("evidence")
         elif data.get("add_past_event"):
@@ -123,9 +149,11 @@ def test_a_bible_seeds_the_state_reaches_the_planner_and_holds_its_canon(tmp_pat
     assert any("contradicts the canon fact left_handed: 'left-handed'" in m for m in told)
 
 
-ANALECTS = ("学而时习之，不亦说乎？有朋自远方来，不亦乐乎？人不知而不愠，不亦君子乎？"
-            "吾日三省吾身：为人谋而不忠乎？与朋友交而不信乎？传不习乎？"
-            "温故而知新，可以为师矣。知之为知之，不知为不知，是知也。")
+ANALECTS = (
+    "学而时习之，不亦说乎？有朋自远方来，不亦乐乎？人不知而不愠，不亦君子乎？"
+    "吾日三省吾身：为人谋而不忠乎？与朋友交而不信乎？传不习乎？"
+    "温故而知新，可以为师矣。知之为知之，不知为不知，是知也。"
+)
 """Public-domain Chinese prose (the Analects), the scripted author's Chinese chapters are cut from."""
 
 
@@ -135,12 +163,12 @@ class ChineseAuthor(Author):
     def reply(self, request):
         if request.role == "nst_prose":
             size = gate_of(request)[0]
-            text = (ANALECTS * (size // len(ANALECTS) + 2))
+            text = ANALECTS * (size // len(ANALECTS) + 2)
             cjk = 0
             for end, char in enumerate(text):
                 cjk += "\u4e00" <= char <= "\u9fff"
                 if cjk >= size:
-                    return text[:end + 1] + "。", "stop"
+                    return text[: end + 1] + "。", "stop"
         return super().reply(request)
 
 
@@ -175,24 +203,43 @@ def test_in_a_small_context_the_exemplars_give_way_before_the_card_and_the_outli
     with RunStore.open(tmp_path / "run", readonly=True) as store:
         steps = [t.arguments["action"] for t in store.tool_calls() if t.tool == "budget"]
     assert steps.count("drop_style_exemplars") == 2 and "abridge_outline" not in steps
-    openings = [r.messages[1]["content"] for r in models.opened[0].requests
-                if len(r.messages) > 1 and r.messages[1]["content"].startswith("# Story prompt")]
+    openings = [
+        r.messages[1]["content"]
+        for r in models.opened[0].requests
+        if len(r.messages) > 1 and r.messages[1]["content"].startswith("# Story prompt")
+    ]
     assert openings and all("Sentences:" in o and "Example passage" not in o for o in openings)
 
 
 def _openings(model) -> list[str]:
-    return [r.messages[1]["content"] for r in model.requests
-            if len(r.messages) > 1 and r.messages[1]["content"].startswith("# Story prompt")]
+    return [
+        r.messages[1]["content"]
+        for r in model.requests
+        if len(r.messages) > 1 and r.messages[1]["content"].startswith("# Story prompt")
+    ]
 
 
 def test_continue_with_style_and_a_sequel_of_a_styled_book_write_in_the_samples_voice(tmp_path, models, capsys):
     assert _write(tmp_path) == 0
-    assert main(["continue", str(tmp_path / "run"), "--words", "1000", "--quiet",
-                 "--style", str(FIXTURES / "doyle_sample.txt")]) == 0, capsys.readouterr().err
+    assert (
+        main(
+            [
+                "continue",
+                str(tmp_path / "run"),
+                "--words",
+                "1000",
+                "--quiet",
+                "--style",
+                str(FIXTURES / "doyle_sample.txt"),
+            ]
+        )
+        == 0
+    ), capsys.readouterr().err
     continued = _openings(models.opened[-1])
     assert continued and all("# Style (write in the voice" in o for o in continued)
-    assert main(["sequel", str(tmp_path / "run"), "--out", str(tmp_path / "two"), "--words", "1000",
-                 "--quiet"]) == 0, capsys.readouterr().err
+    assert main(["sequel", str(tmp_path / "run"), "--out", str(tmp_path / "two"), "--words", "1000", "--quiet"]) == 0, (
+        capsys.readouterr().err
+    )
     sequel = _openings(models.opened[-1])
     assert sequel and all("# Style (write in the voice" in o for o in sequel)
     with RunStore.open(tmp_path / "two", readonly=True) as store:
@@ -203,14 +250,35 @@ def test_continue_with_style_and_a_sequel_of_a_styled_book_write_in_the_samples_
 def test_the_baselines_writer_prompts_carry_the_bible_and_the_style(tmp_path, models, capsys, writer, role):
     bible = tmp_path / "bible.md"
     bible.write_text(BIBLE, encoding="utf-8")
-    code = main(["write", writer, "--prompt", "A bell keeper hears the drowned ships.", "--words", "1000",
-                 "--out", str(tmp_path / "run"), "--quiet", "--endpoint", "http://127.0.0.1:9/v1",
-                 "--style", str(FIXTURES / "austen_sample.txt"), "--bible", str(bible)])
+    code = main(
+        [
+            "write",
+            writer,
+            "--prompt",
+            "A bell keeper hears the drowned ships.",
+            "--words",
+            "1000",
+            "--out",
+            str(tmp_path / "run"),
+            "--quiet",
+            "--endpoint",
+            "http://127.0.0.1:9/v1",
+            "--style",
+            str(FIXTURES / "austen_sample.txt"),
+            "--bible",
+            str(bible),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     drafts = [r.messages[1]["content"] for r in models.opened[0].requests if r.role == role]
-    assert drafts and all("# Story bible" in d and "left_handed: left-handed" in d
-                          and "# Style (write in the voice" in d and "Example passage 1" in d
-                          and "Measured, ironic narration" in d for d in drafts)
+    assert drafts and all(
+        "# Story bible" in d
+        and "left_handed: left-handed" in d
+        and "# Style (write in the voice" in d
+        and "Example passage 1" in d
+        and "Measured, ironic narration" in d
+        for d in drafts
+    )
 
 
 def test_a_books_state_exports_as_a_bible_that_reads_back_and_starts_the_next_book(tmp_path, models, capsys):
@@ -232,15 +300,49 @@ def test_a_books_state_exports_as_a_bible_that_reads_back_and_starts_the_next_bo
     assert {r["key"] for r in toml["must_happen"]} == set(final["future_requirements"])
     assert {e["key"] for e in toml["timeline"]} == set(final["past_events"])
     capsys.readouterr()
-    assert main(["write", "nst", "--prompt", "Book two.", "--words", "1000", "--out", str(tmp_path / "two"),
-                 "--quiet", "--endpoint", "http://127.0.0.1:9/v1", "--bible", str(tmp_path / "next.toml")]) == 0
+    assert (
+        main(
+            [
+                "write",
+                "nst",
+                "--prompt",
+                "Book two.",
+                "--words",
+                "1000",
+                "--out",
+                str(tmp_path / "two"),
+                "--quiet",
+                "--endpoint",
+                "http://127.0.0.1:9/v1",
+                "--bible",
+                str(tmp_path / "next.toml"),
+            ]
+        )
+        == 0
+    )
     with RunStore.open(tmp_path / "two", readonly=True) as store:
         assert set(store.state(0)["narrative"]["future_requirements"]) == set(final["future_requirements"])
 
 
 def test_bible_export_of_a_run_without_a_state_is_one_line(tmp_path, models, capsys):
-    assert main(["write", "direct", "--prompt", "A bell.", "--words", "1000", "--out", str(tmp_path / "run"),
-                 "--quiet", "--endpoint", "http://127.0.0.1:9/v1"]) == 0
+    assert (
+        main(
+            [
+                "write",
+                "direct",
+                "--prompt",
+                "A bell.",
+                "--words",
+                "1000",
+                "--out",
+                str(tmp_path / "run"),
+                "--quiet",
+                "--endpoint",
+                "http://127.0.0.1:9/v1",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["bible", "export", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -261,7 +363,19 @@ def test_language_overrides_the_prompts_for_the_planner_and_the_writer(tmp_path,
 def test_a_chinese_book_goes_on_in_chinese_even_from_an_english_premise(tmp_path, models, capsys):
     models.queue += [ChineseAuthor(), ChineseAuthor()]
     assert _write(tmp_path, prompt="一个灯塔看守人的女儿发现潮汐表被人动了手脚。") == 0, capsys.readouterr().err
-    assert main(["continue", str(tmp_path / "run"), "--words", "1000", "--quiet",
-                 "--premise", "The keeper's daughter sails to the mainland."]) == 0, capsys.readouterr().err
+    assert (
+        main(
+            [
+                "continue",
+                str(tmp_path / "run"),
+                "--words",
+                "1000",
+                "--quiet",
+                "--premise",
+                "The keeper's daughter sails to the mainland.",
+            ]
+        )
+        == 0
+    ), capsys.readouterr().err
     planned = [r.messages[-1]["content"] for r in models.opened[-1].requests if r.role == "plan_outline"]
     assert planned and "write everything in Chinese" in planned[0]

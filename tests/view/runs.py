@@ -19,10 +19,15 @@ MISSING_QUOTE = "the keeper sold the lighthouse to a whale"
 
 def nst_run(folder: Path, name: str = "keeper") -> Path:
     """A three-chapter NstAgent run whose chapter 2 is degraded (too short), with judgments."""
-    config = {**NST_DEFAULTS, "prompt": "A lighthouse keeper finds a bell.", "prompt_id": None, "words": 2700,
-              "plan_cache": str(folder / ".plans"), "llm": {"backend": "scripted", "model": "scripted-author"}}
-    store = RunStore.create(folder / name, pipeline="nst", config=config, model="scripted-author",
-                            backend="scripted")
+    config = {
+        **NST_DEFAULTS,
+        "prompt": "A lighthouse keeper finds a bell.",
+        "prompt_id": None,
+        "words": 2700,
+        "plan_cache": str(folder / ".plans"),
+        "llm": {"backend": "scripted", "model": "scripted-author"},
+    }
+    store = RunStore.create(folder / name, pipeline="nst", config=config, model="scripted-author", backend="scripted")
     store.put_plan("title", "The Bell Keeper")
     author = Author(length=lambda request, attempt: 40 if chapter_of(request) == 2 else gate_of(request)[0])
     author.recorders.append(store.recorder)
@@ -42,21 +47,48 @@ def quotes(store: RunStore) -> tuple[str, str]:
 
 def add_judgments(store: RunStore) -> None:
     first, last = quotes(store)
-    stored.put(store, kind="consistency", item="timeline_plot", judge="test-judge", protocol="p1", reply={
-        "contradictions": [{"subtype": "duration_contradictions", "exact_quote": first, "quote_chapter": 1,
-                            "contradicting_quote": last, "contradicting_chapter": 3,
-                            "explanation": "The walk takes an hour in one place and a day in the other."},
-                           {"subtype": "causeless_effects", "exact_quote": MISSING_QUOTE, "quote_chapter": 2,
-                            "contradicting_quote": last, "contradicting_chapter": 3,
-                            "explanation": "An invented quote."}]})
-    stored.put(store, kind="consistency", item="world_building", judge="test-judge", protocol="p1",
-               error="judge reply was not valid JSON")
+    stored.put(
+        store,
+        kind="consistency",
+        item="timeline_plot",
+        judge="test-judge",
+        protocol="p1",
+        reply={
+            "contradictions": [
+                {
+                    "subtype": "duration_contradictions",
+                    "exact_quote": first,
+                    "quote_chapter": 1,
+                    "contradicting_quote": last,
+                    "contradicting_chapter": 3,
+                    "explanation": "The walk takes an hour in one place and a day in the other.",
+                },
+                {
+                    "subtype": "causeless_effects",
+                    "exact_quote": MISSING_QUOTE,
+                    "quote_chapter": 2,
+                    "contradicting_quote": last,
+                    "contradicting_chapter": 3,
+                    "explanation": "An invented quote.",
+                },
+            ]
+        },
+    )
+    stored.put(
+        store,
+        kind="consistency",
+        item="world_building",
+        judge="test-judge",
+        protocol="p1",
+        error="judge reply was not valid JSON",
+    )
 
 
 def magnet_run(folder: Path, name: str = "codicil") -> Path:
     config = {**MagnetSettings().as_config(), "story": story(words=400).to_dict()}
-    store = RunStore.create(folder / name, pipeline="magnet", config=config, unit_kind="step",
-                            model="story-llm", backend="scripted")
+    store = RunStore.create(
+        folder / name, pipeline="magnet", config=config, unit_kind="step", model="story-llm", backend="scripted"
+    )
     with store.session("start"):
         write_magnet(store, StoryLLM(), config)
     store.close()
@@ -69,18 +101,31 @@ def crowded_magnet_run(folder: Path, name: str = "crowded") -> Path:
     from agent.testing.story_llm import story_dict
 
     names = ["Julian Reyes", "Ann", "Bob", "Cy", "Dora <&> Vale"]
-    cast = [{**story_dict()["characters"][1], "name": who, "role": f"role {i}",
-             "location": "the long gallery of the east wing",
-             "relationships": {names[(i + 1) % 5]: f"owes money to {names[(i + 1) % 5]}",
-                               names[(i - 1) % 5]: f"distrusts {names[(i - 1) % 5]} since the funeral"},
-             "state": {f"var_{j}": f"a fairly long value number {j} for {who}, as a writer would keep it"
-                       for j in range(4 + 4 * i)},
-             "secrets": {"hidden_motive": "wants the house for herself"} if i % 2 else {}}
-            for i, who in enumerate(names)]
-    config = {**MagnetSettings().as_config(),
-              "story": story(words=150, characters=cast, world={f"w{j}": j for j in range(8)}).to_dict()}
-    store = RunStore.create(folder / name, pipeline="magnet", config=config, unit_kind="step",
-                            model="story-llm", backend="scripted")
+    cast = [
+        {
+            **story_dict()["characters"][1],
+            "name": who,
+            "role": f"role {i}",
+            "location": "the long gallery of the east wing",
+            "relationships": {
+                names[(i + 1) % 5]: f"owes money to {names[(i + 1) % 5]}",
+                names[(i - 1) % 5]: f"distrusts {names[(i - 1) % 5]} since the funeral",
+            },
+            "state": {
+                f"var_{j}": f"a fairly long value number {j} for {who}, as a writer would keep it"
+                for j in range(4 + 4 * i)
+            },
+            "secrets": {"hidden_motive": "wants the house for herself"} if i % 2 else {},
+        }
+        for i, who in enumerate(names)
+    ]
+    config = {
+        **MagnetSettings().as_config(),
+        "story": story(words=150, characters=cast, world={f"w{j}": j for j in range(8)}).to_dict(),
+    }
+    store = RunStore.create(
+        folder / name, pipeline="magnet", config=config, unit_kind="step", model="story-llm", backend="scripted"
+    )
     with store.session("start"):
         write_magnet(store, StoryLLM(), config)
     store.close()
@@ -95,10 +140,15 @@ def edited_nst_run(folder: Path, name: str = "edited") -> Path:
     chapters 4-7 are stale."""
     from agent.store.writer.edit import edit_chapter
 
-    config = {**NST_DEFAULTS, "prompt": "A lighthouse keeper finds a bell.", "prompt_id": None, "words": 6600,
-              "plan_cache": str(folder / ".plans"), "llm": {"backend": "scripted", "model": "scripted-author"}}
-    store = RunStore.create(folder / name, pipeline="nst", config=config, model="scripted-author",
-                            backend="scripted")
+    config = {
+        **NST_DEFAULTS,
+        "prompt": "A lighthouse keeper finds a bell.",
+        "prompt_id": None,
+        "words": 6600,
+        "plan_cache": str(folder / ".plans"),
+        "llm": {"backend": "scripted", "model": "scripted-author"},
+    }
+    store = RunStore.create(folder / name, pipeline="nst", config=config, model="scripted-author", backend="scripted")
     author = Author()
     author.recorders.append(store.recorder)
     with store.session("start"):
@@ -106,8 +156,15 @@ def edited_nst_run(folder: Path, name: str = "edited") -> Path:
     text = store.chapter(3).text
     first, rest = text.split("\n\n", 1)
     edit_chapter(store, 3, first + "\n\n" + EDITED_WORDS + "\n\n" + rest)
-    edit_chapter(store, 3, first + "\n\n" + EDITED_WORDS.replace("only its rope", "only its frayed rope") + "\n\n"
-                 + rest.replace(" bell ", " brass bell ", 1))
+    edit_chapter(
+        store,
+        3,
+        first
+        + "\n\n"
+        + EDITED_WORDS.replace("only its rope", "only its frayed rope")
+        + "\n\n"
+        + rest.replace(" bell ", " brass bell ", 1),
+    )
     store.close()
     return folder / name
 
@@ -117,10 +174,17 @@ def rollsum_run(folder: Path, name: str = "summary") -> Path:
     from agent.nst.baselines.rollsum import write_story as write_rollsum
     from agent.nst.config import ROLLSUM_DEFAULTS, RollSumConfig
 
-    config = {**ROLLSUM_DEFAULTS, "prompt": "A ferryman counts the drowned.", "prompt_id": None, "words": 2700,
-              "plan_cache": str(folder / ".plans"), "llm": {"backend": "scripted", "model": "scripted-author"}}
-    store = RunStore.create(folder / name, pipeline="rollsum", config=config, model="scripted-author",
-                            backend="scripted")
+    config = {
+        **ROLLSUM_DEFAULTS,
+        "prompt": "A ferryman counts the drowned.",
+        "prompt_id": None,
+        "words": 2700,
+        "plan_cache": str(folder / ".plans"),
+        "llm": {"backend": "scripted", "model": "scripted-author"},
+    }
+    store = RunStore.create(
+        folder / name, pipeline="rollsum", config=config, model="scripted-author", backend="scripted"
+    )
     author = Author()
     author.recorders.append(store.recorder)
     with store.session("start"):
@@ -151,19 +215,25 @@ def batch_folder(folder: Path) -> Path:
     from agent.llm.options import LLMOptions
 
     prompts = folder / "prompts.jsonl"
-    prompts.write_text("".join(json.dumps({"id": i, "prompt": f"Story {i}: a bell rings at sea."}) + "\n"
-                               for i in (1, 2, 3, 4)))
+    prompts.write_text(
+        "".join(json.dumps({"id": i, "prompt": f"Story {i}: a bell rings at sea."}) + "\n" for i in (1, 2, 3, 4))
+    )
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("FABULA_HOME", str(folder / "home"))
-        assert run_batch(folder / "night", "direct", prompts=prompts, words=1000, llm=LLMOptions("embedded"),
-                         model=Author()).complete
+        assert run_batch(
+            folder / "night", "direct", prompts=prompts, words=1000, llm=LLMOptions("embedded"), model=Author()
+        ).complete
     conn = sqlite3.connect(folder / "night" / "batch.db")
     with conn:  # as a batch in flight leaves it
-        conn.execute("UPDATE stories SET status = 'running', pid = ?, host = ? WHERE key = '2'",
-                     (os.getpid(), socket.gethostname()))
+        conn.execute(
+            "UPDATE stories SET status = 'running', pid = ?, host = ? WHERE key = '2'",
+            (os.getpid(), socket.gethostname()),
+        )
         conn.execute("UPDATE stories SET status = 'failed', error = '<b>the server went away</b>' WHERE key = '3'")
-        conn.execute("UPDATE stories SET status = 'pending', words = 0, units = 0, prompt_tokens = 0, "
-                     "completion_tokens = 0 WHERE key = '4'")
+        conn.execute(
+            "UPDATE stories SET status = 'pending', words = 0, units = 0, prompt_tokens = 0, "
+            "completion_tokens = 0 WHERE key = '4'"
+        )
     conn.close()
     return folder / "night"
 

@@ -19,8 +19,15 @@ def serve(root: Path, *, poll_ms: int = 300, room=None) -> Iterator[str]:
     """Serve the runs under ``root``; yields the base URL; stops the server on exit. ``room``: the editing
     room's settings (``agent.view.room.RoomSettings``; default: a fresh session token)."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(root, poll_ms=poll_ms, room=room), host="127.0.0.1", port=port,
-                                           log_level="warning", lifespan="off"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(root, poll_ms=poll_ms, room=room),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            lifespan="off",
+        )
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.time() + 20

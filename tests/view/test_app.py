@@ -35,9 +35,11 @@ def _digest(folder: Path) -> dict[str, tuple[str, float]]:
     which every reader maps; it holds no data). An empty log counts as none: a reader of a WAL
     database creates it when the last writer's close removed it (the test failed alone, and
     wherever xdist ran it first on its worker)."""
-    return {p.name: (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime)
-            for p in folder.iterdir()
-            if p.name == "run.db" or (p.name == "run.db-wal" and p.stat().st_size > 0)}
+    return {
+        p.name: (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime)
+        for p in folder.iterdir()
+        if p.name == "run.db" or (p.name == "run.db-wal" and p.stat().st_size > 0)
+    }
 
 
 def test_runs_list_shows_both_runs(client):
@@ -105,8 +107,17 @@ def test_version_changes_only_when_the_run_does(client):
 
 def test_viewing_never_writes_to_the_run(runs_dir, client):
     before = {name: _digest(runs_dir / name) for name in ("keeper", "codicil")}
-    for url in ("/", "/run/keeper/story", "/run/keeper/state", "/run/keeper/costs", "/run/keeper/judgments",
-                "/run/codicil/story", "/run/codicil/state", "/api/version", "/api/version?run=codicil"):
+    for url in (
+        "/",
+        "/run/keeper/story",
+        "/run/keeper/state",
+        "/run/keeper/costs",
+        "/run/keeper/judgments",
+        "/run/codicil/story",
+        "/run/codicil/state",
+        "/api/version",
+        "/api/version?run=codicil",
+    ):
         assert client.get(url).status_code == 200, url
     assert {name: _digest(runs_dir / name) for name in ("keeper", "codicil")} == before
     assert client.post("/run/keeper/story").status_code == 405
@@ -148,8 +159,13 @@ def test_watch_follows_chapters_as_a_run_commits_them(tmp_path):
     writer = subprocess.Popen([sys.executable, str(FAKE), "start", str(run_dir), "3", "0.6"], cwd=ROOT)
     try:
         wait_for_unit(run_dir, 0)
-        watcher = subprocess.run([sys.executable, "-m", "agent.cli", "watch", str(run_dir), "--interval", "0.1"],
-                                 cwd=ROOT, capture_output=True, text=True, timeout=60)
+        watcher = subprocess.run(
+            [sys.executable, "-m", "agent.cli", "watch", str(run_dir), "--interval", "0.1"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     finally:
         writer.wait(timeout=60)
     assert watcher.returncode == 0, watcher.stderr

@@ -17,8 +17,9 @@ import pytest
 
 CHROMIUM = os.environ.get("FABULA_CHROMIUM", "/usr/bin/chromium")
 if not Path(CHROMIUM).exists():
-    pytest.skip(f"no Chromium at {CHROMIUM} (scripts/setup installs Debian's chromium package)",
-                allow_module_level=True)
+    pytest.skip(
+        f"no Chromium at {CHROMIUM} (scripts/setup installs Debian's chromium package)", allow_module_level=True
+    )
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the dev extra")
 pytest.importorskip("uvicorn")
 
@@ -78,8 +79,11 @@ def test_state_timeline_lists_changes_per_chapter(page, base_url, shots):
     assert units.count() == 3
     added = page.locator('#state-2 li.change.added[data-collection="past_events"]')
     assert added.count() == 4 and "ch2_event_0" in added.first.inner_text()
-    assert page.locator('#state-1 li[data-collection="future_requirements"]').first.inner_text().startswith(
-        "added promise_1")
+    assert (
+        page.locator('#state-1 li[data-collection="future_requirements"]')
+        .first.inner_text()
+        .startswith("added promise_1")
+    )
     page.locator("#state-1 details").first.click()  # the full collection unfolds
     assert page.locator("#state-1 details dl").first.is_visible()
     page.screenshot(path=str(shots / "state.png"), full_page=False)
@@ -141,8 +145,7 @@ def test_a_new_chapter_appears_while_a_run_commits_it(browser, tmp_path, shots):
             page.evaluate("window.__stayed = true")  # an in-place update keeps this; a reload would not
             page.wait_for_selector("#unit-3", timeout=20_000)
             assert "silver key of chapter 3" in page.locator("#unit-3").inner_text()
-            page.wait_for_function("document.getElementById('run-status').innerText === 'completed'",
-                                   timeout=20_000)
+            page.wait_for_function("document.getElementById('run-status').innerText === 'completed'", timeout=20_000)
             page.wait_for_function("document.getElementById('live').innerText === 'completed'", timeout=5_000)
             assert page.evaluate("window.__stayed") is True
             page.screenshot(path=str(shots / "live.png"), full_page=True)
@@ -153,11 +156,18 @@ def test_a_new_chapter_appears_while_a_run_commits_it(browser, tmp_path, shots):
     assert writer.returncode == 0
 
 
-WORKBENCH = [("runs", "/"), ("book", "/run/keeper/story"), ("outline", "/run/keeper/outline"),
-             ("cast", "/run/keeper/cast"), ("character", "/run/keeper/character?name=Character%200"),
-             ("search", "/run/keeper/search?q=lantern+bell"), ("magnet-book", "/run/codicil/story"),
-             ("magnet-cast", "/run/codicil/cast"), ("magnet-character", "/run/codicil/character?name=Ann"),
-             ("not-found", "/run/keeper/no-such-page")]
+WORKBENCH = [
+    ("runs", "/"),
+    ("book", "/run/keeper/story"),
+    ("outline", "/run/keeper/outline"),
+    ("cast", "/run/keeper/cast"),
+    ("character", "/run/keeper/character?name=Character%200"),
+    ("search", "/run/keeper/search?q=lantern+bell"),
+    ("magnet-book", "/run/codicil/story"),
+    ("magnet-cast", "/run/codicil/cast"),
+    ("magnet-character", "/run/codicil/character?name=Ann"),
+    ("not-found", "/run/keeper/no-such-page"),
+]
 
 
 @pytest.mark.parametrize("width", [1280, 390])

@@ -13,8 +13,9 @@ import pytest
 
 CHROMIUM = os.environ.get("FABULA_CHROMIUM", "/usr/bin/chromium")
 if not Path(CHROMIUM).exists():
-    pytest.skip(f"no Chromium at {CHROMIUM} (scripts/setup installs Debian's chromium package)",
-                allow_module_level=True)
+    pytest.skip(
+        f"no Chromium at {CHROMIUM} (scripts/setup installs Debian's chromium package)", allow_module_level=True
+    )
 pytest.importorskip("playwright.sync_api", reason="playwright is in the dev extra")
 pytest.importorskip("uvicorn")
 

@@ -13,8 +13,9 @@ import pytest
 
 CHROMIUM = os.environ.get("FABULA_CHROMIUM", "/usr/bin/chromium")
 if not Path(CHROMIUM).exists():
-    pytest.skip(f"no Chromium at {CHROMIUM} (scripts/setup installs Debian's chromium package)",
-                allow_module_level=True)
+    pytest.skip(
+        f"no Chromium at {CHROMIUM} (scripts/setup installs Debian's chromium package)", allow_module_level=True
+    )
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the dev extra")
 pytest.importorskip("uvicorn")
 
@@ -94,8 +95,10 @@ def test_start_a_book_approve_and_revise_from_the_page(page, writer, tmp_path, s
         assert axe_violations(page) == []
     with RunStore.open(run, readonly=True) as store:
         assert store.chapter(1).text.startswith(NOTE + ".") and store.chapter(1).version == 2
-        assert [(a["what"], a["unit"], a["via"]) for a in actions(store)] == [("approve", 0, "view"),
-                                                                              ("revise", 1, "view")]
+        assert [(a["what"], a["unit"], a["via"]) for a in actions(store)] == [
+            ("approve", 0, "view"),
+            ("revise", 1, "view"),
+        ]
         assert store.live_status() == "review"
 
 
@@ -107,8 +110,11 @@ def test_actions_are_refused_without_the_tokens(page, writer, tmp_path):
         forged = page.request.post(url + "/room/start", form={"prompt": "x", "words": "3000", "pipeline": "nst"})
         assert forged.status == 403 and "session token" in forged.text()
         token = page.locator("input[name=csrf]").first.get_attribute("value")
-        other_site = page.request.post(url + "/room/start", headers={"Origin": "http://evil.example"},
-                                       form={"csrf": token, "prompt": "x", "words": "3000", "pipeline": "nst"})
+        other_site = page.request.post(
+            url + "/room/start",
+            headers={"Origin": "http://evil.example"},
+            form={"csrf": token, "prompt": "x", "words": "3000", "pipeline": "nst"},
+        )
         assert other_site.status == 403 and "CSRF" in other_site.text()
         assert page.request.get(url + "/room/start").status == 405  # POST only
     assert list(root.iterdir()) == []
@@ -117,8 +123,9 @@ def test_actions_are_refused_without_the_tokens(page, writer, tmp_path):
         page.goto(url + "/room")
         assert "needs the access token" in page.inner_text("main")
         assert axe_violations(page) == []
-        no_access = page.request.post(url + "/room/start", form={"csrf": settings.token, "prompt": "x",
-                                                                 "words": "3000", "pipeline": "nst"})
+        no_access = page.request.post(
+            url + "/room/start", form={"csrf": settings.token, "prompt": "x", "words": "3000", "pipeline": "nst"}
+        )
         assert no_access.status == 403 and "access token" in no_access.text()
     with serve(root, room=RoomSettings(enabled=False)) as url:  # beyond loopback without --token
         page.goto(url + "/room")

@@ -33,8 +33,9 @@ def test_the_versions_page_diffs_the_edited_chapter_and_names_the_stale_ones(cli
     assert [int(u) for u in page.split('class="stale-unit" data-unit="')[1:] for u in [u.split('"')[0]]] == [4, 5, 6, 7]
     between = client.get("/run/edited/versions?unit=3&a=2&b=3").text.split('id="diff"')[1].split("</div>")[0]
     assert "<ins> frayed</ins>" in between and "<ins> brass</ins>" in between and "<del>" not in between
-    assert "1 word" not in between and "0 words removed, 2 added" in client.get(
-        "/run/edited/versions?unit=3&a=2&b=3").text
+    assert (
+        "1 word" not in between and "0 words removed, 2 added" in client.get("/run/edited/versions?unit=3&a=2&b=3").text
+    )
     story = client.get("/run/edited/story").text
     assert 'href="/run/edited/versions"' in story  # in the run's navigation
     assert 'href="/run/edited/versions?unit=3#diff-heading">revised (version 3)</a>' in story

@@ -43,8 +43,9 @@ def hostile_dir(tmp_path_factory) -> Path:
     characters[1] = {**characters[1], "name": HOSTILE, "secrets": {"forged": SECRET}}
     characters[0] = {**characters[0], "relationships": {HOSTILE: "rival"}}
     config = {**MagnetSettings().as_config(), "story": story(words=200, characters=characters).to_dict()}
-    store = RunStore.create(folder / HOSTILE_RUN, pipeline="magnet", config=config, unit_kind="step",
-                            model="story-llm", backend="scripted")
+    store = RunStore.create(
+        folder / HOSTILE_RUN, pipeline="magnet", config=config, unit_kind="step", model="story-llm", backend="scripted"
+    )
     with store.session("start"):
         write_magnet(store, StoryLLM(), config)
     store.close()
@@ -55,8 +56,9 @@ def pages_of(client: TestClient, run: str) -> list[str]:
     cast = client.get(f"/run/{run}/cast").text
     people = re.findall(r'href="(/run/[^"]+/character\?name=[^"]+)"', cast)
     assert people, "the cast links each character's page"
-    return [f"/run/{run}/{p}" for p in ("story", "outline", "cast", "search?q=lantern+bell", "state", "costs",
-                                         "judgments")] + [html.unescape(p) for p in people]
+    return [
+        f"/run/{run}/{p}" for p in ("story", "outline", "cast", "search?q=lantern+bell", "state", "costs", "judgments")
+    ] + [html.unescape(p) for p in people]
 
 
 def hrefs(page: str) -> list[str]:
@@ -187,8 +189,9 @@ def test_a_completed_run_reads_completed_and_a_404_is_a_page(client):
 
 
 def test_a_run_being_written_shows_what_it_is_doing(tmp_path):
-    store = RunStore.create(tmp_path / "live", pipeline="nst", config={"words": 3000, "prompt": "A bell."},
-                            model="m", backend="scripted")
+    store = RunStore.create(
+        tmp_path / "live", pipeline="nst", config={"words": 3000, "prompt": "A bell."}, model="m", backend="scripted"
+    )
     with store.session("start"):
         store.set_target(3)
         store.commit_chapter(1, "One", "The bell rang once. " * 50, state={})

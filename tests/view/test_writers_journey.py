@@ -68,8 +68,9 @@ def test_walking_the_readmes_writers_path(tmp_path, browser, shots):
                 look_at_the_view(argv, env, tmp_path, browser, shots)
                 continue
             started = time.monotonic()
-            done = subprocess.run(argv, cwd=tmp_path, env={**env, "PYTHONPATH": str(ROOT)}, text=True,
-                                  capture_output=True, timeout=600)
+            done = subprocess.run(
+                argv, cwd=tmp_path, env={**env, "PYTHONPATH": str(ROOT)}, text=True, capture_output=True, timeout=600
+            )
             print(f"{time.monotonic() - started:6.1f} s  {shlex.join(words)}")
             assert done.returncode == 0, f"{shlex.join(words)}\n{done.stderr}"
             if words[1] == "edit":
@@ -89,8 +90,14 @@ def test_walking_the_readmes_writers_path(tmp_path, browser, shots):
 def look_at_the_view(argv: list[str], env: dict[str, str], cwd: Path, browser, shots: Path) -> None:
     """``fabula view runs/`` as the README shows it (on a free port), looked at at 1280 and 390 px."""
     port = free_port()
-    proc = subprocess.Popen([*argv, "--port", str(port)], cwd=cwd, env={**env, "PYTHONPATH": str(ROOT)},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*argv, "--port", str(port)],
+        cwd=cwd,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60

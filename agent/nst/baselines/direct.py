@@ -33,19 +33,36 @@ def write(ctx: RunContext[DirectConfig]) -> None:
     describe_style(ctx, budget)
     ctx.set_progress(words=0, units=1, target_words=config.words)
     voice = voice_blocks(store, {"title": "", "description": config.prompt}, config.prompt, config)
-    base: list[Message] = [{"role": "system", "content": SYSTEM},
-                           {"role": "user", "content": f"# Story prompt\n{config.prompt}\n\n"
-                            + (f"{voice}\n\n" if voice else "") + "Write the complete "
-                            f"story in one reply. Length: {gate.describe()}. Reply with the story only."}]
+    base: list[Message] = [
+        {"role": "system", "content": SYSTEM},
+        {
+            "role": "user",
+            "content": f"# Story prompt\n{config.prompt}\n\n"
+            + (f"{voice}\n\n" if voice else "")
+            + "Write the complete "
+            f"story in one reply. Length: {gate.describe()}. Reply with the story only.",
+        },
+    ]
     with ctx.unit(1):
-        drafter = Drafter.for_config(ctx.llm, gate, initial_ratio(config.prompt, config.tokens_per_word), config,
-                                     "direct_story", budget=budget)
+        drafter = Drafter.for_config(
+            ctx.llm, gate, initial_ratio(config.prompt, config.tokens_per_word), config, "direct_story", budget=budget
+        )
         outcome = draft_until_gate(drafter, base, config.attempts, on_attempt=record_attempt(ctx))
-        snapshot = ChapterSnapshot(chapter={"attempts": outcome.attempts, "words": outcome.words,
-                                            "first_attempt_pass": outcome.first_attempt_pass})
-        store.commit_chapter(1, "Story", outcome.text, state={"attempts": outcome.attempts, "words": outcome.words,
-                                                               **snapshot.stored()},
-                             degraded=outcome.degraded, degraded_reason=outcome.reason)
+        snapshot = ChapterSnapshot(
+            chapter={
+                "attempts": outcome.attempts,
+                "words": outcome.words,
+                "first_attempt_pass": outcome.first_attempt_pass,
+            }
+        )
+        store.commit_chapter(
+            1,
+            "Story",
+            outcome.text,
+            state={"attempts": outcome.attempts, "words": outcome.words, **snapshot.stored()},
+            degraded=outcome.degraded,
+            degraded_reason=outcome.reason,
+        )
         ctx.set_progress(words=outcome.words)
         ctx.emit("committed", words=outcome.words, degraded=outcome.degraded)
     store.finish()
@@ -57,6 +74,15 @@ def write_story(store: RunStore, llm: LLM, config: DirectConfig, *, events: Even
         write(ctx)
 
 
-PIPELINE = pipelines.register(pipelines.Pipeline(
-    "direct", "chapter", write, version="1", settings=DirectConfig, help="baseline: the whole story in one call",
-    progress={"direct_story": "writing the story"}, words=STORY_WORDS))
+PIPELINE = pipelines.register(
+    pipelines.Pipeline(
+        "direct",
+        "chapter",
+        write,
+        version="1",
+        settings=DirectConfig,
+        help="baseline: the whole story in one call",
+        progress={"direct_story": "writing the story"},
+        words=STORY_WORDS,
+    )
+)

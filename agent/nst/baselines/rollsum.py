@@ -29,26 +29,40 @@ from agent.store.snapshots import ChapterSnapshot
 from agent.store.writer.review import owed_review, pause_after
 from agent.text import count_words
 
-REFERENCE_TASK = ("Even though the full outline is visible, write only the current chapter. Do not begin, merge, or "
-                  "pre-write any later chapter; end the response as soon as the current chapter is complete. Aim "
-                  "for the stated target itself, not the top of the accepted range. Begin resolving the current "
-                  "chapter by roughly 85-90% of the target and finish it naturally near the target; do not pad "
-                  "toward the upper bound.\n")
+REFERENCE_TASK = (
+    "Even though the full outline is visible, write only the current chapter. Do not begin, merge, or "
+    "pre-write any later chapter; end the response as soon as the current chapter is complete. Aim "
+    "for the stated target itself, not the top of the accepted range. Begin resolving the current "
+    "chapter by roughly 85-90% of the target and finish it naturally near the target; do not pad "
+    "toward the upper bound.\n"
+)
 """The reference's chapter instructions (zhennan1/NstAgent code/baselines/rolling_summary.py,
 ``chapter_prompt``), added by ``reference_prompts``."""
 
 
-def chapter_messages(prompt: str, outline: list[dict[str, Any]], summary: str, item: dict[str, Any],
-                     gate: Gate, completed: int, *, reference: bool = False, voice: str = "") -> list[Message]:
+def chapter_messages(
+    prompt: str,
+    outline: list[dict[str, Any]],
+    summary: str,
+    item: dict[str, Any],
+    gate: Gate,
+    completed: int,
+    *,
+    reference: bool = False,
+    voice: str = "",
+) -> list[Message]:
     """The chapter request; ``voice``: the writer's bible, style and language blocks (``agent.nst.baselines.voice``)."""
-    user = (f"# Story prompt\n{prompt}\n\n# Outline ({len(outline)} chapters, frozen)\n{outline_block(outline)}\n\n"
-            f"# Story so far (summary)\n{summary or '(nothing written yet)'}\n\n"
-            f"# Progress\nCompleted chapters: {completed} of {len(outline)}.\n\n"
-            + (f"{voice}\n\n" if voice else "") +
-            f"# Current task\nWrite chapter {item['id']}: \"{item['title']}\".\nWhat happens: {item['description']}\n"
-            f"Length: {gate.describe()}.\nThe outline is a plan, not prose: expand it into scenes with dialogue, "
-            "sensory detail and inner experience.\n" + (REFERENCE_TASK if reference else "")
-            + "Reply with the chapter's prose only: no title line, no notes.")
+    user = (
+        f"# Story prompt\n{prompt}\n\n# Outline ({len(outline)} chapters, frozen)\n{outline_block(outline)}\n\n"
+        f"# Story so far (summary)\n{summary or '(nothing written yet)'}\n\n"
+        f"# Progress\nCompleted chapters: {completed} of {len(outline)}.\n\n"
+        + (f"{voice}\n\n" if voice else "")
+        + f'# Current task\nWrite chapter {item["id"]}: "{item["title"]}".\nWhat happens: {item["description"]}\n'
+        f"Length: {gate.describe()}.\nThe outline is a plan, not prose: expand it into scenes with dialogue, "
+        "sensory detail and inner experience.\n"
+        + (REFERENCE_TASK if reference else "")
+        + "Reply with the chapter's prose only: no title line, no notes."
+    )
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
@@ -74,19 +88,40 @@ def write(ctx: RunContext[RollSumConfig]) -> None:
         gate = config.gate(int(item["target_words"]))
         with ctx.unit(index):
             drafter = Drafter.for_config(ctx.llm, gate, ratio, config, "rollsum_chapter", budget=budget)
-            outcome = draft_until_gate(drafter, chapter_messages(config.prompt, outline, summary, item, gate,
-                                                                 index - 1, reference=config.reference_prompts,
-                                                                 voice=voice_blocks(store, item, config.prompt,
-                                                                                    config)),
-                                       config.chapter_attempts, on_attempt=record_attempt(ctx))
+            outcome = draft_until_gate(
+                drafter,
+                chapter_messages(
+                    config.prompt,
+                    outline,
+                    summary,
+                    item,
+                    gate,
+                    index - 1,
+                    reference=config.reference_prompts,
+                    voice=voice_blocks(store, item, config.prompt, config),
+                ),
+                config.chapter_attempts,
+                on_attempt=record_attempt(ctx),
+            )
             ratio = drafter.ratio
             summary = summarize(ctx, budget, summary, index, outcome.text, item["title"])
-            stats = {"attempts": outcome.attempts, "first_attempt_pass": outcome.first_attempt_pass,
-                     "words": outcome.words, "target": gate.target, "degraded": outcome.degraded,
-                     "summary_words": count_words(summary)}
+            stats = {
+                "attempts": outcome.attempts,
+                "first_attempt_pass": outcome.first_attempt_pass,
+                "words": outcome.words,
+                "target": gate.target,
+                "degraded": outcome.degraded,
+                "summary_words": count_words(summary),
+            }
             snapshot = ChapterSnapshot(summary=summary, tokens_per_word=ratio, chapter=stats)
-            store.commit_chapter(index, item["title"], outcome.text, state=snapshot.stored(),
-                                 degraded=outcome.degraded, degraded_reason=outcome.reason)
+            store.commit_chapter(
+                index,
+                item["title"],
+                outcome.text,
+                state=snapshot.stored(),
+                degraded=outcome.degraded,
+                degraded_reason=outcome.reason,
+            )
             ctx.set_progress(words=ctx.words + outcome.words)
             ctx.emit("committed", words=outcome.words, degraded=outcome.degraded)
         if pause_after(store, index):  # --review
@@ -100,8 +135,17 @@ def write_story(store: RunStore, llm: LLM, config: RollSumConfig, *, events: Eve
         write(ctx)
 
 
-PIPELINE = pipelines.register(pipelines.Pipeline(
-    "rollsum", "chapter", write, version="1", settings=RollSumConfig, rederive=rederive_rollsum, planned=True,
-    help="baseline: chapters from the same outline with a rolling story-so-far summary",
-    progress={**PLANNING_WORDS, "rollsum_summary": "summing up the story so far", "rollsum_chapter": "drafting"},
-    words=STORY_WORDS))
+PIPELINE = pipelines.register(
+    pipelines.Pipeline(
+        "rollsum",
+        "chapter",
+        write,
+        version="1",
+        settings=RollSumConfig,
+        rederive=rederive_rollsum,
+        planned=True,
+        help="baseline: chapters from the same outline with a rolling story-so-far summary",
+        progress={**PLANNING_WORDS, "rollsum_summary": "summing up the story so far", "rollsum_chapter": "drafting"},
+        words=STORY_WORDS,
+    )
+)

@@ -21,16 +21,20 @@ SYSTEM = "You are a novelist writing a long story one chapter at a time. Write i
 
 
 def summary_messages(summary: str, index: int, text: str) -> list[Message]:
-    user = (f"Summary of the story so far:\n{summary or '(empty: this is the first chapter)'}\n\n"
-            f"New chapter {index}:\n{text}\n\nRewrite the summary of the story so far so that it also covers the "
-            "new chapter. Keep every fact a later chapter may need: names, ages, dates, places, what each "
-            "character knows and has, promises not yet kept. Reply with the summary only.")
+    user = (
+        f"Summary of the story so far:\n{summary or '(empty: this is the first chapter)'}\n\n"
+        f"New chapter {index}:\n{text}\n\nRewrite the summary of the story so far so that it also covers the "
+        "new chapter. Keep every fact a later chapter may need: names, ages, dates, places, what each "
+        "character knows and has, promises not yet kept. Reply with the summary only."
+    )
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-REFERENCE_SYSTEM = ("Maintain a compact rolling summary of a long novel. Preserve the character situations, key "
-                    "events, relationship changes, timeline, and unresolved threads needed for later chapters. "
-                    "Compress settled earlier information instead of retelling scenes, dialogue, or prose.")
+REFERENCE_SYSTEM = (
+    "Maintain a compact rolling summary of a long novel. Preserve the character situations, key "
+    "events, relationship changes, timeline, and unresolved threads needed for later chapters. "
+    "Compress settled earlier information instead of retelling scenes, dialogue, or prose."
+)
 """The reference's summary system prompt (zhennan1/NstAgent code/baselines/rolling_summary.py,
 ``SYSTEM_PROMPTS["summary_en"]``), taken over in substance."""
 
@@ -38,23 +42,35 @@ REFERENCE_SYSTEM = ("Maintain a compact rolling summary of a long novel. Preserv
 def reference_summary_messages(prompt: str, summary: str, index: int, title: str, text: str) -> list[Message]:
     """The reference's summary call (rolling_summary.py ``summary_prompt``, no word limit): the story
     prompt, the previous summary and the new chapter; the length is the model's."""
-    user = (f"Original story prompt:\n{prompt}\n\nPrevious story-so-far summary:\n{summary or 'None'}\n\n"
-            f"Newly completed Chapter {index}, {title}:\n{text}\n\nOutput only the updated story-so-far summary "
-            "directly. Do not critique the chapter, offer writing advice, or add other meta-text. Choose the summary "
-            "length needed to preserve all information that may matter to later chapters, while remaining concise "
-            "and never continuing the story prose.")
+    user = (
+        f"Original story prompt:\n{prompt}\n\nPrevious story-so-far summary:\n{summary or 'None'}\n\n"
+        f"Newly completed Chapter {index}, {title}:\n{text}\n\nOutput only the updated story-so-far summary "
+        "directly. Do not critique the chapter, offer writing advice, or add other meta-text. Choose the summary "
+        "length needed to preserve all information that may matter to later chapters, while remaining concise "
+        "and never continuing the story prose."
+    )
     return [{"role": "system", "content": REFERENCE_SYSTEM}, {"role": "user", "content": user}]
 
 
-def summarize(ctx: RunContext[RollSumConfig], budget: Budget, summary: str, index: int, text: str,
-              title: str = "") -> str:
+def summarize(
+    ctx: RunContext[RollSumConfig], budget: Budget, summary: str, index: int, text: str, title: str = ""
+) -> str:
     """The summary after chapter ``index`` (also how ``fabula edit`` re-derives it from an edited chapter)."""
     config = ctx.config
-    messages = (reference_summary_messages(config.prompt, summary, index, title, text) if config.reference_prompts
-                else summary_messages(summary, index, text))
-    reply = budget.generate(ctx.llm, messages, temperature=config.temperature,
-                            max_tokens=config.summary_max_tokens, min_output=min(config.summary_max_tokens, 512),
-                            role="rollsum_summary", what=f"the summary after chapter {index}")
+    messages = (
+        reference_summary_messages(config.prompt, summary, index, title, text)
+        if config.reference_prompts
+        else summary_messages(summary, index, text)
+    )
+    reply = budget.generate(
+        ctx.llm,
+        messages,
+        temperature=config.temperature,
+        max_tokens=config.summary_max_tokens,
+        min_output=min(config.summary_max_tokens, 512),
+        role="rollsum_summary",
+        what=f"the summary after chapter {index}",
+    )
     return reply.text.strip()
 
 
@@ -70,5 +86,9 @@ def rederive_rollsum(ctx: RunContext[RollSumConfig], index: int) -> Rederived:
     except LLMError as exc:
         return not_rederived(index, "the summary call", str(exc), ctx.calls - start)
     store_rederived(ctx, index, current, summary=summary)
-    return Rederived(index, True, f"the summary after chapter {index} was re-derived from the edited text "
-                     "(one summary call)", ctx.calls - start)
+    return Rederived(
+        index,
+        True,
+        f"the summary after chapter {index} was re-derived from the edited text (one summary call)",
+        ctx.calls - start,
+    )

@@ -87,9 +87,11 @@ def choice_lines(store: RunStore) -> list[str]:
         if not isinstance(record, dict) or "chosen" not in record:
             continue
         why = f": {record['reason']}" if record.get("reason") else ""
-        lines.append(f"chapter {key}: draft {record['chosen']} of {len(record.get('drafts', []))} by "
-                     f"{record.get('rule')}{why} ({record.get('calls', 0)} calls, "
-                     f"{record.get('completion_tokens', 0)} completion tokens for the extra drafts)")
+        lines.append(
+            f"chapter {key}: draft {record['chosen']} of {len(record.get('drafts', []))} by "
+            f"{record.get('rule')}{why} ({record.get('calls', 0)} calls, "
+            f"{record.get('completion_tokens', 0)} completion tokens for the extra drafts)"
+        )
     return lines
 
 
@@ -99,20 +101,36 @@ def _save(store: RunStore, index: int, record: dict[str, Any]) -> None:
     store.put_plan(DRAFTS_OF, {**records, str(index): record})
 
 
-def _messages(config: NstConfig, plan: dict[str, Any], state: NarrativeState | None, index: int,
-              title: str) -> list[dict[str, str]]:
+def _messages(
+    config: NstConfig, plan: dict[str, Any], state: NarrativeState | None, index: int, title: str
+) -> list[dict[str, str]]:
     item = plan["outline"][index - 1]
     gate = config.gate(int(item["target_words"]))
-    return [{"role": "system", "content": system_prompt(with_state=False)},
-            {"role": "user", "content": chapter_prompt(story_prompt=config.prompt, outline=plan["outline"],
-                                                       state=state, completed=index - 1, chapter=item, gate=gate,
-                                                       lookback=False) + "\n\n" + prose_request(index, title, gate)}]
+    return [
+        {"role": "system", "content": system_prompt(with_state=False)},
+        {
+            "role": "user",
+            "content": chapter_prompt(
+                story_prompt=config.prompt,
+                outline=plan["outline"],
+                state=state,
+                completed=index - 1,
+                chapter=item,
+                gate=gate,
+                lookback=False,
+            )
+            + "\n\n"
+            + prose_request(index, title, gate),
+        },
+    ]
 
 
 def score(drafts: list[dict[str, Any]], target: int) -> list[dict[str, Any]]:
     """Each draft's lint score, each linted alone (alternatives share most phrases; that is no repetition)."""
-    return [{**d, "lint": lint_book([(f"draft {d['k']}", d["text"])]).score, "distance": abs(d["words"] - target)}
-            for d in drafts]
+    return [
+        {**d, "lint": lint_book([(f"draft {d['k']}", d["text"])]).score, "distance": abs(d["words"] - target)}
+        for d in drafts
+    ]
 
 
 def choose(drafts: list[dict[str, Any]]) -> int:
@@ -130,18 +148,29 @@ def best_of(ctx: RunContext[NstConfig], index: int, n: int) -> Rederived | None:
     plan = store.plan()
     item = plan["outline"][index - 1]
     gate = config.gate(int(item["target_words"]))
-    record = drafts_of(store, index) or {"n": n, "drafts": [{"k": 1, "text": chapter.text, "words": chapter.words,
-                                                            "in_gate": gate.accepts(chapter.words),
-                                                            "source": "chapter loop"}],
-                                         "calls": 0, "completion_tokens": 0}
+    record = drafts_of(store, index) or {
+        "n": n,
+        "drafts": [
+            {
+                "k": 1,
+                "text": chapter.text,
+                "words": chapter.words,
+                "in_gate": gate.accepts(chapter.words),
+                "source": "chapter loop",
+            }
+        ],
+        "calls": 0,
+        "completion_tokens": 0,
+    }
     if "chosen" in record:
         return None
     before = ChapterSnapshot.read(store.state(index - 1))
     state = NarrativeState.from_json(before.narrative) if config.state and before.narrative is not None else None
     if config.state and state is None:
         state = NarrativeState()
-    ratio = ChapterSnapshot.read(store.state(index)).tokens_per_word or initial_ratio(config.prompt,
-                                                                                     config.tokens_per_word)
+    ratio = ChapterSnapshot.read(store.state(index)).tokens_per_word or initial_ratio(
+        config.prompt, config.tokens_per_word
+    )
     budget = run_budget(ctx)
     missing = n - len(record["drafts"])
     if missing > 0:
@@ -150,12 +179,20 @@ def best_of(ctx: RunContext[NstConfig], index: int, n: int) -> Rederived | None:
 
         def draft(_: int) -> GateOutcome:
             drafter = Drafter.for_config(ctx.llm, gate, ratio, config, "nst_prose", budget=budget)
-            return draft_until_gate(drafter, [dict(m) for m in messages], REVISE_ATTEMPTS,
-                                    on_attempt=record_attempt(ctx))
+            return draft_until_gate(
+                drafter, [dict(m) for m in messages], REVISE_ATTEMPTS, on_attempt=record_attempt(ctx)
+            )
 
         def keep(got: GateOutcome) -> None:
-            record["drafts"].append({"k": len(record["drafts"]) + 1, "text": got.text, "words": got.words,
-                                     "in_gate": not got.degraded, "source": "best of n"})
+            record["drafts"].append(
+                {
+                    "k": len(record["drafts"]) + 1,
+                    "text": got.text,
+                    "words": got.words,
+                    "in_gate": not got.degraded,
+                    "source": "best of n",
+                }
+            )
             _save(store, index, record)  # each draft kept as soon as it exists
 
         calls, tokens = ctx.calls, ctx.completion_tokens
@@ -183,8 +220,10 @@ def best_of(ctx: RunContext[NstConfig], index: int, n: int) -> Rederived | None:
             reason = f"the judge's reply could not be used ({why}); chosen by the rule"
     record.update(drafts=scored, chosen=chosen, rule=rule, **({"reason": reason} if reason else {}))
     how = f"{rule}: {reason}" if reason else rule
-    cost = f"the {n - 1} more drafts{' and the judge' if judged(store) else ''} cost {record['calls']} calls, " \
+    cost = (
+        f"the {n - 1} more drafts{' and the judge' if judged(store) else ''} cost {record['calls']} calls, "
         f"{record['completion_tokens']} completion tokens"
+    )
     if chosen == 1:
         _save(store, index, record)
         ctx.emit("note", f"chapter {index}: draft 1 of {n} kept ({how}); {cost}")

@@ -54,8 +54,13 @@ class Attempt:
 
     def facts(self) -> dict[str, Any]:
         """What the ledger records about the attempt."""
-        facts: dict[str, Any] = {"words": self.words, "truncated": self.truncated, "accepted": self.accepted,
-                                 "max_tokens": self.max_tokens, "min_tokens": self.min_tokens}
+        facts: dict[str, Any] = {
+            "words": self.words,
+            "truncated": self.truncated,
+            "accepted": self.accepted,
+            "max_tokens": self.max_tokens,
+            "min_tokens": self.min_tokens,
+        }
         if self.trimmed:
             facts["trimmed"] = True
         if self.repeated is not None:
@@ -91,9 +96,22 @@ class Guard:
 class Drafter:
     """Writes drafts for one gate; ``ratio`` (tokens per word) improves with every reply."""
 
-    def __init__(self, llm: LLM, gate: Gate, ratio: float, *, temperature: float, cap: int, use_min: bool,
-                 role: str, guard: Guard | None = None, trim: bool = False, budget: Budget | None = None,
-                 shrink: Shrink | None = None, fixed: int | None = None) -> None:
+    def __init__(
+        self,
+        llm: LLM,
+        gate: Gate,
+        ratio: float,
+        *,
+        temperature: float,
+        cap: int,
+        use_min: bool,
+        role: str,
+        guard: Guard | None = None,
+        trim: bool = False,
+        budget: Budget | None = None,
+        shrink: Shrink | None = None,
+        fixed: int | None = None,
+    ) -> None:
         self.llm, self.gate, self.ratio = llm, gate, ratio
         self.fixed = fixed
         """A fixed prose ceiling (the paper's ``prose_max_tokens``) instead of one sized from the gate."""
@@ -103,14 +121,33 @@ class Drafter:
         self.shrink = shrink
 
     @classmethod
-    def for_config(cls, llm: LLM, gate: Gate, ratio: float, config: Any, role: str, *,
-                   budget: Budget | None = None, shrink: Shrink | None = None) -> Drafter:
+    def for_config(
+        cls,
+        llm: LLM,
+        gate: Gate,
+        ratio: float,
+        config: Any,
+        role: str,
+        *,
+        budget: Budget | None = None,
+        shrink: Shrink | None = None,
+    ) -> Drafter:
         """A drafter with a pipeline's settings (temperature, cap, floor, guard, trimming) and the
         context budget its requests must fit."""
-        return cls(llm, gate, ratio, temperature=config.temperature, cap=config.prose_max_tokens_cap,
-                   use_min=config.min_tokens, role=role, guard=Guard.of(config),
-                   trim=getattr(config, "trim_cut_drafts", False), budget=budget, shrink=shrink,
-                   fixed=getattr(config, "prose_max_tokens", None))
+        return cls(
+            llm,
+            gate,
+            ratio,
+            temperature=config.temperature,
+            cap=config.prose_max_tokens_cap,
+            use_min=config.min_tokens,
+            role=role,
+            guard=Guard.of(config),
+            trim=getattr(config, "trim_cut_drafts", False),
+            budget=budget,
+            shrink=shrink,
+            fixed=getattr(config, "prose_max_tokens", None),
+        )
 
     def min_output(self) -> int:
         """The least room a draft needs: the top of the range at the measured ratio. Less than
@@ -120,13 +157,20 @@ class Drafter:
 
     def attempt(self, messages: list[Message]) -> Attempt:
         """One draft, its ``max_tokens`` fitted to the context (``messages`` may shrink in place)."""
-        max_tokens, min_tokens = size_tokens(self.gate, self.ratio, cap=self.cap, use_min=self.use_min,
-                                             trim=self.trim)
+        max_tokens, min_tokens = size_tokens(self.gate, self.ratio, cap=self.cap, use_min=self.use_min, trim=self.trim)
         if self.fixed is not None:
             max_tokens = self.fixed
-        reply = self.budget.generate(self.llm, messages, temperature=self.temperature, max_tokens=max_tokens,
-                                     min_output=self.min_output(), min_tokens=min_tokens, role=self.role,
-                                     what=f"a draft of {self.gate.describe()}", shrink=self.shrink)
+        reply = self.budget.generate(
+            self.llm,
+            messages,
+            temperature=self.temperature,
+            max_tokens=max_tokens,
+            min_output=self.min_output(),
+            min_tokens=min_tokens,
+            role=self.role,
+            what=f"a draft of {self.gate.describe()}",
+            shrink=self.shrink,
+        )
         text = clean_prose(reply.text)
         words, truncated = count_words(text), reply.finish_reason == "length"
         self.ratio = update_ratio(self.ratio, reply)
@@ -140,7 +184,7 @@ class Drafter:
         return Attempt(text, words, truncated, accepted, max_tokens, min_tokens, reply, repeated, trimmed)
 
 
-SENTENCE_ENDS = (".", "!", "?", "\"", "”", "’", "'", "。", "！", "？")
+SENTENCE_ENDS = (".", "!", "?", '"', "”", "’", "'", "。", "！", "？")
 """How a complete sentence ends (a closing quote after the punctuation counts)."""
 
 
@@ -155,7 +199,7 @@ def whole_sentences(text: str, max_words: int | None = None) -> str:
     spans = sentence_spans(text)
     if len(spans) < 2:
         return ""
-    if not text[spans[-1][0]:spans[-1][1]].rstrip().endswith(SENTENCE_ENDS):
+    if not text[spans[-1][0] : spans[-1][1]].rstrip().endswith(SENTENCE_ENDS):
         spans = spans[:-1]
     if max_words is not None:
         total, keep = 0, 0
@@ -180,8 +224,7 @@ class GateOutcome:
     first_attempt_pass: bool
 
 
-def draft_until_gate(drafter: Drafter, base: list[Message], attempts: int, *,
-                     on_attempt: Any = None) -> GateOutcome:
+def draft_until_gate(drafter: Drafter, base: list[Message], attempts: int, *, on_attempt: Any = None) -> GateOutcome:
     """Draft up to ``attempts`` times; ``on_attempt(number, attempt, feedback)`` sees each one."""
     gate = drafter.gate
     messages = base
@@ -203,8 +246,10 @@ def draft_until_gate(drafter: Drafter, base: list[Message], attempts: int, *,
         messages = [*base, {"role": "assistant", "content": attempt.text}, {"role": "user", "content": feedback}]
     assert best is not None
     kept = best[1]
-    reason = (f"no draft passed the length gate in {attempts} attempts; kept the closest: {kept.words} words "
-              f"for {gate.low}-{gate.high}")
+    reason = (
+        f"no draft passed the length gate in {attempts} attempts; kept the closest: {kept.words} words "
+        f"for {gate.low}-{gate.high}"
+    )
     return GateOutcome(kept.text, kept.words, True, reason, attempts, bool(first))
 
 
@@ -212,8 +257,9 @@ def record_attempt(ctx: RunContext[Any]):
     """The ledger and progress entry of one baseline draft (the same shape for RollSum and Direct)."""
 
     def record(number: int, attempt: Attempt, feedback: str | None) -> None:
-        ctx.store.record_tool_call(turn=number, tool="write", arguments=attempt.facts(), ok=attempt.accepted,
-                                   result=feedback)
+        ctx.store.record_tool_call(
+            turn=number, tool="write", arguments=attempt.facts(), ok=attempt.accepted, result=feedback
+        )
         ctx.emit("draft", attempts=number, words=attempt.words, accepted=attempt.accepted)
 
     return record

@@ -22,9 +22,18 @@ class ChapterLedger:
         self.store, self.s, self.emit = store, session, emit
         self.last_error: str | None = None
         """Why the last recorded call failed, if it did."""
-        self.stats: dict[str, Any] = {"turns": 0, "attempts": 0, "first_attempt_pass": None, "invalid_turns": 0,
-                                      "failed_calls": 0, "tools": {}, "prompt_tokens": 0, "cached_prompt_tokens": 0,
-                                      "completion_tokens": 0, "calls": 0}
+        self.stats: dict[str, Any] = {
+            "turns": 0,
+            "attempts": 0,
+            "first_attempt_pass": None,
+            "invalid_turns": 0,
+            "failed_calls": 0,
+            "tools": {},
+            "prompt_tokens": 0,
+            "cached_prompt_tokens": 0,
+            "completion_tokens": 0,
+            "calls": 0,
+        }
 
     def count(self, reply: Completion) -> None:
         usage = reply.usage
@@ -33,13 +42,13 @@ class ChapterLedger:
         self.stats["cached_prompt_tokens"] += usage.cached_prompt_tokens
         self.stats["completion_tokens"] += usage.completion_tokens
 
-    def record(self, tool: str, arguments: dict[str, Any], result: str | None, ok: bool,
-               error: str | None = None) -> None:
+    def record(
+        self, tool: str, arguments: dict[str, Any], result: str | None, ok: bool, error: str | None = None
+    ) -> None:
         self.last_error = None if ok else (error or "failed")
         if result is not None and len(result) > LEDGER_RESULT_CHARS:
             result = result[:LEDGER_RESULT_CHARS] + f"... [{len(result)} characters]"
-        self.store.record_tool_call(turn=self.s.turn, tool=tool, arguments=arguments, result=result, ok=ok,
-                                    error=error)
+        self.store.record_tool_call(turn=self.s.turn, tool=tool, arguments=arguments, result=result, ok=ok, error=error)
         self.event("tool", tool=tool, ok=ok)
 
     def event(self, kind: str, **data: Any) -> None:

@@ -63,9 +63,20 @@ class ChapterLoop:
     """Runs one chapter: construct, then :meth:`run`; what it holds is what a tool may ask of the
     chapter in flight (``agent.nst.chapter.tools.Chapter``)."""
 
-    def __init__(self, llm: LLM, store: RunStore, *, plan: dict[str, Any], story_prompt: str,
-                 state: NarrativeState, index: int, config: NstConfig, ratio: float,
-                 emit: Emit | None = None, budget: Budget | None = None) -> None:
+    def __init__(
+        self,
+        llm: LLM,
+        store: RunStore,
+        *,
+        plan: dict[str, Any],
+        story_prompt: str,
+        state: NarrativeState,
+        index: int,
+        config: NstConfig,
+        ratio: float,
+        emit: Emit | None = None,
+        budget: Budget | None = None,
+    ) -> None:
         cfg = config
         self.llm, self.store, self.config = llm, store, cfg
         self.budget = budget or Budget(None)
@@ -73,12 +84,14 @@ class ChapterLoop:
         self.story_prompt = story_prompt
         self.item = self.outline[index - 1]
         self.gate = cfg.gate(int(self.item["target_words"]))
-        self.drafter = Drafter.for_config(llm, self.gate, ratio, cfg, "nst_prose", budget=self.budget,
-                                          shrink=self._shrink)
+        self.drafter = Drafter.for_config(
+            llm, self.gate, ratio, cfg, "nst_prose", budget=self.budget, shrink=self._shrink
+        )
         self.state = state
         self.new_state: NarrativeState | None = None
-        self.session: ChapterSession = ChapterSession.for_config(index, self.gate, cfg,
-                                                                 tuple(state.future_requirements))
+        self.session: ChapterSession = ChapterSession.for_config(
+            index, self.gate, cfg, tuple(state.future_requirements)
+        )
         self.session.earlier_books = series(store) is not None
         self.room = ChapterBudget(self.budget, self.gate, cfg, self.session, lambda: self.drafter.ratio)
         self.abridged = False
@@ -110,12 +123,25 @@ class ChapterLoop:
     # -- the prompt, fitted ------------------------------------------------------------------
     def _opening(self) -> list[Message]:
         cfg = self.config
-        return [{"role": "system", "content": system_prompt(with_state=cfg.state, evidence=cfg.evidence)},
-                {"role": "user", "content": chapter_prompt(
-                    story_prompt=self.story_prompt, outline=self.outline, state=self.state if cfg.state else None,
-                    completed=self.session.index - 1, chapter=self.item, gate=self.gate, lookback=self.session.lookback,
-                    abridged=self.abridged, avoid=self.avoid, style=self._style_block(),
-                    language=language_line(self.story_prompt, cfg))}]
+        return [
+            {"role": "system", "content": system_prompt(with_state=cfg.state, evidence=cfg.evidence)},
+            {
+                "role": "user",
+                "content": chapter_prompt(
+                    story_prompt=self.story_prompt,
+                    outline=self.outline,
+                    state=self.state if cfg.state else None,
+                    completed=self.session.index - 1,
+                    chapter=self.item,
+                    gate=self.gate,
+                    lookback=self.session.lookback,
+                    abridged=self.abridged,
+                    avoid=self.avoid,
+                    style=self._style_block(),
+                    language=language_line(self.story_prompt, cfg),
+                ),
+            },
+        ]
 
     def _style_block(self) -> str:
         if not self.style_guide:
@@ -124,8 +150,9 @@ class ChapterLoop:
 
     def fit_prompt(self) -> None:
         """Make the chapter prompt leave the chapter its working room (steps c, then d)."""
-        self.room.fit_prompt(lambda: self.messages, lambda: self.state, self._digest, self._abridge,
-                             drop_style=self._drop_style)
+        self.room.fit_prompt(
+            lambda: self.messages, lambda: self.state, self._digest, self._abridge, drop_style=self._drop_style
+        )
 
     def _drop_style(self) -> str | None:
         """Give the style guide's room back, the exemplars first, then the card; the step's name, or None."""
@@ -139,9 +166,15 @@ class ChapterLoop:
         return None
 
     def _digest(self) -> bool:
-        digested = consolidate_one(self.llm, self.budget, self.state, self.session.index,
-                                   arc_chapters=self.config.arc_chapters, max_tokens=self.config.digest_max_tokens,
-                                   temperature=self.config.temperature)
+        digested = consolidate_one(
+            self.llm,
+            self.budget,
+            self.state,
+            self.session.index,
+            arc_chapters=self.config.arc_chapters,
+            max_tokens=self.config.digest_max_tokens,
+            temperature=self.config.temperature,
+        )
         if digested is None:
             return False
         self.state = digested
@@ -194,26 +227,42 @@ class ChapterLoop:
         if attempt.accepted:
             s.accepted_title, s.accepted_text = title, attempt.text
             return f"ACCEPTED: {attempt.words} words ({self.gate.describe()})."
-        draft = Draft(title, attempt.text, attempt.words, attempt.truncated, self.gate.distance(attempt.words),
-                      len(self.messages) - 1)
+        draft = Draft(
+            title,
+            attempt.text,
+            attempt.words,
+            attempt.truncated,
+            self.gate.distance(attempt.words),
+            len(self.messages) - 1,
+        )
         self._arguments["kept_in_context"] = self.drafts.reject(draft, self.messages)
         return attempt.feedback(self.gate)
 
     def apply_update(self, call: UpdateCall) -> str:
         """Apply the chapter's state transition per entry (the ``update`` tool, ``agent.nst.chapter.update``)."""
         base = self.new_state if self.new_state is not None else self.state
-        applied, message = update_state(self.session, base, call, evidence=self.config.evidence,
-                                       atomic=self.config.atomic_update)
+        applied, message = update_state(
+            self.session, base, call, evidence=self.config.evidence, atomic=self.config.atomic_update
+        )
         self.new_state = applied.state
         self.last_update = applied
         self._arguments["refused"] = applied.refused
         return message
 
-    def _generate(self, messages: list[Message], output_type: Any, max_tokens: int, role: str,
-                  min_output: int) -> Completion:
-        reply = self.budget.generate(self.llm, messages, output_type, temperature=self.config.temperature,
-                                     max_tokens=max_tokens, min_output=min_output, role=role,
-                                     what=f"a turn of chapter {self.session.index}", shrink=self._shrink)
+    def _generate(
+        self, messages: list[Message], output_type: Any, max_tokens: int, role: str, min_output: int
+    ) -> Completion:
+        reply = self.budget.generate(
+            self.llm,
+            messages,
+            output_type,
+            temperature=self.config.temperature,
+            max_tokens=max_tokens,
+            min_output=min_output,
+            role=role,
+            what=f"a turn of chapter {self.session.index}",
+            shrink=self._shrink,
+        )
         self.ledger.count(reply)
         return reply
 
@@ -223,8 +272,9 @@ class ChapterLoop:
         s = self.session
         if s.written and s.required() == ["finish"]:  # written and updated: what is left is optional
             self.budget.note("finish_without_turn", chapter=s.index)
-            self.ledger.record("finish", {"tool": "finish", "automatic": True, "budget": True}, "chapter finished",
-                               True)
+            self.ledger.record(
+                "finish", {"tool": "finish", "automatic": True, "budget": True}, "chapter finished", True
+            )
             s.finished = True
             return True
         if s.written or self.drafts.best() is not None:
@@ -262,9 +312,11 @@ class ChapterLoop:
             raise ChapterError(f"chapter {s.index}: no draft was written in {s.max_turns} turns")
         s.accepted_title, s.accepted_text = best.title, best.text
         within = "before the context was full" if self.out_of_room else f"in {s.max_turns} turns"
-        reason = (f"no draft passed the length gate {within} ({s.attempts} attempts); kept the "
-                  f"closest: {best.words} words for {self.gate.low}-{self.gate.high}"
-                  + (", cut off at the token limit" if best.truncated else ""))
+        reason = (
+            f"no draft passed the length gate {within} ({s.attempts} attempts); kept the "
+            f"closest: {best.words} words for {self.gate.low}-{self.gate.high}"
+            + (", cut off at the token limit" if best.truncated else "")
+        )
         if s.with_state:
             self._fallback_update()
         return self._result(best.title, best.text, True, reason)
@@ -280,9 +332,16 @@ class ChapterLoop:
         return f"state not updated within {s.max_turns} turns"
 
     def _result(self, title: str, text: str, degraded: bool, reason: str | None) -> ChapterResult:
-        self.stats.update(attempts=self.session.attempts, reads=self.session.reads, searches=self.session.searches,
-                          corrects=self.session.corrects, failed_calls=self.session.failed, words=count_words(text),
-                          target=self.gate.target, degraded=degraded)
+        self.stats.update(
+            attempts=self.session.attempts,
+            reads=self.session.reads,
+            searches=self.session.searches,
+            corrects=self.session.corrects,
+            failed_calls=self.session.failed,
+            words=count_words(text),
+            target=self.gate.target,
+            degraded=degraded,
+        )
         state = self.new_state if self.new_state is not None else (self.state if self.session.with_state else None)
         return ChapterResult(title.strip(), text, state, degraded, reason, self.ratio, self.stats)
 
@@ -328,10 +387,12 @@ class ChapterLoop:
         s.turn = 1
         s.accepted_title, s.accepted_text = title, text
         self.fit_prompt()
-        self.messages += [{"role": "assistant", "content": json.dumps({"tool": "write", "title": title})},
-                          {"role": "user", "content": prose_request(s.index, title, self.gate)},
-                          {"role": "assistant", "content": text},
-                          {"role": "user", "content": ask}]
+        self.messages += [
+            {"role": "assistant", "content": json.dumps({"tool": "write", "title": title})},
+            {"role": "user", "content": prose_request(s.index, title, self.gate)},
+            {"role": "assistant", "content": text},
+            {"role": "user", "content": ask},
+        ]
         return self._fallback_call(TOOLS["update"].grammar(s), self.config.update_max_tokens)
 
     def _fallback_update(self) -> None:
@@ -355,8 +416,9 @@ class ChapterLoop:
         """One fallback update; True when it was applied."""
         self._arguments = {}
         try:
-            reply = self._generate(self.messages, grammar, max_tokens, "nst_turn",
-                                   min(max_tokens, min_output or self.room.update_output()))
+            reply = self._generate(
+                self.messages, grammar, max_tokens, "nst_turn", min(max_tokens, min_output or self.room.update_output())
+            )
         except ContextExceededError as exc:
             self.budget.note("skip_fallback_update", chapter=self.session.index, error=str(exc)[:200])
             self.ledger.last_error = str(exc)

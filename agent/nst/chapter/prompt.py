@@ -45,7 +45,8 @@ SYSTEM_STATE = """
 EVIDENCE_RULE = (
     "  Every new or changed entry carries evidence: a short passage copied exactly from the chapter you just wrote.\n"
     """  An entry whose evidence is not in the chapter is refused (the others are kept); you may fix refused ones once.
-""")
+"""
+)
 """fabula's evidence gating (the ``evidence`` setting); the paper's update has no quotes (Eq. 6)."""
 
 
@@ -62,8 +63,11 @@ def outline_block(outline: list[dict[str, Any]], focus: int | None = None) -> st
     lines = []
     for c in outline:
         full = focus is None or abs((c["id"] - 1) // size - (focus - 1) // size) <= 1
-        item = ({"id": c["id"], "title": c["title"], "description": c["description"],
-                 "target_words": c["target_words"]} if full else {"id": c["id"], "title": c["title"]})
+        item = (
+            {"id": c["id"], "title": c["title"], "description": c["description"], "target_words": c["target_words"]}
+            if full
+            else {"id": c["id"], "title": c["title"]}
+        )
         lines.append(json.dumps(item, ensure_ascii=False))
     return "\n".join(lines)
 
@@ -72,17 +76,29 @@ def act_size(chapters: int, acts: int = 5) -> int:
     return max(1, -(-chapters // acts))
 
 
-def chapter_prompt(*, story_prompt: str, outline: list[dict[str, Any]], state: NarrativeState | None,
-                   completed: int, chapter: dict[str, Any], gate: Gate, lookback: bool,
-                   abridged: bool = False, avoid: list[str] | None = None, style: str = "",
-                   language: str = "") -> str:
+def chapter_prompt(
+    *,
+    story_prompt: str,
+    outline: list[dict[str, Any]],
+    state: NarrativeState | None,
+    completed: int,
+    chapter: dict[str, Any],
+    gate: Gate,
+    lookback: bool,
+    abridged: bool = False,
+    avoid: list[str] | None = None,
+    style: str = "",
+    language: str = "",
+) -> str:
     """The user message that opens chapter ``chapter['id']``'s conversation; ``avoid``: the book's own
     worst offenders by ``fabula lint`` (``agent.nst.chapter.avoid``), named in the task. ``style``: the ``# Style``
     block (``agent.style.guide.prompt_block``), before the task; ``language``: the language line."""
     heading = "frozen; acts away from this one by title only" if abridged else "frozen"
-    parts = [f"# Story prompt\n{story_prompt}",
-             f"# Outline ({len(outline)} chapters, {heading})\n"
-             f"{outline_block(outline, chapter['id'] if abridged else None)}"]
+    parts = [
+        f"# Story prompt\n{story_prompt}",
+        f"# Outline ({len(outline)} chapters, {heading})\n"
+        f"{outline_block(outline, chapter['id'] if abridged else None)}",
+    ]
     if state is not None:
         parts.append(f"# Narrative state\n{state.render()}")
     parts.append(f"# Progress\nCompleted chapters: {completed} of {len(outline)}.")
@@ -99,17 +115,20 @@ def chapter_prompt(*, story_prompt: str, outline: list[dict[str, Any]], state: N
     steps.append("finish")
     order = "; ".join(f"({i}) {s}" for i, s in enumerate(steps, 1))
     parts.append(
-        f"# Current task\nWrite chapter {chapter['id']}: \"{chapter['title']}\".\n"
+        f'# Current task\nWrite chapter {chapter["id"]}: "{chapter["title"]}".\n'
         f"What happens: {chapter['description']}\n"
         f"Length: {gate.describe()}.\n"
         + (f"Avoid these phrases and words, which this book already overuses: {'; '.join(avoid)}.\n" if avoid else "")
         + (f"{language}\n" if language else "")
-        + f"Order: {order}.")
+        + f"Order: {order}."
+    )
     return "\n\n".join(parts)
 
 
 def prose_request(index: int, title: str, gate: Gate) -> str:
     """The message that asks for the chapter's prose after a write call."""
-    return (f"Now write the complete text of chapter {index}, \"{title}\": {gate.describe()}. "
-            "The outline is a plan, not prose: expand it into scenes with dialogue, sensory detail and inner "
-            "experience. Reply with the chapter's prose only: no title line, no notes, no JSON.")
+    return (
+        f'Now write the complete text of chapter {index}, "{title}": {gate.describe()}. '
+        "The outline is a plan, not prose: expand it into scenes with dialogue, sensory detail and inner "
+        "experience. Reply with the chapter's prose only: no title line, no notes, no JSON."
+    )

@@ -44,13 +44,17 @@ def edited_snapshots(ctx: RunContext[Any], index: int) -> tuple[ChapterSnapshot,
     return before, ChapterSnapshot.read(ctx.store.state(index))
 
 
-def store_rederived(ctx: RunContext[Any], index: int, current: ChapterSnapshot, mark: dict[str, Any] | None = None,
-                    **changed: Any) -> None:
+def store_rederived(
+    ctx: RunContext[Any], index: int, current: ChapterSnapshot, mark: dict[str, Any] | None = None, **changed: Any
+) -> None:
     """Replace chapter ``index``'s stored state by ``current`` with ``changed``, recording the re-derivation."""
     chapter = ctx.store.chapter(index)
     version = chapter.version if chapter is not None else None
-    stored = {**current.stored(), **changed,
-              "rederived": {"version": version, "at": time.time(), "calls": 1, **(mark or {})}}
+    stored = {
+        **current.stored(),
+        **changed,
+        "rederived": {"version": version, "at": time.time(), "calls": 1, **(mark or {})},
+    }
     ctx.store.replace_state(index, ChapterSnapshot.read(stored).stored())
 
 
@@ -58,12 +62,18 @@ def not_rederived(index: int, what: str, error: str, calls: int) -> Rederived:
     """The result of a failed re-derivation: the edit kept, the old state left in place and marked stale."""
     first = (error.splitlines() or ["failed"])[0]
     first = first if len(first) <= 200 else first[:197] + "..."
-    return Rederived(index, False, f"the state after chapter {index} was not re-derived: {what} failed ({first}); "
-                     "the edit is kept and the old state stays, marked stale", calls)
+    return Rederived(
+        index,
+        False,
+        f"the state after chapter {index} was not re-derived: {what} failed ({first}); "
+        "the edit is kept and the old state stays, marked stale",
+        calls,
+    )
 
 
-def rederive_nst(ctx: RunContext[NstConfig], index: int, *, mark: dict[str, Any] | None = None,
-                 ask: str = ASK_AFTER_EDIT) -> Rederived:
+def rederive_nst(
+    ctx: RunContext[NstConfig], index: int, *, mark: dict[str, Any] | None = None, ask: str = ASK_AFTER_EDIT
+) -> Rederived:
     """Chapter ``index``'s narrative state from its edited text, by one update call. ``mark``: kept
     in the state's ``rederived`` record in the same write (``fabula reconcile`` knows a chapter done
     by it); ``ask``: what the update call is asked after the text (a later chapter, not edited,
@@ -81,10 +91,18 @@ def rederive_nst(ctx: RunContext[NstConfig], index: int, *, mark: dict[str, Any]
     start = ctx.calls
     try:
         budget = run_budget(ctx)
-        loop = ChapterLoop(ctx.llm, store, plan=plan, story_prompt=config.prompt,
-                           state=NarrativeState.from_json(before.narrative), index=index, config=config,
-                           ratio=current.tokens_per_word or initial_ratio(config.prompt, config.tokens_per_word),
-                           emit=ctx.emit, budget=budget)
+        loop = ChapterLoop(
+            ctx.llm,
+            store,
+            plan=plan,
+            story_prompt=config.prompt,
+            state=NarrativeState.from_json(before.narrative),
+            index=index,
+            config=config,
+            ratio=current.tokens_per_word or initial_ratio(config.prompt, config.tokens_per_word),
+            emit=ctx.emit,
+            budget=budget,
+        )
         ok = loop.update_from_text(chapter.title, chapter.text, ask=ask)
     except LLMError as exc:
         return not_rederived(index, "the update call", str(exc), ctx.calls - start)
@@ -93,7 +111,12 @@ def rederive_nst(ctx: RunContext[NstConfig], index: int, *, mark: dict[str, Any]
     store_rederived(ctx, index, current, mark, narrative=loop.new_state.to_json())
     applied = loop.last_update
     refused = len(applied.refused) if applied is not None else 0
-    return Rederived(index, True, f"the state after chapter {index} was re-derived from the edited text (one update "
-                     f"call: {applied.applied if applied is not None else 0} entries applied"
-                     + (f", {refused} refused for evidence not in the text" if refused else "") + ")",
-                     ctx.calls - start)
+    return Rederived(
+        index,
+        True,
+        f"the state after chapter {index} was re-derived from the edited text (one update "
+        f"call: {applied.applied if applied is not None else 0} entries applied"
+        + (f", {refused} refused for evidence not in the text" if refused else "")
+        + ")",
+        ctx.calls - start,
+    )

@@ -33,6 +33,7 @@ from agent.text import CJK_CHAR, count_words
 RATIO_BOUNDS = (0.5, 4.0)
 """A measured ratio outside this is a broken reply, not a property of the model."""
 
+
 def initial_ratio(sample: str, configured: float | None) -> float:
     """Tokens per word before anything is measured: configured, else by script of the prompt."""
     if configured:
@@ -60,8 +61,7 @@ HEADROOM = 1.25
 TRIM_HEADROOM = 1.05
 
 
-def size_tokens(gate: Gate, ratio: float, *, cap: int, use_min: bool,
-                trim: bool = False) -> tuple[int, int | None]:
+def size_tokens(gate: Gate, ratio: float, *, cap: int, use_min: bool, trim: bool = False) -> tuple[int, int | None]:
     """``(max_tokens, min_tokens)`` for a prose reply aimed at ``gate``.
 
     The ceiling leaves 25% over the top of the range (a longer reply is rejected anyway, and a
@@ -102,8 +102,17 @@ def text_tokens(gate: Gate, ratio: float, *, exact: bool) -> int:
     return math.ceil(gate.high * max(ratio, 1.0) * (1.0 if exact else ESTIMATE_MARGIN)) + 16
 
 
-def unwritten_room(gate: Gate, ratio: float, *, context: int | None, exact: bool, prose_cap: int, trim: bool,
-                   update_max_tokens: int, with_state: bool) -> int:
+def unwritten_room(
+    gate: Gate,
+    ratio: float,
+    *,
+    context: int | None,
+    exact: bool,
+    prose_cap: int,
+    trim: bool,
+    update_max_tokens: int,
+    with_state: bool,
+) -> int:
     """Tokens an unwritten chapter needs beyond its prompt."""
     prose = size_tokens(gate, ratio, cap=prose_cap, use_min=False, trim=trim)[0]
     update = update_output(context, update_max_tokens) if with_state else 0
@@ -127,8 +136,9 @@ LOOKUP_RESULT = re.compile(r"^(Chapter \d+: |\d+ passage\(s\) for )")
 class ChapterBudget:
     """What one chapter may spend: sized from the gate, the measured ratio and the run's budget."""
 
-    def __init__(self, budget: Budget, gate: Gate, config: NstConfig, session: ChapterSession,
-                 ratio: Callable[[], float]) -> None:
+    def __init__(
+        self, budget: Budget, gate: Gate, config: NstConfig, session: ChapterSession, ratio: Callable[[], float]
+    ) -> None:
         self.budget, self.gate, self.config, self.s = budget, gate, config, session
         self._ratio = ratio
 
@@ -136,8 +146,13 @@ class ChapterBudget:
         return text_tokens(self.gate, self._ratio(), exact=self.budget.counter.exact)
 
     def prose_tokens(self) -> int:
-        return size_tokens(self.gate, self._ratio(), cap=self.config.prose_max_tokens_cap, use_min=False,
-                           trim=self.config.trim_cut_drafts)[0]
+        return size_tokens(
+            self.gate,
+            self._ratio(),
+            cap=self.config.prose_max_tokens_cap,
+            use_min=False,
+            trim=self.config.trim_cut_drafts,
+        )[0]
 
     def update_output(self) -> int:
         return update_output(self.budget.context, self.config.update_max_tokens)
@@ -147,17 +162,29 @@ class ChapterBudget:
         planner sizes chapters with the same rule)."""
         s, cfg = self.s, self.config
         if not s.written:
-            return unwritten_room(self.gate, self._ratio(), context=self.budget.context,
-                                       exact=self.budget.counter.exact, prose_cap=cfg.prose_max_tokens_cap,
-                                       trim=cfg.trim_cut_drafts, update_max_tokens=cfg.update_max_tokens,
-                                       with_state=s.with_state)
+            return unwritten_room(
+                self.gate,
+                self._ratio(),
+                context=self.budget.context,
+                exact=self.budget.counter.exact,
+                prose_cap=cfg.prose_max_tokens_cap,
+                trim=cfg.trim_cut_drafts,
+                update_max_tokens=cfg.update_max_tokens,
+                with_state=s.with_state,
+            )
         if s.with_state and not s.updated:
             return self.update_output() + turn_slack(self.budget.context)
         return MIN_TURN_OUTPUT  # a turn that does not fit now ends the chapter (finish_without_turn)
 
-    def fit_prompt(self, messages: Callable[[], list[Message]], state: Callable[[], NarrativeState],
-                   digest: Callable[[], bool], abridge: Callable[[], bool], *,
-                   drop_style: Callable[[], str | None] | None = None) -> None:
+    def fit_prompt(
+        self,
+        messages: Callable[[], list[Message]],
+        state: Callable[[], NarrativeState],
+        digest: Callable[[], bool],
+        abridge: Callable[[], bool],
+        *,
+        drop_style: Callable[[], str | None] | None = None,
+    ) -> None:
         """Make the chapter prompt (``messages()``) leave the chapter its working room: ``digest``
         the oldest arc of past events while the prompt is over or the state crowds the context
         (step c; False when nothing is left to digest), then ``abridge`` the outline once (step d;
@@ -208,8 +235,9 @@ class ChapterBudget:
         done = self.shrink(messages, drafts)
         prompt = budget.count(messages)
         if done is None:
-            raise budget.fail(f"a turn of chapter {self.s.index} (its reply was cut at the context edge)", prompt,
-                              wanted)
+            raise budget.fail(
+                f"a turn of chapter {self.s.index} (its reply was cut at the context edge)", prompt, wanted
+            )
         budget.note(done, what=f"a turn of chapter {self.s.index}", prompt_tokens=prompt)
 
     def lookup_room(self, messages: list[Message]) -> int | None:

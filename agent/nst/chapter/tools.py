@@ -79,15 +79,25 @@ class ChapterSession:
     """A sequel (``fabula sequel``): the search covers the earlier books too, so chapter 1 may search."""
 
     @classmethod
-    def for_config(cls, index: int, gate: Gate, config: NstConfig,
-                   open_requirements: tuple[str, ...]) -> ChapterSession:
+    def for_config(
+        cls, index: int, gate: Gate, config: NstConfig, open_requirements: tuple[str, ...]
+    ) -> ChapterSession:
         """The session of chapter ``index`` under a run's settings (``agent.nst.config.NstConfig``)."""
-        return cls(index=index, gate=gate, with_state=config.state, lookback=config.lookback,
-                   max_turns=config.max_turns, read_budget=config.read_budget, search_budget=config.search_budget,
-                   correct_budget=config.correct_budget,
-                   failed_budget=config.failed_call_budget if config.required_after_failures else NO_LIMIT,
-                   min_events=config.min_past_events, open_requirements=open_requirements, evidence=config.evidence,
-                   stuck_limit=config.failed_update_limit)
+        return cls(
+            index=index,
+            gate=gate,
+            with_state=config.state,
+            lookback=config.lookback,
+            max_turns=config.max_turns,
+            read_budget=config.read_budget,
+            search_budget=config.search_budget,
+            correct_budget=config.correct_budget,
+            failed_budget=config.failed_call_budget if config.required_after_failures else NO_LIMIT,
+            min_events=config.min_past_events,
+            open_requirements=open_requirements,
+            evidence=config.evidence,
+            stuck_limit=config.failed_update_limit,
+        )
 
     @property
     def written(self) -> bool:
@@ -243,8 +253,11 @@ class Read(Lookback):
         head = f"Chapter {call.chapter}: {title}"
         if offset == 0 and end >= len(text):
             return f"{head}\n\n{text}"
-        more = (f" To continue, read chapter {call.chapter} with offset {end}." if end < len(text)
-                else " This is the end of the chapter.")
+        more = (
+            f" To continue, read chapter {call.chapter} with offset {end}."
+            if end < len(text)
+            else " This is the end of the chapter."
+        )
         return f"{head} (characters {offset}-{end} of {len(text)}).{more}\n\n{text[offset:end]}"
 
 
@@ -260,8 +273,7 @@ class Search(Lookback):
             raise ToolError("the search query is empty")
         s.searches += 1
         hits, events = chapter.search(call.query)
-        note = (f" (only the first {MAX_TERMS} terms of the query were searched)"
-                if dropped_terms(call.query) else "")
+        note = f" (only the first {MAX_TERMS} terms of the query were searched)" if dropped_terms(call.query) else ""
         if not hits and not events:
             return f"No passages in chapters 1 to {s.index - 1} match {call.query!r}{note}."
         found = [f"[{f'book {h.book}, ' if h.book is not None else ''}chapter {h.chapter}] {h.text}" for h in hits]
@@ -291,8 +303,10 @@ class Correct(Lookback):
             revised = (s.accepted_text or "").replace(span, call.new, 1)
             words = count_words(revised)
             if not s.gate.accepts(words):
-                raise ToolError(f"after this correction the chapter would have {words} words, outside "
-                                f"{s.gate.low}-{s.gate.high}; make a smaller correction")
+                raise ToolError(
+                    f"after this correction the chapter would have {words} words, outside "
+                    f"{s.gate.low}-{s.gate.high}; make a smaller correction"
+                )
             s.accepted_text = revised
         elif 1 <= call.chapter < s.index:
             row = chapter.committed(call.chapter)
@@ -304,8 +318,10 @@ class Correct(Lookback):
             except CommitError as exc:
                 raise ToolError(str(exc)) from exc
         else:
-            raise ToolError(f"chapter {call.chapter} cannot be corrected now (written: 1 to "
-                            f"{s.index - 1 + (1 if s.written else 0)})")
+            raise ToolError(
+                f"chapter {call.chapter} cannot be corrected now (written: 1 to "
+                f"{s.index - 1 + (1 if s.written else 0)})"
+            )
         s.corrects += 1
         return f"Corrected chapter {call.chapter}: replaced {len(span)} characters. The search index is up to date."
 
@@ -411,17 +427,24 @@ def update_grammar(open_keys: tuple[str, ...], min_events: int = 0, evidence: bo
     ``evidence``, the paper's four arrays with no quotes (Eq. 6)."""
     base = TOOL_CALLS["update"]
     if open_keys:
-        resolve: Any = (list[Literal[open_keys]], Field(  # type: ignore[valid-type]
-            description=f"keys of open requirements this chapter fulfilled, from: {', '.join(open_keys)}"))
+        resolve: Any = (
+            list[Literal[open_keys]],  # type: ignore[valid-type]
+            Field(description=f"keys of open requirements this chapter fulfilled, from: {', '.join(open_keys)}"),
+        )
     else:
         resolve = (list[str], Field(max_length=0, description="no requirement is open: []"))
     entry = KeyedEntry if evidence else Entry
     events: Any = (list[entry], Field(min_length=min_events) if min_events else Field())  # type: ignore[valid-type]
     if evidence:
         return create_model(base.__name__, __base__=base, resolve_future_requirement=resolve, add_past_event=events)
-    return create_model(base.__name__, __base__=base, resolve_future_requirement=resolve, add_past_event=events,
-                        upsert_character_state=(list[CharacterSnapshot], ...),
-                        add_future_requirement=(list[Entry], ...))
+    return create_model(
+        base.__name__,
+        __base__=base,
+        resolve_future_requirement=resolve,
+        add_past_event=events,
+        upsert_character_state=(list[CharacterSnapshot], ...),
+        add_future_requirement=(list[Entry], ...),
+    )
 
 
 def unwrap(parsed: Any) -> Any:

@@ -31,8 +31,12 @@ def prompt_key(prompt: str, prompt_id: str | None) -> str:
 
 
 def cache_key(model: str | None, prompt: str, prompt_id: str | None, words: int) -> dict[str, Any]:
-    return {"model": model or "default", "prompt": prompt_key(prompt, prompt_id), "words": int(words),
-            "planner_version": PLANNER_VERSION}
+    return {
+        "model": model or "default",
+        "prompt": prompt_key(prompt, prompt_id),
+        "words": int(words),
+        "planner_version": PLANNER_VERSION,
+    }
 
 
 def plan_digest(plan: dict[str, Any]) -> str:

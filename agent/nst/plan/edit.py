@@ -49,8 +49,9 @@ def stored_outline(store: RunStore) -> tuple[str | None, list[dict[str, Any]]]:
         raise InputError(f"{store.run_dir} is a {info.pipeline} run; only {planned} runs write from an outline")
     plan = store.plan()
     if not isinstance(plan.get("outline"), list):
-        raise InputError(f"{store.run_dir} has no outline yet (its planning did not finish): fabula resume "
-                         f"{store.run_dir} plans it")
+        raise InputError(
+            f"{store.run_dir} has no outline yet (its planning did not finish): fabula resume {store.run_dir} plans it"
+        )
     title = plan.get("title")
     return title if isinstance(title, str) else None, plan["outline"]
 
@@ -69,19 +70,21 @@ def check(store: RunStore, title: str, chapters: list[dict[str, Any]]) -> tuple[
         # from 1 there), the book's own chapters before them are written and stay as they are
         part = [{**c, "id": c.get("id", 0) - after} if isinstance(c.get("id"), int) else c for c in chapters[after:]]
         outline = Outline.model_construct(title=title, chapters=[OutlineChapter.model_construct(**c) for c in part])
-        checked = validate_outline(outline, words, len(current) - after, config.gate_low, config.gate_high,
-                                   strict=True)
+        checked = validate_outline(outline, words, len(current) - after, config.gate_low, config.gate_high, strict=True)
         checked = [*[dict(c) for c in chapters[:after]], *[{**c, "id": c["id"] + after} for c in checked]]
         Outline.model_validate({"title": title, "chapters": checked})  # the grammar's own types, last
     except ValueError as exc:
-        raise OutlineEditError(f"the edited outline is refused: {str(exc).splitlines()[0]}; nothing was stored") \
-            from None
+        raise OutlineEditError(
+            f"the edited outline is refused: {str(exc).splitlines()[0]}; nothing was stored"
+        ) from None
     written = info.last_unit
     for old, new in zip(current[:written], checked, strict=False):
         if _entry(old) != _entry(new):
-            raise OutlineEditError(f"the edited outline is refused: chapter {old['id']} is already written, its "
-                                   "outline entry cannot change (fabula edit --chapter changes its text); "
-                                   "nothing was stored")
+            raise OutlineEditError(
+                f"the edited outline is refused: chapter {old['id']} is already written, its "
+                "outline entry cannot change (fabula edit --chapter changes its text); "
+                "nothing was stored"
+            )
     return " ".join(title.split()), checked
 
 

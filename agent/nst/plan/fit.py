@@ -23,8 +23,10 @@ from agent.nst.plan.planner import chapter_count
 MIN_CHAPTER_WORDS = 150
 """No chapter is planned shorter than this: below it the story cannot be told in chapters, and
 the run stops with the context error as before (raise the context)."""
-OUTLINE_ITEM = ("A chapter in which the protagonist follows the trail one step further, meets resistance from "
-                "someone who knows more than they say, and leaves with a new question that the next chapter opens.")
+OUTLINE_ITEM = (
+    "A chapter in which the protagonist follows the trail one step further, meets resistance from "
+    "someone who knows more than they say, and leaves with a new question that the next chapter opens."
+)
 """A stand-in for one outline entry's description (the planner writes 2-4 sentences)."""
 DEFAULT_UPDATE_TOKENS = 4096
 STATE_SHARE = 8
@@ -41,8 +43,10 @@ class FittedChapters:
     """Prompt plus working room of a chapter at the planned count, in tokens."""
 
     def describe(self) -> str:
-        return (f"planning {self.chapters} chapters instead of {self.planned}: a chapter of the planned length needs "
-                f"about {self.needed} tokens, more than the context of {self.context} holds")
+        return (
+            f"planning {self.chapters} chapters instead of {self.planned}: a chapter of the planned length needs "
+            f"about {self.needed} tokens, more than the context of {self.context} holds"
+        )
 
     def record(self) -> dict[str, Any]:
         return {"planned": self.planned, "chapters": self.chapters, "context": self.context, "needed": self.needed}
@@ -76,17 +80,37 @@ def chapter_needs(config: Any, budget: Budget, chapters: int) -> int:
     """Tokens chapter 1 of ``chapters`` needs: its opening prompt (empty state) and its working room."""
     target = max(1, round(config.words / chapters))
     gate = Gate.for_target(target, config.gate_low, config.gate_high)
-    outline = [{"id": i, "title": f"Chapter {i}", "description": OUTLINE_ITEM, "target_words": target}
-               for i in range(1, chapters + 1)]
+    outline = [
+        {"id": i, "title": f"Chapter {i}", "description": OUTLINE_ITEM, "target_words": target}
+        for i in range(1, chapters + 1)
+    ]
     with_state = bool(getattr(config, "state", True))
-    messages = [{"role": "system", "content": system_prompt(with_state=with_state,
-                                                                   evidence=bool(getattr(config, "evidence", True)))},
-                {"role": "user", "content": chapter_prompt(story_prompt=config.prompt, outline=outline, state=None,
-                                                           completed=0, chapter=outline[0], gate=gate,
-                                                           lookback=bool(getattr(config, "lookback", True)))}]
-    work = unwritten_room(gate, initial_ratio(config.prompt, config.tokens_per_word), context=budget.context,
-                          exact=budget.counter.exact, prose_cap=config.prose_max_tokens_cap,
-                          trim=config.trim_cut_drafts,
-                          update_max_tokens=getattr(config, "update_max_tokens", DEFAULT_UPDATE_TOKENS),
-                          with_state=True)
+    messages = [
+        {
+            "role": "system",
+            "content": system_prompt(with_state=with_state, evidence=bool(getattr(config, "evidence", True))),
+        },
+        {
+            "role": "user",
+            "content": chapter_prompt(
+                story_prompt=config.prompt,
+                outline=outline,
+                state=None,
+                completed=0,
+                chapter=outline[0],
+                gate=gate,
+                lookback=bool(getattr(config, "lookback", True)),
+            ),
+        },
+    ]
+    work = unwritten_room(
+        gate,
+        initial_ratio(config.prompt, config.tokens_per_word),
+        context=budget.context,
+        exact=budget.counter.exact,
+        prose_cap=config.prose_max_tokens_cap,
+        trim=config.trim_cut_drafts,
+        update_max_tokens=getattr(config, "update_max_tokens", DEFAULT_UPDATE_TOKENS),
+        with_state=True,
+    )
     return budget.count(messages) + work

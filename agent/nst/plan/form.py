@@ -50,18 +50,28 @@ class OutlineFormError(InputError, ValueError):
     """An edited outline that cannot be read (before any planner rule is checked)."""
 
 
-def render_text(title: str | None, outline: list[dict[str, Any]], *, premise: str | None = None,
-                notes: Sequence[str] = ()) -> str:
+def render_text(
+    title: str | None, outline: list[dict[str, Any]], *, premise: str | None = None, notes: Sequence[str] = ()
+) -> str:
     """The text form; ``notes`` and the premise become comment lines."""
     lines = [f"# {note}" for note in notes]
     if premise:
-        lines += ["# Premise (the planner's; not read back):",
-                  *(f"#   {line}" if line else "#" for paragraph in premise.strip().splitlines()
-                    for line in textwrap.wrap(paragraph, 96) or [""])]
+        lines += [
+            "# Premise (the planner's; not read back):",
+            *(
+                f"#   {line}" if line else "#"
+                for paragraph in premise.strip().splitlines()
+                for line in textwrap.wrap(paragraph, 96) or [""]
+            ),
+        ]
     lines += [f"Title: {clean_label(title or '')}"]
     for c in outline:
-        lines += ["", f"Chapter {c['id']}: {clean_label(str(c['title']))}", f"Target: {c['target_words']} words",
-                  "\n".join(printable(line) for line in str(c["description"]).strip().split("\n"))]
+        lines += [
+            "",
+            f"Chapter {c['id']}: {clean_label(str(c['title']))}",
+            f"Target: {c['target_words']} words",
+            "\n".join(printable(line) for line in str(c["description"]).strip().split("\n")),
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -76,15 +86,27 @@ def parse_text(text: str) -> tuple[str, list[dict[str, Any]]]:
             continue
         if (match := CHAPTER.match(line)) is not None:
             _close(chapters, body)
-            chapters.append({"id": _number(match.group(1), number, "chapter number"), "title": match.group(2).strip(),
-                             "target_words": None, "description": ""})
+            chapters.append(
+                {
+                    "id": _number(match.group(1), number, "chapter number"),
+                    "title": match.group(2).strip(),
+                    "target_words": None,
+                    "description": "",
+                }
+            )
             body = []
         elif chapters and chapters[-1]["target_words"] is None and line:
             target = TARGET.match(line)
-            if target is None or target.group(2).strip().lower() not in ("", "word", "words") \
-                    or not target.group(1).isascii() or not target.group(1).isdigit():
-                raise OutlineFormError(f"line {number}: chapter {chapters[-1]['id']} needs 'Target: N words' "
-                                       f"right after its heading, got {line[:60]!r}")
+            if (
+                target is None
+                or target.group(2).strip().lower() not in ("", "word", "words")
+                or not target.group(1).isascii()
+                or not target.group(1).isdigit()
+            ):
+                raise OutlineFormError(
+                    f"line {number}: chapter {chapters[-1]['id']} needs 'Target: N words' "
+                    f"right after its heading, got {line[:60]!r}"
+                )
             chapters[-1]["target_words"] = _number(target.group(1), number, "target")
         elif chapters:
             body.append(raw.rstrip())
@@ -136,10 +158,12 @@ def parse_json(text: str) -> tuple[str, list[dict[str, Any]]]:
     for n, item in enumerate(data["chapters"], 1):
         if not isinstance(item, dict) or set(item) != set(FIELDS):
             raise OutlineFormError(f"JSON chapter {n} must have exactly the keys {', '.join(FIELDS)}")
-        if not all(isinstance(item[k], int) and not isinstance(item[k], bool) for k in ("id", "target_words")) \
-                or not all(isinstance(item[k], str) for k in ("title", "description")):
-            raise OutlineFormError(f"JSON chapter {n}: id and target_words must be integers, title and "
-                                   "description strings")
+        if not all(
+            isinstance(item[k], int) and not isinstance(item[k], bool) for k in ("id", "target_words")
+        ) or not all(isinstance(item[k], str) for k in ("title", "description")):
+            raise OutlineFormError(
+                f"JSON chapter {n}: id and target_words must be integers, title and description strings"
+            )
         chapters.append({k: item[k] for k in FIELDS})
     return title, chapters
 
@@ -152,8 +176,9 @@ def parse(text: str) -> tuple[str, list[dict[str, Any]]]:
         title = checked_label(title, what="the outline's title", empty_ok=True)
         for c in chapters:
             c["title"] = checked_label(c["title"], what=f"chapter {c['id']}'s title", empty_ok=True)
-            c["description"] = checked_text(c["description"], what=f"chapter {c['id']}'s description",
-                                            limit=MAX_DESCRIPTION)
+            c["description"] = checked_text(
+                c["description"], what=f"chapter {c['id']}'s description", limit=MAX_DESCRIPTION
+            )
     except InputError as exc:
         raise OutlineFormError(str(exc)) from None
     return title, chapters

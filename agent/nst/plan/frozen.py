@@ -24,15 +24,20 @@ from agent.store.writer.review import pause_for_outline
 PLAN_KEYS = ("title", "premise", "synopsis", "acts", "outline", "words", "chapters", "notes")
 
 
-PLANNING_WORDS = {"plan_premise": "planning the premise", "plan_synopsis": "planning the synopsis",
-                  "plan_acts": "planning the acts", "plan_outline": "planning the outline"}
+PLANNING_WORDS = {
+    "plan_premise": "planning the premise",
+    "plan_synopsis": "planning the synopsis",
+    "plan_acts": "planning the acts",
+    "plan_outline": "planning the outline",
+}
 """What a model call of each planner stage is doing, as a writer would say it (progress)."""
 
 
 def stages_of(config: Planned) -> Stages:
     """The planner's stage schedule a run's settings ask for."""
-    return Stages(config.premise_from, config.synopsis_from, config.acts_from, config.synopsis_words,
-                  config.free_outline)
+    return Stages(
+        config.premise_from, config.synopsis_from, config.acts_from, config.synopsis_words, config.free_outline
+    )
 
 
 def frozen_plan(ctx: RunContext[Any], budget: Budget | None = None) -> dict[str, Any]:
@@ -65,11 +70,20 @@ def frozen_plan(ctx: RunContext[Any], budget: Budget | None = None) -> dict[str,
     if plan is None:
         source = "planner"
         with ctx.unit(0):
-            plan = make_plan(ctx.llm, planner_prompt, config.words, temperature=config.temperature,
-                             max_tokens=config.planner_max_tokens, attempts=config.outline_attempts,
-                             on_stage=lambda stage: ctx.emit("plan", stage), gate_low=config.gate_low,
-                             gate_high=config.gate_high, budget=budget,
-                             chapters=fitted.chapters if fitted is not None else None, shape=stages_of(config))
+            plan = make_plan(
+                ctx.llm,
+                planner_prompt,
+                config.words,
+                temperature=config.temperature,
+                max_tokens=config.planner_max_tokens,
+                attempts=config.outline_attempts,
+                on_stage=lambda stage: ctx.emit("plan", stage),
+                gate_low=config.gate_low,
+                gate_high=config.gate_high,
+                budget=budget,
+                chapters=fitted.chapters if fitted is not None else None,
+                shape=stages_of(config),
+            )
         cache.put(key, plan)
     for name in PLAN_KEYS:
         if name in plan and name != "outline":

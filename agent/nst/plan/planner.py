@@ -61,8 +61,11 @@ class Stages:
             return None
         return 2500 if words >= self.acts_from else 1000
 
-SYSTEM = ("You are a novelist planning a long story. Follow the instructions exactly and write in the "
-          "language of the story prompt.")
+
+SYSTEM = (
+    "You are a novelist planning a long story. Follow the instructions exactly and write in the "
+    "language of the story prompt."
+)
 
 
 class PlanError(FabulaError, RuntimeError):
@@ -85,8 +88,15 @@ def stages_for(words: int, stages: Stages | None = None) -> list[str]:
     return (stages or Stages()).for_words(words)
 
 
-def validate_outline(outline: Outline, words: int, chapters: int, low: float = DEFAULT_LOW,
-                     high: float = DEFAULT_HIGH, *, strict: bool = False) -> list[dict[str, Any]]:
+def validate_outline(
+    outline: Outline,
+    words: int,
+    chapters: int,
+    low: float = DEFAULT_LOW,
+    high: float = DEFAULT_HIGH,
+    *,
+    strict: bool = False,
+) -> list[dict[str, Any]]:
     """The outline's chapters as plain dicts, or ``ValueError`` naming the first broken rule.
 
     ``strict``: also the rules the narrowed grammar (:func:`outline_schema`) enforces while decoding,
@@ -111,42 +121,55 @@ def validate_outline(outline: Outline, words: int, chapters: int, low: float = D
     total = sum(c.target_words for c in items)
     gate = Gate.for_target(words, low, high)
     if not gate.accepts(total):
-        raise ValueError(f"the chapter targets sum to {total} words; they must sum to between {gate.low} and "
-                         f"{gate.high} (the story is {words} words)")
+        raise ValueError(
+            f"the chapter targets sum to {total} words; they must sum to between {gate.low} and "
+            f"{gate.high} (the story is {words} words)"
+        )
     if strict:
         lo, hi = target_range(words, chapters, low, high)
         for c in items:
             if not lo <= c.target_words <= hi:
-                raise ValueError(f"chapter {c.id} has a target of {c.target_words} words; each chapter's must be "
-                                 f"between {lo} and {hi} (around an even share of {round(words / chapters)})")
+                raise ValueError(
+                    f"chapter {c.id} has a target of {c.target_words} words; each chapter's must be "
+                    f"between {lo} and {hi} (around an even share of {round(words / chapters)})"
+                )
     return [c.model_dump() for c in items]
 
 
-def _stage_prompt(stage: str, prompt: str, previous: str | None, words: int, chapters: int,
-                  shape: Stages | None = None) -> str:
+def _stage_prompt(
+    stage: str, prompt: str, previous: str | None, words: int, chapters: int, shape: Stages | None = None
+) -> str:
     shape = shape or Stages()
     context = f"Story prompt:\n{prompt}\n"
     if previous:
         context += f"\nPlan so far:\n{previous}\n"
     if stage == "premise":
-        task = ("Write the premise of this story in about 300 words: the protagonist and main cast, the setting, "
-                "the central conflict, what is at stake, and how it ends. Plain prose, no headings.")
+        task = (
+            "Write the premise of this story in about 300 words: the protagonist and main cast, the setting, "
+            "the central conflict, what is at stake, and how it ends. Plain prose, no headings."
+        )
     elif stage == "synopsis":
         target = shape.synopsis_target(words)
         about = f" of about {target} words" if target else ""
-        task = (f"Expand the premise into a detailed synopsis{about} of the whole {words}-word story, beginning to "
-                "end, naming characters and places and keeping every plot thread. Plain prose.")
+        task = (
+            f"Expand the premise into a detailed synopsis{about} of the whole {words}-word story, beginning to "
+            "end, naming characters and places and keeping every plot thread. Plain prose."
+        )
     elif stage == "acts":
-        task = (f"Divide the synopsis into 3 to 5 acts. For each act give a heading line 'Act N: title' and a "
-                f"paragraph of what happens; the acts together will span {chapters} chapters.")
+        task = (
+            f"Divide the synopsis into 3 to 5 acts. For each act give a heading line 'Act N: title' and a "
+            f"paragraph of what happens; the acts together will span {chapters} chapters."
+        )
     elif shape.free_outline:
         task = _free_outline_task(words, chapters)
     else:
         per = max(1, round(words / chapters))
-        task = (f"Write the chapter outline of the story as JSON: the book's title, then exactly {chapters} chapters "
-                f"with ids 1 to {chapters}, each with a title, a description of 2-4 sentences of what happens, and "
-                "target_words. "
-                f"The targets must sum to {words} words (about {per} each; vary them if the story needs it).")
+        task = (
+            f"Write the chapter outline of the story as JSON: the book's title, then exactly {chapters} chapters "
+            f"with ids 1 to {chapters}, each with a title, a description of 2-4 sentences of what happens, and "
+            "target_words. "
+            f"The targets must sum to {words} words (about {per} each; vary them if the story needs it)."
+        )
     return f"{context}\n{task}"
 
 
@@ -155,18 +178,31 @@ def _free_outline_task(words: int, chapters: int) -> str:
     ``outline_chapters_prompt``): about N chapters, adjustable; each chapter's length is the
     planner's, more for key chapters; the sum within the gate."""
     per = max(1, round(words / chapters))
-    return (f"Write the chapter outline of the story as JSON: the book's title, then the chapters with ids from 1, "
-            f"each with a title, a description of the key events, character moments and plot progression, and "
-            f"target_words. Recommended number of chapters: approximately {chapters} (average target ~{per} words "
-            "per chapter). You may adjust slightly if the plot requires it, but stay close. The target_words of "
-            f"each chapter is up to you; they must sum to within ±20% of {words} words. You may assign more words "
-            "to important chapters and fewer to transitional ones.")
+    return (
+        f"Write the chapter outline of the story as JSON: the book's title, then the chapters with ids from 1, "
+        f"each with a title, a description of the key events, character moments and plot progression, and "
+        f"target_words. Recommended number of chapters: approximately {chapters} (average target ~{per} words "
+        "per chapter). You may adjust slightly if the plot requires it, but stay close. The target_words of "
+        f"each chapter is up to you; they must sum to within ±20% of {words} words. You may assign more words "
+        "to important chapters and fewer to transitional ones."
+    )
 
 
-def make_plan(llm: LLM, prompt: str, words: int, *, temperature: float, max_tokens: int, attempts: int,
-              on_stage: Callable[[str], None] | None = None, gate_low: float = DEFAULT_LOW,
-              gate_high: float = DEFAULT_HIGH, budget: Budget | None = None,
-              chapters: int | None = None, shape: Stages | None = None) -> dict[str, Any]:
+def make_plan(
+    llm: LLM,
+    prompt: str,
+    words: int,
+    *,
+    temperature: float,
+    max_tokens: int,
+    attempts: int,
+    on_stage: Callable[[str], None] | None = None,
+    gate_low: float = DEFAULT_LOW,
+    gate_high: float = DEFAULT_HIGH,
+    budget: Budget | None = None,
+    chapters: int | None = None,
+    shape: Stages | None = None,
+) -> dict[str, Any]:
     """Run every stage for ``words`` and return the plan (premise..outline). ``chapters``: the
     count to plan (default :func:`chapter_count`; more when the context needs shorter chapters)."""
     budget = budget or Budget(None)
@@ -179,21 +215,39 @@ def make_plan(llm: LLM, prompt: str, words: int, *, temperature: float, max_toke
             on_stage(stage)
         if stage == "outline" and plan.get("premise") and previous != plan["premise"]:
             previous = f"Premise:\n{plan['premise']}\n\n{previous}"
-        messages: list[Message] = [{"role": "system", "content": SYSTEM},
-                                   {"role": "user", "content": _stage_prompt(stage, prompt, previous, words, chapters,
-                                                                                  shape)}]
+        messages: list[Message] = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": _stage_prompt(stage, prompt, previous, words, chapters, shape)},
+        ]
         if stage != "outline":
-            reply = budget.generate(llm, messages, temperature=temperature, max_tokens=max_tokens,
-                                    min_output=min(max_tokens, 256), role=f"plan_{stage}", what=f"the {stage} stage")
+            reply = budget.generate(
+                llm,
+                messages,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                min_output=min(max_tokens, 256),
+                role=f"plan_{stage}",
+                what=f"the {stage} stage",
+            )
             text = reply.text.strip()
             if reply.finish_reason == "length":
                 plan["notes"].append(f"{stage} stopped at max_tokens={max_tokens}")
             plan[stage] = text
             previous = f"{previous}\n\n{text}" if previous and stage == "acts" else text
             continue
-        plan["title"], plan["outline"] = _outline(llm, messages, words, chapters, temperature, attempts,
-                                                  gate_low, gate_high, budget, free=shape.free_outline,
-                                                  max_tokens=max_tokens)
+        plan["title"], plan["outline"] = _outline(
+            llm,
+            messages,
+            words,
+            chapters,
+            temperature,
+            attempts,
+            gate_low,
+            gate_high,
+            budget,
+            free=shape.free_outline,
+            max_tokens=max_tokens,
+        )
     return plan
 
 
@@ -216,8 +270,14 @@ def target_range(words: int, chapters: int, low: float = DEFAULT_LOW, high: floa
     return bounds(words / chapters, low, high)
 
 
-def outline_schema(words: int, chapters: int, low: float = DEFAULT_LOW, high: float = DEFAULT_HIGH, *,
-                   targets: Sequence[int] | None = None) -> JsonSchema:
+def outline_schema(
+    words: int,
+    chapters: int,
+    low: float = DEFAULT_LOW,
+    high: float = DEFAULT_HIGH,
+    *,
+    targets: Sequence[int] | None = None,
+) -> JsonSchema:
     """The ``nst_outline`` grammar narrowed for this story: exactly ``chapters`` chapters, chapter
     ``i`` at position ``i`` (a ``prefixItems`` tuple, so ids cannot come out of order: the tiny model
     wrote ``[2, 1]`` three times running under a plain id enum) and targets from
@@ -230,41 +290,66 @@ def outline_schema(words: int, chapters: int, low: float = DEFAULT_LOW, high: fl
 
     def at(position: int) -> dict[str, Any]:
         item = copy.deepcopy(chapter)
-        item["properties"]["id"] = {"type": "integer", "enum": [position],
-                                    "description": described["id"]["description"]}
+        item["properties"]["id"] = {
+            "type": "integer",
+            "enum": [position],
+            "description": described["id"]["description"],
+        }
         item["properties"]["target_words"] = {
-            "type": "integer", "enum": [targets[position - 1]] if targets is not None else list(choices),
-            "description": described["target_words"]["description"]}
+            "type": "integer",
+            "enum": [targets[position - 1]] if targets is not None else list(choices),
+            "description": described["target_words"]["description"],
+        }
         return item
 
     array = schema["properties"]["chapters"]
     array.pop("items", None)
-    array.update(prefixItems=[at(i) for i in range(1, chapters + 1)], items=False,
-                 minItems=chapters, maxItems=chapters)
+    array.update(prefixItems=[at(i) for i in range(1, chapters + 1)], items=False, minItems=chapters, maxItems=chapters)
     if not schema["$defs"]:
         del schema["$defs"]
     return JsonSchema(schema, "nst_outline")
 
 
-def _outline(llm: LLM, messages: list[Message], words: int, chapters: int, temperature: float,
-             attempts: int, low: float, high: float, budget: Budget, *,
-             free: bool = False, max_tokens: int | None = None) -> tuple[str, list[dict[str, Any]]]:
+def _outline(
+    llm: LLM,
+    messages: list[Message],
+    words: int,
+    chapters: int,
+    temperature: float,
+    attempts: int,
+    low: float,
+    high: float,
+    budget: Budget,
+    *,
+    free: bool = False,
+    max_tokens: int | None = None,
+) -> tuple[str, list[dict[str, Any]]]:
     """The book's title and the validated chapters (``free``: the plain outline grammar, so the
     count and each chapter's target are the planner's; the validator still judges them, and the
     reply gets the planner's ceiling, ``max_tokens``, as every reference stage does)."""
     tokens = max(max_tokens or 0, 160 * chapters + 256) if free else 160 * chapters + 256
     errors: list[str] = []
-    grammar = JsonSchema(Outline.model_json_schema(), "nst_outline") if free else outline_schema(
-        words, chapters, low, high)
+    grammar = (
+        JsonSchema(Outline.model_json_schema(), "nst_outline") if free else outline_schema(words, chapters, low, high)
+    )
     for _ in range(max(1, attempts)):
         try:
-            reply = budget.generate(llm, messages, grammar, temperature=temperature, max_tokens=tokens,
-                                     min_output=min(tokens, 60 * chapters + 64), role="plan_outline",
-                                     what="the chapter outline")
+            reply = budget.generate(
+                llm,
+                messages,
+                grammar,
+                temperature=temperature,
+                max_tokens=tokens,
+                min_output=min(tokens, 60 * chapters + 64),
+                role="plan_outline",
+                what="the chapter outline",
+            )
         except TruncatedOutputError:
             errors.append(f"cut at {tokens} tokens")
-            messages = [*messages[:2], {"role": "user", "content": messages[1]["content"]
-                                        + "\nKeep each description to two short sentences."}]
+            messages = [
+                *messages[:2],
+                {"role": "user", "content": messages[1]["content"] + "\nKeep each description to two short sentences."},
+            ]
             tokens = int(tokens * 1.5)
             continue
         except OutputValidationError as exc:
@@ -275,7 +360,12 @@ def _outline(llm: LLM, messages: list[Message], words: int, chapters: int, tempe
             return " ".join(parsed.title.split()), validate_outline(parsed, words, chapters, low, high)
         except ValueError as exc:
             errors.append(str(exc))
-            messages = [*messages, {"role": "assistant", "content": reply.text},
-                        {"role": "user", "content": f"This outline is invalid: {exc}. Reply with the corrected "
-                                                    "outline as JSON."}]
+            messages = [
+                *messages,
+                {"role": "assistant", "content": reply.text},
+                {
+                    "role": "user",
+                    "content": f"This outline is invalid: {exc}. Reply with the corrected outline as JSON.",
+                },
+            ]
     raise PlanError(f"no valid outline after {attempts} attempt(s): " + " | ".join(errors))

@@ -58,9 +58,16 @@ def written_outline(plan: dict[str, Any], chapters: list[Chapter]) -> list[dict[
     stored = plan.get("outline")
     outline: list[Any] = stored if isinstance(stored, list) else []
     if len(outline) >= len(chapters):
-        return [dict(item) for item in outline[:len(chapters)]]
-    return [{"id": c.index, "title": c.title or f"Chapter {c.index}", "description": WRITTEN,
-             "target_words": max(c.words, 1)} for c in chapters]
+        return [dict(item) for item in outline[: len(chapters)]]
+    return [
+        {
+            "id": c.index,
+            "title": c.title or f"Chapter {c.index}",
+            "description": WRITTEN,
+            "target_words": max(c.words, 1),
+        }
+        for c in chapters
+    ]
 
 
 def _tail(text: str, words: int = TAIL_WORDS) -> str:
@@ -68,58 +75,91 @@ def _tail(text: str, words: int = TAIL_WORDS) -> str:
     return text.strip() if len(parts) <= words else "... " + " ".join(parts[-words:])
 
 
-def continuation_request(premise: str, state: NarrativeState, written: list[dict[str, Any]],
-                         last: list[Chapter], words: int, chapters: int) -> str:
+def continuation_request(
+    premise: str, state: NarrativeState, written: list[dict[str, Any]], last: list[Chapter], words: int, chapters: int
+) -> str:
     """The planner's one request for the new chapters' outline."""
     per = max(1, round(words / chapters))
     titles = "\n".join(f"{c['id']}. {c['title']}" for c in written)
     ends = "\n\n".join(f"## Chapter {c.index}: {c.title or ''}\n{_tail(c.text)}" for c in last)
-    return (f"Story prompt:\n{premise}\n\n"
-            f"The book so far ({len(written)} chapters, finished):\n{titles}\n\n"
-            f"Its narrative state after the last chapter:\n{state.render()}\n\n"
-            f"How the last chapters end:\n{ends}\n\n"
-            f"The book goes on. Write the chapter outline of its next {chapters} chapter(s) as JSON: the book's "
-            f"title, then exactly {chapters} chapters with ids 1 to {chapters} (they will follow chapter "
-            f"{len(written)}), each with a title, a description of 2-4 sentences of what happens, and target_words. "
-            f"The targets must sum to {words} words (about {per} each). Go on from where the book stops, keep every "
-            "character and fact of the state, and advance or resolve its open future requirements.")
+    return (
+        f"Story prompt:\n{premise}\n\n"
+        f"The book so far ({len(written)} chapters, finished):\n{titles}\n\n"
+        f"Its narrative state after the last chapter:\n{state.render()}\n\n"
+        f"How the last chapters end:\n{ends}\n\n"
+        f"The book goes on. Write the chapter outline of its next {chapters} chapter(s) as JSON: the book's "
+        f"title, then exactly {chapters} chapters with ids 1 to {chapters} (they will follow chapter "
+        f"{len(written)}), each with a title, a description of 2-4 sentences of what happens, and target_words. "
+        f"The targets must sum to {words} words (about {per} each). Go on from where the book stops, keep every "
+        "character and fact of the state, and advance or resolve its open future requirements."
+    )
 
 
-def sequel_request(prompt: str, title: str, state: NarrativeState, book_one: list[dict[str, Any]],
-                   last: list[Chapter], words: int, chapters: int) -> str:
+def sequel_request(
+    prompt: str,
+    title: str,
+    state: NarrativeState,
+    book_one: list[dict[str, Any]],
+    last: list[Chapter],
+    words: int,
+    chapters: int,
+) -> str:
     """The planner's one request for a sequel's outline (``fabula sequel``)."""
     per = max(1, round(words / chapters))
     titles = "\n".join(f"{c['id']}. {c['title']}" for c in book_one)
     ends = "\n\n".join(f"## Chapter {c.index}: {c.title or ''}\n{_tail(c.text)}" for c in last)
-    return (f"Story prompt:\n{prompt}\n\n"
-            f"This book is a sequel. Book one, \"{title}\" ({len(book_one)} chapters):\n{titles}\n\n"
-            f"The narrative state at the end of book one, which this book starts from:\n{state.render()}\n\n"
-            f"How book one ends:\n{ends}\n\n"
-            f"Write the chapter outline of this new book as JSON: its own title, then exactly {chapters} chapters "
-            f"with ids 1 to {chapters}, each with a title, a description of 2-4 sentences of what happens, and "
-            f"target_words. The targets must sum to {words} words (about {per} each). It begins after book one "
-            "ends, keeps every character and fact of the state, and keeps or resolves the open future "
-            "requirements as the story prompt says.")
+    return (
+        f"Story prompt:\n{prompt}\n\n"
+        f'This book is a sequel. Book one, "{title}" ({len(book_one)} chapters):\n{titles}\n\n'
+        f"The narrative state at the end of book one, which this book starts from:\n{state.render()}\n\n"
+        f"How book one ends:\n{ends}\n\n"
+        f"Write the chapter outline of this new book as JSON: its own title, then exactly {chapters} chapters "
+        f"with ids 1 to {chapters}, each with a title, a description of 2-4 sentences of what happens, and "
+        f"target_words. The targets must sum to {words} words (about {per} each). It begins after book one "
+        "ends, keeps every character and fact of the state, and keeps or resolves the open future "
+        "requirements as the story prompt says."
+    )
 
 
-def plan_continuation(llm: LLM, budget: Budget, config: Planned, *, premise: str, state: NarrativeState,
-                      written: list[dict[str, Any]], chapters: list[Chapter], words: int,
-                      sequel_of: str | None = None) -> tuple[str, list[dict[str, Any]]]:
+def plan_continuation(
+    llm: LLM,
+    budget: Budget,
+    config: Planned,
+    *,
+    premise: str,
+    state: NarrativeState,
+    written: list[dict[str, Any]],
+    chapters: list[Chapter],
+    words: int,
+    sequel_of: str | None = None,
+) -> tuple[str, list[dict[str, Any]]]:
     """The planned title and the new chapters' outline entries, numbered after ``written``
     (``PlanError`` when no valid outline came back within the planner's attempts). ``sequel_of``:
     the title of the finished book ``written`` and ``chapters`` are; the outline is then a new
     book's, numbered from 1."""
     count = new_chapter_count(words, chapters)
     last = chapters[-LAST_CHAPTERS:]
-    asked = (sequel_request(premise, sequel_of, state, written, last, words, count) if sequel_of is not None
-             else continuation_request(premise, state, written, last, words, count))
+    asked = (
+        sequel_request(premise, sequel_of, state, written, last, words, count)
+        if sequel_of is not None
+        else continuation_request(premise, state, written, last, words, count)
+    )
     # the book's own language (its last chapters', unless --language says otherwise), not the premise's
     language = instruction(resolve(" ".join(c.text[:2000] for c in last) or premise, getattr(config, "language", None)))
     if language:
         asked = f"{asked}\n\n{language}"
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": asked}]
-    title, items = _outline(llm, messages, words, count, config.temperature, config.outline_attempts,
-                            config.gate_low, config.gate_high, budget)
+    title, items = _outline(
+        llm,
+        messages,
+        words,
+        count,
+        config.temperature,
+        config.outline_attempts,
+        config.gate_low,
+        config.gate_high,
+        budget,
+    )
     offset = 0 if sequel_of is not None else len(written)
     return title, [{**item, "id": item["id"] + offset} for item in items]
 
@@ -148,8 +188,9 @@ def finished_book(store: RunStore, premise: str | None = None, *, command: str =
     described = pipelines.known(info.pipeline)
     imported = described is not None and described.takes == "manuscript"
     if not imported and info.pipeline != WRITER:
-        raise InputError(f"{store.run_dir} is a {info.pipeline} run; {command} goes on with an NstAgent run "
-                         "or an imported book")
+        raise InputError(
+            f"{store.run_dir} is a {info.pipeline} run; {command} goes on with an NstAgent run or an imported book"
+        )
     chapters = store.chapters()
     if not chapters:
         raise InputError(f"{store.run_dir} has no chapters to go on from")
@@ -157,22 +198,29 @@ def finished_book(store: RunStore, premise: str | None = None, *, command: str =
         raise InputError(f"{'--premise' if command.endswith('continue') else '--prompt'} is empty")
     if not imported and info.status != "completed":
         unwritten = len(store.get_plan("outline") or []) - info.last_unit
-        raise InputError(f"{store.run_dir} is not finished ({info.status}, {max(unwritten, 0)} planned chapter(s) "
-                         f"unwritten): fabula resume {store.run_dir} writes them first")
+        raise InputError(
+            f"{store.run_dir} is not finished ({info.status}, {max(unwritten, 0)} planned chapter(s) "
+            f"unwritten): fabula resume {store.run_dir} writes them first"
+        )
     last = store.state(chapters[-1].index)
     if imported:
         if not is_derived(last, chapters[-1]):
-            raise InputError(f"{store.run_dir} is an imported book without a state for its last chapter: fabula "
-                             f"derive {store.run_dir} first (what follows is planned from that state)")
+            raise InputError(
+                f"{store.run_dir} is an imported book without a state for its last chapter: fabula "
+                f"derive {store.run_dir} first (what follows is planned from that state)"
+            )
         narrative = last["narrative"]
     else:
         narrative = ChapterSnapshot.read(last).narrative
         if narrative is None:
             raise InputError(f"{store.run_dir} keeps no narrative state (--no-state): nothing to go on from")
-    stored = premise or store.get_plan("premise") or info.config.get("prompt") \
-        or derive_config(store).prompt
-    return Continuable(NarrativeState.from_json(narrative), " ".join(str(stored).split()) if premise else str(stored),
-                       imported, book_words(chapters))
+    stored = premise or store.get_plan("premise") or info.config.get("prompt") or derive_config(store).prompt
+    return Continuable(
+        NarrativeState.from_json(narrative),
+        " ".join(str(stored).split()) if premise else str(stored),
+        imported,
+        book_words(chapters),
+    )
 
 
 def check_continuable(store: RunStore, words: int, premise: str | None = None) -> Continuable:
@@ -180,13 +228,21 @@ def check_continuable(store: RunStore, words: int, premise: str | None = None) -
     found = finished_book(store, premise)
     room = STORY_WORDS.without(found.words_before)
     if words not in room:
-        raise InputError(f"--words must be between {room.low} and {room.high} (the book has "
-                         f"{found.words_before} words; a run holds at most {STORY_WORDS.high}), got {words}")
+        raise InputError(
+            f"--words must be between {room.low} and {room.high} (the book has "
+            f"{found.words_before} words; a run holds at most {STORY_WORDS.high}), got {words}"
+        )
     return found
 
 
-def new_config(store: RunStore, found: Continuable, words: int, premise: str | None,
-               llm: LLMOptions, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+def new_config(
+    store: RunStore,
+    found: Continuable,
+    words: int,
+    premise: str | None,
+    llm: LLMOptions,
+    overrides: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The configuration the new chapters are written with: the run's own (an imported book:
     NstAgent's defaults), the book's new length, the premise the writer gave, ``overrides``
     (validated: ``InputError``, one line)."""
@@ -203,8 +259,16 @@ def new_config(store: RunStore, found: Continuable, words: int, premise: str | N
     return pipeline.configure(base, llm)
 
 
-def plan_more(store: RunStore, llm: LLMOptions, model: LLM, *, words: int, premise: str | None = None,
-              events: EventSink | None = None, overrides: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def plan_more(
+    store: RunStore,
+    llm: LLMOptions,
+    model: LLM,
+    *,
+    words: int,
+    premise: str | None = None,
+    events: EventSink | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
     """Plan the new chapters and store them with the run's new configuration; returns their
     outline entries. The planner's calls are in a ``continue`` session, under unit 0."""
     found = check_continuable(store, words, premise)
@@ -215,13 +279,35 @@ def plan_more(store: RunStore, llm: LLMOptions, model: LLM, *, words: int, premi
     with store.session("continue", transport=llm.transport(), keep_status=True):
         llm.attach_run(model, store)
         with RunContext(store, typed, llm=model, events=events) as ctx, ctx.unit(0):
-            _, new = plan_continuation(ctx.llm, run_budget(ctx), typed, premise=found.premise, state=found.state,
-                                    written=written, chapters=chapters, words=words)
+            _, new = plan_continuation(
+                ctx.llm,
+                run_budget(ctx),
+                typed,
+                premise=found.premise,
+                state=found.state,
+                written=written,
+                chapters=chapters,
+                words=words,
+            )
     # after the session (which keeps the status it found): the one transaction that makes the run
     # stopped with the longer outline; an interrupted planning leaves the run as it was
-    record = {"after": len(chapters), "words": words, "chapters": len(new), "premise": premise,
-              "from_kind": store.info().pipeline, "words_before": found.words_before}
+    record = {
+        "after": len(chapters),
+        "words": words,
+        "chapters": len(new),
+        "premise": premise,
+        "from_kind": store.info().pipeline,
+        "words_before": found.words_before,
+    }
     extra = {} if store.get_plan("title") else {"title": "Untitled"}
-    extend_run(store, pipeline=WRITER, config=config, outline=[*written, *new], record=record, plan=extra,
-               model=llm.model, backend=llm.backend)
+    extend_run(
+        store,
+        pipeline=WRITER,
+        config=config,
+        outline=[*written, *new],
+        record=record,
+        plan=extra,
+        model=llm.model,
+        backend=llm.backend,
+    )
     return new

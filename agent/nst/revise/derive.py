@@ -79,18 +79,34 @@ def derive_config(store: RunStore, **settings: Any) -> NstConfig:
     naming the book, its length (``settings``: others, e.g. ``update_max_tokens``)."""
     title = store.get_plan("title") or "an untitled book"
     author = store.get_plan("author")
-    premise = (f"{title}{f' by {author}' if author else ''}: a book written elsewhere. Its chapters are given "
-               "one at a time as the author wrote them; record what each establishes.")
+    premise = (
+        f"{title}{f' by {author}' if author else ''}: a book written elsewhere. Its chapters are given "
+        "one at a time as the author wrote them; record what each establishes."
+    )
     words = max(1, sum(c.words for c in store.chapters()))
-    return NstConfig.model_validate({**NST_DEFAULTS, "prompt": premise, "words": min(words, MAX_WORDS),
-                                 **{k: v for k, v in settings.items() if v is not None}})
+    return NstConfig.model_validate(
+        {
+            **NST_DEFAULTS,
+            "prompt": premise,
+            "words": min(words, MAX_WORDS),
+            **{k: v for k, v in settings.items() if v is not None},
+        }
+    )
 
 
 def book_plan(chapters: list[Chapter]) -> dict[str, Any]:
     """The outline an update prompt shows: the book's own chapters, titled as found, sized as they are."""
-    return {"outline": [{"id": c.index, "title": c.title or f"Chapter {c.index}",
-                         "description": "(the book's own chapter, given below as written)",
-                         "target_words": max(c.words, 1)} for c in chapters]}
+    return {
+        "outline": [
+            {
+                "id": c.index,
+                "title": c.title or f"Chapter {c.index}",
+                "description": "(the book's own chapter, given below as written)",
+                "target_words": max(c.words, 1),
+            }
+            for c in chapters
+        ]
+    }
 
 
 def is_derived(state: Any, chapter: Chapter | None = None) -> bool:
@@ -150,10 +166,18 @@ def derive_chapter(ctx: RunContext[NstConfig], chapter: Chapter, plan: dict[str,
     error = None
     with ctx.unit(chapter.index):
         try:
-            loop = ChapterLoop(ctx.llm, store, plan=plan, story_prompt=config.prompt,
-                               state=_before(store, chapter.index), index=chapter.index, config=config,
-                               ratio=initial_ratio(config.prompt, config.tokens_per_word), emit=ctx.emit,
-                               budget=run_budget(ctx))
+            loop = ChapterLoop(
+                ctx.llm,
+                store,
+                plan=plan,
+                story_prompt=config.prompt,
+                state=_before(store, chapter.index),
+                index=chapter.index,
+                config=config,
+                ratio=initial_ratio(config.prompt, config.tokens_per_word),
+                emit=ctx.emit,
+                budget=run_budget(ctx),
+            )
             ok = loop.update_from_text(chapter.title, chapter.text, ask=ASK_FROM_BOOK)
             if not ok or loop.new_state is None:
                 error = loop.last_error or "the update was not applied"
@@ -179,8 +203,10 @@ def derive_chapter(ctx: RunContext[NstConfig], chapter: Chapter, plan: dict[str,
 
 def holds(state: NarrativeState) -> str:
     """What a derived state holds, in a writer's words: ``3 characters, 12 past events, 2 open requirements``."""
-    return (f"{len(state.characters)} characters, {len(state.past_events)} past events, "
-            f"{len(state.future_requirements)} open requirements")
+    return (
+        f"{len(state.characters)} characters, {len(state.past_events)} past events, "
+        f"{len(state.future_requirements)} open requirements"
+    )
 
 
 def derived_state(store: RunStore) -> NarrativeState | None:
@@ -219,14 +245,21 @@ def derive_book(ctx: RunContext[NstConfig], on_step: Callable[[Step], None] | No
         left = len(asked) - position
         eta = elapsed / position * left if left else 0.0
         if on_step is not None:
-            on_step(Step(chapter.index, position, len(asked), chapter.title, ok, line, ctx.calls - before,
-                         elapsed, eta))
+            on_step(
+                Step(chapter.index, position, len(asked), chapter.title, ok, line, ctx.calls - before, elapsed, eta)
+            )
     return result
 
 
-def derive(store: RunStore, llm: LLMOptions, model: LLM, *,
-           on_step: Callable[[Step], None] | None = None, events: Any = None,
-           update_max_tokens: int | None = None) -> Derived:
+def derive(
+    store: RunStore,
+    llm: LLMOptions,
+    model: LLM,
+    *,
+    on_step: Callable[[Step], None] | None = None,
+    events: Any = None,
+    update_max_tokens: int | None = None,
+) -> Derived:
     """Derive the state of the chapters that lack one, in a ``derive`` session of the run (one
     writer at a time; the run's status stays as it was), on ``model`` (left open)."""
     config = derive_config(store, update_max_tokens=update_max_tokens)

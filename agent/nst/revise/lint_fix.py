@@ -39,8 +39,10 @@ class Fixed:
 
 def fix_request(passage: str, flags: list[Flag]) -> str:
     found = "\n".join(f'- {f.rule}: "{f.detail}"' for f in flags)
-    return (f"{FIX_ASK} so that it no longer has what was flagged, keeping its events, facts and length.\n\n"
-            f"Flagged:\n{found}\n\nPassage:\n{passage}\n\nReply with the rewritten passage only.")
+    return (
+        f"{FIX_ASK} so that it no longer has what was flagged, keeping its events, facts and length.\n\n"
+        f"Flagged:\n{found}\n\nPassage:\n{passage}\n\nReply with the rewritten passage only."
+    )
 
 
 def spans_to_fix(text: str, flags: list[Flag]) -> list[tuple[int, int, list[Flag]]]:
@@ -67,10 +69,16 @@ def fix_chapter(ctx: RunContext[NstConfig], index: int, rules: LintRules) -> Fix
     if not flags:
         return None
     passages = spans_to_fix(chapter.text, flags)
-    requests = [Request([{"role": "user", "content": fix_request(chapter.text[lo:hi], found)}],
-                        temperature=config.temperature, max_tokens=max(64, 3 * count_words(chapter.text[lo:hi]) + 64),
-                        role="lint_fix", sampling=config.sampling_for("nst_prose"))
-                for lo, hi, found in passages]
+    requests = [
+        Request(
+            [{"role": "user", "content": fix_request(chapter.text[lo:hi], found)}],
+            temperature=config.temperature,
+            max_tokens=max(64, 3 * count_words(chapter.text[lo:hi]) + 64),
+            role="lint_fix",
+            sampling=config.sampling_for("nst_prose"),
+        )
+        for lo, hi, found in passages
+    ]
     replies = ctx.llm.generate_many(requests, return_exceptions=True)
     text = chapter.text
     fixed = 0
@@ -85,7 +93,8 @@ def fix_chapter(ctx: RunContext[NstConfig], index: int, rules: LintRules) -> Fix
     stored = store.revise_chapter(index, text, reason=f"lint --fix: {fixed} passage(s)")
     mark_stale(store, index, what=f"chapter {index} fixed by lint (version {stored.version})", state_rederived=False)
     rederived = rederive_nst(ctx, index)
-    mark_stale(store, index, what=f"chapter {index} fixed by lint (version {stored.version})",
-               state_rederived=rederived.ok)
+    mark_stale(
+        store, index, what=f"chapter {index} fixed by lint (version {stored.version})", state_rederived=rederived.ok
+    )
     record_action(store, "lint-fix", unit=index, version=stored.version, passages=fixed)
     return Fixed(index, fixed, stored.version, rederived)

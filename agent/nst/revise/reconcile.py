@@ -73,8 +73,9 @@ def prepare(store: RunStore, *, start: int | None = None, lock: list[int] | None
     """The reconcile to run, or ``InputError`` (one line) saying why there is none; writes nothing."""
     info = store.info()
     if info.pipeline != "nst" or info.unit_kind != "chapter":
-        raise InputError(f"{store.run_dir} is a {info.pipeline} run; fabula reconcile works on an NstAgent run "
-                         "(its narrative state)")
+        raise InputError(
+            f"{store.run_dir} is a {info.pipeline} run; fabula reconcile works on an NstAgent run (its narrative state)"
+        )
     if not NstConfig.coerce(info.config).state:
         raise InputError(f"{store.run_dir} keeps no narrative state (--no-state): nothing to reconcile")
     last = info.last_unit
@@ -88,14 +89,25 @@ def prepare(store: RunStore, *, start: int | None = None, lock: list[int] | None
     if start is None:
         stale = store.get_plan(STALE_KEY)
         if not isinstance(stale, dict) or "unit" not in stale:
-            raise InputError(f"{store.run_dir} has no edit to reconcile (no chapter was edited since the last "
-                             "reconcile); name one with --from K")
+            raise InputError(
+                f"{store.run_dir} has no edit to reconcile (no chapter was edited since the last "
+                "reconcile); name one with --from K"
+            )
         start = int(stale["unit"])
     if not 1 <= start <= last:
         raise InputError(f"--from must be a written chapter (1 to {last}), not {start}")
     locks = sorted(locked(store) | set(lock or []))
-    record = {"id": len(earlier) + 1, "from": start, "last": last, "status": "running", "started_at": time.time(),
-              "rederived": [], "judged": {}, "replanned": None, "locked": locks}
+    record = {
+        "id": len(earlier) + 1,
+        "from": start,
+        "last": last,
+        "status": "running",
+        "started_at": time.time(),
+        "rederived": [],
+        "judged": {},
+        "replanned": None,
+        "locked": locks,
+    }
     return Pending(record, locks, False)
 
 
@@ -133,8 +145,9 @@ def _rederive_all(ctx: RunContext[NstConfig], record: dict[str, Any], say: Line)
             continue
         with ctx.unit(index):
             # the edited chapter is asked as edited, a later one as the text it is
-            result = rederive_nst(ctx, index, mark={"reconcile": rid},
-                                  **({"ask": ASK_FROM_BOOK} if index > record["from"] else {}))
+            result = rederive_nst(
+                ctx, index, mark={"reconcile": rid}, **({"ask": ASK_FROM_BOOK} if index > record["from"] else {})
+            )
         if not result.ok:
             return f"chapter {index}: {result.what}"
         record["rederived"] = sorted({*record["rederived"], index})
@@ -163,8 +176,10 @@ def _judge_all(ctx: RunContext[NstConfig], record: dict[str, Any], locks: list[i
                 except EndpointUnavailableError:
                     raise
                 except LLMError as exc:
-                    record["judged"][str(index)] = {"error": (str(exc).splitlines() or ["failed"])[0][:200],
-                                                    "contradictions": []}
+                    record["judged"][str(index)] = {
+                        "error": (str(exc).splitlines() or ["failed"])[0][:200],
+                        "contradictions": [],
+                    }
             n = len(record["judged"][str(index)]["contradictions"])
             say(f"reconcile: chapter {index}: {n} contradiction(s) of the new state")
         _save(store, record)
@@ -173,7 +188,7 @@ def _judge_all(ctx: RunContext[NstConfig], record: dict[str, Any], locks: list[i
 def _replan(ctx: RunContext[NstConfig], record: dict[str, Any], say: Line) -> str | None:
     store = ctx.store
     outline = store.get_plan("outline") or []
-    written, todo = outline[:record["last"]], outline[record["last"]:]
+    written, todo = outline[: record["last"]], outline[record["last"] :]
     if record["replanned"] is not None:
         return None
     if not todo:
@@ -182,8 +197,15 @@ def _replan(ctx: RunContext[NstConfig], record: dict[str, Any], say: Line) -> st
         return None
     with ctx.unit(0):
         try:
-            new = replan(ctx.llm, run_budget(ctx), ctx.config, written=written, todo=todo,
-                         state=_state_after(store, record["last"]), edited=record["from"])
+            new = replan(
+                ctx.llm,
+                run_budget(ctx),
+                ctx.config,
+                written=written,
+                todo=todo,
+                state=_state_after(store, record["last"]),
+                edited=record["from"],
+            )
         except PlanError as exc:
             return f"the outline was not re-planned: {exc}"
     record["replanned"] = [c["id"] for c in new]
@@ -193,8 +215,9 @@ def _replan(ctx: RunContext[NstConfig], record: dict[str, Any], say: Line) -> st
     return None
 
 
-def reconcile(store: RunStore, pending: Pending, llm: LLMOptions, model: LLM, *, say: Line,
-              events: Any = None) -> Reconciled:
+def reconcile(
+    store: RunStore, pending: Pending, llm: LLMOptions, model: LLM, *, say: Line, events: Any = None
+) -> Reconciled:
     """Run (or continue) the reconcile ``pending`` on ``model``, in a ``reconcile`` session that
     leaves the run's status as it found it."""
     record = pending.record

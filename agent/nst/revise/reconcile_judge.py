@@ -39,26 +39,39 @@ class Contradictions(Grammar):
     contradictions: list[Contradiction] = Field(max_length=MAX_FINDINGS)
 
 
-SYSTEM = ("You check a novel's continuity. Follow the instructions exactly and quote the chapter word for word.")
+SYSTEM = "You check a novel's continuity. Follow the instructions exactly and quote the chapter word for word."
 
 
 def judge_request(state: NarrativeState, edited: int, chapter: Chapter) -> str:
-    return (f"The narrative state of the story after chapter {edited}, which the writer has just edited:\n"
-            f"{state.render()}\n\n"
-            f"Chapter {chapter.index}, \"{chapter.title}\", written before that edit:\n{chapter.text}\n\n"
-            f"List every passage of chapter {chapter.index} that now contradicts the state above: a character "
-            "called by another name, a fact, a possession, a place or an event the state holds otherwise. For "
-            "each, quote the passage exactly (a sentence or less), say what the state holds, and explain in one "
-            "sentence. Reply as JSON; an empty list when nothing contradicts the state.")
+    return (
+        f"The narrative state of the story after chapter {edited}, which the writer has just edited:\n"
+        f"{state.render()}\n\n"
+        f'Chapter {chapter.index}, "{chapter.title}", written before that edit:\n{chapter.text}\n\n'
+        f"List every passage of chapter {chapter.index} that now contradicts the state above: a character "
+        "called by another name, a fact, a possession, a place or an event the state holds otherwise. For "
+        "each, quote the passage exactly (a sentence or less), say what the state holds, and explain in one "
+        "sentence. Reply as JSON; an empty list when nothing contradicts the state."
+    )
 
 
-def judge_chapter(llm: LLM, budget: Budget, config: NstConfig, state: NarrativeState, edited: int,
-                  chapter: Chapter) -> list[dict[str, Any]]:
+def judge_chapter(
+    llm: LLM, budget: Budget, config: NstConfig, state: NarrativeState, edited: int, chapter: Chapter
+) -> list[dict[str, Any]]:
     """The chapter's contradictions of ``state``, each with ``found``: its quote is in the chapter."""
-    messages = [{"role": "system", "content": SYSTEM},
-                {"role": "user", "content": judge_request(state, edited, chapter)}]
-    reply = budget.generate(llm, messages, Contradictions, temperature=0.0, max_tokens=REPLY_TOKENS,
-                            min_output=256, role=ROLE, what=f"the continuity check of chapter {chapter.index}")
+    messages = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": judge_request(state, edited, chapter)},
+    ]
+    reply = budget.generate(
+        llm,
+        messages,
+        Contradictions,
+        temperature=0.0,
+        max_tokens=REPLY_TOKENS,
+        min_output=256,
+        role=ROLE,
+        what=f"the continuity check of chapter {chapter.index}",
+    )
     parsed = reply.parsed if isinstance(reply.parsed, Contradictions) else Contradictions.model_validate(reply.parsed)
     text = normalize(chapter.text)
     return [{**finding.model_dump(), "found": occurs(finding.quote, text)} for finding in parsed.contradictions]

@@ -72,26 +72,46 @@ def check_note(note: str) -> str:
     return note
 
 
-def revision_messages(config: NstConfig, plan: dict[str, Any], state: NarrativeState | None, index: int,
-                      title: str, text: str, note: str, passages: list[str]) -> list[Message]:
+def revision_messages(
+    config: NstConfig,
+    plan: dict[str, Any],
+    state: NarrativeState | None,
+    index: int,
+    title: str,
+    text: str,
+    note: str,
+    passages: list[str],
+) -> list[Message]:
     """The conversation that asks for chapter ``index`` rewritten after ``note``."""
     item = plan["outline"][index - 1]
     gate = config.gate(int(item["target_words"]))
-    opening = chapter_prompt(story_prompt=config.prompt, outline=plan["outline"], state=state,
-                             completed=index - 1, chapter=item, gate=gate, lookback=False)
+    opening = chapter_prompt(
+        story_prompt=config.prompt,
+        outline=plan["outline"],
+        state=state,
+        completed=index - 1,
+        chapter=item,
+        gate=gate,
+        lookback=False,
+    )
     found = "\n".join(f"- {p}" for p in passages) or "(none)"
-    revision = (f"# The chapter as written\n{text}\n\n# Passages of earlier chapters the note's words find\n{found}"
-                f"\n\n{NOTE_HEADING}\n{note}\n\nRewrite chapter {index} following the note. Keep what the note "
-                "does not ask to change: the events of the outline, the names and the facts of the narrative state.")
-    return [{"role": "system", "content": system_prompt(with_state=False)},
-            {"role": "user", "content": f"{opening}\n\n{revision}\n\n{prose_request(index, title, gate)}"}]
+    revision = (
+        f"# The chapter as written\n{text}\n\n# Passages of earlier chapters the note's words find\n{found}"
+        f"\n\n{NOTE_HEADING}\n{note}\n\nRewrite chapter {index} following the note. Keep what the note "
+        "does not ask to change: the events of the outline, the names and the facts of the narrative state."
+    )
+    return [
+        {"role": "system", "content": system_prompt(with_state=False)},
+        {"role": "user", "content": f"{opening}\n\n{revision}\n\n{prose_request(index, title, gate)}"},
+    ]
 
 
 def _passages(store: RunStore, note: str, index: int) -> list[str]:
     if index <= 1:
         return []
-    return [f"(chapter {h.chapter}) {' '.join(h.text.split())}" for h in store.search(note, k=SEARCH_HITS,
-                                                                                     before=index)]
+    return [
+        f"(chapter {h.chapter}) {' '.join(h.text.split())}" for h in store.search(note, k=SEARCH_HITS, before=index)
+    ]
 
 
 def _draft(ctx: RunContext[NstConfig], index: int, note: str) -> tuple[str, int, bool, str | None]:
@@ -105,8 +125,9 @@ def _draft(ctx: RunContext[NstConfig], index: int, note: str) -> tuple[str, int,
     state = NarrativeState.from_json(before.narrative) if config.state and before.narrative is not None else None
     if config.state and state is None and index == 1:
         state = NarrativeState()
-    messages = revision_messages(config, plan, state, index, chapter.title, chapter.text, note,
-                                 _passages(store, note, index))
+    messages = revision_messages(
+        config, plan, state, index, chapter.title, chapter.text, note, _passages(store, note, index)
+    )
     gate = config.gate(int(plan["outline"][index - 1]["target_words"]))
     ratio = current.tokens_per_word or initial_ratio(config.prompt, config.tokens_per_word)
     drafter = Drafter.for_config(ctx.llm, gate, ratio, config, "nst_prose", budget=run_budget(ctx))
@@ -117,8 +138,9 @@ def _draft(ctx: RunContext[NstConfig], index: int, note: str) -> tuple[str, int,
 def check_revisable(store: RunStore, index: int) -> None:
     info = store.info()
     if info.pipeline != "nst":
-        raise InputError(f"revise rewrites NstAgent chapters; this is a {info.pipeline} run (edit it by hand with "
-                         "fabula edit)")
+        raise InputError(
+            f"revise rewrites NstAgent chapters; this is a {info.pipeline} run (edit it by hand with fabula edit)"
+        )
     if store.chapter(index) is None:
         raise InputError(f"chapter {index} does not exist (last committed: {info.last_unit})")
     if "outline" not in store.plan():
@@ -136,13 +158,14 @@ def revise(ctx: RunContext[NstConfig], index: int, note: str, *, source: str = "
     record = pending(store)
     resumed = record is not None
     if record is not None and (record["chapter"] != index or record["note"] != note):
-        raise InputError(f"a revision of chapter {record['chapter']} is unfinished; finish it first with "
-                         f"fabula revise {store.run_dir} --resume")
+        raise InputError(
+            f"a revision of chapter {record['chapter']} is unfinished; finish it first with "
+            f"fabula revise {store.run_dir} --resume"
+        )
     chapter = store.chapter(index)
     assert chapter is not None
     if record is None:
-        record = {"chapter": index, "note": note, "base_version": chapter.version, "source": source,
-                  "at": time.time()}
+        record = {"chapter": index, "note": note, "base_version": chapter.version, "source": source, "at": time.time()}
         store.put_plan(REVISION_KEY, record)
     if chapter.version <= record["base_version"]:  # not stored yet (a fresh revision, or killed while drafting)
         text, words, degraded, reason = _draft(ctx, index, note)
@@ -150,14 +173,23 @@ def revise(ctx: RunContext[NstConfig], index: int, note: str, *, source: str = "
             raise StoreError(f"the revision of chapter {index} came back empty; nothing was stored")
         chapter = store.revise_chapter(index, text, reason=f"revise: {note}")
         mark_stale(store, index, what=f"chapter {index} revised (version {chapter.version})", state_rederived=False)
-        store.put_plan(REVISION_KEY, {**record, "version": chapter.version, "words": words, "degraded": degraded,
-                                      "reason": reason})
+        store.put_plan(
+            REVISION_KEY, {**record, "version": chapter.version, "words": words, "degraded": degraded, "reason": reason}
+        )
         record = store.get_plan(REVISION_KEY)
     rederived = rederive_nst(ctx, index)
-    mark_stale(store, index, what=f"chapter {index} revised (version {chapter.version})",
-               state_rederived=rederived.ok)
+    mark_stale(store, index, what=f"chapter {index} revised (version {chapter.version})", state_rederived=rederived.ok)
     store.delete_plan(REVISION_KEY)
-    record_action(store, "revise", unit=index, via=str(record.get("source", source)), note=note,
-                  version=chapter.version)
-    return Revised(index, int(record["base_version"]), chapter.version, int(record.get("words", chapter.words)),
-                   bool(record.get("degraded", False)), record.get("reason"), rederived, resumed)
+    record_action(
+        store, "revise", unit=index, via=str(record.get("source", source)), note=note, version=chapter.version
+    )
+    return Revised(
+        index,
+        int(record["base_version"]),
+        chapter.version,
+        int(record.get("words", chapter.words)),
+        bool(record.get("degraded", False)),
+        record.get("reason"),
+        rederived,
+        resumed,
+    )

@@ -62,19 +62,47 @@ def read_book(store: RunStore, *, by_step: bool = False) -> Book:
     chapters = store.chapters()
     if chapters:
         headings = Headings.of(store)
-        sections = [Section(c.index, headings.heading(c.index, c.title), blocks(c.text), c.text, c.words, c.degraded,
-                            c.degraded_reason, version=c.version) for c in chapters]
+        sections = [
+            Section(
+                c.index,
+                headings.heading(c.index, c.title),
+                blocks(c.text),
+                c.text,
+                c.words,
+                c.degraded,
+                c.degraded_reason,
+                version=c.version,
+            )
+            for c in chapters
+        ]
     else:
         paragraphs = store.paragraphs()
         if by_step:
             steps: dict[int, list] = {}
             for p in paragraphs:
                 steps.setdefault(p.step, []).append(p)
-            sections = [Section(step, f"Step {step}", [p.text for p in ps], "\n\n".join(p.text for p in ps),
-                                sum(p.words for p in ps), kinds=[p.kind for p in ps]) for step, ps in steps.items()]
+            sections = [
+                Section(
+                    step,
+                    f"Step {step}",
+                    [p.text for p in ps],
+                    "\n\n".join(p.text for p in ps),
+                    sum(p.words for p in ps),
+                    kinds=[p.kind for p in ps],
+                )
+                for step, ps in steps.items()
+            ]
         elif paragraphs:
-            sections = [Section(1, story_title(store), [p.text for p in paragraphs],
-                                "\n\n".join(p.text for p in paragraphs), sum(p.words for p in paragraphs),
-                                kinds=[p.kind for p in paragraphs])]
-    return Book(story_title(store), author_line(store), info.pipeline, info.model, info.unit_kind, sections,
-                series_of(store))
+            sections = [
+                Section(
+                    1,
+                    story_title(store),
+                    [p.text for p in paragraphs],
+                    "\n\n".join(p.text for p in paragraphs),
+                    sum(p.words for p in paragraphs),
+                    kinds=[p.kind for p in paragraphs],
+                )
+            ]
+    return Book(
+        story_title(store), author_line(store), info.pipeline, info.model, info.unit_kind, sections, series_of(store)
+    )

@@ -26,8 +26,9 @@ def _docx():
     try:
         import docx
     except ImportError as exc:  # an optional dependency: name the extra that brings it
-        raise StoreError("DOCX export needs python-docx: run scripts/setup, or pip install -e '.[manuscript]' in "
-                         "the fabula checkout") from exc
+        raise StoreError(
+            "DOCX export needs python-docx: run scripts/setup, or pip install -e '.[manuscript]' in the fabula checkout"
+        ) from exc
     return docx
 
 

@@ -18,18 +18,21 @@ from agent.store.errors import StoreError
 from agent.store.export.book import Book, Section, read_book
 from agent.store.runstore import RunStore
 
-_CSS = ("body { font-family: serif; line-height: 1.5; } h1 { text-align: center; } "
-        "p { text-indent: 1.2em; margin: 0 0 0.4em 0; } p.degraded { color: #8a4b00; font-style: italic; } "
-        "section.titlepage { text-align: center; margin-top: 30%; } section.titlepage p { text-indent: 0; } "
-        "p.byline { font-size: 1.2em; margin-top: 1em; }")
+_CSS = (
+    "body { font-family: serif; line-height: 1.5; } h1 { text-align: center; } "
+    "p { text-indent: 1.2em; margin: 0 0 0.4em 0; } p.degraded { color: #8a4b00; font-style: italic; } "
+    "section.titlepage { text-align: center; margin-top: 30%; } section.titlepage p { text-indent: 0; } "
+    "p.byline { font-size: 1.2em; margin-top: 1em; }"
+)
 
 
 def _ebooklib():
     try:
         from ebooklib import epub
     except ImportError as exc:  # an optional dependency: name the extra that brings it
-        raise StoreError("EPUB export needs EbookLib: run scripts/setup, or pip install -e '.[view]' in the "
-                         "fabula checkout") from exc
+        raise StoreError(
+            "EPUB export needs EbookLib: run scripts/setup, or pip install -e '.[view]' in the fabula checkout"
+        ) from exc
     return epub
 
 
@@ -37,16 +40,20 @@ def chapter_xhtml(section: Section) -> str:
     """The body of one chapter file: its heading, a degraded note if any, and its paragraphs."""
     parts = [f"<h1>{html.escape(section.heading)}</h1>"]
     if section.degraded:
-        parts.append(f'<p class="degraded">(degraded chapter: {html.escape(section.degraded_reason or "no reason")})'
-                     "</p>")
+        parts.append(
+            f'<p class="degraded">(degraded chapter: {html.escape(section.degraded_reason or "no reason")})</p>'
+        )
     parts += [f"<p>{html.escape(p).replace(chr(10), '<br/>')}</p>" for p in section.paragraphs]
     return "\n".join(parts)
 
 
 def title_xhtml(book: Book) -> str:
     """The title page: the title, the author and, for a sequel, its place in the series."""
-    parts = ['<section class="titlepage">', f"<h1>{html.escape(book.title)}</h1>",
-             f'<p class="byline">{html.escape(book.author)}</p>']
+    parts = [
+        '<section class="titlepage">',
+        f"<h1>{html.escape(book.title)}</h1>",
+        f'<p class="byline">{html.escape(book.author)}</p>',
+    ]
     if book.series is not None:
         parts.append(f'<p class="series">Book {book.series[1]} of {html.escape(book.series[0])}</p>')
     return "\n".join([*parts, "</section>"])
@@ -85,8 +92,10 @@ def build(book: Book, ident: str, language: str = "en"):
         item.add_item(style)
         out.add_item(item)
         files.append(item)
-    out.toc = [epub.Link(title_page.file_name, title_page.title, "title"),
-               *(epub.Link(f.file_name, f.title, f"ch{n}") for n, f in enumerate(files, start=1))]
+    out.toc = [
+        epub.Link(title_page.file_name, title_page.title, "title"),
+        *(epub.Link(f.file_name, f.title, f"ch{n}") for n, f in enumerate(files, start=1)),
+    ]
     out.add_item(epub.EpubNcx())
     out.add_item(epub.EpubNav())
     out.spine = [title_page, "nav", *files]

@@ -92,9 +92,13 @@ def _markdown(store: RunStore) -> str:
 def front_matter(store: RunStore) -> str:
     """A YAML block; every value is a JSON string or number, which YAML reads as written."""
     info = store.info()
-    fields: dict[str, Any] = {"title": story_title(store), "author": author_line(store),
-                              "date": time.strftime("%Y-%m-%d", time.gmtime(info.created_at)),
-                              "generator": "fabula", "pipeline": info.pipeline}
+    fields: dict[str, Any] = {
+        "title": story_title(store),
+        "author": author_line(store),
+        "date": time.strftime("%Y-%m-%d", time.gmtime(info.created_at)),
+        "generator": "fabula",
+        "pipeline": info.pipeline,
+    }
     if info.model:
         fields["model"] = info.model
     named = series_of(store)
@@ -131,10 +135,18 @@ def to_json(store: RunStore) -> dict[str, Any]:
         "title": story_title(store),
         "series": dict(zip(("name", "index"), series_of(store) or (), strict=False)) or None,
         "run": {
-            "pipeline": info.pipeline, "unit_kind": info.unit_kind, "status": info.status, "model": info.model,
-            "backend": info.backend, "config": info.config, "fingerprint": info.fingerprint,
-            "units_done": info.last_unit, "target_units": info.target_units, "created_at": info.created_at,
-            "finished_at": info.finished_at, "schema_version": store.schema_version(),
+            "pipeline": info.pipeline,
+            "unit_kind": info.unit_kind,
+            "status": info.status,
+            "model": info.model,
+            "backend": info.backend,
+            "config": info.config,
+            "fingerprint": info.fingerprint,
+            "units_done": info.last_unit,
+            "target_units": info.target_units,
+            "created_at": info.created_at,
+            "finished_at": info.finished_at,
+            "schema_version": store.schema_version(),
         },
         "plan": store.plan(),
         "chapters": [c.as_dict() for c in store.chapters()],

@@ -19,9 +19,17 @@ CONTINUED_KEY = "continued"
 """Plan key: every continuation of the run, oldest first (from which chapter, how many words, the premise)."""
 
 
-def extend_run(store: RunStore, *, pipeline: str, config: dict[str, Any], outline: list[dict[str, Any]],
-               record: dict[str, Any], plan: dict[str, Any] | None = None, model: str | None = None,
-               backend: str | None = None) -> None:
+def extend_run(
+    store: RunStore,
+    *,
+    pipeline: str,
+    config: dict[str, Any],
+    outline: list[dict[str, Any]],
+    record: dict[str, Any],
+    plan: dict[str, Any] | None = None,
+    model: str | None = None,
+    backend: str | None = None,
+) -> None:
     """Store ``outline`` (the old chapters' entries unchanged, then the new ones) as the run's
     outline, the run as ``pipeline`` with ``config``, stopped at its last chapter; ``record``
     is appended to :data:`CONTINUED_KEY`; ``plan``: other plan parts to set at the same time; ``model``
@@ -33,16 +41,23 @@ def extend_run(store: RunStore, *, pipeline: str, config: dict[str, Any], outlin
         raise StoreError("a continuation's outline must number every chapter 1..n and add chapters after the last")
     now = time.time()
     records = store.get_plan(CONTINUED_KEY)
-    values = {**(plan or {}), "outline": outline,
-              CONTINUED_KEY: [*(records if isinstance(records, list) else []), {**record, "at": now}]}
+    values = {
+        **(plan or {}),
+        "outline": outline,
+        CONTINUED_KEY: [*(records if isinstance(records, list) else []), {**record, "at": now}],
+    }
     with store._write() as conn:  # one transaction across the run row and the plan
-        conn.execute("UPDATE run SET pipeline = ?, config = ?, fingerprint = ?, status = 'stopped', error = NULL, "
-                     "finished_at = NULL, target_units = ?, updated_at = ?, model = coalesce(?, model), "
-                     "backend = coalesce(?, backend) WHERE id = 1",
-                     (pipeline, canonical_json(config), fingerprint(config), len(outline), now, model, backend))
-        conn.executemany("INSERT INTO plan (key, value, updated_at) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE "
-                         "SET value = excluded.value, updated_at = excluded.updated_at",
-                         [(key, canonical_json(value), now) for key, value in values.items()])
+        conn.execute(
+            "UPDATE run SET pipeline = ?, config = ?, fingerprint = ?, status = 'stopped', error = NULL, "
+            "finished_at = NULL, target_units = ?, updated_at = ?, model = coalesce(?, model), "
+            "backend = coalesce(?, backend) WHERE id = 1",
+            (pipeline, canonical_json(config), fingerprint(config), len(outline), now, model, backend),
+        )
+        conn.executemany(
+            "INSERT INTO plan (key, value, updated_at) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE "
+            "SET value = excluded.value, updated_at = excluded.updated_at",
+            [(key, canonical_json(value), now) for key, value in values.items()],
+        )
 
 
 def continuations(store: RunStore) -> list[dict[str, Any]]:

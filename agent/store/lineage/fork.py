@@ -32,8 +32,7 @@ def fork_run(source: RunStore, out: str | Path, *, at: int, config: dict[str, An
     """Create the fork in ``out`` (refused if it holds a run); returns it open for writing."""
     info = source.info()
     if at < 0 or at > info.last_unit:
-        raise StoreError(f"--at must be between 0 and {info.last_unit} (the last committed {info.unit_kind}), "
-                         f"not {at}")
+        raise StoreError(f"--at must be between 0 and {info.last_unit} (the last committed {info.unit_kind}), not {at}")
     wanted = outside_run(source.run_dir, out, what="the fork")
     existed = wanted.exists()
     target = new_run_dir(out)
@@ -52,16 +51,27 @@ def fork_run(source: RunStore, out: str | Path, *, at: int, config: dict[str, An
             _truncate(conn, at)
             now = time.time()
             new_config = info.config if config is None else config
-            conn.execute("UPDATE run SET last_unit = ?, status = 'stopped', error = NULL, finished_at = NULL, "
-                         "config = ?, fingerprint = ?, created_at = ?, updated_at = ? WHERE id = 1",
-                         (at, canonical_json(new_config), fingerprint(new_config), now, now))
-            conn.execute("UPDATE sessions SET ended_at = coalesce(ended_at, last_at), "
-                         "outcome = coalesce(outcome, 'copied by fork')")
-            record = {"run": str(source.run_dir), "at": at, "unit_kind": info.unit_kind,
-                      "fingerprint": info.fingerprint, "forked_at": now}
-            conn.execute("INSERT INTO plan (key, value, updated_at) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE "
-                         "SET value = excluded.value, updated_at = excluded.updated_at",
-                         (FORK_KEY, canonical_json(record), now))
+            conn.execute(
+                "UPDATE run SET last_unit = ?, status = 'stopped', error = NULL, finished_at = NULL, "
+                "config = ?, fingerprint = ?, created_at = ?, updated_at = ? WHERE id = 1",
+                (at, canonical_json(new_config), fingerprint(new_config), now, now),
+            )
+            conn.execute(
+                "UPDATE sessions SET ended_at = coalesce(ended_at, last_at), "
+                "outcome = coalesce(outcome, 'copied by fork')"
+            )
+            record = {
+                "run": str(source.run_dir),
+                "at": at,
+                "unit_kind": info.unit_kind,
+                "fingerprint": info.fingerprint,
+                "forked_at": now,
+            }
+            conn.execute(
+                "INSERT INTO plan (key, value, updated_at) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE "
+                "SET value = excluded.value, updated_at = excluded.updated_at",
+                (FORK_KEY, canonical_json(record), now),
+            )
             conn.execute("DELETE FROM plan WHERE key = ?", (STALE_KEY,))
         conn.execute("VACUUM")  # the removed units' text does not linger in free pages
     except BaseException:  # a full disk, a kill: no half-made fork is left (the source is only read)
@@ -88,5 +98,6 @@ def _truncate(conn: sqlite3.Connection, at: int) -> None:
     conn.execute("DELETE FROM llm_calls WHERE unit > ?", (at,))
     conn.execute("DELETE FROM tool_calls WHERE unit > ?", (at,))
     conn.execute("DELETE FROM judgments")
-    conn.execute("DELETE FROM llm_messages WHERE hash NOT IN "
-                 "(SELECT value FROM llm_calls, json_each(llm_calls.messages))")
+    conn.execute(
+        "DELETE FROM llm_messages WHERE hash NOT IN (SELECT value FROM llm_calls, json_each(llm_calls.messages))"
+    )

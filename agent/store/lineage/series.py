@@ -37,9 +37,15 @@ def sequel_record(first: RunStore, title: str) -> dict[str, Any]:
     """The series record of a sequel to ``first`` (``title``: the first book's title); a sequel of a
     sequel continues its series, and a book one named in a series (``export --series``) gives its name."""
     earlier = series(first)
-    books = [*(earlier["books"] if earlier else []),
-             {"index": (earlier["index"] if earlier else 1), "run": str(first.run_dir.resolve()), "title": title,
-              "chapters": first.info().last_unit}]
+    books = [
+        *(earlier["books"] if earlier else []),
+        {
+            "index": (earlier["index"] if earlier else 1),
+            "run": str(first.run_dir.resolve()),
+            "title": title,
+            "chapters": first.info().last_unit,
+        },
+    ]
     named = first.get_plan(SERIES_KEY)
     name = named["name"] if isinstance(named, dict) and isinstance(named.get("name"), str) else title
     return {"name": name, "index": books[-1]["index"] + 1, "books": books}

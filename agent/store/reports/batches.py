@@ -63,9 +63,15 @@ class BatchSummary:
         return ",".join(f"{s.key}:{s.status}:{s.words}:{s.units}:{s.tokens}" for s in self.stories)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"pipeline": self.pipeline, "counts": self.counts, "words": self.words,
-                "target_words": self.target_words, "tokens": self.tokens, "error": self.error,
-                "stories": [asdict(s) for s in self.stories]}
+        return {
+            "pipeline": self.pipeline,
+            "counts": self.counts,
+            "words": self.words,
+            "target_words": self.target_words,
+            "tokens": self.tokens,
+            "error": self.error,
+            "stories": [asdict(s) for s in self.stories],
+        }
 
 
 def is_batch(folder: Path) -> bool:
@@ -80,15 +86,28 @@ def read_batch(folder: Path) -> BatchSummary:
         return BatchSummary("?", error=f"unreadable batch database: {exc}")
     try:
         pipeline = conn.execute("SELECT pipeline FROM batch WHERE id = 1").fetchone()[0]
-        rows = conn.execute("SELECT key, run_dir, status, words, target_words, units, target_units, prompt_tokens, "
-                            "completion_tokens, error, pid, host FROM stories ORDER BY seq").fetchall()
+        rows = conn.execute(
+            "SELECT key, run_dir, status, words, target_words, units, target_units, prompt_tokens, "
+            "completion_tokens, error, pid, host FROM stories ORDER BY seq"
+        ).fetchall()
     except (sqlite3.Error, TypeError) as exc:
         return BatchSummary("?", error=f"unreadable batch database: {exc}")
     finally:
         conn.close()
-    stories = [BatchStory(str(r["key"]), str(r["run_dir"]), _live(r["status"], r["pid"], r["host"]), int(r["words"]),
-                          int(r["target_words"]), int(r["units"]), r["target_units"],
-                          int(r["prompt_tokens"]) + int(r["completion_tokens"]), r["error"]) for r in rows]
+    stories = [
+        BatchStory(
+            str(r["key"]),
+            str(r["run_dir"]),
+            _live(r["status"], r["pid"], r["host"]),
+            int(r["words"]),
+            int(r["target_words"]),
+            int(r["units"]),
+            r["target_units"],
+            int(r["prompt_tokens"]) + int(r["completion_tokens"]),
+            r["error"],
+        )
+        for r in rows
+    ]
     return BatchSummary(str(pipeline), stories)
 
 
@@ -111,4 +130,3 @@ def summary_line(summary: BatchSummary) -> str:
         return summary.error
     counts = ", ".join(f"{n} {status}" for status, n in summary.counts.items())
     return f"{counts} · {summary.words}/{summary.target_words} words · {summary.tokens} tokens"
-

@@ -53,8 +53,10 @@ class UnitCost:
 
 
 def calls(store: RunStore) -> list[CallRow]:
-    rows = store.query("SELECT id, unit, role, model, prompt_tokens, cached_prompt_tokens, completion_tokens, "
-                       "latency_s, finish_reason, error FROM llm_calls ORDER BY id")
+    rows = store.query(
+        "SELECT id, unit, role, model, prompt_tokens, cached_prompt_tokens, completion_tokens, "
+        "latency_s, finish_reason, error FROM llm_calls ORDER BY id"
+    )
     return [CallRow(*tuple(r)) for r in rows]
 
 
@@ -69,8 +71,9 @@ def per_unit(store: RunStore) -> list[UnitCost]:
         u.cached_prompt_tokens += c.cached_prompt_tokens
         u.completion_tokens += c.completion_tokens
         u.latency_s += c.latency_s
-    for unit, tool, n, bad in store.query("SELECT unit, tool, count(*), coalesce(sum(ok = 0), 0) FROM tool_calls "
-                                          "GROUP BY unit, tool ORDER BY unit, tool"):
+    for unit, tool, n, bad in store.query(
+        "SELECT unit, tool, count(*), coalesce(sum(ok = 0), 0) FROM tool_calls GROUP BY unit, tool ORDER BY unit, tool"
+    ):
         u = units.setdefault(unit, UnitCost(unit))
         u.tools[tool] = n
         u.tool_errors += bad
@@ -108,8 +111,10 @@ def per_role_timing(store: RunStore) -> list[RoleTiming]:
     """The ledger's calls summed per role, in order of first call, then all roles as ``total``."""
     roles: dict[str, RoleTiming] = {}
     total = RoleTiming("total")
-    for row in store.query("SELECT role, prompt_tokens, cached_prompt_tokens, completion_tokens, latency_s, timing "
-                           "FROM llm_calls ORDER BY id"):
+    for row in store.query(
+        "SELECT role, prompt_tokens, cached_prompt_tokens, completion_tokens, latency_s, timing "
+        "FROM llm_calls ORDER BY id"
+    ):
         for sums in (roles.setdefault(row["role"] or "(none)", RoleTiming(row["role"] or "(none)")), total):
             sums.calls += 1
             sums.prompt_tokens += row["prompt_tokens"]

@@ -29,8 +29,11 @@ def committed_after(store: RunStore, unit: int) -> list[Committed]:
     """Every unit after ``unit`` that is committed now, in order."""
     info = store.info()
     if info.unit_kind == "chapter":
-        return [Committed(c.index, heading(c.index, c.title), [("chapter", c.text)], c.degraded_reason, c.degraded)
-                for c in store.chapters() if c.index > unit]
+        return [
+            Committed(c.index, heading(c.index, c.title), [("chapter", c.text)], c.degraded_reason, c.degraded)
+            for c in store.chapters()
+            if c.index > unit
+        ]
     steps: dict[int, list[tuple[str, str]]] = {}
     for p in store.paragraphs():
         if p.step > unit:
@@ -39,8 +42,14 @@ def committed_after(store: RunStore, unit: int) -> list[Committed]:
     return [Committed(step, None, steps.get(step, [])) for step in range(unit + 1, last + 1)]
 
 
-def follow(store: RunStore, *, after: int = 0, interval: float = 1.0, keep_waiting: bool = False,
-           sleep: Callable[[float], None] = time.sleep) -> Iterator[Committed]:
+def follow(
+    store: RunStore,
+    *,
+    after: int = 0,
+    interval: float = 1.0,
+    keep_waiting: bool = False,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[Committed]:
     """Yield units as they commit; stop once the run is no longer running (unless ``keep_waiting``)."""
     seen = after
     while True:

@@ -63,10 +63,14 @@ def summarize(store: RunStore) -> RunSummary:
     chapters = q("SELECT count(*), coalesce(sum(words), 0), coalesce(sum(version > 1), 0) FROM chapters")[0]
     paragraphs = q("SELECT count(*), coalesce(sum(words), 0) FROM paragraphs")[0]
     steps = q("SELECT count(*) FROM steps")[0][0]
-    calls = q("SELECT count(*), coalesce(sum(error IS NOT NULL), 0), coalesce(sum(prompt_tokens), 0), "
-              "coalesce(sum(cached_prompt_tokens), 0), coalesce(sum(completion_tokens), 0) FROM llm_calls")[0]
-    tools = {r[0]: r[1] for r in q("SELECT tool, count(*) FROM tool_calls WHERE tool != 'budget' GROUP BY tool "
-                                    "ORDER BY tool")}
+    calls = q(
+        "SELECT count(*), coalesce(sum(error IS NOT NULL), 0), coalesce(sum(prompt_tokens), 0), "
+        "coalesce(sum(cached_prompt_tokens), 0), coalesce(sum(completion_tokens), 0) FROM llm_calls"
+    )[0]
+    tools = {
+        r[0]: r[1]
+        for r in q("SELECT tool, count(*) FROM tool_calls WHERE tool != 'budget' GROUP BY tool ORDER BY tool")
+    }
     budget: dict[str, int] = {}
     for (arguments,) in q("SELECT arguments FROM tool_calls WHERE tool = 'budget' ORDER BY id"):
         action = str((json.loads(arguments) or {}).get("action", "?"))
@@ -77,19 +81,41 @@ def summarize(store: RunStore) -> RunSummary:
     transport = json.loads(last[0][0]).get("transport") if last else None
     state_rows = q("SELECT state FROM states ORDER BY unit DESC LIMIT 1")
     state_json = state_rows[0][0] if state_rows else ""
-    degraded = [{"chapter": r[0], "reason": r[1]} for r in
-                q("SELECT idx, degraded_reason FROM chapters WHERE degraded = 1 ORDER BY idx")]
+    degraded = [
+        {"chapter": r[0], "reason": r[1]}
+        for r in q("SELECT idx, degraded_reason FROM chapters WHERE degraded = 1 ORDER BY idx")
+    ]
     return RunSummary(
-        pipeline=info.pipeline, status=store.live_status(), unit_kind=info.unit_kind, units_done=info.last_unit,
-        target_units=info.target_units, words=chapters[1] + paragraphs[1], chapters=chapters[0], steps=steps,
-        paragraphs=paragraphs[0], state_bytes=len(state_json.encode("utf-8")),
+        pipeline=info.pipeline,
+        status=store.live_status(),
+        unit_kind=info.unit_kind,
+        units_done=info.last_unit,
+        target_units=info.target_units,
+        words=chapters[1] + paragraphs[1],
+        chapters=chapters[0],
+        steps=steps,
+        paragraphs=paragraphs[0],
+        state_bytes=len(state_json.encode("utf-8")),
         state_counts=_collection_sizes(json.loads(state_json)) if state_json else {},
-        llm_calls=calls[0], llm_errors=calls[1], prompt_tokens=calls[2], cached_prompt_tokens=calls[3],
-        completion_tokens=calls[4], tool_calls=tools, tool_errors=tool_errors, wall_s=float(wall),
-        sessions=sessions, degraded=degraded, revised_chapters=chapters[2], model=info.model, backend=info.backend,
+        llm_calls=calls[0],
+        llm_errors=calls[1],
+        prompt_tokens=calls[2],
+        cached_prompt_tokens=calls[3],
+        completion_tokens=calls[4],
+        tool_calls=tools,
+        tool_errors=tool_errors,
+        wall_s=float(wall),
+        sessions=sessions,
+        degraded=degraded,
+        revised_chapters=chapters[2],
+        model=info.model,
+        backend=info.backend,
         endpoint=transport.get("endpoint") if isinstance(transport, dict) else None,
         profile=info.config.get("profile") if isinstance(info.config.get("profile"), str) else None,
-        error=info.error, created_at=info.created_at, updated_at=info.updated_at, budget_actions=budget,
+        error=info.error,
+        created_at=info.created_at,
+        updated_at=info.updated_at,
+        budget_actions=budget,
         context=store.get_plan("context"),
     )
 

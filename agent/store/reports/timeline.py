@@ -30,8 +30,11 @@ class Change:
         """For a changed record (a character snapshot): only the fields that differ."""
         if not (isinstance(self.old, dict) and isinstance(self.new, dict)):
             return []
-        return [(k, self.old.get(k), self.new.get(k)) for k in sorted(self.old.keys() | self.new.keys())
-                if _canon(self.old.get(k)) != _canon(self.new.get(k))]
+        return [
+            (k, self.old.get(k), self.new.get(k))
+            for k in sorted(self.old.keys() | self.new.keys())
+            if _canon(self.old.get(k)) != _canon(self.new.get(k))
+        ]
 
 
 DERIVED = "derived"
@@ -63,8 +66,11 @@ def collections(state: Any) -> dict[str, dict[str, Any]]:
     table = WorldTable.of(state)
     if table is not None:  # Magnet
         variables = {k: v.get("value") for k, v in table.items().items()}
-        goals = {str(g.get("step", i)) + ": " + str(g.get("reason", "")): g.get("goal")
-                 for i, g in enumerate(state.get("goals") or []) if isinstance(g, dict)}
+        goals = {
+            str(g.get("step", i)) + ": " + str(g.get("reason", "")): g.get("goal")
+            for i, g in enumerate(state.get("goals") or [])
+            if isinstance(g, dict)
+        }
         return {"world_variables": variables, "goals": goals}
     return {k: _keyed(v) for k, v in state.items() if isinstance(v, dict | list)}
 
@@ -111,7 +117,13 @@ def timeline(store: RunStore) -> list[UnitState]:
         failed = failed_derive(state)
         current = previous if failed is not None else collections(state)  # the state stays as it was
         if unit > 0:
-            out.append(UnitState(unit, {} if failed is not None else current,
-                                 [] if failed is not None else diff(previous, current), failed))
+            out.append(
+                UnitState(
+                    unit,
+                    {} if failed is not None else current,
+                    [] if failed is not None else diff(previous, current),
+                    failed,
+                )
+            )
         previous = current
     return out

@@ -42,9 +42,14 @@ def mark_stale(store: RunStore, unit: int, *, what: str, state_rederived: bool) 
     if first >= last and stale_from is None:
         store.delete_plan(STALE_KEY)
         return None
-    record = {"unit": first, "last_unit": last, "what": what,
-              "state_rederived": stale_from is None or stale_from > first, "state_stale_from": stale_from,
-              "at": time.time()}
+    record = {
+        "unit": first,
+        "last_unit": last,
+        "what": what,
+        "state_rederived": stale_from is None or stale_from > first,
+        "state_stale_from": stale_from,
+        "at": time.time(),
+    }
     store.put_plan(STALE_KEY, record)
     return record
 
@@ -84,8 +89,10 @@ def _retitle_in_outline(store: RunStore, index: int, title: str) -> None:
     outline = store.get_plan("outline")
     if not isinstance(outline, list):
         return
-    entries = [{**item, "title": " ".join(title.split())} if isinstance(item, dict) and item.get("id", n) == index
-               else item for n, item in enumerate(outline, start=1)]
+    entries = [
+        {**item, "title": " ".join(title.split())} if isinstance(item, dict) and item.get("id", n) == index else item
+        for n, item in enumerate(outline, start=1)
+    ]
     revise_plan(store, {"outline": entries}, by="edit")
 
 
@@ -118,8 +125,9 @@ def parse_step_document(document: str) -> tuple[list[str], dict[str, Any]]:
     return paragraphs, variables
 
 
-def edit_step(store: RunStore, step: int, paragraphs: list[str] | None = None,
-              variables: dict[str, Any] | None = None) -> tuple[list[Paragraph], list[str]]:
+def edit_step(
+    store: RunStore, step: int, paragraphs: list[str] | None = None, variables: dict[str, Any] | None = None
+) -> tuple[list[Paragraph], list[str]]:
     """Replace a Magnet step's paragraph texts (same number of paragraphs) and set world
     variables in the state stored at that step; returns the new paragraphs and changed keys."""
     current = [p for p in store.paragraphs() if p.step == step]
@@ -128,10 +136,15 @@ def edit_step(store: RunStore, step: int, paragraphs: list[str] | None = None,
     revised: list[Paragraph] = []
     if paragraphs is not None:
         if len(paragraphs) != len(current):
-            raise StoreError(f"step {step} has {len(current)} paragraph(s); the edit has {len(paragraphs)} "
-                             "(keep one blank-line-separated block per paragraph)")
-        revised = [store.revise_paragraph(step, p.seq, text, reason="edit")
-                   for p, text in zip(current, paragraphs, strict=True) if text != p.text]
+            raise StoreError(
+                f"step {step} has {len(current)} paragraph(s); the edit has {len(paragraphs)} "
+                "(keep one blank-line-separated block per paragraph)"
+            )
+        revised = [
+            store.revise_paragraph(step, p.seq, text, reason="edit")
+            for p, text in zip(current, paragraphs, strict=True)
+            if text != p.text
+        ]
     changed: list[str] = []
     if variables:
         state = store.state(step)
@@ -141,9 +154,11 @@ def edit_step(store: RunStore, step: int, paragraphs: list[str] | None = None,
         known = table.items()
         unknown = sorted(set(variables) - set(known))
         if unknown:
-            raise StoreError(f"step {step} has no world variable {', '.join(map(repr, unknown[:5]))}; an edit "
-                             f"changes the variables the story has ({', '.join(sorted(known)[:12]) or 'none'}"
-                             f"{', ...' if len(known) > 12 else ''})")
+            raise StoreError(
+                f"step {step} has no world variable {', '.join(map(repr, unknown[:5]))}; an edit "
+                f"changes the variables the story has ({', '.join(sorted(known)[:12]) or 'none'}"
+                f"{', ...' if len(known) > 12 else ''})"
+            )
         for key, value in variables.items():
             old = known.get(key)
             if old is not None and json.dumps(old.get("value"), sort_keys=True) == json.dumps(value, sort_keys=True):

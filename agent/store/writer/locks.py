@@ -26,8 +26,10 @@ def parse_range(text: str, *, written: int) -> list[int]:
     if first < 1 or last < first:
         raise StoreError(f"--lock {text!r}: chapters are numbered from 1 and a range goes up (K..M with K <= M)")
     if last > written:
-        raise StoreError(f"--lock {text!r}: chapter {max(first, written + 1)} is not written (last written: "
-                         f"{written}); only a written chapter is approved")
+        raise StoreError(
+            f"--lock {text!r}: chapter {max(first, written + 1)} is not written (last written: "
+            f"{written}); only a written chapter is approved"
+        )
     return list(range(first, last + 1))
 
 
@@ -41,8 +43,9 @@ def lock(store: RunStore, chapters: list[int]) -> list[int]:
     last = store.info().last_unit
     unwritten = [i for i in chapters if i > last]
     if unwritten:
-        raise StoreError(f"--lock: chapter {unwritten[0]} is not written (last written: {last}); only a written "
-                         "chapter is approved")
+        raise StoreError(
+            f"--lock: chapter {unwritten[0]} is not written (last written: {last}); only a written chapter is approved"
+        )
     merged = sorted(locked(store) | set(chapters))
     store.put_plan(LOCKED_KEY, merged)
     return merged

@@ -59,8 +59,12 @@ def pause_after(store: RunStore, unit: int) -> bool:
     """After committing ``unit``: enter review and return True when the setting asks for it here. A resume
     asks it again of the last committed unit (:func:`owed_review`)."""
     review = review_setting(store)
-    if review is None or unit < int(review.get("from", 1)) or unit % int(review.get("every", 1)) != 0 \
-            or _approved(store, unit):
+    if (
+        review is None
+        or unit < int(review.get("from", 1))
+        or unit % int(review.get("every", 1)) != 0
+        or _approved(store, unit)
+    ):
         return False
     store.put_plan(IN_REVIEW_KEY, {"unit": unit, "at": time.time()})
     return True
@@ -91,14 +95,21 @@ def pause_for_outline(store: RunStore) -> bool:
     return True
 
 
-def record_action(store: RunStore, what: str, *, unit: int | None = None, by: str | None = None,
-                  via: str = "cli", **details: Any) -> dict[str, Any]:
+def record_action(
+    store: RunStore, what: str, *, unit: int | None = None, by: str | None = None, via: str = "cli", **details: Any
+) -> dict[str, Any]:
     """Append one writer's action to the run's log (who, when, what, through which door). A command the
     view runs for the writer says so through ``FABULA_ACTION_VIA`` and ``FABULA_ACTION_BY``."""
     via = os.environ.get("FABULA_ACTION_VIA", via)
-    entry = {"what": what, "unit": unit, "by": by or os.environ.get("FABULA_ACTION_BY") or _who(), "via": via,
-             "at": time.time(), **details}
-    log = actions(store)[-(MAX_ACTIONS - 1):]
+    entry = {
+        "what": what,
+        "unit": unit,
+        "by": by or os.environ.get("FABULA_ACTION_BY") or _who(),
+        "via": via,
+        "at": time.time(),
+        **details,
+    }
+    log = actions(store)[-(MAX_ACTIONS - 1) :]
     store.put_plan(ACTIONS_KEY, [*log, entry])
     return entry
 
@@ -123,8 +134,12 @@ def next_steps(run_dir: str, waiting: dict[str, Any]) -> list[str]:
     unit = int(waiting["unit"])
     if unit == 0:
         return [f"fabula outline {run_dir} --edit", f"fabula approve {run_dir}"]
-    return [f"fabula approve {run_dir}", f"fabula revise {run_dir} --chapter {unit} --note \"...\"",
-            f"fabula edit {run_dir} --chapter {unit}", f"fabula lint {run_dir} --chapter {unit}"]
+    return [
+        f"fabula approve {run_dir}",
+        f'fabula revise {run_dir} --chapter {unit} --note "..."',
+        f"fabula edit {run_dir} --chapter {unit}",
+        f"fabula lint {run_dir} --chapter {unit}",
+    ]
 
 
 def describe(waiting: dict[str, Any]) -> str:

@@ -43,8 +43,12 @@ class Stale:
 
 
 def chapter_versions(store: RunStore, index: int) -> list[Version]:
-    return [Version(int(r["version"]), str(r["title"] or ""), str(r["text"]), int(r["words"]), str(r["reason"]),
-                    r["created_at"]) for r in store.chapter_versions(index)]
+    return [
+        Version(
+            int(r["version"]), str(r["title"] or ""), str(r["text"]), int(r["words"]), str(r["reason"]), r["created_at"]
+        )
+        for r in store.chapter_versions(index)
+    ]
 
 
 def _step_edits(store: RunStore, step: int) -> tuple[list[Paragraph], dict[int, list[dict[str, Any]]], list[float]]:
@@ -62,8 +66,9 @@ def step_versions(store: RunStore, step: int) -> list[Version]:
     out = []
     for number, edit in enumerate([None, *edits], start=1):
         text = "\n\n".join(_paragraph_after(p, histories[p.seq], edit) for p in current)
-        out.append(Version(number, f"Step {step}", text, count_words(text),
-                           "write" if edit is None else reasons[edit], edit))
+        out.append(
+            Version(number, f"Step {step}", text, count_words(text), "write" if edit is None else reasons[edit], edit)
+        )
     return out
 
 
