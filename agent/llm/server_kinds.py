@@ -1,24 +1,9 @@
 """Each kind of server fabula tells apart, as one object: how its chat requests are shaped, how the
 probe recognises it, and what it is known to honour.
 
-Servers agree on the OpenAI chat body and disagree on the rest, and most of them answer HTTP 200
-to a field they do not read, so the shape must follow the server the probe found:
-
-- vLLM: ``response_format`` (json_schema) and ``structured_outputs.regex`` / ``.choice``.
-- SGLang: ``response_format``, a top-level ``regex`` (a choice is an alternation regex).
-- llama.cpp (``llama-server`` and llama-cpp-python's server): ``response_format`` of type
-  ``json_object`` with a ``schema`` (llama-cpp-python refuses ``json_schema``; llama-server takes
-  both) and a GBNF ``grammar`` for a choice; a regex has no field, so it travels unconstrained
-  and is validated after decoding (the probe records that).
-- TGI: ``response_format`` is its own tagged grammar, ``{"type": "json"|"regex", "value": ...}``.
-- Ollama: its native ``/api/chat``, because only there can a request set the context size
-  (``options.num_ctx``; the OpenAI route silently truncates at the server's default), the schema
-  (``format``) and the thinking switch (``think``). Requests are built in the OpenAI shape and
-  translated here, and replies translated back, so the rest of the backend sees one shape.
-
-These mirror Outlines' own per-server adapters (outlines.models.vllm / sglang / tgi / ollama),
-which are not imported because the endpoint backend runs on a base install without Outlines;
-``tests/test_server_shapes.py`` checks the two agree where Outlines is installed.
+Servers agree on the OpenAI chat body and most answer HTTP 200 to a field they do not read, so the
+request shape must follow the server the probe found. Per-server shapes, and why they mirror
+Outlines' adapters without importing them: docs/design/server-kinds.md.
 """
 
 from __future__ import annotations

@@ -1,24 +1,14 @@
 """``fabula derive RUN``: NstAgent's narrative state of a book fabula did not write, from its text.
 
-Each chapter of an imported run gets the state NstAgent would have stored after writing it,
-through the very path a written chapter's update takes (the path ``fabula edit`` re-derives
-an edited chapter by, :meth:`agent.nst.chapter.loop.ChapterLoop.update_from_text`): the chapter prompt
-from the state after the chapter before (fitted to the context), the chapter's text as the
-accepted draft, one ``update`` call under the update grammar, every entry's evidence checked
-against that chapter's text (an entry quoting anything else is refused), the call recorded in
-the run's ledger under that chapter. The state is stored with the chapter (``narrative``, as
-a written chapter's is) beside what the import stored, with a ``derived`` record.
+Each chapter of an imported run gets the state NstAgent would have stored after writing it, through
+the path a written chapter's update takes (:meth:`agent.nst.chapter.loop.ChapterLoop.update_from_text`):
+one ``update`` call per chapter, evidence checked against that chapter's text, the call in the
+run's ledger, the state stored with the chapter with a ``derived`` record.
 
-Resumable: a chapter is done once its state is stored (one transaction); a derive that is
-killed continues at the first chapter without one, and no stored chapter is asked again. A
-chapter whose update fails (invalid reply, nothing applicable, no room in the context) is
-marked ``derived.ok = false`` with the reason, and the next chapter goes on from the last
-state that was derived; ``derive`` again asks only the chapters without a state (the failed
-ones, any a kill left, and any edited since, ``fabula edit``). A retried chapter starts from
-the state before it; the chapters after it, derived meanwhile, keep the states they got
-without it. A server that
-cannot be reached (after the client's retries) is no chapter's failure: the derive stops there,
-nothing marked, and continues from that chapter next time.
+Resumable: a chapter is done once its state is stored; a failed chapter is marked
+``derived.ok = false`` with the reason and the next goes on from the last derived state; an
+unreachable server stops the derive, nothing marked. ``derive`` again asks only the chapters
+without a state. The step by step: docs/design/derive.md.
 
 One call at a time within a run: chapter k's update needs the state after chapter k-1 (why, and
 what a server's concurrent slots serve instead: docs/design/derive.md).
