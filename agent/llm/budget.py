@@ -1,8 +1,8 @@
 """One context budget for every pipeline: each request fits the model's context before it is sent.
 
-Issue 13 built it for the NstAgent family; Magnet's prompts go through the same object (issue 9),
-so there is one rule for what a request may ask and one record of what gave way. A
-:class:`Budget` holds the run's context (``agent.llm.context``) and its token counter:
+Every pipeline's prompts go through the same object, so there is one rule for what a request may
+ask and one record of what gave way (history: docs/design/budget.md). A :class:`Budget` holds
+the run's context (``agent.llm.context``) and its token counter:
 
 - :meth:`Budget.fit` counts a prompt, lets the caller shrink it (``shrink``: each call frees
   one thing and names it) while even the smallest useful reply (``min_output``) would not fit,

@@ -15,9 +15,7 @@ Commits follow the paper: the selected actions' updates are applied in the narra
 order, a new variable is inserted, an existing one overwritten; nothing else writes to the
 state. Each applied write is returned as a :class:`Commit` for the step record.
 
-State written before (subject, attribute) existed (flat ``slug_attribute`` keys with a
-``concerns`` field, a separate relationship list) is read by :meth:`WorldGraph.from_json`
-and converted, so old runs still open, show, export and resume.
+Older stored state is converted by :meth:`WorldGraph.from_json` (docs/design/magnet-world.md).
 """
 
 from __future__ import annotations

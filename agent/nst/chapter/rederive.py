@@ -5,19 +5,11 @@ text, that state describes a chapter that no longer exists. Each method re-deriv
 its chapter loop derived it, with one model call, from the state before the chapter and the
 edited text:
 
-- NstAgent: one ``update`` call through the chapter loop's own update path (the chapter prompt
-  from the state after N-1, fitted to the context; the same grammar; every entry's evidence
-  checked against the edited text; recorded in the ledger under chapter N);
-- RollSum: one summary call (the previous summary and the edited chapter;
-  ``agent.nst.baselines.summary.rederive_rollsum``);
-- Direct (and ``--no-state``): nothing is derived from the text by the model; nothing to do.
-
-Only chapter N is re-derived. The chapters after it were written from the text before the
-edit, so their text and states stay as they were and are marked stale (``agent.store.writer.edit``):
-a writer who changes chapter N wants the story to go on from the edit (``fabula fork RUN --at
-N``), not a bill of one call per later chapter for states of text the edit contradicts. A
-failed call leaves the edit committed, the old state in place and marked stale, and the run
-resumable; ``fabula edit RUN --chapter N`` with the text unchanged tries again.
+NstAgent: one ``update`` call through the chapter loop's update path; RollSum: one summary call
+(``agent.nst.baselines.summary.rederive_rollsum``); Direct and ``--no-state``: nothing to do.
+Only chapter N is re-derived; later chapters are marked stale (``agent.store.writer.edit``). A
+failed call leaves the edit committed and the old state marked stale; editing again retries.
+Per method, and why later chapters are not re-derived: docs/design/rederive.md.
 """
 
 from __future__ import annotations
