@@ -1,19 +1,8 @@
 """How much of a GPU a preset needs, computed from the model's ``config.json`` and the card's memory.
 
-Why: hand-written sizes drifted (a 32B bf16 model named for an 80 GB card that vLLM refuses at
-start); the arithmetic here is the one vLLM does at start, so a preset states the context and the
-number of sequences it holds on a card, and a card where it cannot start is refused with the sums.
-
-The model's shape comes from ``serve/model_configs/OWNER--NAME.json``: the fields of its published
-``config.json`` that sizing reads (facts, not weights). Per GPU:
-
-    budget   = card memory x gpu_memory_utilization
-    weights  = parameters x bytes each (bf16 2; AWQ 4-bit 0.5 + group scales; FP8 1), / tensor parallel
-    overhead = activations of one prefill chunk (max_num_batched_tokens) + logits + RUNTIME_RESERVE
-    KV cache = budget - weights - overhead, holding KV bytes per token (2 x layers x KV heads x head dim
-               x KV dtype bytes; a sliding-window layer holds at most its window per sequence)
-               and, for a hybrid model's linear-attention (Gated DeltaNet) layers, a fixed-size
-               recurrent state per sequence instead of any per-token KV
+A preset states the context and the number of sequences it holds on a card, computed the way vLLM
+does at start from ``serve/model_configs/OWNER--NAME.json``; a card where it cannot start is
+refused with the sums. Why, and the arithmetic per GPU: docs/design/sizing.md.
 """
 
 from __future__ import annotations
