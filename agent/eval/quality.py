@@ -1,19 +1,10 @@
 """Writing quality, WritingBench-style (NstAgent 5, A.1, A.2).
 
-The judge first turns the story prompt into five query-specific criteria (name, description,
-five scoring bands), one criterion per call, each call seeing the criteria designed so far
-(one grammar for all five compiles too slowly for vLLM's budget; see ``grammars.judges``).
-Criteria are generated once per (judge, prompt) and cached on disk, finished ones kept as
-they come so an interrupted design resumes where it stopped, so
-every method, model and length is scored against the same rubric; the criteria used are
-also kept in each score's stored judgment, so a report never needs the cache. The story is
-then scored 1-10 against each criterion; writing quality is the mean of the five scores,
-and a story with any failed criterion score is not scored.
-
-The five criteria are kept whole in every score's judgment with a digest of their content
-(``criteria_digest``, also part of the protocol key): two caches that hold different criteria
-under the same key give different digests, and ``fabula eval compare`` pairs only scores made
-against the same criteria.
+The judge designs five query-specific criteria per story prompt (one call each, cached on disk
+per (judge, prompt), resumable) and scores the story 1-10 against each; writing quality is the
+mean, and a story with any failed criterion score is not scored. Criteria are kept whole in each
+judgment with a ``criteria_digest``; ``fabula eval compare`` pairs only scores made against the
+same criteria. The details and why: docs/design/quality.md.
 """
 
 from __future__ import annotations

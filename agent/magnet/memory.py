@@ -1,21 +1,10 @@
 """Long-range memory for a Magnet step: BM25 recall of earlier paragraphs and a running recap.
 
-The recent window (``history_window`` paragraphs) keeps the scene; beyond it, a story of 20
-pages needs two more things, each with a fixed bound so prompt size stays flat as the story
-grows:
-
-- **recall**: the run's FTS5 paragraph index (kept up to date by the commit itself) is
-  searched with the acting characters' names and their current locations, for at most
-  ``recall_paragraphs`` paragraphs from before the recent window, each cut to
-  ``recall_words`` words;
-- **recap**: every ``recap_every`` steps one bounded call (``recap_tokens``) rewrites the
-  running recap from the previous recap and the paragraphs written since. A failed recap
-  call keeps the previous recap and is recorded in the step's failures.
-
-Both are bounded by settings, and both give way first when a prompt does not fit the model's
-context (the budget NstAgent uses, ``agent.llm.budget``; see ``agent.magnet.roles``): recalled
-passages, then the recap, before any recent paragraph. The recap call's own prompt fits the
-context by dropping its oldest source paragraphs (``trim_recap_source``, recorded).
+Beyond the recent window (``history_window`` paragraphs), **recall** searches the run's FTS5
+paragraph index for at most ``recall_paragraphs`` earlier paragraphs (``recall_words`` each), and
+every ``recap_every`` steps one bounded call (``recap_tokens``) rewrites the running **recap**; a
+failed recap keeps the previous one and is recorded. Both give way first when a prompt does not
+fit the context (recalled passages, then the recap). Details: docs/design/magnet-memory.md.
 """
 
 from __future__ import annotations
