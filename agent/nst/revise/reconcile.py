@@ -1,21 +1,11 @@
 """``fabula reconcile RUN``: after a writer's edit of chapter K, the story's state follows the edit.
 
-Three steps, each stored as it is done so an interrupted reconcile continues where it stopped
-(running ``reconcile`` again) and asks nothing twice:
-
-1. the state of chapter K and of every later written chapter is re-derived from its text, in
-   order (chapter j from the state just re-derived for j-1; one update call each, through the
-   path ``fabula edit`` re-derives by, ``agent.nst.chapter.rederive``); a chapter is done once its state
-   carries this reconcile's id (one write with the state);
-2. every later chapter not locked is judged against the state after K (``agent.nst.revise.reconcile_judge``):
-   the passages that now contradict it, quoted;
-3. the outline entries of the chapters not yet written are re-planned from the state after the
-   last written chapter (``agent.nst.revise.replan``), the previous outline kept in the plan's edit record.
-
-Chapters are never rewritten here; ``--lock K..M`` marks chapters the writer approved
-(``agent.store.writer.locks``): they are not judged for a rewrite and NstAgent's ``correct`` never changes
-them. Every reconcile is recorded in the plan (``reconciles``): from which chapter, what was
-re-derived, the findings, what was re-planned, the locks, when.
+Three steps, each stored as done so running it again continues and asks nothing twice: chapter K
+and every later chapter's state re-derived in order (``agent.nst.chapter.rederive``); every later
+chapter not locked judged against the state after K (``agent.nst.revise.reconcile_judge``); the
+unwritten chapters' outline re-planned (``agent.nst.revise.replan``). Chapters are never rewritten;
+``--lock K..M`` marks approved ones. Each reconcile is recorded in the plan (``reconciles``).
+The steps in full: docs/design/reconcile.md.
 """
 
 from __future__ import annotations
