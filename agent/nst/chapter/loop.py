@@ -24,6 +24,7 @@ from agent.llm.types import Completion, Message
 from agent.nst.chapter.avoid import avoid_list
 from agent.nst.chapter.drafter import Drafter, clean_prose
 from agent.nst.chapter.ledger import ChapterLedger, Emit
+from agent.nst.chapter.planned import PlannedChapter
 from agent.nst.chapter.prompt import chapter_prompt, prose_request, system_prompt
 from agent.nst.chapter.rejected import Draft, DraftKeeper
 from agent.nst.chapter.sizing import MIN_TURN_OUTPUT, ChapterBudget
@@ -83,7 +84,8 @@ class ChapterLoop:
         self.outline = plan["outline"]
         self.story_prompt = story_prompt
         self.item = self.outline[index - 1]
-        self.gate = cfg.gate(int(self.item["target_words"]))
+        self.chapter = PlannedChapter.of(self.item)
+        self.gate = cfg.gate(self.chapter.target_words)
         self.drafter = Drafter.for_config(
             llm, self.gate, ratio, cfg, "nst_prose", budget=self.budget, shrink=self._shrink
         )
@@ -306,7 +308,7 @@ class ChapterLoop:
                 self._fallback_update()
                 if not s.updated:
                     degraded, reason = True, self._why_not_updated()
-            return self._result(s.accepted_title or self.item["title"], s.accepted_text or "", degraded, reason)
+            return self._result(s.accepted_title or self.chapter.title, s.accepted_text or "", degraded, reason)
         best = self.drafts.best()
         if best is None:
             raise ChapterError(f"chapter {s.index}: no draft was written in {s.max_turns} turns")
