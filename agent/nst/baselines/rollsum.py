@@ -18,6 +18,7 @@ from agent.llm.types import Message
 from agent.nst.baselines.summary import SYSTEM, rederive_rollsum, summarize
 from agent.nst.baselines.voice import describe_style, voice_blocks
 from agent.nst.chapter.drafter import Drafter, draft_until_gate, record_attempt
+from agent.nst.chapter.planned import PlannedChapter
 from agent.nst.chapter.prompt import outline_block
 from agent.nst.chapter.sizing import initial_ratio, run_budget
 from agent.nst.config import RollSumConfig
@@ -85,7 +86,7 @@ def write(ctx: RunContext[RollSumConfig]) -> None:
     ctx.set_progress(words=store.words_written(), units=len(outline), target_words=config.words)
     for index in range(store.next_unit(), len(outline) + 1):
         item = outline[index - 1]
-        gate = config.gate(int(item["target_words"]))
+        gate = config.gate(PlannedChapter.of(item).target_words)
         with ctx.unit(index):
             drafter = Drafter.for_config(ctx.llm, gate, ratio, config, "rollsum_chapter", budget=budget)
             outcome = draft_until_gate(

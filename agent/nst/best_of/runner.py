@@ -25,6 +25,7 @@ from agent.errors import InputError
 from agent.lint import lint_book
 from agent.nst.best_of.judge import judge_drafts
 from agent.nst.chapter.drafter import Drafter, GateOutcome, draft_until_gate, record_attempt
+from agent.nst.chapter.planned import PlannedChapter
 from agent.nst.chapter.prompt import chapter_prompt, prose_request, system_prompt
 from agent.nst.chapter.rederive import rederive_nst
 from agent.nst.chapter.sizing import initial_ratio, run_budget
@@ -105,7 +106,7 @@ def _messages(
     config: NstConfig, plan: dict[str, Any], state: NarrativeState | None, index: int, title: str
 ) -> list[dict[str, str]]:
     item = plan["outline"][index - 1]
-    gate = config.gate(int(item["target_words"]))
+    gate = config.gate(PlannedChapter.of(item).target_words)
     return [
         {"role": "system", "content": system_prompt(with_state=False)},
         {
@@ -147,7 +148,7 @@ def best_of(ctx: RunContext[NstConfig], index: int, n: int) -> Rederived | None:
         raise StoreError(f"chapter {index} does not exist")
     plan = store.plan()
     item = plan["outline"][index - 1]
-    gate = config.gate(int(item["target_words"]))
+    gate = config.gate(PlannedChapter.of(item).target_words)
     record = drafts_of(store, index) or {
         "n": n,
         "drafts": [

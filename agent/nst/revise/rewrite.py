@@ -21,6 +21,7 @@ from typing import Any
 from agent.errors import InputError
 from agent.llm.types import Message
 from agent.nst.chapter.drafter import Drafter, draft_until_gate, record_attempt
+from agent.nst.chapter.planned import PlannedChapter
 from agent.nst.chapter.prompt import chapter_prompt, prose_request, system_prompt
 from agent.nst.chapter.rederive import rederive_nst
 from agent.nst.chapter.sizing import initial_ratio, run_budget
@@ -84,7 +85,7 @@ def revision_messages(
 ) -> list[Message]:
     """The conversation that asks for chapter ``index`` rewritten after ``note``."""
     item = plan["outline"][index - 1]
-    gate = config.gate(int(item["target_words"]))
+    gate = config.gate(PlannedChapter.of(item).target_words)
     opening = chapter_prompt(
         story_prompt=config.prompt,
         outline=plan["outline"],
@@ -128,7 +129,7 @@ def _draft(ctx: RunContext[NstConfig], index: int, note: str) -> tuple[str, int,
     messages = revision_messages(
         config, plan, state, index, chapter.title, chapter.text, note, _passages(store, note, index)
     )
-    gate = config.gate(int(plan["outline"][index - 1]["target_words"]))
+    gate = config.gate(PlannedChapter.of(plan["outline"][index - 1]).target_words)
     ratio = current.tokens_per_word or initial_ratio(config.prompt, config.tokens_per_word)
     drafter = Drafter.for_config(ctx.llm, gate, ratio, config, "nst_prose", budget=run_budget(ctx))
     outcome = draft_until_gate(drafter, messages, REVISE_ATTEMPTS, on_attempt=record_attempt(ctx))
