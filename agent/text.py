@@ -73,10 +73,6 @@ def count_words(text: str) -> int:
     return len(CJK_CHAR.findall(text)) + len(LATIN_WORD.findall(text))
 
 
-def is_cjk(char: str) -> bool:
-    return CJK_CHAR.fullmatch(char) is not None
-
-
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """``(start, end)`` offsets of each sentence in ``text``, outer whitespace excluded.
 

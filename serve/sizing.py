@@ -248,11 +248,6 @@ def kv_bytes_per_token(config: dict, kv_cache_dtype: str | None) -> tuple[int, i
     return 2 * full_heads * full_hd * size, 2 * heads * hd * size
 
 
-def kv_bytes_per_token_per_layer(config: dict, kv_cache_dtype: str | None) -> int:
-    """KV bytes one token takes in one full-attention layer."""
-    return kv_bytes_per_token(config, kv_cache_dtype)[0]
-
-
 def kv_bytes_per_sequence(config: dict, tokens: int, kv_cache_dtype: str | None) -> int:
     """KV cache bytes one sequence of ``tokens`` holds (sliding-window layers capped at their window;
     linear-attention layers a fixed state, :func:`linear_state_bytes`)."""

@@ -11,7 +11,6 @@ unscored, never zero. Verified CED keeps only instances whose quotes occur in th
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,9 +84,6 @@ class ConsistencyScore:
         for category in CATEGORIES:
             out[f"instance_ced.{category}"] = ced(sum(1 for i in alli if i.category == category), w)
         return out
-
-    def subtype_counts(self) -> Counter[str]:
-        return Counter(i.subtype for i in self.instances)
 
 
 def score_group(group: list[Judgment], story: Story) -> ConsistencyScore:

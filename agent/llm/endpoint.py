@@ -118,10 +118,6 @@ class EndpointLLM(LLM):
         """The model's parameters, where the server reports them (llama-server's ``meta.n_params``)."""
         return self.probe.parameters if self.probe else None
 
-    def served_models(self) -> list[str]:
-        """The model names the server offers (``GET /v1/models``)."""
-        return [e["id"] for e in list_models(self._http)]
-
     @property
     def context_length(self) -> int | None:
         """The server's context length for this model, when it says (vLLM's ``max_model_len``)."""

@@ -145,15 +145,6 @@ class ChapterBudget:
     def text_tokens(self) -> int:
         return text_tokens(self.gate, self._ratio(), exact=self.budget.counter.exact)
 
-    def prose_tokens(self) -> int:
-        return size_tokens(
-            self.gate,
-            self._ratio(),
-            cap=self.config.prose_max_tokens_cap,
-            use_min=False,
-            trim=self.config.trim_cut_drafts,
-        )[0]
-
     def update_output(self) -> int:
         return update_output(self.budget.context, self.config.update_max_tokens)
 
