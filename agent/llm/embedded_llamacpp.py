@@ -1,11 +1,9 @@
 """The ``embedded`` backend's llama.cpp engine: a GGUF in this process through llama-cpp-python.
 
-Why: a 135M model in 4 bits is ~80 MB of weights, so decoding is bound by memory bandwidth, and
-llama.cpp's kernels on the quantized weights run several times faster on a CPU than transformers
-on the dequantized float32 copy. It also keeps a KV cache between calls, so a call that starts
-with the previous call's prompt (the tool loop's growing conversation, the same system prompt
-and state) recomputes only what is new, as vLLM's prefix cache does on a server; the reused
-tokens are reported as ``cached_prompt_tokens``.
+Why: on a CPU, llama.cpp's kernels on quantized weights decode several times faster than
+transformers (design: docs/design/embedded-speed.md). It keeps a KV cache between calls, so a call
+that starts with the previous call's prompt recomputes only what is new; the reused tokens are
+reported as ``cached_prompt_tokens``.
 
 Constraints are the transformers engine's (:mod:`agent.llm.local_decoding`): the same regex per
 schema, bounds included, compiled into an Outlines index, applied as a token mask at every step

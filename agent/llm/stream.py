@@ -6,7 +6,7 @@ vLLM for a structured reply as a stream of server-sent events and runs the same 
 (:func:`agent.repetition.ran_away`) on the tail every :data:`CHECK_EVERY` pieces. When it trips,
 the connection is closed, vLLM aborts the request, and the reply counts as cut and looped: the
 shared layer asks once more with a firmer penalty, minutes earlier than ``max_tokens`` would
-(the tiny model's state updates on the CPU server: 2,694 looping tokens, 270 s each).
+(measured: docs/design/stream.md).
 
 The reply is put back into the non-streamed shape (``choices[0].message``, ``usage``), so the
 backend reads both the same way. vLLM's ``continuous_usage_stats`` puts the token counts on every
