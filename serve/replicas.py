@@ -1,13 +1,9 @@
 """N vLLM replicas behind one endpoint: sglang-router in front, each story kept on one replica.
 
-Why a router and not vLLM's own ``--data-parallel-size``: vLLM's internal balancer looks at
-queue lengths only, while NstAgent's linear cost needs every request of a story to land on
-the replica that holds its prefix in cache. sglang-router (PyPI ``sglang-router``, Rust)
-fronts any OpenAI-compatible server, vLLM included, and offers two ways to keep a story on
-one replica: ``cache_aware`` (an approximate radix tree of the prompts each replica has
-seen; a prompt that shares enough of its prefix goes where that prefix went) and ``manual``
-(a sticky map from the ``X-SMG-Routing-Key`` header, which fabula's endpoint client sends
-with the run's key on every request; new keys go to the replica with the fewest).
+Why a router: every request of a story must land on the replica that holds its prefix in cache.
+The router keeps a story on one replica by ``cache_aware`` or ``manual`` routing (the
+``X-SMG-Routing-Key`` header, which fabula's endpoint client sends with the run's key).
+Design: docs/design/replicas.md.
 
 The replicas are plain ``fabula serve`` servers (:mod:`serve.launcher`) on loopback ports
 after the router's; on CPU each gets its own cores (``taskset`` and vLLM's OpenMP binding),

@@ -5,14 +5,14 @@ Characters are whole snapshots keyed by name (matched case-insensitively) that c
 consistency gains concentrate, Appendices C and E); past events are keyed records that never
 change once written; future requirements are keyed obligations that are added and resolved.
 
-An update applies **per entry** (issue 13): every new or changed entry must quote the accepted
+An update applies **per entry**: every new or changed entry must quote the accepted
 chapter (``agent.quotes``, whitespace- and quote-style-tolerant) and records its chapter and
 quote in ``provenance``; an entry that breaks a rule is refused with a reason naming it, and
 the rest applies. Resolving a key that is not open is a no-op (as in the reference code).
 
 The prompt layout serves the prefix cache: past events (append-only) come first, with the
 digests of consolidated arcs (``agent.nst.consolidate``) before the recent events, then what
-changes from chapter to chapter (characters, open requirements).
+changes from chapter to chapter (characters, open requirements). Design: docs/design/narrative-state.md.
 """
 
 from __future__ import annotations
