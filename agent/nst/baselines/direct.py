@@ -7,11 +7,14 @@ committed as one chapter so that ``show``, ``export`` and evaluation read it lik
 
 from __future__ import annotations
 
+from typing import Any
+
 from agent import pipelines
 from agent.llm import LLM
 from agent.llm.types import Message
+from agent.nst.baselines.gated_chapter import GatedChapter, write_gated_chapter
 from agent.nst.baselines.voice import describe_style, voice_blocks
-from agent.nst.chapter.drafter import Drafter, draft_until_gate, record_attempt
+from agent.nst.chapter.drafter import GateOutcome
 from agent.nst.chapter.sizing import initial_ratio, run_budget
 from agent.nst.config import DirectConfig
 from agent.run_context import EventSink, RunContext
@@ -20,6 +23,12 @@ from agent.store import RunStore
 from agent.store.snapshots import ChapterSnapshot
 
 SYSTEM = "You are a novelist. Write in the language of the prompt."
+
+
+def _stored_state(outcome: GateOutcome, ratio: float) -> dict[str, Any]:
+    """Direct's state: the attempts and words, also at the top level where older readers look."""
+    chapter = {"attempts": outcome.attempts, "words": outcome.words, "first_attempt_pass": outcome.first_attempt_pass}
+    return {"attempts": outcome.attempts, "words": outcome.words, **ChapterSnapshot(chapter=chapter).stored()}
 
 
 def write(ctx: RunContext[DirectConfig]) -> None:
@@ -43,28 +52,9 @@ def write(ctx: RunContext[DirectConfig]) -> None:
             f"story in one reply. Length: {gate.describe()}. Reply with the story only.",
         },
     ]
-    with ctx.unit(1):
-        drafter = Drafter.for_config(
-            ctx.llm, gate, initial_ratio(config.prompt, config.tokens_per_word), config, "direct_story", budget=budget
-        )
-        outcome = draft_until_gate(drafter, base, config.attempts, on_attempt=record_attempt(ctx))
-        snapshot = ChapterSnapshot(
-            chapter={
-                "attempts": outcome.attempts,
-                "words": outcome.words,
-                "first_attempt_pass": outcome.first_attempt_pass,
-            }
-        )
-        store.commit_chapter(
-            1,
-            "Story",
-            outcome.text,
-            state={"attempts": outcome.attempts, "words": outcome.words, **snapshot.stored()},
-            degraded=outcome.degraded,
-            degraded_reason=outcome.reason,
-        )
-        ctx.set_progress(words=outcome.words)
-        ctx.emit("committed", words=outcome.words, degraded=outcome.degraded)
+    chapter = GatedChapter(1, "Story", base, gate, config.attempts, "direct_story")
+    ratio = initial_ratio(config.prompt, config.tokens_per_word)
+    write_gated_chapter(ctx, chapter, ratio=ratio, budget=budget, settle=_stored_state)
     store.finish()
 
 

@@ -9,15 +9,18 @@ summary is method-internal state: it is stored with the chapter and never counts
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from agent import pipelines
 from agent.gate import Gate
 from agent.llm import LLM
+from agent.llm.budget import Budget
 from agent.llm.types import Message
+from agent.nst.baselines.gated_chapter import GatedChapter, Settle, write_gated_chapter
 from agent.nst.baselines.summary import SYSTEM, rederive_rollsum, summarize
 from agent.nst.baselines.voice import describe_style, voice_blocks
-from agent.nst.chapter.drafter import Drafter, draft_until_gate, record_attempt
+from agent.nst.chapter.drafter import GateOutcome
 from agent.nst.chapter.planned import PlannedChapter
 from agent.nst.chapter.prompt import outline_block
 from agent.nst.chapter.sizing import initial_ratio, run_budget
@@ -67,6 +70,32 @@ def chapter_messages(
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
+@dataclass
+class RollingSummary:
+    """The story-so-far summary; rewritten after each chapter's draft is kept, before it is committed."""
+
+    ctx: RunContext[RollSumConfig]
+    budget: Budget
+    text: str
+
+    def after(self, index: int, title: str, gate: Gate) -> Settle:
+        """Settle chapter ``index``: the new summary, and the chapter's state with it."""
+
+        def settle(outcome: GateOutcome, ratio: float) -> dict[str, Any]:
+            self.text = summarize(self.ctx, self.budget, self.text, index, outcome.text, title)
+            stats = {
+                "attempts": outcome.attempts,
+                "first_attempt_pass": outcome.first_attempt_pass,
+                "words": outcome.words,
+                "target": gate.target,
+                "degraded": outcome.degraded,
+                "summary_words": count_words(self.text),
+            }
+            return ChapterSnapshot(summary=self.text, tokens_per_word=ratio, chapter=stats).stored()
+
+        return settle
+
+
 def write(ctx: RunContext[RollSumConfig]) -> None:
     store, config = ctx.store, ctx.config
     budget = run_budget(ctx)
@@ -81,50 +110,27 @@ def write(ctx: RunContext[RollSumConfig]) -> None:
         ctx.emit("note", f"chapter {last} committed; in review until fabula approve")
         return
     previous = ChapterSnapshot.read(store.state(last) if last else None)
-    summary = previous.summary or ""
+    summary = RollingSummary(ctx, budget, previous.summary or "")
     ratio = previous.tokens_per_word or initial_ratio(config.prompt, config.tokens_per_word)
     ctx.set_progress(words=store.words_written(), units=len(outline), target_words=config.words)
     for index in range(store.next_unit(), len(outline) + 1):
         item = outline[index - 1]
         gate = config.gate(PlannedChapter.of(item).target_words)
-        with ctx.unit(index):
-            drafter = Drafter.for_config(ctx.llm, gate, ratio, config, "rollsum_chapter", budget=budget)
-            outcome = draft_until_gate(
-                drafter,
-                chapter_messages(
-                    config.prompt,
-                    outline,
-                    summary,
-                    item,
-                    gate,
-                    index - 1,
-                    reference=config.reference_prompts,
-                    voice=voice_blocks(store, item, config.prompt, config),
-                ),
-                config.chapter_attempts,
-                on_attempt=record_attempt(ctx),
-            )
-            ratio = drafter.ratio
-            summary = summarize(ctx, budget, summary, index, outcome.text, item["title"])
-            stats = {
-                "attempts": outcome.attempts,
-                "first_attempt_pass": outcome.first_attempt_pass,
-                "words": outcome.words,
-                "target": gate.target,
-                "degraded": outcome.degraded,
-                "summary_words": count_words(summary),
-            }
-            snapshot = ChapterSnapshot(summary=summary, tokens_per_word=ratio, chapter=stats)
-            store.commit_chapter(
-                index,
-                item["title"],
-                outcome.text,
-                state=snapshot.stored(),
-                degraded=outcome.degraded,
-                degraded_reason=outcome.reason,
-            )
-            ctx.set_progress(words=ctx.words + outcome.words)
-            ctx.emit("committed", words=outcome.words, degraded=outcome.degraded)
+        messages = chapter_messages(
+            config.prompt,
+            outline,
+            summary.text,
+            item,
+            gate,
+            index - 1,
+            reference=config.reference_prompts,
+            voice=voice_blocks(store, item, config.prompt, config),
+        )
+
+        chapter = GatedChapter(index, item["title"], messages, gate, config.chapter_attempts, "rollsum_chapter")
+        _, ratio = write_gated_chapter(
+            ctx, chapter, ratio=ratio, budget=budget, settle=summary.after(index, item["title"], gate)
+        )
         if pause_after(store, index):  # --review
             return
     store.finish()
