@@ -430,8 +430,8 @@ def start(
     )
     try:
         for key, value in (notes or {}).items():
-            store.put_plan(key, value)
-        with store.session("start", transport=llm.transport()):
+            store.plans.put(key, value)
+        with store.sessions.hold("start", transport=llm.transport()):
             _run(pipeline, store, full, llm, events, model, plan_only)
     except BaseException:
         store.close()
@@ -454,7 +454,7 @@ def stored_model(store: RunStore) -> StoredModel:
     latest session (the server it was written on, without credentials)."""
     info = store.info()
     llm = info.config.get("llm") if isinstance(info.config.get("llm"), dict) else {}
-    return StoredModel.from_record(llm, store.last_transport(), backend=info.backend, model=info.model)
+    return StoredModel.from_record(llm, store.sessions.last_transport(), backend=info.backend, model=info.model)
 
 
 def plan_resume(
@@ -492,7 +492,7 @@ def resume(
     plan = plan_resume(store, overrides=overrides, llm=llm)
     if plan.changes and not force:
         raise ConfigChangedError(plan.changes)
-    with store.session("resume", config=plan.config if plan.changes else None, transport=plan.llm.transport()):
+    with store.sessions.hold("resume", config=plan.config if plan.changes else None, transport=plan.llm.transport()):
         _run(plan.pipeline, store, plan.config, plan.llm, events, model)
     return plan
 
@@ -536,7 +536,7 @@ def on_unit(
     pipeline = get(info.pipeline)
     plan = plan_resume(store, llm=llm)
     config = pipeline.typed(info.config)  # as the unit was written, not as a resume would be
-    with store.session(kind, transport=plan.llm.transport(), keep_status=True):
+    with store.sessions.hold(kind, transport=plan.llm.transport(), keep_status=True):
         if model is not None:
             plan.llm.attach_run(model, store)
         with RunContext(store, config, llm=model, open_llm=plan.llm.open, events=events) as ctx, ctx.unit(unit):

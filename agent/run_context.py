@@ -2,7 +2,7 @@
 
 A runner never reaches for globals: progress goes to ``ctx.emit`` (the CLI decides how to show
 it), the ledger attributes calls to a unit through ``with ctx.unit(n):`` (instead of setting
-and resetting ``store.unit_in_flight`` by hand), and the model is opened lazily, recording
+and resetting ``store.db.unit_in_flight`` by hand), and the model is opened lazily, recording
 into the run's ledger, so a runner that needs no model (a test's fake) opens none.
 
 Every model call becomes an event too (role, tokens so far, words written, ETA from the
@@ -105,9 +105,9 @@ class RunContext(Generic[C]):
         return self._llm
 
     def _attach(self, llm: LLM) -> None:
-        self._added_recorder = self.store.recorder not in llm.recorders
+        self._added_recorder = self.store.ledger.recorder not in llm.recorders
         if self._added_recorder:
-            llm.recorders.append(self.store.recorder)
+            llm.recorders.append(self.store.ledger.recorder)
         llm.recorders.append(self._on_call)
         self._previous_policy = llm.sampling_policy
         policy = getattr(self.config, "sampling_for", None)
@@ -120,8 +120,8 @@ class RunContext(Generic[C]):
             return
         if self._on_call in self._llm.recorders:
             self._llm.recorders.remove(self._on_call)
-        if self._added_recorder and self.store.recorder in self._llm.recorders:
-            self._llm.recorders.remove(self.store.recorder)  # a shared model outlives this run's store
+        if self._added_recorder and self.store.ledger.recorder in self._llm.recorders:
+            self._llm.recorders.remove(self.store.ledger.recorder)  # a shared model outlives this run's store
         self._llm.sampling_policy = self._previous_policy
         if self._opened:
             self._llm.close()
@@ -136,14 +136,14 @@ class RunContext(Generic[C]):
     @contextmanager
     def unit(self, n: int) -> Iterator[None]:
         """Calls and tool calls made inside are recorded against unit ``n`` (0: the plan)."""
-        previous, self.store.unit_in_flight = self.store.unit_in_flight, n
+        previous, self.store.db.unit_in_flight = self.store.db.unit_in_flight, n
         self._unit = n
         if n > 0:
             self.emit("unit")
         try:
             yield
         finally:
-            self.store.unit_in_flight = previous
+            self.store.db.unit_in_flight = previous
             self._unit = previous
 
     # -- progress ---------------------------------------------------------------------------

@@ -70,7 +70,7 @@ def story(llm: Any, folder: Path, words: int, settings: dict[str, Any]) -> dict[
     store = pipelines.start(folder / "run", "nst", config, LLMOptions(backend="embedded"), model=llm)
     wall = time.perf_counter() - started
     with store:
-        records = store.llm_calls()
+        records = store.ledger.llm_calls()
         roles = per_role_timing(store)
         words_written = sum(len(c.text.split()) for c in store.chapters())
         degraded = sum(c.degraded for c in store.chapters())

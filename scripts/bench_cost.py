@@ -92,7 +92,7 @@ def run_length(words: int, tokenizer, workdir: Path, chapter_words: int | None =
     if chapter_words:  # the experiment holds chapter length fixed; the pipeline itself is unchanged
         planner.chapter_count = lambda total: max(2, round(total / chapter_words))
     try:
-        with store.session("start"):
+        with store.sessions.hold("start"):
             runner.write_story(store, author, config)
     finally:
         planner.chapter_count = paper_count

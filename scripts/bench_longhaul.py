@@ -281,12 +281,12 @@ def run_one(words: int, context: int, tokenizer: Any, name: str, chapter_words: 
     }
     store = RunStore.create(workdir / f"run-{name}-{context}-{words}", pipeline="nst", config=config)
     author = LonghaulAuthor(tokenizer, name)
-    author.recorders.append(store.recorder)
+    author.recorders.append(store.ledger.recorder)
     paper_count = planner.chapter_count
     planner.chapter_count = lambda total: max(2, round(total / chapter_words))
     started = time.monotonic()
     try:
-        with store.session("start"):
+        with store.sessions.hold("start"):
             runner.write_story(store, author, config)
     finally:
         planner.chapter_count = paper_count
@@ -313,11 +313,11 @@ def run_one(words: int, context: int, tokenizer: Any, name: str, chapter_words: 
     last_prompt = next(r for r in reversed(author.requests) if r.role == "nst_turn").messages[1]["content"]
     state_tokens = len(ids_of(tokenizer, [{"role": "user", "content": state_section(last_prompt)}]))
     actions: dict[str, int] = {}
-    for call in store.tool_calls():
+    for call in store.ledger.tool_calls():
         if call.tool == "budget":
             actions[call.arguments["action"]] = actions.get(call.arguments["action"], 0) + 1
     tools: dict[str, int] = {}
-    for call in store.tool_calls():
+    for call in store.ledger.tool_calls():
         if call.tool != "budget":
             tools[call.tool] = tools.get(call.tool, 0) + 1
     final = store.state()["narrative"]

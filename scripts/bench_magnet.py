@@ -345,7 +345,7 @@ def scripted_main(pages: float, use_tokenizer: bool, json_path: str | None) -> i
     config = {**MagnetSettings().as_config(), "story": story.to_dict()}
     with tempfile.TemporaryDirectory() as tmp:
         store = RunStore.create(Path(tmp) / "run", pipeline="magnet", config=config, unit_kind="step")
-        with store.session("start"):
+        with store.sessions.hold("start"):
             write_story(store, llm, config)
         steps = store.steps()
         tokens = {row[0]: row[1] for row in store.query("SELECT unit, sum(prompt_tokens) FROM llm_calls GROUP BY unit")}
@@ -366,7 +366,7 @@ def scripted_main(pages: float, use_tokenizer: bool, json_path: str | None) -> i
                     "failures": len(s["record"].get("failures", [])),
                 }
             )
-        calls = len(store.llm_calls())
+        calls = len(store.ledger.llm_calls())
     print(
         f"scripted cast of five, {pages:g} pages ({story.target_words} words): {len(rows)} steps, {calls} calls, "
         f"tokens counted with {'the tiny model tokenizer' if use_tokenizer else 'the word+punctuation estimate'}"

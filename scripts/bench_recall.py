@@ -141,14 +141,14 @@ def run_one(
     store = RunStore.create(workdir / f"run-{method}-{name}-{context}-{words}{tag}", pipeline=pipeline, config=config)
     chapters = max(2, round(words / chapter_words))
     author = RecallAuthor(tokenizer, name, drift=drift, chapters=chapters if pipeline == "direct" else None)
-    author.recorders.append(store.recorder)
+    author.recorders.append(store.ledger.recorder)
     started, error = time.monotonic(), None
     try:
-        with fixed_chapters(chapter_words), store.session("start"):
+        with fixed_chapters(chapter_words), store.sessions.hold("start"):
             write_story(store, author, typed.coerce(config))
     except FabulaError as exc:  # a run the context stops: its unwritten chapters recall nothing
         error = " ".join(str(exc).split())[:160]
-    outline = store.plan().get("outline") or []
+    outline = store.plans.all().get("outline") or []
     facts = author.facts or script(len(outline) or chapters)
     prompts = writer_prompts(pipeline, author, store)
     counted = tally(facts, prompts, chapter_messages(author))
@@ -156,7 +156,7 @@ def run_one(
         (len(ids_of(tokenizer, r.messages)) + r.max_tokens for r in author.requests if r.role == role), default=0
     )
     actions: dict[str, int] = {}
-    for call in store.tool_calls():
+    for call in store.ledger.tool_calls():
         if call.tool == "budget":
             actions[call.arguments["action"]] = actions.get(call.arguments["action"], 0) + 1
     result = {

@@ -78,8 +78,8 @@ def nst_run(path: Path, chapters: int = 2, *, title: str = "One") -> Path:
     with RunStore.create(
         path, pipeline="nst", config={"words": 1800, "prompt": "p"}, unit_kind="chapter", target_units=chapters + 1
     ) as store:
-        store.put_plan("outline", outline)
-        store.put_plan("title", "The Bell")
+        store.plans.put("outline", outline)
+        store.plans.put("title", "The Bell")
         for i in range(1, chapters + 1):
             store.commit_chapter(i, outline[i - 1]["title"], "The keeper lit the lamp. " * 120, state={})
     return path
@@ -310,10 +310,10 @@ def test_a_refused_export_records_no_title(tmp_path, capsys):
     code = run_cli(["export", str(run), "--title", "New Title", "--graph", "json"])
     assert "Magnet" in one_error(capsys, code)
     with RunStore.open(run, readonly=True) as store:
-        assert store.get_plan("title") == "The Bell"
+        assert store.plans.get("title") == "The Bell"
     assert main(["export", str(run), "--title", "\x1b[31mNew\x1b[0m Title", "-o", str(tmp_path / "b.md")]) == 0
     with RunStore.open(run, readonly=True) as store:
-        assert store.get_plan("title") == "New Title"
+        assert store.plans.get("title") == "New Title"
 
 
 def test_a_docx_without_core_properties_is_not_titled_word_document(tmp_path):

@@ -436,7 +436,7 @@ def test_a_run_against_a_server_reporting_10_to_the_30_tokens_completes(tmp_path
     err = capsys.readouterr().err
     assert "internal error" not in err and "Overflow" not in err, err
     with RunStore.open(tmp_path / "run", readonly=True) as store:
-        calls = store.llm_calls()
+        calls = store.ledger.llm_calls()
     assert calls and all(0 <= c.prompt_tokens < 2**31 for c in calls)
 
 

@@ -102,7 +102,7 @@ def check_resumed(run: Path, title: str) -> None:
         assert [c.index for c in store.chapters()] == list(range(1, info.target_units + 1))  # none lost or twice
         kinds = [r[0] for r in store.query("SELECT kind FROM sessions ORDER BY id")]
         assert kinds == ["start", "outline", "resume", "resume"]  # plan only, the edit, killed, finished
-        first = next(c for c in store.llm_calls() if c.role == "nst_turn" and c.messages)  # chapter 1 opens
+        first = next(c for c in store.ledger.llm_calls() if c.role == "nst_turn" and c.messages)  # chapter 1 opens
         assert f'Write chapter 1: "{title}"' in first.messages[1]["content"]
 
 
@@ -202,8 +202,8 @@ def test_kill_and_resume_with_no_flags_on_the_real_cpu_server(vllm_server, tmp_p
     assert planned.returncode == DONE, planned.stderr
     assert "profile small for the tiny model" in planned.stderr  # --profile auto on a 135M model
     with RunStore.open(run, readonly=True) as store:
-        title = store.get_plan("title")
-        target = store.get_plan("outline")[0]["target_words"]
+        title = store.plans.get("title")
+        target = store.plans.get("outline")[0]["target_words"]
     edit_outline(env, run, tmp_path, "The Drowned Bell", target)
     kill_mid_chapter(env, run, 1, timeout_s=600)
     resumed = fabula(env, "resume", run, timeout=1800)

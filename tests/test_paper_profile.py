@@ -238,7 +238,7 @@ def _nst(tmp_path: Path, profile: str, name: str = "nst") -> Any:
 def test_nst_paper_run_ledger(tmp_path: Path) -> None:
     store = _nst(tmp_path, "paper")
     assert store.info().status == "completed"
-    calls, tools = store.llm_calls(), store.tool_calls()
+    calls, tools = store.ledger.llm_calls(), store.ledger.tool_calls()
     assert calls and all(c.min_tokens is None for c in calls)  # no floor on any call
     assert {c.max_tokens for c in calls if c.role == "nst_prose"} == {16384}
     assert {c.max_tokens for c in calls if c.role == "nst_turn"} == {16384}  # tool turns and updates alike
@@ -254,7 +254,7 @@ def test_nst_paper_run_ledger(tmp_path: Path) -> None:
 
 def test_nst_default_run_sends_the_floor(tmp_path: Path) -> None:
     """The check above is not vacuous: the default profile's ledger shows its floor and gate-sized ceiling."""
-    calls = _nst(tmp_path, "default").llm_calls()
+    calls = _nst(tmp_path, "default").ledger.llm_calls()
     prose = [c for c in calls if c.role == "nst_prose"]
     assert prose and all(c.min_tokens for c in prose) and all(c.max_tokens < 16384 for c in prose)
 
@@ -268,7 +268,7 @@ def test_baseline_paper_runs_send_no_floor(tmp_path: Path, name: str) -> None:
         **cls.profile_settings("paper"),
         **({"plan_cache": str(tmp_path / "plans")} if name == "rollsum" else {}),
     }
-    calls = _run(tmp_path, name, config, Author()).llm_calls()
+    calls = _run(tmp_path, name, config, Author()).ledger.llm_calls()
     role = "rollsum_chapter" if name == "rollsum" else "direct_story"
     assert all(c.min_tokens is None for c in calls)
     assert {c.max_tokens for c in calls if c.role == role} == {32768}
@@ -283,7 +283,7 @@ def _magnet(tmp_path: Path, profile: str, name: str = "magnet") -> Any:
 def test_magnet_paper_run_ledger(tmp_path: Path) -> None:
     store = _magnet(tmp_path, "paper")
     assert store.info().status == "completed"
-    calls = store.llm_calls()
+    calls = store.ledger.llm_calls()
     assert calls and all(c.min_tokens is None for c in calls)  # no 60-token narrator floor
     assert not [c for c in calls if c.role == "recap"]  # no recap every 8 steps
     texts = [m["content"] for c in calls for m in c.messages]
@@ -295,13 +295,13 @@ def test_magnet_paper_run_ledger(tmp_path: Path) -> None:
 
 def test_magnet_default_run_has_the_additions(tmp_path: Path) -> None:
     """Not vacuous: the default profile's ledger shows the recap, the floor and the vetting narrator."""
-    calls = _magnet(tmp_path, "default").llm_calls()
+    calls = _magnet(tmp_path, "default").ledger.llm_calls()
     assert [c for c in calls if c.role == "recap"] and any(c.min_tokens for c in calls if c.role == "narrator")
     assert any(c.messages[0]["content"] == SELECT_SYSTEM for c in calls if c.role == "narrator-select")
 
 
 def test_single_paper_run_sends_no_floor(tmp_path: Path) -> None:
-    calls = _magnet(tmp_path, "paper", "single").llm_calls()
+    calls = _magnet(tmp_path, "paper", "single").ledger.llm_calls()
     assert calls and all(c.min_tokens is None for c in calls)
 
 
@@ -328,17 +328,17 @@ def test_paper_has_no_fallback_update_and_no_required_only_rule(tmp_path: Path) 
     """Past the turn cap the paper's loop asks for nothing more (the chapter is kept, its state not
     updated: degraded, recorded); and after five failed calls every tool is still on offer."""
     store = _stubborn_run(tmp_path, "paper")
-    tools = [c for c in store.tool_calls() if c.unit == 2]
+    tools = [c for c in store.ledger.tool_calls() if c.unit == 2]
     assert not any(c.arguments.get("fallback") for c in tools)
     offered = [c.arguments["offered"] for c in tools if c.tool == "invalid"]
     # (the last turns offer only the required step whatever the profile: the cap's own rule, legal_tools)
     assert len(offered) > 7 and all("search" in o and "read" in o for o in offered[5:-2])
     # the default's additions, for contrast: three failed turns in a row end the chapter's turns, then
     # the fallback update; without that rule, after five failed calls only the required step is offered
-    default = [c for c in _stubborn_run(tmp_path, "default").tool_calls() if c.unit == 2]
+    default = [c for c in _stubborn_run(tmp_path, "default").ledger.tool_calls() if c.unit == 2]
     assert any(c.arguments.get("fallback") for c in default)
     assert len([c for c in default if c.tool == "invalid" and not c.arguments.get("fallback")]) == 3
-    patient = [c for c in _stubborn_run(tmp_path, "default", failed_update_limit=0).tool_calls() if c.unit == 2]
+    patient = [c for c in _stubborn_run(tmp_path, "default", failed_update_limit=0).ledger.tool_calls() if c.unit == 2]
     assert [c.arguments["offered"] for c in patient if c.tool == "invalid" and not c.arguments.get("fallback")][-1] == [
         "update"
     ]
@@ -373,7 +373,7 @@ def test_the_cli_paper_profile_reaches_the_stored_config(tmp_path: Path, monkeyp
     )
     with RunStore.open(run, readonly=True) as store:
         config = store.info().config
-        assert all(c.min_tokens is None for c in store.llm_calls())
+        assert all(c.min_tokens is None for c in store.ledger.llm_calls())
     assert config["profile"] == "paper" and config["atomic_update"] and config["prose_max_tokens"] == 16384
     assert main(["show", str(run)]) == 0
     assert "profile paper" in capsys.readouterr().out
@@ -399,7 +399,7 @@ def test_paper_outline_is_free_and_gets_the_planner_ceiling(tmp_path: Path) -> N
 def test_single_paper_run_is_one_prompt(tmp_path: Path) -> None:
     """Magnet §4.2: the baseline generates the story from one prompt (no paragraph loop, no memory)."""
     store = _magnet(tmp_path, "paper", "single")
-    calls = store.llm_calls()
+    calls = store.ledger.llm_calls()
     assert [c.role for c in calls] == ["baseline"] and calls[0].max_tokens == 32768
     assert "Write the whole story, about 600 words long." in calls[0].messages[1]["content"]
     assert store.info().status == "completed" and store.paragraphs()
@@ -449,7 +449,7 @@ def test_paper_outline_may_change_the_count_and_give_key_chapters_more(tmp_path:
         Planner(),
     )
     assert store.info().status == "completed"
-    targets = [c["target_words"] for c in store.plan()["outline"]]
+    targets = [c["target_words"] for c in store.plans.all()["outline"]]
     assert len(targets) == 4 and targets[2] == 2 * targets[0] and len(store.chapters()) == 4
 
 
@@ -479,4 +479,4 @@ def test_the_cli_paper_profile_of_the_single_baseline(tmp_path: Path, monkeypatc
         == 0
     )
     with RunStore.open(run, readonly=True) as store:
-        assert store.info().config["single_prompt"] and [c.role for c in store.llm_calls()] == ["baseline"]
+        assert store.info().config["single_prompt"] and [c.role for c in store.ledger.llm_calls()] == ["baseline"]

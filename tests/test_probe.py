@@ -158,7 +158,7 @@ def test_the_probe_is_recorded_in_the_run(servers, tmp_path, capsys):
     options = pipelines.LLMOptions(backend="endpoint", endpoint=server.url.replace("//", "//u:pa55@"))
     pipelines.start(tmp_path / "run", "probe-test", {}, options).close()
     with RunStore.open(tmp_path / "run", readonly=True) as store:
-        probe = store.server_probe()
+        probe = store.plans.server_probe()
     assert probe["kind"] == "vllm" and probe["model"] == "m" and probe["context_length"] == 4096
     assert probe["json_schema_enforced"] is True and probe["cached_tokens_reported"] is False
     assert probe["endpoint"].startswith("http://***@127.0.0.1:") and "pa55" not in json.dumps(probe)

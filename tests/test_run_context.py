@@ -25,10 +25,10 @@ def test_unit_attribution_is_scoped(tmp_path):
             with ctx.unit(1):
                 llm.generate([{"role": "user", "content": "a"}], temperature=0, max_tokens=8, role="plan_acts")
             llm.generate([{"role": "user", "content": "b"}], temperature=0, max_tokens=8, role="plan_synopsis")
-        assert store.unit_in_flight is None
+        assert store.db.unit_in_flight is None
     units = [row[0] for row in store.query("SELECT unit FROM llm_calls ORDER BY id")]
     assert units == [0, 1, 0]
-    assert store.recorder not in llm.recorders or len(llm.recorders) == 1  # the context detached itself
+    assert store.ledger.recorder not in llm.recorders or len(llm.recorders) == 1  # the context detached itself
     store.close()
 
 
@@ -48,7 +48,7 @@ def test_every_model_call_of_an_nst_run_is_an_event_with_totals(tmp_path):
     author = Author()
     nst_runner.write_story(store, author, config, events=events.append)
     calls = [e for e in events if e.kind == "call"]
-    assert len(calls) == len(author.requests) == len(store.llm_calls())
+    assert len(calls) == len(author.requests) == len(store.ledger.llm_calls())
     assert [e.calls for e in calls] == list(range(1, len(calls) + 1))
     assert {e.detail for e in calls} >= {"plan_outline", "nst_turn", "nst_prose"}
     chapter_calls = [e for e in calls if e.unit == 2]
@@ -125,7 +125,7 @@ def test_a_shared_model_is_left_as_it_was_found(tmp_path):
     store = RunStore.create(tmp_path / "r", pipeline="nst", config={})
     llm = Author()
     with RunContext(store, MagnetSettings(), llm=llm):
-        assert store.recorder in llm.recorders and llm.sampling_policy is not None
+        assert store.ledger.recorder in llm.recorders and llm.sampling_policy is not None
     store.close()
     assert llm.recorders == [] and llm.sampling_policy is None
     llm.generate([{"role": "user", "content": "plan"}], temperature=0, max_tokens=8, role="plan_premise")

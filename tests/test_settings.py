@@ -90,7 +90,7 @@ def test_resume_set_is_validated_before_anything_is_stored(tmp_path, capsys):
     assert len(err) == 1 and "shift_every" in err[0]
     with RunStore.open(run, readonly=True) as store:
         assert store.info().config == before
-        assert store.info().last_unit == 0 and not store.llm_calls()
+        assert store.info().last_unit == 0 and not store.ledger.llm_calls()
 
 
 def test_an_invalid_stored_value_is_repaired_by_resume_set(tmp_path):

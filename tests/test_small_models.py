@@ -70,10 +70,10 @@ def test_occurrence_penalty_follows_openai_semantics():
 def test_sampling_is_recorded_with_every_call(tmp_path):
     store = RunStore.create(tmp_path / "r", pipeline="x", config={})
     llm = ScriptedLLM(["a", "b"])
-    llm.recorders.append(store.recorder)
+    llm.recorders.append(store.ledger.recorder)
     llm.generate(USER, temperature=0.5, max_tokens=4, sampling=Sampling(repetition_penalty=1.3), role="narrator")
     llm.generate(USER, temperature=0.5, max_tokens=4, role="critic")
-    assert [c.sampling for c in store.llm_calls()] == [{"repetition_penalty": 1.3}, None]
+    assert [c.sampling for c in store.ledger.llm_calls()] == [{"repetition_penalty": 1.3}, None]
     store.close()
 
 
@@ -222,7 +222,7 @@ def test_the_cli_profile_reaches_the_stored_config_and_show(tmp_path, monkeypatc
     assert "profile small" in capsys.readouterr().err
     with RunStore.open(run, readonly=True) as store:
         assert store.info().config["profile"] == "small"
-        calls = store.llm_calls()
+        calls = store.ledger.llm_calls()
     assert {c.role: c.sampling for c in calls}["narrator"] == SMALL_PROSE
     assert main(["show", str(run)]) == 0
     assert "profile small" in capsys.readouterr().out

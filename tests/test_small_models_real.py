@@ -45,9 +45,9 @@ def _magnet_step(llm, tmp_path) -> str:
         "story": parse_definition(STORY, "lighthouse.toml").to_dict(),
     }
     store = RunStore.create(tmp_path / "magnet", pipeline="magnet", config=config, unit_kind="step")
-    with store.session("start"):
+    with store.sessions.hold("start"):
         write_magnet(store, llm, config, max_new_steps=1)
-    narrator = [c for c in store.llm_calls() if c.role == "narrator"]
+    narrator = [c for c in store.ledger.llm_calls() if c.role == "narrator"]
     text = "\n".join(p.text for p in store.paragraphs() if p.kind == "narration")
     store.close()
     assert narrator and all(c.sampling == SMALL_PROSE for c in narrator)
@@ -66,16 +66,16 @@ def _nst_chapter(llm, tmp_path) -> str:
         }
     )
     store = RunStore.create(tmp_path / "nst", pipeline="nst", config=config.stored())
-    llm.recorders.append(store.recorder)
+    llm.recorders.append(store.ledger.recorder)
     llm.sampling_policy = config.sampling_for
     try:
         result = ChapterLoop(
             llm, store, plan=PLAN, story_prompt=config.prompt, state=NarrativeState(), index=1, config=config, ratio=1.4
         ).run()
     finally:
-        llm.recorders.remove(store.recorder)
+        llm.recorders.remove(store.ledger.recorder)
         llm.sampling_policy = None
-    prose = [c for c in store.llm_calls() if c.role == "nst_prose"]
+    prose = [c for c in store.ledger.llm_calls() if c.role == "nst_prose"]
     store.close()
     assert prose and all(c.sampling == SMALL_PROSE_LONG_PROMPTS for c in prose)
     return result.text

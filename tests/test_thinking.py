@@ -63,7 +63,7 @@ def test_reasoning_gets_an_allowance_is_recorded_and_never_sent_back(tmp_path):
             ["<think>The keeper lies; make him hesitate.</think>The keeper hesitated.", "He rang the bell."]
         )
         llm.thinking = "on"
-        llm.recorders.append(store.recorder)
+        llm.recorders.append(store.ledger.recorder)
         messages = [{"role": "user", "content": "Write one line."}]
         first = llm.generate(messages, temperature=0, max_tokens=64)
         assert first.text == "The keeper hesitated." and "make him hesitate" in first.reasoning
@@ -74,7 +74,7 @@ def test_reasoning_gets_an_allowance_is_recorded_and_never_sent_back(tmp_path):
         )
         assert [r.max_tokens for r in llm.requests] == [64 + REASONING_ALLOWANCE] * 2
         assert "make him hesitate" not in json.dumps([r.messages for r in llm.requests])
-        calls = store.llm_calls()
+        calls = store.ledger.llm_calls()
         assert calls[0].reasoning == "The keeper lies; make him hesitate." and calls[1].reasoning is None
     finally:
         store.close()

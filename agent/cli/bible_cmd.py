@@ -65,7 +65,7 @@ def run_export(args: argparse.Namespace) -> int:
             found = finished_book(store, command="fabula bible export")
         except InputError as exc:
             raise CLIError(str(exc)) from None
-        bible = from_state(found.state.to_json(), store.get_plan("bible"))
+        bible = from_state(found.state.to_json(), store.plans.get("bible"))
     text = to_toml(bible) if args.out and args.out.lower().endswith(".toml") else to_markdown(bible)
     if not args.out:
         print(text, end="")

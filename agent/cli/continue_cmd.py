@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
             raise CLIError(str(exc)) from None
         stored = derived_on(store) if found.imported else pipelines.stored_model(store)
         if guide is not None:
-            store.put_plan("style", guide)
+            store.plans.put("style", guide)
         options, model = open_client(choose_model(args, stored=stored))
         try:
             print(

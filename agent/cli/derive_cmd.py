@@ -67,7 +67,7 @@ def derived_on(store):
     none), so ``derive`` with no flags continues on the same server."""
     from agent.llm.options import StoredModel
 
-    transport = store.last_transport()
+    transport = store.sessions.last_transport()
     return StoredModel.from_record(transport, transport) if transport else None
 
 

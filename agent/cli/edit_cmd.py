@@ -116,7 +116,7 @@ def _edit_chapter(args: argparse.Namespace, store: RunStore) -> int:
         if args.no_rederive or state_stale_from(store) != args.chapter:
             print("no change; nothing stored", file=sys.stderr)
             return 0
-        what = store.get_plan(STALE_KEY)["what"]  # a re-derivation that failed or was skipped: try again
+        what = store.plans.get(STALE_KEY)["what"]  # a re-derivation that failed or was skipped: try again
         print(f"chapter {args.chapter} unchanged; its state is stale: re-deriving it", file=sys.stderr)
     else:
         with store_errors():

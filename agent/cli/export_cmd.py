@@ -192,13 +192,24 @@ class _WithMeta:
     """A run read as if ``--title``/``--author`` were already recorded (they are, once the export is written)."""
 
     def __init__(self, store: Any, meta: dict[str, Any]) -> None:
-        self._store, self._meta = store, meta
+        self._store = store
+        self.plans = _PlansWithMeta(store.plans, meta)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    def get_plan(self, key: str, default: Any = None) -> Any:
-        return self._meta[key] if key in self._meta else self._store.get_plan(key, default)
+
+class _PlansWithMeta:
+    """The run's plan records with ``--title``/``--author`` read as recorded."""
+
+    def __init__(self, plans: Any, meta: dict[str, Any]) -> None:
+        self._plans, self._meta = plans, meta
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._plans, name)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._meta[key] if key in self._meta else self._plans.get(key, default)
 
 
 def _book_meta(args: argparse.Namespace) -> dict[str, Any]:
@@ -224,7 +235,7 @@ def _book_meta(args: argparse.Namespace) -> dict[str, Any]:
     if meta:
         with open_run(args.run_dir, readonly=False) as store:  # can they be recorded (not read-only, not busy)?
             if "series" in meta:
-                meta["series"] = named_series(store.get_plan(SERIES_KEY), meta["series"])
+                meta["series"] = named_series(store.plans.get(SERIES_KEY), meta["series"])
     return meta
 
 

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             edited = parse(text)
             check(store, *edited)  # a refused edit leaves no trace in the run
-            with store_errors(), store.session("outline", keep_status=True):  # no resume starts meanwhile
+            with store_errors(), store.sessions.hold("outline", keep_status=True):  # no resume starts meanwhile
                 edit = apply(store, *edited)
         except InputError as exc:
             kept = f"; your edit is kept in {_keep(text, args.json)}" if args.edit else ""
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
 def _shown(store: RunStore, as_json: bool) -> str:
     """The outline as printed: the text form (a comment header, the premise) or the JSON form."""
     title, outline = stored_outline(store)
-    info, premise = store.info(), store.get_plan("premise")
+    info, premise = store.info(), store.plans.get("premise")
     words, written = info.config.get("words"), info.last_unit
     if as_json:
         return (

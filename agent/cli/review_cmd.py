@@ -115,7 +115,7 @@ def apply_review(store: RunStore, args: argparse.Namespace) -> None:
     """``--review`` turns review on for the run, ``--no-review`` off; neither leaves it as it is
     (``--drafts N``, where the command has it, is stored the same way)."""
     for key, value in {**drafts_setting(args), **lint_avoid_setting(args, store.info().config.get("profile"))}.items():
-        store.put_plan(key, _from_here(store, key, value))
+        store.plans.put(key, _from_here(store, key, value))
     if getattr(args, "no_review", False):
         set_review(store, None)
         return
@@ -132,7 +132,7 @@ def _from_here(store: RunStore, key: str, value: Any) -> Any:
 
     if key != DRAFTS_KEY:
         return value
-    before = store.get_plan(DRAFTS_KEY)
+    before = store.plans.get(DRAFTS_KEY)
     start = before.get("from", 1) if isinstance(before, dict) else store.info().last_unit + 1
     return {**value, "from": start}
 

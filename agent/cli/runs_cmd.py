@@ -67,9 +67,9 @@ def status_in_words(store: RunStore, status: str) -> str:
     """The status as a writer reads it: a run with an outline and no chapter yet is "planned"; a run whose
     later chapters were written before a hand edit says how many are stale."""
     info = store.info()
-    if status == "stopped" and info.last_unit == 0 and isinstance(store.get_plan("outline"), list):
+    if status == "stopped" and info.last_unit == 0 and isinstance(store.plans.get("outline"), list):
         return "planned"
-    stale = store.get_plan(STALE_KEY)
+    stale = store.plans.get(STALE_KEY)
     later = info.last_unit - stale["unit"] if isinstance(stale, dict) and isinstance(stale.get("unit"), int) else 0
     return f"{status}, {later} stale" if later > 0 else status
 

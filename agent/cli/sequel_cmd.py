@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         with store_errors():
             outside_run(first.run_dir, args.out, what="book two")
         imported = pipelines.get(first.info().pipeline).takes == "manuscript"
-        guide = guide or first.get_plan("style")
+        guide = guide or first.plans.get("style")
         stored = derived_on(first) if imported else pipelines.stored_model(first)
     review = review_of(args)
     drafts = {**drafts_setting(args), **lint_avoid_setting(args, sequel.config.get("profile"))}
@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         info = store.info()
         if args.plan_only:
             print(
-                f"{args.out}: outline stored ({len(store.get_plan('outline') or [])} chapters), none written; "
+                f"{args.out}: outline stored ({len(store.plans.get('outline') or [])} chapters), none written; "
                 f"fabula outline {args.out} shows it, fabula resume {args.out} writes it"
             )
             return 0

@@ -51,12 +51,12 @@ def run(args: argparse.Namespace) -> int:
         summary = summarize(store)
         path = store.run_dir
         history = _magnet_history(store) if args.history else None
-        probe = store.server_probe()
+        probe = store.plans.server_probe()
         versions = version_lines(store) if args.versions else None
         waiting = in_review(store)
         drafts = choice_lines(store)
         timing = per_role_timing(store) if args.timing else None
-        guide = store.get_plan("style")
+        guide = store.plans.get("style")
         style = chapter_distances(guide, store.chapters())
         style_text = style_lines(guide, store.chapters())
     if args.json:

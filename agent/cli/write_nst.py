@@ -153,7 +153,7 @@ def summary_lines(store, writer: str) -> list[str]:
     degraded = [c.index for c in chapters if c.degraded]
     snapshots = [ChapterSnapshot.read(store.state(c.index)) for c in chapters]
     firsts = [s.first_attempt_pass for s in snapshots if s.first_attempt_pass is not None]
-    calls = store.llm_calls()
+    calls = store.ledger.llm_calls()
     prompt = sum(c.prompt_tokens for c in calls)
     cached = sum(c.cached_prompt_tokens for c in calls)
     lines = [
@@ -240,9 +240,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _planned(store: RunStore, writer: str) -> int:
     """After ``--plan-only``: what was planned, and the two next steps."""
-    title = store.get_plan("title") or "(untitled)"
+    title = store.plans.get("title") or "(untitled)"
     print(
-        f'{writer}: outline stored: "{title}", {len(store.get_plan("outline") or [])} chapter(s); no chapter '
+        f'{writer}: outline stored: "{title}", {len(store.plans.get("outline") or [])} chapter(s); no chapter '
         f"written (status {store.info().status})"
     )
     print(f"next: fabula outline {store.run_dir}    (print it; --edit to change it)")

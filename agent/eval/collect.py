@@ -73,7 +73,7 @@ def run_row(store: RunStore) -> dict[str, Any]:
     row["excluded"] = exclusion_reasons(
         store, story, row, {"consistency": bool(scores), "quality": bool(quality), "editorial": bool(editorial)}
     )
-    row["injection"] = detection(store) if store.get_plan(PLAN_KEY) is not None else None
+    row["injection"] = detection(store) if store.plans.get(PLAN_KEY) is not None else None
     return row
 
 

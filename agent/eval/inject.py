@@ -217,7 +217,7 @@ def inject(
         "window_first": window.first,
         "distance_words": later_spot.word - first_spot.word,
     }
-    store.put_plan(PLAN_KEY, record)
+    store.plans.put(PLAN_KEY, record)
     return record
 
 
@@ -263,7 +263,7 @@ def make_injected_copies(
 def detection(store: RunStore) -> dict[str, Any] | None:
     """Whether the judge reported the planted marker, under the target subtype, category or any;
     ``None`` when the copy has no complete judgment."""
-    record = store.get_plan(PLAN_KEY)
+    record = store.plans.get(PLAN_KEY)
     story = load_story(store)
     scores = best_scores(store, story)
     if record is None or not scores:

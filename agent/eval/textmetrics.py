@@ -31,7 +31,7 @@ def _outline_targets(plan: dict[str, Any]) -> list[int]:
 def gate_compliance(store: RunStore, story: Story) -> dict[str, Any]:
     config = store.info().config
     low, high = float(config.get("gate_low", DEFAULT_LOW)), float(config.get("gate_high", DEFAULT_HIGH))
-    targets = _outline_targets(store.plan())
+    targets = _outline_targets(store.plans.all())
     if targets and len(story.sections) > 1:
         checked = [(s.words, t) for s, t in zip(story.sections, targets, strict=False)]
         passed = sum(in_gate(w, t, low, high) for w, t in checked)
@@ -112,7 +112,7 @@ def style_metrics(store: RunStore) -> dict[str, Any]:
     and the chapters past the drift threshold; None when the run has no sample."""
     from agent.style.report import chapter_distances
 
-    rows = chapter_distances(store.get_plan("style"), store.chapters())
+    rows = chapter_distances(store.plans.get("style"), store.chapters())
     if not rows:
         return {
             "style_distance_mean": None,

@@ -173,7 +173,9 @@ def ledger_recorder(store: Any) -> Recorder:
     attributed to the unit in flight."""
 
     def record(action: str, facts: dict[str, Any]) -> None:
-        store.record_tool_call(turn=0, tool="budget", arguments={"action": action, **facts}, result=None, ok=True)
+        store.ledger.record_tool_call(
+            turn=0, tool="budget", arguments={"action": action, **facts}, result=None, ok=True
+        )
 
     return record
 
@@ -186,5 +188,5 @@ def run_budget(ctx: Any, context_tokens: int | None, reserve: int) -> Budget:
         context_tokens,
         reserve=reserve,
         record=ledger_recorder(ctx.store),
-        put_facts=lambda facts: ctx.store.put_plan("context", facts),
+        put_facts=lambda facts: ctx.store.plans.put("context", facts),
     )

@@ -92,7 +92,7 @@ class LLMOptions:
             routing_key = run_routing_key(store)
         llm = self._build(probe, routing_key)
         if store is not None:
-            llm.recorders.append(store.recorder)
+            llm.recorders.append(store.ledger.recorder)
             self._record_probe(llm, store)
         return llm
 
@@ -108,7 +108,7 @@ class LLMOptions:
     def _record_probe(llm: LLM, store: Any) -> None:
         probe = getattr(llm, "probe", None)
         if probe is not None:
-            store.record_server_probe(probe.as_dict())
+            store.plans.record_server_probe(probe.as_dict())
 
     def _build(self, probe: Literal["off", "light", "full"], key: str | None) -> LLM:
         from agent.llm.types import LLMSetupError

@@ -28,8 +28,8 @@ def write(ctx: RunContext[SingleConfig]) -> None:
     store, config = ctx.store, ctx.config
     story = config.story
     settings = config.magnet_settings()
-    if store.get_plan("title") is None:
-        store.put_plan("title", story.title)
+    if store.plans.get("title") is None:
+        store.plans.put("title", story.title)
     state = store.state() or {"words": 0, "narrations": 0, "narration_words": 0, "finished": False}
     step = store.next_unit()
     bound = ending.max_steps(story, settings)
@@ -80,7 +80,7 @@ def write(ctx: RunContext[SingleConfig]) -> None:
         ctx.emit("committed", words=words, step=step, wall_s=record["wall_s"])
         step += 1
     if not state["finished"]:
-        store.put_plan("bound_hit", {"max_steps": bound, "words": state["words"]})
+        store.plans.put("bound_hit", {"max_steps": bound, "words": state["words"]})
     store.finish()
     ctx.emit("note", f"done: {state['words']} words in {step - 1} steps")
 

@@ -32,8 +32,8 @@ def write(ctx: RunContext[MagnetConfig], *, max_new_steps: int | None = None) ->
     (or, with ``max_new_steps``, after that many steps: the run is then left resumable)."""
     store, settings = ctx.store, ctx.config
     story = settings.story
-    if store.get_plan("title") is None:
-        store.put_plan("title", story.title)
+    if store.plans.get("title") is None:
+        store.plans.put("title", story.title)
     state = store.state() or initial_state(story, settings)
     budget = run_budget(ctx, settings.context_tokens, settings.context_reserve)
     bound = ending.max_steps(story, settings)
@@ -49,7 +49,7 @@ def write(ctx: RunContext[MagnetConfig], *, max_new_steps: int | None = None) ->
             ctx.emit("note", f"paused after step {step - 1} (fabula resume continues)")
             return
         if step > bound:
-            store.put_plan("bound_hit", {"max_steps": bound, "words": state["words"]})
+            store.plans.put("bound_hit", {"max_steps": bound, "words": state["words"]})
             ctx.emit("note", f"stopped: the step bound ({bound}) was reached at {state['words']} words")
             break
         started = time.perf_counter()

@@ -63,7 +63,7 @@ def write_run(
         store = RunStore.create(
             folder, pipeline=NAME, config=config, unit_kind="chapter", target_units=len(manuscript.pieces)
         )
-        with store, store.session("import"):
+        with store, store.sessions.hold("import"):
             for key, value in (
                 ("title", _label(title or manuscript.title)),
                 ("author", _label(author or manuscript.author)),
@@ -71,7 +71,7 @@ def write_run(
                 ("left_out", [{"what": p.title, "words": p.words, "text": p.text} for p in manuscript.left_out]),
             ):
                 if value:
-                    store.put_plan(key, value)
+                    store.plans.put(key, value)
             for index, piece in enumerate(manuscript.pieces, start=1):
                 heading = _label(piece.title) or ""
                 store.commit_chapter(

@@ -101,7 +101,7 @@ def plan_sequel(
     pipelines.get(WRITER).configure(base, LLMOptions())  # every setting checked before anything is created
     chapters = first.chapters()
     return Sequel(
-        base, {"narrative": state.to_json()}, series, written_outline(first.plan(), chapters), chapters, title
+        base, {"narrative": state.to_json()}, series, written_outline(first.plans.all(), chapters), chapters, title
     )
 
 
@@ -134,13 +134,13 @@ def write_sequel(
         initial_state=sequel.initial_state,
     )
     try:
-        store.put_plan(SERIES_KEY, sequel.series)
+        store.plans.put(SERIES_KEY, sequel.series)
         if review is not None:
-            store.put_plan(REVIEW_KEY, review)
+            store.plans.put(REVIEW_KEY, review)
         for key, value in (notes or {}).items():
-            store.put_plan(key, value)
+            store.plans.put(key, value)
         typed = pipeline.typed(full)
-        with store.session("start", transport=llm.transport()):
+        with store.sessions.hold("start", transport=llm.transport()):
             llm.attach_run(model, store)
             with RunContext(store, typed, llm=model, events=events, plan_only=plan_only) as ctx:
                 with ctx.unit(0):
@@ -155,7 +155,7 @@ def write_sequel(
                         words=typed.words,
                         sequel_of=sequel.title,
                     )
-                store.update_plan({"title": title, "source": "sequel", "outline": outline})
+                store.plans.update({"title": title, "source": "sequel", "outline": outline})
                 write(ctx)
     except BaseException:
         store.close()

@@ -78,7 +78,7 @@ def _judge_one(protocol: str, store: RunStore, story: Any, judge: Judge, criteri
 
 def tool_usage(store: RunStore) -> dict[str, Any]:
     """Table 8's figures for one NstAgent run: tool calls per story and the final state's size."""
-    calls = store.tool_calls()
+    calls = store.ledger.tool_calls()
     out: dict[str, Any] = {f"tool_{t}": sum(1 for c in calls if c.tool == t) for t in TOOLS}
     out["chapters"] = len(store.chapters())
     narrative = ChapterSnapshot.read(store.state()).state()

@@ -88,7 +88,7 @@ def put(
     reply_json = json.dumps(reply, ensure_ascii=False, sort_keys=True) if reply is not None else None
     meta_json = json.dumps(meta or {}, ensure_ascii=False, sort_keys=True)
     now = time.time()
-    with store._write() as conn:
+    with store.db.write() as conn:
         row = conn.execute(
             "SELECT status, attempts FROM judgments WHERE kind = ? AND item = ? AND judge = ? AND protocol = ?",
             (kind, item, judge, protocol),

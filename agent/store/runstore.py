@@ -13,17 +13,17 @@ the recorder from several threads at once when it runs requests concurrently.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Sequence
-from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 from agent.store import chapters as chapter_rows
 from agent.store import magnet
+from agent.store import search as chapter_search
 from agent.store.config import fingerprint
 from agent.store.db import APPLICATION_ID, atomic, connect, looks_like_sqlite
 from agent.store.errors import (
@@ -37,8 +37,9 @@ from agent.store.errors import (
 )
 from agent.store.migrations import LATEST, migrate, schema_version
 from agent.store.paths import DB_NAME, new_run_dir, resolve_run_dir
-from agent.store.records import Chapter, Paragraph
-from agent.store.run_parts import Ledgers, PlanRecords, Sessions, UnitReaders, _json
+from agent.store.records import Chapter, Paragraph, RunInfo
+from agent.store.run_db import RunDb, to_json
+from agent.store.run_parts import Ledger, PlanRecords, Sessions
 from agent.text import without_nul
 
 UNIT_KINDS = ("chapter", "step")
@@ -46,19 +47,20 @@ REQUIRED_TABLES = frozenset({"run", "chapters", "states", "llm_calls", "sessions
 """Tables every run of the latest schema has; one missing means the database was damaged."""
 
 
-class RunStore(Sessions, PlanRecords, UnitReaders, Ledgers):
-    """The run database of one run directory. Open with :meth:`create` or :meth:`open`."""
+class RunStore:
+    """The run database of one run directory: opening it, the run record, committing and reading units;
+    its named parts hold the rest (``sessions``, ``plans``, ``ledger``). Open with :meth:`create` or
+    :meth:`open`."""
 
     def __init__(self, run_dir: Path, conn: sqlite3.Connection, *, readonly: bool) -> None:
-        self.run_dir = run_dir
-        self.path = run_dir / DB_NAME
-        self.readonly = readonly
-        self._conn = conn
-        self._lock = threading.RLock()
-        self._session_id: int | None = None
-        self.unit_in_flight: int | None = None
-        """Unit that ledger rows are filed under; ``None`` means the next uncommitted unit.
-        A pipeline sets ``0`` while it plans, before the first unit."""
+        self.db = RunDb(run_dir, conn, readonly=readonly)
+        self.run_dir, self.path, self.readonly = self.db.run_dir, self.db.path, readonly
+        self.sessions = Sessions(self.db)
+        """Holding the run for writing (``with store.sessions.hold("start"): ...``)."""
+        self.plans = PlanRecords(self.db)
+        """The plan's named records (premise, outline, title, the server probe, ...)."""
+        self.ledger = Ledger(self.db)
+        """Every model call and tool call, filed under the unit in flight."""
 
     # -- opening -------------------------------------------------------------------------
     @classmethod
@@ -77,7 +79,7 @@ class RunStore(Sessions, PlanRecords, UnitReaders, Ledgers):
         """Create a new run in ``run_dir`` (made if missing; refused if it already holds a run)."""
         if unit_kind not in UNIT_KINDS:
             raise StoreError(f"unit kind must be one of {', '.join(UNIT_KINDS)}, not {unit_kind!r}")
-        config_json = _json(config, "config")
+        config_json = to_json(config, "config")
         folder = new_run_dir(run_dir)
         conn = connect(folder / DB_NAME)
         try:
@@ -92,7 +94,7 @@ class RunStore(Sessions, PlanRecords, UnitReaders, Ledgers):
                 if initial_state is not None:
                     conn.execute(
                         "INSERT INTO states (unit, state, created_at) VALUES (0, ?, ?)",
-                        (_json(initial_state, "state"), now),
+                        (to_json(initial_state, "state"), now),
                     )
         except sqlite3.IntegrityError as exc:
             conn.close()
@@ -101,7 +103,7 @@ class RunStore(Sessions, PlanRecords, UnitReaders, Ledgers):
             conn.close()
             raise
         store = cls(folder, conn, readonly=False)
-        store._checkpoint("TRUNCATE")  # the schema and run record in run.db itself from the start
+        store.db.checkpoint("TRUNCATE")  # the schema and run record in run.db itself from the start
         return store
 
     @classmethod
@@ -126,7 +128,7 @@ class RunStore(Sessions, PlanRecords, UnitReaders, Ledgers):
         conn = connect(db, readonly=readonly)
         store = cls(folder, conn, readonly=readonly)
         if not readonly:
-            store._checkpoint()  # fold in what a killed writer left in the log
+            store.db.checkpoint()  # fold in what a killed writer left in the log
         try:
             info = store.info()
         except (sqlite3.DatabaseError, StoreError) as exc:
@@ -138,16 +140,10 @@ class RunStore(Sessions, PlanRecords, UnitReaders, Ledgers):
         return store
 
     def close(self) -> None:
-        with self._lock:
+        with self.db.lock:
             if not self.readonly:
-                self._checkpoint("TRUNCATE")
-            self._conn.close()
-
-    def _checkpoint(self, mode: str = "PASSIVE") -> None:
-        """Copy the write-ahead log into ``run.db`` so that the file alone holds every committed
-        unit (a user who copies only ``run.db`` after a kill -9 loses nothing committed)."""
-        with suppress(sqlite3.Error):
-            self._conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
+                self.db.checkpoint("TRUNCATE")
+            self.db.conn.close()
 
     def backup_to(self, target: Path) -> None:
         """A consistent single-file copy of the run (SQLite's backup API: safe while a writer works)."""
@@ -155,8 +151,8 @@ class RunStore(Sessions, PlanRecords, UnitReaders, Ledgers):
         tmp.unlink(missing_ok=True)
         dest = sqlite3.connect(str(tmp))
         try:
-            with self._lock:
-                self._conn.backup(dest)
+            with self.db.lock:
+                self.db.conn.backup(dest)
             dest.execute("PRAGMA journal_mode = DELETE")
         finally:
             dest.close()
@@ -169,10 +165,28 @@ class RunStore(Sessions, PlanRecords, UnitReaders, Ledgers):
         self.close()
 
     def schema_version(self) -> int:
-        with self._lock:
-            return schema_version(self._conn)
+        with self.db.lock:
+            return schema_version(self.db.conn)
 
     # -- the run ---------------------------------------------------------------------------
+    def info(self) -> RunInfo:
+        return self.db.info()
+
+    def live_status(self) -> str:
+        """The stored status, except that a ``running`` run whose process is gone (killed,
+        crashed, machine rebooted) reads as ``interrupted``, and a stopped run that waits for the
+        writer (``--review``, ``agent.store.writer.review``) reads as ``review``."""
+        status = self.info().status
+        if status == "stopped" and self.db.read("SELECT 1 FROM plan WHERE key = 'in_review'"):
+            return "review"
+        if status != "running":
+            return status
+        return "interrupted" if self.sessions.writer_gone() else "running"
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        """A read-only query for reports (``show``, evaluation)."""
+        return self.db.read(sql, params)
+
     def next_unit(self) -> int:
         """The unit to work on next: one after the last committed."""
         return self.info().last_unit + 1
@@ -180,17 +194,17 @@ class RunStore(Sessions, PlanRecords, UnitReaders, Ledgers):
     def words_written(self) -> int:
         """Words of story committed so far (chapters, or every paragraph of a step run)."""
         table = "chapters" if self.info().unit_kind == "chapter" else "paragraphs"
-        return int(self._read(f"SELECT coalesce(sum(words), 0) FROM {table}")[0][0])
+        return int(self.db.read(f"SELECT coalesce(sum(words), 0) FROM {table}")[0][0])
 
     def set_target(self, units: int) -> None:
         """How many units the finished run will have (known once the plan is made)."""
-        with self._write() as conn:
+        with self.db.write() as conn:
             conn.execute("UPDATE run SET target_units = ?, updated_at = ? WHERE id = 1", (units, time.time()))
 
     def finish(self) -> None:
         """Mark the run completed (the pipeline calls this after its last unit)."""
         now = time.time()
-        with self._write() as conn:
+        with self.db.write() as conn:
             conn.execute(
                 "UPDATE run SET status = 'completed', error = NULL, finished_at = ?, updated_at = ? WHERE id = 1",
                 (now, now),
@@ -209,11 +223,11 @@ class RunStore(Sessions, PlanRecords, UnitReaders, Ledgers):
             raise CommitError(f"{kind} {unit} is out of order: the next {kind} is {last + 1}")
         now = time.time()
         conn.execute(
-            "INSERT INTO states (unit, state, created_at) VALUES (?, ?, ?)", (unit, _json(state, "state"), now)
+            "INSERT INTO states (unit, state, created_at) VALUES (?, ?, ?)", (unit, to_json(state, "state"), now)
         )
         conn.execute("UPDATE run SET last_unit = ?, updated_at = ? WHERE id = 1", (unit, now))
-        if self._session_id is not None:
-            conn.execute("UPDATE sessions SET last_at = ? WHERE id = ?", (now, self._session_id))
+        if self.db.session_id is not None:
+            conn.execute("UPDATE sessions SET last_at = ? WHERE id = ?", (now, self.db.session_id))
 
     def commit_chapter(
         self,
@@ -226,12 +240,12 @@ class RunStore(Sessions, PlanRecords, UnitReaders, Ledgers):
         degraded_reason: str | None = None,
     ) -> Chapter:
         """Commit chapter ``index`` (the next one), its search windows and the state after it."""
-        with self._write() as conn:
+        with self.db.write() as conn:
             self._advance(conn, "chapter", index, state)
             chapter = chapter_rows.insert(
                 conn, index, without_nul(title), without_nul(text), degraded=degraded, degraded_reason=degraded_reason
             )
-        self._checkpoint()
+        self.db.checkpoint()
         return chapter
 
     def commit_step(
@@ -244,36 +258,94 @@ class RunStore(Sessions, PlanRecords, UnitReaders, Ledgers):
         goal: str | None = None,
     ) -> list[Paragraph]:
         """Commit Magnet timestep ``step`` (the next one): its record, paragraphs and state."""
-        with self._write() as conn:
+        with self.db.write() as conn:
             self._advance(conn, "step", step, state)
             clean = [without_nul(p) if isinstance(p, str) else (p[0], without_nul(p[1])) for p in paragraphs]
             rows = magnet.insert_step(conn, step, clean, goal=goal, record=record)
-        self._checkpoint()
+        self.db.checkpoint()
         return rows
 
     def correct_chapter(self, index: int, old: str, new: str, *, reason: str = "correct") -> Chapter:
         """Replace the one exact occurrence of ``old`` in a committed chapter; reindexed at once."""
-        with self._write() as conn:
+        with self.db.write() as conn:
             current = chapter_rows.get(conn, index)
             if current is None:
                 raise CommitError(f"chapter {index} does not exist")
             text = chapter_rows.replace_span(current.text, old, without_nul(new), index=index)
-            return chapter_rows.revise(conn, index, text, title=None, reason=reason, unit=self._unit(conn))
+            return chapter_rows.revise(conn, index, text, title=None, reason=reason, unit=self.db.unit(conn))
 
     def revise_chapter(self, index: int, text: str, *, title: str | None = None, reason: str) -> Chapter:
         """Replace a committed chapter's whole text (the old version is kept); reindexed at once."""
-        with self._write() as conn:
+        with self.db.write() as conn:
             return chapter_rows.revise(
-                conn, index, without_nul(text), title=title, reason=reason, unit=self._unit(conn)
+                conn, index, without_nul(text), title=title, reason=reason, unit=self.db.unit(conn)
             )
 
     def replace_state(self, unit: int, state: Any) -> None:
         """Replace the state stored with committed ``unit`` (an edit, or a state re-derived from an
         edited text); the unit must exist."""
-        with self._write() as conn:
-            cursor = conn.execute("UPDATE states SET state = ? WHERE unit = ?", (_json(state, "state"), unit))
+        with self.db.write() as conn:
+            cursor = conn.execute("UPDATE states SET state = ? WHERE unit = ?", (to_json(state, "state"), unit))
             if cursor.rowcount != 1:
                 raise CommitError(f"unit {unit} has no stored state")
+
+    # -- reading units ---------------------------------------------------------------------
+
+    def chapter(self, index: int) -> Chapter | None:
+        with self.db.lock:
+            return chapter_rows.get(self.db.conn, index)
+
+    def chapters(self) -> list[Chapter]:
+        with self.db.lock:
+            return chapter_rows.all_chapters(self.db.conn)
+
+    def chapter_versions(self, index: int) -> list[dict[str, Any]]:
+        with self.db.lock:
+            return chapter_rows.versions(self.db.conn, index)
+
+    def paragraphs(self) -> list[Paragraph]:
+        with self.db.lock:
+            return magnet.all_paragraphs(self.db.conn)
+
+    def revise_paragraph(self, step: int, seq: int, text: str, *, reason: str) -> Paragraph:
+        """Replace a committed Magnet paragraph's text (the old text is kept as a version)."""
+        with self.db.write() as conn:
+            return magnet.revise_paragraph(conn, step, seq, without_nul(text), reason=reason)
+
+    def paragraph_versions(self, step: int, seq: int) -> list[dict[str, Any]]:
+        with self.db.lock:
+            return magnet.paragraph_versions(self.db.conn, step, seq)
+
+    def steps(self) -> list[dict[str, Any]]:
+        with self.db.lock:
+            return magnet.steps(self.db.conn)
+
+    def search(
+        self, query: str, *, k: int = chapter_search.DEFAULT_K, before: int | None = None
+    ) -> list[chapter_search.Hit]:
+        """The writer's search: the ``k`` best sentence windows, from chapters below ``before``."""
+        with self.db.lock:
+            return chapter_search.search(self.db.conn, query, k=k, before=before)
+
+    def reader_search(
+        self, query: str, *, k: int = chapter_search.DEFAULT_K, before: int | None = None
+    ) -> list[chapter_search.Hit]:
+        """A writer's search: quoted phrases as written, no sentence twice (agent.store.search)."""
+        with self.db.lock:
+            return chapter_search.reader_search(self.db.conn, query, k=k, before=before)
+
+    def search_paragraphs(self, query: str, *, k: int, before_step: int) -> list[Paragraph]:
+        """Magnet's long-range memory: the ``k`` best-matching paragraphs of earlier steps (BM25)."""
+        with self.db.lock:
+            return magnet.search_paragraphs(self.db.conn, query, k=k, before_step=before_step)
+
+    def state(self, unit: int | None = None) -> Any:
+        """The state after ``unit`` (default: the latest); ``None`` if there is none."""
+        if unit is None:
+            rows = self.db.read("SELECT state FROM states ORDER BY unit DESC LIMIT 1")
+        else:
+            rows = self.db.read("SELECT state FROM states WHERE unit = ?", (unit,))
+        return json.loads(rows[0][0]) if rows else None
 
 
 def _check_database(db: Path) -> int:

@@ -106,8 +106,8 @@ def overview(store: RunStore) -> dict[str, Any]:
         "title": story_title(store),
         "activity": workbench.activity(store),
         "lang": run_language_code(info.config),
-        "style": style_lines(store.get_plan("style"), store.chapters()),
-        "style_card": _card(store.get_plan("style")),
+        "style": style_lines(store.plans.get("style"), store.chapters()),
+        "style_card": _card(store.plans.get("style")),
         "run_path": str(store.run_dir),
     }
 
@@ -133,8 +133,8 @@ def story(store: RunStore, find: str | None = None, at: int | None = None) -> di
         {"section": s, "paragraphs": [marked(p, where.get((s.index, n), [])) for n, p in enumerate(s.paragraphs)]}
         for s in book.sections
     ]
-    stale = store.get_plan("stale_after")
-    forked = store.get_plan("forked_from")
+    stale = store.plans.get("stale_after")
+    forked = store.plans.get("forked_from")
     stale = stale if isinstance(stale, dict) else None
     return {
         "book": book,

@@ -114,7 +114,7 @@ class Room:
             info = store.info()
             waiting = in_review(store)
             chapters = [(c.index, c.title, c.version) for c in store.chapters()]
-            drafts = store.get_plan("drafts_of") or {}
+            drafts = store.plans.get("drafts_of") or {}
             context = {
                 "run_name": name,
                 "status": store.live_status(),

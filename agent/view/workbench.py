@@ -71,7 +71,7 @@ def _target_words(store: RunStore) -> int | None:
     for value in (
         config.get("words"),
         story.get("target_words") if isinstance(story, dict) else None,
-        store.get_plan("words"),
+        store.plans.get("words"),
     ):
         if isinstance(value, int) and value > 0:
             return value
@@ -98,7 +98,7 @@ def outline(store: RunStore) -> dict[str, Any]:
     low, high = config.get("gate_low"), config.get("gate_high")
     chapters = {c.index: c for c in store.chapters()}
     rows = []
-    planned = store.get_plan("outline")
+    planned = store.plans.get("outline")
     for n, item in enumerate(planned if isinstance(planned, list) else [], start=1):
         if not isinstance(item, dict):
             continue

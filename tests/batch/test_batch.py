@@ -168,7 +168,7 @@ def test_a_batch_through_a_server_then_show_export_and_resume(tmp_path, prompts,
                 info = store.info()
                 assert info.status == "completed" and info.config["prompt_id"] == story["key"]
                 assert info.config["temperature"] == 0.5 and info.config["prompt"].startswith(f"Story {story['key']}:")
-                assert story["calls"] == len(store.llm_calls())
+                assert story["calls"] == len(store.ledger.llm_calls())
         assert shown["totals"]["completed"] == 3 and shown["totals"]["words"] == 3000
         assert sorted(p.name for p in out.iterdir() if p.is_dir()) == sorted(s["run_dir"] for s in shown["stories"])
         assert main(["show", str(story_dir(out, "7"))]) == 0 and "completed" in capsys.readouterr().out

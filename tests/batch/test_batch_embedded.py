@@ -53,7 +53,7 @@ def test_a_batch_of_three_tiny_stories_on_the_embedded_model(tmp_path, embedded_
         with RunStore.open(story_dir(tmp_path / "batch", row.key), readonly=True) as store:
             assert store.info().status == "completed" and store.info().backend == "embedded"
             assert len(store.chapters()) == 1 and store.words_written() == row.words > 0
-            assert row.calls == len(store.llm_calls()) >= 1 and row.completion_tokens > 0
+            assert row.calls == len(store.ledger.llm_calls()) >= 1 and row.completion_tokens > 0
     print(
         f"3 Direct stories on the embedded model: {wall:.1f} s, words {[r.words for r in result.stories]}, "
         f"calls {[r.calls for r in result.stories]}"

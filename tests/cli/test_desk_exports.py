@@ -36,7 +36,7 @@ def book(tmp_path_factory):
             main(["write", "nst", "--prompt", PROMPT, "--words", "1000", "--out", run, "--quiet", "--plan-only"]) == 0
         )
         with RunStore.open(run, readonly=True) as store:
-            assert store.get_plan("outline")[0]["title"] == "Part 1"
+            assert store.plans.get("outline")[0]["title"] == "Part 1"
         edited = folder / "outline.txt"
         rename_chapter_one(run, edited)
         assert main(["resume", run, "--quiet"]) == 0

@@ -199,10 +199,10 @@ def test_the_profile_follows_a_tiny_model_and_a_flag_overrides_it(tmp_path, caps
         assert "profile small" not in capsys.readouterr().err
     with RunStore.open(tmp_path / "auto", readonly=True) as store:
         assert store.info().config["profile"] == "small"
-        assert store.get_plan("profile_choice") == {
+        assert store.plans.get("profile_choice") == {
             "asked": "auto",
             "chosen": "small",
-            "reason": store.get_plan("profile_choice")["reason"],
+            "reason": store.plans.get("profile_choice")["reason"],
         }
     with RunStore.open(tmp_path / "asked", readonly=True) as store:
         assert store.info().config["profile"] == "default"
@@ -267,7 +267,7 @@ def test_chapters_that_cannot_fit_the_context_are_planned_shorter_not_stopped(se
     assert "planning 5 chapters instead of 2: a chapter of the planned length needs about" in capsys.readouterr().err
     with RunStore.open(out, readonly=True) as store:
         assert (store.info().status, store.info().last_unit) == ("completed", 5)
-        assert store.get_plan("chapters_fitted")["planned"] == 2
+        assert store.plans.get("chapters_fitted")["planned"] == 2
 
 
 def _said(captured, needle: str) -> int:

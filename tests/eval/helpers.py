@@ -45,7 +45,7 @@ def make_run(
     store = RunStore.create(run_dir, pipeline=pipeline, config=cfg, model="writer")
     try:
         if targets is not None:
-            store.put_plan(
+            store.plans.put(
                 "outline",
                 [
                     {"id": i, "title": f"T{i}", "description": "d", "target_words": t}

@@ -20,7 +20,7 @@ def test_a_category_never_judged_leaves_the_story_unscored(tmp_path):
         story_ = load_story(store)
         judge_consistency(store, story_, Judge(judge_llm(lambda r: {"contradictions": []}), "j"), window_chapters=1)
         [row] = [r for r in stored.select(store, "consistency") if r.item == "world_building"]
-        with store._write() as conn:  # as a kill before the fifth reply would leave it
+        with store.db.write() as conn:  # as a kill before the fifth reply would leave it
             conn.execute("DELETE FROM judgments WHERE item = 'world_building'")
         [score] = consistency_scores(store, story_)
         assert score.missing == ["world_building"] and not score.failed

@@ -31,7 +31,7 @@ def test_markers_occur_twice_at_the_asked_depths(source, tmp_path):
     seen = set()
     for copy in copies:
         with RunStore.open(copy, readonly=True) as store:
-            record = store.get_plan(PLAN_KEY)
+            record = store.plans.get(PLAN_KEY)
             story = load_story(store)
         marker = record["marker"]
         assert marker not in seen
@@ -53,7 +53,7 @@ def test_markers_occur_twice_at_the_asked_depths(source, tmp_path):
         assert record["distance_words"] > 0
     with RunStore.open(source, readonly=True) as store:
         original = load_story(store).text
-        assert store.get_plan(PLAN_KEY) is None and not any(m in original for m in seen)
+        assert store.plans.get(PLAN_KEY) is None and not any(m in original for m in seen)
 
 
 def test_recall_counts_exact_marker_matches(source, tmp_path):
@@ -120,7 +120,7 @@ def test_magnet_story_is_injected_in_its_paragraphs_and_keeps_the_originals(tmp_
     assert len(copies) == 5 * 2 + 1
     for copy in copies:
         with RunStore.open(copy, readonly=True) as store:
-            record = store.get_plan(PLAN_KEY)
+            record = store.plans.get(PLAN_KEY)
             injected = load_story(store)
             revised = [(p.step, p.seq) for p in store.paragraphs() if record["marker"] in p.text]
             versions = {key: store.paragraph_versions(*key) for key in revised}

@@ -53,7 +53,7 @@ def test_model_free_row(tmp_path):
     ]
     run = make_run(tmp_path, "r", [words(100), words(150)], target=250, targets=[100, 100], states=states)
     with RunStore.open(run) as store:
-        store.record_llm_call(CallRecord("writer", "scripted", "m", 0.7, 100, None, 1000, 600, 250, 1.0, "stop"))
+        store.ledger.record_llm_call(CallRecord("writer", "scripted", "m", 0.7, 100, None, 1000, 600, 250, 1.0, "stop"))
         row = run_row(store)
     assert row["gate_unit"] == "chapter" and row["gate_passed"] == 1 and row["gate_compliance"] == 0.5  # 150 > 120
     assert row["requirements_opened"] == 1 and row["requirements_resolved"] == 1

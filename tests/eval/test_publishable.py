@@ -295,7 +295,7 @@ def test_report_has_the_length_by_depth_recall_table_and_kendall(tmp_path, capsy
     # the judge reports the planted pair only at 1,000 words and only at the adjacent depth
     for copy in copies:
         with RunStore.open(copy) as store:
-            record = store.get_plan("eval_injection")
+            record = store.plans.get("eval_injection")
             report_it = record["depth"] == "adjacent" and "inj1000" in str(copy) and not record["control"]
 
             def scripted(request, record=record, report_it=report_it):

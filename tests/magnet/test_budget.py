@@ -51,7 +51,7 @@ def run(tmp_path, context: int | None, name: str = "run") -> tuple[RunStore, Sto
     )
     config = {**settings.as_config(), "story": story(words=900).to_dict()}
     store = RunStore.create(tmp_path / name, pipeline="magnet", config=config, unit_kind="step")
-    with store.session("start"):
+    with store.sessions.hold("start"):
         write_story(store, llm, config)
     return store, llm
 
@@ -62,7 +62,7 @@ def sizes(llm: StoryLLM) -> list[tuple[str, int]]:
 
 
 def actions(store: RunStore) -> list[str]:
-    return [t.arguments["action"] for t in store.tool_calls() if t.tool == "budget"]
+    return [t.arguments["action"] for t in store.ledger.tool_calls() if t.tool == "budget"]
 
 
 def test_without_a_budget_the_prompts_outgrow_the_context(tmp_path):
@@ -144,11 +144,11 @@ def test_a_server_that_refuses_for_length_widens_the_reserve_and_the_retry_fits(
     )
     config = {**settings.as_config(), "story": story(words=900).to_dict()}
     store = RunStore.create(tmp_path / "run", pipeline="magnet", config=config, unit_kind="step")
-    with store.session("start"):
+    with store.sessions.hold("start"):
         write_story(store, llm, config)
     refusals = [
         t.arguments
-        for t in store.tool_calls()
+        for t in store.ledger.tool_calls()
         if t.tool == "budget" and t.arguments["action"] == "server_refused_length"
     ]
     assert refusals, "no request was refused: the test's server is not tight enough"

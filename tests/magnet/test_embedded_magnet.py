@@ -54,7 +54,7 @@ def test_two_characters_three_timesteps(embedded_llm, tmp_path):
     )
     config = {**settings.as_config(), "story": parse_definition(STORY, "lighthouse.toml").to_dict()}
     store = RunStore.create(tmp_path / "run", pipeline="magnet", config=config, unit_kind="step")
-    with store.session("start"):
+    with store.sessions.hold("start"):
         write_story(store, embedded_llm, config, max_new_steps=3)
     steps = store.steps()
     assert [s["step"] for s in steps] == [1, 2, 3]
@@ -82,9 +82,9 @@ def test_two_characters_three_timesteps(embedded_llm, tmp_path):
         pairs = [(s, a) for s, attrs in variables.items() for a in attrs]
         assert all(s in ("world", "Mara", "Tom") for s, _ in pairs)
         assert not [a for _, a in pairs if a.startswith(("mara_", "tom_"))]  # no prefixed duplicate
-    roles = [c.role for c in store.llm_calls()]
+    roles = [c.role for c in store.ledger.llm_calls()]
     assert roles.count("character") >= 6 and roles.count("critic") >= 3 and "narrator" in roles
-    assert all(c.backend == "embedded" for c in store.llm_calls())
+    assert all(c.backend == "embedded" for c in store.ledger.llm_calls())
     assert store.info().status == "stopped"  # paused after three steps, resumable
 
 
@@ -135,7 +135,7 @@ def test_secrets_never_reach_another_characters_request(embedded_llm, tmp_path):
     )
     config = {**settings.as_config(), "story": parse_definition(SECRETS, "ledger.toml").to_dict()}
     store = RunStore.create(tmp_path / "run", pipeline="magnet", config=config, unit_kind="step")
-    with store.session("start"):
+    with store.sessions.hold("start"):
         write_story(store, embedded_llm, config, max_new_steps=2)
     assert [s["step"] for s in store.steps()] == [1, 2]
 
@@ -156,7 +156,7 @@ def test_secrets_never_reach_another_characters_request(embedded_llm, tmp_path):
         }
 
     units = [row[0] for row in store.query("SELECT unit FROM llm_calls ORDER BY id")]
-    rows = [(unit, call.role, call.messages) for unit, call in zip(units, store.llm_calls(), strict=True)]
+    rows = [(unit, call.role, call.messages) for unit, call in zip(units, store.ledger.llm_calls(), strict=True)]
     characters = [(unit, messages) for unit, role, messages in rows if role == "character"]
     assert len(characters) >= 4
     for unit, messages in characters:

@@ -19,7 +19,7 @@ LEGACY = Path(__file__).resolve().parents[1] / "fixtures" / "legacy_d73c811" / "
 def _run(tmp_path, llm, words=900, name="run", **settings):
     config = {**MagnetSettings(**settings).as_config(), "story": story(words=words).to_dict()}
     store = RunStore.create(tmp_path / name, pipeline="magnet", config=config, unit_kind="step")
-    with store.session("start"):
+    with store.sessions.hold("start"):
         write_story(store, llm, config)
     return store
 

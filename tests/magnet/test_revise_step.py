@@ -42,7 +42,7 @@ def test_revise_a_magnet_step_paragraph_from_a_note(tmp_path, monkeypatch, capsy
         new = next(p for p in store.paragraphs() if p.step == 2)
         assert new.text == f"{NOTE}. {old.text}"
         assert store.paragraph_versions(2, old.seq)[0]["text"] == old.text
-        assert store.get_plan(STALE_KEY)["unit"] == 2
+        assert store.plans.get(STALE_KEY)["unit"] == 2
     assert "{+" + NOTE + ".+}" in out and old.text in follower.requests[0].messages[-1]["content"]
     assert main(["revise", str(run_dir), "--step", "2", "--paragraph", "9", "--note", NOTE]) == 2
     assert main(["revise", str(run_dir), "--chapter", "2", "--note", NOTE]) == 2

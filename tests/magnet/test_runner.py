@@ -24,7 +24,7 @@ def _config(words=400, **settings):
 
 def _run(tmp_path, llm, config, name="run"):
     store = RunStore.create(tmp_path / name, pipeline="magnet", config=config, unit_kind="step")
-    with store.session("start"):
+    with store.sessions.hold("start"):
         write_story(store, llm, config)
     return store
 
@@ -46,7 +46,7 @@ def test_run_commits_every_step_and_ends_as_a_story(tmp_path):
     assert "final paragraph of the story" in llm.by_role("narrator")[-1].messages[1]["content"]
     assert words >= 400 * 0.75
     # ledger rows for every role, filed under their steps
-    roles = {c.role for c in store.llm_calls()}
+    roles = {c.role for c in store.ledger.llm_calls()}
     assert {"character", "critic", "narrator-select", "narrator", "goal", "transition"} <= roles
     units = {row[0] for row in store.query("SELECT DISTINCT unit FROM llm_calls")}
     assert units == set(range(1, info.last_unit + 1))
@@ -130,11 +130,11 @@ def test_resume_after_a_failure_continues_without_loss_or_duplicates(tmp_path):
 
     config = _config(words=400)
     store = RunStore.create(tmp_path / "r", pipeline="magnet", config=config, unit_kind="step")
-    with pytest.raises(LLMError), store.session("start"):
+    with pytest.raises(LLMError), store.sessions.hold("start"):
         write_story(store, StoryLLM(fail=fail), config)
     assert store.info().last_unit == 2 and store.info().status == "failed"
     state_2 = store.state(2)
-    with store.session("resume"):
+    with store.sessions.hold("resume"):
         write_story(store, StoryLLM(), config)
     steps = [s["step"] for s in store.steps()]
     assert steps == list(range(1, store.info().last_unit + 1)) and len(steps) > 3
@@ -280,10 +280,10 @@ def test_a_resumed_run_continues_from_the_state_it_stopped_at(tmp_path):
     config = _config(words=400)
     whole = _run(tmp_path, StoryLLM(), config, name="whole")
     store = RunStore.create(tmp_path / "r", pipeline="magnet", config=config, unit_kind="step")
-    with pytest.raises(LLMError), store.session("start"):
+    with pytest.raises(LLMError), store.sessions.hold("start"):
         write_story(store, StoryLLM(fail=fail), config)
     stopped_words = store.state(2)["words"]
-    with store.session("resume"):
+    with store.sessions.hold("resume"):
         write_story(store, StoryLLM(), config)
     assert store.info().last_unit == whole.info().last_unit
     words = sum(p.words for p in store.paragraphs())

@@ -22,7 +22,7 @@ def test_one_step_of_three_characters(served, tmp_path):
     settings = MagnetSettings(max_revisions=1, paragraph_tokens=120, paragraph_min_tokens=20)
     config = {**settings.as_config(), "story": story.to_dict()}
     store = RunStore.create(tmp_path / "run", pipeline="magnet", config=config, unit_kind="step")
-    with store.session("start"):
+    with store.sessions.hold("start"):
         write_story(store, llm, config, max_new_steps=1)
     llm.close()
     assert [s["step"] for s in store.steps()] == [1]

@@ -19,7 +19,7 @@ from tests.magnet.stories import story
 def _run(tmp_path, llm, words=600, name="run", **over):
     config = {**MagnetSettings().as_config(), "story": story(words=words, **over).to_dict()}
     store = RunStore.create(tmp_path / name, pipeline="magnet", config=config, unit_kind="step")
-    with store.session("start"):
+    with store.sessions.hold("start"):
         write_story(store, llm, config)
     return store
 
@@ -72,7 +72,7 @@ def test_editorial_sections_are_fixed_spans_without_goal_text(tmp_path):
     magnet = _run(tmp_path, StoryLLM(critic=_reached), words=1500)
     config = SingleConfig.parse({"story": story(words=1500).to_dict()})
     single = RunStore.create(tmp_path / "single", pipeline="single", config=config.stored(), unit_kind="step")
-    with single.session("start"):
+    with single.sessions.hold("start"):
         write_baseline(single, StoryLLM(), config)
     for store in (magnet, single):
         judged = load_story(store)

@@ -70,7 +70,9 @@ def calls(run: str) -> list[tuple[str, int, list[dict]]]:
         return [
             (c.role or "", int(store_unit), c.messages)
             for c, store_unit in zip(
-                store.llm_calls(), [r[0] for r in store.query("SELECT unit FROM llm_calls ORDER BY id")], strict=True
+                store.ledger.llm_calls(),
+                [r[0] for r in store.query("SELECT unit FROM llm_calls ORDER BY id")],
+                strict=True,
             )
         ]
 
@@ -89,10 +91,10 @@ def test_a_finished_book_goes_on_from_its_final_state(server, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "1 new chapter(s) planned, none written" in out and f"fabula resume {run}" in out
     with RunStore.open(run, readonly=True) as store:
-        info, outline = store.info(), store.get_plan("outline")
+        info, outline = store.info(), store.plans.get("outline")
         assert (info.pipeline, info.status, info.last_unit, info.target_units) == ("nst", "stopped", 2, 3)
         assert [c["id"] for c in outline] == [1, 2, 3] and info.config["words"] == 1000 + 500
-        assert store.get_plan("continued")[0]["after"] == 2
+        assert store.plans.get("continued")[0]["after"] == 2
     # the planner was shown the final state, its open requirements and the end of the last chapter
     planning = [m for r, _, m in calls(run) if r == "plan_outline"][planned_before:]
     assert len(planning) == 1
@@ -107,7 +109,7 @@ def test_a_finished_book_goes_on_from_its_final_state(server, tmp_path, capsys):
     with RunStore.open(run, readonly=True) as store:
         info = store.info()
         assert (info.status, info.last_unit) == ("completed", 3)
-        searches = [t for t in store.tool_calls(3) if t.tool == "search"]
+        searches = [t for t in store.ledger.tool_calls(3) if t.tool == "search"]
     assert fingerprints(run) == {**before, 3: fingerprints(run)[3]}  # chapters 1 and 2 never changed
     # NstAgent wrote chapter 3 with the final state in its prompt and searched the whole book
     first = next(m for r, unit, m in calls(run) if unit == 3 and r == "nst_turn")
@@ -129,8 +131,8 @@ def test_an_imported_derived_book_goes_on_as_an_nst_run(server, tmp_path, capsys
     with RunStore.open(run, readonly=True) as store:
         info = store.info()
         assert (info.pipeline, info.status, info.last_unit) == ("nst", "completed", 4)  # 500 words: two chapters
-        assert store.get_plan("continued")[0]["from_kind"] == "imported"
-        outline = store.get_plan("outline")
+        assert store.plans.get("continued")[0]["from_kind"] == "imported"
+        outline = store.plans.get("outline")
         assert outline[0]["title"] == "Chapter 1" and "written" in outline[0]["description"]
     assert {k: v for k, v in fingerprints(run).items() if k <= 2} == before
     first = next(m for r, unit, m in calls(run) if unit == 3 and r == "nst_turn")
@@ -148,7 +150,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(server, tmp_path, caps
 
     def snapshot(path: str) -> tuple:
         with RunStore.open(path, readonly=True) as store:
-            return store.info(), store.plan(), fingerprints(path), len(store.llm_calls())
+            return store.info(), store.plans.all(), fingerprints(path), len(store.ledger.llm_calls())
 
     cases = [
         ([run, "--words", "0"], "--words must be between"),
@@ -182,7 +184,7 @@ def test_an_interrupted_continue_resumes_without_losing_or_repeating_work(server
     assert main(["resume", run, "--quiet"]) == 0
     with RunStore.open(run, readonly=True) as store:
         assert (store.info().status, store.info().last_unit) == ("completed", 3)
-        assert len(store.get_plan("continued")) == 1
+        assert len(store.plans.get("continued")) == 1
     assert len([r for r, _, _ in calls(run) if r == "plan_outline"]) == planned  # not planned again
     assert {k: v for k, v in fingerprints(run).items() if k <= 2} == before
     assert sorted(fingerprints(run)) == [1, 2, 3]
@@ -206,7 +208,7 @@ def test_a_continued_books_new_chapters_are_reviewed_and_changed_like_any_outlin
     edited.write_text(json.dumps(shown), encoding="utf-8")
     assert main(["outline", run, "--file", str(edited)]) == 0
     with RunStore.open(run, readonly=True) as store:
-        assert store.get_plan("outline")[2]["description"] == shown["chapters"][2]["description"]
+        assert store.plans.get("outline")[2]["description"] == shown["chapters"][2]["description"]
     shown["chapters"][1]["description"] = "Another story."  # a chapter of the book itself
     edited.write_text(json.dumps(shown), encoding="utf-8")
     assert main(["outline", run, "--file", str(edited)]) == 2

@@ -122,6 +122,6 @@ def test_sequel_writes_one_chapter_of_book_two_on_the_real_server(vllm_server, t
     with RunStore.open(two, readonly=True) as store:
         info = store.info()
         assert (info.status, info.last_unit, info.target_units) == ("completed", 1, 1)
-        assert store.get_plan("series")["index"] == 2
+        assert store.plans.get("series")["index"] == 2
     first = next(m for role, unit, m in calls(two) if unit == 1 and role == "nst_turn")[1]["content"]
     assert carried(run, first), first[:2000]  # a fact of book one in book two's first prompt

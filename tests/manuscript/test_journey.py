@@ -56,7 +56,7 @@ def test_chapter_one_holds_no_boilerplate_and_nothing_of_the_licence_was_kept(im
     with RunStore.open(run, readonly=True) as store:
         first, last = store.chapter(2), store.chapters()[-1]
         every = "\n".join(c.text for c in store.chapters()[1:])  # chapter 1: the front (a transcriber's note too)
-        left = {item["what"]: item for item in store.get_plan("left_out")}
+        left = {item["what"]: item for item in store.plans.get("left_out")}
     assert first.text.startswith("Call me Ishmael.")
     assert "Gutenberg" not in every and "CONTENTS" not in every and "CHAPTER 2. The Carpet-Bag." not in every
     assert left["table of contents"]["words"] > 600 and "CHAPTER 135." in left["table of contents"]["text"]

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.usefixtures("no_model_environment")
 def book_one(run: str) -> tuple:
     """Everything book one holds that a sequel must leave as it is."""
     with RunStore.open(run, readonly=True) as store:
-        return store.info(), store.plan(), fingerprints(run), len(store.llm_calls()), store.state()
+        return store.info(), store.plans.all(), fingerprints(run), len(store.ledger.llm_calls()), store.state()
 
 
 def test_book_two_starts_from_book_ones_final_state_and_searches_both(server, tmp_path, capsys):
@@ -37,7 +37,7 @@ def test_book_two_starts_from_book_ones_final_state_and_searches_both(server, tm
     two = str(tmp_path / "two")
     with RunStore.open(first, readonly=True) as store:
         final = store.state(2)["narrative"]
-        title = store.get_plan("title")
+        title = store.plans.get("title")
     kept = book_one(first)
     resolved = sorted(final["future_requirements"])[0]
     assert (
@@ -61,8 +61,8 @@ def test_book_two_starts_from_book_ones_final_state_and_searches_both(server, tm
     assert book_one(first) == kept  # book one is only read
     with RunStore.open(two, readonly=True) as store:
         info, initial = store.info(), store.state(0)["narrative"]
-        series = store.get_plan("series")
-        searches = [t for t in store.tool_calls(1) if t.tool == "search"]
+        series = store.plans.get("series")
+        searches = [t for t in store.ledger.tool_calls(1) if t.tool == "search"]
         assert (info.pipeline, info.status, info.last_unit) == ("nst", "completed", 2)
     # carried: characters with their facts, past events; open requirements but the resolved one
     assert initial["characters"] == final["characters"] and initial["past_events"] == final["past_events"]
@@ -134,7 +134,7 @@ def test_a_sequel_without_words_is_as_long_as_book_one_was_planned(server, tmp_p
     assert main(["sequel", first, "--out", two, "--plan-only", "--quiet"]) == 0
     with RunStore.open(first, readonly=True) as one, RunStore.open(two, readonly=True) as store:
         assert store.info().config["words"] == one.info().config["words"]
-        assert store.get_plan("outline")
+        assert store.plans.get("outline")
 
 
 def test_a_sequels_series_is_named_later_with_export_series_and_kept(server, tmp_path, capsys):
@@ -149,7 +149,7 @@ def test_a_sequels_series_is_named_later_with_export_series_and_kept(server, tmp
     assert main(["export", two, "--format", "json"]) == 0  # recorded like --title: later exports keep it
     assert json.loads(capsys.readouterr().out)["series"] == {"name": "The Keeper Books", "index": 2}
     with RunStore.open(two, readonly=True) as store:
-        assert store.get_plan("series")["books"][0]["run"].endswith("one")  # the earlier books stay
+        assert store.plans.get("series")["books"][0]["run"].endswith("one")  # the earlier books stay
     assert main(["export", two, "--series", "  "]) == 2  # an empty name: one line, exit 2
     # book one named first: its sequels carry the name
     assert main(["export", first, "--format", "txt", "--series", "Lanterns"]) == 0
@@ -157,4 +157,4 @@ def test_a_sequels_series_is_named_later_with_export_series_and_kept(server, tmp
     three = str(tmp_path / "three")
     assert main(["sequel", first, "--out", three, "--plan-only", "--quiet"]) == 0
     with RunStore.open(three, readonly=True) as store:
-        assert store.get_plan("series")["name"] == "Lanterns" and store.get_plan("series")["index"] == 2
+        assert store.plans.get("series")["name"] == "Lanterns" and store.plans.get("series")["index"] == 2

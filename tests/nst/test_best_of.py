@@ -74,8 +74,8 @@ def test_drafts_n_chooses_by_the_rule_keeps_the_others_and_records_the_cost(serv
     )
     err = capsys.readouterr().err
     with RunStore.open(run, readonly=True) as store:
-        record = store.get_plan(DRAFTS_OF)["2"]
-        first = store.get_plan(DRAFTS_OF)["1"]["chosen"]
+        record = store.plans.get(DRAFTS_OF)["2"]
+        first = store.plans.get(DRAFTS_OF)["1"]["chosen"]
         chapter = store.chapter(2)
         versions = [(v.number, v.reason) for v in chapter_versions(store, 2)]
         state = store.state(2)
@@ -94,7 +94,7 @@ def test_drafts_n_chooses_by_the_rule_keeps_the_others_and_records_the_cost(serv
     assert main(["revise", run, "--chapter", "2", "--use-draft", "1", "--no-diff"]) == 0
     with RunStore.open(run, readonly=True) as store:
         assert store.chapter(2).text == record["drafts"][0]["text"] and store.chapter(2).version == 3
-        assert store.get_plan(DRAFTS_OF)["2"]["chosen"] == 1
+        assert store.plans.get(DRAFTS_OF)["2"]["chosen"] == 1
     assert main(["revise", run, "--chapter", "2", "--use-draft", "7"]) == 2
     assert "no draft 7" in capsys.readouterr().err
     assert (
@@ -164,7 +164,7 @@ def test_drafts_n_on_a_server_are_written_at_once_and_the_run_says_so(tmp_path, 
         )
     assert author.most_at_once == 2  # the two more drafts of a chapter: together, not one after another
     with RunStore.open(run, readonly=True) as store:
-        record = store.get_plan(DRAFTS_OF)["1"]
+        record = store.plans.get(DRAFTS_OF)["1"]
     assert record["at_once"] == 2 and len(record["drafts"]) == 3
 
 
@@ -209,7 +209,7 @@ def test_drafts_judge_chooses_with_a_reason_shown_and_falls_back_to_the_rule(tmp
         )
     assert author.judged and all(roles == ["system", "user"] for roles in author.judged)  # strict role order
     with RunStore.open(run, readonly=True) as store:
-        first, second = store.get_plan(DRAFTS_OF)["1"], store.get_plan(DRAFTS_OF)["2"]
+        first, second = store.plans.get(DRAFTS_OF)["1"], store.plans.get(DRAFTS_OF)["2"]
         versions = [v.reason for v in chapter_versions(store, 1)]
     assert first["chosen"] == 2 and first["rule"] == JUDGE_RULE
     assert first["reason"] == "draft 2 carries out the outline item most closely" and first["calls"] == 2
@@ -273,8 +273,8 @@ def test_continue_and_sequel_take_drafts_and_lint_avoid(server, tmp_path):
     )
     for path, first_new in ((run, written + 1), (two, 1)):
         with RunStore.open(path, readonly=True) as store:
-            records, last = store.get_plan(DRAFTS_OF), store.info().last_unit
-            assert store.get_plan(LINT_AVOID_KEY) is True
+            records, last = store.plans.get(DRAFTS_OF), store.info().last_unit
+            assert store.plans.get(LINT_AVOID_KEY) is True
         assert sorted(map(int, records)) == list(range(first_new, last + 1))  # every new chapter, none before
         assert all(len(r["drafts"]) == 2 and "chosen" in r for r in records.values())
 
@@ -288,10 +288,10 @@ def test_drafts_in_process_are_written_one_after_another_on_the_run_thread(store
             return super().reply(request)
 
     author = Recording()
-    author.recorders.append(store.recorder)
-    store.put_plan("drafts", {"n": 3})
-    with store.session("start"):
+    author.recorders.append(store.ledger.recorder)
+    store.plans.put("drafts", {"n": 3})
+    with store.sessions.hold("start"):
         write_story(store, author, config)
     assert threads == {threading.get_ident()}  # an in-process model is never called from another thread
-    records = store.get_plan(DRAFTS_OF)
+    records = store.plans.get(DRAFTS_OF)
     assert sorted(records) == ["1", "2"] and all(r["at_once"] == 1 and len(r["drafts"]) == 3 for r in records.values())

@@ -31,16 +31,16 @@ from agent.testing.scripted import ScriptedLLM
 
 
 def attach(store: RunStore, author: Author) -> Author:
-    author.recorders.append(store.recorder)
+    author.recorders.append(store.ledger.recorder)
     return author
 
 
 def budget_actions(store: RunStore) -> list[str]:
-    return [c.arguments["action"] for c in store.tool_calls() if c.tool == "budget"]
+    return [c.arguments["action"] for c in store.ledger.tool_calls() if c.tool == "budget"]
 
 
 def assert_all_fit(store: RunStore, context: int) -> None:
-    calls = store.llm_calls()
+    calls = store.ledger.llm_calls()
     assert calls
     over = [(c.role, c.prompt_tokens, c.max_tokens) for c in calls if c.prompt_tokens + c.max_tokens > context]
     assert not over, over
@@ -71,11 +71,11 @@ def test_a_multi_chapter_story_in_a_tiny_context_sends_nothing_over_it(tmp_path,
     config = {**config, "words": 600, "context_tokens": TINY}
     store = RunStore.create(tmp_path / "tiny", pipeline="nst", config=config)
     author = attach(store, Author(policy=reader_policy))
-    with store.session("start"):
+    with store.sessions.hold("start"):
         runner.write_story(store, author, config)
     assert store.info().status == "completed" and len(store.chapters()) == 2
     assert_all_fit(store, TINY)
-    assert store.plan()["context"] == {
+    assert store.plans.all()["context"] == {
         "context_tokens": TINY,
         "source": "setting context_tokens",
         "counter": "chars-estimate",
@@ -91,9 +91,9 @@ def test_without_a_budget_the_same_story_goes_over(tmp_path, config):
     """The check above is not vacuous: unbudgeted, this story's requests exceed the tiny context."""
     config = {**config, "words": 600}
     store = RunStore.create(tmp_path / "free", pipeline="nst", config=config)
-    with store.session("start"):
+    with store.sessions.hold("start"):
         runner.write_story(store, attach(store, Author(policy=reader_policy)), config)
-    assert any(c.prompt_tokens + c.max_tokens > TINY for c in store.llm_calls())
+    assert any(c.prompt_tokens + c.max_tokens > TINY for c in store.ledger.llm_calls())
 
 
 def run_loop(store, config, author, *, context, state=None, index=3, plan=None, **kw):
@@ -101,7 +101,7 @@ def run_loop(store, config, author, *, context, state=None, index=3, plan=None, 
         context,
         CharsEstimate(),
         64,
-        record=lambda action, facts: store.record_tool_call(
+        record=lambda action, facts: store.ledger.record_tool_call(
             turn=0, tool="budget", arguments={"action": action, **facts}
         ),
     )
@@ -129,9 +129,9 @@ def test_a_read_is_paged_when_the_whole_chapter_does_not_fit(store, config):
     store.commit_chapter(1, "Part 1", prose(1500, seed=1), state={})
     store.commit_chapter(2, "Part 2", prose(100, seed=2), state={})
     author = Author(policy=reader_policy)
-    author.recorders.append(store.recorder)
+    author.recorders.append(store.ledger.recorder)
     run_loop(store, config, author, context=TINY, index=3)
-    read = next(c for c in store.tool_calls() if c.tool == "read")
+    read = next(c for c in store.ledger.tool_calls() if c.tool == "read")
     assert read.ok  # chapter 2 is short: whole
     store2 = store  # now a long chapter: chapter 1 via an explicit read
     calls = iter([json.dumps({"tool": "read", "chapter": 1}), json.dumps({"tool": "read", "chapter": 1, "offset": 0})])
@@ -146,9 +146,9 @@ def test_a_read_is_paged_when_the_whole_chapter_does_not_fit(store, config):
 
     author = Author(policy=pager)
     run_loop(store2, config, author, context=TINY, index=3)
-    reads = [c for c in store.tool_calls() if c.tool == "read" and c.arguments["chapter"] == 1]
+    reads = [c for c in store.ledger.tool_calls() if c.tool == "read" and c.arguments["chapter"] == 1]
     assert reads and "To continue, read chapter 1 with offset" in reads[0].result
-    page = next(c for c in store.tool_calls() if c.tool == "budget" and c.arguments["action"] == "page_read")
+    page = next(c for c in store.ledger.tool_calls() if c.tool == "budget" and c.arguments["action"] == "page_read")
     assert 0 < page.arguments["end"] < page.arguments["of"]
     assert_all_fit(store, TINY)
 
@@ -175,7 +175,7 @@ def test_the_retained_draft_gives_way_before_the_request_is_clamped(store, confi
         return default_policy(request, tools)
 
     author = Author(policy=small_update, length=lambda request, attempt: next(sizes))
-    author.recorders.append(store.recorder)
+    author.recorders.append(store.ledger.recorder)
     loop, result = run_loop(store, config, author, context=context, index=1, plan=plan)
     assert not result.degraded and result.stats["attempts"] == 2
     assert "drop_retained_draft" in budget_actions(store)
@@ -203,7 +203,7 @@ def test_old_arcs_are_digested_and_the_outline_abridged_when_the_prompt_does_not
         for i in range(1, 41)
     ]
     author = Author()
-    author.recorders.append(store.recorder)
+    author.recorders.append(store.ledger.recorder)
     _loop, result = run_loop(store, config, author, context=5632, state=state, index=30, plan={"outline": outline})
     digests = result.state.digests
     assert digests and digests[0]["chapters"][0] == 1 and result.state.past_events.keys() >= events.keys()
@@ -265,14 +265,14 @@ def test_a_run_that_cannot_fit_stops_with_one_line_and_resumes_with_a_larger_con
     config = {**config, "words": 600}
     small = pipelines.get("nst").configure({**config, "context_tokens": 1024}, pipelines.LLMOptions())
     store = RunStore.create(tmp_path / "r", pipeline="nst", config=small)
-    with pytest.raises(ContextExceededError) as info, store.session("start"):
+    with pytest.raises(ContextExceededError) as info, store.sessions.hold("start"):
         runner.write_story(store, attach(store, Author()), small)
     message = str(info.value)
     assert "\n" not in message and "1024 tokens" in message and "fabula resume" in message
     assert store.info().status == "failed" and store.info().last_unit == 0
-    assert all(c.prompt_tokens + c.max_tokens <= 1024 for c in store.llm_calls())
+    assert all(c.prompt_tokens + c.max_tokens <= 1024 for c in store.ledger.llm_calls())
     big = {**small, "context_tokens": 4096}
-    with store.session("resume"):
+    with store.sessions.hold("resume"):
         runner.write_story(store, attach(store, Author()), big)
     assert store.info().status == "completed"
     assert_all_fit(store, 4096)
@@ -315,7 +315,7 @@ def test_baselines_run_as_the_reference_code_does(tmp_path, config):
     d_config = {**DIRECT_DEFAULTS, "prompt": config["prompt"], "words": 1000}
     store = RunStore.create(tmp_path / "d", pipeline="direct", config=d_config)
     author = Author(length=lambda request, attempt: 300)
-    with store.session("start"):
+    with store.sessions.hold("start"):
         direct.write_story(store, author, DirectConfig.coerce(d_config))
     assert len(author.requests) == 10 and store.chapters()[0].degraded
     assert all(r.min_tokens is None for r in author.requests)
@@ -327,7 +327,7 @@ def test_baselines_run_as_the_reference_code_does(tmp_path, config):
     rs = RunStore.create(tmp_path / "s", pipeline="rollsum", config=rs_config)
     drafts = iter(([100] * 49 + [500]) * 2)
     author = Author(length=lambda request, attempt: next(drafts))
-    with rs.session("start"):
+    with rs.sessions.hold("start"):
         rollsum.write_story(rs, author, RollSumConfig.coerce(rs_config))
     chapters = [r for r in author.requests if r.role == "rollsum_chapter"]
     assert len(chapters) == 2 * 50 and not any(c.degraded for c in rs.chapters())
@@ -348,7 +348,7 @@ def test_rejections_that_fill_the_context_end_the_chapter_degraded_not_the_run(s
     )
     context = CharsEstimate().count(probe.messages) + 64 + 1000
     author = Author(length=lambda request, attempt: 30)  # never in the gate: the rounds pile up
-    author.recorders.append(store.recorder)
+    author.recorders.append(store.ledger.recorder)
     _, result = run_loop(store, config, author, context=context, index=1, plan=plan)
     assert result.degraded and "before the context was full" in result.reason
     assert "out_of_room" in budget_actions(store)
@@ -361,9 +361,9 @@ def test_a_reply_cut_at_the_context_edge_is_not_asked_again(tmp_path, config):
     request filling the turn cap (seen: 44 identical cut updates in a 2,048-token context)."""
     config = {**config, "words": 300, "context_tokens": 2048}
     store = RunStore.create(tmp_path / "edge", pipeline="nst", config=config)
-    with store.session("start"), pytest.raises(ContextExceededError):  # chapter 2 does not fit: by design
+    with store.sessions.hold("start"), pytest.raises(ContextExceededError):  # chapter 2 does not fit: by design
         runner.write_story(store, attach(store, Author(policy=reader_policy)), config)
-    first = [t for t in store.tool_calls() if t.unit == 1]
+    first = [t for t in store.ledger.tool_calls() if t.unit == 1]
     # the turn is cut once; the fallback's full update may be tried once where it just fits (the cap's
     # ask joins the user turn before it, as Gemma's template needs) and then the one event applies
     cut = [

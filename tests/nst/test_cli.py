@@ -207,7 +207,7 @@ def test_a_context_too_small_stops_in_one_line_keeps_the_run_and_resumes_when_ra
     summary = json.loads(capsys.readouterr().out)
     assert summary["status"] == "completed" and summary["context"]["context_tokens"] == 8192
     with RunStore.open(run_dir, readonly=True) as store:
-        assert all(c.prompt_tokens + c.max_tokens <= 8192 for c in store.llm_calls())
+        assert all(c.prompt_tokens + c.max_tokens <= 8192 for c in store.ledger.llm_calls())
 
 
 def test_degraded_chapters_are_flagged_in_show_and_export(tmp_path, capsys):

@@ -25,31 +25,31 @@ def test_two_chapter_story_on_the_embedded_model(tmp_path, embedded_llm):
     }
     store = RunStore.create(tmp_path / "run", pipeline="nst", config=config)
     seen: list = []
-    embedded_llm.recorders += [store.recorder, seen.append]
+    embedded_llm.recorders += [store.ledger.recorder, seen.append]
     try:
-        with store.session("start"):
+        with store.sessions.hold("start"):
             runner.write_story(store, embedded_llm, config)
     finally:
-        embedded_llm.recorders.remove(store.recorder)
+        embedded_llm.recorders.remove(store.ledger.recorder)
         embedded_llm.recorders.remove(seen.append)
     chapters = store.chapters()
     assert len(chapters) >= 2 and store.info().status == "completed"
-    assert store.plan()["outline"]
+    assert store.plans.all()["outline"]
     for chapter in chapters:
-        target = store.plan()["outline"][chapter.index - 1]["target_words"]
+        target = store.plans.all()["outline"][chapter.index - 1]["target_words"]
         assert chapter.degraded or 0.8 * target <= chapter.words <= 1.2 * target
     passed = [c for c in chapters if not c.degraded]
     assert passed, "every chapter degraded: none passed the length gate"
     for chapter in passed:  # a chapter that passed is really inside the gate
-        target = store.plan()["outline"][chapter.index - 1]["target_words"]
+        target = store.plans.all()["outline"][chapter.index - 1]["target_words"]
         assert 0.8 * target <= chapter.words <= 1.2 * target
     # the state grew from the model's own updates: an accepted update call, and the state after the
     # last chapter differs from the state the story started with
-    assert any(t.tool == "update" and t.ok for t in store.tool_calls())
+    assert any(t.tool == "update" and t.ok for t in store.ledger.tool_calls())
     state = store.state()["narrative"]
     assert state != (store.state(0) or {}).get("narrative")
     assert state["characters"] or state["past_events"] or state["future_requirements"]
-    calls = store.llm_calls()
+    calls = store.ledger.llm_calls()
     assert len(calls) == len(seen) and {c.role for c in calls} >= {"plan_outline", "nst_turn", "nst_prose"}
     print({c.index: (c.words, c.degraded, c.degraded_reason) for c in chapters}, len(calls))
     store.close()
@@ -80,22 +80,22 @@ def test_a_short_story_in_a_small_context_on_the_embedded_model(tmp_path, embedd
         "llm": {"backend": "embedded", "model": None},
     }
     store = RunStore.create(tmp_path / "run", pipeline="nst", config=config)
-    embedded_llm.recorders.append(store.recorder)
+    embedded_llm.recorders.append(store.ledger.recorder)
     try:
-        with store.session("start"):
+        with store.sessions.hold("start"):
             runner.write_story(store, embedded_llm, config)
     finally:
-        embedded_llm.recorders.remove(store.recorder)
+        embedded_llm.recorders.remove(store.ledger.recorder)
     assert store.info().status == "completed" and len(store.chapters()) == 2
-    context = store.plan()["context"]
+    context = store.plans.all()["context"]
     assert context["context_tokens"] == CONTEXT and context["exact_counts"] is True
-    calls = store.llm_calls()
+    calls = store.ledger.llm_calls()
     assert calls and all(c.prompt_tokens + c.max_tokens <= CONTEXT for c in calls), [
         (c.role, c.prompt_tokens, c.max_tokens) for c in calls
     ]
     print(
         {c.index: (c.words, c.degraded, c.degraded_reason) for c in store.chapters()},
         len(calls),
-        [(t.arguments.get("action"), t.arguments.get("what")) for t in store.tool_calls() if t.tool == "budget"],
+        [(t.arguments.get("action"), t.arguments.get("what")) for t in store.ledger.tool_calls() if t.tool == "budget"],
     )
     store.close()

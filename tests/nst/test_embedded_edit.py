@@ -40,14 +40,14 @@ def test_edit_then_fork_on_the_tiny_model(tmp_path, embedded_llm, monkeypatch, c
         "llm": {"backend": "embedded", "model": embedded_llm.model},
     }
     run_dir = tmp_path / "run"
-    with RunStore.create(run_dir, pipeline="nst", config=config) as store, store.session("start"):
+    with RunStore.create(run_dir, pipeline="nst", config=config) as store, store.sessions.hold("start"):
         runner.write_story(store, Author(), config)
     monkeypatch.setattr(embedded_llm, "close", lambda: None)  # the session's model outlives each command
     monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: embedded_llm)
     edited = tmp_path / "ch1.md"
     edited.write_text(EDITED, encoding="utf-8")
     with RunStore.open(run_dir, readonly=True) as store:
-        old, calls = store.state(1), len(store.llm_calls())
+        old, calls = store.state(1), len(store.ledger.llm_calls())
     code = main(["edit", str(run_dir), "--chapter", "1", "--file", str(edited)])
     err = capsys.readouterr().err
     print(err)
@@ -55,7 +55,7 @@ def test_edit_then_fork_on_the_tiny_model(tmp_path, embedded_llm, monkeypatch, c
         assert store.chapter(1).text == EDITED
         rows = store.query("SELECT role, unit FROM llm_calls ORDER BY id")[calls:]
         assert [tuple(r) for r in rows] == [("nst_turn", 1)]  # one real update call, for chapter 1
-        stale = store.get_plan(STALE_KEY)
+        stale = store.plans.get(STALE_KEY)
         if code == 0:  # the tiny model's update applied: every entry it added quotes the edited text
             assert "re-derived from the edited text" in err and stale["state_stale_from"] == 2
             quotes = [

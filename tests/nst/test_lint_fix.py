@@ -99,7 +99,9 @@ def test_lint_avoid_names_the_books_worst_offenders_in_the_next_chapters_prompt(
         prompts = {
             unit: call.messages[1]["content"]
             for unit, call in zip(
-                [r[0] for r in store.query("SELECT unit FROM llm_calls ORDER BY id")], store.llm_calls(), strict=True
+                [r[0] for r in store.query("SELECT unit FROM llm_calls ORDER BY id")],
+                store.ledger.llm_calls(),
+                strict=True,
             )
             if call.role == "nst_turn"
         }

@@ -76,7 +76,7 @@ def test_happy_path_write_update_finish(store, config):
     assert not result.degraded and result.stats["first_attempt_pass"] is True
     assert result.stats["words"] == 100 and result.title == "Chapter 1"
     assert set(result.state.past_events) == {f"ch1_event_{k}" for k in range(4)}
-    assert [c.tool for c in store.tool_calls()] == ["write", "update", "finish"]
+    assert [c.tool for c in store.ledger.tool_calls()] == ["write", "update", "finish"]
     # chapter 1 has nothing to look up: the first turn offers write and nothing else useful
     assert offered(turns(author)[0]) == ["write"]
     # the conversation only grows: each turn's messages extend the previous turn's
@@ -121,14 +121,14 @@ def test_rejections_feedback_and_draft_retention(store, config):
     assert len(drafts_in_full) == 1
     feedback = [m["content"] for m in final if m["content"].startswith("REJECTED")]
     assert len(feedback) == 3 and "50 words" in feedback[0] and "80-120" in feedback[0]
-    calls = [c for c in store.tool_calls() if c.tool == "write"]
+    calls = [c for c in store.ledger.tool_calls() if c.tool == "write"]
     assert [c.arguments["kept_in_context"] for c in calls[:3]] == [True, False, True]
 
 
 def test_truncated_draft_is_never_accepted(store, config):
     author = Author(length=lambda request, attempt: (100, "length") if attempt == 0 else 100)
     _, result = run_chapter(store, config, author)
-    writes = [c for c in store.tool_calls() if c.tool == "write"]
+    writes = [c for c in store.ledger.tool_calls() if c.tool == "write"]
     assert writes[0].arguments["truncated"] and not writes[0].arguments["accepted"]
     assert writes[1].arguments["accepted"] and result.stats["attempts"] == 2
 
@@ -150,7 +150,7 @@ def test_last_turns_offer_only_the_required_steps(store, config):
     offers = [offered(r) for r in turns(author)]
     assert offers[2] == ["write"]  # 3 turns left, write+update+finish required
     assert offers[3] == ["update"] and len(offers) == 4  # then finish is the only legal call: automatic
-    assert store.tool_calls()[-1].arguments == {"tool": "finish", "automatic": True}
+    assert store.ledger.tool_calls()[-1].arguments == {"tool": "finish", "automatic": True}
     assert not result.degraded
 
 
@@ -175,7 +175,7 @@ def test_update_errors_are_returned_and_update_stays_available(store, config):
     )
     author = Author(policy=lambda request, tools: next(replies)(request))
     _, result = run_chapter(store, config, author)
-    calls = store.tool_calls()
+    calls = store.ledger.tool_calls()
     assert [(c.tool, c.ok) for c in calls] == [("write", True), ("update", False), ("update", True), ("finish", True)]
     assert "nothing was applied" in calls[1].result and "'storm'" in calls[1].result
     assert "update" in offered(turns(author)[2]) and "update" not in offered(turns(author)[3])
@@ -226,11 +226,11 @@ def test_read_budget_and_rules(store, config):
     reads = [json.dumps({"tool": "read", "chapter": c}) for c in (3, 1, 2, 1, 1)]
     author = Author(policy=policy_with(reads))
     run_chapter(store, config, author, index=3)
-    calls = [c for c in store.tool_calls() if c.tool == "read"]
+    calls = [c for c in store.ledger.tool_calls() if c.tool == "read"]
     assert [(c.arguments["chapter"], c.ok) for c in calls] == [(1, True), (2, True), (1, True)]
     # chapter ids come from an enum of the chapters that exist: the current chapter is not one of
     # them before its write, so the grammar refuses read(3) (an invalid turn, charged as a failed call)
-    first = store.tool_calls()[0]
+    first = store.ledger.tool_calls()[0]
     assert first.tool == "invalid" and not first.ok
     assert read_chapters(turns(author)[0]) == [1, 2]
     assert "read" not in offered(turns(author)[4])  # charged on success: 3 spent, no longer offered
@@ -254,7 +254,7 @@ def test_search_budget_hits_and_earlier_chapters_only(store, config):
     searches = [json.dumps({"tool": "search", "query": "silver key lantern"})] * 7
     author = Author(policy=policy_with(searches))
     run_chapter(store, config, author, index=3)  # chapter 3 exists in the store but is not "earlier"... see below
-    calls = [c for c in store.tool_calls() if c.tool == "search"]
+    calls = [c for c in store.ledger.tool_calls() if c.tool == "search"]
     assert len(calls) == 5
     assert "[chapter 3]" not in calls[0].result
     assert calls[0].result.startswith("8 passage(s)")
@@ -276,7 +276,7 @@ def test_search_index_sees_corrections(store, config):
     ]
     author = Author(policy=policy_with(lookups))
     run_chapter(store, config, author, index=3)
-    calls = store.tool_calls()
+    calls = store.ledger.tool_calls()
     assert calls[0].tool == "correct" and calls[0].ok  # whitespace-tolerant match
     assert "golden key 1" in store.chapter(1).text and "[chapter 1]" in calls[1].result
     assert [v["reason"] for v in store.chapter_versions(1)][-1].startswith("correct:")
@@ -296,7 +296,7 @@ def test_correct_rules_and_budget(store, config):
     ]
     author = Author(policy=policy_with(fixes))
     run_chapter(store, config, author, index=3)
-    calls = [c for c in store.tool_calls() if c.tool == "correct"]
+    calls = [c for c in store.ledger.tool_calls() if c.tool == "correct"]
     assert [c.ok for c in calls] == [False, False, True, True, True]
     assert "occurs" in calls[0].error and "does not occur" in calls[1].error
     assert "key 1c" in store.chapter(1).text and "key 2b" in store.chapter(2).text  # budget 3 spent
@@ -304,7 +304,7 @@ def test_correct_rules_and_budget(store, config):
 
 def test_correct_current_chapter_must_stay_in_gate(store, config):
     def policy(request, tools):
-        if "update" in tools and not any(c.tool == "correct" for c in store.tool_calls()):
+        if "update" in tools and not any(c.tool == "correct" for c in store.ledger.tool_calls()):
             return json.dumps(
                 {
                     "tool": "correct",
@@ -318,7 +318,7 @@ def test_correct_current_chapter_must_stay_in_gate(store, config):
 
     author = Author(policy=policy)
     _, result = run_chapter(store, config, author, index=1)
-    correct = next(c for c in store.tool_calls() if c.tool == "correct")
+    correct = next(c for c in store.ledger.tool_calls() if c.tool == "correct")
     assert not correct.ok and "outside" in correct.error and result.stats["words"] == 100
 
 
@@ -327,7 +327,7 @@ def test_no_state_ablation(store, config):
     _, result = run_chapter(store, config, author, state=False)
     offers = [offered(r) for r in turns(author)]
     assert all("update" not in o for o in offers)
-    assert result.state is None and [c.tool for c in store.tool_calls()] == ["write", "finish"]
+    assert result.state is None and [c.tool for c in store.ledger.tool_calls()] == ["write", "finish"]
     assert "Narrative state" not in author.requests[0].messages[1]["content"]
     assert "update" not in author.requests[0].messages[0]["content"]
 
@@ -338,7 +338,7 @@ def test_no_lookback_ablation(store, config):
     run_chapter(store, config, author, index=3, lookback=False)
     offers = [offered(r) for r in turns(author)]
     assert offers[0] == ["write"] and offers[1] == ["update"]
-    assert [c.tool for c in store.tool_calls()] == ["write", "update", "finish"]  # finish automatic
+    assert [c.tool for c in store.ledger.tool_calls()] == ["write", "update", "finish"]  # finish automatic
 
 
 def test_legal_tools_with_lookback():
@@ -379,7 +379,7 @@ def test_a_draft_cut_short_raises_the_ratio_so_the_next_one_fits(store, config):
         ),
     )
     _, result = run_chapter(store, config, author)
-    writes = [c for c in store.tool_calls() if c.tool == "write"]
+    writes = [c for c in store.ledger.tool_calls() if c.tool == "write"]
     assert writes[0].arguments["truncated"] and not writes[0].arguments["accepted"]
     assert writes[1].arguments["accepted"] and not result.degraded
     assert writes[1].arguments["max_tokens"] > writes[0].arguments["max_tokens"]
@@ -420,7 +420,7 @@ def test_a_failed_fallback_update_falls_back_to_one_event(store, config):
     _loop, result = run_chapter(store, config, author, max_turns=3)
     assert result.degraded and "no draft passed" in result.reason
     assert list(result.state.past_events) == ["the_storm"] and not result.state.characters
-    fallbacks = [c for c in store.tool_calls() if c.arguments.get("fallback")]
+    fallbacks = [c for c in store.ledger.tool_calls() if c.arguments.get("fallback")]
     assert [c.tool for c in fallbacks] == ["invalid", "update"] and fallbacks[-1].ok
 
 
@@ -437,7 +437,11 @@ def test_a_tool_offered_at_the_turn_is_honoured_on_the_last_spare_turn(store, co
     author = Author(policy=lambda request, tools: next(replies)(request))
     _, result = run_chapter(store, config, author, max_turns=4)
     assert "read" in offered(turns(author)[1])
-    assert [(c.tool, c.ok) for c in store.tool_calls()][:3] == [("write", True), ("read", True), ("update", True)]
+    assert [(c.tool, c.ok) for c in store.ledger.tool_calls()][:3] == [
+        ("write", True),
+        ("read", True),
+        ("update", True),
+    ]
     assert not result.degraded
 
 
@@ -458,7 +462,7 @@ def test_failed_calls_are_charged_and_then_only_required_steps_are_offered(store
     bad = [json.dumps({"tool": "correct", "chapter": 1, "old": "no such text", "new": "x", "reason": "r"})] * 10
     author = Author(policy=policy_with(bad))
     _, result = run_chapter(store, config, author, index=3, failed_call_budget=2)
-    corrects = [c for c in store.tool_calls() if c.tool == "correct"]
+    corrects = [c for c in store.ledger.tool_calls() if c.tool == "correct"]
     assert len(corrects) == 2 and not any(c.ok for c in corrects)
     assert result.stats["failed_calls"] == 2 and not result.degraded
     third = turns(author)[2]

@@ -65,13 +65,13 @@ def test_plan_only_stores_the_outline_and_resume_writes_the_chapters(tmp_path, c
     with RunStore.open(out, readonly=True) as store:
         info = store.info()
         assert info.status == "stopped" and info.last_unit == 0 and info.target_units == 2
-        assert store.get_plan("title") == BOOK_TITLE and len(store.get_plan("outline")) == 2
-        assert not store.chapters() and {c.role for c in store.llm_calls()} == {"plan_outline"}
+        assert store.plans.get("title") == BOOK_TITLE and len(store.plans.get("outline")) == 2
+        assert not store.chapters() and {c.role for c in store.ledger.llm_calls()} == {"plan_outline"}
         assert "plan_only" not in info.config
     assert main(["resume", out]) == 0  # the same configuration: no "configuration changed"
     with RunStore.open(out, readonly=True) as store:
         assert store.info().status == "completed" and len(store.chapters()) == 2
-        assert [c.role for c in store.llm_calls()].count("plan_outline") == 1  # written from the stored outline
+        assert [c.role for c in store.ledger.llm_calls()].count("plan_outline") == 1  # written from the stored outline
 
 
 def test_outline_prints_title_premise_and_every_chapter(tmp_path, capsys):
@@ -89,13 +89,13 @@ def test_outline_prints_title_premise_and_every_chapter(tmp_path, capsys):
         "description": "Things happen in part 1.",
     }
     with RunStore.open(run, readonly=True) as store:
-        stored = store.get_plan("outline")
+        stored = store.plans.get("outline")
     assert parse_text(text) == (BOOK_TITLE, stored)  # the printed form reads back as stored
     for form in (text, json.dumps(data)):
         code, err = edit(tmp_path, capsys, run, form)
         assert code == 0 and err == ["no change; nothing stored"]
     with RunStore.open(run, readonly=True) as store:
-        assert store.get_plan("plan_edits") is None
+        assert store.plans.get("plan_edits") is None
 
 
 # A 1000-word story: two chapters, an even share of 500, each target 400-600, the total 800-1200.
@@ -143,7 +143,7 @@ def test_an_edit_breaking_a_planner_rule_is_refused_in_one_line_and_nothing_is_s
 
     def stored():
         with RunStore.open(run, readonly=True) as store:
-            return store.plan(), store.info().status, store.query("SELECT count(*) FROM sessions")[0][0]
+            return store.plans.all(), store.info().status, store.query("SELECT count(*) FROM sessions")[0][0]
 
     before = stored()
     code, err = edit(tmp_path, capsys, run, text)
@@ -175,12 +175,12 @@ def test_an_accepted_edit_is_what_resume_writes_from(tmp_path, capsys):
     code, err = edit(tmp_path, capsys, run, retitled(old))
     assert code == 0 and len(err) == 1 and "chapter(s) 1, 2 and the title changed" in err[0]
     with RunStore.open(run, readonly=True) as store:
-        [record] = store.get_plan("plan_edits")
+        [record] = store.plans.get("plan_edits")
         assert record["by"] == "outline" and record["previous"]["title"] == BOOK_TITLE
         assert record["previous"]["outline"][0]["title"] == "Part 1"
     assert main(["resume", run]) == 0
     with RunStore.open(run, readonly=True) as store:
-        first = next(c for c in store.llm_calls() if c.role == "nst_turn" and c.messages)
+        first = next(c for c in store.ledger.llm_calls() if c.role == "nst_turn" and c.messages)
         prompt = first.messages[1]["content"]
         assert 'Write chapter 1: "The Drowned Bell"' in prompt and "target 450 words, accepted range 360-540" in prompt
         assert [c.words for c in store.chapters()] == [450, 550]  # the scripted author writes the gate's target
@@ -198,7 +198,7 @@ def test_rollsum_stores_the_edited_chapter_title(tmp_path, capsys):
 
 def test_written_chapters_keep_their_entries_the_rest_may_change(tmp_path, capsys):
     run = plan_only(tmp_path, capsys)
-    with RunStore.open(run) as store, store.session("test"):
+    with RunStore.open(run) as store, store.sessions.hold("test"):
         store.commit_chapter(1, "Part 1", "Some words.", state={})
     text = printed_outline(capsys, run)
     code, err = edit(tmp_path, capsys, run, text.replace("Chapter 1: Part 1", "Chapter 1: Renamed"))
@@ -218,7 +218,7 @@ def test_edit_in_the_editor_and_a_refused_edit_is_kept(tmp_path, capsys, monkeyp
     monkeypatch.setenv("EDITOR", f"{sys.executable} {script} 'Part 2' 'The Bell Rings'")
     assert main(["outline", run, "--edit"]) == 0
     with RunStore.open(run, readonly=True) as store:
-        assert store.get_plan("outline")[1]["title"] == "The Bell Rings"
+        assert store.plans.get("outline")[1]["title"] == "The Bell Rings"
     monkeypatch.setenv("EDITOR", f"{sys.executable} {script} 'The Bell Rings' ''")  # an empty title: refused
     capsys.readouterr()
     assert main(["outline", run, "--edit"]) == 2
@@ -232,7 +232,7 @@ def test_edit_in_the_editor_and_a_refused_edit_is_kept(tmp_path, capsys, monkeyp
 def test_outline_of_a_run_without_one(tmp_path, capsys):
     run = plan_only(tmp_path, capsys)
     with RunStore.open(run) as store:
-        store.delete_plan("outline")
+        store.plans.delete("outline")
     assert main(["outline", run]) == 2
     assert "has no outline yet" in capsys.readouterr().err
 
@@ -240,7 +240,7 @@ def test_outline_of_a_run_without_one(tmp_path, capsys):
 def test_an_old_outline_without_a_title_loads_and_exports_under_the_folder_name(tmp_path, capsys):
     run = plan_only(tmp_path, capsys)
     with RunStore.open(run) as store:
-        store.delete_plan("title")  # as a run planned before the planner asked for a title
+        store.plans.delete("title")  # as a run planned before the planner asked for a title
     text = printed_outline(capsys, run)
     assert "\nTitle: \n" in text
     assert main(["resume", run]) == 0
@@ -271,7 +271,7 @@ def test_export_uses_the_planners_title_and_records_title_and_author(tmp_path, c
     md = capsys.readouterr().out
     assert 'title: "The Last Bell"' in md and 'author: "A. Keeper"' in md
     with RunStore.open(run, readonly=True) as store:
-        [record] = store.get_plan("plan_edits")
+        [record] = store.plans.get("plan_edits")
         assert record["by"] == "export" and record["previous"] == {"author": None, "title": BOOK_TITLE}
     assert main(["export", run, "--title", "  "]) == 2
 
@@ -295,7 +295,7 @@ def test_a_heading_never_says_chapter_n_twice(index, title, heading):
 def test_an_outline_is_not_changed_while_the_run_is_written(tmp_path, capsys):
     run = plan_only(tmp_path, capsys)
     text = printed_outline(capsys, run).replace("Part 2", "Renamed")
-    with RunStore.open(run) as writer, writer.session("resume"):
+    with RunStore.open(run) as writer, writer.sessions.hold("resume"):
         code, err = edit(tmp_path, capsys, run, text)
     assert code == 1 and len(err) == 1 and "is being written" in err[0]
     assert edit(tmp_path, capsys, run, text)[0] == 0

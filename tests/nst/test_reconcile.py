@@ -113,7 +113,7 @@ def four_of_five(server: AuthorServer, tmp_path) -> str:
     )
     assert main(["fork", str(full), "--at", "4", "--out", str(run), "--no-run"]) == 0
     with RunStore.open(run, readonly=True) as store:
-        assert len(store.get_plan("outline")) == 5 and store.info().last_unit == 4
+        assert len(store.plans.get("outline")) == 5 and store.info().last_unit == 4
     return str(run)
 
 
@@ -141,7 +141,7 @@ def updates(run: str, session: str = "reconcile") -> list[tuple[int, list]]:
         rows = store.query(
             "SELECT c.unit, s.kind FROM llm_calls c JOIN sessions s ON s.id = c.session_id ORDER BY c.id"
         )
-        calls = store.llm_calls()
+        calls = store.ledger.llm_calls()
     return [
         (int(unit), call.messages)
         for (unit, kind), call in zip(rows, calls, strict=True)
@@ -153,8 +153,8 @@ def test_reconcile_after_a_rename_follows_the_edit_lists_the_old_name_and_replan
     run = four_of_five(server, tmp_path)
     rename_in_chapter_2(run, tmp_path)
     with RunStore.open(run, readonly=True) as store:
-        old_item = store.get_plan("outline")[4]
-        assert store.get_plan("stale_after")["unit"] == 2
+        old_item = store.plans.get("outline")[4]
+        assert store.plans.get("stale_after")["unit"] == 2
     before = hashes(run)
     capsys.readouterr()
     assert main(["reconcile", run, "--lock", "4"]) == 0
@@ -168,11 +168,11 @@ def test_reconcile_after_a_rename_follows_the_edit_lists_the_old_name_and_replan
         assert all(s["rederived"]["reconcile"] == 1 for s in states.values())
         assert states[2]["narrative"]["characters"]["Bram Marr"]["facts"] == {"former_name": "Ansel Marr"}
         assert "Bram Marr" in states[4]["narrative"]["characters"]  # carried through 3 into 4
-        record = store.get_plan("reconciles")[-1]
+        record = store.plans.get("reconciles")[-1]
         assert record["status"] == "done" and record["rederived"] == [2, 3, 4] and record["locked"] == [4]
-        assert store.get_plan("stale_after") is None
-        new_item = store.get_plan("outline")[4]
-        edits = store.get_plan("plan_edits")
+        assert store.plans.get("stale_after") is None
+        new_item = store.plans.get("outline")[4]
+        edits = store.plans.get("plan_edits")
     # chapter 3 still calls him Ansel Marr: listed, with quotes from its text; 4 is locked
     assert "chapter 3: contradicts the new state:" in out and "to rewrite: chapter 3" in out
     quotes = re.findall(r'^  "(.*)"$', out, re.MULTILINE)
@@ -199,7 +199,7 @@ def test_locked_chapters_are_never_rewritten(server, tmp_path, capsys):
     with RunStore.open(run, readonly=True) as store:
         corrects = [
             (json.loads(json.dumps(t.arguments))["chapter"], t.ok, t.result)
-            for t in store.tool_calls(5)
+            for t in store.ledger.tool_calls(5)
             if t.tool == "correct"
         ]
     assert [c for c, _, _ in corrects] == [1, 3, 4]
@@ -213,7 +213,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(server, tmp_path, caps
 
     def snapshot() -> tuple:
         with RunStore.open(run, readonly=True) as store:
-            return store.info(), store.plan(), hashes(run), len(store.llm_calls())
+            return store.info(), store.plans.all(), hashes(run), len(store.ledger.llm_calls())
 
     cases = [
         ([run], "no edit to reconcile"),
@@ -241,12 +241,12 @@ def test_an_interrupted_reconcile_continues_and_asks_nothing_twice(server, tmp_p
     server.fail_after = None
     assert [unit for unit, _ in updates(run)] == [2, 3]
     with RunStore.open(run, readonly=True) as store:
-        assert store.get_plan("reconciles")[-1]["status"] == "running"
+        assert store.plans.get("reconciles")[-1]["status"] == "running"
     assert main([again, run]) == 0  # fabula resume finishes the reconcile before it writes chapter 5
     assert "reconcile 1 of chapter 2" in capsys.readouterr().out
     assert [unit for unit, _ in updates(run)] == [2, 3, 4]  # 2 and 3 not asked again
     with RunStore.open(run, readonly=True) as store:
-        records = store.get_plan("reconciles")
+        records = store.plans.get("reconciles")
         judged = store.query("SELECT unit FROM llm_calls WHERE role = 'reconcile_judge' AND error IS NULL ORDER BY id")
     assert len(records) == 1 and records[0]["status"] == "done"
     assert [r[0] for r in judged] == [3, 4]

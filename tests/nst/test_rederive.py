@@ -55,7 +55,7 @@ def test_the_state_after_an_edit_follows_from_the_edited_text(tmp_path, models, 
     run_dir = nst_run(tmp_path)
     with RunStore.open(run_dir, readonly=True) as store:
         old_text, old_state, state_1, state_3 = store.chapter(2).text, store.state(2), store.state(1), store.state(3)
-        calls_before = len(store.llm_calls())
+        calls_before = len(store.ledger.llm_calls())
     assert old_state["narrative"]["past_events"]
     assert edit(run_dir, tmp_path) == 0
     err = capsys.readouterr().err
@@ -74,14 +74,14 @@ def test_the_state_after_an_edit_follows_from_the_edited_text(tmp_path, models, 
         assert state["narrative"] != old_state["narrative"]
         assert state["tokens_per_word"] == old_state["tokens_per_word"] and state["rederived"]["version"] == 2
         assert store.state(3) == state_3  # later chapters are not re-derived: they are marked stale
-        stale = store.get_plan(STALE_KEY)
+        stale = store.plans.get(STALE_KEY)
         assert stale["state_stale_from"] == 3 and stale["state_rederived"] is True
         # one call, attributed to chapter 2, in a session of its own; the run is still completed
         new = store.query("SELECT role, unit FROM llm_calls ORDER BY id")[calls_before:]
         assert [tuple(r) for r in new] == [("nst_turn", 2)]
         assert store.query("SELECT kind FROM sessions ORDER BY id DESC LIMIT 1")[0][0] == "rederive"
         assert store.info().status == "completed"
-        update = [t for t in store.tool_calls(2) if t.tool == "update"][-1]
+        update = [t for t in store.ledger.tool_calls(2) if t.tool == "update"][-1]
         assert update.ok and update.arguments.get("fallback") is True
         request = models.opened[-1].requests[-1]
         assert request.messages[-2]["content"] == EDITED  # the edited text is what the model updated from
@@ -112,7 +112,7 @@ def test_evidence_is_checked_against_the_edited_text(tmp_path, models, capsys):
     assert "was not re-derived: the update call failed" in err and "does not occur in chapter 2" in err
     with RunStore.open(run_dir, readonly=True) as store:
         assert store.state(2) == old_state and store.chapter(2).text == EDITED
-        assert store.get_plan(STALE_KEY)["state_stale_from"] == 2
+        assert store.plans.get(STALE_KEY)["state_stale_from"] == 2
 
 
 def test_a_failed_update_call_leaves_the_edit_committed_and_the_run_resumable(tmp_path, models, capsys):
@@ -133,7 +133,7 @@ def test_a_failed_update_call_leaves_the_edit_committed_and_the_run_resumable(tm
     with RunStore.open(fork, readonly=True) as store:
         assert store.chapter(2).text == EDITED and store.chapter(2).version == 2
         assert store.state(2) == old_state and store.info().status == "stopped"
-        stale = store.get_plan(STALE_KEY)
+        stale = store.plans.get(STALE_KEY)
         assert stale["state_stale_from"] == 2 and stale["state_rederived"] is False
         assert store.query("SELECT outcome FROM sessions ORDER BY id DESC LIMIT 1")[0][0] == "stopped"
 
@@ -145,12 +145,12 @@ def test_a_failed_update_call_leaves_the_edit_committed_and_the_run_resumable(tm
     assert edit(fork, tmp_path) != 0
     with RunStore.open(fork, readonly=True) as store:
         assert store.state(2) == old_state and store.info().status == "stopped"
-        assert store.get_plan(STALE_KEY)["state_stale_from"] == 2
+        assert store.plans.get(STALE_KEY)["state_stale_from"] == 2
     # the same text again re-derives what was left stale; then the run resumes from the edit
     assert edit(fork, tmp_path) == 0
     assert "unchanged; its state is stale: re-deriving it" in capsys.readouterr().err
     with RunStore.open(fork, readonly=True) as store:
-        assert store.state(2) != old_state and store.get_plan(STALE_KEY) is None
+        assert store.state(2) != old_state and store.plans.get(STALE_KEY) is None
     assert main(["resume", fork]) == 0
     with RunStore.open(fork, readonly=True) as store:
         assert store.info().status == "completed" and [c.index for c in store.chapters()] == [1, 2, 3]
@@ -168,11 +168,11 @@ def test_no_rederive_skips_the_model_and_marks_the_state_stale(tmp_path, models,
     assert "was not re-derived (--no-rederive)" in capsys.readouterr().err
     assert len(models.opened) == opened
     with RunStore.open(run_dir, readonly=True) as store:
-        assert store.state(3) == old_state and store.get_plan(STALE_KEY)["state_stale_from"] == 3
+        assert store.state(3) == old_state and store.plans.get(STALE_KEY)["state_stale_from"] == 3
     # the last chapter, re-derived: nothing is stale any more
     assert edit(run_dir, tmp_path, EDITED, chapter=3) == 0
     with RunStore.open(run_dir, readonly=True) as store:
-        assert store.get_plan(STALE_KEY) is None and store.state(3) != old_state
+        assert store.plans.get(STALE_KEY) is None and store.state(3) != old_state
 
 
 class Summarizer(Author):

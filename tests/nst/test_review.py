@@ -25,7 +25,7 @@ def server():
 
 def status(run: str) -> tuple[str, int, dict | None]:
     with RunStore.open(run, readonly=True) as store:
-        return store.live_status(), store.info().last_unit, store.get_plan("in_review")
+        return store.live_status(), store.info().last_unit, store.plans.get("in_review")
 
 
 def test_write_with_review_stops_for_the_outline_and_each_chapter_until_approved(server, tmp_path, capsys):

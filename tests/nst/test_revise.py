@@ -85,16 +85,16 @@ def test_revise_follows_the_note_keeps_the_old_version_rederives_the_state_and_m
 ):
     run = written(server, tmp_path)
     with RunStore.open(run, readonly=True) as store:
-        old, state_before, calls = store.chapter(2).text, store.state(1), len(store.llm_calls())
+        old, state_before, calls = store.chapter(2).text, store.state(1), len(store.ledger.llm_calls())
     capsys.readouterr()
     assert main(["revise", run, "--chapter", "2", "--note", NOTE]) == 0
     captured = capsys.readouterr()
     with RunStore.open(run, readonly=True) as store:
         new = store.chapter(2)
-        asked = store.llm_calls()[calls:]
+        asked = store.ledger.llm_calls()[calls:]
         state = store.state(2)
-        stale = store.get_plan(STALE_KEY)
-        assert store.get_plan(REVISION_KEY) is None
+        stale = store.plans.get(STALE_KEY)
+        assert store.plans.get(REVISION_KEY) is None
     # the note is followed (the scripted author opens the chapter with it) and the old text is a version
     assert new.version == 2 and new.text.startswith(NOTE + ".") and old not in new.text
     assert versions(run, 2) == [(1, "write"), (2, f"revise: {NOTE}")]
@@ -120,7 +120,7 @@ def test_revise_with_reconcile_rederives_the_later_chapters(server, tmp_path, ca
     out = capsys.readouterr().out
     assert "states of chapters 2-3 re-derived in order" in out and "chapter 3: consistent with the new state" in out
     with RunStore.open(run, readonly=True) as store:
-        assert store.get_plan(STALE_KEY) is None and store.state(3)["rederived"]["reconcile"] == 1
+        assert store.plans.get(STALE_KEY) is None and store.state(3)["rederived"]["reconcile"] == 1
 
 
 def test_an_old_version_is_restored_as_a_new_one(server, tmp_path, capsys):
@@ -169,12 +169,12 @@ def test_a_revision_killed_midway_is_finished_by_resume_with_nothing_lost(server
         server.author.hold = set()
         server.author.release.set()
     with RunStore.open(run, readonly=True) as store:
-        assert store.get_plan(REVISION_KEY)["chapter"] == 2
+        assert store.plans.get(REVISION_KEY)["chapter"] == 2
         assert store.chapter(2).version == (1 if held == "nst_prose" else 2)
     assert main(["revise", run, "--chapter", "3", "--note", "another"]) == 1  # the unfinished one comes first
     assert main(["revise", run, "--resume"]) == 0
     with RunStore.open(run, readonly=True) as store:
-        assert store.get_plan(REVISION_KEY) is None
+        assert store.plans.get(REVISION_KEY) is None
         assert store.chapter(2).text.startswith(NOTE + ".") and store.state(2)["rederived"]["version"] == 2
     assert versions(run, 2) == [(1, "write"), (2, f"revise: {NOTE}")]  # one revision, stored once
 

@@ -78,7 +78,7 @@ def magnet_requests(tmp_path) -> list:
     llm = StoryLLM()
     config = {**MagnetSettings().as_config(), "story": story(words=300).to_dict()}
     store = RunStore.create(tmp_path / "magnet", pipeline="magnet", config=config, unit_kind="step")
-    with store.session("start"):
+    with store.sessions.hold("start"):
         write_story(store, llm, config)
     store.close()
     return llm.requests
@@ -87,7 +87,7 @@ def magnet_requests(tmp_path) -> list:
 @pytest.mark.parametrize("max_turns", [3, 6])
 def test_every_nst_request_alternates_roles_even_past_the_turn_cap(store, config, max_turns):
     requests = nst_requests(store, config, fallback_author(), max_turns=max_turns)
-    fallbacks = [c for c in store.tool_calls() if c.arguments.get("fallback")]
+    fallbacks = [c for c in store.ledger.tool_calls() if c.arguments.get("fallback")]
     assert [c.tool for c in fallbacks] == ["invalid", "update"]  # both fallback asks were sent
     assert len(requests) > 5
     for request in requests:

@@ -38,29 +38,31 @@ def test_a_story_fits_the_servers_context_and_reuses_its_prefix_cache(tmp_path, 
     }
     assert config["update_max_tokens"] >= CONTEXT
     store = RunStore.create(tmp_path / "run", pipeline="nst", config=config)
-    store.put_plan("outline", OUTLINE)  # a frozen plan: no planner calls, the chapters are what is tested
+    store.plans.put("outline", OUTLINE)  # a frozen plan: no planner calls, the chapters are what is tested
     llm = open_llm("endpoint", endpoint=vllm_server.endpoint, model=vllm_server.model, thinking="off")
     try:
-        with store.session("start"):
+        with store.sessions.hold("start"):
             runner.write_story(store, llm, config)
     finally:
         llm.close()
     assert store.info().status == "completed" and len(store.chapters()) == 1
-    context = store.plan()["context"]
+    context = store.plans.all()["context"]
     assert context["context_tokens"] == CONTEXT and context["source"] == "server max_model_len", context
-    calls = store.llm_calls()
+    calls = store.ledger.llm_calls()
     refused = [c.error for c in calls if c.error and is_length_rejection(Exception(c.error))]
     assert not refused, refused
     over = [(c.role, c.prompt_tokens, c.max_tokens) for c in calls if c.prompt_tokens + c.max_tokens > CONTEXT]
     assert not over, over
     clamps = [
-        t.arguments for t in store.tool_calls() if t.tool == "budget" and t.arguments["action"] == "clamp_max_tokens"
+        t.arguments
+        for t in store.ledger.tool_calls()
+        if t.tool == "budget" and t.arguments["action"] == "clamp_max_tokens"
     ]
     assert clamps, "the over-long update requests were not fitted to the context"
     assert any(c.cached_prompt_tokens > 0 for c in calls[1:]), [(c.role, c.cached_prompt_tokens) for c in calls]
     updates = [
         (t.unit, t.ok, t.error)
-        for t in store.tool_calls()
+        for t in store.ledger.tool_calls()
         if t.tool == "update" or (t.tool == "invalid" and "update" in t.arguments.get("offered", []))
     ]
     print(len(calls), [(c.index, c.words, c.degraded_reason) for c in store.chapters()], len(clamps), updates)
@@ -86,7 +88,7 @@ def test_one_chapter_on_llama_cpp_python(tmp_path, llamacpp_server):
     }
     store = RunStore.create(tmp_path / "run", pipeline="nst", config=config)
     llm = open_llm("endpoint", endpoint=llamacpp_server.endpoint, model=llamacpp_server.model, thinking="off")
-    llm.recorders.append(store.recorder)
+    llm.recorders.append(store.ledger.recorder)
     try:
         result = ChapterLoop(
             llm,
@@ -100,5 +102,5 @@ def test_one_chapter_on_llama_cpp_python(tmp_path, llamacpp_server):
         ).run()
     finally:
         llm.close()
-    assert len(store.llm_calls()) >= 2 and result.text.strip()
+    assert len(store.ledger.llm_calls()) >= 2 and result.text.strip()
     store.close()

@@ -67,7 +67,7 @@ def test_an_unsupported_evidence_quote_refuses_that_entry_only_and_the_model_may
 
     author = Author(policy=scripted(write, first_update, retry, lambda r: json.dumps({"tool": "finish"})))
     _, result = run_chapter(store, config, author)
-    updates = [c for c in store.tool_calls() if c.tool == "update"]
+    updates = [c for c in store.ledger.tool_calls() if c.tool == "update"]
     assert [c.ok for c in updates] == [True, True]
     first = updates[0]
     assert "REFUSED 1 entry" in first.result and "'ch1_event_1'" in first.result and "solid gold" in first.result
@@ -117,7 +117,7 @@ def test_resolve_keys_are_an_enum_of_the_open_requirements(store, config):
     store.commit_chapter(1, "Part 1", "x " * 100, state={})
     author = Author(policy=scripted(write, bad_resolve, good_resolve, lambda r: json.dumps({"tool": "finish"})))
     _, result = run_chapter(store, config, author, state=state, index=2, lookback=False)
-    calls = store.tool_calls()
+    calls = store.ledger.tool_calls()
     assert calls[1].tool == "invalid" and "'bell_rings' or 'key_found'" in calls[1].error  # the grammar refuses it
     assert result.state.future_requirements == {"bell_rings": "x"}
 
@@ -146,7 +146,7 @@ def test_no_past_event_is_forced_unless_the_setting_asks(store, config):
         )
     )
     _, result = run_chapter(store, config, author, min_past_events=1)
-    assert [c.tool for c in store.tool_calls()][-3:] == ["invalid", "update", "finish"]
+    assert [c.tool for c in store.ledger.tool_calls()][-3:] == ["invalid", "update", "finish"]
     assert result.state.past_events
 
 
@@ -169,13 +169,13 @@ def test_the_one_retry_is_spent_even_when_it_fails(store, config):
 
     author = Author(policy=scripted(write, refused_event, again, lambda r: json.dumps({"tool": "finish"})))
     _, result = run_chapter(store, config, author)
-    assert [(c.tool, c.ok) for c in store.tool_calls()] == [
+    assert [(c.tool, c.ok) for c in store.ledger.tool_calls()] == [
         ("write", True),
         ("update", True),
         ("update", False),
         ("finish", True),
     ]
-    assert "nothing more was applied" in store.tool_calls()[2].result
+    assert "nothing more was applied" in store.ledger.tool_calls()[2].result
     assert list(result.state.past_events) == ["ch1_event_0"] and not result.degraded
 
 
@@ -214,8 +214,10 @@ REFUSED = json.dumps(
 def test_update_attempts_that_fail_in_a_row_end_the_chapters_turns(store, config, update):
     author = Author(policy=stubborn(update))
     _, result = run_chapter(store, config, author)
-    assert not any(c.ok for c in store.tool_calls() if c.tool == "update")
-    failed = [c for c in store.tool_calls() if c.tool in ("update", "invalid") and not c.arguments.get("fallback")]
+    assert not any(c.ok for c in store.ledger.tool_calls() if c.tool == "update")
+    failed = [
+        c for c in store.ledger.tool_calls() if c.tool in ("update", "invalid") and not c.arguments.get("fallback")
+    ]
     assert len(failed) == 3  # then the fallback: the full update, then one event
     assert result.degraded and result.reason == "state not updated: 3 update attempts in a row failed"
     assert len(author.requests) == 7  # write, prose, three updates, the two fallback asks
@@ -233,9 +235,9 @@ def test_the_small_profiles_fallback_asks_for_one_event_only_after_one_failed_at
         failed_update_limit=small["failed_update_limit"],
         fallback_full_update=small["fallback_full_update"],
     )
-    calls = [(c.tool, c.ok, bool(c.arguments.get("fallback"))) for c in store.tool_calls()]
+    calls = [(c.tool, c.ok, bool(c.arguments.get("fallback"))) for c in store.ledger.tool_calls()]
     assert calls == [("write", True, False), ("update", False, False), ("update", False, True)], calls
-    assert store.tool_calls()[-1].arguments["add_past_event"] == [BOGUS_EVENT]  # the one-event reply
+    assert store.ledger.tool_calls()[-1].arguments["add_past_event"] == [BOGUS_EVENT]  # the one-event reply
     assert result.reason == "state not updated: the update attempt failed"
     assert len(author.requests) == 4  # write, prose, one update, one event
     assert "Record only the one most important event" in author.requests[-1].messages[-1]["content"]
@@ -245,7 +247,7 @@ def test_without_the_limit_a_failing_update_is_asked_until_the_turn_cap(store, c
     """The paper profile (``failed_update_limit=0``): the reference has no such rule."""
     assert NstConfig.profile_settings("paper")["failed_update_limit"] == 0
     _, result = run_chapter(store, config, Author(policy=stubborn(REFUSED)), failed_update_limit=0, max_turns=12)
-    refused = [c for c in store.tool_calls() if c.tool == "update" and not c.arguments.get("fallback")]
+    refused = [c for c in store.ledger.tool_calls() if c.tool == "update" and not c.arguments.get("fallback")]
     assert len(refused) >= 8 and result.reason == "state not updated within 12 turns"
 
 
@@ -271,5 +273,5 @@ def test_other_tools_refused_meanwhile_leave_the_update_its_attempts(store, conf
         )
     )
     _, result = run_chapter(store, config, author)
-    assert [c.ok for c in store.tool_calls() if c.tool == "correct"] == [False] * 4
+    assert [c.ok for c in store.ledger.tool_calls() if c.tool == "correct"] == [False] * 4
     assert not result.degraded and list(result.state.past_events) == ["ch1_event_0"]

@@ -38,14 +38,14 @@ def chapter_text(index: int) -> str:
 def run(ctx: RunContext[dict[str, Any]]) -> None:
     store, config = ctx.store, ctx.config
     llm = echo(config["llm"]["model"] or "fake-model")
-    llm.recorders.append(store.recorder)
+    llm.recorders.append(store.ledger.recorder)
     total = int(config["chapters"])
     store.set_target(total)
     for index in range(store.next_unit(), total + 1):
         llm.generate(
             [{"role": "user", "content": f"write chapter {index}"}], temperature=0.7, max_tokens=64, role="writer"
         )
-        store.record_tool_call(turn=1, tool="write", arguments={"chapter": index}, result="accepted")
+        store.ledger.record_tool_call(turn=1, tool="write", arguments={"chapter": index}, result="accepted")
         time.sleep(float(config.get("delay", 0.0)))
         store.commit_chapter(index, f"Part {index}", chapter_text(index), state={"written": list(range(1, index + 1))})
         if config.get("stop_after") == index:

@@ -19,7 +19,7 @@ TEXTS = [
 
 @pytest.fixture
 def full(store, write_chapters):
-    store.put_plan("title", "The  Lighthouse\nKeeper")
+    store.plans.put("title", "The  Lighthouse\nKeeper")
     write_chapters(store, TEXTS)
     return store
 

@@ -38,7 +38,7 @@ def test_fork_shares_units_and_continues_with_changed_settings(four, tmp_path, f
         assert [c.index for c in fork.chapters()] == [1, 2, 3, 4, 5, 6]
         assert fork.chapter(2) == orig.chapter(2) and fork.state(2) == orig.state(2)
         assert fork.info().status == "completed" and fork.info().config["chapters"] == 6
-        assert fork.get_plan(FORK_KEY)["at"] == 2 and fork.get_plan(FORK_KEY)["run"] == str(four)
+        assert fork.plans.get(FORK_KEY)["at"] == 2 and fork.plans.get(FORK_KEY)["run"] == str(four)
         # ledger: the copied units' calls plus one per regenerated chapter; search sees only the fork's text
         assert sorted(r[0] for r in fork.query("SELECT unit FROM llm_calls")) == [1, 2, 3, 4, 5, 6]
         assert {h.chapter for h in fork.search("silver key", k=10)} <= set(range(1, 7))
@@ -82,7 +82,7 @@ def test_edit_chapter_keeps_the_old_version_and_marks_later_chapters_stale(four,
         versions = store.chapter_versions(2)
         assert [v["reason"] for v in versions] == ["write", "edit"] and "silver key" in versions[0]["text"]
         # the fake pipeline derives no state from its text: the states are stale only after chapter 2
-        stale = store.get_plan(STALE_KEY)
+        stale = store.plans.get(STALE_KEY)
         assert stale["unit"] == 2 and stale["state_rederived"] is True and stale["state_stale_from"] == 3
         assert store.search("rewritten by hand")[0].chapter == 2
     # continuing from the edit: a fork at 2 carries the edited text and regenerates 3..4
@@ -90,7 +90,7 @@ def test_edit_chapter_keeps_the_old_version_and_marks_later_chapters_stale(four,
     assert main(["fork", str(four), "--at", "2", "--out", str(out)]) == 0
     with RunStore.open(out, readonly=True) as fork:
         assert fork.chapter(2).text.startswith("Chapter 2, rewritten") and fork.chapter(2).version == 2
-        assert fork.get_plan(STALE_KEY) is None and fork.info().last_unit == 4
+        assert fork.plans.get(STALE_KEY) is None and fork.info().last_unit == 4
 
 
 def test_edit_in_the_editor(four, tmp_path, fake, monkeypatch, capsys):
@@ -130,7 +130,7 @@ def test_magnet_edit_step_sets_the_state_and_a_fork_continues_from_it(tmp_path, 
         # Magnet's (subject, attribute) world: a world variable is world.<attribute> (#9)
         assert store.state(2)["world"]["variables"]["world"]["codicil_missing"]["value"] is False
         assert store.state(3)["world"]["variables"]["world"]["codicil_missing"]["value"] is True  # later: stale
-        assert store.get_plan(STALE_KEY)["unit"] == 2
+        assert store.plans.get(STALE_KEY)["unit"] == 2
     assert main(["edit", str(run_dir), "--step", "2", "--var", 'Ann.location="cellar"']) == 0
     out = tmp_path / "f"
     assert main(["fork", str(run_dir), "--at", "2", "--out", str(out), "--prompt", "The codicil was never lost."]) == 0
@@ -176,7 +176,7 @@ def test_nst_fork_with_a_new_prompt_writes_on_from_the_shared_chapters(tmp_path,
     with RunStore.open(out, readonly=True) as fork, RunStore.open(run_dir, readonly=True) as orig:
         assert [c.index for c in fork.chapters()] == [1, 2, 3] and fork.info().status == "completed"
         assert fork.chapter(1).text == "The keeper buried the bell under the pier."
-        assert fork.plan()["outline"] == orig.plan()["outline"]
+        assert fork.plans.all()["outline"] == orig.plans.all()["outline"]
         assert fork.state(1) == orig.state(1)
         assert fork.info().config["prompt"] == "A keeper loses a bell." and orig.info().config["prompt"] == (
             "A keeper finds a bell."
@@ -185,7 +185,7 @@ def test_nst_fork_with_a_new_prompt_writes_on_from_the_shared_chapters(tmp_path,
 
 def _recording(llm, store):
     if store is not None:
-        llm.recorders.append(store.recorder)
+        llm.recorders.append(store.ledger.recorder)
     return llm
 
 

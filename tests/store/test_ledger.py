@@ -37,13 +37,14 @@ def _record(i: int) -> CallRecord:
 
 def test_recorder_writes_every_call_from_many_threads(store):
     threads = [
-        threading.Thread(target=lambda n=n: [store.recorder(_record(n * 50 + i)) for i in range(50)]) for n in range(8)
+        threading.Thread(target=lambda n=n: [store.ledger.recorder(_record(n * 50 + i)) for i in range(50)])
+        for n in range(8)
     ]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    calls = store.llm_calls()
+    calls = store.ledger.llm_calls()
     assert len(calls) == 400
     assert sorted(c.prompt_tokens for c in calls) == list(range(400))
     by_tokens = {c.prompt_tokens: c for c in calls}
@@ -55,7 +56,7 @@ def test_recorder_writes_every_call_from_many_threads(store):
 
 def test_recorder_hooks_into_the_llm_layer_including_failures(store):
     llm = ScriptedLLM(echo_or_fail, model="tiny", usage=Usage(50, 20, 3))
-    llm.recorders.append(store.recorder)
+    llm.recorders.append(store.ledger.recorder)
     from agent.llm.base import Request as Req
 
     results = llm.generate_many(
@@ -64,7 +65,7 @@ def test_recorder_hooks_into_the_llm_layer_including_failures(store):
         return_exceptions=True,
     )
     assert isinstance(results[-1], LLMError)
-    calls = store.llm_calls()
+    calls = store.ledger.llm_calls()
     assert len(calls) == 6
     assert [c.role for c in calls[:5]] == ["critic"] * 5 and calls[0].text == "re: hi 0"
     assert calls[5].error == "server went away" and calls[5].prompt_tokens == 0
@@ -72,19 +73,21 @@ def test_recorder_hooks_into_the_llm_layer_including_failures(store):
 
 
 def test_ledger_rows_survive_a_lost_unit_and_name_their_unit(store):
-    store.record_tool_call(turn=1, tool="search", arguments={"query": "lantern"}, result="[]")
-    store.record_tool_call(turn=2, tool="write", arguments={"title": "x"}, ok=False, error="too short: 120 words")
-    store.recorder(_record(3))
+    store.ledger.record_tool_call(turn=1, tool="search", arguments={"query": "lantern"}, result="[]")
+    store.ledger.record_tool_call(
+        turn=2, tool="write", arguments={"title": "x"}, ok=False, error="too short: 120 words"
+    )
+    store.ledger.recorder(_record(3))
     # the unit is lost (never committed): its calls stay counted, filed under unit 1
-    tools = store.tool_calls(1)
+    tools = store.ledger.tool_calls(1)
     assert [(t.tool, t.ok, t.error) for t in tools] == [
         ("search", True, None),
         ("write", False, "too short: 120 words"),
     ]
     assert tools[0].arguments == {"query": "lantern"}
     store.commit_chapter(1, "One", "Text.", state={})
-    store.unit_in_flight = 0  # planning work, for example
-    store.recorder(_record(4))
+    store.db.unit_in_flight = 0  # planning work, for example
+    store.ledger.recorder(_record(4))
     assert [r[0] for r in store.query("SELECT unit FROM llm_calls ORDER BY id")] == [1, 0]
 
 
@@ -112,10 +115,10 @@ def test_each_call_keeps_where_its_time_went_and_show_sums_it_per_role(store, ca
         finish_reason="stop",
         timing=split,
     )
-    store.recorder(timed)
-    store.recorder(timed)
-    store.recorder(_record(7))  # a server's call: latency only
-    assert store.llm_calls()[0].timing == split and store.llm_calls()[2].timing is None
+    store.ledger.recorder(timed)
+    store.ledger.recorder(timed)
+    store.ledger.recorder(_record(7))  # a server's call: latency only
+    assert store.ledger.llm_calls()[0].timing == split and store.ledger.llm_calls()[2].timing is None
     turn, writer, total = per_role_timing(store)
     assert (turn.role, turn.calls, turn.timed, turn.parts["decode"], turn.decode_rate) == ("nst_turn", 2, 2, 8.0, 10.0)
     assert turn.other == pytest.approx(1.0)  # 2 x (8.5 - 8.0): templating, detokenizing, checks

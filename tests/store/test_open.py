@@ -81,19 +81,19 @@ def test_create_refuses_an_existing_run(store):
 
 def test_one_writer_session_at_a_time(store):
     other = RunStore.open(store.run_dir)
-    with store.session("start"):
+    with store.sessions.hold("start"):
         assert store.live_status() == "running"
-        with pytest.raises(RunBusyError), other.session("resume"):
+        with pytest.raises(RunBusyError), other.sessions.hold("resume"):
             pass
     assert store.info().status == "stopped"
     other.close()
 
 
 def test_session_outcomes(store):
-    with pytest.raises(RuntimeError), store.session("start"):
+    with pytest.raises(RuntimeError), store.sessions.hold("start"):
         raise RuntimeError("the server is gone\nsecond line")
     assert (store.info().status, store.info().error) == ("failed", "the server is gone")
-    with store.session("resume"):
+    with store.sessions.hold("resume"):
         store.finish()
     assert store.info().status == "completed" and store.info().finished_at
     rows = store.query("SELECT kind, outcome FROM sessions ORDER BY id")

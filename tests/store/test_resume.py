@@ -29,7 +29,7 @@ def test_start_then_resume_continues_from_the_last_unit(tmp_path, fake):
         assert [c.key for c in plan.changes] == ["stop_after"]
         assert store.info().status == "completed"
         assert _texts(store) == [(i, fake.chapter_text(i)) for i in range(1, 6)]
-        assert len(store.llm_calls()) == 5
+        assert len(store.ledger.llm_calls()) == 5
         assert [r[0] for r in store.query("SELECT kind FROM sessions ORDER BY id")] == ["start", "resume"]
 
 
@@ -109,5 +109,5 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(tmp_path, fake
         # every commit's state matches its chapter; a killed unit left nothing behind
         assert store.state(total) == {"written": list(range(1, total + 1))}
         # the ledger kept calls of lost units too: at least one call per chapter
-        assert len(store.llm_calls()) >= total
+        assert len(store.ledger.llm_calls()) >= total
         assert store.query("SELECT count(*) FROM sessions")[0][0] == 4

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def run_dir(store, write_chapters):
     store.set_target(3)
-    store.put_plan("title", "Harbour")
+    store.plans.put("title", "Harbour")
     write_chapters(store, ["The ferryman counted lanterns. Gulls cried.", "Mara found the silver key. It was cold."])
     store.commit_chapter(
         3,
@@ -31,8 +31,8 @@ def run_dir(store, write_chapters):
         degraded=True,
         degraded_reason="length gate: 2 words, need 2000-3000",
     )
-    store.recorder(_call(100, 60, 7))
-    store.record_tool_call(turn=1, tool="search", arguments={"query": "key"}, result="[]")
+    store.ledger.recorder(_call(100, 60, 7))
+    store.ledger.record_tool_call(turn=1, tool="search", arguments={"query": "key"}, result="[]")
     return store.run_dir
 
 

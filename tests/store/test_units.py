@@ -94,11 +94,11 @@ def test_magnet_steps_commit_paragraphs_in_order(tmp_path):
 
 
 def test_plan_and_target(store):
-    store.put_plan("outline", [{"title": "One", "target": 2500}])
-    store.put_plan("premise", "A lighthouse.")
-    store.put_plan("premise", "A lighthouse, revised.")
+    store.plans.put("outline", [{"title": "One", "target": 2500}])
+    store.plans.put("premise", "A lighthouse.")
+    store.plans.put("premise", "A lighthouse, revised.")
     store.set_target(40)
-    assert store.plan() == {"outline": [{"title": "One", "target": 2500}], "premise": "A lighthouse, revised."}
+    assert store.plans.all() == {"outline": [{"title": "One", "target": 2500}], "premise": "A lighthouse, revised."}
     assert store.info().target_units == 40
 
 

@@ -24,13 +24,13 @@ def test_a_chinese_prompt_gets_one_chapter_on_the_embedded_model(tmp_path, embed
     store = RunStore.create(
         tmp_path / "run", pipeline="direct", config={**config.stored(), "llm": {"backend": "embedded", "model": None}}
     )
-    embedded_llm.recorders.append(store.recorder)
+    embedded_llm.recorders.append(store.ledger.recorder)
     try:
-        with store.session("start"):
+        with store.sessions.hold("start"):
             direct.write_story(store, embedded_llm, config)
     finally:
-        embedded_llm.recorders.remove(store.recorder)
-    calls = store.llm_calls()
+        embedded_llm.recorders.remove(store.ledger.recorder)
+    calls = store.ledger.llm_calls()
     assert calls and "write everything in Chinese" in calls[0].messages[1]["content"]
     chapter = store.chapter(1)
     assert chapter is not None and chapter.words == count_words(chapter.text)

@@ -75,7 +75,7 @@ def test_every_writer_prompt_carries_the_style_card_and_exemplars(tmp_path, mode
     describing = [r for r in author.requests if r.role == "style_description"]
     assert len(describing) == 1 and describing[0].constraint is not None
     with RunStore.open(tmp_path / "run", readonly=True) as store:
-        assert store.get_plan("style")["source"] == "austen_sample.txt"
+        assert store.plans.get("style")["source"] == "austen_sample.txt"
     capsys.readouterr()
     assert main(["show", str(tmp_path / "run")]) == 0
     shown = capsys.readouterr().out
@@ -201,7 +201,7 @@ def test_in_a_small_context_the_exemplars_give_way_before_the_card_and_the_outli
     code = _write(tmp_path, "--style", str(FIXTURES / "austen_sample.txt"), "--context-tokens", "4500")
     assert code == 0, capsys.readouterr().err
     with RunStore.open(tmp_path / "run", readonly=True) as store:
-        steps = [t.arguments["action"] for t in store.tool_calls() if t.tool == "budget"]
+        steps = [t.arguments["action"] for t in store.ledger.tool_calls() if t.tool == "budget"]
     assert steps.count("drop_style_exemplars") == 2 and "abridge_outline" not in steps
     openings = [
         r.messages[1]["content"]
@@ -243,7 +243,7 @@ def test_continue_with_style_and_a_sequel_of_a_styled_book_write_in_the_samples_
     sequel = _openings(models.opened[-1])
     assert sequel and all("# Style (write in the voice" in o for o in sequel)
     with RunStore.open(tmp_path / "two", readonly=True) as store:
-        assert store.get_plan("style")["source"] == "doyle_sample.txt"
+        assert store.plans.get("style")["source"] == "doyle_sample.txt"
 
 
 @pytest.mark.parametrize(("writer", "role"), [("rollsum", "rollsum_chapter"), ("direct", "direct_story")])

@@ -28,10 +28,10 @@ def nst_run(folder: Path, name: str = "keeper") -> Path:
         "llm": {"backend": "scripted", "model": "scripted-author"},
     }
     store = RunStore.create(folder / name, pipeline="nst", config=config, model="scripted-author", backend="scripted")
-    store.put_plan("title", "The Bell Keeper")
+    store.plans.put("title", "The Bell Keeper")
     author = Author(length=lambda request, attempt: 40 if chapter_of(request) == 2 else gate_of(request)[0])
-    author.recorders.append(store.recorder)
-    with store.session("start"):
+    author.recorders.append(store.ledger.recorder)
+    with store.sessions.hold("start"):
         runner.write_story(store, author, config)
     add_judgments(store)
     store.close()
@@ -89,7 +89,7 @@ def magnet_run(folder: Path, name: str = "codicil") -> Path:
     store = RunStore.create(
         folder / name, pipeline="magnet", config=config, unit_kind="step", model="story-llm", backend="scripted"
     )
-    with store.session("start"):
+    with store.sessions.hold("start"):
         write_magnet(store, StoryLLM(), config)
     store.close()
     return folder / name
@@ -126,7 +126,7 @@ def crowded_magnet_run(folder: Path, name: str = "crowded") -> Path:
     store = RunStore.create(
         folder / name, pipeline="magnet", config=config, unit_kind="step", model="story-llm", backend="scripted"
     )
-    with store.session("start"):
+    with store.sessions.hold("start"):
         write_magnet(store, StoryLLM(), config)
     store.close()
     return folder / name
@@ -150,8 +150,8 @@ def edited_nst_run(folder: Path, name: str = "edited") -> Path:
     }
     store = RunStore.create(folder / name, pipeline="nst", config=config, model="scripted-author", backend="scripted")
     author = Author()
-    author.recorders.append(store.recorder)
-    with store.session("start"):
+    author.recorders.append(store.ledger.recorder)
+    with store.sessions.hold("start"):
         runner.write_story(store, author, config)
     text = store.chapter(3).text
     first, rest = text.split("\n\n", 1)
@@ -186,8 +186,8 @@ def rollsum_run(folder: Path, name: str = "summary") -> Path:
         folder / name, pipeline="rollsum", config=config, model="scripted-author", backend="scripted"
     )
     author = Author()
-    author.recorders.append(store.recorder)
-    with store.session("start"):
+    author.recorders.append(store.ledger.recorder)
+    with store.sessions.hold("start"):
         write_rollsum(store, author, RollSumConfig.coerce(config))
     store.close()
     return folder / name

@@ -84,7 +84,7 @@ def test_ledger_has_per_unit_rows_plots_and_tool_calls(client, nst_dir):
     page = client.get("/run/keeper/costs").text
     assert page.count("<svg") == 3 and "Tokens per unit" in page and "Tool calls per unit" in page
     with RunStore.open(nst_dir, readonly=True) as store:
-        calls = len(store.llm_calls())
+        calls = len(store.ledger.llm_calls())
     assert f"All {calls} calls" in page
     row = re.search(r'<tr data-unit="1">(.*?)</tr>', page, flags=re.S).group(1)
     assert "write 1" in row and "update 1" in row and "finish 1" in row

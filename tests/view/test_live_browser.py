@@ -84,7 +84,7 @@ def test_a_stopped_runs_page_says_why_and_how_to_go_on(browser, tmp_path):
     run_dir = tmp_path / "runs" / "broken"
     run_dir.parent.mkdir()
     subprocess.run([sys.executable, str(FAKE), "start", str(run_dir), "1", "0"], cwd=ROOT, check=True)
-    with RunStore.open(run_dir) as store, pytest.raises(ConnectionError), store.session("resume"):
+    with RunStore.open(run_dir) as store, pytest.raises(ConnectionError), store.sessions.hold("resume"):
         raise ConnectionError("the model server stopped answering (connection refused)")
     with serve(run_dir.parent) as url:
         page = browser.new_context(viewport={"width": 1100, "height": 900}).new_page()

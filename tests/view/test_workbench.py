@@ -46,7 +46,7 @@ def hostile_dir(tmp_path_factory) -> Path:
     store = RunStore.create(
         folder / HOSTILE_RUN, pipeline="magnet", config=config, unit_kind="step", model="story-llm", backend="scripted"
     )
-    with store.session("start"):
+    with store.sessions.hold("start"):
         write_magnet(store, StoryLLM(), config)
     store.close()
     return folder
@@ -192,12 +192,14 @@ def test_a_run_being_written_shows_what_it_is_doing(tmp_path):
     store = RunStore.create(
         tmp_path / "live", pipeline="nst", config={"words": 3000, "prompt": "A bell."}, model="m", backend="scripted"
     )
-    with store.session("start"):
+    with store.sessions.hold("start"):
         store.set_target(3)
         store.commit_chapter(1, "One", "The bell rang once. " * 50, state={})
         for n in range(2):
-            store.record_llm_call(CallRecord("nst_prose", "scripted", "m", 0.7, 100, None, 50, 0, 200, 4.0, "stop"))
-            store.record_tool_call(turn=n + 1, tool="write", arguments={}, result="REJECTED")
+            store.ledger.record_llm_call(
+                CallRecord("nst_prose", "scripted", "m", 0.7, 100, None, 50, 0, 200, 4.0, "stop")
+            )
+            store.ledger.record_tool_call(turn=n + 1, tool="write", arguments={}, result="REJECTED")
         client = TestClient(create_app(tmp_path))
         page = client.get("/run/live/story").text
         runs = client.get("/").text

@@ -19,10 +19,10 @@ def voice_blocks(store: RunStore, item: dict[str, Any], prompt: str, config: Any
     """The blocks a baseline's writer prompt adds for ``item`` (its chapter, or the whole story): the
     bible, the style card and exemplars, the language line; empty when the run has none."""
     parts = []
-    bible = store.get_plan("bible")
+    bible = store.plans.get("bible")
     if bible:
         parts.append(f"# Story bible\n{planner_block(bible)}")
-    guide = store.get_plan("style")
+    guide = store.plans.get("style")
     if guide:
         parts.append(prompt_block(guide, item))
     language = language_line(prompt, config)
@@ -34,7 +34,7 @@ def voice_blocks(store: RunStore, item: dict[str, Any], prompt: str, config: Any
 def describe_style(ctx: Any, budget: Any) -> None:
     """Add the model-written description to the run's style card, once (a failed call leaves the card
     measured only, and says so)."""
-    guide = ctx.store.get_plan("style")
+    guide = ctx.store.plans.get("style")
     if not guide or guide.get("description") is not None:
         return
     from agent.errors import FabulaError
@@ -46,4 +46,4 @@ def describe_style(ctx: Any, budget: Any) -> None:
     except (FabulaError, ValueError) as exc:
         ctx.emit("note", f"the style card has no written description: {exc}")
         text = ""
-    ctx.store.put_plan("style", {**guide, "description": text})
+    ctx.store.plans.put("style", {**guide, "description": text})

@@ -46,24 +46,24 @@ RULE = "inside the gate first, then the lowest lint score, then the nearest to t
 
 
 def drafts_wanted(store: RunStore) -> int:
-    record = store.get_plan(DRAFTS_KEY)
+    record = store.plans.get(DRAFTS_KEY)
     return int(record.get("n", 1)) if isinstance(record, dict) else 1
 
 
 def drafts_from(store: RunStore) -> int:
     """The first chapter written with drafts (a run given ``--drafts`` later redrafts none before it)."""
-    record = store.get_plan(DRAFTS_KEY)
+    record = store.plans.get(DRAFTS_KEY)
     return int(record.get("from", 1)) if isinstance(record, dict) else 1
 
 
 def judged(store: RunStore) -> bool:
     """The run's model chooses among the drafts (``--drafts-judge``)."""
-    record = store.get_plan(DRAFTS_KEY)
+    record = store.plans.get(DRAFTS_KEY)
     return isinstance(record, dict) and bool(record.get("judge"))
 
 
 def drafts_of(store: RunStore, index: int) -> dict[str, Any] | None:
-    records = store.get_plan(DRAFTS_OF)
+    records = store.plans.get(DRAFTS_OF)
     record = records.get(str(index)) if isinstance(records, dict) else None
     return record if isinstance(record, dict) else None
 
@@ -79,7 +79,7 @@ def pending_drafts(store: RunStore, index: int) -> bool:
 def choice_lines(store: RunStore) -> list[str]:
     """What ``fabula show`` says of a best-of-N run: per chapter, the draft chosen, by which rule, why, and
     what the extra drafts (and the judge) cost."""
-    records = store.get_plan(DRAFTS_OF)
+    records = store.plans.get(DRAFTS_OF)
     if not isinstance(records, dict):
         return []
     lines = []
@@ -97,9 +97,9 @@ def choice_lines(store: RunStore) -> list[str]:
 
 
 def _save(store: RunStore, index: int, record: dict[str, Any]) -> None:
-    records = store.get_plan(DRAFTS_OF)
+    records = store.plans.get(DRAFTS_OF)
     records = records if isinstance(records, dict) else {}
-    store.put_plan(DRAFTS_OF, {**records, str(index): record})
+    store.plans.put(DRAFTS_OF, {**records, str(index): record})
 
 
 def _messages(
@@ -146,7 +146,7 @@ def best_of(ctx: RunContext[NstConfig], index: int, n: int) -> Rederived | None:
     chapter = store.chapter(index)
     if chapter is None:
         raise StoreError(f"chapter {index} does not exist")
-    plan = store.plan()
+    plan = store.plans.all()
     item = plan["outline"][index - 1]
     gate = config.gate(PlannedChapter.of(item).target_words)
     record = drafts_of(store, index) or {

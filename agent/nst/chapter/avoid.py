@@ -25,7 +25,7 @@ def check_profile(profile: str | None) -> None:
 
 def avoid_list(store: RunStore, config: Any, index: int) -> list[str]:
     """What chapter ``index``'s prompt asks to avoid (empty: the setting is off, or nothing to avoid)."""
-    if not store.get_plan(LINT_AVOID_KEY) or getattr(config, "profile", "default") != "default" or index <= 1:
+    if not store.plans.get(LINT_AVOID_KEY) or getattr(config, "profile", "default") != "default" or index <= 1:
         return []
     earlier = [(c.title, c.text) for c in store.chapters() if c.index < index]
     return lint_book(earlier).worst_offenders(AVOID_LIMIT) if earlier else []

@@ -257,7 +257,7 @@ def record_attempt(ctx: RunContext[Any]):
     """The ledger and progress entry of one baseline draft (the same shape for RollSum and Direct)."""
 
     def record(number: int, attempt: Attempt, feedback: str | None) -> None:
-        ctx.store.record_tool_call(
+        ctx.store.ledger.record_tool_call(
             turn=number, tool="write", arguments=attempt.facts(), ok=attempt.accepted, result=feedback
         )
         ctx.emit("draft", attempts=number, words=attempt.words, accepted=attempt.accepted)

@@ -48,7 +48,9 @@ class ChapterLedger:
         self.last_error = None if ok else (error or "failed")
         if result is not None and len(result) > LEDGER_RESULT_CHARS:
             result = result[:LEDGER_RESULT_CHARS] + f"... [{len(result)} characters]"
-        self.store.record_tool_call(turn=self.s.turn, tool=tool, arguments=arguments, result=result, ok=ok, error=error)
+        self.store.ledger.record_tool_call(
+            turn=self.s.turn, tool=tool, arguments=arguments, result=result, ok=ok, error=error
+        )
         self.event("tool", tool=tool, ok=ok)
 
     def event(self, kind: str, **data: Any) -> None:

@@ -99,7 +99,7 @@ class ChapterLoop:
         self.abridged = False
         self.avoid = avoid_list(store, cfg, index)
         """The book's worst offenders so far, named in the task (``--lint-avoid``; empty when off)."""
-        self.style_guide: dict[str, Any] | None = store.get_plan("style")
+        self.style_guide: dict[str, Any] | None = store.plans.get("style")
         self.style_parts = {"card": True, "exemplars": True}
         """What of the style guide the prompt still carries (exemplars give way first, then the card)."""
         self.out_of_room = False

@@ -77,7 +77,7 @@ def rederive_nst(
     before, current = edited_snapshots(ctx, index)
     if not config.state or current.narrative is None:
         return Rederived(index, True, "this run keeps no narrative state (--no-state): nothing to re-derive")
-    plan = store.plan()
+    plan = store.plans.all()
     if "outline" not in plan:
         raise StoreError("the run has no stored outline")
     start = ctx.calls

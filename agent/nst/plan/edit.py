@@ -47,7 +47,7 @@ def stored_outline(store: RunStore) -> tuple[str | None, list[dict[str, Any]]]:
     if described is None or not described.planned:
         planned = pipelines.spoken([name for name in pipelines.names() if pipelines.get(name).planned])
         raise InputError(f"{store.run_dir} is a {info.pipeline} run; only {planned} runs write from an outline")
-    plan = store.plan()
+    plan = store.plans.all()
     if not isinstance(plan.get("outline"), list):
         raise InputError(
             f"{store.run_dir} has no outline yet (its planning did not finish): fabula resume {store.run_dir} plans it"

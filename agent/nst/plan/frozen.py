@@ -44,7 +44,7 @@ def frozen_plan(ctx: RunContext[Any], budget: Budget | None = None) -> dict[str,
     """The plan to write from; stored in the run on first use."""
     store, config = ctx.store, ctx.config
     assert isinstance(config, Planned)
-    stored = store.plan()
+    stored = store.plans.all()
     if "outline" in stored:
         return stored
     model = (store.info().config.get("llm") or {}).get("model") or ctx.llm.model
@@ -56,7 +56,7 @@ def frozen_plan(ctx: RunContext[Any], budget: Budget | None = None) -> dict[str,
         key["chapters"] = fitted.chapters  # a plan fitted to a small context is not the default plan
         ctx.emit("note", fitted.describe())
     planner_prompt = config.prompt
-    bible = store.get_plan("bible")
+    bible = store.plans.get("bible")
     if bible:
         planner_prompt = f"{planner_prompt}\n\n{planner_block(bible)}"
         key["bible"] = bible_digest(bible)
@@ -87,14 +87,14 @@ def frozen_plan(ctx: RunContext[Any], budget: Budget | None = None) -> dict[str,
         cache.put(key, plan)
     for name in PLAN_KEYS:
         if name in plan and name != "outline":
-            store.put_plan(name, plan[name])
-    store.put_plan("digest", plan_digest(plan))
-    store.put_plan("cache_key", key)
-    store.put_plan("source", source)
+            store.plans.put(name, plan[name])
+    store.plans.put("digest", plan_digest(plan))
+    store.plans.put("cache_key", key)
+    store.plans.put("source", source)
     if fitted is not None:
-        store.put_plan("chapters_fitted", fitted.record())
-    store.put_plan("outline", plan["outline"])  # last: its presence means the plan is complete
-    return store.plan()
+        store.plans.put("chapters_fitted", fitted.record())
+    store.plans.put("outline", plan["outline"])  # last: its presence means the plan is complete
+    return store.plans.all()
 
 
 def stop_after_plan(ctx: RunContext[Any], outline: list[dict[str, Any]]) -> bool:

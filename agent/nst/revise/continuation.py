@@ -197,7 +197,7 @@ def finished_book(store: RunStore, premise: str | None = None, *, command: str =
     if premise is not None and not premise.strip():
         raise InputError(f"{'--premise' if command.endswith('continue') else '--prompt'} is empty")
     if not imported and info.status != "completed":
-        unwritten = len(store.get_plan("outline") or []) - info.last_unit
+        unwritten = len(store.plans.get("outline") or []) - info.last_unit
         raise InputError(
             f"{store.run_dir} is not finished ({info.status}, {max(unwritten, 0)} planned chapter(s) "
             f"unwritten): fabula resume {store.run_dir} writes them first"
@@ -214,7 +214,7 @@ def finished_book(store: RunStore, premise: str | None = None, *, command: str =
         narrative = ChapterSnapshot.read(last).narrative
         if narrative is None:
             raise InputError(f"{store.run_dir} keeps no narrative state (--no-state): nothing to go on from")
-    stored = premise or store.get_plan("premise") or info.config.get("prompt") or derive_config(store).prompt
+    stored = premise or store.plans.get("premise") or info.config.get("prompt") or derive_config(store).prompt
     return Continuable(
         NarrativeState.from_json(narrative),
         " ".join(str(stored).split()) if premise else str(stored),
@@ -274,9 +274,9 @@ def plan_more(
     found = check_continuable(store, words, premise)
     config = new_config(store, found, words, premise, llm, overrides)
     chapters = store.chapters()
-    written = written_outline(store.plan(), chapters)
+    written = written_outline(store.plans.all(), chapters)
     typed = pipelines.get(WRITER).typed(config)
-    with store.session("continue", transport=llm.transport(), keep_status=True):
+    with store.sessions.hold("continue", transport=llm.transport(), keep_status=True):
         llm.attach_run(model, store)
         with RunContext(store, typed, llm=model, events=events) as ctx, ctx.unit(0):
             _, new = plan_continuation(
@@ -299,7 +299,7 @@ def plan_more(
         "from_kind": store.info().pipeline,
         "words_before": found.words_before,
     }
-    extra = {} if store.get_plan("title") else {"title": "Untitled"}
+    extra = {} if store.plans.get("title") else {"title": "Untitled"}
     extend_run(
         store,
         pipeline=WRITER,

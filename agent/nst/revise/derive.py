@@ -67,8 +67,8 @@ class Derived:
 def derive_config(store: RunStore, **settings: Any) -> NstConfig:
     """The NstAgent settings an imported book's updates are asked with: the defaults, a premise
     naming the book, its length (``settings``: others, e.g. ``update_max_tokens``)."""
-    title = store.get_plan("title") or "an untitled book"
-    author = store.get_plan("author")
+    title = store.plans.get("title") or "an untitled book"
+    author = store.plans.get("author")
     premise = (
         f"{title}{f' by {author}' if author else ''}: a book written elsewhere. Its chapters are given "
         "one at a time as the author wrote them; record what each establishes."
@@ -253,7 +253,7 @@ def derive(
     """Derive the state of the chapters that lack one, in a ``derive`` session of the run (one
     writer at a time; the run's status stays as it was), on ``model`` (left open)."""
     config = derive_config(store, update_max_tokens=update_max_tokens)
-    with store.session("derive", transport=llm.transport(), keep_status=True):
+    with store.sessions.hold("derive", transport=llm.transport(), keep_status=True):
         llm.attach_run(model, store)
         with RunContext(store, config, llm=model, events=events) as ctx:
             return derive_book(ctx, on_step)

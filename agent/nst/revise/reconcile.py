@@ -47,7 +47,7 @@ class Pending:
 
 
 def records(store: RunStore) -> list[dict[str, Any]]:
-    value = store.get_plan(RECONCILES_KEY)
+    value = store.plans.get(RECONCILES_KEY)
     return value if isinstance(value, list) else []
 
 
@@ -77,7 +77,7 @@ def prepare(store: RunStore, *, start: int | None = None, lock: list[int] | None
         locks = sorted(set(earlier[-1].get("locked", [])) | set(lock or []))
         return Pending(earlier[-1], locks, True)
     if start is None:
-        stale = store.get_plan(STALE_KEY)
+        stale = store.plans.get(STALE_KEY)
         if not isinstance(stale, dict) or "unit" not in stale:
             raise InputError(
                 f"{store.run_dir} has no edit to reconcile (no chapter was edited since the last "
@@ -115,7 +115,7 @@ Line = Callable[[str], None]
 
 def _save(store: RunStore, record: dict[str, Any], **also: Any) -> None:
     others = [r for r in records(store) if r.get("id") != record["id"]]
-    store.update_plan({RECONCILES_KEY: [*others, record], **also})
+    store.plans.update({RECONCILES_KEY: [*others, record], **also})
 
 
 def _state_after(store: RunStore, index: int) -> NarrativeState:
@@ -177,7 +177,7 @@ def _judge_all(ctx: RunContext[NstConfig], record: dict[str, Any], locks: list[i
 
 def _replan(ctx: RunContext[NstConfig], record: dict[str, Any], say: Line) -> str | None:
     store = ctx.store
-    outline = store.get_plan("outline") or []
+    outline = store.plans.get("outline") or []
     written, todo = outline[: record["last"]], outline[record["last"] :]
     if record["replanned"] is not None:
         return None
@@ -215,7 +215,7 @@ def reconcile(
     info = store.info()
     config = pipelines.get(info.pipeline).typed(info.config)
     result = Reconciled(record)
-    with store.session("reconcile", transport=llm.transport(), keep_status=True):
+    with store.sessions.hold("reconcile", transport=llm.transport(), keep_status=True):
         llm.attach_run(model, store)
         _save(store, record, **({LOCKED_KEY: pending.locks} if pending.locks else {}))
         with RunContext(store, config, llm=model, events=events) as ctx:
@@ -231,5 +231,5 @@ def reconcile(
         if result.stopped is None:
             record.update(status="done", finished_at=time.time())
             _save(store, record)
-            store.delete_plan(STALE_KEY)  # every written chapter's state follows its text again
+            store.plans.delete(STALE_KEY)  # every written chapter's state follows its text again
     return result

@@ -60,7 +60,7 @@ class Revised:
 
 def pending(store: RunStore) -> dict[str, Any] | None:
     """The revision in flight (interrupted), or None."""
-    record = store.get_plan(REVISION_KEY)
+    record = store.plans.get(REVISION_KEY)
     return record if isinstance(record, dict) else None
 
 
@@ -120,7 +120,7 @@ def _draft(ctx: RunContext[NstConfig], index: int, note: str) -> tuple[str, int,
     store, config = ctx.store, ctx.config
     chapter = store.chapter(index)
     assert chapter is not None
-    plan = store.plan()
+    plan = store.plans.all()
     before = ChapterSnapshot.read(store.state(index - 1))
     current = ChapterSnapshot.read(store.state(index))
     state = NarrativeState.from_json(before.narrative) if config.state and before.narrative is not None else None
@@ -144,7 +144,7 @@ def check_revisable(store: RunStore, index: int) -> None:
         )
     if store.chapter(index) is None:
         raise InputError(f"chapter {index} does not exist (last committed: {info.last_unit})")
-    if "outline" not in store.plan():
+    if "outline" not in store.plans.all():
         raise InputError("the run has no stored outline")
 
 
@@ -167,20 +167,20 @@ def revise(ctx: RunContext[NstConfig], index: int, note: str, *, source: str = "
     assert chapter is not None
     if record is None:
         record = {"chapter": index, "note": note, "base_version": chapter.version, "source": source, "at": time.time()}
-        store.put_plan(REVISION_KEY, record)
+        store.plans.put(REVISION_KEY, record)
     if chapter.version <= record["base_version"]:  # not stored yet (a fresh revision, or killed while drafting)
         text, words, degraded, reason = _draft(ctx, index, note)
         if not text.strip():
             raise StoreError(f"the revision of chapter {index} came back empty; nothing was stored")
         chapter = store.revise_chapter(index, text, reason=f"revise: {note}")
         mark_stale(store, index, what=f"chapter {index} revised (version {chapter.version})", state_rederived=False)
-        store.put_plan(
+        store.plans.put(
             REVISION_KEY, {**record, "version": chapter.version, "words": words, "degraded": degraded, "reason": reason}
         )
-        record = store.get_plan(REVISION_KEY)
+        record = store.plans.get(REVISION_KEY)
     rederived = rederive_nst(ctx, index)
     mark_stale(store, index, what=f"chapter {index} revised (version {chapter.version})", state_rederived=rederived.ok)
-    store.delete_plan(REVISION_KEY)
+    store.plans.delete(REVISION_KEY)
     record_action(
         store, "revise", unit=index, via=str(record.get("source", source)), note=note, version=chapter.version
     )

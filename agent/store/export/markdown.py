@@ -28,7 +28,7 @@ def story_title(store: RunStore) -> str:
     """The plan's title (the planner's, an outline edit's or ``export --title``) if it has one, else
     the run directory's name."""
     for key in ("title", "premise_title"):
-        value = store.get_plan(key)
+        value = store.plans.get(key)
         if isinstance(value, str) and value.strip():
             return _one_line(value)
     return store.run_dir.name
@@ -39,7 +39,7 @@ def author_line(store: RunStore) -> str:
     configured one, else fabula with the run's model; an imported book with no author found is
     "Anonymous", never credited to fabula."""
     info = store.info()
-    for configured in (store.get_plan("author"), info.config.get("author")):
+    for configured in (store.plans.get("author"), info.config.get("author")):
         if isinstance(configured, str) and configured.strip():
             return " ".join(configured.split())
     if info.pipeline == IMPORTED_KIND:
@@ -110,7 +110,7 @@ def front_matter(store: RunStore) -> str:
 
 def series_of(store: RunStore) -> tuple[str, int] | None:
     """The series a sequel belongs to (``fabula sequel``) and its number in it; None for a book on its own."""
-    record = store.get_plan("series")
+    record = store.plans.get("series")
     if isinstance(record, dict) and isinstance(record.get("name"), str) and isinstance(record.get("index"), int):
         return record["name"], record["index"]
     return None
@@ -148,7 +148,7 @@ def to_json(store: RunStore) -> dict[str, Any]:
             "finished_at": info.finished_at,
             "schema_version": store.schema_version(),
         },
-        "plan": store.plan(),
+        "plan": store.plans.all(),
         "chapters": [c.as_dict() for c in store.chapters()],
         "paragraphs": [p.as_dict() for p in store.paragraphs()],
         "final_state": store.state(),

@@ -54,7 +54,7 @@ class Headings:
 
 def planned_titles(store: RunStore) -> dict[int, str]:
     """Chapter number -> title from the run's outline (empty for a run with no outline)."""
-    outline = store.get_plan("outline")
+    outline = store.plans.get("outline")
     titles: dict[int, str] = {}
     for n, item in enumerate(outline if isinstance(outline, list) else [], start=1):
         if isinstance(item, dict) and isinstance(item.get("title"), str) and item["title"].strip():

@@ -40,13 +40,13 @@ def extend_run(
     if len(outline) <= info.last_unit or [c["id"] for c in outline] != list(range(1, len(outline) + 1)):
         raise StoreError("a continuation's outline must number every chapter 1..n and add chapters after the last")
     now = time.time()
-    records = store.get_plan(CONTINUED_KEY)
+    records = store.plans.get(CONTINUED_KEY)
     values = {
         **(plan or {}),
         "outline": outline,
         CONTINUED_KEY: [*(records if isinstance(records, list) else []), {**record, "at": now}],
     }
-    with store._write() as conn:  # one transaction across the run row and the plan
+    with store.db.write() as conn:  # one transaction across the run row and the plan
         conn.execute(
             "UPDATE run SET pipeline = ?, config = ?, fingerprint = ?, status = 'stopped', error = NULL, "
             "finished_at = NULL, target_units = ?, updated_at = ?, model = coalesce(?, model), "
@@ -62,5 +62,5 @@ def extend_run(
 
 def continuations(store: RunStore) -> list[dict[str, Any]]:
     """Every continuation recorded, oldest first."""
-    value = store.get_plan(CONTINUED_KEY)
+    value = store.plans.get(CONTINUED_KEY)
     return value if isinstance(value, list) else []

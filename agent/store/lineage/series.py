@@ -22,7 +22,7 @@ SERIES_KEY = "series"
 
 def series(store: RunStore) -> dict[str, Any] | None:
     """The run's series record (``name``, ``index``, ``books``), or None for a book on its own."""
-    value = store.get_plan(SERIES_KEY)
+    value = store.plans.get(SERIES_KEY)
     return value if isinstance(value, dict) and value.get("books") else None
 
 
@@ -46,7 +46,7 @@ def sequel_record(first: RunStore, title: str) -> dict[str, Any]:
             "chapters": first.info().last_unit,
         },
     ]
-    named = first.get_plan(SERIES_KEY)
+    named = first.plans.get(SERIES_KEY)
     name = named["name"] if isinstance(named, dict) and isinstance(named.get("name"), str) else title
     return {"name": name, "index": books[-1]["index"] + 1, "books": books}
 

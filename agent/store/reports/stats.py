@@ -116,7 +116,7 @@ def summarize(store: RunStore) -> RunSummary:
         created_at=info.created_at,
         updated_at=info.updated_at,
         budget_actions=budget,
-        context=store.get_plan("context"),
+        context=store.plans.get("context"),
     )
 
 

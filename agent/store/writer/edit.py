@@ -32,7 +32,7 @@ def mark_stale(store: RunStore, unit: int, *, what: str, state_rederived: bool) 
     when its state was not re-derived from the edit, else ``unit + 1``; None when no state is
     stale). Returns the record, or ``None`` (and no record) when nothing is stale."""
     last = store.info().last_unit
-    previous = store.get_plan(STALE_KEY)
+    previous = store.plans.get(STALE_KEY)
     previous = previous if isinstance(previous, dict) else {}
     first = min(unit, previous["unit"]) if "unit" in previous else unit
     earlier = _stale_from(previous)
@@ -40,7 +40,7 @@ def mark_stale(store: RunStore, unit: int, *, what: str, state_rederived: bool) 
     stale_from: int | None = earlier if earlier is not None and earlier < unit else mine
     stale_from = stale_from if stale_from is not None and stale_from <= last else None
     if first >= last and stale_from is None:
-        store.delete_plan(STALE_KEY)
+        store.plans.delete(STALE_KEY)
         return None
     record = {
         "unit": first,
@@ -50,7 +50,7 @@ def mark_stale(store: RunStore, unit: int, *, what: str, state_rederived: bool) 
         "state_stale_from": stale_from,
         "at": time.time(),
     }
-    store.put_plan(STALE_KEY, record)
+    store.plans.put(STALE_KEY, record)
     return record
 
 
@@ -65,7 +65,7 @@ def _stale_from(record: dict[str, Any]) -> int | None:
 
 def state_stale_from(store: RunStore) -> int | None:
     """The first unit whose stored state does not follow from the current text (None: none)."""
-    record = store.get_plan(STALE_KEY)
+    record = store.plans.get(STALE_KEY)
     return _stale_from(record) if isinstance(record, dict) else None
 
 
@@ -86,7 +86,7 @@ def edit_chapter(store: RunStore, index: int, text: str, *, title: str | None = 
 def _retitle_in_outline(store: RunStore, index: int, title: str) -> None:
     """A chapter retitled by hand is retitled in the outline too: its titles head the book
     (agent.store.export.titles)."""
-    outline = store.get_plan("outline")
+    outline = store.plans.get("outline")
     if not isinstance(outline, list):
         return
     entries = [

@@ -34,7 +34,7 @@ def parse_range(text: str, *, written: int) -> list[int]:
 
 
 def locked(store: RunStore) -> set[int]:
-    value = store.get_plan(LOCKED_KEY)
+    value = store.plans.get(LOCKED_KEY)
     return {int(i) for i in value} if isinstance(value, list) else set()
 
 
@@ -47,5 +47,5 @@ def lock(store: RunStore, chapters: list[int]) -> list[int]:
             f"--lock: chapter {unwritten[0]} is not written (last written: {last}); only a written chapter is approved"
         )
     merged = sorted(locked(store) | set(chapters))
-    store.put_plan(LOCKED_KEY, merged)
+    store.plans.put(LOCKED_KEY, merged)
     return merged

@@ -19,18 +19,18 @@ def revise_plan(store: RunStore, values: dict[str, Any], *, by: str, also: dict[
 
     ``by`` names the command (``outline``, ``export``), kept in the edit record; ``also``: plan parts
     stored in the same transaction that are no edit (the record of the command that made it)."""
-    plan = store.plan()
+    plan = store.plans.all()
     changed = {k: v for k, v in values.items() if plan.get(k) != v}
     if not changed:
         if also:
-            store.update_plan(also)
+            store.plans.update(also)
         return []
     record = {"at": time.time(), "by": by, "previous": {k: plan.get(k) for k in changed}}
-    store.update_plan({**(also or {}), **changed, EDITS_KEY: [*plan.get(EDITS_KEY, []), record]})
+    store.plans.update({**(also or {}), **changed, EDITS_KEY: [*plan.get(EDITS_KEY, []), record]})
     return sorted(changed)
 
 
 def edits(store: RunStore) -> list[dict[str, Any]]:
     """Every recorded edit, oldest first."""
-    value = store.get_plan(EDITS_KEY)
+    value = store.plans.get(EDITS_KEY)
     return value if isinstance(value, list) else []

@@ -35,19 +35,19 @@ def review_every(every: int) -> dict[str, Any]:
 def set_review(store: RunStore, review: dict[str, Any] | None) -> None:
     """Turn review on (the record) or off (None)."""
     if review is None:
-        store.delete_plan(REVIEW_KEY)
+        store.plans.delete(REVIEW_KEY)
     else:
-        store.put_plan(REVIEW_KEY, review)
+        store.plans.put(REVIEW_KEY, review)
 
 
 def review_setting(store: RunStore) -> dict[str, Any] | None:
-    record = store.get_plan(REVIEW_KEY)
+    record = store.plans.get(REVIEW_KEY)
     return record if isinstance(record, dict) else None
 
 
 def in_review(store: RunStore) -> dict[str, Any] | None:
     """Where the run waits for the writer (``unit``: the chapter, 0: the outline), or None."""
-    record = store.get_plan(IN_REVIEW_KEY)
+    record = store.plans.get(IN_REVIEW_KEY)
     return record if isinstance(record, dict) else None
 
 
@@ -66,7 +66,7 @@ def pause_after(store: RunStore, unit: int) -> bool:
         or _approved(store, unit)
     ):
         return False
-    store.put_plan(IN_REVIEW_KEY, {"unit": unit, "at": time.time()})
+    store.plans.put(IN_REVIEW_KEY, {"unit": unit, "at": time.time()})
     return True
 
 
@@ -91,7 +91,7 @@ def pause_for_outline(store: RunStore) -> bool:
     review = review_setting(store)
     if review is None or not review.get("outline") or store.info().last_unit > 0 or _approved(store, 0):
         return False
-    store.put_plan(IN_REVIEW_KEY, {"unit": 0, "at": time.time()})
+    store.plans.put(IN_REVIEW_KEY, {"unit": 0, "at": time.time()})
     return True
 
 
@@ -110,12 +110,12 @@ def record_action(
         **details,
     }
     log = actions(store)[-(MAX_ACTIONS - 1) :]
-    store.put_plan(ACTIONS_KEY, [*log, entry])
+    store.plans.put(ACTIONS_KEY, [*log, entry])
     return entry
 
 
 def actions(store: RunStore) -> list[dict[str, Any]]:
-    log = store.get_plan(ACTIONS_KEY)
+    log = store.plans.get(ACTIONS_KEY)
     return log if isinstance(log, list) else []
 
 
@@ -125,7 +125,7 @@ def approve(store: RunStore, *, by: str | None = None, via: str = "cli") -> dict
     if waiting is None:
         raise InputError(f"{store.run_dir} is not in review: nothing to approve")
     entry = record_action(store, "approve", unit=int(waiting["unit"]), by=by, via=via)
-    store.delete_plan(IN_REVIEW_KEY)
+    store.plans.delete(IN_REVIEW_KEY)
     return entry
 
 

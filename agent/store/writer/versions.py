@@ -95,7 +95,7 @@ def edited_units(store: RunStore) -> list[int]:
 
 def stale(store: RunStore) -> Stale | None:
     """The units written before the earliest edit (``fabula fork RUN --at N`` continues from it)."""
-    record = store.get_plan(STALE_KEY)
+    record = store.plans.get(STALE_KEY)
     if not isinstance(record, dict) or "unit" not in record:
         return None
     unit, last = int(record["unit"]), store.info().last_unit
