@@ -13,6 +13,7 @@ from agent.magnet.definition import parse_definition
 from agent.magnet.runner import write_story as write_magnet
 from agent.magnet.settings import MagnetSettings
 from agent.nst.chapter.loop import ChapterLoop
+from agent.nst.chapter.planned import Plan
 from agent.nst.config import NstConfig
 from agent.nst.state import NarrativeState
 from agent.repetition import measure
@@ -70,7 +71,14 @@ def _nst_chapter(llm, tmp_path) -> str:
     llm.sampling_policy = config.sampling_for
     try:
         result = ChapterLoop(
-            llm, store, plan=PLAN, story_prompt=config.prompt, state=NarrativeState(), index=1, config=config, ratio=1.4
+            llm,
+            store,
+            plan=Plan.of(PLAN),
+            story_prompt=config.prompt,
+            state=NarrativeState(),
+            index=1,
+            config=config,
+            ratio=1.4,
         ).run()
     finally:
         llm.recorders.remove(store.ledger.recorder)

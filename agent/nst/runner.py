@@ -34,7 +34,7 @@ def write(ctx: RunContext[NstConfig]) -> None:
     store, config = ctx.store, ctx.config
     budget = run_budget(ctx)
     plan = frozen_plan(ctx, budget)
-    outline = plan["outline"]
+    outline = plan.chapters
     store.set_target(len(outline))
     if stop_after_plan(ctx, outline):
         return

@@ -23,6 +23,7 @@ from agent.llm.context import (
 from agent.nst import runner
 from agent.nst.baselines import direct, rollsum
 from agent.nst.chapter.loop import ChapterLoop
+from agent.nst.chapter.planned import Plan
 from agent.nst.config import DIRECT_DEFAULTS, NST_DEFAULTS, ROLLSUM_DEFAULTS, DirectConfig, NstConfig, RollSumConfig
 from agent.nst.state import NarrativeState
 from agent.store import RunStore
@@ -114,7 +115,7 @@ def run_loop(store, config, author, *, context, state=None, index=3, plan=None, 
     loop = ChapterLoop(
         author,
         store,
-        plan=plan,
+        plan=Plan.of(plan),
         story_prompt="prompt",
         state=state or NarrativeState(),
         index=index,
@@ -158,7 +159,7 @@ def test_the_retained_draft_gives_way_before_the_request_is_clamped(store, confi
     probe = ChapterLoop(
         Author(),
         store,
-        plan=plan,
+        plan=Plan.of(plan),
         story_prompt="prompt",
         state=NarrativeState(),
         index=1,
@@ -338,7 +339,7 @@ def test_rejections_that_fill_the_context_end_the_chapter_degraded_not_the_run(s
     probe = ChapterLoop(
         Author(),
         store,
-        plan=plan,
+        plan=Plan.of(plan),
         story_prompt="prompt",
         state=NarrativeState(),
         index=1,

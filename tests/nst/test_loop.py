@@ -9,6 +9,7 @@ import pytest
 
 from agent.gate import Gate
 from agent.nst.chapter.loop import ChapterLoop
+from agent.nst.chapter.planned import Plan
 from agent.nst.chapter.sizing import size_tokens
 from agent.nst.chapter.tools import ChapterSession, ToolError, check_allowed, legal_tools
 from agent.nst.config import NstConfig
@@ -32,7 +33,7 @@ def run_chapter(store, config, author, index=1, narrative=None, **kw):
     loop = ChapterLoop(
         author,
         store,
-        plan=PLAN,
+        plan=Plan.of(PLAN),
         story_prompt="prompt",
         state=narrative or NarrativeState(),
         index=index,

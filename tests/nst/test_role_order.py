@@ -11,6 +11,7 @@ from agent.llm.roles import add_turn, role_order_error
 from agent.magnet.runner import write_story
 from agent.magnet.settings import MagnetSettings
 from agent.nst.chapter.loop import ChapterLoop
+from agent.nst.chapter.planned import Plan
 from agent.nst.config import NstConfig
 from agent.nst.state import NarrativeState
 from agent.store import RunStore
@@ -63,7 +64,7 @@ def nst_requests(store, config, author: Author, **settings) -> list:
     loop = ChapterLoop(
         author,
         store,
-        plan=PLAN,
+        plan=Plan.of(PLAN),
         story_prompt="prompt",
         state=NarrativeState(),
         index=1,

@@ -11,6 +11,7 @@ import pytest
 from agent.llm.context import is_length_rejection
 from agent.nst import runner
 from agent.nst.chapter.loop import ChapterLoop
+from agent.nst.chapter.planned import Plan
 from agent.nst.config import NST_DEFAULTS, NstConfig
 from agent.nst.state import NarrativeState
 from agent.store import RunStore
@@ -93,7 +94,7 @@ def test_one_chapter_on_llama_cpp_python(tmp_path, llamacpp_server):
         result = ChapterLoop(
             llm,
             store,
-            plan={"outline": OUTLINE},
+            plan=Plan.of({"outline": OUTLINE}),
             story_prompt=config["prompt"],
             state=NarrativeState(),
             index=1,

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from agent.nst.chapter.loop import ChapterLoop
+from agent.nst.chapter.planned import Plan
 from agent.nst.chapter.tools import update_grammar
 from agent.nst.config import NstConfig
 from agent.nst.state import NarrativeState
@@ -24,7 +25,7 @@ def run_chapter(store, config, author, state=None, index=1, **kw):
     loop = ChapterLoop(
         author,
         store,
-        plan=PLAN,
+        plan=Plan.of(PLAN),
         story_prompt="prompt",
         state=state or NarrativeState(),
         index=index,

@@ -9,6 +9,7 @@ summary is method-internal state: it is stored with the chapter and never counts
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,9 +47,9 @@ REFERENCE_TASK = (
 
 def chapter_messages(
     prompt: str,
-    outline: list[dict[str, Any]],
+    outline: Sequence[PlannedChapter],
     summary: str,
-    item: dict[str, Any],
+    item: PlannedChapter,
     gate: Gate,
     completed: int,
     *,
@@ -61,7 +62,7 @@ def chapter_messages(
         f"# Story so far (summary)\n{summary or '(nothing written yet)'}\n\n"
         f"# Progress\nCompleted chapters: {completed} of {len(outline)}.\n\n"
         + (f"{voice}\n\n" if voice else "")
-        + f'# Current task\nWrite chapter {item["id"]}: "{item["title"]}".\nWhat happens: {item["description"]}\n'
+        + f'# Current task\nWrite chapter {item.id}: "{item.title}".\nWhat happens: {item.description}\n'
         f"Length: {gate.describe()}.\nThe outline is a plan, not prose: expand it into scenes with dialogue, "
         "sensory detail and inner experience.\n"
         + (REFERENCE_TASK if reference else "")
@@ -100,7 +101,7 @@ def write(ctx: RunContext[RollSumConfig]) -> None:
     store, config = ctx.store, ctx.config
     budget = run_budget(ctx)
     plan = frozen_plan(ctx, budget)
-    outline = plan["outline"]
+    outline = plan.chapters
     store.set_target(len(outline))
     if stop_after_plan(ctx, outline):
         return
@@ -114,8 +115,8 @@ def write(ctx: RunContext[RollSumConfig]) -> None:
     ratio = previous.tokens_per_word or initial_ratio(config.prompt, config.tokens_per_word)
     ctx.set_progress(words=store.words_written(), units=len(outline), target_words=config.words)
     for index in range(store.next_unit(), len(outline) + 1):
-        item = outline[index - 1]
-        gate = config.gate(PlannedChapter.of(item).target_words)
+        item = plan.chapter(index)
+        gate = config.gate(item.target_words)
         messages = chapter_messages(
             config.prompt,
             outline,
@@ -124,12 +125,12 @@ def write(ctx: RunContext[RollSumConfig]) -> None:
             gate,
             index - 1,
             reference=config.reference_prompts,
-            voice=voice_blocks(store, item, config.prompt, config),
+            voice=voice_blocks(store, item.as_json(), config.prompt, config),
         )
 
-        chapter = GatedChapter(index, item["title"], messages, gate, config.chapter_attempts, "rollsum_chapter")
+        chapter = GatedChapter(index, item.title, messages, gate, config.chapter_attempts, "rollsum_chapter")
         _, ratio = write_gated_chapter(
-            ctx, chapter, ratio=ratio, budget=budget, settle=summary.after(index, item["title"], gate)
+            ctx, chapter, ratio=ratio, budget=budget, settle=summary.after(index, item.title, gate)
         )
         if pause_after(store, index):  # --review
             return

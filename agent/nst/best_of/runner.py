@@ -25,7 +25,7 @@ from agent.errors import InputError
 from agent.lint import lint_book
 from agent.nst.best_of.judge import judge_drafts
 from agent.nst.chapter.drafter import Drafter, GateOutcome, draft_until_gate, record_attempt
-from agent.nst.chapter.planned import PlannedChapter
+from agent.nst.chapter.planned import Plan
 from agent.nst.chapter.prompt import chapter_prompt, prose_request, system_prompt
 from agent.nst.chapter.rederive import rederive_nst
 from agent.nst.chapter.sizing import initial_ratio, run_budget
@@ -103,17 +103,17 @@ def _save(store: RunStore, index: int, record: dict[str, Any]) -> None:
 
 
 def _messages(
-    config: NstConfig, plan: dict[str, Any], state: NarrativeState | None, index: int, title: str
+    config: NstConfig, plan: Plan, state: NarrativeState | None, index: int, title: str
 ) -> list[dict[str, str]]:
-    item = plan["outline"][index - 1]
-    gate = config.gate(PlannedChapter.of(item).target_words)
+    item = plan.chapter(index)
+    gate = config.gate(item.target_words)
     return [
         {"role": "system", "content": system_prompt(with_state=False)},
         {
             "role": "user",
             "content": chapter_prompt(
                 story_prompt=config.prompt,
-                outline=plan["outline"],
+                outline=plan.chapters,
                 state=state,
                 completed=index - 1,
                 chapter=item,
@@ -146,9 +146,8 @@ def best_of(ctx: RunContext[NstConfig], index: int, n: int) -> Rederived | None:
     chapter = store.chapter(index)
     if chapter is None:
         raise StoreError(f"chapter {index} does not exist")
-    plan = store.plans.all()
-    item = plan["outline"][index - 1]
-    gate = config.gate(PlannedChapter.of(item).target_words)
+    plan = Plan.of(store.plans.all())
+    gate = config.gate(plan.chapter(index).target_words)
     record = drafts_of(store, index) or {
         "n": n,
         "drafts": [
@@ -212,7 +211,7 @@ def best_of(ctx: RunContext[NstConfig], index: int, n: int) -> Rederived | None:
     chosen, rule, reason = choose(scored), RULE, None
     if judged(store):
         calls, tokens = ctx.calls, ctx.completion_tokens
-        judged_k, why = judge_drafts(ctx.llm, budget, item, state, scored)
+        judged_k, why = judge_drafts(ctx.llm, budget, plan.chapter(index).as_json(), state, scored)
         record["calls"] += ctx.calls - calls
         record["completion_tokens"] += ctx.completion_tokens - tokens
         if judged_k is not None:

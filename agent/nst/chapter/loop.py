@@ -24,7 +24,7 @@ from agent.llm.types import Completion, Message
 from agent.nst.chapter.avoid import avoid_list
 from agent.nst.chapter.drafter import Drafter, clean_prose
 from agent.nst.chapter.ledger import ChapterLedger, Emit
-from agent.nst.chapter.planned import PlannedChapter
+from agent.nst.chapter.planned import Plan
 from agent.nst.chapter.prompt import chapter_prompt, prose_request, system_prompt
 from agent.nst.chapter.rejected import Draft, DraftKeeper
 from agent.nst.chapter.sizing import MIN_TURN_OUTPUT, ChapterBudget
@@ -69,7 +69,7 @@ class ChapterLoop:
         llm: LLM,
         store: RunStore,
         *,
-        plan: dict[str, Any],
+        plan: Plan,
         story_prompt: str,
         state: NarrativeState,
         index: int,
@@ -81,10 +81,9 @@ class ChapterLoop:
         cfg = config
         self.llm, self.store, self.config = llm, store, cfg
         self.budget = budget or Budget(None)
-        self.outline = plan["outline"]
+        self.outline = plan.chapters
         self.story_prompt = story_prompt
-        self.item = self.outline[index - 1]
-        self.chapter = PlannedChapter.of(self.item)
+        self.chapter = plan.chapter(index)
         self.gate = cfg.gate(self.chapter.target_words)
         self.drafter = Drafter.for_config(
             llm, self.gate, ratio, cfg, "nst_prose", budget=self.budget, shrink=self._shrink
@@ -134,7 +133,7 @@ class ChapterLoop:
                     outline=self.outline,
                     state=self.state if cfg.state else None,
                     completed=self.session.index - 1,
-                    chapter=self.item,
+                    chapter=self.chapter,
                     gate=self.gate,
                     lookback=self.session.lookback,
                     abridged=self.abridged,
@@ -148,7 +147,7 @@ class ChapterLoop:
     def _style_block(self) -> str:
         if not self.style_guide:
             return ""
-        return prompt_block(self.style_guide, self.item, **self.style_parts)
+        return prompt_block(self.style_guide, self.chapter.as_json(), **self.style_parts)
 
     def fit_prompt(self) -> None:
         """Make the chapter prompt leave the chapter its working room (steps c, then d)."""

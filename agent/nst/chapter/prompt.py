@@ -8,9 +8,10 @@ number of completed chapters, and last the current task. No earlier chapter text
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Sequence
 
 from agent.gate import Gate
+from agent.nst.chapter.planned import PlannedChapter
 from agent.nst.state import NarrativeState
 
 SYSTEM_BASE = """You are a novelist writing a long story one chapter at a time, with tools.
@@ -55,19 +56,15 @@ def system_prompt(*, with_state: bool, evidence: bool = True) -> str:
     return SYSTEM_BASE + (state if with_state else "")
 
 
-def outline_block(outline: list[dict[str, Any]], focus: int | None = None) -> str:
+def outline_block(outline: Sequence[PlannedChapter], focus: int | None = None) -> str:
     """The outline, one JSON line a chapter. With ``focus`` (a chapter id; budget step d) only the
     act holding it and its neighbours are in full, the other chapters as titles; acts are
     :func:`act_size` chapters, so the block changes only when the story enters a new act."""
     size = act_size(len(outline))
     lines = []
     for c in outline:
-        full = focus is None or abs((c["id"] - 1) // size - (focus - 1) // size) <= 1
-        item = (
-            {"id": c["id"], "title": c["title"], "description": c["description"], "target_words": c["target_words"]}
-            if full
-            else {"id": c["id"], "title": c["title"]}
-        )
+        full = focus is None or abs((c.id - 1) // size - (focus - 1) // size) <= 1
+        item = c.as_json() if full else {"id": c.id, "title": c.title}
         lines.append(json.dumps(item, ensure_ascii=False))
     return "\n".join(lines)
 
@@ -79,10 +76,10 @@ def act_size(chapters: int, acts: int = 5) -> int:
 def chapter_prompt(
     *,
     story_prompt: str,
-    outline: list[dict[str, Any]],
+    outline: Sequence[PlannedChapter],
     state: NarrativeState | None,
     completed: int,
-    chapter: dict[str, Any],
+    chapter: PlannedChapter,
     gate: Gate,
     lookback: bool,
     abridged: bool = False,
@@ -90,14 +87,13 @@ def chapter_prompt(
     style: str = "",
     language: str = "",
 ) -> str:
-    """The user message that opens chapter ``chapter['id']``'s conversation; ``avoid``: the book's own
+    """The user message that opens chapter ``chapter.id``'s conversation; ``avoid``: the book's own
     worst offenders by ``fabula lint`` (``agent.nst.chapter.avoid``), named in the task. ``style``: the ``# Style``
     block (``agent.style.guide.prompt_block``), before the task; ``language``: the language line."""
     heading = "frozen; acts away from this one by title only" if abridged else "frozen"
     parts = [
         f"# Story prompt\n{story_prompt}",
-        f"# Outline ({len(outline)} chapters, {heading})\n"
-        f"{outline_block(outline, chapter['id'] if abridged else None)}",
+        f"# Outline ({len(outline)} chapters, {heading})\n{outline_block(outline, chapter.id if abridged else None)}",
     ]
     if state is not None:
         parts.append(f"# Narrative state\n{state.render()}")
@@ -115,8 +111,8 @@ def chapter_prompt(
     steps.append("finish")
     order = "; ".join(f"({i}) {s}" for i, s in enumerate(steps, 1))
     parts.append(
-        f'# Current task\nWrite chapter {chapter["id"]}: "{chapter["title"]}".\n'
-        f"What happens: {chapter['description']}\n"
+        f'# Current task\nWrite chapter {chapter.id}: "{chapter.title}".\n'
+        f"What happens: {chapter.description}\n"
         f"Length: {gate.describe()}.\n"
         + (f"Avoid these phrases and words, which this book already overuses: {'; '.join(avoid)}.\n" if avoid else "")
         + (f"{language}\n" if language else "")

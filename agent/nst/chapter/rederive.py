@@ -19,6 +19,7 @@ from typing import Any
 
 from agent.llm import LLMError
 from agent.nst.chapter.loop import ChapterLoop
+from agent.nst.chapter.planned import Plan
 from agent.nst.chapter.sizing import initial_ratio, run_budget
 from agent.nst.chapter.update import ASK_AFTER_EDIT
 from agent.nst.config import NstConfig
@@ -77,9 +78,7 @@ def rederive_nst(
     before, current = edited_snapshots(ctx, index)
     if not config.state or current.narrative is None:
         return Rederived(index, True, "this run keeps no narrative state (--no-state): nothing to re-derive")
-    plan = store.plans.all()
-    if "outline" not in plan:
-        raise StoreError("the run has no stored outline")
+    plan = Plan.of(store.plans.all())
     start = ctx.calls
     try:
         budget = run_budget(ctx)

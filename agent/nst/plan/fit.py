@@ -16,6 +16,7 @@ from typing import Any
 
 from agent.gate import Gate
 from agent.llm.budget import Budget
+from agent.nst.chapter.planned import PlannedChapter
 from agent.nst.chapter.prompt import chapter_prompt, system_prompt
 from agent.nst.chapter.sizing import initial_ratio, unwritten_room
 from agent.nst.plan.planner import chapter_count
@@ -80,10 +81,7 @@ def chapter_needs(config: Any, budget: Budget, chapters: int) -> int:
     """Tokens chapter 1 of ``chapters`` needs: its opening prompt (empty state) and its working room."""
     target = max(1, round(config.words / chapters))
     gate = Gate.for_target(target, config.gate_low, config.gate_high)
-    outline = [
-        {"id": i, "title": f"Chapter {i}", "description": OUTLINE_ITEM, "target_words": target}
-        for i in range(1, chapters + 1)
-    ]
+    outline = [PlannedChapter(i, f"Chapter {i}", OUTLINE_ITEM, target) for i in range(1, chapters + 1)]
     with_state = bool(getattr(config, "state", True))
     messages = [
         {

@@ -7,6 +7,7 @@ RollSum for the same model, prompt and length. Planner calls are recorded agains
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -14,6 +15,7 @@ from agent.bible.seed import digest as bible_digest
 from agent.bible.seed import planner_block
 from agent.language import language_line
 from agent.llm.budget import Budget
+from agent.nst.chapter.planned import Plan, PlannedChapter
 from agent.nst.config import Planned
 from agent.nst.plan.cache import PlanCache, cache_key, plan_digest
 from agent.nst.plan.fit import fit_chapters
@@ -40,13 +42,13 @@ def stages_of(config: Planned) -> Stages:
     )
 
 
-def frozen_plan(ctx: RunContext[Any], budget: Budget | None = None) -> dict[str, Any]:
+def frozen_plan(ctx: RunContext[Any], budget: Budget | None = None) -> Plan:
     """The plan to write from; stored in the run on first use."""
     store, config = ctx.store, ctx.config
     assert isinstance(config, Planned)
     stored = store.plans.all()
     if "outline" in stored:
-        return stored
+        return Plan.of(stored)
     model = (store.info().config.get("llm") or {}).get("model") or ctx.llm.model
     fitted = fit_chapters(config, budget)
     key = cache_key(model, config.prompt, config.prompt_id, config.words)
@@ -94,10 +96,10 @@ def frozen_plan(ctx: RunContext[Any], budget: Budget | None = None) -> dict[str,
     if fitted is not None:
         store.plans.put("chapters_fitted", fitted.record())
     store.plans.put("outline", plan["outline"])  # last: its presence means the plan is complete
-    return store.plans.all()
+    return Plan.of(store.plans.all())
 
 
-def stop_after_plan(ctx: RunContext[Any], outline: list[dict[str, Any]]) -> bool:
+def stop_after_plan(ctx: RunContext[Any], outline: Sequence[PlannedChapter]) -> bool:
     """True when the run was started with ``--plan-only``: the outline is stored, no chapter is
     written, and the run is left stopped (resumable) for ``fabula outline`` and ``fabula resume``.
     Also True when the run reviews (``--review``) and its outline is not approved yet."""

@@ -25,6 +25,7 @@ from agent.limits import MAX_WORDS
 from agent.llm import LLM, EndpointUnavailableError, LLMError
 from agent.llm.options import LLMOptions
 from agent.nst.chapter.loop import ChapterLoop
+from agent.nst.chapter.planned import Plan
 from agent.nst.chapter.sizing import initial_ratio, run_budget
 from agent.nst.chapter.update import ASK_FROM_BOOK
 from agent.nst.config import NST_DEFAULTS, NstConfig
@@ -84,19 +85,21 @@ def derive_config(store: RunStore, **settings: Any) -> NstConfig:
     )
 
 
-def book_plan(chapters: list[Chapter]) -> dict[str, Any]:
+def book_plan(chapters: list[Chapter]) -> Plan:
     """The outline an update prompt shows: the book's own chapters, titled as found, sized as they are."""
-    return {
-        "outline": [
-            {
-                "id": c.index,
-                "title": c.title or f"Chapter {c.index}",
-                "description": "(the book's own chapter, given below as written)",
-                "target_words": max(c.words, 1),
-            }
-            for c in chapters
-        ]
-    }
+    return Plan.of(
+        {
+            "outline": [
+                {
+                    "id": c.index,
+                    "title": c.title or f"Chapter {c.index}",
+                    "description": "(the book's own chapter, given below as written)",
+                    "target_words": max(c.words, 1),
+                }
+                for c in chapters
+            ]
+        }
+    )
 
 
 def is_derived(state: Any, chapter: Chapter | None = None) -> bool:
@@ -148,7 +151,7 @@ def _first_line(error: str) -> str:
     return first if len(first) <= 200 else first[:197] + "..."
 
 
-def derive_chapter(ctx: RunContext[NstConfig], chapter: Chapter, plan: dict[str, Any]) -> tuple[bool, str]:
+def derive_chapter(ctx: RunContext[NstConfig], chapter: Chapter, plan: Plan) -> tuple[bool, str]:
     """Chapter ``chapter``'s state from its text and the state before it, by one update call
     (through the chapter loop's update path); stored with the chapter, or the chapter marked."""
     store, config = ctx.store, ctx.config

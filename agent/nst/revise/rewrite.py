@@ -21,7 +21,7 @@ from typing import Any
 from agent.errors import InputError
 from agent.llm.types import Message
 from agent.nst.chapter.drafter import Drafter, draft_until_gate, record_attempt
-from agent.nst.chapter.planned import PlannedChapter
+from agent.nst.chapter.planned import Plan
 from agent.nst.chapter.prompt import chapter_prompt, prose_request, system_prompt
 from agent.nst.chapter.rederive import rederive_nst
 from agent.nst.chapter.sizing import initial_ratio, run_budget
@@ -75,7 +75,7 @@ def check_note(note: str) -> str:
 
 def revision_messages(
     config: NstConfig,
-    plan: dict[str, Any],
+    plan: Plan,
     state: NarrativeState | None,
     index: int,
     title: str,
@@ -84,11 +84,11 @@ def revision_messages(
     passages: list[str],
 ) -> list[Message]:
     """The conversation that asks for chapter ``index`` rewritten after ``note``."""
-    item = plan["outline"][index - 1]
-    gate = config.gate(PlannedChapter.of(item).target_words)
+    item = plan.chapter(index)
+    gate = config.gate(item.target_words)
     opening = chapter_prompt(
         story_prompt=config.prompt,
-        outline=plan["outline"],
+        outline=plan.chapters,
         state=state,
         completed=index - 1,
         chapter=item,
@@ -120,7 +120,7 @@ def _draft(ctx: RunContext[NstConfig], index: int, note: str) -> tuple[str, int,
     store, config = ctx.store, ctx.config
     chapter = store.chapter(index)
     assert chapter is not None
-    plan = store.plans.all()
+    plan = Plan.of(store.plans.all())
     before = ChapterSnapshot.read(store.state(index - 1))
     current = ChapterSnapshot.read(store.state(index))
     state = NarrativeState.from_json(before.narrative) if config.state and before.narrative is not None else None
@@ -129,7 +129,7 @@ def _draft(ctx: RunContext[NstConfig], index: int, note: str) -> tuple[str, int,
     messages = revision_messages(
         config, plan, state, index, chapter.title, chapter.text, note, _passages(store, note, index)
     )
-    gate = config.gate(PlannedChapter.of(plan["outline"][index - 1]).target_words)
+    gate = config.gate(plan.chapter(index).target_words)
     ratio = current.tokens_per_word or initial_ratio(config.prompt, config.tokens_per_word)
     drafter = Drafter.for_config(ctx.llm, gate, ratio, config, "nst_prose", budget=run_budget(ctx))
     outcome = draft_until_gate(drafter, messages, REVISE_ATTEMPTS, on_attempt=record_attempt(ctx))
