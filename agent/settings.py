@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self, cast
+from typing import Annotated, Any, ClassVar, Self, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -41,6 +41,51 @@ class WordRange:
     def without(self, written: int) -> WordRange:
         """The lengths still allowed once a run holds ``written`` words (``fabula continue``)."""
         return WordRange(self.low, self.high - written)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a setting's ``paper`` value comes from, declared on the setting itself as
+    ``Annotated`` metadata; docs/profiles.md's tables are built from these (scripts/profiles_doc.py).
+
+    ``where``: the paper section or the reference's file:line; ``reading``: what it says there;
+    ``why``: why fabula's default differs from it ("" when it does not). The values themselves are
+    read from the field's default and the ``PROFILES`` dicts, never repeated here. ``per``: the
+    source for one pipeline (by registry name) of a setting that several pipelines share."""
+
+    where: str
+    reading: str
+    why: str = ""
+    per: tuple[tuple[str, Source], ...] = ()
+
+    def but(self, **per: Source) -> Source:
+        """This source, with another one for the pipelines named (``.but(rollsum=Source(...))``)."""
+        return Source(self.where, self.reading, self.why, (*self.per, *per.items()))
+
+    def of(self, pipeline: str) -> Source:
+        """The source that applies to ``pipeline``."""
+        return dict(self.per).get(pipeline, self)
+
+    @property
+    def own(self) -> bool:
+        return self.where == OWN
+
+
+OWN = "fabula's own"
+
+
+def own(why: str) -> Source:
+    """A setting with no paper value (fabula's own): ``why`` says what it is for."""
+    return Source(OWN, "no paper value", why)
+
+
+INPUT = own("the run's input, not a setting of the method")
+
+
+def source_of(settings: type[BaseModel], name: str, pipeline: str) -> Source | None:
+    """The declared source of setting ``name`` for ``pipeline``, or None when it has none."""
+    found = [m for m in settings.model_fields[name].metadata if isinstance(m, Source)]
+    return found[0].of(pipeline) if found else None
 
 
 STORY_WORDS = WordRange(MIN_WORDS, MAX_WORDS)
@@ -148,6 +193,14 @@ def check_user_value(key: str, value: Any, *, flag: str = "--set") -> None:
         )
 
 
+MAGNET_SAMPLING = Source("Magnet App. A.1", "a temperature per role, nothing else")
+SAMPLING = Source(
+    "NstAgent App. A.1; reference agent_core.py:3402 `LongStoryAgent._llm`, generation_common.py:115 `chat_completion`",
+    "a temperature, nothing else (the reference sends `temperature` and `max_tokens` only)",
+).but(magnet=MAGNET_SAMPLING, single=MAGNET_SAMPLING)
+"""The source of both sampling settings: the papers name a temperature and no other control."""
+
+
 class WritingControls(Settings):
     """Sampling per kind of role, the repetition guard and the profile: shared by every pipeline.
 
@@ -160,13 +213,24 @@ class WritingControls(Settings):
     PROSE_ROLES: ClassVar[frozenset[str]] = frozenset()
     PROFILES: ClassVar[dict[str, dict[str, Any]]] = {}
 
-    profile: str = "default"
-    prose_sampling: Sampling = Field(default_factory=Sampling)
-    structured_sampling: Sampling = Field(default_factory=Sampling)
-    repetition_guard: bool = True
-    repetition_max_rate: float = Field(0.35, gt=0.0, le=1.0)
+    profile: Annotated[str, own("the bundle `--profile` applied, recorded with the run")] = "default"
+    prose_sampling: Annotated[Sampling, SAMPLING] = Field(default_factory=Sampling)
+    structured_sampling: Annotated[Sampling, SAMPLING] = Field(default_factory=Sampling)
+    repetition_guard: Annotated[
+        bool,
+        Source(
+            "NstAgent App. A.1; Magnet §3; reference agent_core.py:5040 `_tool_write`",
+            "no repetition guard (the reference's write checks the length and the final punctuation only)",
+            "small and quantized models loop; a looping reply is rejected and asked again",
+        ),
+    ] = True
+    repetition_max_rate: Annotated[float, own("the guard's threshold (only with `repetition_guard`)")] = Field(
+        0.35, gt=0.0, le=1.0
+    )
     """A prose reply whose repeated-4-gram rate is above this is rejected."""
-    repetition_max_span: int = Field(24, ge=4, le=1000)
+    repetition_max_span: Annotated[int, own("the guard's threshold (only with `repetition_guard`)")] = Field(
+        24, ge=4, le=1000
+    )
     """... as is one that repeats a passage of this many words word for word."""
 
     def sampling_for(self, role: str | None) -> Sampling:

@@ -25,7 +25,7 @@ from pydantic import (
 
 from agent.limits import TOKEN_CAP
 from agent.magnet.definition import StoryDefinition
-from agent.settings import SMALL_PROSE, SMALL_STRUCTURED, Settings, WritingControls
+from agent.settings import INPUT, SMALL_PROSE, SMALL_STRUCTURED, Settings, Source, WritingControls, own
 
 TOKENS = 32768
 PROSE = frozenset({"narrator", "transition", "baseline"})
@@ -39,6 +39,10 @@ PAPER_MAGNET = {**PAPER_PARAGRAPHS, "recall_paragraphs": 0, "recap_every": 0, "n
 narrator selects and orders actions without vetting single world updates."""
 
 
+TOKENS_OWN = own("the paper gives no token caps; sized for small local models (the paper profile keeps them, issue 33)")
+"""The source of every Magnet token cap."""
+
+
 class ParagraphSettings(WritingControls):
     """What Magnet and its single-model baseline share: paragraph budgets, history, ending, retries
     (declared once, so both pipelines check the same ranges)."""
@@ -46,61 +50,121 @@ class ParagraphSettings(WritingControls):
     PROSE_ROLES: ClassVar[frozenset[str]] = PROSE
     PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": SMALL, "paper": PAPER_PARAGRAPHS}
 
-    baseline_temperature: float = Field(0.35, ge=0.0, le=2.0)
-    history_window: int = Field(3, ge=1, le=50)
+    baseline_temperature: Annotated[float, Source("Magnet App. A.1", "0.35 for the baseline model")] = Field(
+        0.35, ge=0.0, le=2.0
+    )
+    history_window: Annotated[
+        int,
+        own(
+            'how many recent paragraphs every role sees: the paper\'s "recent story history" has no count (Magnet §3.2)'
+        ),
+    ] = Field(3, ge=1, le=50)
     """Recent story paragraphs every role sees."""
-    paragraph_tokens: int = Field(320, ge=16, le=TOKENS)
-    paragraph_min_tokens: int = Field(60, ge=1, le=TOKENS)
-    paragraph_floor: bool = True
+    paragraph_tokens: Annotated[int, TOKENS_OWN] = Field(320, ge=16, le=TOKENS)
+    paragraph_min_tokens: Annotated[
+        int, own("the floor sent with `paragraph_floor`, and the unit of the step bound")
+    ] = Field(60, ge=1, le=TOKENS)
+    paragraph_floor: Annotated[
+        bool, Source("Magnet §3.2", "no floor on a paragraph", "stops empty paragraphs from small models")
+    ] = True
     """Send ``paragraph_min_tokens`` as the prose floor (fabula's; off in the paper profile: the
     length still bounds the steps through ``max_steps_factor``)."""
-    ending_paragraphs: int = Field(4, ge=1, le=100)
+    ending_paragraphs: Annotated[
+        int, own("when to steer to a concluding goal; the paper gives no ending rule for a target length")
+    ] = Field(4, ge=1, le=100)
     """Steer to a concluding goal when this many paragraphs' worth of words remain."""
-    max_steps_factor: float = Field(3.0, ge=1.0, le=20.0)
+    max_steps_factor: Annotated[float, own("a hard bound on timesteps for a target length")] = Field(
+        3.0, ge=1.0, le=20.0
+    )
     """Hard bound on timesteps: factor x (target words / paragraph_min_tokens); hit is recorded."""
-    retries: int = Field(1, ge=0, le=10)
+    retries: Annotated[int, own("re-asks of one truncated or invalid reply")] = Field(1, ge=0, le=10)
     """Re-asks of one failed model call (a truncated or invalid reply) before giving up on it."""
 
 
 class MagnetSettings(ParagraphSettings):
     PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": {**SMALL, "critic_example": True}, "paper": PAPER_MAGNET}
 
-    character_temperature: float = Field(0.2, ge=0.0, le=2.0)
-    critic_temperature: float = Field(0.1, ge=0.0, le=2.0)
-    narrator_temperature: float = Field(0.35, ge=0.0, le=2.0)
-    goal_temperature: float = Field(0.1, ge=0.0, le=2.0)
-    max_revisions: int = Field(3, ge=0, le=20)
-    stall_steps: int = Field(15, ge=1, le=10_000)
-    shift_every: int = Field(40, ge=1, le=10_000)
-    action_tokens: int = Field(160, ge=16, le=TOKENS)
-    critic_tokens: int = Field(400, ge=16, le=TOKENS)
-    selection_tokens: int = Field(80, ge=8, le=TOKENS)
-    goal_tokens: int = Field(120, ge=16, le=TOKENS)
-    transition_tokens: int = Field(220, ge=16, le=TOKENS)
-    recall_paragraphs: int = Field(3, ge=0, le=20)
+    character_temperature: Annotated[float, Source("Magnet App. A.1", "0.2 for the character agents")] = Field(
+        0.2, ge=0.0, le=2.0
+    )
+    critic_temperature: Annotated[float, Source("Magnet App. A.1", "0.1 for the critic")] = Field(0.1, ge=0.0, le=2.0)
+    narrator_temperature: Annotated[float, Source("Magnet App. A.1", "0.35 for the narrator")] = Field(
+        0.35, ge=0.0, le=2.0
+    )
+    goal_temperature: Annotated[float, Source("Magnet App. A.1", "0.1 for the goal generator")] = Field(
+        0.1, ge=0.0, le=2.0
+    )
+    max_revisions: Annotated[
+        int, own("the paper names a maximum of critic revisions (`MAX_REVISIONS`, Magnet §3.2) but no number")
+    ] = Field(3, ge=0, le=20)
+    stall_steps: Annotated[int, Source("Magnet §3.1", "a goal not completed in 15 steps is replaced")] = Field(
+        15, ge=1, le=10_000
+    )
+    shift_every: Annotated[
+        int, Source("Magnet §3.1", "a goal that shifts the story to a new domain every 40 steps")
+    ] = Field(40, ge=1, le=10_000)
+    action_tokens: Annotated[int, TOKENS_OWN] = Field(160, ge=16, le=TOKENS)
+    critic_tokens: Annotated[int, TOKENS_OWN] = Field(400, ge=16, le=TOKENS)
+    selection_tokens: Annotated[int, TOKENS_OWN] = Field(80, ge=8, le=TOKENS)
+    goal_tokens: Annotated[int, TOKENS_OWN] = Field(120, ge=16, le=TOKENS)
+    transition_tokens: Annotated[int, TOKENS_OWN] = Field(220, ge=16, le=TOKENS)
+    recall_paragraphs: Annotated[
+        int,
+        Source(
+            "Magnet §3.2",
+            "the roles see the recent story history only",
+            "BM25 recall of earlier paragraphs keeps long stories in a small context",
+        ),
+    ] = Field(3, ge=0, le=20)
     """Long-range memory: earlier paragraphs recalled per step by BM25 (0: none)."""
-    recall_words: int = Field(90, ge=10, le=2000)
+    recall_words: Annotated[int, own("the length of one recalled paragraph (with `recall_paragraphs`)")] = Field(
+        90, ge=10, le=2000
+    )
     """Each recalled paragraph is cut to this many words, so recall has a fixed bound."""
-    recap_every: int = Field(8, ge=0, le=1000)
+    recap_every: Annotated[
+        int,
+        Source(
+            "Magnet §3.2",
+            "no recap: the roles see the recent story history only",
+            "a running recap every 8 steps keeps long stories in a small context",
+        ),
+    ] = Field(8, ge=0, le=1000)
     """Refresh the running recap every N steps by one bounded call (0: no recap)."""
-    recap_tokens: int = Field(220, ge=16, le=TOKENS)
-    recap_temperature: float = Field(0.1, ge=0.0, le=2.0)
-    narrator_rejects_updates: bool = True
+    recap_tokens: Annotated[int, own("the budget of one recap call (with `recap_every`)")] = Field(
+        220, ge=16, le=TOKENS
+    )
+    recap_temperature: Annotated[float, own("the recap call's temperature (with `recap_every`)")] = Field(
+        0.1, ge=0.0, le=2.0
+    )
+    narrator_rejects_updates: Annotated[
+        bool,
+        Source(
+            "Magnet §3.2-3.3",
+            "the narrator selects and orders actions; updates of actions it leaves out never apply",
+            "conflicting single world updates never reach the world graph",
+        ),
+    ] = True
     """The narrator may reject single proposed world updates (fabula's; the paper's narrator selects
     and orders actions only)."""
-    context_tokens: int | None = Field(None, ge=512, le=TOKEN_CAP)
+    context_tokens: Annotated[int | None, own("the model's context, which every request is fitted to")] = Field(
+        None, ge=512, le=TOKEN_CAP
+    )
     """The model's context; None: the server's max_model_len, else the embedded model's config, else
     unknown (nothing fitted). Every request is fitted to it, memory giving way first (agent.magnet.roles)."""
-    context_reserve: int = Field(64, ge=0, le=16384)
+    context_reserve: Annotated[int, own("tokens kept free of every request")] = Field(64, ge=0, le=16384)
     """Tokens kept free of every request (prompt + max_tokens <= context - reserve)."""
-    critic_example: bool = False
+    critic_example: Annotated[
+        bool, Source("Magnet §3.2", "the critic is told what to judge; no example reply is described")
+    ] = False
     """End the critic's instructions with one complete example reply. Off by default (the paper's
     prompt has none); the small profile turns it on: replaying the demo's three critic prompts on
     the 135M model (three seeds each), 3 of 9 replies ran away (digits and junk in ``feedback``)
     without an example, 1 of 9 with one."""
-    critic: bool = True
-    goal_shift: bool = True
-    structured_state: bool = True
+    critic: Annotated[bool, Source("Magnet §4.4", "the method has the critic; without it is an ablation")] = True
+    goal_shift: Annotated[bool, Source("Magnet §4.4", "the method updates its goals; without it is an ablation")] = True
+    structured_state: Annotated[
+        bool, Source("Magnet §4.4", "the method keeps the structured state; without it is an ablation")
+    ] = True
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> MagnetSettings:
@@ -139,7 +203,7 @@ class StoryInput(Settings):
     :class:`~agent.magnet.definition.StoryDefinition`, checked on every parse) and stored as it
     was given, so a run written before a field was added keeps its configuration and fingerprint."""
 
-    story: Annotated[InstanceOf[StoryDefinition], BeforeValidator(_story)]
+    story: Annotated[InstanceOf[StoryDefinition], BeforeValidator(_story), INPUT]
     _stored_story: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="wrap")
@@ -167,10 +231,19 @@ class SingleConfig(StoryInput, ParagraphSettings):
         "paper": {**PAPER_PARAGRAPHS, "single_prompt": True},
     }
 
-    single_prompt: bool = False
+    single_prompt: Annotated[
+        bool,
+        Source(
+            "Magnet §4.2",
+            "one prompt writes the whole story from the definition",
+            "a local model rarely writes 10,000 words in one reply: the story continues one paragraph per step",
+        ),
+    ] = False
     """The paper's baseline (§4.2): one prompt, one call for the whole story (``agent.magnet.single_prompt``).
     Off: the story continues one paragraph per step (a local model rarely writes it in one reply)."""
-    single_max_tokens: int = Field(TOKENS, ge=256, le=TOKEN_CAP)
+    single_max_tokens: Annotated[
+        int, own("the one call's ceiling under `single_prompt`: the paper gives none, 32,768 as NstAgent's Direct")
+    ] = Field(TOKENS, ge=256, le=TOKEN_CAP)
     """That call's ceiling, fitted to the context (the paper gives none: 32,768, NstAgent's Direct's)."""
 
     def magnet_settings(self) -> MagnetSettings:

@@ -7,13 +7,20 @@ Ranges are checked once, when a run is configured (``agent.settings.Settings.par
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import Field, model_validator
 
 from agent.gate import DEFAULT_HIGH, DEFAULT_LOW, Gate
 from agent.limits import MAX_WORDS, TOKEN_CAP
-from agent.settings import SMALL_PROSE_LONG_PROMPTS, SMALL_STRUCTURED_LONG_PROMPTS, WritingControls
+from agent.settings import (
+    INPUT,
+    SMALL_PROSE_LONG_PROMPTS,
+    SMALL_STRUCTURED_LONG_PROMPTS,
+    Source,
+    WritingControls,
+    own,
+)
 
 PLANNER_VERSION = "2"
 """2: the outline stage also asks for the book's title (a version-1 cached plan has none)."""
@@ -30,8 +37,9 @@ PAPER_PLANNER: dict[str, Any] = {
     "synopsis_words": True,
     "free_outline": True,
 }
-"""The reference planner (zhennan1/NstAgent code/agent/agent_core.py): ``DEFAULT_MAX_TOKENS = 16384``
-(line 49) for every stage; ``stage_count_for_words``: the chapter outline alone below 10K, the premise
+"""The reference planner (zhennan1/NstAgent code/agent/agent_core.py): 16,384 tokens for every stage, the
+code's ``DEFAULT_MAX_TOKENS`` (line 49; the published outline command passes 32,768, README.md:68, issue 33);
+``stage_count_for_words``: the chapter outline alone below 10K, the premise
 from 10K, the synopsis (~1,000 words, ~2,500 with acts) from 20K, the acts from 100K; the chapter
 outline's count "approximately" the anchors and each chapter's words "up to you" (``outline_chapters_prompt``)."""
 PAPER_NST: dict[str, Any] = {
@@ -48,8 +56,9 @@ PAPER_NST: dict[str, Any] = {
     "min_past_events": 0,
     "failed_update_limit": 0,
 }
-"""NstAgent as the paper: the reference's 16,384 tokens for every call of the chapter loop (agent_core.py
-line 49, with line 101 ``DEFAULT_CHAPTER_TOKEN_CONTROL = "fixed"``), Eq. 6's atomic update
+"""NstAgent as the paper: 16,384 tokens for every call of the chapter loop, the reference code's defaults
+(agent_core.py line 49, line 101 ``DEFAULT_CHAPTER_TOKEN_CONTROL = "fixed"``; its published command runs a
+per-turn budget of min(32768, max(1024, ceil(1.35 x target + 1536))), README.md:75-76, issue 33), Eq. 6's atomic update
 with no evidence and no second call (Section 4.3), no update past the 50-turn cap, every tool on offer
 whatever failed, the state whole unless the chapter's request would not fit."""
 PAPER_ROLLSUM: dict[str, Any] = {
@@ -60,9 +69,30 @@ PAPER_ROLLSUM: dict[str, Any] = {
     "reference_prompts": True,
 }
 """RollSum (App. A.1): "a 32,768-token limit per chapter call", "each summary call has a 16,384-token
-output limit"."""
+output limit" (the reference's published command sizes the chapter call per chapter: docs/profiles.md)."""
 PAPER_DIRECT: dict[str, Any] = {**PAPER_STORY, "prose_max_tokens": 32768}
 """Direct (App. A.1): "one full-story call per attempt with a 32,768-token output limit"."""
+
+
+SIZED = (
+    "sized from the gate (1.25 × the range's top × tokens per word + 64): a runaway draft stops sooner, and a "
+    "server's KV cache holds more requests at once"
+)
+"""Why the default sizes the prose budget instead of fixing it (the sources below cite it)."""
+STAGES = (
+    "a premise from 3K words, a synopsis above 10K, acts from 40K: planning in shorter steps for the lengths a "
+    "local model writes"
+)
+GATE = Source(
+    "NstAgent §3.1, App. A.1; reference agent_core.py:62, generation_common.py:23 `WORD_COUNT_TOLERANCE`",
+    "a chapter (Direct: the story) is accepted within ±20 % of its target",
+)
+TURN_BUDGET = (
+    "reference README.md:75-76; agent_core.py:3374 `LongStoryAgent._chapter_max_tokens`",
+    "the same budget as every chapter turn, min(32768, max(1024, ⌈1.35 × target + 1536⌉)) tokens. fabula's "
+    "paper profile today: 16,384 (issue 33)",
+)
+"""Where and what the reference's per-turn budget is: one for a tool turn, an update and the prose alike."""
 
 
 class StoryTarget(WritingControls):
@@ -79,30 +109,84 @@ class StoryTarget(WritingControls):
         "paper": PAPER_DIRECT,
     }
 
-    prompt: str = Field(min_length=1, max_length=200_000)
-    prompt_id: str | None = None
-    language: str | None = Field(None, max_length=40)
+    prompt: Annotated[str, INPUT] = Field(min_length=1, max_length=200_000)
+    prompt_id: Annotated[str | None, INPUT] = None
+    language: Annotated[
+        str | None,
+        own(
+            "the language to write in; none: the prompt's own, as the reference detects it "
+            "(agent_core.py:904 `detect_language`)"
+        ),
+    ] = Field(None, max_length=40)
     """The language to write in (``--language``); None: the prompt's own (``agent.language.detect``)."""
-    words: int = Field(ge=1, le=MAX_WORDS)
+    words: Annotated[int, INPUT] = Field(ge=1, le=MAX_WORDS)
     """The story's length; ``fabula write`` asks for at least MIN_WORDS, tests and benchmarks may go lower."""
-    temperature: float = Field(0.7, ge=0.0, le=2.0)
-    gate_low: float = Field(DEFAULT_LOW, gt=0.0, le=1.0)
-    gate_high: float = Field(DEFAULT_HIGH, ge=1.0, le=3.0)
-    tokens_per_word: float | None = Field(None, gt=0.1, le=10.0)
+    temperature: Annotated[
+        float,
+        Source("NstAgent App. A.1; reference README.md:75 `--temperature 0.7`", "0.7 for every call").but(
+            rollsum=Source("NstAgent App. A.1; reference README.md:89 `--temperature 0.7`", "0.7 for every call"),
+            direct=Source("NstAgent App. A.1; reference direct.py:51 `DEFAULT_TEMPERATURE`", "0.7"),
+        ),
+    ] = Field(0.7, ge=0.0, le=2.0)
+    gate_low: Annotated[float, GATE] = Field(DEFAULT_LOW, gt=0.0, le=1.0)
+    gate_high: Annotated[float, GATE] = Field(DEFAULT_HIGH, ge=1.0, le=3.0)
+    tokens_per_word: Annotated[
+        float | None,
+        own(
+            "the first guess of tokens per word for sizing budgets, then measured; the reference sizes its "
+            "budgets at 1.35 (agent_core.py:102)"
+        ),
+    ] = Field(None, gt=0.1, le=10.0)
     """Initial tokens-per-word estimate; None: 1.4 (Latin) or 1.5 (CJK), then measured."""
-    min_tokens: bool = True
+    min_tokens: Annotated[
+        bool,
+        Source(
+            "NstAgent App. A.1",
+            "no floor; every method rejects a reply that reaches its token limit, none asks for a minimum",
+            "more first drafts land in the gate with local models that stop early",
+        ),
+    ] = True
     """Ask the backend for a floor on prose tokens sized from the gate."""
-    prose_max_tokens_cap: int = Field(32768, ge=64, le=TOKEN_CAP)
-    prose_max_tokens: int | None = Field(None, ge=64, le=TOKEN_CAP)
+    prose_max_tokens_cap: Annotated[
+        int, own("the top of the prose budget sized from the gate (`prose_max_tokens` none)")
+    ] = Field(32768, ge=64, le=TOKEN_CAP)
+    prose_max_tokens: Annotated[
+        int | None,
+        Source(
+            "reference README.md:75-76; agent_core.py:3374 `LongStoryAgent._chapter_max_tokens`",
+            "every chapter turn (the prose travels in `write`) gets min(32768, max(1024, ⌈1.35 × target + 1536⌉)) "
+            "tokens (2,886 for 1,000 words). fabula's paper profile today: 16,384, the code's default that the "
+            "published command overrides (issue 33)",
+            SIZED,
+        ).but(
+            rollsum=Source(
+                "NstAgent App. A.1; reference README.md:88-91; rolling_summary.py:525 `chapter_budget`, "
+                ":126 `next_dynamic_token_budget`, :762",
+                "the paper gives 32,768 per chapter call, the reference min(32768, max(1024, ⌈1.35 × target + 1536⌉)), "
+                "grown ×1.5 (at least +1,024, at most 32,768) after a reply cut at its limit. fabula's paper "
+                "profile today: 32,768 fixed (issue 33)",
+                SIZED,
+            ),
+            direct=Source(
+                "NstAgent App. A.1; reference direct.py:50 `DEFAULT_MAX_TOKENS`",
+                "32,768 for the one full-story call (fixed: the README publishes no Direct command)",
+                SIZED,
+            ),
+        ),
+    ] = Field(None, ge=64, le=TOKEN_CAP)
     """A fixed prose ceiling, the paper's; None: sized from the gate (1.25 x the range's top in tokens
     + 64, under ``prose_max_tokens_cap``). Either way fitted to the context."""
-    trim_cut_drafts: bool = False
+    trim_cut_drafts: Annotated[
+        bool, Source("NstAgent App. A.1", "a reply that stops at its token limit is never accepted")
+    ] = False
     """A draft cut at max_tokens is cut back to its last complete sentence and accepted if it then
     lies inside the gate (recorded as trimmed). Off by default: the papers reject a cut draft."""
-    context_tokens: int | None = Field(None, ge=512, le=TOKEN_CAP)
+    context_tokens: Annotated[int | None, own("the model's context, which every request is fitted to")] = Field(
+        None, ge=512, le=TOKEN_CAP
+    )
     """The model's context (--context-tokens); None: the server's max_model_len, else the embedded
     model's config, else unknown (nothing budgeted). Every request is fitted to it (agent.llm.budget)."""
-    context_reserve: int = Field(64, ge=0, le=16384)
+    context_reserve: Annotated[int, own("tokens kept free of every request")] = Field(64, ge=0, le=16384)
     """Tokens kept free of every request (prompt + max_tokens <= context - reserve)."""
 
     def gate(self, target_words: int) -> Gate:
@@ -119,19 +203,71 @@ class StoryTarget(WritingControls):
 class Planned(StoryTarget):
     """Methods that write from the frozen outline (NstAgent, RollSum)."""
 
-    outline_attempts: int = Field(3, ge=1, le=20)
-    plan_cache: str | None = None
+    outline_attempts: Annotated[
+        int,
+        Source(
+            "reference agent_core.py:59 `MAX_JSON_RETRIES`, :2250 `OutlineAgent._chat_json`",
+            "5 attempts at the chapter outline, each failure told to the model. fabula's paper profile today: "
+            "3 (issue 33)",
+        ),
+    ] = Field(3, ge=1, le=20)
+    plan_cache: Annotated[str | None, own("where plans are cached (the reference's `--outline-cache-dir`)")] = None
     """Folder; None: $FABULA_HOME/plans."""
-    planner_max_tokens: int = Field(2048, ge=64, le=TOKEN_CAP)
-    premise_from: int = Field(3_000, ge=0, le=MAX_WORDS + 1)
+    planner_max_tokens: Annotated[
+        int,
+        Source(
+            "reference README.md:68 (`build_outline_cache.py --max-tokens 32768`, build_outline_cache.py:165)",
+            "32,768 tokens for every planner stage. fabula's paper profile today: 16,384, the code's "
+            "`DEFAULT_MAX_TOKENS` (agent_core.py:49) that the published command overrides (issue 33)",
+            "shorter stage replies fit 8K-32K contexts",
+        ),
+    ] = Field(2048, ge=64, le=TOKEN_CAP)
+    premise_from: Annotated[
+        int,
+        Source(
+            "reference agent_core.py:2156 `stage_count_for_words`; NstAgent App. A.2",
+            "in the reference the chapter outline alone below 10,000 words, a premise from 10,000; in the paper a "
+            "premise at every length (the reference decides)",
+            STAGES,
+        ),
+    ] = Field(3_000, ge=0, le=MAX_WORDS + 1)
     """Stories of at least this many words get a premise stage (the reference: from 10K)."""
-    synopsis_from: int = Field(10_001, ge=0, le=MAX_WORDS + 1)
+    synopsis_from: Annotated[
+        int,
+        Source(
+            "reference agent_core.py:2156 `stage_count_for_words`; NstAgent App. A.2",
+            "in the reference a synopsis from 20,000 words, in the paper above 10K (the reference decides)",
+            STAGES,
+        ),
+    ] = Field(10_001, ge=0, le=MAX_WORDS + 1)
     """... a synopsis stage (the reference: from 20K)."""
-    acts_from: int = Field(40_000, ge=0, le=MAX_WORDS + 1)
+    acts_from: Annotated[
+        int,
+        Source(
+            "reference agent_core.py:2156 `stage_count_for_words`; NstAgent App. A.2",
+            "in the reference acts from 100,000 words, in the paper above 10K (the reference decides)",
+            STAGES,
+        ),
+    ] = Field(40_000, ge=0, le=MAX_WORDS + 1)
     """... an act stage (the reference: from 100K)."""
-    synopsis_words: bool = False
+    synopsis_words: Annotated[
+        bool,
+        Source(
+            "reference agent_core.py:2407 `OutlineAgent.generate`",
+            "the synopsis asks for about 1,000 words, 2,500 when the act stage follows",
+            "no word target: a short synopsis leaves room in a small context",
+        ),
+    ] = False
     """Ask the synopsis for the reference's ~1,000 words (~2,500 with the act stage)."""
-    free_outline: bool = False
+    free_outline: Annotated[
+        bool,
+        Source(
+            "reference agent_core.py:218 `outline_chapters_prompt`",
+            "about N chapters, adjustable; each chapter's words up to the model, key chapters more",
+            "the grammar fixes the count and keeps each target in the gate around an even share: a constrained "
+            "decoder meets the length rule by construction (small models cannot add up)",
+        ),
+    ] = False
     """The paper's outline freedom: the planner may adjust the chapter count and give key chapters
     more words (the plain outline grammar); off, the grammar fixes the count and keeps each
     chapter within the gate around an even share. The validator judges the outline either way."""
@@ -167,53 +303,159 @@ class NstConfig(Planned):
     :data:`SMALL_FAILED_UPDATE_LIMIT` failed attempt, and the fallback asks for one event only (no
     full fallback update was accepted in three runs; half of them ran away, failed calls)."""
 
-    state: bool = True
+    state: Annotated[
+        bool,
+        Source(
+            "NstAgent §5.2 (Table 6); reference README.md:82 (`ablations.py --ablation no_state`)",
+            "the method keeps the state; without it is an ablation",
+        ),
+    ] = True
     """--no-state: no state, no update tool, no state guidance."""
-    lookback: bool = True
+    lookback: Annotated[
+        bool,
+        Source(
+            "NstAgent §5.2 (Table 6); reference README.md:82 (`ablations.py --ablation no_lookback`)",
+            "read, search and correct are offered; without them is an ablation",
+        ),
+    ] = True
     """--no-lookback: no read, search or correct."""
-    max_turns: int = Field(50, ge=3, le=500)
-    read_budget: int = Field(3, ge=0, le=100)
-    search_budget: int = Field(5, ge=0, le=100)
-    search_hits: int = Field(8, ge=1, le=100)
-    correct_budget: int = Field(3, ge=0, le=100)
-    failed_call_budget: int = Field(5, ge=0, le=100)
+    max_turns: Annotated[
+        int, Source("NstAgent App. A.1; reference README.md:77 `--max-turns-per-chapter 50`", "50 turns per chapter")
+    ] = Field(50, ge=3, le=500)
+    read_budget: Annotated[
+        int, Source("NstAgent App. A.1; reference agent_core.py:53 `MAX_READ`", "3 reads per chapter")
+    ] = Field(3, ge=0, le=100)
+    search_budget: Annotated[
+        int, Source("NstAgent App. A.1; reference agent_core.py:54 `MAX_SEARCH`", "5 searches per chapter")
+    ] = Field(5, ge=0, le=100)
+    search_hits: Annotated[
+        int, Source("NstAgent App. A.1; reference agent_core.py:55 `SEARCH_MAX_HITS`", "8 windows per search")
+    ] = Field(8, ge=1, le=100)
+    correct_budget: Annotated[
+        int,
+        Source("NstAgent App. A.1; reference agent_core.py:56 `MAX_CORRECT_PER_CHAPTER`", "3 corrections per chapter"),
+    ] = Field(3, ge=0, le=100)
+    failed_call_budget: Annotated[
+        int, own("failed tool calls before only the required steps are offered (with `required_after_failures`)")
+    ] = Field(5, ge=0, le=100)
     """Failed tool calls per chapter before only the required steps are offered."""
-    required_after_failures: bool = True
+    required_after_failures: Annotated[
+        bool,
+        Source(
+            "reference agent_core.py:1908 `chapter_tools`, :1989 `chapter_tools_for_phase`",
+            "no such rule; every tool is offered on every turn, whatever failed",
+            "a model stuck on a bad call moves on",
+        ),
+    ] = True
     """Offer only the required steps once ``failed_call_budget`` is spent (fabula's; the reference has no such rule)."""
-    fallback_update: bool = True
+    fallback_update: Annotated[
+        bool,
+        Source(
+            "NstAgent App. A.1; reference agent_core.py:3873-3880 `LongStoryAgent._run_chapter_loop`, "
+            ":5484 `generate_story_with_auto_resume`; README.md:78",
+            "no update past the cap; a chapter with no DONE after 50 turns fails, and the story resumes from its "
+            "last checkpoint, up to 3 times (`--auto-resumes 3`). fabula's paper profile today: the closest draft "
+            "is kept as a degraded chapter and the story goes on (issue 33)",
+            "the kept chapter still reaches the state",
+        ),
+    ] = True
     """Ask for the update past the turn cap when a kept chapter has none (fabula's; the reference has none)."""
-    fallback_full_update: bool = True
+    fallback_full_update: Annotated[bool, own("what the fallback update asks first (with `fallback_update`)")] = True
     """The fallback asks for the full update first, then one event if that fails; off: the one event only."""
-    failed_update_limit: int = Field(3, ge=0, le=100)
+    failed_update_limit: Annotated[
+        int,
+        Source(
+            "reference agent_core.py:3533 `LongStoryAgent._run_chapter_loop`, :4486 `_tool_narrative_ops_update`",
+            "no such rule; a refused update may be sent again until the turn cap",
+            "a 135M model re-sent one refused update 25 times, and let ten updates in a row run away, until its "
+            "context was full (docs/design/small-model-loop.md)",
+        ),
+    ] = Field(3, ge=0, le=100)
     """Update attempts that fail in a row (refused, or a reply cut off or invalid while the update is
     on offer) end the chapter's turns: the fallback update is asked, then the chapter is kept
     (fabula's; 0: never, as the reference). A 135M model re-sent one refused update 25 times, and
     in another run let ten updates in a row run away, until its context was full."""
-    atomic_update: bool = False
+    atomic_update: Annotated[
+        bool,
+        Source(
+            "NstAgent §4.3 Eq. 6; reference agent_core.py:560, :4486 `LongStoryAgent._tool_narrative_ops_update`",
+            "all or nothing (one invalid entry and nothing applies), and the model may send the update again "
+            "(the paper: update exactly once; the reference's prompt asks for one call, its tool takes more). "
+            "fabula's paper profile: a refused update may be sent again, an applied one is final",
+            "a refused entry leaves the rest applied, and one more update is offered for the refused entries",
+        ),
+    ] = False
     """All or nothing (paper Eq. 6): one refused entry refuses the update, and no second update is offered."""
-    tool_max_tokens: int = Field(512, ge=16, le=TOKEN_CAP)
-    update_max_tokens: int = Field(4096, ge=64, le=TOKEN_CAP)
-    min_past_events: int = Field(0, ge=0, le=10)
+    tool_max_tokens: Annotated[
+        int,
+        Source(
+            *TURN_BUDGET,
+            "a tool call's JSON is short: 512 tokens stop a runaway reply early",
+        ),
+    ] = Field(512, ge=16, le=TOKEN_CAP)
+    update_max_tokens: Annotated[
+        int,
+        Source(
+            *TURN_BUDGET,
+            "an update is a few hundred tokens: 4,096 stop a runaway reply sooner",
+        ),
+    ] = Field(4096, ge=64, le=TOKEN_CAP)
+    min_past_events: Annotated[
+        int, Source("NstAgent §4.3", "empty arrays are passed when a collection does not change")
+    ] = Field(0, ge=0, le=10)
     """Past events every update must add (the grammar's minimum). The paper allows none when
     nothing changed; 1 may help a tiny model whose cheapest legal update is an empty one."""
-    evidence: bool = True
+    evidence: Annotated[
+        bool,
+        Source(
+            "NstAgent §4.3; reference agent_core.py:1625 `NARRATIVE_OPS_UPDATE_TOOL`",
+            "four arrays, no quotes",
+            "each new entry quotes the chapter, and an entry whose quote is not there is refused: made-up entries "
+            "stay out of the state",
+        ),
+    ] = True
     """Every new or changed state entry quotes the accepted chapter; an entry whose quote does not
     occur there is refused (the rest applies) and the model may retry the refused ones once."""
-    arc_chapters: int = Field(5, ge=1, le=100)
+    arc_chapters: Annotated[
+        int, own("chapters per arc when old past events are digested (only past `state_share`)")
+    ] = Field(5, ge=1, le=100)
     """Chapters per arc: past events of old arcs are consolidated into one digest per arc when the
     budget is tight (the recent events stay verbatim; every event stays in the state)."""
-    state_share: float = Field(0.25, gt=0.0, le=1.0)
+    state_share: Annotated[
+        float,
+        Source(
+            "NstAgent §4.2, App. F; reference agent_core.py:3514 `LongStoryAgent._build_chapter_prompt`",
+            "the whole state, as JSON, in every chapter prompt; past events accumulate without eviction",
+            "old arcs' events are digested once the state passes 25 % of the context, leaving room in small "
+            "contexts (1.0: only when the request would not fit)",
+        ),
+    ] = Field(0.25, gt=0.0, le=1.0)
     """Largest share of the context the rendered state may take before older arcs are digested."""
-    digest_max_tokens: int = Field(400, ge=32, le=TOKEN_CAP)
+    digest_max_tokens: Annotated[int, own("the budget of one arc digest (only when digests run)")] = Field(
+        400, ge=32, le=TOKEN_CAP
+    )
 
 
 class RollSumConfig(Planned):
     PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": StoryTarget.PROFILES["small"], "paper": PAPER_ROLLSUM}
 
-    chapter_attempts: int = Field(50, ge=1, le=100)
+    chapter_attempts: Annotated[
+        int, Source("reference README.md:92 `--max-length-attempts 50`", "50 attempts per chapter")
+    ] = Field(50, ge=1, le=100)
     """The reference code's 50 attempts per chapter."""
-    summary_max_tokens: int = Field(16384, ge=64, le=TOKEN_CAP)
-    reference_prompts: bool = False
+    summary_max_tokens: Annotated[
+        int, Source("NstAgent App. A.1; reference README.md:89 `--summary-max-tokens 16384`", "16,384 per summary call")
+    ] = Field(16384, ge=64, le=TOKEN_CAP)
+    reference_prompts: Annotated[
+        bool,
+        Source(
+            "reference rolling_summary.py:391 `summary_prompt`, :274 `chapter_prompt`, :81 `SYSTEM_PROMPTS`",
+            "the summary call sees the story prompt and keeps what later chapters need, with no word limit; the "
+            "chapter asks for its target itself. fabula's paper profile today: the summary call matches; the "
+            "chapter request keeps fabula's system line, headings and closing line (issue 33)",
+            "the summary keeps a list of facts (names, ages, dates, places) so that they do not drift",
+        ),
+    ] = False
     """The reference's RollSum prompts: the summary call sees the story prompt and keeps what later
     chapters need in its own words, and the chapter asks for the target itself, no later chapter.
     Off: fabula's (the summary keeps a list of facts: names, ages, dates, places, ...)."""
@@ -222,9 +464,13 @@ class RollSumConfig(Planned):
 class DirectConfig(StoryTarget):
     PROFILES: ClassVar[dict[str, dict[str, Any]]] = {"small": StoryTarget.PROFILES["small"], "paper": PAPER_DIRECT}
 
-    attempts: int = Field(10, ge=1, le=100)
+    attempts: Annotated[int, Source("reference direct.py:54 `DEFAULT_MAX_LENGTH_ATTEMPTS`", "10 attempts")] = Field(
+        10, ge=1, le=100
+    )
     """The reference code's 10 attempts."""
-    min_tokens: bool = False
+    min_tokens: Annotated[
+        bool, Source("NstAgent App. A.1", "no floor; the paper measures how Direct reaches the length unaided")
+    ] = False
     """No floor by default: the paper measures Direct's difficulty reaching the length unaided."""
 
 
