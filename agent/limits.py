@@ -28,3 +28,8 @@ CLOSING_TOKENS_PER_WORD = 1.35
 missing; never measured, so it is the typical ratio of English prose, not a prior that errs
 high. The two differ on purpose (one is corrected after a draft, the other is not); unifying
 them would change the requests Magnet sends for its last paragraph."""
+REFERENCE_TOKENS_PER_WORD = 1.35
+REFERENCE_TOKENS_PER_CJK = 0.85
+"""The NstAgent reference's dynamic chapter budget (``turn_token_overhead``): tokens per word (per CJK
+character) of a chapter's target, measured by its authors on Qwen3.5-4B tool calls (agent_core.py
+``DEFAULT_DYNAMIC_TOKEN_RATIO_EN``/``_ZH``)."""

@@ -39,12 +39,15 @@ def paper(cls: type, **over: Any) -> Any:
 # -- NstAgent: each constant and where it comes from ----------------------------------------------
 
 NST_PINS = [
-    # reference agent_core.py:49 DEFAULT_MAX_TOKENS = 16384: every call, the chapter turn's prose included
-    ("prose_max_tokens", 16384),
-    # ... and every tool turn and update of the loop: agent_core.py:101 DEFAULT_CHAPTER_TOKEN_CONTROL = "fixed"
-    ("tool_max_tokens", 16384),
-    ("update_max_tokens", 16384),
-    ("planner_max_tokens", 16384),  # same line: the planner's stages (build_outline_cache.py --max-tokens default)
+    # reference README.md:75-76, the published command: --max-tokens 32768 is every chapter call's ceiling,
+    # the prose, each tool turn and each update alike ...
+    ("prose_max_tokens", 32768),
+    ("tool_max_tokens", 32768),
+    ("update_max_tokens", 32768),
+    # ... under which --chapter-token-control dynamic --dynamic-token-overhead 1536 sizes each call
+    ("turn_token_overhead", 1536),
+    ("planner_max_tokens", 32768),  # README.md:68: build_outline_cache.py --max-tokens 32768
+    ("outline_attempts", 5),  # reference agent_core.py:59 MAX_JSON_RETRIES = 5
     ("temperature", 0.7),  # reference agent_core.py:50 DEFAULT_TEMPERATURE; NstAgent App. A.1 (seed line 395)
     ("read_budget", 3),  # reference agent_core.py:53 MAX_READ
     ("search_budget", 5),  # reference agent_core.py:54 MAX_SEARCH
@@ -88,7 +91,8 @@ def test_nst_paper_constant(key: str, value: Any) -> None:
         (RollSumConfig, "summary_max_tokens", 16384),  # same: "each summary call has a 16,384-token output limit"
         (RollSumConfig, "chapter_attempts", 50),  # reference rolling_summary.py DEFAULT_MAX_LENGTH_ATTEMPTS = 50
         (RollSumConfig, "min_tokens", False),
-        (RollSumConfig, "planner_max_tokens", 16384),
+        (RollSumConfig, "planner_max_tokens", 32768),
+        (RollSumConfig, "turn_token_overhead", 1536),  # README.md:90-91: --token-control dynamic, overhead 1536
         (RollSumConfig, "acts_from", 100_000),  # RollSum "reads the same frozen outline" (§5.1, seed 195)
         # App. A.1: "one full-story call ... 32,768-token output limit"; reference direct.py DEFAULT_MAX_TOKENS = 32768
         (DirectConfig, "prose_max_tokens", 32768),
@@ -240,8 +244,9 @@ def test_nst_paper_run_ledger(tmp_path: Path) -> None:
     assert store.info().status == "completed"
     calls, tools = store.ledger.llm_calls(), store.ledger.tool_calls()
     assert calls and all(c.min_tokens is None for c in calls)  # no floor on any call
-    assert {c.max_tokens for c in calls if c.role == "nst_prose"} == {16384}
-    assert {c.max_tokens for c in calls if c.role == "nst_turn"} == {16384}  # tool turns and updates alike
+    # README.md:75-76: every chapter call gets min(32768, max(1024, ceil(1.35 x 1000 + 1536))) = 2886 tokens
+    assert {c.max_tokens for c in calls if c.role == "nst_prose"} == {2886}
+    assert {c.max_tokens for c in calls if c.role == "nst_turn"} == {2886}  # tool turns and updates alike
     assert [c.role for c in calls if c.role and c.role.startswith("plan_")] == ["plan_outline"]  # 3K: outline only
     assert not any(c.arguments.get("fallback") for c in tools)  # no update past the turn cap
     assert not any("repetition" in c.arguments for c in tools)  # the guard never judged a draft
@@ -271,7 +276,8 @@ def test_baseline_paper_runs_send_no_floor(tmp_path: Path, name: str) -> None:
     calls = _run(tmp_path, name, config, Author()).ledger.llm_calls()
     role = "rollsum_chapter" if name == "rollsum" else "direct_story"
     assert all(c.min_tokens is None for c in calls)
-    assert {c.max_tokens for c in calls if c.role == role} == {32768}
+    # RollSum: the reference's dynamic budget (README.md:90-91), 2886 for a 1,000-word chapter; Direct: 32,768
+    assert {c.max_tokens for c in calls if c.role == role} == ({2886} if name == "rollsum" else {32768})
 
 
 def _magnet(tmp_path: Path, profile: str, name: str = "magnet") -> Any:
@@ -374,13 +380,13 @@ def test_the_cli_paper_profile_reaches_the_stored_config(tmp_path: Path, monkeyp
     with RunStore.open(run, readonly=True) as store:
         config = store.info().config
         assert all(c.min_tokens is None for c in store.ledger.llm_calls())
-    assert config["profile"] == "paper" and config["atomic_update"] and config["prose_max_tokens"] == 16384
+    assert config["profile"] == "paper" and config["atomic_update"] and config["prose_max_tokens"] == 32768
     assert main(["show", str(run)]) == 0
     assert "profile paper" in capsys.readouterr().out
 
 
 def test_paper_outline_is_free_and_gets_the_planner_ceiling(tmp_path: Path) -> None:
-    """Reference: every planner stage asks for ``DEFAULT_MAX_TOKENS`` (agent_core.py:49), and the
+    """Reference: every planner stage asks for the published command's 32,768 tokens (README.md:68), and the
     outline grammar leaves the count and the targets to the planner (``outline_chapters_prompt``)."""
     author = Author()
     _run(
@@ -390,7 +396,7 @@ def test_paper_outline_is_free_and_gets_the_planner_ceiling(tmp_path: Path) -> N
         author,
     )
     (outline,) = [r for r in author.requests if r.role == "plan_outline"]
-    assert outline.max_tokens == 16384
+    assert outline.max_tokens == 32768
     schema = outline.constraint.json_schema
     assert "maxItems" not in schema["properties"]["chapters"]
     assert "enum" not in schema["$defs"]["OutlineChapter"]["properties"]["target_words"]

@@ -30,24 +30,26 @@ PAPER_STORY: dict[str, Any] = {"min_tokens": False, "repetition_guard": False, "
 """The ``paper`` profile of every chapter-based method: no prose floor (NstAgent App. A.1, line 401 of
 the seed: every method rejects a reply at its token limit, none asks for a minimum), no repetition guard."""
 PAPER_PLANNER: dict[str, Any] = {
-    "planner_max_tokens": 16384,
+    "planner_max_tokens": 32768,
+    "outline_attempts": 5,
+    "turn_token_overhead": 1536,
     "premise_from": 10_000,
     "synopsis_from": 20_000,
     "acts_from": 100_000,
     "synopsis_words": True,
     "free_outline": True,
 }
-"""The reference planner (zhennan1/NstAgent code/agent/agent_core.py): 16,384 tokens for every stage, the
-code's ``DEFAULT_MAX_TOKENS`` (line 49; the published outline command passes 32,768, README.md:68, issue 33);
-``stage_count_for_words``: the chapter outline alone below 10K, the premise
-from 10K, the synopsis (~1,000 words, ~2,500 with acts) from 20K, the acts from 100K; the chapter
+"""The reference planner (zhennan1/NstAgent code/agent/agent_core.py) as its published commands run it:
+32,768 tokens for every stage (README.md:68), 5 attempts at the outline (``MAX_JSON_RETRIES``, line 59), the
+dynamic chapter budget (README.md:75-76, :90-91); ``stage_count_for_words``: the chapter outline alone
+below 10K, the premise from 10K, the synopsis (~1,000 words, ~2,500 with acts) from 20K, the acts from 100K; the chapter
 outline's count "approximately" the anchors and each chapter's words "up to you" (``outline_chapters_prompt``)."""
 PAPER_NST: dict[str, Any] = {
     **PAPER_STORY,
     **PAPER_PLANNER,
-    "prose_max_tokens": 16384,
-    "tool_max_tokens": 16384,
-    "update_max_tokens": 16384,
+    "prose_max_tokens": 32768,
+    "tool_max_tokens": 32768,
+    "update_max_tokens": 32768,
     "evidence": False,
     "atomic_update": True,
     "fallback_update": False,
@@ -56,9 +58,8 @@ PAPER_NST: dict[str, Any] = {
     "min_past_events": 0,
     "failed_update_limit": 0,
 }
-"""NstAgent as the paper: 16,384 tokens for every call of the chapter loop, the reference code's defaults
-(agent_core.py line 49, line 101 ``DEFAULT_CHAPTER_TOKEN_CONTROL = "fixed"``; its published command runs a
-per-turn budget of min(32768, max(1024, ceil(1.35 x target + 1536))), README.md:75-76, issue 33), Eq. 6's atomic update
+"""NstAgent as the paper: the published command's 32,768-token ceiling for every call of the chapter loop,
+under which each gets min(32768, max(1024, ceil(1.35 x target + 1536))) (README.md:75-76), Eq. 6's atomic update
 with no evidence and no second call (Section 4.3), no update past the 50-turn cap, every tool on offer
 whatever failed, the state whole unless the chapter's request would not fit."""
 PAPER_ROLLSUM: dict[str, Any] = {
@@ -89,8 +90,8 @@ GATE = Source(
 )
 TURN_BUDGET = (
     "reference README.md:75-76; agent_core.py:3374 `LongStoryAgent._chapter_max_tokens`",
-    "the same budget as every chapter turn, min(32768, max(1024, ⌈1.35 × target + 1536⌉)) tokens. fabula's "
-    "paper profile today: 16,384 (issue 33)",
+    "the ceiling of every chapter turn, 32,768 (`--max-tokens`), under which each turn gets "
+    "min(32768, max(1024, ⌈1.35 × target + 1536⌉)) tokens (`turn_token_overhead`)",
 )
 """Where and what the reference's per-turn budget is: one for a tool turn, an update and the prose alike."""
 
@@ -155,16 +156,15 @@ class StoryTarget(WritingControls):
         Source(
             "reference README.md:75-76; agent_core.py:3374 `LongStoryAgent._chapter_max_tokens`",
             "every chapter turn (the prose travels in `write`) gets min(32768, max(1024, ⌈1.35 × target + 1536⌉)) "
-            "tokens (2,886 for 1,000 words). fabula's paper profile today: 16,384, the code's default that the "
-            "published command overrides (issue 33)",
+            "tokens (2,886 for 1,000 words): the ceiling 32,768 with `turn_token_overhead` 1536",
             SIZED,
         ).but(
             rollsum=Source(
                 "NstAgent App. A.1; reference README.md:88-91; rolling_summary.py:525 `chapter_budget`, "
                 ":126 `next_dynamic_token_budget`, :762",
                 "the paper gives 32,768 per chapter call, the reference min(32768, max(1024, ⌈1.35 × target + 1536⌉)), "
-                "grown ×1.5 (at least +1,024, at most 32,768) after a reply cut at its limit. fabula's paper "
-                "profile today: 32,768 fixed (issue 33)",
+                "grown ×1.5 (at least +1,024, at most 32,768) after a reply cut at its limit (the ceiling 32,768 "
+                "with `turn_token_overhead` 1536; the reference decides)",
                 SIZED,
             ),
             direct=Source(
@@ -207,8 +207,8 @@ class Planned(StoryTarget):
         int,
         Source(
             "reference agent_core.py:59 `MAX_JSON_RETRIES`, :2250 `OutlineAgent._chat_json`",
-            "5 attempts at the chapter outline, each failure told to the model. fabula's paper profile today: "
-            "3 (issue 33)",
+            "5 attempts at the chapter outline, each failure told to the model",
+            "a constrained outline rarely fails: 3 attempts bound a broken server's cost",
         ),
     ] = Field(3, ge=1, le=20)
     plan_cache: Annotated[str | None, own("where plans are cached (the reference's `--outline-cache-dir`)")] = None
@@ -217,11 +217,24 @@ class Planned(StoryTarget):
         int,
         Source(
             "reference README.md:68 (`build_outline_cache.py --max-tokens 32768`, build_outline_cache.py:165)",
-            "32,768 tokens for every planner stage. fabula's paper profile today: 16,384, the code's "
-            "`DEFAULT_MAX_TOKENS` (agent_core.py:49) that the published command overrides (issue 33)",
+            "32,768 tokens for every planner stage (the code's own `DEFAULT_MAX_TOKENS`, 16,384 at "
+            "agent_core.py:49, is what the published command overrides)",
             "shorter stage replies fit 8K-32K contexts",
         ),
     ] = Field(2048, ge=64, le=TOKEN_CAP)
+    turn_token_overhead: Annotated[
+        int | None,
+        Source(
+            "reference README.md:75-76, :90-91 (`--chapter-token-control dynamic --dynamic-token-overhead 1536`); "
+            "agent_core.py:3374 `_chapter_max_tokens`, rolling_summary.py:525 `chapter_budget`",
+            "every chapter call gets min(ceiling, max(1024, ⌈1.35 × target + 1536⌉)) tokens (0.85 per CJK "
+            "character); RollSum grows it ×1.5 (at least +1,024) after a reply cut short of the range",
+            "fabula sizes prose from the gate and gives tool turns and updates budgets of their own",
+        ),
+    ] = Field(None, ge=0, le=TOKEN_CAP)
+    """The reference's dynamic chapter budget: each chapter call's ``max_tokens`` is the chapter's target in
+    tokens plus this overhead, under the call's own ceiling (``agent.nst.chapter.sizing.reference_budget``);
+    None: fabula's budgets."""
     premise_from: Annotated[
         int,
         Source(

@@ -33,6 +33,8 @@ class GatedChapter:
     attempts: int
     role: str
     """The ledger role of each draft call (``rollsum_chapter``, ``direct_story``)."""
+    grow_after_cut: bool = False
+    """The reference's RollSum: a draft cut at its budget short of the range's top grows the next budget."""
 
 
 def write_gated_chapter(
@@ -41,6 +43,8 @@ def write_gated_chapter(
     """Draft, settle and commit ``chapter`` as one unit; the kept draft and the updated ratio."""
     with ctx.unit(chapter.index):
         drafter = Drafter.for_config(ctx.llm, chapter.gate, ratio, ctx.config, chapter.role, budget=budget)
+        if chapter.grow_after_cut:
+            drafter.grow_to = ctx.config.prose_max_tokens or ctx.config.prose_max_tokens_cap
         outcome = draft_until_gate(drafter, chapter.messages, chapter.attempts, on_attempt=record_attempt(ctx))
         state = settle(outcome, drafter.ratio)
         ctx.store.commit_chapter(

@@ -79,11 +79,13 @@ class RollingSummary:
     budget: Budget
     text: str
 
-    def after(self, index: int, title: str, gate: Gate) -> Settle:
-        """Settle chapter ``index``: the new summary, and the chapter's state with it."""
+    def after(self, index: int, title: str, gate: Gate, *, last: bool = False) -> Settle:
+        """Settle chapter ``index``: the new summary, and the chapter's state with it. After the ``last``
+        chapter no summary is made: nothing reads it (the reference's rule, rolling_summary.py:958-971)."""
 
         def settle(outcome: GateOutcome, ratio: float) -> dict[str, Any]:
-            self.text = summarize(self.ctx, self.budget, self.text, index, outcome.text, title)
+            if not last:
+                self.text = summarize(self.ctx, self.budget, self.text, index, outcome.text, title)
             stats = {
                 "attempts": outcome.attempts,
                 "first_attempt_pass": outcome.first_attempt_pass,
@@ -128,10 +130,17 @@ def write(ctx: RunContext[RollSumConfig]) -> None:
             voice=voice_blocks(store, item.as_json(), config.prompt, config),
         )
 
-        chapter = GatedChapter(index, item.title, messages, gate, config.chapter_attempts, "rollsum_chapter")
-        _, ratio = write_gated_chapter(
-            ctx, chapter, ratio=ratio, budget=budget, settle=summary.after(index, item.title, gate)
+        chapter = GatedChapter(
+            index,
+            item.title,
+            messages,
+            gate,
+            config.chapter_attempts,
+            "rollsum_chapter",
+            grow_after_cut=config.turn_token_overhead is not None,
         )
+        settle = summary.after(index, item.title, gate, last=index == len(outline))
+        _, ratio = write_gated_chapter(ctx, chapter, ratio=ratio, budget=budget, settle=settle)
         if pause_after(store, index):  # --review
             return
     store.finish()

@@ -20,7 +20,7 @@ from agent.gate import Gate
 from agent.llm import LLM
 from agent.llm.budget import Budget, Shrink
 from agent.llm.types import Completion, Message
-from agent.nst.chapter.sizing import size_tokens, update_ratio
+from agent.nst.chapter.sizing import grown_budget, mostly_cjk, reference_budget, size_tokens, update_ratio
 from agent.repetition import Repetition, measure
 from agent.run_context import RunContext
 from agent.text import count_words, sentence_spans
@@ -115,6 +115,8 @@ class Drafter:
         self.llm, self.gate, self.ratio = llm, gate, ratio
         self.fixed = fixed
         """A fixed prose ceiling (the paper's ``prose_max_tokens``) instead of one sized from the gate."""
+        self.grow_to: int | None = None
+        """Grow ``fixed`` up to this after a draft cut short of the range's top (the reference's RollSum)."""
         self.temperature, self.cap, self.use_min, self.role = temperature, cap, use_min, role
         self.guard, self.trim = guard, trim
         self.budget = budget or Budget(None)
@@ -146,7 +148,7 @@ class Drafter:
             trim=getattr(config, "trim_cut_drafts", False),
             budget=budget,
             shrink=shrink,
-            fixed=getattr(config, "prose_max_tokens", None),
+            fixed=prose_budget(config, gate),
         )
 
     def min_output(self) -> int:
@@ -173,6 +175,8 @@ class Drafter:
         )
         text = clean_prose(reply.text)
         words, truncated = count_words(text), reply.finish_reason == "length"
+        if self.grow_to is not None and truncated and words <= self.gate.high and self.fixed is not None:
+            self.fixed = grown_budget(self.fixed, self.grow_to)
         self.ratio = update_ratio(self.ratio, reply)
         trimmed = False
         if truncated and self.trim:
@@ -210,6 +214,17 @@ def whole_sentences(text: str, max_words: int | None = None) -> str:
             keep += 1
         spans = spans[:keep]
     return text[: spans[-1][1]].rstrip() if spans else ""
+
+
+def prose_budget(config: Any, gate: Gate) -> int | None:
+    """A pipeline's fixed prose budget: the reference's dynamic one (``turn_token_overhead``) under the
+    ``prose_max_tokens`` ceiling, else ``prose_max_tokens``; None: sized from the gate per draft."""
+    fixed: int | None = getattr(config, "prose_max_tokens", None)
+    overhead: int | None = getattr(config, "turn_token_overhead", None)
+    if overhead is None:
+        return fixed
+    ceiling = fixed or config.prose_max_tokens_cap
+    return reference_budget(gate.target, overhead, ceiling, cjk=mostly_cjk(config.prompt))
 
 
 @dataclass(frozen=True)

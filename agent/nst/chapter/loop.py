@@ -27,7 +27,7 @@ from agent.nst.chapter.ledger import ChapterLedger, Emit
 from agent.nst.chapter.planned import Plan
 from agent.nst.chapter.prompt import chapter_prompt, prose_request, system_prompt
 from agent.nst.chapter.rejected import Draft, DraftKeeper
-from agent.nst.chapter.sizing import MIN_TURN_OUTPUT, ChapterBudget
+from agent.nst.chapter.sizing import MIN_TURN_OUTPUT, ChapterBudget, mostly_cjk, reference_budget
 from agent.nst.chapter.tools import TOOLS, ChapterSession, ToolError, check_allowed, legal_tools, turn_grammar, unwrap
 from agent.nst.chapter.update import ASK_AFTER_CAP, ASK_AFTER_EDIT, ASK_EVENT_AFTER_CAP, ASK_ONE_EVENT, update_state
 from agent.nst.config import NstConfig
@@ -346,9 +346,16 @@ class ChapterLoop:
         state = self.new_state if self.new_state is not None else (self.state if self.session.with_state else None)
         return ChapterResult(title.strip(), text, state, degraded, reason, self.ratio, self.stats)
 
+    def _call_budget(self, ceiling: int) -> int:
+        """A chapter call's ``max_tokens``: its setting, or the reference's dynamic budget under it."""
+        overhead = self.config.turn_token_overhead
+        if overhead is None:
+            return ceiling
+        return reference_budget(self.gate.target, overhead, ceiling, cjk=mostly_cjk(self.story_prompt))
+
     def _turn(self, tools: list[str]) -> None:
         s, cfg = self.session, self.config
-        max_tokens = cfg.update_max_tokens if "update" in tools else cfg.tool_max_tokens
+        max_tokens = self._call_budget(cfg.update_max_tokens if "update" in tools else cfg.tool_max_tokens)
         floor = self.room.update_output() if "update" in tools else MIN_TURN_OUTPUT
         try:
             reply = self._generate(self.messages, turn_grammar(s, tools), max_tokens, "nst_turn", floor)
@@ -394,7 +401,7 @@ class ChapterLoop:
             {"role": "assistant", "content": text},
             {"role": "user", "content": ask},
         ]
-        return self._fallback_call(TOOLS["update"].grammar(s), self.config.update_max_tokens)
+        return self._fallback_call(TOOLS["update"].grammar(s), self._call_budget(self.config.update_max_tokens))
 
     def _fallback_update(self) -> None:
         """Update calls past the cap, so the chapter kept still reaches the state: the full update
@@ -405,13 +412,15 @@ class ChapterLoop:
             return
         if self.config.fallback_full_update:
             add_turn(self.messages, "user", ASK_AFTER_CAP)
-            if self._fallback_call(TOOLS["update"].grammar(self.session), self.config.update_max_tokens):
+            if self._fallback_call(
+                TOOLS["update"].grammar(self.session), self._call_budget(self.config.update_max_tokens)
+            ):
                 return
             add_turn(self.messages, "user", ASK_ONE_EVENT)
         else:
             add_turn(self.messages, "user", ASK_EVENT_AFTER_CAP)
         # one event is a short reply: it may still fit where the full update did not
-        self._fallback_call(EventUpdate, self.config.update_max_tokens, MIN_TURN_OUTPUT)
+        self._fallback_call(EventUpdate, self._call_budget(self.config.update_max_tokens), MIN_TURN_OUTPUT)
 
     def _fallback_call(self, grammar: Any, max_tokens: int, min_output: int | None = None) -> bool:
         """One fallback update; True when it was applied."""

@@ -20,7 +20,12 @@ from collections.abc import Callable
 from typing import Any
 
 from agent.gate import Gate
-from agent.limits import CJK_TOKENS_PER_WORD, LATIN_TOKENS_PER_WORD
+from agent.limits import (
+    CJK_TOKENS_PER_WORD,
+    LATIN_TOKENS_PER_WORD,
+    REFERENCE_TOKENS_PER_CJK,
+    REFERENCE_TOKENS_PER_WORD,
+)
 from agent.llm.budget import Budget
 from agent.llm.budget import run_budget as _run_budget
 from agent.llm.types import Completion, Message
@@ -34,12 +39,33 @@ RATIO_BOUNDS = (0.5, 4.0)
 """A measured ratio outside this is a broken reply, not a property of the model."""
 
 
+def mostly_cjk(sample: str) -> bool:
+    """Most of ``sample``'s words are CJK characters (a Chinese or Japanese story)."""
+    return len(CJK_CHAR.findall(sample)) * 2 > count_words(sample)
+
+
 def initial_ratio(sample: str, configured: float | None) -> float:
     """Tokens per word before anything is measured: configured, else by script of the prompt."""
     if configured:
         return float(configured)
-    cjk = len(CJK_CHAR.findall(sample))
-    return CJK_TOKENS_PER_WORD if cjk * 2 > count_words(sample) else LATIN_TOKENS_PER_WORD
+    return CJK_TOKENS_PER_WORD if mostly_cjk(sample) else LATIN_TOKENS_PER_WORD
+
+
+REFERENCE_MIN_BUDGET = 1024
+REFERENCE_GROWTH, REFERENCE_MIN_STEP = 1.5, 1024
+
+
+def reference_budget(target_words: int, overhead: int, ceiling: int, *, cjk: bool) -> int:
+    """The reference's dynamic budget of one chapter call (``turn_token_overhead``):
+    min(ceiling, max(1024, ⌈ratio × target + overhead⌉)), ratio 1.35 per word or 0.85 per CJK character."""
+    ratio = REFERENCE_TOKENS_PER_CJK if cjk else REFERENCE_TOKENS_PER_WORD
+    return min(ceiling, max(REFERENCE_MIN_BUDGET, math.ceil(target_words * ratio + overhead)))
+
+
+def grown_budget(current: int, ceiling: int) -> int:
+    """The reference RollSum's next budget after a draft cut at ``current``: ×1.5, at least +1,024, at most
+    ``ceiling``."""
+    return min(ceiling, max(math.ceil(current * REFERENCE_GROWTH), current + REFERENCE_MIN_STEP))
 
 
 def update_ratio(ratio: float, reply: Completion, *, weight: float = 0.5) -> float:
