@@ -63,6 +63,8 @@ ADDED_BY_ISSUE_38 = {"language"}
 ADDED_BY_ISSUE_35 = {"failed_update_limit", "fallback_full_update"}
 """Turns that fail in a row while the update is due end a chapter's turns; the fallback may ask
 for one event only (#35)."""
+ADDED_BY_ISSUE_33 = {"search_style"}
+"""The search tool's tokens, ranking and answer: fabula's, or the reference code's (#33)."""
 
 
 @pytest.fixture
@@ -116,4 +118,5 @@ def test_legacy_run_plans_a_resume_under_the_typed_settings(run):
         | ADDED_BY_ISSUE_28
         | ADDED_BY_ISSUE_38
         | ADDED_BY_ISSUE_35
+        | ADDED_BY_ISSUE_33
     ), plan.changes

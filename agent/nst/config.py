@@ -7,7 +7,7 @@ Ranges are checked once, when a run is configured (``agent.settings.Settings.par
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -47,11 +47,13 @@ PAPER_NST: dict[str, Any] = {
     "state_share": 1.0,
     "min_past_events": 0,
     "failed_update_limit": 0,
+    "search_style": "reference",
 }
 """NstAgent as the paper: the reference's 16,384 tokens for every call of the chapter loop (agent_core.py
 line 49, with line 101 ``DEFAULT_CHAPTER_TOKEN_CONTROL = "fixed"``), Eq. 6's atomic update
 with no evidence and no second call (Section 4.3), no update past the 50-turn cap, every tool on offer
-whatever failed, the state whole unless the chapter's request would not fit."""
+whatever failed, the state whole unless the chapter's request would not fit, and the reference's search
+(``ChapterSearchIndex``: its tokens, ranking, tie order and JSON hits)."""
 PAPER_ROLLSUM: dict[str, Any] = {
     **PAPER_STORY,
     **PAPER_PLANNER,
@@ -175,6 +177,11 @@ class NstConfig(Planned):
     read_budget: int = Field(3, ge=0, le=100)
     search_budget: int = Field(5, ge=0, le=100)
     search_hits: int = Field(8, ge=1, le=100)
+    search_style: Literal["fabula", "reference"] = "fabula"
+    """How the search tool tokenizes, ranks and answers: "fabula", three weighted columns with stemming,
+    ties toward earlier chapters, passages as text; "reference", as the NstAgent reference code (the
+    centre's tokens three times in one column, no stemming, short query tokens dropped, ties toward later
+    chapters, the hits as JSON). docs/design/search.md."""
     correct_budget: int = Field(3, ge=0, le=100)
     failed_call_budget: int = Field(5, ge=0, le=100)
     """Failed tool calls per chapter before only the required steps are offered."""

@@ -22,13 +22,13 @@ from filelock import FileLock, Timeout
 
 from agent.llm.types import CallRecord
 from agent.store import chapters as chapter_rows
-from agent.store import ledger, magnet
+from agent.store import ledger, magnet, search_ref
 from agent.store import search as chapter_search
 from agent.store.config import canonical_json, fingerprint
 from agent.store.db import atomic
 from agent.store.errors import NotARunError, RunBusyError, StoreError
 from agent.store.paths import LOCK_NAME, inside
-from agent.store.records import Chapter, Paragraph, RunInfo, ToolCall
+from agent.store.records import Chapter, Paragraph, RunInfo, ToolCall, stored_text
 from agent.text import without_nul
 
 
@@ -249,12 +249,43 @@ class UnitReaders(StoreBase):
         with self._lock:
             return magnet.steps(self._conn)
 
+    _reference_index: search_ref.ReferenceIndex | None = None
+
     def search(
-        self, query: str, *, k: int = chapter_search.DEFAULT_K, before: int | None = None
+        self,
+        query: str,
+        *,
+        k: int = chapter_search.DEFAULT_K,
+        before: int | None = None,
+        style: search_ref.SearchStyle = "fabula",
     ) -> list[chapter_search.Hit]:
-        """The writer's search: the ``k`` best sentence windows, from chapters below ``before``."""
+        """The writer's search: the ``k`` best sentence windows, from chapters below ``before``; ``style``
+        "reference": as the NstAgent reference code ranks them (:meth:`reference_search`)."""
+        if style == "reference":
+            return self.reference_search(query, k=k, before=before)
         with self._lock:
             return chapter_search.search(self._conn, query, k=k, before=before)
+
+    def reference_search(
+        self,
+        query: str,
+        *,
+        k: int = chapter_search.DEFAULT_K,
+        before: int | None = None,
+        earlier: Sequence[tuple[int, int, str]] = (),
+    ) -> list[chapter_search.Hit]:
+        """The reference's search (agent.store.search_ref) over the chapters below ``before`` and ``earlier``'s
+        ``(book, chapter, text)`` (a series' earlier books), in one in-memory index kept for this store."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT idx, text FROM chapters WHERE idx < ?", (1 << 62 if before is None else before,)
+            )
+            texts = {(search_ref.THIS_BOOK, int(i)): stored_text(t, "a chapter's text") for i, t in rows}
+            texts.update({(book, chapter): text for book, chapter, text in earlier})
+            if self._reference_index is None:
+                self._reference_index = search_ref.ReferenceIndex()
+            self._reference_index.sync(texts)
+            return self._reference_index.search(query, k)
 
     def reader_search(
         self, query: str, *, k: int = chapter_search.DEFAULT_K, before: int | None = None
