@@ -52,6 +52,9 @@ NST_PINS = [
     ("read_budget", 3),  # reference agent_core.py:53 MAX_READ
     ("search_budget", 5),  # reference agent_core.py:54 MAX_SEARCH
     ("search_hits", 8),  # reference agent_core.py:55 SEARCH_MAX_HITS
+    # reference agent_core.py:947-1128 ChapterSearchIndex: one unicode61 column, the centre's tokens 3x (1034),
+    # query tokens under 2 characters dropped (1019), ties toward later chapters (1112), JSON hits (1119, 4033)
+    ("search_style", "reference"),
     ("correct_budget", 3),  # reference agent_core.py:56 MAX_CORRECT_PER_CHAPTER
     ("max_turns", 50),  # reference agent_core.py:58 MAX_TURNS_PER_CHAPTER; App. A.1 "capped at 50 turns"
     ("gate_low", 0.8),
@@ -134,6 +137,11 @@ def test_default_planner_unchanged() -> None:
     shape = stages_of(NstConfig.parse({**PROMPT, "words": 3000}))
     assert shape == Stages() and shape.for_words(40_000) == ["premise", "synopsis", "acts", "outline"]
     assert "synopsis of about" not in _stage_prompt("synopsis", "p", "x", 40_000, 30, shape)
+
+
+def test_default_and_small_keep_fabulas_search() -> None:
+    assert NstConfig.parse({**PROMPT, "words": 3000}).search_style == "fabula"
+    assert NstConfig.parse({**PROMPT, "words": 3000, **NstConfig.profile_settings("small")}).search_style == "fabula"
 
 
 def test_free_outline_prompt_is_the_references() -> None:

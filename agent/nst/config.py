@@ -7,7 +7,7 @@ Ranges are checked once, when a run is configured (``agent.settings.Settings.par
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -57,11 +57,13 @@ PAPER_NST: dict[str, Any] = {
     "state_share": 1.0,
     "min_past_events": 0,
     "failed_update_limit": 0,
+    "search_style": "reference",
 }
 """NstAgent as the paper: the published command's 32,768-token ceiling for every call of the chapter loop,
 under which each gets min(32768, max(1024, ceil(1.35 x target + 1536))) (README.md:75-76), Eq. 6's atomic update
 with no evidence and no second call (Section 4.3), no update past the 50-turn cap, every tool on offer
-whatever failed, the state whole unless the chapter's request would not fit."""
+whatever failed, the state whole unless the chapter's request would not fit, and the reference's search
+(``ChapterSearchIndex``: its tokens, ranking, tie order and JSON hits)."""
 PAPER_ROLLSUM: dict[str, Any] = {
     **PAPER_STORY,
     **PAPER_PLANNER,
@@ -344,6 +346,20 @@ class NstConfig(Planned):
     search_hits: Annotated[
         int, Source("NstAgent App. A.1; reference agent_core.py:55 `SEARCH_MAX_HITS`", "8 windows per search")
     ] = Field(8, ge=1, le=100)
+    search_style: Annotated[
+        Literal["fabula", "reference"],
+        Source(
+            "reference agent_core.py:953-1124 `ChapterSearchIndex`, :4015 `_tool_search`",
+            "one column holding the centre sentence's tokens three times and its neighbours' once (unicode61, no "
+            "stemming), query tokens under 2 characters dropped, plain bm25() with ties toward later chapters, "
+            "the hits as JSON {chapter_id, sentence, before, after}",
+            "three weighted columns with stemming find inflected forms; passages as text read more easily to a "
+            "small model",
+        ),
+    ] = "fabula"
+    """How the search tool tokenizes, ranks and answers: "fabula", three weighted columns with stemming,
+    ties toward earlier chapters, passages as text; "reference", as the NstAgent reference code
+    (docs/design/search.md)."""
     correct_budget: Annotated[
         int,
         Source("NstAgent App. A.1; reference agent_core.py:56 `MAX_CORRECT_PER_CHAPTER`", "3 corrections per chapter"),

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.store import chapters as chapter_rows
-from agent.store import magnet
+from agent.store import magnet, search_ref
 from agent.store import search as chapter_search
 from agent.store.config import fingerprint
 from agent.store.db import APPLICATION_ID, atomic, connect, looks_like_sqlite
@@ -37,7 +37,7 @@ from agent.store.errors import (
 )
 from agent.store.migrations import LATEST, migrate, schema_version
 from agent.store.paths import DB_NAME, new_run_dir, resolve_run_dir
-from agent.store.records import Chapter, Paragraph, RunInfo
+from agent.store.records import Chapter, Paragraph, RunInfo, stored_text
 from agent.store.run_db import RunDb, to_json
 from agent.store.run_parts import Ledger, PlanRecords, Sessions
 from agent.text import without_nul
@@ -61,6 +61,8 @@ class RunStore:
         """The plan's named records (premise, outline, title, the server probe, ...)."""
         self.ledger = Ledger(self.db)
         """Every model call and tool call, filed under the unit in flight."""
+        self._reference_index: search_ref.ReferenceIndex | None = None
+        """The reference-style search's in-memory index (built on first use; ``search_style="reference"``)."""
 
     # -- opening -------------------------------------------------------------------------
     @classmethod
@@ -321,11 +323,40 @@ class RunStore:
             return magnet.steps(self.db.conn)
 
     def search(
-        self, query: str, *, k: int = chapter_search.DEFAULT_K, before: int | None = None
+        self,
+        query: str,
+        *,
+        k: int = chapter_search.DEFAULT_K,
+        before: int | None = None,
+        style: search_ref.SearchStyle = "fabula",
     ) -> list[chapter_search.Hit]:
-        """The writer's search: the ``k`` best sentence windows, from chapters below ``before``."""
+        """The writer's search: the ``k`` best sentence windows, from chapters below ``before``; ``style``
+        "reference": as the NstAgent reference code ranks them (:meth:`reference_search`)."""
+        if style == "reference":
+            return self.reference_search(query, k=k, before=before)
         with self.db.lock:
             return chapter_search.search(self.db.conn, query, k=k, before=before)
+
+    def reference_search(
+        self,
+        query: str,
+        *,
+        k: int = chapter_search.DEFAULT_K,
+        before: int | None = None,
+        earlier: Sequence[tuple[int, int, str]] = (),
+    ) -> list[chapter_search.Hit]:
+        """The reference's search (agent.store.search_ref) over the chapters below ``before`` and ``earlier``'s
+        ``(book, chapter, text)`` (a series' earlier books), in one in-memory index kept for this store."""
+        with self.db.lock:
+            rows = self.db.conn.execute(
+                "SELECT idx, text FROM chapters WHERE idx < ?", (1 << 62 if before is None else before,)
+            )
+            texts = {(search_ref.THIS_BOOK, int(i)): stored_text(t, "a chapter's text") for i, t in rows}
+            texts.update({(book, chapter): text for book, chapter, text in earlier})
+            if self._reference_index is None:
+                self._reference_index = search_ref.ReferenceIndex()
+            self._reference_index.sync(texts)
+            return self._reference_index.search(query, k)
 
     def reader_search(
         self, query: str, *, k: int = chapter_search.DEFAULT_K, before: int | None = None

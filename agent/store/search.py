@@ -46,6 +46,8 @@ class Hit:
     text: str
     book: int | None = None
     """In a series (``fabula sequel``): the number of the earlier book the window is from; None: this book."""
+    context: tuple[str, str] | None = None
+    """A reference-style hit (agent.store.search_ref): ``text`` is the centre sentence, this the ones around it."""
 
     def as_dict(self) -> dict[str, object]:
         found: dict[str, object] = {

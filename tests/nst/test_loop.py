@@ -261,6 +261,21 @@ def test_search_budget_hits_and_earlier_chapters_only(store, config):
     assert calls[0].result.startswith("8 passage(s)")
 
 
+def test_reference_search_answers_in_the_references_json(store, config):
+    """``search_style="reference"`` (the paper profile): the answer is the reference's JSON object, its hits
+    ``chapter_id``/``sentence``/``before``/``after`` from the earlier chapters only; no hit is an empty list."""
+    commit_earlier(store, 3)
+    searches = [json.dumps({"tool": "search", "query": q}) for q in ("silver key lantern", "zzqx nowhere")]
+    run_chapter(store, config, Author(policy=policy_with(searches)), index=3, search_style="reference")
+    found, empty = [json.loads(c.result) for c in store.tool_calls() if c.tool == "search"]
+    assert list(found) == ["ok", "budget_charged", "query", "hits", "hit_count"]
+    assert found["query"] == "silver key lantern" and found["hit_count"] == len(found["hits"]) == 8
+    assert all(list(hit) == ["chapter_id", "sentence", "before", "after"] for hit in found["hits"])
+    assert {hit["chapter_id"] for hit in found["hits"]} <= {1, 2}
+    assert any(hit["sentence"] == "The silver key 2 lies under the stone." for hit in found["hits"])
+    assert empty == {"ok": True, "budget_charged": True, "query": "zzqx nowhere", "hits": [], "hit_count": 0}
+
+
 def test_search_index_sees_corrections(store, config):
     commit_earlier(store, 2)
     lookups = [

@@ -200,7 +200,9 @@ class ChapterLoop:
         return self.room.read_window(self.messages, text, offset, chapter)
 
     def search(self, query: str) -> tuple[list[Hit], list[tuple[str, str]]]:
-        hits = series_search(self.store, query, k=int(self.config.search_hits), before=self.session.index)
+        hits = series_search(
+            self.store, query, k=int(self.config.search_hits), before=self.session.index, style=self.config.search_style
+        )
         events = self.state.find_events(query) if self.session.with_state and self.state.digests else []
         return hits, events
 

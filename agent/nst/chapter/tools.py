@@ -16,6 +16,7 @@ loop implements it, so this module does not know the loop.
 
 from __future__ import annotations
 
+import json
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -26,9 +27,10 @@ from pydantic import BaseModel, Field, RootModel, create_model
 
 from agent.gate import Gate
 from agent.nst.config import NstConfig
-from agent.store import CommitError
+from agent.store import CommitError, search_ref
 from agent.store.records import Chapter as StoredChapter
 from agent.store.search import MAX_TERMS, Hit, dropped_terms
+from agent.store.search_ref import SearchStyle
 from agent.text import count_words
 from grammars.base import Grammar
 from grammars.nst import TOOL_CALLS, CharacterSnapshot, CorrectCall, Entry, KeyedEntry, ReadCall, UpdateCall
@@ -77,6 +79,8 @@ class ChapterSession:
     """The update grammar asks each entry for a quote of the chapter (the run's ``evidence``)."""
     earlier_books: bool = False
     """A sequel (``fabula sequel``): the search covers the earlier books too, so chapter 1 may search."""
+    search_style: SearchStyle = "fabula"
+    """How the search ranks and answers (the run's ``search_style``; "reference": the hits as JSON)."""
 
     @classmethod
     def for_config(
@@ -97,6 +101,7 @@ class ChapterSession:
             open_requirements=open_requirements,
             evidence=config.evidence,
             stuck_limit=config.failed_update_limit,
+            search_style=config.search_style,
         )
 
     @property
@@ -273,6 +278,8 @@ class Search(Lookback):
             raise ToolError("the search query is empty")
         s.searches += 1
         hits, events = chapter.search(call.query)
+        if s.search_style == "reference":
+            return _reference_answer(chapter, call.query, hits, events)
         note = f" (only the first {MAX_TERMS} terms of the query were searched)" if dropped_terms(call.query) else ""
         if not hits and not events:
             return f"No passages in chapters 1 to {s.index - 1} match {call.query!r}{note}."
@@ -283,6 +290,21 @@ class Search(Lookback):
         if not kept:
             raise ToolError("there is no room in the context for search results now; continue with the chapter")
         return "\n".join([f"{len(kept)} passage(s) for {call.query!r}{note}:", *kept])
+
+
+def _reference_answer(chapter: Chapter, query: str, hits: list[Hit], events: list[tuple[str, str]]) -> str:
+    """The search's answer in the reference's JSON shape (agent.store.search_ref.result_json): the hits that
+    fit the room left, best first; digested past events, and a note when terms were dropped, as extra keys."""
+    found = [search_ref.hit_record(h) for h in hits]
+    digested = [{"key": key, "description": text} for key, text in events]
+    kept = chapter.fit_lookup([json.dumps(item, ensure_ascii=False) for item in [*found, *digested]])
+    if len(kept) < len(found) + len(digested) and not kept:
+        raise ToolError("there is no room in the context for search results now; continue with the chapter")
+    dropped = search_ref.dropped_terms(query)
+    note = f"only the first {MAX_TERMS} terms of the query were searched" if dropped else None
+    return search_ref.result_json(
+        query, found[: len(kept)], past_events=digested[: max(0, len(kept) - len(found))], note=note
+    )
 
 
 class Correct(Lookback):

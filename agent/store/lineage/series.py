@@ -16,6 +16,7 @@ from typing import Any
 from agent.store.errors import StoreError
 from agent.store.runstore import RunStore
 from agent.store.search import Hit
+from agent.store.search_ref import SearchStyle
 
 SERIES_KEY = "series"
 
@@ -51,10 +52,19 @@ def sequel_record(first: RunStore, title: str) -> dict[str, Any]:
     return {"name": name, "index": books[-1]["index"] + 1, "books": books}
 
 
-def series_search(store: RunStore, query: str, *, k: int, before: int | None = None) -> list[Hit]:
-    """The ``k`` best windows of this book (chapters below ``before``) and of every earlier book."""
-    hits = store.search(query, k=k, before=before)
+def series_search(
+    store: RunStore, query: str, *, k: int, before: int | None = None, style: SearchStyle = "fabula"
+) -> list[Hit]:
+    """The ``k`` best windows of this book (chapters below ``before``) and of every earlier book. ``style``
+    "reference": every book's searchable chapters in one index, ranked together (agent.store.search_ref)."""
     record = series(store)
+    if style == "reference":
+        books: list[tuple[int, int, str]] = []
+        for book in (record or {}).get("books", []):
+            with contextlib.suppress(StoreError, OSError), RunStore.open(book["run"], readonly=True) as older:
+                books += [(int(book["index"]), c.index, c.text) for c in older.chapters()]
+        return store.reference_search(query, k=k, before=before, earlier=books)
+    hits = store.search(query, k=k, before=before)
     for book in (record or {}).get("books", []):
         with contextlib.suppress(StoreError, OSError), RunStore.open(book["run"], readonly=True) as earlier:
             hits += [replace(hit, book=int(book["index"])) for hit in earlier.search(query, k=k)]
