@@ -26,9 +26,15 @@ PLANNER_VERSION = "2"
 """2: the outline stage also asks for the book's title (a version-1 cached plan has none)."""
 
 
-PAPER_STORY: dict[str, Any] = {"min_tokens": False, "repetition_guard": False, "trim_cut_drafts": False}
+PAPER_STORY: dict[str, Any] = {
+    "min_tokens": False,
+    "repetition_guard": False,
+    "trim_cut_drafts": False,
+    "chapter_restarts": 3,
+}
 """The ``paper`` profile of every chapter-based method: no prose floor (NstAgent App. A.1, line 401 of
-the seed: every method rejects a reply at its token limit, none asks for a minimum), no repetition guard."""
+the seed: every method rejects a reply at its token limit, none asks for a minimum), no repetition guard,
+no degraded chapter kept (a failed chapter restarts from its checkpoint, README.md:78 ``--auto-resumes 3``)."""
 PAPER_PLANNER: dict[str, Any] = {
     "planner_max_tokens": 32768,
     "outline_attempts": 5,
@@ -73,7 +79,7 @@ PAPER_ROLLSUM: dict[str, Any] = {
 }
 """RollSum (App. A.1): "a 32,768-token limit per chapter call", "each summary call has a 16,384-token
 output limit" (the reference's published command sizes the chapter call per chapter: docs/profiles.md)."""
-PAPER_DIRECT: dict[str, Any] = {**PAPER_STORY, "prose_max_tokens": 32768}
+PAPER_DIRECT: dict[str, Any] = {**PAPER_STORY, "prose_max_tokens": 32768, "chapter_restarts": 0}
 """Direct (App. A.1): "one full-story call per attempt with a 32,768-token output limit"."""
 
 
@@ -190,6 +196,24 @@ class StoryTarget(WritingControls):
     model's config, else unknown (nothing budgeted). Every request is fitted to it (agent.llm.budget)."""
     context_reserve: Annotated[int, own("tokens kept free of every request")] = Field(64, ge=0, le=16384)
     """Tokens kept free of every request (prompt + max_tokens <= context - reserve)."""
+    chapter_restarts: Annotated[
+        int | None,
+        Source(
+            "reference README.md:78, :92 (`--auto-resumes 3`); agent_core.py:3873-3880, :5459, :5484; "
+            "rolling_summary.py:1117",
+            "a chapter that fails (the turn cap, the attempt limit) is not kept: the story resumes from its "
+            "checkpoint up to 3 times, then it is a failed story",
+            "a long local run keeps the closest draft, marked degraded, rather than lose the story",
+        ).but(
+            direct=Source(
+                "reference direct.py:374",
+                "a story that fails its attempts is recorded as a failure; nothing resumes it",
+                "a long local run keeps the closest draft, marked degraded, rather than lose the story",
+            )
+        ),
+    ] = Field(None, ge=0, le=20)
+    """Restarts of a failed chapter from its checkpoint before the run fails (``agent.nst.chapter.restarts``);
+    None: the closest draft is kept, marked degraded."""
 
     def gate(self, target_words: int) -> Gate:
         """The length gate of a chapter (or story) of ``target_words``, at this run's bounds."""

@@ -8,15 +8,17 @@ exactly that state.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from agent import pipelines
 from agent.llm import LLM
 from agent.nst.baselines.voice import describe_style
 from agent.nst.best_of.runner import best_of, drafts_wanted, pending_drafts
-from agent.nst.chapter.loop import ChapterLoop
+from agent.nst.chapter.loop import ChapterLoop, ChapterResult
 from agent.nst.chapter.rederive import rederive_nst
+from agent.nst.chapter.restarts import with_restarts
 from agent.nst.chapter.sizing import initial_ratio, run_budget
 from agent.nst.chapter.tools import TOOLS
 from agent.nst.config import NstConfig
@@ -53,7 +55,8 @@ def write(ctx: RunContext[NstConfig]) -> None:
     ctx.set_progress(words=store.words_written(), units=len(outline), target_words=config.words)
     for index in range(store.next_unit(), len(outline) + 1):
         with ctx.unit(index):
-            result = ChapterLoop(
+            loop = partial(
+                ChapterLoop,
                 ctx.llm,
                 store,
                 plan=plan,
@@ -64,7 +67,8 @@ def write(ctx: RunContext[NstConfig]) -> None:
                 ratio=ratio,
                 emit=ctx.emit,
                 budget=budget,
-            ).run()
+            )
+            result = with_restarts(ctx, index, config.chapter_restarts, partial(_fresh_run, loop), _failure)
             if result.state is not None:
                 state = result.state
             ratio = result.ratio
@@ -91,6 +95,15 @@ def write(ctx: RunContext[NstConfig]) -> None:
             ctx.emit("note", f"chapter {index} committed; in review until fabula approve")
             return
     store.finish()
+
+
+def _fresh_run(loop: Callable[[], ChapterLoop]) -> ChapterResult:
+    """One try at a chapter by a new loop: from the checkpoint, nothing of an earlier try carried over."""
+    return loop().run()
+
+
+def _failure(result: ChapterResult) -> str | None:
+    return result.reason or "degraded" if result.degraded else None
 
 
 def write_story(

@@ -15,6 +15,7 @@ from agent.gate import Gate
 from agent.llm.budget import Budget
 from agent.llm.types import Message
 from agent.nst.chapter.drafter import Drafter, GateOutcome, draft_until_gate, record_attempt
+from agent.nst.chapter.restarts import with_restarts
 from agent.run_context import RunContext
 
 Settle = Callable[[GateOutcome, float], dict[str, Any]]
@@ -37,15 +38,27 @@ class GatedChapter:
     """The reference's RollSum: a draft cut at its budget short of the range's top grows the next budget."""
 
 
+def _failure(outcome: GateOutcome) -> str | None:
+    return outcome.reason or "degraded" if outcome.degraded else None
+
+
 def write_gated_chapter(
     ctx: RunContext[Any], chapter: GatedChapter, *, ratio: float, budget: Budget, settle: Settle
 ) -> tuple[GateOutcome, float]:
     """Draft, settle and commit ``chapter`` as one unit; the kept draft and the updated ratio."""
     with ctx.unit(chapter.index):
-        drafter = Drafter.for_config(ctx.llm, chapter.gate, ratio, ctx.config, chapter.role, budget=budget)
-        if chapter.grow_after_cut:
-            drafter.grow_to = ctx.config.prose_max_tokens or ctx.config.prose_max_tokens_cap
-        outcome = draft_until_gate(drafter, chapter.messages, chapter.attempts, on_attempt=record_attempt(ctx))
+        tries: list[Drafter] = []
+
+        def draft() -> GateOutcome:
+            """One try at the chapter, by a fresh drafter: from the checkpoint (``chapter_restarts``)."""
+            drafter = Drafter.for_config(ctx.llm, chapter.gate, ratio, ctx.config, chapter.role, budget=budget)
+            if chapter.grow_after_cut:
+                drafter.grow_to = ctx.config.prose_max_tokens or ctx.config.prose_max_tokens_cap
+            tries.append(drafter)
+            return draft_until_gate(drafter, chapter.messages, chapter.attempts, on_attempt=record_attempt(ctx))
+
+        outcome = with_restarts(ctx, chapter.index, ctx.config.chapter_restarts, draft, _failure)
+        drafter = tries[-1]
         state = settle(outcome, drafter.ratio)
         ctx.store.commit_chapter(
             chapter.index,
