@@ -18,6 +18,7 @@ import pytest
 from agent import pipelines
 from agent.magnet.prompts import SELECT_ONLY_SYSTEM, SELECT_SYSTEM
 from agent.magnet.settings import MagnetConfig, MagnetSettings, SingleConfig
+from agent.nst.chapter.restarts import ChapterFailedError
 from agent.nst.chapter.tools import ChapterSession, ToolError, update_grammar
 from agent.nst.chapter.update import update_state
 from agent.nst.config import DirectConfig, NstConfig, RollSumConfig
@@ -25,6 +26,7 @@ from agent.nst.plan.frozen import stages_of
 from agent.nst.plan.planner import ANCHORS, Stages, _stage_prompt
 from agent.nst.state import NarrativeState
 from agent.settings import parse_assignments
+from agent.store import RunStore
 from agent.testing.author import Author, chapter_of, default_policy, outline_json
 from agent.testing.story_llm import StoryLLM
 from tests.magnet.stories import story
@@ -48,6 +50,7 @@ NST_PINS = [
     ("turn_token_overhead", 1536),
     ("planner_max_tokens", 32768),  # README.md:68: build_outline_cache.py --max-tokens 32768
     ("outline_attempts", 5),  # reference agent_core.py:59 MAX_JSON_RETRIES = 5
+    ("chapter_restarts", 3),  # README.md:78 --auto-resumes 3: a failed chapter resumes from its checkpoint
     ("temperature", 0.7),  # reference agent_core.py:50 DEFAULT_TEMPERATURE; NstAgent App. A.1 (seed line 395)
     ("read_budget", 3),  # reference agent_core.py:53 MAX_READ
     ("search_budget", 5),  # reference agent_core.py:54 MAX_SEARCH
@@ -100,6 +103,8 @@ def test_nst_paper_constant(key: str, value: Any) -> None:
         # App. A.1: "one full-story call ... 32,768-token output limit"; reference direct.py DEFAULT_MAX_TOKENS = 32768
         (DirectConfig, "prose_max_tokens", 32768),
         (DirectConfig, "attempts", 10),  # reference code/baselines/direct.py DEFAULT_MAX_LENGTH_ATTEMPTS = 10
+        (DirectConfig, "chapter_restarts", 0),  # reference direct.py:374: a failed story is recorded, not resumed
+        (RollSumConfig, "chapter_restarts", 3),  # README.md:92 --auto-resumes 3
         (DirectConfig, "min_tokens", False),
         (DirectConfig, "repetition_guard", False),
     ],
@@ -339,10 +344,13 @@ def _stubborn_run(tmp_path: Path, profile: str, **settings: Any) -> Any:
 
 
 def test_paper_has_no_fallback_update_and_no_required_only_rule(tmp_path: Path) -> None:
-    """Past the turn cap the paper's loop asks for nothing more (the chapter is kept, its state not
-    updated: degraded, recorded); and after five failed calls every tool is still on offer."""
-    store = _stubborn_run(tmp_path, "paper")
-    tools = [c for c in store.ledger.tool_calls() if c.unit == 2]
+    """Past the turn cap the paper's loop asks for nothing more (the chapter fails: with no restart left the
+    run fails, nothing of the chapter kept); and after five failed calls every tool is still on offer."""
+    with pytest.raises(ChapterFailedError, match="chapter 2 failed 1 time"):
+        _stubborn_run(tmp_path, "paper", chapter_restarts=0)
+    with RunStore.open(tmp_path / "paper1" / "nst", readonly=True) as store:
+        tools = [c for c in store.ledger.tool_calls() if c.unit == 2]
+        assert [c.index for c in store.chapters()] == [1]
     assert not any(c.arguments.get("fallback") for c in tools)
     offered = [c.arguments["offered"] for c in tools if c.tool == "invalid"]
     # (the last turns offer only the required step whatever the profile: the cap's own rule, legal_tools)
@@ -361,7 +369,6 @@ def test_paper_has_no_fallback_update_and_no_required_only_rule(tmp_path: Path) 
 def test_the_cli_paper_profile_reaches_the_stored_config(tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
     """``fabula write nst --profile paper`` stores the bundle; ``fabula show`` names it."""
     from agent.cli import main
-    from agent.store import RunStore
 
     author = Author()
     monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: author)

@@ -67,11 +67,17 @@ def model_flags(args: argparse.Namespace) -> ModelFlags:
 
 
 def choose_model(
-    args: argparse.Namespace, *, stored: StoredModel | None = None, flags: ModelFlags | None = None
+    args: argparse.Namespace,
+    *,
+    stored: StoredModel | None = None,
+    flags: ModelFlags | None = None,
+    profile: str | None = None,
 ) -> LLMOptions:
-    """The model a command uses: flags, environment, config file, the run's record, the default."""
+    """The model a command uses: flags, environment, config file, the run's record, the default
+    (``profile``: the one a new run asked for, which may choose the thinking mode)."""
     try:
-        return resolve(flags or model_flags(args), environ=os.environ, config=config_file.load().values, stored=stored)
+        config = config_file.load().values
+        return resolve(flags or model_flags(args), environ=os.environ, config=config, stored=stored, profile=profile)
     except ModelChoiceError as exc:
         raise CLIError(str(exc)) from None
 

@@ -23,7 +23,7 @@ from agent.cli.checks import output_dir
 from agent.cli.errors import CLIError
 from agent.cli.next_step import print_if_done
 from agent.cli.options import add_model_options, choose_model, open_client
-from agent.cli.profile_choice import PROFILE_CHOICES, PROFILE_HELP, choose_profile
+from agent.cli.profile_choice import PROFILE_CHOICES, PROFILE_HELP, asked_profile, choose_profile
 from agent.cli.progress import ProgressDisplay
 from agent.cli.rundir import discard_if_unused, store_errors
 from agent.llm.options import LLMOptions
@@ -105,7 +105,7 @@ def _start(args: argparse.Namespace, name: str, build: Callable[[str], dict[str,
     checked = build("default")
     pipelines.get(name).configure(checked, LLMOptions())  # checked before anything is opened
     output_dir(_run_dir(args, checked["story"]["title"]))
-    llm, model = open_client(choose_model(args))
+    llm, model = open_client(choose_model(args, profile=asked_profile(args.profile)))
     try:
         profile = choose_profile(args.profile, model)
         config = build(profile.name)

@@ -18,7 +18,7 @@ from agent.cli.checks import output_dir
 from agent.cli.errors import CLIError
 from agent.cli.next_step import print_if_done
 from agent.cli.options import add_model_options, choose_model, open_client
-from agent.cli.profile_choice import PROFILE_CHOICES, PROFILE_HELP, choose_profile
+from agent.cli.profile_choice import PROFILE_CHOICES, PROFILE_HELP, asked_profile, choose_profile
 from agent.cli.progress import ProgressDisplay
 from agent.cli.review_cmd import (
     add_drafts_options,
@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
     drafts = drafts_setting(args)
     voice, initial_state = voice_notes(args)  # --style and --bible read and checked before anything is created
     output_dir(Path(args.out or "runs"))
-    llm, model = open_client(choose_model(args))
+    llm, model = open_client(choose_model(args, profile=asked_profile(args.profile)))
     try:
         profile = choose_profile(args.profile, model)
         config = build_config(args, prompt, prompt_id, profile.name)

@@ -21,6 +21,9 @@ DEFAULT_CALL_TIMEOUT_S = 600.0
 MAX_CALL_TIMEOUT_S = 86400.0
 DEFAULT_MAX_REPLY_MIB = 32.0
 RECORDED = "as recorded in {run}"
+PROFILE_THINKING: dict[str, ThinkingMode] = {"paper": "auto"}
+"""A new run's thinking mode when no flag gives one, by profile: the papers' runs sent no thinking switch
+(the NstAgent reference's requests carry none), so under ``paper`` the model thinks as it does by default."""
 """What a flag's default is for a command that continues a stored run (``{run}``: its name)."""
 
 
@@ -128,7 +131,8 @@ MODEL_OPTIONS: tuple[ModelOption, ...] = (
         default="off",
         recorded=RECORDED,
         fresh="{default}",
-        help="thinking mode of Qwen3-class models (default: {recorded})",
+        help="thinking mode of Qwen3-class models; auto: the model's own (default: {recorded}; a new "
+        "--profile paper run: auto)",
     ),
     ModelOption(
         "call_timeout",

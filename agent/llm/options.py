@@ -12,7 +12,8 @@ Precedence, field by field:
   environment, then config file, then the run's record, then the default. A key is never
   stored in a run, so it comes from the first three only.
 - identity (backend, model, thinking: part of a run's configuration): flag, then the run's
-  record; a new run takes the environment, then the config file, then the embedded default.
+  record; a new run takes the environment, then the config file, then the embedded default (thinking:
+  the profile's, ``option_table.PROFILE_THINKING``, then the default).
 
 Each option's flag, variable, config key, rule and default are written once, in
 :mod:`agent.llm.option_table`; the backends are opened through :mod:`agent.llm.backends`.
@@ -28,6 +29,7 @@ from agent.llm.backends import ProbeDepth, backend_factory, register_backend
 from agent.llm.option_table import (
     DEFAULT_CALL_TIMEOUT_S,
     DEFAULT_MAX_REPLY_MIB,
+    PROFILE_THINKING,
     ModelOption,
     Purpose,
     option,
@@ -230,17 +232,22 @@ def resolve(
     environ: Mapping[str, str] | None = None,
     config: Mapping[str, Any] | None = None,
     stored: StoredModel | None = None,
+    profile: str | None = None,
 ) -> LLMOptions:
     """The one model resolution (see the module's docstring for the order).
 
     ``environ``: the environment to read (``None``: none; the CLI passes ``os.environ``);
     ``config``: the config file's values; ``stored``: the run's record, for a command that
-    continues a run."""
+    continues a run; ``profile``: the profile a new run asked for."""
     sources = _Sources(flags or ModelFlags(), options_for(purpose), environ or {}, config or {}, stored)
     backend, endpoint = _server(sources)
     model = _model(sources, backend)
     thinking = sources.pick(
-        "thinking", sources.flag("thinking"), (sources.record.thinking, _FROM_RUN), sources.default("thinking")
+        "thinking",
+        sources.flag("thinking"),
+        (sources.record.thinking, _FROM_RUN),
+        (PROFILE_THINKING.get(profile or ""), f"--profile {profile}"),
+        sources.default("thinking"),
     )
     api_key = _api_key(sources, endpoint) if backend == "endpoint" else None
     limits = {name: _limit(sources, name) for name in _LIMITS}

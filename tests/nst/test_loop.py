@@ -267,7 +267,7 @@ def test_reference_search_answers_in_the_references_json(store, config):
     commit_earlier(store, 3)
     searches = [json.dumps({"tool": "search", "query": q}) for q in ("silver key lantern", "zzqx nowhere")]
     run_chapter(store, config, Author(policy=policy_with(searches)), index=3, search_style="reference")
-    found, empty = [json.loads(c.result) for c in store.tool_calls() if c.tool == "search"]
+    found, empty = [json.loads(c.result) for c in store.ledger.tool_calls() if c.tool == "search"]
     assert list(found) == ["ok", "budget_charged", "query", "hits", "hit_count"]
     assert found["query"] == "silver key lantern" and found["hit_count"] == len(found["hits"]) == 8
     assert all(list(hit) == ["chapter_id", "sentence", "before", "after"] for hit in found["hits"])

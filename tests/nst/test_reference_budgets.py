@@ -12,7 +12,7 @@ from agent import pipelines
 from agent.llm.base import Request
 from agent.nst.chapter.sizing import grown_budget, reference_budget
 from agent.nst.config import NstConfig, RollSumConfig
-from agent.testing.author import Author, gate_of
+from agent.testing.author import Author, chapter_of, gate_of
 
 PROMPT = {"prompt": "A keeper finds a bell in the harbour.", "prompt_id": None}
 
@@ -50,9 +50,13 @@ def test_every_nst_chapter_call_gets_the_budget_of_its_chapter_under_paper(tmp_p
 
 
 def test_rollsum_grows_the_budget_after_a_cut_draft_and_skips_the_last_summary(tmp_path: Path) -> None:
+    drafted: set[int] = set()
+
     def length(request: Request, attempt: int) -> int | tuple[int, str]:
-        target = gate_of(request)[0]
-        return (int(target * 0.6), "length") if attempt == 0 else target  # the first draft is cut short
+        target, chapter = gate_of(request)[0], chapter_of(request)
+        first = chapter not in drafted
+        drafted.add(chapter)
+        return (int(target * 0.6), "length") if first else target  # each chapter's first draft is cut short
 
     author = Author(length=length)
     store = _run(tmp_path, "rollsum", RollSumConfig, author)

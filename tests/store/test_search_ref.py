@@ -155,7 +155,7 @@ def test_a_series_searches_every_book_in_one_index(tmp_path):
         first.commit_chapter(1, "One", "The heron waited by the weir.", state={})
         record = sequel_record(first, "Book One")
     with RunStore.create(tmp_path / "two", pipeline="nst", config={}) as second:
-        second.put_plan(SERIES_KEY, record)
+        second.plans.put(SERIES_KEY, record)
         second.commit_chapter(1, "Two", "The heron waited by the weir.", state={})
         second.commit_chapter(2, "Three", "Later still.", state={})
         hits = series_search(second, "heron", k=8, before=2, style="reference")
