@@ -177,12 +177,21 @@ class Pipeline:
             return dict(config)
         return self.settings.parse(config, owner=self.name)
 
-    def configure(self, config: Mapping[str, Any], llm: LLMOptions) -> dict[str, Any]:
-        """The full stored configuration: defaults, then ``config`` (validated), then version and model."""
+    def settle(self, config: Mapping[str, Any] | Settings) -> Any:
+        """The run's typed settings: defaults, then ``config``, validated once (already typed: as it is)."""
+        if isinstance(config, Settings):
+            return config
         base = {k: v for k, v in config.items() if k not in ("pipeline_version", "llm")}
-        settings = self.typed({**self.defaults, **base})
+        return self.typed({**self.defaults, **base})
+
+    def stored_config(self, settings: Any, llm: LLMOptions) -> dict[str, Any]:
+        """What a run stores of its settings: every value, then the pipeline's version and the model."""
         stored = settings.stored() if isinstance(settings, Settings) else settings
         return {**stored, "pipeline_version": self.version, "llm": llm.fingerprinted()}
+
+    def configure(self, config: Mapping[str, Any] | Settings, llm: LLMOptions) -> dict[str, Any]:
+        """The full stored configuration: defaults, then ``config`` (validated), then version and model."""
+        return self.stored_config(self.settle(config), llm)
 
 
 _REGISTRY: dict[str, Pipeline] = {}
@@ -381,24 +390,23 @@ def _misfit(name: str, loaded: Any) -> str | None:
 def _run(
     pipeline: Pipeline,
     store: RunStore,
-    config: dict[str, Any],
+    settings: Any,
     llm: LLMOptions,
     events: EventSink | None,
     model: LLM | None = None,
     plan_only: bool = False,
 ) -> None:
+    """Run ``pipeline`` on ``store`` with its typed ``settings`` (parsed once by the caller)."""
     if model is not None:
         llm.attach_run(model, store)
-    with RunContext(
-        store, pipeline.typed(config), llm=model, open_llm=llm.open, events=events, plan_only=plan_only
-    ) as ctx:
+    with RunContext(store, settings, llm=model, open_llm=llm.open, events=events, plan_only=plan_only) as ctx:
         pipeline.run(ctx)
 
 
 def start(
     run_dir: str | os.PathLike[str],
     name: str,
-    config: Mapping[str, Any],
+    config: Mapping[str, Any] | Settings,
     llm: LLMOptions,
     *,
     target_units: int | None = None,
@@ -417,7 +425,8 @@ def start(
     the run before it starts (how the CLI chose the profile, say). ``plan_only``: a planned
     pipeline stores its outline and stops (resumable; not a setting)."""
     pipeline = get(name)
-    full = pipeline.configure(config, llm)
+    settings = pipeline.settle(config)  # validated once, and handed to the runner typed
+    full = pipeline.stored_config(settings, llm)
     store = RunStore.create(
         run_dir,
         pipeline=name,
@@ -432,7 +441,7 @@ def start(
         for key, value in (notes or {}).items():
             store.plans.put(key, value)
         with store.sessions.hold("start", transport=llm.transport()):
-            _run(pipeline, store, full, llm, events, model, plan_only)
+            _run(pipeline, store, settings, llm, events, model, plan_only)
     except BaseException:
         store.close()
         raise
@@ -493,7 +502,7 @@ def resume(
     if plan.changes and not force:
         raise ConfigChangedError(plan.changes)
     with store.sessions.hold("resume", config=plan.config if plan.changes else None, transport=plan.llm.transport()):
-        _run(plan.pipeline, store, plan.config, plan.llm, events, model)
+        _run(plan.pipeline, store, plan.pipeline.typed(plan.config), plan.llm, events, model)
     return plan
 
 

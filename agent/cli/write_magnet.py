@@ -26,7 +26,6 @@ from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.profile_choice import PROFILE_CHOICES, PROFILE_HELP, asked_profile, choose_profile
 from agent.cli.progress import ProgressDisplay
 from agent.cli.rundir import discard_if_unused, store_errors
-from agent.llm.options import LLMOptions
 from agent.settings import parse_assignments
 
 
@@ -103,13 +102,13 @@ def _run_dir(args: argparse.Namespace, title: str) -> str:
 def _start(args: argparse.Namespace, name: str, build: Callable[[str], dict[str, Any]]) -> int:
     """Check every setting and the run folder, open the one client, let the profile follow the model, write."""
     checked = build("default")
-    pipelines.get(name).configure(checked, LLMOptions())  # checked before anything is opened
+    pipelines.get(name).settle(checked)  # checked before anything is opened
     output_dir(_run_dir(args, checked["story"]["title"]))
     llm, model = open_client(choose_model(args, profile=asked_profile(args.profile)))
     try:
         profile = choose_profile(args.profile, model)
         config = build(profile.name)
-        pipelines.get(name).configure(config, LLMOptions())
+        settings = pipelines.get(name).settle(config)  # validated once, handed to the run typed
         run_dir = _run_dir(args, config["story"]["title"])
         if profile.reason and profile.name != "default":
             print(f"fabula: {profile.reason}", file=sys.stderr)
@@ -125,7 +124,7 @@ def _start(args: argparse.Namespace, name: str, build: Callable[[str], dict[str,
                 store = pipelines.start(
                     run_dir,
                     name,
-                    config,
+                    settings,
                     llm,
                     events=ProgressDisplay(unit_name="step"),
                     model=model,
