@@ -18,6 +18,7 @@ import pytest
 from agent import pipelines
 from agent.magnet.prompts import SELECT_ONLY_SYSTEM, SELECT_SYSTEM
 from agent.magnet.settings import MagnetConfig, MagnetSettings, SingleConfig
+from agent.nst.baselines import reference_prompts
 from agent.nst.chapter.restarts import ChapterFailedError
 from agent.nst.chapter.tools import ChapterSession, ToolError, update_grammar
 from agent.nst.chapter.update import update_state
@@ -106,6 +107,7 @@ def test_nst_paper_constant(key: str, value: Any) -> None:
         (DirectConfig, "chapter_restarts", 0),  # reference direct.py:374: a failed story is recorded, not resumed
         (RollSumConfig, "chapter_restarts", 3),  # README.md:92 --auto-resumes 3
         (DirectConfig, "min_tokens", False),
+        (DirectConfig, "reference_prompts", True),  # reference direct.py direct_prompt (in fabula's words)
         (DirectConfig, "repetition_guard", False),
     ],
 )
@@ -426,16 +428,41 @@ def test_single_paper_run_is_one_prompt(tmp_path: Path) -> None:
     assert store.info().status == "completed" and store.paragraphs()
 
 
-def test_rollsum_paper_prompts_are_the_references(tmp_path: Path) -> None:
-    """Reference code/baselines/rolling_summary.py: ``summary_prompt`` shows the story prompt and leaves
-    the length to the model; ``chapter_prompt`` asks for the target itself and no later chapter."""
+def test_rollsum_paper_requests_have_the_references_shape(tmp_path: Path) -> None:
+    """Reference code/baselines/rolling_summary.py: the chapter request has its own system line and the
+    prompt, the whole outline as JSON, the summary, then the task with the ±20 % range; ``summary_prompt``
+    shows the story prompt first and leaves the length to the model (fabula's words, not the reference's)."""
     author = Author()
     config = {**PROMPT, "words": 3000, "plan_cache": str(tmp_path / "plans"), **RollSumConfig.profile_settings("paper")}
-    _run(tmp_path, "rollsum", config, author)
-    summary = next(r for r in author.requests if r.role == "rollsum_summary").messages[1]["content"]
-    assert summary.startswith(f"Original story prompt:\n{PROMPT['prompt']}") and "Keep every fact" not in summary
-    chapter = next(r for r in author.requests if r.role == "rollsum_chapter").messages[1]["content"]
-    assert "Aim for the stated target itself" in chapter and "Do not begin, merge, or pre-write" in chapter
+    store = _run(tmp_path, "rollsum", config, author)
+    summary = next(r for r in author.requests if r.role == "rollsum_summary").messages
+    assert summary[0]["content"] == reference_prompts.SUMMARY_SYSTEM
+    assert (
+        summary[1]["content"].startswith(f"Story prompt:\n{PROMPT['prompt']}")
+        and "Keep every" not in summary[1]["content"]
+    )
+    system, user = (m["content"] for m in next(r for r in author.requests if r.role == "rollsum_chapter").messages)
+    assert system == reference_prompts.CHAPTER_SYSTEM
+    headings = [line for line in user.splitlines() if line.startswith("# ")]
+    assert headings == [
+        "# Story prompt",
+        "# The whole outline (frozen)",
+        "# The story so far, summarized",
+        "# Current task",
+    ]
+    whole = user.split("# The whole outline (frozen)\n")[1].split("\n\n# ")[0]
+    assert json.loads(whole) == store.plans.all()["outline"]  # the whole outline, as JSON
+    assert "±20 %" in user.split("# Current task")[1] and "Completed chapters" not in user
+
+
+def test_direct_paper_request_has_the_references_shape(tmp_path: Path) -> None:
+    """Reference code/baselines/direct.py ``direct_prompt``: its own system line, the prompt, then the output
+    rules with the target and range last (fabula's words)."""
+    author = Author()
+    _run(tmp_path, "direct", {**PROMPT, "words": 3000, **DirectConfig.profile_settings("paper")}, author)
+    system, user = (m["content"] for m in next(r for r in author.requests if r.role == "direct_story").messages)
+    assert system == reference_prompts.DIRECT_SYSTEM and user.startswith(f"Story prompt:\n{PROMPT['prompt']}")
+    assert "target 3000 words, accepted range 2400-3600" in user.rsplit("\n", 1)[1]  # nearest the reply
 
 
 class Planner(Author):

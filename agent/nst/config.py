@@ -79,7 +79,12 @@ PAPER_ROLLSUM: dict[str, Any] = {
 }
 """RollSum (App. A.1): "a 32,768-token limit per chapter call", "each summary call has a 16,384-token
 output limit" (the reference's published command sizes the chapter call per chapter: docs/profiles.md)."""
-PAPER_DIRECT: dict[str, Any] = {**PAPER_STORY, "prose_max_tokens": 32768, "chapter_restarts": 0}
+PAPER_DIRECT: dict[str, Any] = {
+    **PAPER_STORY,
+    "prose_max_tokens": 32768,
+    "chapter_restarts": 0,
+    "reference_prompts": True,
+}
 """Direct (App. A.1): "one full-story call per attempt with a 32,768-token output limit"."""
 
 
@@ -503,15 +508,15 @@ class RollSumConfig(Planned):
         bool,
         Source(
             "reference rolling_summary.py:391 `summary_prompt`, :274 `chapter_prompt`, :81 `SYSTEM_PROMPTS`",
-            "the summary call sees the story prompt and keeps what later chapters need, with no word limit; the "
-            "chapter asks for its target itself. fabula's paper profile today: the summary call matches; the "
-            "chapter request keeps fabula's system line, headings and closing line (issue 33)",
+            "the chapter request: its own system line; the prompt, the whole outline as JSON, the summary, then "
+            "the task (target and range, prose only, this chapter only, aim at the target); the summary call "
+            "sees the story prompt and keeps what later chapters need, with no word limit (in fabula's words: "
+            "`agent.nst.baselines.reference_prompts`)",
             "the summary keeps a list of facts (names, ages, dates, places) so that they do not drift",
         ),
     ] = False
-    """The reference's RollSum prompts: the summary call sees the story prompt and keeps what later
-    chapters need in its own words, and the chapter asks for the target itself, no later chapter.
-    Off: fabula's (the summary keeps a list of facts: names, ages, dates, places, ...)."""
+    """RollSum's requests shaped as the reference's (``agent.nst.baselines.reference_prompts``). Off: fabula's
+    (the summary keeps a list of facts: names, ages, dates, places, ...)."""
 
 
 class DirectConfig(StoryTarget):
@@ -525,6 +530,17 @@ class DirectConfig(StoryTarget):
         bool, Source("NstAgent App. A.1", "no floor; the paper measures how Direct reaches the length unaided")
     ] = False
     """No floor by default: the paper measures Direct's difficulty reaching the length unaided."""
+    reference_prompts: Annotated[
+        bool,
+        Source(
+            "reference direct.py:57 `SYSTEM_PROMPTS`, :70 `direct_prompt`",
+            "its own system line; the prompt, then the output rules with the target and range last: prose only, "
+            "about the last 10 % for the resolution, stop right after the last sentence (in fabula's words: "
+            "`agent.nst.baselines.reference_prompts`)",
+            "a short request: a local model reads fewer instructions more reliably",
+        ),
+    ] = False
+    """Direct's request shaped as the reference's (``agent.nst.baselines.reference_prompts``)."""
 
 
 NST_DEFAULTS: dict[str, Any] = NstConfig.defaults()

@@ -12,6 +12,7 @@ from typing import Any
 from agent import pipelines
 from agent.llm import LLM
 from agent.llm.types import Message
+from agent.nst.baselines import reference_prompts
 from agent.nst.baselines.gated_chapter import GatedChapter, write_gated_chapter
 from agent.nst.baselines.voice import describe_style, voice_blocks
 from agent.nst.chapter.drafter import GateOutcome
@@ -42,16 +43,20 @@ def write(ctx: RunContext[DirectConfig]) -> None:
     describe_style(ctx, budget)
     ctx.set_progress(words=0, units=1, target_words=config.words)
     voice = voice_blocks(store, {"title": "", "description": config.prompt}, config.prompt, config)
-    base: list[Message] = [
-        {"role": "system", "content": SYSTEM},
-        {
-            "role": "user",
-            "content": f"# Story prompt\n{config.prompt}\n\n"
-            + (f"{voice}\n\n" if voice else "")
-            + "Write the complete "
-            f"story in one reply. Length: {gate.describe()}. Reply with the story only.",
-        },
-    ]
+    base: list[Message] = (
+        reference_prompts.direct_messages(config.prompt, gate, voice)
+        if config.reference_prompts
+        else [
+            {"role": "system", "content": SYSTEM},
+            {
+                "role": "user",
+                "content": f"# Story prompt\n{config.prompt}\n\n"
+                + (f"{voice}\n\n" if voice else "")
+                + "Write the complete "
+                f"story in one reply. Length: {gate.describe()}. Reply with the story only.",
+            },
+        ]
+    )
     chapter = GatedChapter(1, "Story", base, gate, config.attempts, "direct_story")
     ratio = initial_ratio(config.prompt, config.tokens_per_word)
     write_gated_chapter(ctx, chapter, ratio=ratio, budget=budget, settle=_stored_state)

@@ -18,6 +18,7 @@ from agent.gate import Gate
 from agent.llm import LLM
 from agent.llm.budget import Budget
 from agent.llm.types import Message
+from agent.nst.baselines import reference_prompts
 from agent.nst.baselines.gated_chapter import GatedChapter, Settle, write_gated_chapter
 from agent.nst.baselines.summary import SYSTEM, rederive_rollsum, summarize
 from agent.nst.baselines.voice import describe_style, voice_blocks
@@ -34,16 +35,6 @@ from agent.store.snapshots import ChapterSnapshot
 from agent.store.writer.review import owed_review, pause_after
 from agent.text import count_words
 
-REFERENCE_TASK = (
-    "Even though the full outline is visible, write only the current chapter. Do not begin, merge, or "
-    "pre-write any later chapter; end the response as soon as the current chapter is complete. Aim "
-    "for the stated target itself, not the top of the accepted range. Begin resolving the current "
-    "chapter by roughly 85-90% of the target and finish it naturally near the target; do not pad "
-    "toward the upper bound.\n"
-)
-"""The reference's chapter instructions (zhennan1/NstAgent code/baselines/rolling_summary.py,
-``chapter_prompt``), added by ``reference_prompts``."""
-
 
 def chapter_messages(
     prompt: str,
@@ -56,7 +47,10 @@ def chapter_messages(
     reference: bool = False,
     voice: str = "",
 ) -> list[Message]:
-    """The chapter request; ``voice``: the writer's bible, style and language blocks (``agent.nst.baselines.voice``)."""
+    """The chapter request; ``voice``: the writer's bible, style and language blocks (``agent.nst.baselines.voice``);
+    ``reference``: shaped as the reference's (``agent.nst.baselines.reference_prompts``)."""
+    if reference:
+        return reference_prompts.chapter_messages(prompt, outline, summary, item, gate, voice)
     user = (
         f"# Story prompt\n{prompt}\n\n# Outline ({len(outline)} chapters, frozen)\n{outline_block(outline)}\n\n"
         f"# Story so far (summary)\n{summary or '(nothing written yet)'}\n\n"
@@ -65,8 +59,7 @@ def chapter_messages(
         + f'# Current task\nWrite chapter {item.id}: "{item.title}".\nWhat happens: {item.description}\n'
         f"Length: {gate.describe()}.\nThe outline is a plan, not prose: expand it into scenes with dialogue, "
         "sensory detail and inner experience.\n"
-        + (REFERENCE_TASK if reference else "")
-        + "Reply with the chapter's prose only: no title line, no notes."
+        "Reply with the chapter's prose only: no title line, no notes."
     )
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from agent.llm import LLMError
 from agent.llm.budget import Budget
 from agent.llm.types import Message
+from agent.nst.baselines import reference_prompts
 from agent.nst.chapter.rederive import edited_snapshots, not_rederived, store_rederived
 from agent.nst.chapter.sizing import run_budget
 from agent.nst.config import RollSumConfig
@@ -30,35 +31,13 @@ def summary_messages(summary: str, index: int, text: str) -> list[Message]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-REFERENCE_SYSTEM = (
-    "Maintain a compact rolling summary of a long novel. Preserve the character situations, key "
-    "events, relationship changes, timeline, and unresolved threads needed for later chapters. "
-    "Compress settled earlier information instead of retelling scenes, dialogue, or prose."
-)
-"""The reference's summary system prompt (zhennan1/NstAgent code/baselines/rolling_summary.py,
-``SYSTEM_PROMPTS["summary_en"]``), taken over in substance."""
-
-
-def reference_summary_messages(prompt: str, summary: str, index: int, title: str, text: str) -> list[Message]:
-    """The reference's summary call (rolling_summary.py ``summary_prompt``, no word limit): the story
-    prompt, the previous summary and the new chapter; the length is the model's."""
-    user = (
-        f"Original story prompt:\n{prompt}\n\nPrevious story-so-far summary:\n{summary or 'None'}\n\n"
-        f"Newly completed Chapter {index}, {title}:\n{text}\n\nOutput only the updated story-so-far summary "
-        "directly. Do not critique the chapter, offer writing advice, or add other meta-text. Choose the summary "
-        "length needed to preserve all information that may matter to later chapters, while remaining concise "
-        "and never continuing the story prose."
-    )
-    return [{"role": "system", "content": REFERENCE_SYSTEM}, {"role": "user", "content": user}]
-
-
 def summarize(
     ctx: RunContext[RollSumConfig], budget: Budget, summary: str, index: int, text: str, title: str = ""
 ) -> str:
     """The summary after chapter ``index`` (also how ``fabula edit`` re-derives it from an edited chapter)."""
     config = ctx.config
     messages = (
-        reference_summary_messages(config.prompt, summary, index, title, text)
+        reference_prompts.summary_messages(config.prompt, summary, index, title, text)
         if config.reference_prompts
         else summary_messages(summary, index, text)
     )
