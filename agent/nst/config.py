@@ -64,6 +64,7 @@ PAPER_NST: dict[str, Any] = {
     "min_past_events": 0,
     "failed_update_limit": 0,
     "search_style": "reference",
+    "terminal_punctuation": True,
 }
 """NstAgent as the paper: the published command's 32,768-token ceiling for every call of the chapter loop,
 under which each gets min(32768, max(1024, ceil(1.35 x target + 1536))) (README.md:75-76), Eq. 6's atomic update
@@ -433,6 +434,16 @@ class NstConfig(Planned):
     on offer) end the chapter's turns: the fallback update is asked, then the chapter is kept
     (fabula's; 0: never, as the reference). A 135M model re-sent one refused update 25 times, and
     in another run let ten updates in a row run away, until its context was full."""
+    terminal_punctuation: Annotated[
+        bool,
+        Source(
+            "reference agent_core.py:5210-5217 `_tool_write`",
+            "a chapter whose last character (closing quotes and brackets aside) is not terminal punctuation is "
+            "rejected as cut mid-sentence",
+            "a draft cut at its token limit is already rejected; a stop mid-sentence with tokens to spare is rare",
+        ),
+    ] = False
+    """Reject a draft that does not end on terminal punctuation (``agent.nst.chapter.drafter.ends_a_sentence``)."""
     atomic_update: Annotated[
         bool,
         Source(

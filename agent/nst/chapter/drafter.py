@@ -51,6 +51,8 @@ class Attempt:
     """Set when the guard rejected the draft for repeating itself."""
     trimmed: bool = False
     """A draft cut at max_tokens, cut back to its last complete sentence (and then inside the gate)."""
+    unended: bool = False
+    """Rejected for ending mid-sentence, without terminal punctuation (``terminal_punctuation``)."""
 
     def facts(self) -> dict[str, Any]:
         """What the ledger records about the attempt."""
@@ -63,6 +65,8 @@ class Attempt:
         }
         if self.trimmed:
             facts["trimmed"] = True
+        if self.unended:
+            facts["unended"] = True
         if self.repeated is not None:
             facts["repetition"] = {"rate": round(self.repeated.rate, 3), "span_words": self.repeated.span_words}
         return facts
@@ -71,6 +75,8 @@ class Attempt:
         """What the model is told about a rejected draft."""
         if self.repeated is not None:
             return self.repeated.feedback()
+        if self.unended and gate.accepts(self.words, self.truncated):
+            return f"REJECTED: {self.words} words, inside the range ({gate.describe()}), but {UNENDED}"
         return gate.feedback(self.words, self.truncated)
 
 
@@ -115,6 +121,8 @@ class Drafter:
         self.llm, self.gate, self.ratio = llm, gate, ratio
         self.fixed = fixed
         """A fixed prose ceiling (the paper's ``prose_max_tokens``) instead of one sized from the gate."""
+        self.require_ending = False
+        """Reject a draft that does not end on terminal punctuation (the reference's write check)."""
         self.grow_to: int | None = None
         """Grow ``fixed`` up to this after a draft cut short of the range's top (the reference's RollSum)."""
         self.temperature, self.cap, self.use_min, self.role = temperature, cap, use_min, role
@@ -149,7 +157,11 @@ class Drafter:
             budget=budget,
             shrink=shrink,
             fixed=prose_budget(config, gate),
-        )
+        ).ending_required(getattr(config, "terminal_punctuation", False))
+
+    def ending_required(self, required: bool) -> Drafter:
+        self.require_ending = required
+        return self
 
     def min_output(self) -> int:
         """The least room a draft needs: the top of the range at the measured ratio. Less than
@@ -184,12 +196,26 @@ class Drafter:
             if cut and self.gate.accepts(count_words(cut)):
                 text, words, truncated, trimmed = cut, count_words(cut), False, True
         repeated = self.guard.check(text) if self.guard is not None else None
-        accepted = self.gate.accepts(words, truncated) and repeated is None
-        return Attempt(text, words, truncated, accepted, max_tokens, min_tokens, reply, repeated, trimmed)
+        unended = self.require_ending and not ends_a_sentence(text)
+        accepted = self.gate.accepts(words, truncated) and repeated is None and not unended
+        return Attempt(text, words, truncated, accepted, max_tokens, min_tokens, reply, repeated, trimmed, unended)
 
 
 SENTENCE_ENDS = (".", "!", "?", '"', "”", "’", "'", "。", "！", "？")
 """How a complete sentence ends (a closing quote after the punctuation counts)."""
+TERMINAL = ".!?…。！？"
+CLOSERS = "\"'”’)]}*_"
+UNENDED = "the chapter stops mid-sentence: end it on a complete sentence."
+"""Why a draft in the range that ends without terminal punctuation is rejected."""
+
+
+def ends_a_sentence(text: str) -> bool:
+    """``text`` ends on terminal punctuation, closing quotes, brackets and emphasis marks aside (the
+    NstAgent reference's write check: a chapter cut mid-sentence is never accepted)."""
+    ending = text.rstrip()
+    while ending and ending[-1] in CLOSERS:
+        ending = ending[:-1].rstrip()
+    return bool(ending) and ending[-1] in TERMINAL
 
 
 def whole_sentences(text: str, max_words: int | None = None) -> str:
