@@ -441,7 +441,9 @@ def start(
         for key, value in (notes or {}).items():
             store.plans.put(key, value)
         with store.sessions.hold("start", transport=llm.transport()):
-            _run(pipeline, store, settings, llm, events, model, plan_only)
+            # a pipeline without a settings type reads its stored dict whole (version and model included)
+            typed = settings if isinstance(settings, Settings) else pipeline.typed(full)
+            _run(pipeline, store, typed, llm, events, model, plan_only)
     except BaseException:
         store.close()
         raise

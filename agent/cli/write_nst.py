@@ -30,8 +30,7 @@ from agent.cli.review_cmd import (
 )
 from agent.cli.rundir import discard_if_unused, store_errors
 from agent.cli.voice_inputs import add_voice_options, voice_notes
-from agent.nst.config import StoryTarget
-from agent.settings import WordRange, parse_assignments
+from agent.settings import Settings, WordRange, parse_assignments
 from agent.store import RunStore
 from agent.store.snapshots import ChapterSnapshot, RunTarget
 from agent.store.writer.review import REVIEW_KEY
@@ -123,7 +122,7 @@ def prompt_from_set(path: str, prompt_id: str) -> str:
     return prompt_by_id(path, prompt_id)
 
 
-def build_config(args: argparse.Namespace, prompt: str, prompt_id: str | None, profile: str = "default") -> StoryTarget:
+def build_config(args: argparse.Namespace, prompt: str, prompt_id: str | None, profile: str = "default") -> Any:
     """The run's typed settings from the flags and ``--set``, validated once (one line per bad value); handed
     to :func:`agent.pipelines.start` as they are."""
     pipeline = pipelines.get(args.writer)
@@ -141,9 +140,7 @@ def build_config(args: argparse.Namespace, prompt: str, prompt_id: str | None, p
     config.update({k: v for k, v in flags.items() if v is not None})
     config.update(pipeline.settings.profile_settings(profile))  # type: ignore[union-attr]
     config.update(parse_assignments(args.overrides))
-    settings = pipeline.settle(config)  # every setting validated before anything is created
-    assert isinstance(settings, StoryTarget)  # the chapter-based writers' settings
-    return settings
+    return pipeline.settle(config)  # every setting validated before anything is created (a plugin's: its type)
 
 
 def summary_lines(store, writer: str) -> list[str]:
@@ -187,13 +184,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         profile = choose_profile(args.profile, model)
         config = build_config(args, prompt, prompt_id, profile.name)
-        avoid = lint_avoid_setting(args, config.profile)
+        values = config.stored() if isinstance(config, Settings) else config
+        avoid = lint_avoid_setting(args, values.get("profile"))
         out = Path(args.out or f"runs/{args.writer}-{time.strftime('%Y%m%d-%H%M%S')}")
         existed = out.exists()
         if profile.reason and profile.name != "default":
             print(f"fabula: {profile.reason}", file=sys.stderr)
         print(
-            f"fabula: writing {args.writer} ({config.words} words) into {out} with {llm.describe()}"
+            f"fabula: writing {args.writer} ({values['words']} words) into {out} with {llm.describe()}"
             + (f", profile {profile.name}" if profile.name != "default" else ""),
             file=sys.stderr,
         )
