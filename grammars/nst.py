@@ -107,6 +107,23 @@ class CharacterState(CharacterSnapshot):
     evidence: str = Field(min_length=1, description=EVIDENCE)
 
 
+class CharacterNote(Grammar):
+    """One character as it stands after the chapter, in a single description, replacing any earlier one."""
+
+    name: str = Field(min_length=1)
+    description: str = Field(
+        min_length=1,
+        description="where the character is, what they want, their relationships, what they know and have, "
+        "and their physical and emotional condition",
+    )
+
+
+class CharacterNoteEvidence(CharacterNote):
+    """One character as it stands after the chapter, in a single description, replacing any earlier one."""
+
+    evidence: str = Field(min_length=1, description=EVIDENCE)
+
+
 class Entry(Grammar):
     """A keyed entry as the paper's update has it (Eq. 6: no quote)."""
 

@@ -65,6 +65,7 @@ PAPER_NST: dict[str, Any] = {
     "failed_update_limit": 0,
     "search_style": "reference",
     "terminal_punctuation": True,
+    "state_style": "reference",
 }
 """NstAgent as the paper: the published command's 32,768-token ceiling for every call of the chapter loop,
 under which each gets min(32768, max(1024, ceil(1.35 x target + 1536))) (README.md:75-76), Eq. 6's atomic update
@@ -434,6 +435,19 @@ class NstConfig(Planned):
     on offer) end the chapter's turns: the fallback update is asked, then the chapter is kept
     (fabula's; 0: never, as the reference). A 135M model re-sent one refused update 25 times, and
     in another run let ten updates in a row run away, until its context was full."""
+    state_style: Annotated[
+        Literal["fabula", "reference"],
+        Source(
+            "reference agent_core.py:1625 `NARRATIVE_OPS_UPDATE_TOOL` (the mode nstagent.py:20 fixes), :3514, "
+            ":2051 `StoryState.to_dict`",
+            "a character entry is `{name, description}`, one description of the character's whole situation; the "
+            "state is shown to the model as one indented JSON object with ids and chapter numbers",
+            "typed character fields with identity facts (age, birth date, appearance, titles) keep them from "
+            "drifting; headed sections read more easily to a small model",
+        ),
+    ] = "fabula"
+    """How a character entry is asked for and the state shown: "fabula", typed fields with identity facts and
+    headed sections; "reference", ``{name, description}`` and one JSON object (``NarrativeState.render``)."""
     terminal_punctuation: Annotated[
         bool,
         Source(

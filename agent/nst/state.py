@@ -137,8 +137,11 @@ class NarrativeState:
         return Applied(state, t.refused, t.applied, t.notes)
 
     # -- the prompt ------------------------------------------------------------------------
-    def render(self) -> str:
-        """The state as it appears in the chapter prompt: append-only part first."""
+    def render(self, style: str = "fabula") -> str:
+        """The state as it appears in the chapter prompt: append-only part first; ``style`` "reference":
+        :meth:`render_json`."""
+        if style == "reference":
+            return self.render_json()
         lines = ["Past events (in the order they happened; key: description):"]
         digested = self.digested()
         for digest in self.digests:
@@ -157,6 +160,37 @@ class NarrativeState:
         lines.append("Open future requirements (key: obligation):")
         lines += [json.dumps({k: v}, ensure_ascii=False) for k, v in self.future_requirements.items()] or ["(none)"]
         return "\n".join(lines)
+
+    def render_json(self) -> str:
+        """The state as the reference shows it: one indented JSON object, characters then past events
+        (with the chapter each was recorded in) then open requirements (with the chapter that opened
+        them), each entry numbered; digested arcs stand before the events they replace."""
+        where = {c: self.provenance.get(c, {}) for c in COLLECTIONS}
+        digested = self.digested()
+        events: list[dict[str, Any]] = [
+            {"digest_of_chapters": d.get("chapters", [0, 0]), "description": d.get("text", "")} for d in self.digests
+        ]
+        events += [
+            {"key": k, "description": v, "chapter_id": int((where["past_events"].get(k) or {}).get("chapter") or 0)}
+            for k, v in self.past_events.items()
+            if k not in digested
+        ]
+        data = {
+            "character_states": [
+                {"id": i, "name": name, **entry} for i, (name, entry) in enumerate(self.characters.items(), 1)
+            ],
+            "past_events": [{"id": i, **e} for i, e in enumerate(events, 1)],
+            "future_requirements": [
+                {
+                    "id": i,
+                    "key": k,
+                    "description": v,
+                    "introduced_chapter_id": int((where["future_requirements"].get(k) or {}).get("chapter") or 0),
+                }
+                for i, (k, v) in enumerate(self.future_requirements.items(), 1)
+            ],
+        }
+        return json.dumps(data, ensure_ascii=False, indent=2)
 
     def find_events(self, query: str, limit: int = 5) -> list[tuple[str, str]]:
         """Past events whose key or text shares the most words with ``query`` (digested ones included)."""
@@ -236,17 +270,22 @@ class _Transition:
                 self.refused.append(f"upsert_character_state {name!r}: appears twice in this update")
                 continue
             seen.add(folded)
-            bad_fact = next((f.key for f in snap.facts if KEY.fullmatch(f.key) is None), None)
+            snap_facts = getattr(snap, "facts", [])  # a {name, description} note has none
+            bad_fact = next((f.key for f in snap_facts if KEY.fullmatch(f.key) is None), None)
             if bad_fact is not None:
                 self.refused.append(
                     f"upsert_character_state {name!r}: fact key {bad_fact!r} must match ^[a-z][a-z0-9_]{{0,63}}$"
                 )
                 continue
-            facts = {fact.key: fact.value for fact in snap.facts}
+            facts = {fact.key: fact.value for fact in snap_facts}
             if self.contradicts_canon(name, facts):
                 continue
             facts = {**facts, **self.canon.get(folded, {})}  # a canon fact left out is kept, not lost
-            entry: dict[str, Any] = {f: getattr(snap, f) for f in SNAPSHOT_FIELDS}
+            entry: dict[str, Any] = (
+                {f: getattr(snap, f) for f in SNAPSHOT_FIELDS}
+                if hasattr(snap, SNAPSHOT_FIELDS[0])
+                else {"description": snap.description}
+            )
             if facts:
                 entry["facts"] = facts
             existing = [k for k in characters if k.casefold() == folded]

@@ -243,14 +243,27 @@ Policy = Callable[[Request, list[str]], str]
 
 
 def without_evidence(update: str, request: Request) -> str:
-    """The update as the grammar asks for it: the paper profile's has no ``evidence`` fields."""
+    """The update as the grammar asks for it: the paper profile's has no ``evidence`` fields, and its
+    characters are ``{name, description}`` entries (``state_style`` "reference")."""
     schema = request.constraint.json_schema if request.constraint else None
-    if schema is None or '"evidence"' in json.dumps(schema):
+    if schema is None:
         return update
+    text = json.dumps(schema)
     data = json.loads(update)
-    for name in ("upsert_character_state", "add_past_event", "add_future_requirement"):
-        for entry in data.get(name, []):
-            entry.pop("evidence", None)
+    if '"location"' not in text and '"CharacterNote' in text:
+        data["upsert_character_state"] = [
+            {
+                "name": c["name"],
+                "description": f"At {c['location']}, {c['condition']}; wants to {c['goal']}; {c['relationships']}; "
+                f"{c['knowledge']}; carries {c['possessions']}.",
+                **({"evidence": c["evidence"]} if "evidence" in c else {}),
+            }
+            for c in data.get("upsert_character_state", [])
+        ]
+    if '"evidence"' not in text:
+        for name in ("upsert_character_state", "add_past_event", "add_future_requirement"):
+            for entry in data.get(name, []):
+                entry.pop("evidence", None)
     return json.dumps(data)
 
 

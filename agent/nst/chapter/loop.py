@@ -125,7 +125,12 @@ class ChapterLoop:
     def _opening(self) -> list[Message]:
         cfg = self.config
         return [
-            {"role": "system", "content": system_prompt(with_state=cfg.state, evidence=cfg.evidence)},
+            {
+                "role": "system",
+                "content": system_prompt(
+                    with_state=cfg.state, evidence=cfg.evidence, notes=cfg.state_style == "reference"
+                ),
+            },
             {
                 "role": "user",
                 "content": chapter_prompt(
@@ -140,6 +145,7 @@ class ChapterLoop:
                     avoid=self.avoid,
                     style=self._style_block(),
                     language=language_line(self.story_prompt, cfg),
+                    state_style=cfg.state_style,
                 ),
             },
         ]

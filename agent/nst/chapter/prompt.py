@@ -31,11 +31,7 @@ experience."""
 SYSTEM_STATE = """
 - update: {"tool": "update", ...} records what the chapter changed in the narrative state. Call it exactly once,
   after the accepted write, with four arrays (use [] when nothing changes):
-  * upsert_character_state: a complete snapshot of every character whose situation changed or who first
-    appeared: name, location, goal, relationships, knowledge, possessions, condition (physical and emotional),
-    and facts: identity facts that must never drift ({key, value}: age, birth_date, appearance, title,
-    aliases, ...). It replaces the previous snapshot whole, so repeat the facts that still hold.
-  * add_past_event: {key, description} for each event of this chapter that the outline does not already
+{characters}  * add_past_event: {key, description} for each event of this chapter that the outline does not already
     state and that may matter later. Keys are new lower_snake_case names; a past event never changes.
   * add_future_requirement: {key, description} for each promise the story has made and must keep later:
     a planted clue, an open question, a vow, a coming confrontation.
@@ -51,8 +47,24 @@ EVIDENCE_RULE = (
 """fabula's evidence gating (the ``evidence`` setting); the paper's update has no quotes (Eq. 6)."""
 
 
-def system_prompt(*, with_state: bool, evidence: bool = True) -> str:
-    state = SYSTEM_STATE.replace("{evidence}", EVIDENCE_RULE if evidence else "")
+CHARACTER_SNAPSHOTS = (
+    "  * upsert_character_state: a complete snapshot of every character whose situation changed or who first\n"
+    "    appeared: name, location, goal, relationships, knowledge, possessions, condition (physical and emotional),\n"
+    "    and facts: identity facts that must never drift ({key, value}: age, birth_date, appearance, title,\n"
+    "    aliases, ...). It replaces the previous snapshot whole, so repeat the facts that still hold.\n"
+)
+CHARACTER_NOTES = (
+    "  * upsert_character_state: {name, description} for every character whose situation changed or who first\n"
+    "    appeared, the description saying where they are, what they want, their relationships, what they know and\n"
+    "    have, and their condition. It replaces the previous entry whole.\n"
+)
+"""The character entry as the reference asks for it (``state_style`` "reference"), in fabula's words."""
+
+
+def system_prompt(*, with_state: bool, evidence: bool = True, notes: bool = False) -> str:
+    state = SYSTEM_STATE.replace("{evidence}", EVIDENCE_RULE if evidence else "").replace(
+        "{characters}", CHARACTER_NOTES if notes else CHARACTER_SNAPSHOTS
+    )
     return SYSTEM_BASE + (state if with_state else "")
 
 
@@ -86,6 +98,7 @@ def chapter_prompt(
     avoid: list[str] | None = None,
     style: str = "",
     language: str = "",
+    state_style: str = "fabula",
 ) -> str:
     """The user message that opens chapter ``chapter.id``'s conversation; ``avoid``: the book's own
     worst offenders by ``fabula lint`` (``agent.nst.chapter.avoid``), named in the task. ``style``: the ``# Style``
@@ -96,7 +109,7 @@ def chapter_prompt(
         f"# Outline ({len(outline)} chapters, {heading})\n{outline_block(outline, chapter.id if abridged else None)}",
     ]
     if state is not None:
-        parts.append(f"# Narrative state\n{state.render()}")
+        parts.append(f"# Narrative state\n{state.render(state_style)}")
     parts.append(f"# Progress\nCompleted chapters: {completed} of {len(outline)}.")
     if style:
         parts.append(style)

@@ -213,7 +213,9 @@ class ChapterBudget:
         while True:
             prompt = budget.count(messages())
             over = prompt + self.work_room() > budget.limit
-            state_tokens = budget.count([{"role": "user", "content": state().render()}]) if cfg.state else 0
+            state_tokens = (
+                budget.count([{"role": "user", "content": state().render(cfg.state_style)}]) if cfg.state else 0
+            )
             crowded = cfg.state and state_tokens > cfg.state_share * (budget.context or 0)
             if not over and not crowded:
                 return

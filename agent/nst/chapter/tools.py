@@ -33,7 +33,18 @@ from agent.store.search import MAX_TERMS, Hit, dropped_terms
 from agent.store.search_ref import SearchStyle
 from agent.text import count_words
 from grammars.base import Grammar
-from grammars.nst import TOOL_CALLS, CharacterSnapshot, CorrectCall, Entry, KeyedEntry, ReadCall, UpdateCall
+from grammars.nst import (
+    TOOL_CALLS,
+    CharacterNote,
+    CharacterNoteEvidence,
+    CharacterSnapshot,
+    CharacterState,
+    CorrectCall,
+    Entry,
+    KeyedEntry,
+    ReadCall,
+    UpdateCall,
+)
 
 
 class ToolError(ValueError):
@@ -81,6 +92,8 @@ class ChapterSession:
     """A sequel (``fabula sequel``): the search covers the earlier books too, so chapter 1 may search."""
     search_style: SearchStyle = "fabula"
     """How the search ranks and answers (the run's ``search_style``; "reference": the hits as JSON)."""
+    character_notes: bool = False
+    """A character entry is ``{name, description}`` (the run's ``state_style`` "reference")."""
 
     @classmethod
     def for_config(
@@ -102,6 +115,7 @@ class ChapterSession:
             evidence=config.evidence,
             stuck_limit=config.failed_update_limit,
             search_style=config.search_style,
+            character_notes=config.state_style == "reference",
         )
 
     @property
@@ -368,7 +382,7 @@ class Update(Tool):
         return s.written and s.with_state and (not s.updated or s.retry_update)
 
     def grammar(self, s: ChapterSession) -> type[BaseModel]:
-        return update_grammar(s.open_requirements, s.min_events, s.evidence)
+        return update_grammar(s.open_requirements, s.min_events, s.evidence, notes=s.character_notes)
 
     def refusal(self, s: ChapterSession) -> str:
         if not s.with_state:
@@ -443,10 +457,13 @@ def _with_chapters(base: type[Grammar], chapters: tuple[int, ...]) -> type[BaseM
 
 
 @lru_cache(maxsize=256)
-def update_grammar(open_keys: tuple[str, ...], min_events: int = 0, evidence: bool = True) -> type[BaseModel]:
+def update_grammar(
+    open_keys: tuple[str, ...], min_events: int = 0, evidence: bool = True, *, notes: bool = False
+) -> type[BaseModel]:
     """``update`` with ``resolve_future_requirement`` narrowed to the requirement keys open now
     (an empty array when none is open) and at least ``min_events`` past events; without
-    ``evidence``, the paper's four arrays with no quotes (Eq. 6)."""
+    ``evidence``, the paper's four arrays with no quotes (Eq. 6); with ``notes``, each character a
+    ``{name, description}`` entry (the reference's)."""
     base = TOOL_CALLS["update"]
     if open_keys:
         resolve: Any = (
@@ -457,15 +474,19 @@ def update_grammar(open_keys: tuple[str, ...], min_events: int = 0, evidence: bo
         resolve = (list[str], Field(max_length=0, description="no requirement is open: []"))
     entry = KeyedEntry if evidence else Entry
     events: Any = (list[entry], Field(min_length=min_events) if min_events else Field())  # type: ignore[valid-type]
-    if evidence:
+    if notes:
+        characters: Any = list[CharacterNoteEvidence] if evidence else list[CharacterNote]
+    else:
+        characters = list[CharacterState] if evidence else list[CharacterSnapshot]
+    if evidence and not notes:
         return create_model(base.__name__, __base__=base, resolve_future_requirement=resolve, add_past_event=events)
     return create_model(
         base.__name__,
         __base__=base,
         resolve_future_requirement=resolve,
         add_past_event=events,
-        upsert_character_state=(list[CharacterSnapshot], ...),
-        add_future_requirement=(list[Entry], ...),
+        upsert_character_state=(characters, ...),
+        add_future_requirement=(list[KeyedEntry] if evidence else list[Entry], ...),
     )
 
 

@@ -86,7 +86,11 @@ def chapter_needs(config: Any, budget: Budget, chapters: int) -> int:
     messages = [
         {
             "role": "system",
-            "content": system_prompt(with_state=with_state, evidence=bool(getattr(config, "evidence", True))),
+            "content": system_prompt(
+                with_state=with_state,
+                evidence=bool(getattr(config, "evidence", True)),
+                notes=getattr(config, "state_style", "fabula") == "reference",
+            ),
         },
         {
             "role": "user",
