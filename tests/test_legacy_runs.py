@@ -60,8 +60,16 @@ ADDED_BY_ISSUE_28 = {
 """The paper profile's settings, each defaulting to what the run did before (#28)."""
 ADDED_BY_ISSUE_38 = {"language"}
 """The language a story is written in (#38), detected from the prompt when not given."""
-ADDED_BY_ISSUE_33 = {"turn_token_overhead", "search_style", "chapter_restarts", "terminal_punctuation"}
-"""The paper profile's budgets and search as the reference's published commands run them (#33)."""
+ADDED_BY_ISSUE_33 = {
+    "turn_token_overhead",
+    "search_style",
+    "chapter_restarts",
+    "terminal_punctuation",
+    "narrator_calls",
+    "goal_calls",
+}
+"""The paper profile's budgets and search as the reference's published commands run them, and Magnet's
+narrator and goal generator in one call each as the paper has them (#33)."""
 ADDED_BY_ISSUE_35 = {"failed_update_limit", "fallback_full_update"}
 """Turns that fail in a row while the update is due end a chapter's turns; the fallback may ask
 for one event only (#35)."""
