@@ -132,3 +132,26 @@ def test_one_narrator_call_refuses_the_prose_floor() -> None:
         MagnetSettings.parse({"narrator_calls": 1})
     assert MagnetSettings.parse({"narrator_calls": 1, "paragraph_floor": False}).narrator_calls == 1
     assert (MagnetSettings().narrator_calls, MagnetSettings().goal_calls) == (2, 2)  # the default unchanged
+
+
+def test_the_repetition_guard_asks_the_one_call_again() -> None:
+    """``--set narrator_calls=1`` under the default keeps its guard: a looping paragraph is asked once
+    more (the whole reply, with the repeated passage quoted), and the less repetitive reply is kept."""
+    loop = " ".join(["The bell rang over the water and the keeper counted the boats."] * 6)
+    settings = MagnetSettings(narrator_calls=1, paragraph_floor=False)
+    llm = StoryLLM(narrator=lambda r, n: loop if n == 1 else "Ann lit the lamp; Bob and Cy watched the tide.")
+    out = _step(llm, settings)
+    first, second = llm.by_role("narrator")
+    assert second.messages[-2]["role"] == "assistant" and json.loads(second.messages[-2]["content"])["paragraph"]
+    assert second.constraint is not None and second.constraint.json_schema == first.constraint.json_schema
+    assert out.paragraphs[0] == "Ann lit the lamp; Bob and Cy watched the tide."
+
+
+def test_one_call_with_vetting_rejects_updates() -> None:
+    settings = MagnetSettings(narrator_calls=1, paragraph_floor=False)  # the default narrator vets updates
+    llm = StoryLLM(narrator_select=lambda r, n: {"selected": ["Ann", "Bob"], "rejected_updates": ["u2"]})
+    out = _step(llm, settings)
+    schema = llm.by_role("narrator")[0].constraint.json_schema
+    assert list(schema["properties"]) == ["selected", "rejected_updates", "paragraph"]
+    assert [r["character"] for r in out.record["rejected_updates"]] == ["Bob"]
+    assert [c["character"] for c in out.record["commits"]] == ["Ann"]  # Bob's only update was rejected
