@@ -112,3 +112,37 @@ class CriticFinalStateless(Grammar):
     """``--no-structured-state``, revision maximum reached: only whether the goal is complete."""
 
     goal_reached: bool
+
+
+@register("magnet_narrator_turn")
+class NarratorTurn(Grammar):
+    """The narrator's whole turn in one reply: the characters whose actions fit the scene, in the
+    order they happen, then the paragraph that tells those actions in that order."""
+
+    selected: list[str] = Field(min_length=1, description="character names, in story order, no repeats")
+    paragraph: str = Field(
+        min_length=1, description="the next paragraph of the story, telling the selected actions in that order"
+    )
+
+
+@register("magnet_narrator_turn_vetting")
+class NarratorTurnVetting(Grammar):
+    """The narrator's whole turn in one reply, also rejecting conflicting world updates."""
+
+    selected: list[str] = Field(min_length=1, description="character names, in story order, no repeats")
+    rejected_updates: list[str] = Field(
+        description="ids of proposed world updates that conflict and must not be committed"
+    )
+    paragraph: str = Field(
+        min_length=1, description="the next paragraph of the story, telling the selected actions in that order"
+    )
+
+
+@register("magnet_goal_transition")
+class NextGoalTransition(Grammar):
+    """The next story goal, and the transition paragraph that carries the story toward it."""
+
+    goal: str = Field(min_length=1, description="one concrete objective the characters can reach in a few scenes")
+    transition: str = Field(
+        min_length=1, description="story prose that leads from the last paragraph toward the new goal"
+    )

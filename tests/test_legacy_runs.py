@@ -66,8 +66,11 @@ ADDED_BY_ISSUE_33 = {
     "chapter_restarts",
     "terminal_punctuation",
     "state_style",
+    "narrator_calls",
+    "goal_calls",
 }
-"""The paper profile's budgets and search as the reference's published commands run them (#33)."""
+"""The paper profile's budgets, search and state as the reference's published commands run them, and Magnet's
+narrator and goal generator in one call each as the paper has them (#33)."""
 ADDED_BY_ISSUE_35 = {"failed_update_limit", "fallback_full_update"}
 """Turns that fail in a row while the update is due end a chapter's turns; the fallback may ask
 for one event only (#35)."""

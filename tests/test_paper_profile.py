@@ -218,6 +218,8 @@ MAGNET_PINS = [
     ("recall_paragraphs", 0),
     ("recap_every", 0),  # §3 (seed 57, 61): roles see "recent story history" only
     ("narrator_rejects_updates", False),  # §3 (seed 61): the narrator "selectively chooses actions"
+    ("narrator_calls", 1),  # §3.2 (seed 61): the narrator chooses the actions and writes the prose in one call
+    ("goal_calls", 1),  # §3.2 (seed 63): the goal generator writes the transition with the new goal
     ("paragraph_floor", False),
     ("repetition_guard", False),  # neither is in the paper
     ("critic_example", False),  # the paper's critic prompt has no example reply
@@ -311,6 +313,17 @@ def test_magnet_paper_run_ledger(tmp_path: Path) -> None:
     assert not [c for c in calls if c.role == "recap"]  # no recap every 8 steps
     texts = [m["content"] for c in calls for m in c.messages]
     assert not any("Earlier passages" in t or "Recalled" in t for t in texts)  # no BM25 recall
+    assert not [c for c in calls if c.role in ("narrator-select", "transition")]  # one call each (§3.2)
+    narrations = [c for c in calls if c.role == "narrator"]
+    assert narrations and all(c.schema_name for c in narrations)  # selection and paragraph in one JSON reply
+    assert not any("must be rejected" in c.messages[1]["content"] for c in narrations)
+    assert not any("rejected_updates" in (c.text or "") for c in narrations)
+
+
+def test_magnet_paper_selection_only_without_vetting(tmp_path: Path) -> None:
+    """With two narrator calls (``--set narrator_calls=2``) the paper's narrator still only selects and orders."""
+    config = {"story": story(words=600).to_dict(), **MagnetConfig.profile_settings("paper"), "narrator_calls": 2}
+    calls = _run(tmp_path, "magnet", config, StoryLLM()).ledger.llm_calls()
     selects = [c for c in calls if c.role == "narrator-select"]
     assert selects and all(c.messages[0]["content"] == SELECT_ONLY_SYSTEM for c in selects)
     assert not any("must be rejected" in c.messages[1]["content"] for c in selects)

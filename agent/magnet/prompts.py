@@ -126,6 +126,32 @@ def narrator_system(story: StoryDefinition) -> str:
     )
 
 
+def narration_system(story: StoryDefinition, *, vets: bool) -> str:
+    """The narrator's instructions when one call selects, orders and writes (``narrator_calls = 1``)."""
+    vetting = (
+        " List the ids of any proposed world updates that conflict with the state or with each other and must "
+        "not be applied."
+        if vets
+        else ""
+    )
+    return (
+        "You are the narrator of a story. Several characters have each proposed an action, with the changes it "
+        "would make to the world state and whether it would complete the current goal. First choose the actions "
+        "that fit the current scene best and do not contradict each other, and put them in the order in which "
+        f"they happen.{vetting} Then write the next paragraph of the story in vivid, concrete prose, telling the "
+        f"chosen actions in that order and continuing directly from the recent paragraphs. {voice(story)} Do not "
+        "summarise, do not add headings, do not address the reader. Write one paragraph only."
+    )
+
+
+def goal_transition_system(story: StoryDefinition) -> str:
+    """The goal generator's instructions when its reply also carries the transition (``goal_calls = 1``)."""
+    return (
+        f"{GOAL_SYSTEM} Then write a short transition paragraph: story prose, not a summary and without "
+        f"headings, that carries the story from its last paragraph toward the new goal. {voice(story)}"
+    )
+
+
 def transition_system(story: StoryDefinition) -> str:
     return (
         "You are the narrator of a story. Write a short transition paragraph in story prose (no summary, no "
@@ -289,6 +315,45 @@ class Candidate:
     goal_reached: bool
 
 
+def _offer_blocks(
+    story: StoryDefinition,
+    candidates: Sequence[Candidate],
+    goal: str,
+    recent: Sequence[str],
+    world: WorldGraph | None,
+    ending: str,
+    memory: Memory,
+) -> list[str]:
+    """What the narrator sees before its task: the story, the scene and the proposed actions."""
+    listed = []
+    for c in candidates:
+        listed.append(f"- {c.character}: {c.action}")
+        if world is not None:
+            listed.append(
+                "  world updates: "
+                + ("; ".join(f"[{uid}] {s}.{a} = {_value(v)}" for uid, s, a, v in c.updates) or "none")
+            )
+        listed.append(f"  completes the current goal: {'yes' if c.goal_reached else 'no'}")
+    recap, recalled = memory_blocks(memory)
+    return [
+        story_block(story),
+        recap,
+        personas_block(story, world),
+        recalled,
+        recent_block(recent),
+        state_block(_entries(world)),
+        f"Current story goal: {goal}",
+        ending,
+        "Proposed actions:\n" + "\n".join(listed),
+    ]
+
+
+def _selection_task(vets: bool) -> str:
+    return "Which actions happen next, and in what order?" + (
+        " Which world updates, if any, must be rejected?" if vets else ""
+    )
+
+
 def selection(
     story: StoryDefinition,
     candidates: Sequence[Candidate],
@@ -302,33 +367,31 @@ def selection(
 ) -> list[Message]:
     """``vets``: also ask which world updates to reject (fabula's addition; the paper's narrator selects
     and orders the actions only)."""
-    listed = []
-    for c in candidates:
-        listed.append(f"- {c.character}: {c.action}")
-        if world is not None:
-            listed.append(
-                "  world updates: "
-                + ("; ".join(f"[{uid}] {s}.{a} = {_value(v)}" for uid, s, a, v in c.updates) or "none")
-            )
-        listed.append(f"  completes the current goal: {'yes' if c.goal_reached else 'no'}")
-    recap, recalled = memory_blocks(memory)
-    user = _join(
-        story_block(story),
-        recap,
-        personas_block(story, world),
-        recalled,
-        recent_block(recent),
-        state_block(_entries(world)),
-        f"Current story goal: {goal}",
-        ending,
-        "Proposed actions:\n" + "\n".join(listed),
-        "Which actions happen next, and in what order?"
-        + (" Which world updates, if any, must be rejected?" if vets else ""),
-    )
+    user = _join(*_offer_blocks(story, candidates, goal, recent, world, ending, memory), _selection_task(vets))
     return [
         {"role": "system", "content": SELECT_SYSTEM if vets else SELECT_ONLY_SYSTEM},
         {"role": "user", "content": user},
     ]
+
+
+def narration(
+    story: StoryDefinition,
+    candidates: Sequence[Candidate],
+    goal: str,
+    recent: Sequence[str],
+    world: WorldGraph | None,
+    ending: str,
+    memory: Memory = NO_MEMORY,
+    *,
+    vets: bool = False,
+) -> list[Message]:
+    """The narrator's one call (``narrator_calls = 1``): what :func:`selection` shows, then the task of
+    choosing, ordering and writing the paragraph in the same reply."""
+    user = _join(
+        *_offer_blocks(story, candidates, goal, recent, world, ending, memory),
+        _selection_task(vets) + " Then write the next paragraph, telling those actions in that order.",
+    )
+    return [{"role": "system", "content": narration_system(story, vets=vets)}, {"role": "user", "content": user}]
 
 
 def paragraph(
@@ -379,7 +442,9 @@ def goal(
     *,
     beat: str | None = None,
     memory: Memory = NO_MEMORY,
+    transition: bool = False,
 ) -> list[Message]:
+    """``transition``: the reply also carries the transition paragraph (``goal_calls = 1``)."""
     history = "Earlier goals (do not repeat them):\n" + "\n".join(f"- {g}" for g in prior_goals)
     recap, _ = memory_blocks(memory)
     user = _join(
@@ -393,7 +458,12 @@ def goal(
         plan_block(story, beat, status),
         GOAL_STATUS_TEXT[status],
     )
-    return [{"role": "system", "content": GOAL_SYSTEM}, {"role": "user", "content": user}]
+    if not transition:
+        return [{"role": "system", "content": GOAL_SYSTEM}, {"role": "user", "content": user}]
+    user += "\n\nThen write the transition paragraph" + (
+        " that opens the story's final movement." if status == "conclude" else "."
+    )
+    return [{"role": "system", "content": goal_transition_system(story)}, {"role": "user", "content": user}]
 
 
 def transition(

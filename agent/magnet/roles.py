@@ -5,7 +5,13 @@ failed call (truncated or invalid reply, server error) is re-asked at most
 ``settings.retries`` times, and what happens after that is decided here and recorded in the
 step record (``Scene.failures``), never silently: a character sits the step out, a critic's
 silence accepts the action without effects, a narrator's failed selection falls back to the
-first action alone, a failed goal call keeps the current goal.
+first action alone (so does a failed one-call narration, ``narrator_calls = 1``, the first action
+then told by the plain paragraph call), a failed goal call keeps the current goal.
+
+The narrator and the goal generator each take one call or two (``narrator_calls``,
+``goal_calls``): the paper's one call returns the selection and the paragraph, or the goal and the
+transition, in one grammar-constrained reply; fabula's default asks the JSON part first and writes
+the prose as plain text in a second call.
 
 Every request fits the model's context (the budget NstAgent uses, ``agent.llm.budget``): a
 prompt that would not leave its reply room gives way in a fixed order, long-range memory
@@ -336,20 +342,17 @@ def narrate(
     if not settings.paragraph_floor:
         min_tokens = None
     offered = candidates(actions)
-    order, rejected_ids, fallback = select(llm, scene, settings, offered)
-    by_name = {a.character: a for a in actions}
-    rejected = [
-        {"id": uid, "character": c.character, "subject": s, "attribute": a, "value": v}
-        for c in offered
-        for uid, s, a, v in c.updates
-        if uid in rejected_ids and c.character in order
-    ]
-    for c in offered:  # drop the rejected updates from what will be committed
-        keep = [i for i, (uid, *_rest) in enumerate(c.updates) if uid not in rejected_ids]
-        if len(keep) != len(c.updates):
-            result = by_name[c.character]
-            result.updates = [result.updates[i] for i in keep]
-    ordered = [(name, by_name[name].action) for name in order]
+    if settings.narrator_calls == 1:
+        told = narrate_at_once(llm, scene, settings, offered, max_tokens)
+        if told is not None:
+            order, rejected_ids, text = told
+            return Narration(order, text, None, False, _vetted(actions, offered, order, rejected_ids))
+        order, rejected_ids = [offered[0].character], set()
+        fallback: str | None = scene.failures[-1]["outcome"]
+    else:
+        order, rejected_ids, fallback = select(llm, scene, settings, offered)
+    rejected = _vetted(actions, offered, order, rejected_ids)
+    ordered = [(name, {a.character: a for a in actions}[name].action) for name in order]
     request = scene.request(
         lambda: prompts.paragraph(
             scene.story, ordered, scene.goal, scene.recent, scene.world, scene.ending, scene.memory
@@ -371,6 +374,73 @@ def narrate(
         budget=scene.budget,
     )
     return Narration(order, text, fallback, trimmed, rejected)
+
+
+def _vetted(
+    actions: Sequence[ActionResult], offered: Sequence[Candidate], order: list[str], rejected_ids: set[str]
+) -> list[dict[str, Any]]:
+    """The rejected updates of selected actions, as the step record lists them; every rejected
+    update is dropped from what will be committed."""
+    by_name = {a.character: a for a in actions}
+    rejected = [
+        {"id": uid, "character": c.character, "subject": s, "attribute": a, "value": v}
+        for c in offered
+        for uid, s, a, v in c.updates
+        if uid in rejected_ids and c.character in order
+    ]
+    for c in offered:  # drop the rejected updates from what will be committed
+        keep = [i for i, (uid, *_rest) in enumerate(c.updates) if uid not in rejected_ids]
+        if len(keep) != len(c.updates):
+            result = by_name[c.character]
+            result.updates = [result.updates[i] for i in keep]
+    return rejected
+
+
+def narrate_at_once(
+    llm: LLM, scene: Scene, settings: MagnetSettings, offered: Sequence[Candidate], paragraph_tokens: int
+) -> tuple[list[str], set[str], str] | None:
+    """The paper's narrator (``narrator_calls = 1``): one grammar-constrained reply selects and orders
+    the actions (from those offered, each at most once) and writes the paragraph, within
+    ``selection_tokens + paragraph_tokens``. Returns ``(order, rejected update ids, paragraph)``, or
+    None when the call still fails after its retries (recorded: the caller falls back to the first
+    action alone, told by the plain paragraph call)."""
+    names = tuple(c.character for c in offered)
+    vets = settings.narrator_rejects_updates
+    ids = tuple(uid for c in offered for uid, *_rest in c.updates) if vets else None
+    request = scene.request(
+        lambda: prompts.narration(
+            scene.story, offered, scene.goal, scene.recent, scene.world, scene.ending, scene.memory, vets=vets
+        ),
+        schemas.narration_type(names, ids),
+        temperature=settings.narrator_temperature,
+        max_tokens=settings.selection_tokens + paragraph_tokens,
+        role="narrator",
+    )
+    reply = ask_with_prose(llm, request, settings, "paragraph", scene.budget)
+    if isinstance(reply, LLMError):
+        note = f"narration failed {settings.retries + 1} time(s), told the first action alone ({names[0]})"
+        scene.fail("narrator", reply, note)
+        return None
+    order = [n for n in dict.fromkeys(reply.parsed.selected) if n in names]  # no repeats, only what was offered
+    if not order:
+        scene.fail("narrator", "selected no offered action", f"told the first action alone ({names[0]})")
+        return None
+    return order, set(getattr(reply.parsed, "rejected_updates", [])), clean_paragraph(reply.parsed.paragraph)
+
+
+def ask_with_prose(
+    llm: LLM, request: Request, settings: MagnetSettings, field_name: str, budget: Budget | None = None
+) -> Completion | LLMError:
+    """A JSON reply whose ``field_name`` is story prose: asked as :func:`ask_many` asks (bounded by
+    ``settings.retries``); a reply whose prose is empty once cleaned is asked again, as
+    :func:`write_prose` asks an empty paragraph again; then the repetition guard, as for plain prose."""
+    for _ in range(settings.retries + 1):
+        reply = ask_many(llm, [fresh(request)], settings.retries, budget)[0]
+        if isinstance(reply, LLMError):
+            return reply
+        if clean_paragraph(getattr(reply.parsed, field_name)):
+            return _unrepeated_reply(llm, request, settings, reply, field_name, budget)
+    return LLMError(f"the {request.role} wrote an empty {field_name} {settings.retries + 1} times")
 
 
 def select(
@@ -448,9 +518,23 @@ def _unrepeated(
     found = measure(text)
     if not found.exceeds(settings.repetition_max_rate, settings.repetition_max_span):
         return text, trimmed
+    reply = _repetition_retry(llm, request, settings, text, found, budget)
+    if reply is None:
+        return text, trimmed
+    second, second_trimmed = _paragraph_of(reply)
+    if second and measure(second).rate < found.rate:
+        return second, second_trimmed
+    return text, trimmed
+
+
+def _repetition_retry(
+    llm: LLM, request: Request, settings: MagnetSettings, said: str, found: Any, budget: Budget | None
+) -> Completion | None:
+    """``request`` asked once more after the reply ``said``, with the repeated passage quoted and a
+    firmer penalty; None when the retry would not fit the context (recorded) or fails."""
     messages = [
         *request.messages,
-        {"role": "assistant", "content": text},
+        {"role": "assistant", "content": said},
         {"role": "user", "content": found.feedback()},
     ]
     max_tokens = request.max_tokens
@@ -458,11 +542,11 @@ def _unrepeated(
     if budget is not None and room is not None:
         if room < max(request.min_tokens or 0, MIN_PROSE_REPLY):
             budget.note("skip_repetition_retry", what=f"the {request.role} paragraph", room=room)
-            return text, trimmed
+            return None
         max_tokens = min(max_tokens, room)
     retry = Request(
         messages,
-        None,
+        request.output_type,
         temperature=request.temperature,
         max_tokens=max_tokens,
         min_tokens=(min(request.min_tokens, max_tokens - 1) or None) if request.min_tokens else None,
@@ -470,12 +554,25 @@ def _unrepeated(
         sampling=settings.sampling_for(request.role).stronger(),
     )
     reply = ask_many(llm, [retry], 0)[0]
-    if isinstance(reply, LLMError):
-        return text, trimmed
-    second, second_trimmed = _paragraph_of(reply)
-    if second and measure(second).rate < found.rate:
-        return second, second_trimmed
-    return text, trimmed
+    return None if isinstance(reply, LLMError) else reply
+
+
+def _unrepeated_reply(
+    llm: LLM, request: Request, settings: MagnetSettings, reply: Completion, field_name: str, budget: Budget | None
+) -> Completion:
+    """The repetition guard for prose inside a JSON reply: the whole reply is asked once more, and
+    the one whose prose repeats itself less is kept."""
+    text = clean_paragraph(getattr(reply.parsed, field_name))
+    if not settings.repetition_guard:
+        return reply
+    found = measure(text)
+    if not found.exceeds(settings.repetition_max_rate, settings.repetition_max_span):
+        return reply
+    second = _repetition_retry(llm, request, settings, reply.text, found, budget)
+    if second is None:
+        return reply
+    again = clean_paragraph(getattr(second.parsed, field_name))
+    return second if again and measure(again).rate < found.rate else reply
 
 
 def clean_paragraph(text: str) -> str:
@@ -489,36 +586,40 @@ def next_goal(
     llm: LLM, scene: Scene, settings: MagnetSettings, prior_goals: Sequence[str], status: str, beat: str | None = None
 ) -> tuple[str, str] | None:
     """A new goal and the transition paragraph that joins the story to it; ``None`` (recorded in
-    ``scene.failures``) when the goal call fails after its retries: the current goal stands."""
-    from grammars.magnet import NextGoal
+    ``scene.failures``) when the goal call fails after its retries: the current goal stands.
 
-    reply = ask_many(
-        llm,
-        [
-            scene.request(
-                lambda: prompts.goal(
-                    scene.story,
-                    scene.goal,
-                    prior_goals,
-                    scene.recent,
-                    scene.world,
-                    status,
-                    beat=beat,
-                    memory=scene.memory,
-                ),
-                NextGoal,
-                temperature=settings.goal_temperature,
-                max_tokens=settings.goal_tokens,
-                role="goal",
-            )
-        ],
-        settings.retries,
-        scene.budget,
-    )[0]
+    ``goal_calls = 1`` (the paper's): one reply carries the goal and the transition, both written
+    from what the goal call sees (the world state among it), within ``goal_tokens + transition_tokens``."""
+    from grammars.magnet import NextGoal, NextGoalTransition
+
+    together = settings.goal_calls == 1
+    request = scene.request(
+        lambda: prompts.goal(
+            scene.story,
+            scene.goal,
+            prior_goals,
+            scene.recent,
+            scene.world,
+            status,
+            beat=beat,
+            memory=scene.memory,
+            transition=together,
+        ),
+        NextGoalTransition if together else NextGoal,
+        temperature=settings.goal_temperature,
+        max_tokens=settings.goal_tokens + (settings.transition_tokens if together else 0),
+        role="goal",
+    )
+    if together:
+        reply = ask_with_prose(llm, request, settings, "transition", scene.budget)
+    else:
+        reply = ask_many(llm, [request], settings.retries, scene.budget)[0]
     if isinstance(reply, LLMError):
         scene.fail("goal", reply, f"kept the current goal ({status} goal not generated)")
         return None
     goal = " ".join(reply.parsed.goal.split())
+    if together:
+        return goal, clean_paragraph(reply.parsed.transition)
     request = scene.request(
         lambda: prompts.transition(scene.story, scene.recent, goal, status, scene.world),
         None,

@@ -30,6 +30,8 @@ from grammars.magnet import (
     CriticReview,
     CriticReviewStateless,
     NarratorSelection,
+    NarratorTurn,
+    NarratorTurnVetting,
     WorldUpdate,
 )
 
@@ -115,4 +117,21 @@ def selection_type(names: tuple[str, ...], update_ids: tuple[str, ...] = ()) -> 
         __base__=NarratorSelection,
         selected=(_list_of(_choices(names)), Field(min_length=1, max_length=len(names))),
         rejected_updates=rejected,
+    )
+
+
+@lru_cache(maxsize=256)
+def narration_type(names: tuple[str, ...], update_ids: tuple[str, ...] | None = None) -> type[Grammar]:
+    """The narrator's one-call reply (``narrator_calls = 1``): the selection as :func:`selection_type`
+    narrows it, then the paragraph. ``update_ids``: None when the narrator vets no update."""
+    selected = (_list_of(_choices(names)), Field(min_length=1, max_length=len(names)))
+    if update_ids is None:
+        return create_model("NarratorTurn", __base__=NarratorTurn, selected=selected)
+    rejected: Any = (
+        (_list_of(_choices(update_ids)), Field(max_length=len(update_ids)))
+        if update_ids
+        else (_list_of(_choices(("none",))), Field(max_length=0))
+    )
+    return create_model(
+        "NarratorTurnVetting", __base__=NarratorTurnVetting, selected=selected, rejected_updates=rejected
     )

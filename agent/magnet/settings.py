@@ -10,7 +10,7 @@ with one line instead of dividing by zero or sending the whole story.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BeforeValidator,
@@ -18,8 +18,10 @@ from pydantic import (
     InstanceOf,
     PrivateAttr,
     SerializationInfo,
+    ValidationInfo,
     ValidatorFunctionWrapHandler,
     field_serializer,
+    field_validator,
     model_validator,
 )
 
@@ -34,9 +36,17 @@ SMALL = {"prose_sampling": SMALL_PROSE, "structured_sampling": SMALL_STRUCTURED}
 PAPER_PARAGRAPHS = {"repetition_guard": False, "paragraph_floor": False}
 """The paper profile (``agent.settings``): Magnet and its baseline as the paper describes them. The paper
 sends no prose floor and guards no repetition; both are fabula's additions."""
-PAPER_MAGNET = {**PAPER_PARAGRAPHS, "recall_paragraphs": 0, "recap_every": 0, "narrator_rejects_updates": False}
-"""... and Magnet's roles see the recent history only (Section 3: no BM25 recall, no recap), and the
-narrator selects and orders actions without vetting single world updates."""
+PAPER_MAGNET = {
+    **PAPER_PARAGRAPHS,
+    "recall_paragraphs": 0,
+    "recap_every": 0,
+    "narrator_rejects_updates": False,
+    "narrator_calls": 1,
+    "goal_calls": 1,
+}
+"""... and Magnet's roles see the recent history only (Section 3: no BM25 recall, no recap), the
+narrator selects and orders actions without vetting single world updates and writes the paragraph in
+the same call, and the goal generator writes the new goal and the transition in one call."""
 
 
 TOKENS_OWN = own("the paper gives no token caps; sized for small local models (the paper profile keeps them, issue 33)")
@@ -146,6 +156,31 @@ class MagnetSettings(ParagraphSettings):
     ] = True
     """The narrator may reject single proposed world updates (fabula's; the paper's narrator selects
     and orders actions only)."""
+    narrator_calls: Annotated[
+        Literal[1, 2],
+        Source(
+            "Magnet §3.2",
+            "one narrator call selects and orders the actions and writes the paragraph with them",
+            "the paragraph is plain text, written without a grammar, and a paragraph cut at its limit is trimmed "
+            "to its last whole sentence instead of failing the call",
+        ),
+    ] = 2
+    """2: the narrator selects and orders the actions in one JSON call, then writes the paragraph as
+    plain text in a second; 1 (the paper's): one grammar-constrained reply carries the selection and the
+    paragraph, within ``selection_tokens + paragraph_tokens``. A JSON reply takes no decoding floor, so 1
+    needs ``paragraph_floor`` off; a reply cut at its limit is a failed call (re-asked), not trimmed."""
+    goal_calls: Annotated[
+        Literal[1, 2],
+        Source(
+            "Magnet §3.2",
+            "the goal generator writes the new goal and the transition paragraph in the same call, "
+            "from the previous goal, recent paragraphs, world state, all personas and all prior goals",
+            "the transition is plain text in its own call, trimmed to its last whole sentence when cut",
+        ),
+    ] = 2
+    """2: the goal call returns the goal, and a second plain-text call (which sees no world state) writes
+    the transition; 1 (the paper's): one reply carries the goal and the transition, written from what the
+    goal call sees, within ``goal_tokens + transition_tokens``."""
     context_tokens: Annotated[int | None, own("the model's context, which every request is fitted to")] = Field(
         None, ge=512, le=TOKEN_CAP
     )
@@ -165,6 +200,13 @@ class MagnetSettings(ParagraphSettings):
     structured_state: Annotated[
         bool, Source("Magnet §4.4", "the method keeps the structured state; without it is an ablation")
     ] = True
+
+    @field_validator("narrator_calls")
+    @classmethod
+    def _one_call_takes_no_floor(cls, calls: int, info: ValidationInfo) -> int:
+        if calls == 1 and info.data.get("paragraph_floor"):
+            raise ValueError("one narrator call is a JSON reply, which takes no prose floor: set paragraph_floor=false")
+        return calls
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> MagnetSettings:

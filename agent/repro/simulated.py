@@ -109,6 +109,8 @@ class SimulatedModel(ScriptedLLM):
             return self.outline(request, schema)
         if role.startswith("plan_"):
             return prose(40, n)
+        if schema is not None and role in ("narrator", "goal"):
+            return self.with_prose(request, schema, n)
         if role in PROSE_ROLES:
             target = _gate(request) or _whole(request, role)
             if target is None:
@@ -124,6 +126,15 @@ class SimulatedModel(ScriptedLLM):
         if tools or role == "nst_turn":
             return self.turn(tools, schema, n)
         return json.dumps(instance(schema, schema.get("$defs", {}), n=n))
+
+    def with_prose(self, request: Request, schema: dict[str, Any], n: int) -> str:
+        """A JSON reply that carries prose (Magnet's one-call narrator and goal generator): the smallest
+        instance of its schema, its paragraph or transition of about half the reply's budget."""
+        reply = instance(schema, schema.get("$defs", {}), n=n)
+        for key in ("paragraph", "transition"):
+            if key in reply:
+                reply[key] = prose(max(20, int(min(request.max_tokens // 2, 400) / ENGLISH_TOKENS_PER_WORD)), n)
+        return json.dumps(reply)
 
     def outline(self, request: Request, schema: Any) -> str:
         chapters, words = outline_asked(request)

@@ -90,8 +90,28 @@ def default_transition(request: Request, n: int) -> str:
     return f"Then, at last, the story turned (transition {n})."
 
 
+def one_call(policies: dict[str, Policy], request: Request, n: int) -> Any:
+    """A reply that carries prose inside JSON, composed from the two-call policies: the paper's narrator
+    (the ``narrator-select`` policy's selection, then the ``narrator`` policy's paragraph) and the paper's
+    goal generator (the ``goal`` policy's goal, then the ``transition`` policy's paragraph)."""
+    props = schema_of(request)["properties"]
+    first, prose, field = (
+        ("narrator-select", "narrator", "paragraph") if "paragraph" in props else ("goal", "transition", "transition")
+    )
+    reply = policies[first](request, n)
+    if isinstance(reply, LLMError):
+        return reply
+    reply = {k: v for k, v in reply.items() if k in props}
+    text = policies[prose](request, n)
+    if isinstance(text, LLMError):
+        return text
+    return {**reply, field: text[0] if isinstance(text, tuple) else text}
+
+
 class StoryLLM(ScriptedLLM):
-    """Replies by role; every request is kept (with its role) for assertions."""
+    """Replies by role; every request is kept (with its role) for assertions. A ``narrator`` request
+    under a grammar (``narrator_calls = 1``) and a ``goal`` request that asks for the transition too
+    (``goal_calls = 1``) are answered by :func:`one_call` from the two-call policies."""
 
     def __init__(
         self, *, delay: float = 0.0, fail: Callable[[Request, int], LLMError | None] | None = None, **policies: Policy
@@ -117,7 +137,13 @@ class StoryLLM(ScriptedLLM):
         if self.delay:
             time.sleep(self.delay)
         error = self.fail(request, n) if self.fail is not None else None
-        return error if error is not None else self.policies[role](request, n)
+        if error is not None:
+            return error
+        if (role == "narrator" and request.constraint is not None) or (
+            role == "goal" and "transition" in schema_of(request)["properties"]
+        ):
+            return one_call(self.policies, request, n)
+        return self.policies[role](request, n)
 
 
 def story_dict(**over: Any) -> dict[str, Any]:
