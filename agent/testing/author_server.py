@@ -38,9 +38,10 @@ def infer_role(body: dict[str, Any]) -> str:
         return "nst_prose"
     if last.startswith("Rewrite this passage of a novel"):
         return "lint_fix"
-    if "Rewrite the summary" in last:
+    if "Rewrite the summary" in last or "the updated summary of the story so far" in last:  # fabula's; the reference's
         return "rollsum_summary"
-    if "Write the complete story" in last:
+    first = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    if "Write the complete story" in first or "Reply with the story's prose" in first:  # a retry too
         return "direct_story"
     if "# Current task" in last or last.startswith("REJECTED"):
         return "rollsum_chapter"
