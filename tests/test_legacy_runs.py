@@ -66,6 +66,7 @@ ADDED_BY_ISSUE_33 = {
     "chapter_restarts",
     "terminal_punctuation",
     "state_style",
+    "retry_feedback",
     "narrator_calls",
     "goal_calls",
 }

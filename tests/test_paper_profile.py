@@ -54,6 +54,7 @@ NST_PINS = [
     ("chapter_restarts", 3),  # README.md:78 --auto-resumes 3: a failed chapter resumes from its checkpoint
     ("terminal_punctuation", True),  # reference agent_core.py:5210-5217: a draft ending mid-sentence is rejected
     ("state_style", "reference"),  # reference agent_core.py:1625 NARRATIVE_OPS_UPDATE_TOOL, :3514 the state as JSON
+    ("retry_feedback", "reference"),  # reference agent_core.py:2850-3090: the retry feedback and the placeholder
     ("temperature", 0.7),  # reference agent_core.py:50 DEFAULT_TEMPERATURE; NstAgent App. A.1 (seed line 395)
     ("read_budget", 3),  # reference agent_core.py:53 MAX_READ
     ("search_budget", 5),  # reference agent_core.py:54 MAX_SEARCH

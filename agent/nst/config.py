@@ -66,6 +66,7 @@ PAPER_NST: dict[str, Any] = {
     "search_style": "reference",
     "terminal_punctuation": True,
     "state_style": "reference",
+    "retry_feedback": "reference",
 }
 """NstAgent as the paper: the published command's 32,768-token ceiling for every call of the chapter loop,
 under which each gets min(32768, max(1024, ceil(1.35 x target + 1536))) (README.md:75-76), Eq. 6's atomic update
@@ -448,6 +449,19 @@ class NstConfig(Planned):
     ] = "fabula"
     """How a character entry is asked for and the state shown: "fabula", typed fields with identity facts and
     headed sections; "reference", ``{name, description}`` and one JSON object (``NarrativeState.render``)."""
+    retry_feedback: Annotated[
+        Literal["fabula", "reference"],
+        Source(
+            "reference agent_core.py:2850-2964 `update_rejected_write_context`, :2966 `recent_failure_feedback`",
+            "a rejected write is told its count, the target and range, how far to scale it, and whether the draft "
+            "is still in the conversation; once a write is accepted the rejected draft left in full gives way to "
+            "a placeholder",
+            "the deviation in words and a plain longer/shorter read more easily to a small model; the last rejected "
+            "draft stays as the chapter is finished",
+        ),
+    ] = "fabula"
+    """What a rejected write is told and what happens to the rejected draft once one is accepted: "fabula",
+    the gate's feedback; "reference", ``agent.nst.chapter.rejected.reference_feedback`` and the placeholder."""
     terminal_punctuation: Annotated[
         bool,
         Source(

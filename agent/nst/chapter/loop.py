@@ -26,7 +26,7 @@ from agent.nst.chapter.drafter import Drafter, clean_prose
 from agent.nst.chapter.ledger import ChapterLedger, Emit
 from agent.nst.chapter.planned import Plan
 from agent.nst.chapter.prompt import chapter_prompt, prose_request, system_prompt
-from agent.nst.chapter.rejected import Draft, DraftKeeper
+from agent.nst.chapter.rejected import Draft, DraftKeeper, reference_feedback
 from agent.nst.chapter.sizing import MIN_TURN_OUTPUT, ChapterBudget, mostly_cjk, reference_budget
 from agent.nst.chapter.tools import TOOLS, ChapterSession, ToolError, check_allowed, legal_tools, turn_grammar, unwrap
 from agent.nst.chapter.update import ASK_AFTER_CAP, ASK_AFTER_EDIT, ASK_EVENT_AFTER_CAP, ASK_ONE_EVENT, update_state
@@ -235,6 +235,8 @@ class ChapterLoop:
         self.ledger.event("draft", words=attempt.words, accepted=attempt.accepted)
         if attempt.accepted:
             s.accepted_title, s.accepted_text = title, attempt.text
+            if self.config.retry_feedback == "reference":
+                self._arguments["rejected_removed"] = self.drafts.settle(self.messages)
             return f"ACCEPTED: {attempt.words} words ({self.gate.describe()})."
         draft = Draft(
             title,
@@ -244,7 +246,9 @@ class ChapterLoop:
             self.gate.distance(attempt.words),
             len(self.messages) - 1,
         )
-        self._arguments["kept_in_context"] = self.drafts.reject(draft, self.messages)
+        kept = self._arguments["kept_in_context"] = self.drafts.reject(draft, self.messages)
+        if self.config.retry_feedback == "reference" and attempt.repeated is None:
+            return reference_feedback(attempt.words, self.gate, kept=kept, unended=attempt.unended)
         return attempt.feedback(self.gate)
 
     def apply_update(self, call: UpdateCall) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agent.gate import Gate
 from agent.llm.types import Message
 
 CLOSER = 0.9
@@ -52,5 +53,37 @@ class DraftKeeper:
         messages[draft.message] = {"role": "assistant", "content": placeholder(draft)}
         return False
 
+    def settle(self, messages: list[Message]) -> bool:
+        """A write was accepted: the rejected draft still in full gives way to its placeholder (the
+        reference's rule); True if one did."""
+        if self.kept is None or messages[self.kept.message].get("content") != self.kept.text:
+            return False
+        messages[self.kept.message] = {"role": "assistant", "content": placeholder(self.kept)}
+        return True
+
     def best(self) -> Draft | None:
         return min(self.rejected, key=Draft.rank) if self.rejected else None
+
+
+def reference_feedback(words: int, gate: Gate, *, kept: bool, unended: bool = False) -> str:
+    """What a rejected write is told under ``retry_feedback`` "reference", in fabula's words: the count
+    against the target and range, what failed, and whether the draft is still in the conversation; an
+    out-of-range draft is told how far to scale it (the reference's length feedback)."""
+    head = (
+        f"REJECTED: the draft has {words} words; this chapter targets {gate.target} words and accepts "
+        f"{gate.low}-{gate.high}."
+    )
+    scale = ""
+    if words > gate.high:
+        scale = f" Shorten the whole draft to about {max(1, round(100 * gate.target / words))} % of its length."
+    elif words < gate.low:
+        scale = (
+            f" Lengthen the whole draft to about {max(1, round(100 * gate.target / max(words, 1)))} % of its length."
+        )
+    check = " It also stops mid-sentence: end the chapter on a complete sentence." if unended else ""
+    where = (
+        " The rejected draft is still in the conversation above."
+        if kept
+        else " The rejected draft's text was removed from the conversation; its word count is kept."
+    )
+    return head + scale + check + where

@@ -1,0 +1,58 @@
+"""``retry_feedback`` "reference" (the paper profile): a rejected write is told its count against the target and
+range, how far to scale it and whether it is still in the conversation; once a write is accepted the rejected
+draft left in full gives way to a placeholder (the NstAgent reference, agent_core.py:2850-3090)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agent import pipelines
+from agent.gate import Gate
+from agent.llm.base import Request
+from agent.nst.chapter.rejected import reference_feedback
+from agent.nst.config import NstConfig
+from agent.testing.author import Author, chapter_of, gate_of
+
+PROMPT = {"prompt": "A keeper finds a bell in the harbour.", "prompt_id": None}
+GATE = Gate.for_target(1000, 0.8, 1.2)
+
+
+def test_the_feedback_gives_the_count_the_range_the_scale_and_where_the_draft_is() -> None:
+    short = reference_feedback(500, GATE, kept=True)
+    assert "500 words" in short and "targets 1000 words and accepts 800-1200" in short
+    assert "Lengthen the whole draft to about 200 %" in short and "still in the conversation" in short
+    long = reference_feedback(1500, GATE, kept=False)
+    assert "Shorten the whole draft to about 67 %" in long and "text was removed" in long
+    assert "mid-sentence" in reference_feedback(1000, GATE, kept=True, unended=True)
+    assert "Lengthen" not in reference_feedback(1000, GATE, kept=True, unended=True)
+
+
+def _first_draft_short(request: Request, attempt: int) -> int:
+    target = gate_of(request)[0]
+    return target // 2 if chapter_of(request) == 1 and attempt == 0 else target
+
+
+def _run(tmp_path: Path, profile: str) -> tuple[Any, Author]:
+    config = {**PROMPT, "words": 3000, "plan_cache": str(tmp_path / "plans"), **NstConfig.profile_settings(profile)}
+    author = Author(length=_first_draft_short)
+    llm = pipelines.LLMOptions(backend="scripted", model="scripted")
+    return pipelines.start(tmp_path / profile, "nst", config, llm, model=author), author
+
+
+def _after_acceptance(author: Author) -> list[str]:
+    """The assistant messages of chapter 1's first call after its accepted write."""
+    chapter_one = [r for r in author.requests if r.role == "nst_turn" and chapter_of(r) == 1]
+    accepted = next(r for r in chapter_one if any("ACCEPTED" in m["content"] for m in r.messages))
+    return [m["content"] for m in accepted.messages if m["role"] == "assistant"]
+
+
+def test_paper_tells_the_reference_feedback_and_drops_the_rejected_draft_once_one_is_accepted(tmp_path: Path) -> None:
+    store, author = _run(tmp_path, "paper")
+    writes = [c for c in store.ledger.tool_calls() if c.unit == 1 and c.tool == "write"]
+    assert "Lengthen the whole draft to about" in (writes[0].result or "") and writes[1].arguments["rejected_removed"]
+    assistant = _after_acceptance(author)
+    assert any(a.startswith("[rejected draft: 500 words") for a in assistant)
+    assert not any(len(a.split()) == 500 for a in assistant)  # the rejected prose itself is gone
+    _, fabula = _run(tmp_path, "default")
+    assert any(len(a.split()) == 500 for a in _after_acceptance(fabula))  # fabula's rule keeps it
