@@ -14,7 +14,7 @@ import time
 from agent import pipelines
 from agent.llm import LLM
 from agent.magnet import describe, ending, prompts, single_prompt
-from agent.magnet.roles import write_prose
+from agent.magnet.prose import write_prose
 from agent.magnet.settings import SingleConfig
 from agent.run_context import EventSink, RunContext
 from agent.store import RunStore

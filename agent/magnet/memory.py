@@ -65,7 +65,7 @@ def refresh_recap(
     since = [p.text for p in store.paragraphs() if p.step > state.get("recap_step", 0)][-RECAP_SOURCE_PARAGRAPHS:]
     if not since:
         return None
-    from agent.magnet.roles import write_prose
+    from agent.magnet.prose import write_prose
 
     def build() -> list:
         return prompts.recap(story, state.get("recap", ""), since)
