@@ -45,7 +45,6 @@ def add_role_options(parser: argparse.ArgumentParser, roles: Collection[str]) ->
             action="append",
             help=row.flag_help(None, ", ".join(roles)),
             metavar=row.metavar,
-            type=_checked(row.rule),
         )
 
 
@@ -78,8 +77,13 @@ def _checked(rule: ValueRule) -> Callable[[str], Any]:
 def model_flags(args: argparse.Namespace) -> ModelFlags:
     given: dict[str, Any] = {row.field: getattr(args, row.dest, None) for row in option_table.flags()}
     for row in option_table.role_flags():  # each given once or more: one dict, the last of a role winning
-        given[row.field] = {k: v for text in getattr(args, row.dest, None) or () for k, v in role_pairs(text).items()}
-        given[row.field] = given[row.field] or None
+        pairs: dict[str, str] = {}
+        for text in getattr(args, row.dest, None) or ():
+            try:
+                pairs.update(role_pairs(row.rule.read(text)))
+            except BadValue as exc:  # one line, as every refused model choice (not argparse's usage)
+                raise CLIError(f"{row.flag} {exc}") from None
+        given[row.field] = pairs or None
     return ModelFlags(**given)
 
 

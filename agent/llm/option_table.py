@@ -147,7 +147,7 @@ MODEL_OPTIONS: tuple[ModelOption, ...] = (
         "writer",
         "--role-endpoint",
         config_key="role_endpoints",
-        rule=RoleAssignments("URL"),
+        rule=RoleAssignments("URL", urls=True),
         metavar="ROLE=URL",
         per_role=True,
         help="one role's server (repeatable), when it is not the run's: its calls go there "

@@ -86,6 +86,8 @@ class RoleAssignments:
     name; which roles a pipeline has is checked where the pipeline is known (``agent.llm.options``)."""
 
     what: str = "MODEL"
+    urls: bool = False
+    """Each value is a server's base URL (checked as every server URL is before a request)."""
     kind = str
 
     def read(self, value: Any) -> str:
@@ -94,7 +96,14 @@ class RoleAssignments:
             role, sep, given = part.strip().partition("=")
             role, given = role.strip(), given.strip()
             if not sep or not given or not _ROLE.fullmatch(role):
-                raise BadValue(f"must be ROLE={self.what} (e.g. critic=NAME), got {part.strip()!r}")
+                raise BadValue(f"must be ROLE={self.what} (e.g. critic={self.what}), got {part.strip()!r}")
+            if self.urls:
+                from agent.llm.http import normalize_base_url
+
+                try:
+                    normalize_base_url(given)
+                except ValueError as exc:
+                    raise BadValue(f"must be ROLE=URL with a server's base URL, got {role}=...: {exc}") from None
             pairs[role] = given
         return ", ".join(f"{role}={given}" for role, given in pairs.items())
 

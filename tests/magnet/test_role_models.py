@@ -139,12 +139,18 @@ def test_the_critic_asks_its_own_model_the_ledger_says_so_and_a_resume_keeps_it(
             assert store.info().status == "completed"
 
 
-def test_a_role_on_another_server_is_asked_there(tmp_path, capsys):
+def test_a_role_on_another_server_is_asked_there_and_a_resume_finds_it_again(tmp_path, capsys):
     run = tmp_path / "run"
     with RoleServer(RUN_MODEL) as main_server, RoleServer(OTHER) as narrator_server:
-        _write(main_server, run, "--role-endpoint", "narrator=" + narrator_server.url)
+        main_server.fail_after = 10  # the run's server breaks: the run stops, to be resumed
+        assert _write(main_server, run, "--role-endpoint", "narrator=" + narrator_server.url) == 1
         assert {role for role, _ in narrator_server.asked} == {"narrator", "narrator-select"}
         assert all(model == OTHER for _, model in narrator_server.asked)  # that server's only model
+        assert not {"narrator", "narrator-select"} & {role for role, _ in main_server.asked}
+        assert _stored_roles(run) == {"narrator": OTHER}
+        main_server.fail_after, narrated = None, len(narrator_server.asked)
+        assert main(["resume", str(run)]) == 0, capsys.readouterr().err
+        assert len(narrator_server.asked) > narrated  # the narrator's server, from the run's record
         assert not {"narrator", "narrator-select"} & {role for role, _ in main_server.asked}
     assert _by_own_model(_ledger(run), {"narrator", "narrator-select"}, OTHER)
     assert _stored_roles(run) == {"narrator": OTHER}
@@ -156,18 +162,14 @@ def test_a_role_on_another_server_is_asked_there(tmp_path, capsys):
         (["--role-model", "editor=x"], "unknown role 'editor'; roles: character, critic, narrator, goal"),
         (["--role-model", "critic"], "must be ROLE=MODEL"),
         (["--role-model", "critic="], "must be ROLE=MODEL"),
-        (["--role-endpoint", "goal=not a url"], "the server of the role goal"),
+        (["--role-endpoint", "goal=not a url"], "--role-endpoint must be ROLE=URL with a server's base URL"),
     ],
 )
 def test_bad_role_flags_are_one_line_exit_2_and_nothing_is_created(flags, needle, tmp_path, capsys):
     run = tmp_path / "run"
-    try:
-        code = main(["write", "magnet", STORY, "--words", "300", "--out", str(run), *flags])
-    except SystemExit as stopped:  # argparse's own refusal
-        code = stopped.code
-    assert code == 2
+    assert main(["write", "magnet", STORY, "--words", "300", "--out", str(run), *flags]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert needle in err[-1] and len([line for line in err if "error" in line]) == 1
+    assert len(err) == 1 and needle in err[0], err
     assert not run.exists()
 
 
