@@ -80,7 +80,7 @@ def model_flags(args: argparse.Namespace) -> ModelFlags:
         pairs: dict[str, str] = {}
         for text in getattr(args, row.dest, None) or ():
             try:
-                pairs.update(role_pairs(row.rule.read(text)))
+                pairs.update(role_pairs(str(row.rule.read(text))))
             except BadValue as exc:  # one line, as every refused model choice (not argparse's usage)
                 raise CLIError(f"{row.flag} {exc}") from None
         given[row.field] = pairs or None
