@@ -257,3 +257,48 @@ def test_roles_on_one_model_share_one_client_and_the_router_closes_each_once(mon
     assert router.model_for("recap") is router.default
     router.close()
     assert opened == []
+
+
+def test_a_magnet_batch_takes_the_config_files_role_models_and_its_resume_keeps_them(tmp_path, monkeypatch):
+    import shutil
+
+    from agent.batch import BatchStore
+
+    config = tmp_path / "config.toml"
+    monkeypatch.setenv("FABULA_CONFIG", str(config))
+    config.write_text(f'role_models = "critic={OTHER}"\n', encoding="utf-8")
+    stories = tmp_path / "stories"
+    stories.mkdir()
+    shutil.copy(STORY, stories)
+    out = tmp_path / "batch"
+    with RoleServer(RUN_MODEL, OTHER) as server:
+        flags = ["--endpoint", server.url, "--model", RUN_MODEL, "--call-timeout", "5"]
+        server.fail_after = 12
+        assert (
+            main(
+                [
+                    "batch",
+                    "--pipeline",
+                    "magnet",
+                    "--stories",
+                    str(stories),
+                    "--words",
+                    "300",
+                    "--out",
+                    str(out),
+                    *flags,
+                ]
+            )
+            == 1
+        )
+        assert "critic" in {role for role, _ in server.asked} and _by_own_model(server.asked, {"critic"}, OTHER)
+        with BatchStore.open(out, readonly=True) as batch:
+            assert batch.info()["llm"]["roles"] == {"critic": OTHER}
+            (run,) = [batch.run_path(row) for row in batch.stories()]
+        assert _stored_roles(run) == {"critic": OTHER}
+        config.unlink()  # the batch's record, not the config file, keeps the roles
+        server.asked.clear()
+        server.fail_after = None
+        assert main(["batch", "resume", str(out)]) == 0
+        assert "critic" in {role for role, _ in server.asked} and _by_own_model(server.asked, {"critic"}, OTHER)
+    assert _by_own_model(_ledger(run), {"critic"}, OTHER)
