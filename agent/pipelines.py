@@ -150,6 +150,9 @@ class Pipeline:
     """``--drafts N`` writes several drafts of each chapter's prose and keeps the best."""
     seeded: bool = False
     """A story bible (``--bible``) seeds the narrative state it starts from, not only its prompts."""
+    model_roles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """The roles that may each have a model of their own (``--role-model ROLE=MODEL``), each with the
+    ledger roles of its calls; a role not given one, and any call of another role, asks the run's model."""
     reconciles: Callable[[RunInfo], bool] | None = None
     """Whether ``fabula reconcile`` brings a run of it up to date after a hand edit (re-derives its
     state and judges the later chapters); None: never, a fork goes on from the edit instead."""
@@ -465,7 +468,14 @@ def stored_model(store: RunStore) -> StoredModel:
     latest session (the server it was written on, without credentials)."""
     info = store.info()
     llm = info.config.get("llm") if isinstance(info.config.get("llm"), dict) else {}
-    return StoredModel.from_record(llm, store.sessions.last_transport(), backend=info.backend, model=info.model)
+    described = known(info.pipeline)
+    return StoredModel.from_record(
+        llm,
+        store.sessions.last_transport(),
+        backend=info.backend,
+        model=info.model,
+        model_roles=described.model_roles if described is not None else None,
+    )
 
 
 def plan_resume(

@@ -67,7 +67,15 @@ def stored_llm(llm: LLMOptions) -> dict[str, Any]:
     from agent.llm.options import redact_url
 
     endpoint = llm.endpoint if llm.endpoint and redact_url(llm.endpoint) == llm.endpoint else None
-    return {**llm.fingerprinted(), "endpoint": endpoint}
+    servers = {r.name: r.endpoint for r in llm.roles if r.endpoint and redact_url(r.endpoint) == r.endpoint}
+    return {**llm.fingerprinted(), "endpoint": endpoint, **({"role_endpoints": servers} if servers else {})}
+
+
+def stored_batch_model(stored: dict[str, Any], pipeline: str) -> StoredModel:
+    """What a batch recorded about its model (its roles' models and servers too, ``pipeline``'s)."""
+    described = pipelines.known(pipeline)
+    transport = {"endpoint": stored.get("endpoint"), "role_endpoints": stored.get("role_endpoints")}
+    return StoredModel.from_record(stored, transport, model_roles=described.model_roles if described else None)
 
 
 def create(
@@ -88,10 +96,10 @@ def check_concurrency(concurrency: int) -> None:
         raise InputError(f"--concurrency must be between 1 and {MAX_CONCURRENCY}, got {concurrency}")
 
 
-def effective_llm(stored: dict[str, Any], given: LLMOptions | None) -> LLMOptions:
+def effective_llm(stored: dict[str, Any], given: LLMOptions | None, pipeline: str = "") -> LLMOptions:
     """The batch's model: what the caller chose (the CLI's resolved choice, or a few fields from
     Python), the rest as the batch stored it (``agent.llm.options.resolve``, the one merge)."""
-    record = StoredModel.from_record(stored, {"endpoint": stored.get("endpoint")})
+    record = stored_batch_model(stored, pipeline)
     return resolve(ModelFlags.of(given) if given is not None else None, stored=record)
 
 
@@ -249,7 +257,7 @@ def _run(
     force: bool,
 ) -> BatchResult:
     info = batch.info()
-    llm = effective_llm(info["llm"], given)
+    llm = effective_llm(info["llm"], given, info["pipeline"])
     if concurrency is not None:
         check_concurrency(concurrency)
         if concurrency != info["concurrency"]:

@@ -21,7 +21,7 @@ from agent.cli.errors import CLIError
 from agent.cli.options import add_model_options, choose_model, open_client
 from agent.cli.profile_choice import PROFILE_CHOICES, PROFILE_HELP, choose_profile
 from agent.cli.progress import BatchDisplay, _duration
-from agent.llm.options import LLMOptions, StoredModel
+from agent.llm.options import LLMOptions
 from agent.settings import parse_assignments
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ def run_new(args: argparse.Namespace) -> int:
         args.pipeline, prompts=args.prompts, ids=args.ids, stories=args.stories, words=args.words, settings=settings
     )  # every story checked before the model is opened
     output_dir(args.out)
-    llm, model = open_client(choose_model(args))
+    llm, model = open_client(choose_model(args, roles=pipelines.get(args.pipeline).model_roles))
     try:
         profile = choose_profile(args.profile, model)
         specs = plan_stories(
@@ -145,14 +145,14 @@ def run_new(args: argparse.Namespace) -> int:
 
 def run_resume(args: argparse.Namespace) -> int:
     from agent.batch import BatchStore
-    from agent.batch.runner import check_concurrency
+    from agent.batch.runner import check_concurrency, stored_batch_model
 
     if args.concurrency is not None:
         check_concurrency(args.concurrency)
     with BatchStore.open(args.batch_dir, readonly=True) as batch:
         info, rows = batch.info(), batch.stories()
     stored = info["llm"] if isinstance(info.get("llm"), dict) else {}
-    chosen = choose_model(args, stored=StoredModel.from_record(stored, {"endpoint": stored.get("endpoint")}))
+    chosen = choose_model(args, stored=stored_batch_model(stored, info["pipeline"]))
     left = sum(1 for r in rows if r.status != "completed")
     if not left:
         print(f"{args.batch_dir}: every story is completed ({len(rows)}); nothing to do")

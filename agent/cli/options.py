@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from agent.cli import config_file
@@ -19,7 +18,7 @@ from agent.cli.checks import server_url
 from agent.cli.errors import CLIError
 from agent.llm import option_table
 from agent.llm.option_table import RECORDED, ModelOption
-from agent.llm.option_values import BadValue, Switch, Text, ValueRule
+from agent.llm.option_values import BadValue, Switch, Text, ValueRule, role_pairs
 from agent.llm.options import LLMOptions, ModelChoiceError, ModelFlags, StoredModel, resolve
 
 if TYPE_CHECKING:
@@ -33,6 +32,20 @@ def add_model_options(parser: argparse.ArgumentParser, *, stored: str | None = N
     for row in option_table.flags():
         assert row.flag is not None
         group.add_argument(row.flag, help=row.flag_help(stored), **_argument(row))
+
+
+def add_role_options(parser: argparse.ArgumentParser, roles: Collection[str]) -> None:
+    """The per-role model flags (``--role-model ROLE=MODEL``, repeatable) of a pipeline whose ``roles``
+    may each have a model of their own, in the model group :func:`add_model_options` made."""
+    group = next((g for g in parser._action_groups if g.title == "model"), parser)
+    for row in option_table.role_flags():
+        assert row.flag is not None
+        group.add_argument(
+            row.flag,
+            action="append",
+            help=row.flag_help(None, ", ".join(roles)),
+            metavar=row.metavar,
+        )
 
 
 def _argument(row: ModelOption) -> dict[str, Any]:
@@ -63,6 +76,14 @@ def _checked(rule: ValueRule) -> Callable[[str], Any]:
 
 def model_flags(args: argparse.Namespace) -> ModelFlags:
     given: dict[str, Any] = {row.field: getattr(args, row.dest, None) for row in option_table.flags()}
+    for row in option_table.role_flags():  # each given once or more: one dict, the last of a role winning
+        pairs: dict[str, str] = {}
+        for text in getattr(args, row.dest, None) or ():
+            try:
+                pairs.update(role_pairs(str(row.rule.read(text))))
+            except BadValue as exc:  # one line, as every refused model choice (not argparse's usage)
+                raise CLIError(f"{row.flag} {exc}") from None
+        given[row.field] = pairs or None
     return ModelFlags(**given)
 
 
@@ -72,12 +93,16 @@ def choose_model(
     stored: StoredModel | None = None,
     flags: ModelFlags | None = None,
     profile: str | None = None,
+    roles: Mapping[str, tuple[str, ...]] | None = None,
 ) -> LLMOptions:
     """The model a command uses: flags, environment, config file, the run's record, the default
-    (``profile``: the one a new run asked for, which may choose the thinking mode)."""
+    (``profile``: the one a new run asked for, which may choose the thinking mode; ``roles``: the
+    roles of a new run's pipeline that may each have a model of their own)."""
     try:
         config = config_file.load().values
-        return resolve(flags or model_flags(args), environ=os.environ, config=config, stored=stored, profile=profile)
+        return resolve(
+            flags or model_flags(args), environ=os.environ, config=config, stored=stored, profile=profile, roles=roles
+        )
     except ModelChoiceError as exc:
         raise CLIError(str(exc)) from None
 
@@ -113,9 +138,7 @@ def open_client(options: LLMOptions, *, probe: str = "full") -> tuple[LLMOptions
         raise CLIError(f"cannot reach the server: {_first(exc)}; nothing was started") from exc
     except (LLMError, ValueError) as exc:
         raise CLIError(f"{_first(exc)}; nothing was started") from exc
-    if options.backend == "endpoint" and not options.model and llm.model:
-        options = replace(options, model=llm.model)
-    return options, llm
+    return options.served(llm), llm
 
 
 def open_model(args: argparse.Namespace, *, constrained: bool = True) -> LLM:

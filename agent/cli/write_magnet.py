@@ -22,7 +22,7 @@ from agent import pipelines
 from agent.cli.checks import output_dir
 from agent.cli.errors import CLIError
 from agent.cli.next_step import print_if_done
-from agent.cli.options import add_model_options, choose_model, open_client
+from agent.cli.options import add_model_options, add_role_options, choose_model, open_client
 from agent.cli.profile_choice import PROFILE_CHOICES, PROFILE_HELP, asked_profile, choose_profile
 from agent.cli.progress import ProgressDisplay
 from agent.cli.rundir import discard_if_unused, store_errors
@@ -34,6 +34,8 @@ def add_parser(sub) -> None:
         described = pipelines.get(name)
         parser = sub.add_parser(name, help=described.help, description=described.description)
         _common(parser)
+        if described.model_roles:
+            add_role_options(parser, described.model_roles)
         if described.flags:
             group = parser.add_argument_group(described.flag_group) if described.flag_group else parser
             for flag in described.flags:
@@ -104,7 +106,8 @@ def _start(args: argparse.Namespace, name: str, build: Callable[[str], dict[str,
     checked = build("default")
     pipelines.get(name).settle(checked)  # checked before anything is opened
     output_dir(_run_dir(args, checked["story"]["title"]))
-    llm, model = open_client(choose_model(args, profile=asked_profile(args.profile)))
+    roles = pipelines.get(name).model_roles
+    llm, model = open_client(choose_model(args, profile=asked_profile(args.profile), roles=roles))
     try:
         profile = choose_profile(args.profile, model)
         config = build(profile.name)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from agent.llm.backends import BackendNames
-from agent.llm.option_values import TEXT, OneOf, Positive, Switch, ValueRule
+from agent.llm.option_values import TEXT, OneOf, Positive, RoleAssignments, Switch, ValueRule
 from agent.llm.types import EMBEDDED_ENGINES, ThinkingMode
 
 Purpose = Literal["writer", "judge"]
@@ -56,19 +56,23 @@ class ModelOption:
     """How a resolution error names the value after its source (``None``: the source alone)."""
     secret: bool = False
     url: bool = False
+    per_role: bool = False
+    """A per-role option (``ROLE=VALUE``, repeatable): offered only by a pipeline whose roles may
+    each have their own model (``agent.pipelines.Pipeline.model_roles``), not by every model command."""
 
     @property
     def dest(self) -> str:
         """The flag's attribute on argparse's namespace."""
         return (self.flag or "").removeprefix("--").replace("-", "_")
 
-    def flag_help(self, stored: str | None) -> str:
-        """The flag's help; ``stored``: the run (or batch) a command continues, whose values are the defaults."""
+    def flag_help(self, stored: str | None, roles: str = "") -> str:
+        """The flag's help; ``stored``: the run (or batch) a command continues, whose values are the
+        defaults; ``roles``: the roles a per-role option names."""
         default = f"{self.default:g}" if isinstance(self.default, float) else str(self.default)
         recorded = (self.recorded if stored else self.fresh).format(run=stored, default=default)
         example = "=1" if isinstance(self.rule, Switch) else ""
         sources = f"env {self.env}{example}, config {self.config_key}"
-        return self.help.format(sources=sources, default=default, recorded=recorded)
+        return self.help.format(sources=sources, default=default, recorded=recorded, roles=roles)
 
     def named(self, source: str) -> str:
         """How a resolution error names this value read from ``source`` (a variable, ``flag``, ...)."""
@@ -122,6 +126,34 @@ MODEL_OPTIONS: tuple[ModelOption, ...] = (
         secret=True,
         help="bearer token for the server ({sources}; never stored in a run)",
         about="the bearer token for that server",
+    ),
+    ModelOption(
+        "role_models",
+        "role_models",
+        "writer",
+        "--role-model",
+        config_key="role_models",
+        rule=RoleAssignments("MODEL"),
+        metavar="ROLE=MODEL",
+        per_role=True,
+        help="one role's model (repeatable; roles: {roles}); a role not named uses --model "
+        '(config role_models = "ROLE=MODEL, ..."{recorded})',
+        recorded="; default: as recorded in {run}",
+        about="per-role models of a pipeline with roles (Magnet): ROLE=MODEL, ROLE=MODEL",
+    ),
+    ModelOption(
+        "role_endpoints",
+        "role_endpoints",
+        "writer",
+        "--role-endpoint",
+        config_key="role_endpoints",
+        rule=RoleAssignments("URL", urls=True),
+        metavar="ROLE=URL",
+        per_role=True,
+        help="one role's server (repeatable), when it is not the run's: its calls go there "
+        "(config role_endpoints{recorded})",
+        recorded="; default: the server {run} used",
+        about="per-role servers of a pipeline with roles (Magnet): ROLE=URL, ROLE=URL",
     ),
     ModelOption(
         "thinking",
@@ -212,7 +244,12 @@ def options_for(purpose: Purpose) -> dict[str, ModelOption]:
 
 def flags() -> Iterator[ModelOption]:
     """The options a model command takes as flags, in ``--help``'s order."""
-    return (row for row in MODEL_OPTIONS if row.flag)
+    return (row for row in MODEL_OPTIONS if row.flag and not row.per_role)
+
+
+def role_flags() -> Iterator[ModelOption]:
+    """The per-role options, offered by a command that writes with a pipeline that has roles."""
+    return (row for row in MODEL_OPTIONS if row.flag and row.per_role)
 
 
 def option(name: str, purpose: Purpose = "writer") -> ModelOption:

@@ -9,6 +9,7 @@ range: the call timeout's bound cannot differ between the flag, the environment 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,7 +79,43 @@ class Switch:
         raise BadValue(f"must be true or false (1/0, yes/no), got {value!r}")
 
 
-ValueRule = Text | OneOf | Positive | Switch
+@dataclass(frozen=True)
+class RoleAssignments:
+    """``ROLE=VALUE`` pairs: a flag's one, or the config file's ``ROLE=VALUE, ROLE=VALUE``, read into
+    that text written the one way (:func:`role_pairs` gives them by role). A role is a lower-case
+    name; which roles a pipeline has is checked where the pipeline is known (``agent.llm.options``)."""
+
+    what: str = "MODEL"
+    urls: bool = False
+    """Each value is a server's base URL (checked as every server URL is before a request)."""
+    kind = str
+
+    def read(self, value: Any) -> str:
+        pairs: dict[str, str] = {}
+        for part in str(value).split(","):
+            role, sep, given = part.strip().partition("=")
+            role, given = role.strip(), given.strip()
+            if not sep or not given or not _ROLE.fullmatch(role):
+                raise BadValue(f"must be ROLE={self.what} (e.g. critic={self.what}), got {part.strip()!r}")
+            if self.urls:
+                from agent.llm.http import normalize_base_url
+
+                try:
+                    normalize_base_url(given)
+                except ValueError as exc:
+                    raise BadValue(f"must be ROLE=URL with a server's base URL, got {role}=...: {exc}") from None
+            pairs[role] = given
+        return ", ".join(f"{role}={given}" for role, given in pairs.items())
+
+
+def role_pairs(text: str | None) -> dict[str, str]:
+    """The pairs of a text :class:`RoleAssignments` read, by role (the last of a role winning)."""
+    pairs = (part.partition("=") for part in (text or "").split(", ") if part)
+    return {role: given for role, _, given in pairs}
+
+
+_ROLE = re.compile(r"[a-z][a-z0-9_-]{0,39}")
+ValueRule = Text | OneOf | Positive | Switch | RoleAssignments
 TEXT = Text()
 """The rule of a plain string option (most of them)."""
 

@@ -22,7 +22,7 @@ Each option's flag, variable, config key, rule and default are written once, in
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from agent.llm.backends import ProbeDepth, backend_factory, register_backend
@@ -35,7 +35,7 @@ from agent.llm.option_table import (
     option,
     options_for,
 )
-from agent.llm.option_values import BadValue
+from agent.llm.option_values import BadValue, role_pairs
 
 if TYPE_CHECKING:
     from agent.llm.base import LLM
@@ -60,12 +60,18 @@ class LLMOptions:
     max_reply_mib: float = field(default=DEFAULT_MAX_REPLY_MIB, compare=False)
     engine: str = field(default="auto", compare=False)
     """The embedded backend's engine (``agent.llm.embedded_engines``): how, not what, it runs."""
+    roles: tuple[RoleChoice, ...] = ()
+    """The roles that have a model of their own (``--role-model``, ``--role-endpoint``): part of the
+    run's configuration (their models); a role not among them asks the run's model."""
     origin: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     """Where each resolved value came from (``flag``, an environment variable, ``config file``,
     ``the run's record``, ``default``): what ``describe`` and ``fabula config show`` say."""
 
     def fingerprinted(self) -> dict[str, Any]:
-        return {"backend": self.backend, "model": self.model, "thinking": self.thinking or "off"}
+        record: dict[str, Any] = {"backend": self.backend, "model": self.model, "thinking": self.thinking or "off"}
+        if self.roles:
+            record["roles"] = {role.name: role.options.model for role in self.roles}
+        return record
 
     def transport(self) -> dict[str, Any]:
         """What a session records about how it reached the model (no credentials): a later
@@ -73,6 +79,9 @@ class LLMOptions:
         record: dict[str, Any] = {"backend": self.backend, "endpoint": redact_url(self.endpoint), "model": self.model}
         if self.allow_unconstrained:
             record["allow_unconstrained"] = True
+        servers = {role.name: redact_url(role.endpoint) for role in self.roles if role.endpoint}
+        if servers:
+            record["role_endpoints"] = servers
         return record
 
     def describe(self) -> str:
@@ -81,9 +90,30 @@ class LLMOptions:
         model = self.model or ("the embedded default" if self.backend == "embedded" else "the server's only model")
         where = f" at {redact_url(self.endpoint)}" if self.backend == "endpoint" and self.endpoint else ""
         source = self.origin.get("endpoint") if where else None
-        return f"backend {self.backend}{where}, model {model}" + (
-            f" (endpoint from {source})" if source and source != "flag" else ""
+        roles = "; ".join(role.describe() for role in self.roles)
+        return (
+            f"backend {self.backend}{where}, model {model}"
+            + (f" (endpoint from {source})" if source and source != "flag" else "")
+            + (f"; {roles}" if roles else "")
         )
+
+    def served(self, llm: LLM) -> LLMOptions:
+        """These options with the model each open server serves filled in where none was named (so
+        a run records the models, not ``null``)."""
+        from agent.llm.role_router import RoleRouter
+
+        options = self
+        if self.backend == "endpoint" and not self.model and llm.model:
+            options = replace(options, model=llm.model)
+        if isinstance(llm, RoleRouter) and self.roles:
+            roles = tuple(
+                replace(role, options=replace(role.options, model=llm.by_role[role.serves[0]].model))
+                if not role.options.model and role.serves and role.serves[0] in llm.by_role
+                else role
+                for role in self.roles
+            )
+            options = replace(options, roles=roles)
+        return options
 
     def open(
         self, store: Any = None, *, probe: Literal["off", "light", "full"] = "full", routing_key: str | None = None
@@ -93,6 +123,8 @@ class LLMOptions:
         if routing_key is None and store is not None and self.backend == "endpoint":
             routing_key = run_routing_key(store)
         llm = self._build(probe, routing_key)
+        if self.roles:
+            llm = self._routed(llm, probe, routing_key)
         if store is not None:
             llm.recorders.append(store.ledger.recorder)
             self._record_probe(llm, store)
@@ -112,6 +144,28 @@ class LLMOptions:
         if probe is not None:
             store.plans.record_server_probe(probe.as_dict())
 
+    def _routed(self, llm: LLM, probe: Literal["off", "light", "full"], key: str | None) -> LLM:
+        """The run's model and each role's own, as one :class:`~agent.llm.role_router.RoleRouter`
+        (a role whose model cannot be opened closes what was opened and raises)."""
+        from agent.llm.role_router import RoleRouter
+
+        def same(options: LLMOptions) -> tuple[Any, ...]:
+            return options.backend, options.endpoint, options.model
+
+        opened = {same(self): llm}  # one client per model and server, however many roles share it
+        by_role: dict[str, LLM] = {}
+        try:
+            for role in self.roles:
+                served = same(role.options) if role.options.model else (role.name,)  # unnamed: its own
+                if served not in opened:
+                    opened[served] = role.options._build(probe, key)
+                by_role.update(dict.fromkeys(role.serves, opened[served]))
+        except BaseException:
+            for model in opened.values():
+                model.close()
+            raise
+        return RoleRouter(llm, by_role)
+
     def _build(self, probe: Literal["off", "light", "full"], key: str | None) -> LLM:
         from agent.llm.types import LLMSetupError
 
@@ -119,6 +173,22 @@ class LLMOptions:
         if factory is None:
             raise LLMSetupError(f"unknown backend {self.backend!r}; use embedded or endpoint")
         return factory(self, probe, key)
+
+
+@dataclass(frozen=True)
+class RoleChoice:
+    """One role with a model of its own: ``name`` (``critic``), the ledger roles of its calls
+    (``serves``), its own server (``endpoint``; ``None``: the run's) and how it is reached."""
+
+    name: str
+    serves: tuple[str, ...]
+    options: LLMOptions
+    endpoint: str | None = None
+
+    def describe(self) -> str:
+        model = self.options.model or "the server's only model"
+        where = f" at {redact_url(self.endpoint)}" if self.endpoint else ""
+        return f"{self.name}: model {model}{where}"
 
 
 def _open_embedded(options: LLMOptions, probe: ProbeDepth, key: str | None) -> LLM:
@@ -173,6 +243,10 @@ class ModelFlags:
     endpoint_source: str = "flag"
     """Who named ``endpoint``: ``flag`` (the user, now) or a file (``the grid file``): a file's server
     gets the user's configured key only when it is the server that key was configured for."""
+    role_models: Mapping[str, str] | None = None
+    """``--role-model ROLE=MODEL``, by role."""
+    role_endpoints: Mapping[str, str] | None = None
+    """``--role-endpoint ROLE=URL``, by role."""
 
     @classmethod
     def of(cls, options: LLMOptions) -> ModelFlags:
@@ -185,6 +259,8 @@ class ModelFlags:
             options.thinking,
             options.call_timeout_s if options.call_timeout_s != DEFAULT_CALL_TIMEOUT_S else None,
             options.allow_unconstrained or None,
+            role_models={role.name: role.options.model for role in options.roles if role.options.model} or None,
+            role_endpoints={role.name: role.endpoint for role in options.roles if role.endpoint} or None,
         )
 
 
@@ -200,6 +276,13 @@ class StoredModel:
     endpoint: str | None = None
     allow_unconstrained: bool = False
     redacted_endpoint: str | None = None
+    role_models: Mapping[str, str] = field(default_factory=dict)
+    """The models the run's roles had of their own (its configuration's ``llm.roles``)."""
+    role_endpoints: Mapping[str, str] = field(default_factory=dict)
+    """The servers its roles were reached on, where not the run's (one with credentials, redacted, is
+    not usable: a resume is then told to give it again)."""
+    model_roles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """The run's pipeline's roles that may have a model of their own, with their ledger roles."""
 
     @classmethod
     def from_record(
@@ -209,12 +292,17 @@ class StoredModel:
         *,
         backend: str | None = None,
         model: str | None = None,
+        model_roles: Mapping[str, tuple[str, ...]] | None = None,
     ) -> StoredModel:
         llm = llm if isinstance(llm, Mapping) else {}
         transport = transport if isinstance(transport, Mapping) else {}
         endpoint = transport.get("endpoint") or llm.get("endpoint")
         endpoint = endpoint if isinstance(endpoint, str) and endpoint else None
         usable = endpoint if endpoint is None or "***" not in endpoint else None
+        roles = llm.get("roles")
+        roles = roles if isinstance(roles, Mapping) else {}
+        servers = transport.get("role_endpoints")
+        servers = servers if isinstance(servers, Mapping) else {}
         return cls(
             backend=llm.get("backend") or backend,
             model=llm.get("model") or model,
@@ -222,6 +310,9 @@ class StoredModel:
             endpoint=usable,
             allow_unconstrained=bool(transport.get("allow_unconstrained")),
             redacted_endpoint=endpoint if usable is None and endpoint else None,
+            role_models={str(k): v for k, v in roles.items() if isinstance(v, str) and v},
+            role_endpoints={str(k): v for k, v in servers.items() if isinstance(v, str) and v},
+            model_roles=dict(model_roles or {}),
         )
 
 
@@ -233,12 +324,15 @@ def resolve(
     config: Mapping[str, Any] | None = None,
     stored: StoredModel | None = None,
     profile: str | None = None,
+    roles: Mapping[str, tuple[str, ...]] | None = None,
 ) -> LLMOptions:
     """The one model resolution (see the module's docstring for the order).
 
     ``environ``: the environment to read (``None``: none; the CLI passes ``os.environ``);
     ``config``: the config file's values; ``stored``: the run's record, for a command that
-    continues a run; ``profile``: the profile a new run asked for."""
+    continues a run; ``profile``: the profile a new run asked for; ``roles``: the roles of the
+    pipeline a new run writes with that may each have a model of their own, with the ledger roles
+    of their calls (a stored run's come with its record)."""
     sources = _Sources(flags or ModelFlags(), options_for(purpose), environ or {}, config or {}, stored)
     backend, endpoint = _server(sources)
     model = _model(sources, backend)
@@ -258,7 +352,70 @@ def resolve(
             "in its URL, which are never stored: give --endpoint URL"
         )
     read = {sources.rows[name].field: sources.read(name, value) for name, value in limits.items()}
-    return LLMOptions(backend, model, thinking, endpoint, api_key, engine=engine, origin=sources.origin, **read)
+    chosen = LLMOptions(backend, model, thinking, endpoint, api_key, engine=engine, origin=sources.origin, **read)
+    known = roles if roles is not None else sources.record.model_roles
+    if not known:
+        for name in ("role_models", "role_endpoints"):
+            if getattr(sources.flags, name, None) and name in sources.rows:
+                raise ModelChoiceError(
+                    f"{sources.rows[name].flag}: this pipeline has no roles with models of their own"
+                )
+        return chosen
+    return replace(chosen, roles=_roles(sources, chosen, known))
+
+
+def _roles(sources: _Sources, writer: LLMOptions, known: Mapping[str, tuple[str, ...]]) -> tuple[RoleChoice, ...]:
+    """The roles with a model of their own. A role's model: the flag's, then the run's record (a new
+    run: the config file's); its server: the flag's, then the config file's, then the record's (none:
+    the run's). A role on the run's server gets the run's model when only its server is named there,
+    and the run's key; a role on another server gets no key and, unnamed, that server's only model."""
+    flags, record, fresh = sources.flags, sources.record, sources.stored is None
+
+    def given(name: str, stored: Mapping[str, str], *, transport: bool) -> dict[str, str]:
+        conf = sources.config.get(name) if fresh or transport else None
+        configured = role_pairs(sources.read(name, conf)) if conf else {}
+        flagged = dict(getattr(flags, name, None) or {})
+        unknown = sorted(set(flagged) - set(known))
+        if unknown:
+            raise ModelChoiceError(f"{sources.rows[name].flag}: unknown role {unknown[0]!r}; roles: {', '.join(known)}")
+        merged = {**stored, **configured, **flagged} if transport else {**configured, **stored, **flagged}
+        return {role: value for role, value in merged.items() if role in known}
+
+    models = given("role_models", record.role_models if not fresh else {}, transport=False)
+    servers = given("role_endpoints", record.role_endpoints if not fresh else {}, transport=True)
+    chosen = []
+    for name, serves in known.items():
+        if name not in models and name not in servers:
+            continue
+        server = servers.get(name)
+        if server is not None and "***" in server and server == record.role_endpoints.get(name):
+            raise ModelChoiceError(
+                f"this run's server of the role {name} ({server}) was reached with credentials in its URL, which "
+                "are never stored: give it as role_endpoints in the config file"
+            )
+        if server is not None:
+            _check_url(server, f"the server of the role {name}")
+        shared = server is None or (writer.backend == "endpoint" and same_origin(server, writer.endpoint))
+        options = replace(
+            writer,
+            backend="endpoint" if server else writer.backend,
+            model=models.get(name) or (writer.model if shared else None),
+            endpoint=server or writer.endpoint,
+            api_key=writer.api_key if shared else None,
+            roles=(),
+            origin={},
+        )
+        chosen.append(RoleChoice(name, tuple(serves), options, server))
+    return tuple(chosen)
+
+
+def _check_url(url: str, what: str) -> None:
+    from agent.llm.http import normalize_base_url
+
+    try:
+        normalize_base_url(url)
+    except ValueError as exc:
+        raise ModelChoiceError(f"{what}: {exc}") from None
 
 
 _FROM_RUN = "the run's record"
@@ -414,6 +571,7 @@ __all__ = [
     "LLMOptions",
     "ModelChoiceError",
     "ModelFlags",
+    "RoleChoice",
     "StoredModel",
     "redact_url",
     "register_backend",

@@ -22,6 +22,15 @@ PROGRESS = {
     "baseline": "writing",
 }
 """What a model call of each Magnet role is doing, as a writer would say it."""
+MODEL_ROLES = {
+    "character": ("character",),
+    "critic": ("critic",),
+    "narrator": ("narrator", "narrator-select"),
+    "goal": ("goal", "transition"),
+}
+"""The paper's roles, each of which may have its own model (``--role-model ROLE=MODEL``), with the
+ledger roles of their calls: the narrator selects and writes, the goal generator also writes the
+transition. The recap (fabula's long-range memory, not a role of the paper) asks the run's model."""
 
 
 def story_config(

@@ -150,5 +150,6 @@ PIPELINE = pipelines.register(
         graph=describe.graph,
         history=describe.history,
         progress=describe.PROGRESS,
+        model_roles=describe.MODEL_ROLES,
     )
 )
