@@ -55,7 +55,15 @@ ALLOWED: dict[str, set[str]] = {
     "agent.lint": {"agent.errors", "agent.text"},
     "agent.prompt_set": {"agent.errors", "agent.text"},
     "agent.settings": {"agent.errors", "agent.keyvalue", "agent.userinput", "agent.limits", "agent.llm"},
-    "agent.llm": {"agent.errors", "agent.text", "agent.repetition", "grammars", "agent.weights", "agent.plugins"},
+    "agent.llm": {
+        "agent.errors",
+        "agent.text",
+        "agent.repetition",
+        "grammars",
+        "agent.weights",
+        "agent.plugins",
+        "agent.keyvalue",
+    },
     "agent.testing": {"agent.errors", "agent.text", "agent.repetition", "agent.llm", "grammars", "agent.weights"},
     "agent.store": {
         "agent.language",

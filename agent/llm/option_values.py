@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from agent import keyvalue
+
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -93,9 +95,9 @@ class RoleAssignments:
     def read(self, value: Any) -> str:
         pairs: dict[str, str] = {}
         for part in str(value).split(","):
-            role, sep, given = part.strip().partition("=")
-            role, given = role.strip(), given.strip()
-            if not sep or not given or not _ROLE.fullmatch(role):
+            found = keyvalue.split(part.strip())  # the one KEY=VALUE reading
+            role, given = (found[0], found[1].strip()) if found is not None else ("", "")
+            if not given or not _ROLE.fullmatch(role):
                 raise BadValue(f"must be ROLE={self.what} (e.g. critic={self.what}), got {part.strip()!r}")
             if self.urls:
                 from agent.llm.http import normalize_base_url
@@ -110,8 +112,8 @@ class RoleAssignments:
 
 def role_pairs(text: str | None) -> dict[str, str]:
     """The pairs of a text :class:`RoleAssignments` read, by role (the last of a role winning)."""
-    pairs = (part.partition("=") for part in (text or "").split(", ") if part)
-    return {role: given for role, _, given in pairs}
+    pairs = (keyvalue.split(part) for part in (text or "").split(", ") if part)
+    return {found[0]: found[1] for found in pairs if found is not None}
 
 
 _ROLE = re.compile(r"[a-z][a-z0-9_-]{0,39}")
