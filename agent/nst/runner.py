@@ -18,7 +18,7 @@ from agent.nst.baselines.voice import describe_style
 from agent.nst.best_of.runner import best_of, drafts_wanted, pending_drafts
 from agent.nst.chapter.loop import ChapterLoop, ChapterResult
 from agent.nst.chapter.rederive import rederive_nst
-from agent.nst.chapter.restarts import with_restarts
+from agent.nst.chapter.restarts import degraded_reason, with_restarts
 from agent.nst.chapter.sizing import initial_ratio, run_budget
 from agent.nst.chapter.tools import TOOLS
 from agent.nst.config import NstConfig
@@ -68,7 +68,7 @@ def write(ctx: RunContext[NstConfig]) -> None:
                 emit=ctx.emit,
                 budget=budget,
             )
-            result = with_restarts(ctx, index, config.chapter_restarts, partial(_fresh_run, loop), _failure)
+            result = with_restarts(ctx, index, config.chapter_restarts, partial(_fresh_run, loop), degraded_reason)
             if result.state is not None:
                 state = result.state
             ratio = result.ratio
@@ -100,10 +100,6 @@ def write(ctx: RunContext[NstConfig]) -> None:
 def _fresh_run(loop: Callable[[], ChapterLoop]) -> ChapterResult:
     """One try at a chapter by a new loop: from the checkpoint, nothing of an earlier try carried over."""
     return loop().run()
-
-
-def _failure(result: ChapterResult) -> str | None:
-    return result.reason or "degraded" if result.degraded else None
 
 
 def write_story(

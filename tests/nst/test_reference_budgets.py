@@ -8,13 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agent import pipelines
 from agent.llm.base import Request
 from agent.nst.chapter.sizing import grown_budget, reference_budget
 from agent.nst.config import NstConfig, RollSumConfig
 from agent.testing.author import Author, chapter_of, gate_of
-
-PROMPT = {"prompt": "A keeper finds a bell in the harbour.", "prompt_id": None}
+from tests.nst.profile_runs import written
 
 
 def test_the_budget_is_the_references_formula() -> None:
@@ -32,9 +30,7 @@ def test_a_cut_budget_grows_by_half_or_1024_up_to_the_ceiling() -> None:
 
 
 def _run(tmp_path: Path, name: str, cls: type, author: Author, **over: Any) -> Any:
-    config = {**PROMPT, "words": 3000, "plan_cache": str(tmp_path / "plans"), **cls.profile_settings("paper"), **over}
-    llm = pipelines.LLMOptions(backend="scripted", model="scripted")
-    return pipelines.start(tmp_path / name, name, config, llm, model=author)
+    return written(tmp_path / name, name, cls, author, **over)
 
 
 def test_every_nst_chapter_call_gets_the_budget_of_its_chapter_under_paper(tmp_path: Path) -> None:

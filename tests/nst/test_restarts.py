@@ -9,14 +9,12 @@ from typing import Any
 
 import pytest
 
-from agent import pipelines
 from agent.llm.base import Request
 from agent.nst.chapter.restarts import RESTART_TOOL, ChapterFailedError
 from agent.nst.config import DirectConfig, NstConfig, RollSumConfig
 from agent.store import RunStore
 from agent.testing.author import Author, chapter_of, gate_of
-
-PROMPT = {"prompt": "A keeper finds a bell in the harbour.", "prompt_id": None}
+from tests.nst.profile_runs import written
 
 
 def short_until(good_from: int, chapter: int | None = 2):
@@ -33,10 +31,7 @@ def short_until(good_from: int, chapter: int | None = 2):
 
 
 def _run(tmp_path: Path, name: str, cls: type, author: Author, profile: str = "paper", **over: Any) -> RunStore:
-    cache = {"plan_cache": str(tmp_path / "plans")} if cls is not DirectConfig else {}
-    config = {**PROMPT, "words": 3000, **cache, **cls.profile_settings(profile), **over}
-    llm = pipelines.LLMOptions(backend="scripted", model="scripted")
-    return pipelines.start(tmp_path / name, name, config, llm, model=author)
+    return written(tmp_path / name, name, cls, author, profile, **over)
 
 
 def restarts(store: RunStore) -> list[Any]:

@@ -7,14 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agent import pipelines
 from agent.gate import Gate
 from agent.llm.base import Request
 from agent.nst.chapter.rejected import reference_feedback
 from agent.nst.config import NstConfig
 from agent.testing.author import Author, chapter_of, gate_of
+from tests.nst.profile_runs import written
 
-PROMPT = {"prompt": "A keeper finds a bell in the harbour.", "prompt_id": None}
 GATE = Gate.for_target(1000, 0.8, 1.2)
 
 
@@ -34,10 +33,8 @@ def _first_draft_short(request: Request, attempt: int) -> int:
 
 
 def _run(tmp_path: Path, profile: str) -> tuple[Any, Author]:
-    config = {**PROMPT, "words": 3000, "plan_cache": str(tmp_path / "plans"), **NstConfig.profile_settings(profile)}
     author = Author(length=_first_draft_short)
-    llm = pipelines.LLMOptions(backend="scripted", model="scripted")
-    return pipelines.start(tmp_path / profile, "nst", config, llm, model=author), author
+    return written(tmp_path / profile, "nst", NstConfig, author, profile), author
 
 
 def _after_acceptance(author: Author) -> list[str]:

@@ -8,13 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agent import pipelines
 from agent.nst.chapter.tools import update_grammar
 from agent.nst.config import NstConfig
 from agent.nst.state import NarrativeState
 from agent.testing.author import Author
-
-PROMPT = {"prompt": "A keeper finds a bell in the harbour.", "prompt_id": None}
+from tests.nst.profile_runs import written
 
 
 def _character_item(model: Any) -> dict[str, Any]:
@@ -69,10 +67,8 @@ def test_a_note_replaces_the_character_and_the_state_renders_as_the_references_j
 
 
 def _run(tmp_path: Path, profile: str) -> Any:
-    config = {**PROMPT, "words": 3000, "plan_cache": str(tmp_path / "plans"), **NstConfig.profile_settings(profile)}
     author = Author()
-    llm = pipelines.LLMOptions(backend="scripted", model="scripted")
-    return pipelines.start(tmp_path / profile, "nst", config, llm, model=author), author
+    return written(tmp_path / profile, "nst", NstConfig, author, profile), author
 
 
 def test_a_paper_run_asks_for_notes_and_shows_the_state_as_json(tmp_path: Path) -> None:

@@ -8,13 +8,11 @@ from typing import Any
 
 import pytest
 
-from agent import pipelines
 from agent.llm.base import Request
 from agent.nst.chapter.drafter import ends_a_sentence
 from agent.nst.config import NstConfig
 from agent.testing.author import Author
-
-PROMPT = {"prompt": "A keeper finds a bell in the harbour.", "prompt_id": None}
+from tests.nst.profile_runs import written
 
 
 @pytest.mark.parametrize(
@@ -46,9 +44,7 @@ class Unended(Author):
 
 
 def _run(tmp_path: Path, profile: str) -> Any:
-    config = {**PROMPT, "words": 3000, "plan_cache": str(tmp_path / "plans"), **NstConfig.profile_settings(profile)}
-    llm = pipelines.LLMOptions(backend="scripted", model="scripted")
-    return pipelines.start(tmp_path / profile, "nst", config, llm, model=Unended())
+    return written(tmp_path / profile, "nst", NstConfig, Unended(), profile)
 
 
 def test_paper_rejects_a_draft_that_stops_mid_sentence(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from agent.gate import Gate
 from agent.llm.budget import Budget
 from agent.llm.types import Message
 from agent.nst.chapter.drafter import Drafter, GateOutcome, draft_until_gate, record_attempt
-from agent.nst.chapter.restarts import with_restarts
+from agent.nst.chapter.restarts import degraded_reason, with_restarts
 from agent.run_context import RunContext
 
 Settle = Callable[[GateOutcome, float], dict[str, Any]]
@@ -38,10 +38,6 @@ class GatedChapter:
     """The reference's RollSum: a draft cut at its budget short of the range's top grows the next budget."""
 
 
-def _failure(outcome: GateOutcome) -> str | None:
-    return outcome.reason or "degraded" if outcome.degraded else None
-
-
 def write_gated_chapter(
     ctx: RunContext[Any], chapter: GatedChapter, *, ratio: float, budget: Budget, settle: Settle
 ) -> tuple[GateOutcome, float]:
@@ -57,7 +53,7 @@ def write_gated_chapter(
             tries.append(drafter)
             return draft_until_gate(drafter, chapter.messages, chapter.attempts, on_attempt=record_attempt(ctx))
 
-        outcome = with_restarts(ctx, chapter.index, ctx.config.chapter_restarts, draft, _failure)
+        outcome = with_restarts(ctx, chapter.index, ctx.config.chapter_restarts, draft, degraded_reason)
         drafter = tries[-1]
         state = settle(outcome, drafter.ratio)
         ctx.store.commit_chapter(

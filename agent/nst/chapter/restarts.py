@@ -9,7 +9,7 @@ passed the gate, so the ``paper`` profile never keeps an out-of-gate chapter.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from agent.errors import FabulaError
 from agent.run_context import RunContext
@@ -18,6 +18,21 @@ T = TypeVar("T")
 
 RESTART_TOOL = "restart"
 """The ledger row of a chapter try that failed (its reason in ``error``; ``arguments``: try and restarts)."""
+
+
+class Kept(Protocol):
+    """What a try at a chapter keeps: whether it is degraded, and why."""
+
+    @property
+    def degraded(self) -> bool: ...
+
+    @property
+    def reason(self) -> str | None: ...
+
+
+def degraded_reason(outcome: Kept) -> str | None:
+    """Why a try failed (a degraded outcome), or None when it passed: the ``failure`` of :func:`with_restarts`."""
+    return (outcome.reason or "degraded") if outcome.degraded else None
 
 
 class ChapterFailedError(FabulaError):
