@@ -27,6 +27,7 @@ from agent.llm.types import (
     Message,
     RawReply,
     ThinkingMode,
+    ToolSpec,
     TruncatedOutputError,
 )
 from agent.repetition import is_looping
@@ -55,6 +56,11 @@ class Request:
     role: str | None = None
     constraint: Constraint | None = field(default=None, repr=False)
     sampling: Sampling = NONE
+    tools: list[ToolSpec] | None = None
+    """Tools offered natively (OpenAI ``tools``): the reply may call them instead of answering in text;
+    never together with ``output_type`` (a native tool call is the server's to parse)."""
+    tool_choice: str | None = None
+    """``auto`` (the model decides) when ``tools`` are offered; ``None`` otherwise."""
 
 
 class LLM(ABC):
@@ -84,8 +90,10 @@ class LLM(ABC):
         seed: int | None = None,
         role: str | None = None,
         sampling: Sampling | None = None,
+        tools: list[ToolSpec] | None = None,
     ) -> Completion:
-        """Generate one reply; with ``output_type`` the reply is constrained and ``parsed`` is set.
+        """Generate one reply; with ``output_type`` the reply is constrained and ``parsed`` is set;
+        with ``tools`` (the native tool protocol, ``tool_choice`` auto) it may carry ``tool_calls``.
 
         A structured reply cut at ``max_tokens`` because it looped (a string field repeating) is
         retried once with a firmer repetition penalty (a second, recorded call)."""
@@ -99,6 +107,8 @@ class LLM(ABC):
             seed,
             role,
             sampling=sampling or NONE,
+            tools=list(tools) if tools else None,
+            tool_choice="auto" if tools else None,
         )
         return self._run(self._prepare(request))
 
@@ -194,6 +204,8 @@ class LLM(ABC):
                 request.role,
                 constraint=request.constraint,
                 sampling=request.sampling.stronger(),
+                tools=request.tools,
+                tool_choice=request.tool_choice,
             )
             return self._run_once(retry)
 
@@ -237,6 +249,7 @@ class LLM(ABC):
             model=raw.model,
             parsed=parsed,
             reasoning=reasoning,
+            tool_calls=raw.tool_calls,
         )
 
     def _record(self, request: Request, raw: RawReply | None, latency_s: float, error: str | None) -> None:
@@ -262,6 +275,8 @@ class LLM(ABC):
             text=raw.text if raw is not None else None,
             reasoning=split_reasoning(raw.text, raw.reasoning)[1] if raw is not None else None,
             timing=raw.timing if raw is not None else None,
+            tool_calls=[call.wire() for call in raw.tool_calls] if raw is not None and raw.tool_calls else None,
+            tools=[tool["function"]["name"] for tool in request.tools] if request.tools else None,
         )
         for recorder in self.recorders:
             recorder(record)
@@ -284,8 +299,14 @@ def _check_arguments(request: Request) -> None:
     if not request.messages:
         raise ValueError("messages must not be empty")
     for message in request.messages:
-        if message.get("role") not in ("system", "user", "assistant") or not isinstance(message.get("content"), str):
-            raise ValueError(f"bad message (need role system/user/assistant and string content): {message!r}")
+        if message.get("role") not in ("system", "user", "assistant", "tool") or not isinstance(
+            message.get("content"), str
+        ):
+            raise ValueError(f"bad message (need role system/user/assistant/tool and string content): {message!r}")
+        if message["role"] == "tool" and not isinstance(message.get("tool_call_id"), str):
+            raise ValueError(f"a tool message names the call it answers (tool_call_id): {message!r}")
+    if request.tools and request.output_type is not None:
+        raise ValueError("a request offers native tools or constrains its reply, not both")
     order = role_order_error(request.messages)
     if order is not None:
         raise ValueError(order)

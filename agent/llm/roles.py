@@ -24,15 +24,24 @@ def add_turn(messages: list[Message], role: str, content: str) -> None:
 
 
 def role_order_error(messages: Sequence[Message]) -> str | None:
-    """What breaks strict alternation in ``messages`` (``None``: the order is right)."""
+    """What breaks strict alternation in ``messages`` (``None``: the order is right). Under the
+    native tool protocol an assistant message with ``tool_calls`` is followed by one ``tool`` message
+    per call, and the assistant may then speak again (its next turn) or the user may."""
     roles = [m.get("role") for m in messages]
-    body = roles[1:] if roles and roles[0] == "system" else roles
-    for i, role in enumerate(body):
-        expected = "user" if i % 2 == 0 else "assistant"
-        if role != expected:
-            where = i + (len(roles) - len(body))
+    start = 1 if roles and roles[0] == "system" else 0
+    expected: tuple[str, ...] = ("user",)
+    for where in range(start, len(roles)):
+        role, message = roles[where], messages[where]
+        if role not in expected:
             return (
-                f"message {where} is {role!r} where {expected!r} must come (roles must alternate "
-                f"user/assistant after one optional system message): {' '.join(map(str, roles))}"
+                f"message {where} is {role!r} where {' or '.join(map(repr, expected))} must come (roles must "
+                f"alternate user/assistant after one optional system message, tool results after the assistant "
+                f"message that called them): {' '.join(map(str, roles))}"
             )
+        if role == "user":
+            expected = ("assistant",)
+        elif role == "assistant":
+            expected = ("tool",) if message.get("tool_calls") else ("user",)
+        else:
+            expected = ("tool", "assistant", "user")
     return None

@@ -6,14 +6,21 @@ these types without pulling in torch or an HTTP client.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agent.errors import FabulaError
 
-Role = Literal["system", "user", "assistant"]
-Message = dict[str, str]
-"""An OpenAI-style chat message: ``{"role": ..., "content": ...}``."""
+Role = Literal["system", "user", "assistant", "tool"]
+Message = dict[str, Any]
+"""An OpenAI-style chat message: ``{"role": ..., "content": ...}``; under the native tool protocol an
+assistant message may also carry ``tool_calls`` (:meth:`ToolCall.wire`) and a ``tool`` message its
+``tool_call_id``."""
+
+ToolSpec = dict[str, Any]
+"""One tool offered natively, in the OpenAI shape: ``{"type": "function", "function": {"name",
+"description", "parameters"}}``."""
 
 ThinkingMode = Literal["off", "on", "auto"]
 """For models with a thinking mode (Qwen3-class): ``off`` asks the chat template to skip
@@ -102,6 +109,35 @@ class CallTiming:
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """One native tool call in a reply. ``arguments`` is the JSON text as the model wrote it: the
+    caller parses it, so a malformed one becomes that tool's error result instead of a failed call."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def wire(self) -> dict[str, Any]:
+        """The call as an assistant message's ``tool_calls`` entry (OpenAI shape)."""
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+    @classmethod
+    def from_wire(cls, entry: Any, fallback_id: str) -> ToolCall | None:
+        """A ``tool_calls`` entry read back (``None``: not a function call); arguments given as an
+        object (some servers) are written back as JSON text."""
+        if not isinstance(entry, dict):
+            return None
+        function = entry.get("function")
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            return None
+        arguments = function.get("arguments")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
+        call_id = entry.get("id")
+        return cls(call_id if isinstance(call_id, str) and call_id else fallback_id, function["name"], arguments)
+
+
+@dataclass(frozen=True)
 class Completion:
     """One model reply. ``parsed`` holds the validated object when an output type was given."""
 
@@ -112,6 +148,8 @@ class Completion:
     model: str
     parsed: Any = None
     reasoning: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    """The reply's native tool calls (only when the request offered ``tools``)."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +166,8 @@ class RawReply:
     it counts as cut at ``max_tokens`` and looped, so the shared layer asks once more."""
     timing: CallTiming | None = None
     """Where the call's time went (in-process engines only)."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """Native tool calls the backend read from the reply."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +197,10 @@ class CallRecord:
     back to the model (the conversation carries the answer only)."""
     timing: CallTiming | None = None
     """Where the call's time went (in-process engines; ``None`` for servers)."""
+    tool_calls: list[dict[str, Any]] | None = None
+    """The reply's native tool calls (:meth:`ToolCall.wire`), when it made any."""
+    tools: list[str] | None = None
+    """The names of the tools the request offered natively (``None``: none)."""
 
 
 EMBEDDED_ENGINES = ("auto", "llama.cpp", "transformers")

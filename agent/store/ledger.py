@@ -22,10 +22,31 @@ def message_hash(role: str, content: str) -> str:
     return hashlib.sha256(f"{role}\x00{content}".encode()).hexdigest()
 
 
+EXTRA = ":json"
+"""The stored role's suffix for a message with more than role and content (a native tool call, a
+tool result): its content column then holds the whole message as JSON, so it is rebuilt whole."""
+
+
+def stored_message(message: Message) -> tuple[str, str]:
+    """``(role, content)`` as the messages table keeps ``message``."""
+    role, content = str(message.get("role", "")), message.get("content")
+    if set(message) <= {"role", "content"}:
+        return role, str(content if content is not None else "")
+    return role + EXTRA, json.dumps(message, ensure_ascii=False, sort_keys=True)
+
+
+def loaded_message(role: str, content: str) -> Message:
+    """A message as :func:`stored_message` kept it."""
+    if role.endswith(EXTRA):
+        loaded: Message = json.loads(content)
+        return loaded
+    return {"role": role, "content": content}
+
+
 def insert_llm_call(conn: sqlite3.Connection, record: CallRecord, *, session_id: int | None, unit: int | None) -> int:
     hashes = []
     for message in record.messages:
-        role, content = str(message.get("role", "")), str(message.get("content", ""))
+        role, content = stored_message(message)
         digest = message_hash(role, content)
         conn.execute(
             "INSERT OR IGNORE INTO llm_messages (hash, role, content) VALUES (?, ?, ?)", (digest, role, content)
@@ -34,7 +55,7 @@ def insert_llm_call(conn: sqlite3.Connection, record: CallRecord, *, session_id:
     cursor = conn.execute(
         "INSERT INTO llm_calls (session_id, unit, role, backend, model, temperature, max_tokens, schema_name, "
         "prompt_tokens, cached_prompt_tokens, completion_tokens, latency_s, finish_reason, error, messages, text, "
-        "created_at, sampling, min_tokens, reasoning, timing) VALUES (" + ", ".join("?" * 21) + ")",
+        "created_at, sampling, min_tokens, reasoning, timing, tool_calls, tools) VALUES (" + ", ".join("?" * 23) + ")",
         (
             session_id,
             unit,
@@ -57,6 +78,8 @@ def insert_llm_call(conn: sqlite3.Connection, record: CallRecord, *, session_id:
             record.min_tokens,
             record.reasoning,
             json.dumps(record.timing.as_dict()) if record.timing else None,
+            json.dumps(record.tool_calls, ensure_ascii=False) if record.tool_calls else None,
+            json.dumps(record.tools) if record.tools else None,
         ),
     )
     return int(cursor.lastrowid or 0)
@@ -86,6 +109,8 @@ def llm_calls(conn: sqlite3.Connection) -> list[CallRecord]:
                 min_tokens=row["min_tokens"],
                 reasoning=row["reasoning"],
                 timing=CallTiming.from_dict(json.loads(row["timing"])) if row["timing"] else None,
+                tool_calls=json.loads(row["tool_calls"]) if row["tool_calls"] else None,
+                tools=json.loads(row["tools"]) if row["tools"] else None,
             )
         )
     return out
@@ -96,7 +121,7 @@ def _messages(conn: sqlite3.Connection, hashes: list[str]) -> list[Message]:
         return []
     placeholders = ",".join("?" * len(set(hashes)))
     found = {
-        r[0]: {"role": r[1], "content": r[2]}
+        r[0]: loaded_message(r[1], r[2])
         for r in conn.execute(
             f"SELECT hash, role, content FROM llm_messages WHERE hash IN ({placeholders})", list(set(hashes))
         )

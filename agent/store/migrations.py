@@ -291,6 +291,12 @@ def m011_call_timing(conn: sqlite3.Connection) -> None:
     _run(conn, ["ALTER TABLE llm_calls ADD COLUMN timing TEXT"])
 
 
+def m012_call_tool_calls(conn: sqlite3.Connection) -> None:
+    """The native tool calls a reply made (JSON, the OpenAI ``tool_calls`` shape) and the tools its
+    request offered (JSON names); NULL: none (the paper profile's native tool protocol)."""
+    _run(conn, ["ALTER TABLE llm_calls ADD COLUMN tool_calls TEXT", "ALTER TABLE llm_calls ADD COLUMN tools TEXT"])
+
+
 MIGRATIONS: list[Migration] = [
     m001_core,
     m002_chapter_search,
@@ -303,6 +309,7 @@ MIGRATIONS: list[Migration] = [
     m009_call_min_tokens,
     m010_call_reasoning,
     m011_call_timing,
+    m012_call_tool_calls,
 ]
 LATEST = len(MIGRATIONS)
 
