@@ -58,6 +58,10 @@ class ServeConfig:
     reasoning_parser: str | None = None
     """vLLM's ``--reasoning-parser`` (``fabula serve --thinking on``): the reasoning comes back apart
     from the answer, and structured outputs apply after it ends."""
+    tool_parser: str | None = None
+    """vLLM's ``--tool-call-parser`` for the model (the preset's): started with
+    ``--enable-auto-tool-choice``, so a run under the native tool protocol (``--profile paper``) gets
+    its ``tool_calls`` parsed; a request without ``tools`` is served as before."""
     visible_devices: str | None = None
     """``CUDA_VISIBLE_DEVICES`` for this server (a replica's share of the node's GPUs)."""
     extra_args: list[str] = field(default_factory=list)
@@ -80,6 +84,7 @@ class ServeConfig:
             kv_cache_dtype=preset.kv_cache_dtype,
             structured_backend=preset.structured_backend,
             parallel=preset.parallel,
+            tool_parser=preset.tool_parser,
             extra_args=list(preset.extra_args),
         )
         for key, value in overrides.items():
@@ -190,6 +195,8 @@ def server_command(config: ServeConfig) -> tuple[list[str], dict[str, str]]:
             env["CUDA_VISIBLE_DEVICES"] = config.visible_devices
     if config.reasoning_parser:
         argv += ["--reasoning-parser", config.reasoning_parser]
+    if config.tool_parser:
+        argv += ["--enable-auto-tool-choice", "--tool-call-parser", config.tool_parser]
     argv += config.parallel.args()
     if config.api_key:
         env["VLLM_API_KEY"] = config.api_key  # never on the command line, where `ps` shows it

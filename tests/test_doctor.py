@@ -72,6 +72,7 @@ def test_a_configured_endpoint_that_answers_is_probed(no_endpoint, monkeypatch, 
     out = capsys.readouterr().out
     assert f"ok  {server.url} answers: vllm 0.32.0, model tiny, context 4096 tokens" in out
     assert "ok  constrained decoding (JSON schema) enforced: yes" in out
+    assert "native tool calls (--profile paper): yes" in out
 
 
 def test_a_configured_endpoint_that_does_not_answer_fails_the_road(no_endpoint, monkeypatch, capsys, tmp_path):

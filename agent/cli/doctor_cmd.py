@@ -293,11 +293,12 @@ def endpoint_lines(endpoint: str, model: str | None, api_key: str | None, *, pro
             lines.append(
                 Line(INFO, f"prefix caching seen (cached prompt tokens reported): {yes(p.cached_tokens_reported)}")
             )
+        tools = "" if not probe else f"; native tool calls (--profile paper): {yes(llm.native_tools())}"
         lines.append(
             Line(
                 INFO,
-                "tool calls: fabula sends its tools as JSON under the grammar, so the server's "
-                "tool-call parser is not needed",
+                "tool calls: the default and small profiles send their tools as JSON under the grammar, "
+                f"so they need no tool-call parser{tools}",
             )
         )
         lines += [Line(INFO, f"degraded: {d}") for d in p.degraded]

@@ -24,16 +24,25 @@ from agent.llm.base import LLM, Request
 from agent.llm.bounds import JSON_WHITESPACE, decoding_regex, unenforced_bounds
 from agent.llm.context import TOKENIZE_BUDGET_S, TOKENIZE_MAX_BYTES, ServerCounter, TokenCounter
 from agent.llm.http import BoundedClient, HttpLimits, normalize_base_url, one_line, redact_url
-from agent.llm.probe import ServerProbe, check_enforcement, choose_model, identify, list_models
+from agent.llm.probe import (
+    ServerProbe,
+    check_enforcement,
+    check_native_tools,
+    choose_model,
+    identify,
+    list_models,
+)
 from agent.llm.sampling import Sampling
 from agent.llm.server_kinds import OTHER, ServerKind
 from agent.llm.stream import STREAM_FIELDS, StreamedReply
 from agent.llm.types import (
     Completion,
     LLMError,
+    LLMSetupError,
     OutputValidationError,
     RawReply,
     ThinkingMode,
+    ToolCall,
     UnsupportedSettingError,
     Usage,
 )
@@ -86,6 +95,7 @@ class EndpointLLM(LLM):
         self.allow_unconstrained = allow_unconstrained
         self.reasks = max(reasks, 0)
         self.probe: ServerProbe | None = None
+        self._native_tools: tuple[bool | None, str | None] | None = None
         try:
             chosen = model
             if probe != "off" or model is None:
@@ -140,6 +150,30 @@ class EndpointLLM(LLM):
             counter.close()
             return None
 
+    def native_tools(self) -> bool | None:
+        """Whether the server takes native tools (``tools`` with ``tool_choice: "auto"``; ``None``: it
+        could not tell): asked once, on first use (:func:`agent.llm.probe.check_native_tools`), and kept
+        in ``probe``, so only a run that speaks the native tool protocol pays the request."""
+        if self._native_tools is None:
+            self._native_tools = check_native_tools(
+                self._http, self.server, self.model, context_tokens=self.context_length
+            )
+            if self.probe is not None:
+                self.probe.native_tools = self._native_tools[0]
+        return self._native_tools[0]
+
+    def require_native_tools(self) -> None:
+        """Raise :class:`LLMSetupError` in one line naming the fix when the server refuses native tools
+        (an undecided probe lets the run go on: its first tool turn then says what the server says)."""
+        if self.native_tools() is not False:
+            return
+        why = self._native_tools[1] if self._native_tools else None
+        raise LLMSetupError(
+            f"this run speaks the native tool protocol (tool_protocol native, the paper profile's), but endpoint "
+            f"{self.base_url} ({self.kind}) refuses native tool calls{f' ({why})' if why else ''}; "
+            f"{self.server.tools_setup} (fabula serve does), or use --profile default"
+        )
+
     # -- LLM -------------------------------------------------------------------------------
     @property
     def kind(self) -> str:
@@ -189,9 +223,11 @@ class EndpointLLM(LLM):
         message = choice.get("message")
         if not isinstance(message, dict):
             raise bad("a choice without a message object")
-        content = message.get("content")
+        content = message.get("content")  # null beside tool calls
         if content is not None and not isinstance(content, str):
             raise bad(f"non-string content ({type(content).__name__})")
+        entries = found if isinstance(found := message.get("tool_calls"), list) else []
+        calls = tuple(c for i, e in enumerate(entries) if (c := ToolCall.from_wire(e, f"call_{i}")) is not None)
         reasoning = message.get("reasoning_content") or message.get("reasoning")
         usage = found if isinstance(found := data.get("usage"), dict) else {}
         details = found if isinstance(found := usage.get("prompt_tokens_details"), dict) else {}
@@ -207,6 +243,7 @@ class EndpointLLM(LLM):
             ),
             model=model if isinstance(model, str) and model else self.model,
             reasoning=reasoning if isinstance(reasoning, str) else None,
+            tool_calls=calls,
         )
 
     def _run(self, request: Request) -> Completion:
@@ -295,7 +332,10 @@ class EndpointLLM(LLM):
         server = self.server
         body.update(server.thinking_field(self._thinking()))
         constraint = request.constraint
-        if constraint is not None:
+        if request.tools:  # the server parses the calls: no constraint travels beside them
+            body["tools"] = request.tools
+            body["tool_choice"] = request.tool_choice or "auto"
+        elif constraint is not None:
             if constraint.kind == "json":
                 regex = self._regex_for(constraint.json_schema or {})
                 if regex:

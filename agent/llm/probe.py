@@ -42,6 +42,18 @@ RANGE_SCHEMA = {
     "additionalProperties": False,
 }
 RANGE_ASK = [{"role": "user", "content": 'Answer with the JSON object {"n": 1}.'}]
+TOOL_PROBE = {
+    "type": "function",
+    "function": {
+        "name": "fabula_probe",
+        "description": "Say hello.",
+        "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
+    },
+}
+"""The one trivial tool the native-tools probe offers (nothing of it is ever run)."""
+TOOL_REFUSALS = (400, 422)
+"""The statuses of a server refusing a request it cannot serve as asked (vLLM: 400, "auto" tool choice
+needs --enable-auto-tool-choice and --tool-call-parser; llama-server without --jinja: 400 too)."""
 
 
 @dataclass
@@ -63,6 +75,9 @@ class ServerProbe:
     min_tokens: bool | None = None
     cached_tokens_reported: bool | None = None
     thinking_switch: bool | None = None
+    native_tools: bool | None = None
+    """Whether the server takes native tools with ``tool_choice: "auto"`` (:func:`check_native_tools`):
+    asked only for a run that speaks the native tool protocol, so ``None`` elsewhere."""
     degraded: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -82,6 +97,7 @@ class ServerProbe:
             "min_tokens": self.min_tokens,
             "cached": self.cached_tokens_reported,
             "thinking": self.thinking_switch,
+            "tools": self.native_tools,
         }
         shown = " ".join(f"{k}={'?' if v is None else 'yes' if v else 'no'}" for k, v in flags.items())
         return (
@@ -209,6 +225,33 @@ def check_enforcement(client: BoundedClient, probe: ServerProbe, *, thinking: bo
         probe.degraded.append("min_tokens ignored: length is kept by feedback only")
     if probe.cached_tokens_reported is False:
         probe.degraded.append("cached prompt tokens not reported: cache hits are counted as 0")
+
+
+def check_native_tools(
+    client: BoundedClient, server: ServerKind, model: str, *, context_tokens: int | None = None
+) -> tuple[bool | None, str | None]:
+    """Whether the server takes native tools: one request offering :data:`TOOL_PROBE` with
+    ``tool_choice: "auto"`` and ``max_tokens`` 1, and the server's refusal in one line when it
+    refuses (``(False, why)``). A 2xx is ``(True, None)``; any other failure ``(None, None)`` (it
+    could not tell). Why a request and not a flag: no server reports how it was started."""
+    body = {
+        "model": model,
+        "messages": PROBE_ASK,
+        "temperature": 0,
+        "max_tokens": 1,
+        "tools": [TOOL_PROBE],
+        "tool_choice": "auto",
+    }
+    wire = server.to_wire(body, context_tokens=context_tokens)
+    try:
+        client.request_json("POST", server.chat_url(client.base_url), body=wire, budget_s=120, retry=False)
+    except (EndpointUnavailableError, AuthenticationError):  # no finding: every later request fails alike
+        raise
+    except LLMError as exc:
+        text = str(exc)
+        refused = next((f"HTTP {status}" for status in TOOL_REFUSALS if f"HTTP {status}" in text), None)
+        return (False, one_line(text[text.index(refused) :], 240)) if refused else (None, None)
+    return True, None
 
 
 def _answered(reply: Any, expected: Any) -> bool | None:

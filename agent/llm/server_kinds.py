@@ -88,6 +88,12 @@ class ServerKind:
     streams_structured = False
     """Whether a structured request is streamed, so that a reply that runs away is cut as it is
     written (:mod:`agent.llm.stream`)."""
+    tools_setup = (
+        "start it with its tool-call parser on (vLLM: --enable-auto-tool-choice --tool-call-parser NAME; "
+        "llama-server: --jinja)"
+    )
+    """How a server of this kind is started so that it takes native tools (OpenAI ``tools`` with
+    ``tool_choice: "auto"``): the fix a refused native-tools probe names."""
 
     # -- how the probe recognises it ---------------------------------------------------------
     def lists_itself(self, entry: dict[str, Any]) -> bool:
@@ -150,6 +156,7 @@ class Vllm(ServerKind):
     thinking_switch_honoured = True
     regex_assumed = True
     streams_structured = True  # its stream counts tokens on every piece and it aborts a request whose client left
+    tools_setup = "start vLLM with --enable-auto-tool-choice --tool-call-parser NAME (the model's parser: hermes, ...)"
 
     def sighted(self, ask: Asker, entry: dict[str, Any], model: str | None) -> Sighting | None:
         """``GET /version``; only an entry with vLLM's ``max_model_len`` makes an unnamed server vLLM."""
@@ -163,6 +170,7 @@ class SGLang(ServerKind):
     name = "sglang"
     owners = ("sglang",)
     thinking_switch_honoured = True
+    tools_setup = "start SGLang with --tool-call-parser NAME (the model's parser)"
 
     def regex_field(self, pattern: str) -> dict[str, Any]:
         return {"regex": pattern}
@@ -176,6 +184,7 @@ class LlamaServer(ServerKind):
 
     name = "llama.cpp"
     owners = ("llamacpp", "llama.cpp")
+    tools_setup = "start llama-server with --jinja (its chat template then parses tool calls)"
 
     def hinted_by(self, entry: dict[str, Any]) -> bool:
         """llama-server's ``meta`` context where no other key states one."""
@@ -196,6 +205,7 @@ class LlamaCppPython(LlamaServer):
 
     name = "llama-cpp-python"
     template_switch = False
+    tools_setup = "start llama-cpp-python's server with a function-calling --chat_format (chatml-function-calling)"
 
     def lists_itself(self, entry: dict[str, Any]) -> bool:
         """``owned_by: "me"`` with a ``permissions`` list."""
@@ -234,6 +244,7 @@ class Ollama(ServerKind):
     name = "ollama"
     owners = ("library", "ollama")
     thinking_switch_honoured = True
+    tools_setup = "serve a model whose Ollama template takes tools (`ollama show MODEL` lists the capability)"
 
     def sighted(self, ask: Asker, entry: dict[str, Any], model: str | None) -> Sighting | None:
         """``GET /api/version``, and the model's context from ``POST /api/show`` (capped: see the cap)."""
@@ -269,10 +280,12 @@ class Ollama(ServerKind):
             options["num_ctx"] = context_tokens
         wire: dict[str, Any] = {
             "model": body["model"],
-            "messages": body["messages"],
+            "messages": _ollama_messages(body["messages"]),
             "stream": False,
             "options": options,
         }
+        if body.get("tools"):
+            wire["tools"] = body["tools"]  # the OpenAI shape; /api/chat has no tool_choice (it is always auto)
         response_format = body.get("response_format")
         if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
             wire["format"] = response_format["json_schema"]["schema"]
@@ -287,14 +300,67 @@ class Ollama(ServerKind):
         out_message: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
         if isinstance(message.get("thinking"), str) and message["thinking"]:
             out_message["reasoning_content"] = message["thinking"]
+        calls = message.get("tool_calls")
+        if isinstance(calls, list) and calls:
+            out_message["tool_calls"] = [_openai_tool_call(call, i) for i, call in enumerate(calls)]
+        finish = "tool_calls" if out_message.get("tool_calls") else reply.get("done_reason") or "unknown"
         return {
             "model": reply.get("model"),
-            "choices": [{"message": out_message, "finish_reason": reply.get("done_reason") or "unknown"}],
+            "choices": [{"message": out_message, "finish_reason": finish}],
             "usage": {
                 "prompt_tokens": reply.get("prompt_eval_count", 0),
                 "completion_tokens": reply.get("eval_count", 0),
             },
         }
+
+
+def _ollama_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The chat as ``/api/chat`` takes it: an assistant's tool calls with their arguments as objects
+    (Ollama's shape; JSON text that is no object goes as ``{}``), and a tool result naming its tool
+    (``tool_name``: Ollama matches results by name, not id). Messages without tools go unchanged."""
+    names: dict[str, str] = {}
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        calls = message.get("tool_calls")
+        if message.get("role") == "assistant" and isinstance(calls, list) and calls:
+            converted = []
+            for call in calls:
+                function = call.get("function") if isinstance(call, dict) else None
+                if not isinstance(function, dict):
+                    continue
+                names[str(call.get("id"))] = str(function.get("name"))
+                converted.append({"function": {"name": function.get("name"), "arguments": _object(function)}})
+            message = {**message, "tool_calls": converted}
+        elif message.get("role") == "tool":
+            message = {**message, "tool_name": names.get(str(message.get("tool_call_id")), "")}
+        out.append(message)
+    return out
+
+
+def _object(function: dict[str, Any]) -> dict[str, Any]:
+    arguments = function.get("arguments")
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return {}
+    return arguments if isinstance(arguments, dict) else {}
+
+
+def _openai_tool_call(call: Any, index: int) -> Any:
+    """One of Ollama's ``tool_calls`` (arguments an object, an id only in newer versions) in the
+    OpenAI shape: arguments as JSON text, ``call_<index>`` where it gave no id. Not a call: as it is."""
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict):
+        return call
+    arguments = function.get("arguments")
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments or {}, ensure_ascii=False)
+    given = call.get("id")
+    return {
+        "id": given if isinstance(given, str) and given else f"call_{index}",
+        "type": "function",
+        "function": {"name": function.get("name"), "arguments": text},
+    }
 
 
 OTHER = ServerKind()

@@ -67,6 +67,7 @@ PAPER_NST: dict[str, Any] = {
     "terminal_punctuation": True,
     "state_style": "reference",
     "retry_feedback": "reference",
+    "tool_protocol": "native",
 }
 """NstAgent as the paper: the published command's 32,768-token ceiling for every call of the chapter loop,
 under which each gets min(32768, max(1024, ceil(1.35 x target + 1536))) (README.md:75-76), Eq. 6's atomic update
@@ -462,6 +463,18 @@ class NstConfig(Planned):
     ] = "fabula"
     """What a rejected write is told and what happens to the rejected draft once one is accepted: "fabula",
     the gate's feedback; "reference", ``agent.nst.chapter.rejected.reference_feedback`` and the placeholder."""
+    tool_protocol: Annotated[
+        Literal["grammar", "native"],
+        Source(
+            "reference agent_core.py:1908 `chapter_tools`, :3533 `LongStoryAgent._run_chapter_loop`",
+            'the API\'s own tool calls: `tools` with `tool_choice: "auto"`, replies with `tool_calls`, each '
+            "result a `role: tool` message",
+            "one grammar-constrained JSON object per turn needs no tool-call parser on the server and holds a "
+            "small model to a legal call",
+        ),
+    ] = "grammar"
+    """How a chapter turn's tool call travels: "grammar", one JSON object under the turn's grammar;
+    "native", the server's own tool calls (it must be started for them: ``agent.llm.native_tools``)."""
     terminal_punctuation: Annotated[
         bool,
         Source(

@@ -14,6 +14,7 @@ from typing import Any
 
 from agent import pipelines
 from agent.llm import LLM
+from agent.llm.native_tools import require_native_tools
 from agent.nst.baselines.voice import describe_style
 from agent.nst.best_of.runner import best_of, drafts_wanted, pending_drafts
 from agent.nst.chapter.loop import ChapterLoop, ChapterResult
@@ -34,6 +35,7 @@ from agent.store.writer.review import owed_review, pause_after
 def write(ctx: RunContext[NstConfig]) -> None:
     """Continue the run from ``store.next_unit()`` to the last chapter of the plan."""
     store, config = ctx.store, ctx.config
+    check_tool_protocol(ctx)
     budget = run_budget(ctx)
     plan = frozen_plan(ctx, budget)
     outline = plan.chapters
@@ -95,6 +97,18 @@ def write(ctx: RunContext[NstConfig]) -> None:
             ctx.emit("note", f"chapter {index} committed; in review until fabula approve")
             return
     store.finish()
+
+
+def check_tool_protocol(ctx: RunContext[NstConfig]) -> None:
+    """A run whose chapter turns speak the native tool protocol stops here, in one line naming the
+    fix, when its turn model's server cannot take native tools: before the plan is paid for, not at
+    the first turn. What the probe found is kept with the run's server record."""
+    if ctx.config.tool_protocol != "native" or ctx.plan_only:
+        return
+    require_native_tools(ctx.llm, role="nst_turn")
+    probe = getattr(ctx.llm, "probe", None)
+    if probe is not None:
+        ctx.store.plans.record_server_probe(probe.as_dict())
 
 
 def _fresh_run(loop: Callable[[], ChapterLoop]) -> ChapterResult:

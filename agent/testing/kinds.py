@@ -9,6 +9,7 @@ Why: the probe and the request shapes are tested against each kind without its s
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from agent.testing.replies import chat_reply, model_list
@@ -34,13 +35,21 @@ GETS: dict[str, dict[str, Any]] = {
 }
 
 
+VLLM_NO_AUTO_TOOLS = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+"""What vLLM answers (HTTP 400) to ``tool_choice: "auto"`` when started without a tool-call parser."""
+
+
 class KindServer(FakeServer):
     """Answers like a server of ``kind`` (on ``root``; it has no ``/v1`` of its own): JSON asked in
     that kind's shape gets the probe's fixed value, a regex or choice in that kind's shape gets a
-    matching answer, anything else free text."""
+    matching answer, anything else free text. A request offering ``tools`` gets a call of the first
+    one with ``tool_arguments`` in the kind's shape (Ollama: arguments as an object), unless
+    ``auto_tools`` is off: then vLLM refuses it as a vLLM started without a tool-call parser does."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, *, auto_tools: bool = True) -> None:
         self.kind = kind
+        self.auto_tools = auto_tools
+        self.tool_arguments: dict[str, Any] = {"chapter": 1}
         super().__init__({"GET *": self.get, "POST *": self.post})
 
     def chats(self) -> list[Any]:
@@ -62,6 +71,11 @@ class KindServer(FakeServer):
                 return 200, {"model_info": {"general.architecture": "llama", "llama.context_length": 131072}}
             if path != "/api/chat":
                 return 404, {"error": "404 page not found"}
+            if body.get("tools"):
+                name = body["tools"][0]["function"]["name"]
+                call = {"function": {"index": 0, "name": name, "arguments": self.tool_arguments}}
+                message = {"role": "assistant", "content": "", "tool_calls": [call]}
+                return 200, {"model": MODEL, "message": message, "done": True, "done_reason": "stop"}
             text = self._text(body.get("format") is not None, False)
             return 200, {
                 "model": MODEL,
@@ -75,6 +89,8 @@ class KindServer(FakeServer):
             return 404, {"error": "no route"}
         if kind == "vllm" and body.get("min_tokens", 0) > body["max_tokens"]:
             return 400, {"error": {"message": "min_tokens must be less than or equal to max_tokens"}}
+        if body.get("tools"):
+            return self._tool_reply(body)
         response_format = body.get("response_format") or {}
         shape = {
             "vllm": "json_schema",
@@ -92,6 +108,16 @@ class KindServer(FakeServer):
         }.get(kind, False)
         text = self._text(response_format.get("type") == shape, regex)
         return 200, chat_reply(text, model=MODEL, prompt=11, completion=3, cached=0 if kind == "vllm" else None)
+
+    def _tool_reply(self, body: dict[str, Any]) -> tuple[int, Any]:
+        if self.kind == "vllm" and body.get("tool_choice") == "auto" and not self.auto_tools:
+            return 400, {"error": {"message": VLLM_NO_AUTO_TOOLS, "type": "BadRequestError", "code": 400}}
+        name = body["tools"][0]["function"]["name"]
+        arguments = json.dumps(self.tool_arguments)
+        call = {"id": "chatcmpl-tool-1", "type": "function", "function": {"name": name, "arguments": arguments}}
+        reply = chat_reply(None, "tool_calls", model=MODEL, prompt=11, completion=3)
+        reply["choices"][0]["message"]["tool_calls"] = [call]
+        return 200, reply
 
     @staticmethod
     def _text(json_asked: bool, regex_asked: bool) -> str:
