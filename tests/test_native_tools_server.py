@@ -15,6 +15,7 @@ from agent.llm import LLMSetupError, Request, open_llm
 from agent.llm.endpoint import EndpointLLM
 from agent.llm.native_tools import require_native_tools
 from agent.llm.probe import PROBE_ASK, RANGE_ASK
+from agent.llm.role_router import RoleRouter
 from agent.llm.types import ToolCall
 from agent.testing import replies
 from agent.testing.kinds import VLLM_NO_AUTO_TOOLS, KindServer
@@ -161,3 +162,16 @@ def test_vllm_reads_the_tool_flags_and_knows_the_parser(name):
     args = parse_serve_argv(server_command(ServeConfig.from_preset(preset, preset.model))[0])
     assert args.enable_auto_tool_choice is True and args.tool_call_parser == preset.tool_parser
     validate_api_server_args(args)
+
+
+def test_a_role_router_passes_the_tools_on_and_checks_the_turn_roles_model(serve):
+    able, unable = serve("vllm"), serve("vllm", auto_tools=False)
+    default = open_llm("endpoint", endpoint=able.root, thinking="off")
+    turns = open_llm("endpoint", endpoint=unable.root, thinking="off")
+    router = RoleRouter(default, {"nst_turn": turns})
+    router.generate(USER, temperature=0, max_tokens=8, tools=[READ])
+    assert able.chats()[-1]["tools"] == [READ]
+    require_native_tools(router, role="critic")  # answered by the run's model, started for tools
+    with pytest.raises(LLMSetupError, match="refuses native tool calls"):
+        require_native_tools(router, role="nst_turn")
+    router.close()
