@@ -40,3 +40,19 @@ def test_a_paper_run_on_a_vllm_server_sends_no_thinking_switch(
     assert chats and {repr(b.get("chat_template_kwargs")) for b in chats} == {repr(switch)}
     with RunStore.open(out, readonly=True) as store:
         assert store.info().config["llm"]["thinking"] == ("auto" if profile == "paper" else "off")
+        assert store.info().status == "completed"
+    # the chapter turns over HTTP: native tool calls under paper (write, update, DONE), a grammar otherwise
+    constrained = [b for b in chats if "response_format" in b]
+    native = [b for b in chats if b.get("tools") and b["max_tokens"] > 1]  # (max_tokens 1: the probe's)
+    if profile == "paper":  # three requests a chapter on the shortest path
+        assert len(native) in (3, 6, 9) and all(b["tool_choice"] == "auto" and "response_format" not in b for b in native)
+        assert [m["role"] for m in native[-1]["messages"]] == [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+        ]
+    else:
+        assert constrained and not native

@@ -19,13 +19,14 @@ tool ledger, ``arguments.action``), which ``fabula show`` counts.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent.llm.base import LLM
 from agent.llm.context import CharsEstimate, ContextInfo, TokenCounter, is_length_rejection, resolve_context
-from agent.llm.types import Completion, LLMError, Message
+from agent.llm.types import Completion, LLMError, Message, ToolSpec
 
 Shrink = Callable[[], str | None]
 """Frees room in the caller's conversation; returns what it did, or None when nothing is left."""
@@ -132,10 +133,18 @@ class Budget:
         min_tokens: int | None = None,
         role: str | None = None,
         shrink: Shrink | None = None,
+        tools: list[ToolSpec] | None = None,
     ) -> Completion:
-        """``llm.generate`` with ``max_tokens`` fitted to the context; see the module doc."""
+        """``llm.generate`` with ``max_tokens`` fitted to the context; see the module doc. Native ``tools``
+        are counted as part of the system message (where chat templates put them)."""
         for _ in range(SERVER_RETRIES + 1):
-            asked = self.fit(lambda: messages, max_tokens=max_tokens, min_output=min_output, what=what, shrink=shrink)
+            asked = self.fit(
+                lambda: with_tools(messages, tools),
+                max_tokens=max_tokens,
+                min_output=min_output,
+                what=what,
+                shrink=shrink,
+            )
             floor = None if min_tokens is None else max(0, min(min_tokens, asked - 1))
             try:
                 return llm.generate(
@@ -145,11 +154,20 @@ class Budget:
                     max_tokens=asked,
                     min_tokens=floor or None,
                     role=role,
+                    tools=tools,
                 )
             except LLMError as exc:
                 if not self.refused(exc, what):
                     raise
-        raise self.fail(what, self.count(messages), min(min_output, max_tokens))
+        raise self.fail(what, self.count(with_tools(messages, tools)), min(min_output, max_tokens))
+
+
+def with_tools(messages: list[Message], tools: list[ToolSpec] | None) -> list[Message]:
+    """``messages`` as counted with native ``tools``: their specs joined to the system message."""
+    if not tools or not messages or messages[0].get("role") != "system":
+        return messages
+    specs = json.dumps(tools, ensure_ascii=False)
+    return [{**messages[0], "content": f"{messages[0]['content']}\n\n{specs}"}, *messages[1:]]
 
 
 def open_budget(

@@ -9,13 +9,14 @@ followed), and state updates of realistic size.
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 from collections.abc import Callable
 from typing import Any
 
 from agent.llm.base import Request
-from agent.llm.types import RawReply, Usage
+from agent.llm.types import RawReply, ToolCall, Usage
 from agent.testing.scripted import ScriptedLLM
 from agent.text import count_words
 
@@ -55,16 +56,21 @@ def last_user(request: Request) -> str:
 
 
 def gate_of(request: Request) -> tuple[int, int, int]:
-    """(target, low, high) from the prose request or the chapter prompt."""
+    """(target, low, high) from the prose request or the chapter prompt (the native prompt states the
+    target and ±20 %)."""
     for message in reversed(request.messages):
         match = re.search(r"target (\d+) words, accepted range (\d+)-(\d+)", message["content"])
         if match:
             return int(match.group(1)), int(match.group(2)), int(match.group(3))
+    native = re.search(r"\nLength: (\d+) words; .*±(\d+)%", request.messages[1]["content"])
+    if native:
+        target, spread = int(native.group(1)), int(native.group(2)) / 100
+        return target, math.ceil((1 - spread) * target), math.floor((1 + spread) * target)
     raise AssertionError("no gate in the conversation")
 
 
 def chapter_of(request: Request) -> int:
-    match = re.search(r"# Current task\nWrite chapter (\d+)", request.messages[1]["content"])
+    match = re.search(r"# Current task\n(?:Write chapter |Chapter id: )(\d+)", request.messages[1]["content"])
     return int(match.group(1)) if match else 0
 
 
@@ -112,8 +118,11 @@ def fixed_passage(asked: str) -> str:
 
 
 def open_requirements(request: Request) -> list[str]:
-    """Keys of the open requirements listed in the chapter prompt."""
+    """Keys of the open requirements listed in the chapter prompt (headed text, or the state as JSON)."""
     text = request.messages[1]["content"]
+    if '"future_requirements": [' in text:
+        block = text.split('"future_requirements": [', 1)[1].split("\n  ]", 1)[0]
+        return re.findall(r'"key": "([^"]+)"', block)
     if "Open future requirements" not in text:
         return []
     block = text.split("Open future requirements", 1)[1].split("\n\n", 1)[0]
@@ -251,20 +260,25 @@ def without_evidence(update: str, request: Request) -> str:
     text = json.dumps(schema)
     data = json.loads(update)
     if '"location"' not in text and '"CharacterNote' in text:
-        data["upsert_character_state"] = [
-            {
-                "name": c["name"],
-                "description": f"At {c['location']}, {c['condition']}; wants to {c['goal']}; {c['relationships']}; "
-                f"{c['knowledge']}; carries {c['possessions']}.",
-                **({"evidence": c["evidence"]} if "evidence" in c else {}),
-            }
-            for c in data.get("upsert_character_state", [])
-        ]
+        data["upsert_character_state"] = as_notes(data.get("upsert_character_state", []))
     if '"evidence"' not in text:
         for name in ("upsert_character_state", "add_past_event", "add_future_requirement"):
             for entry in data.get(name, []):
                 entry.pop("evidence", None)
     return json.dumps(data)
+
+
+def as_notes(characters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Typed character snapshots as ``{name, description}`` entries (an ``evidence`` quote kept)."""
+    return [
+        {
+            "name": c["name"],
+            "description": f"At {c['location']}, {c['condition']}; wants to {c['goal']}; {c['relationships']}; "
+            f"{c['knowledge']}; carries {c['possessions']}.",
+            **({"evidence": c["evidence"]} if "evidence" in c else {}),
+        }
+        for c in characters
+    ]
 
 
 def default_policy(request: Request, tools: list[str]) -> str:
@@ -299,6 +313,52 @@ def default_policy(request: Request, tools: list[str]) -> str:
     raise AssertionError(f"nothing to do with {tools}")
 
 
+NativeCall = tuple[str, dict[str, Any]]
+NativePolicy = Callable[["Author", Request], tuple[str, list[NativeCall]]]
+"""A native turn's answer: the reply's text and its tool calls (name, arguments)."""
+
+
+def tool_results(request: Request) -> list[tuple[str, dict[str, Any]]]:
+    """Every tool result of the conversation so far, in order: the tool's name and its JSON result."""
+    names: dict[str, str] = {}
+    found: list[tuple[str, dict[str, Any]]] = []
+    for message in request.messages:
+        for call in message.get("tool_calls") or []:
+            names[call["id"]] = call["function"]["name"]
+        if message["role"] == "tool":
+            try:
+                result = json.loads(message["content"])
+            except ValueError:
+                result = {}
+            found.append((names.get(message["tool_call_id"], "?"), result if isinstance(result, dict) else {}))
+    return found
+
+
+def native_update(request: Request) -> dict[str, Any]:
+    """The update a native turn sends: the four arrays, characters as ``{name, description}``, no quotes."""
+    keys = open_requirements(request)
+    data = json.loads(update_json(chapter_of(request), resolve=keys[:1] if len(keys) >= 3 else []))
+    data.pop("tool")
+    data["upsert_character_state"] = as_notes(data["upsert_character_state"])
+    for name in ("add_past_event", "add_future_requirement"):
+        for entry in data[name]:
+            entry.pop("evidence", None)
+    for entry in data["upsert_character_state"]:
+        entry.pop("evidence", None)
+    return data
+
+
+def native_policy(author: Author, request: Request) -> tuple[str, list[NativeCall]]:
+    """The reference's shortest path: write (until accepted), update once, then DONE."""
+    results = tool_results(request)
+    offered_tools = {tool["function"]["name"] for tool in request.tools or []}
+    if not any(name == "write" and r.get("ok") for name, r in results):
+        return "", [("write", author.native_draft(request))]
+    if "update" in offered_tools and not any(name == "update" and r.get("ok") for name, r in results):
+        return "", [("update", native_update(request))]
+    return "DONE", []
+
+
 class Author(ScriptedLLM):
     """The scripted model. ``policy`` picks tool calls, ``length`` sizes each prose reply."""
 
@@ -307,9 +367,11 @@ class Author(ScriptedLLM):
         policy: Policy = default_policy,
         length: Callable[[Request, int], int | tuple[int, str]] | None = None,
         tokens_per_word: float = 1.3,
+        native: NativePolicy = native_policy,
     ) -> None:
         super().__init__(model="scripted-author")
         self.policy = policy
+        self.native = native
         self.length = length or (lambda request, attempt: gate_of(request)[0])
         self.tokens_per_word = tokens_per_word
         self.prose_attempts: dict[int, int] = {}
@@ -319,8 +381,37 @@ class Author(ScriptedLLM):
         last = drafts_shown(request)[-1]
         return json.dumps({"draft": last, "reason": f"draft {last} carries out the outline item most closely"})
 
+    def native_draft(self, request: Request) -> dict[str, Any]:
+        """A native ``write`` call's arguments: the chapter's prose sized by ``length`` (one more attempt each)."""
+        chapter = chapter_of(request)
+        attempt = self.prose_attempts.get(chapter, 0)
+        self.prose_attempts[chapter] = attempt + 1
+        size = self.length(request, attempt)
+        size = size[0] if isinstance(size, tuple) else size
+        return {"chapter_id": chapter, "title": f"Chapter {chapter}", "content": prose(size, seed=chapter)}
+
+    def native_answer(self, request: Request) -> RawReply:
+        """A native turn (the request offers ``tools``): the policy's calls, counted as a server counts them;
+        calls longer than ``max_tokens`` are cut as a server cuts them, into text that holds no call."""
+        text, calls = self.native(self, request)
+        turn = sum(1 for m in request.messages if m["role"] == "assistant")
+        wired = tuple(
+            ToolCall(f"call_{chapter_of(request)}_{turn}_{i}", name, json.dumps(args, ensure_ascii=False))
+            for i, (name, args) in enumerate(calls)
+        )
+        prompt = sum(len(str(m.get("content") or "")) for m in request.messages) // 4
+        words = sum(count_words(str(args.get("content", ""))) for _, args in calls)
+        completion = max(1, round(words * self.tokens_per_word) + sum(len(c.arguments) for c in wired) // 40)
+        if completion > request.max_tokens:
+            cut = "".join(f"<tool_call>{c.arguments}" for c in wired)[: request.max_tokens * 4]
+            return RawReply(cut, "length", Usage(prompt, 0, request.max_tokens), self.model)
+        finish = "tool_calls" if wired else "stop"
+        return RawReply(text, finish, Usage(prompt, 0, completion), self.model, tool_calls=wired)
+
     def answer(self, request: Request) -> RawReply:
         """:meth:`reply`, counted as a server counts it and cut at ``max_tokens`` as a server cuts it."""
+        if request.tools:
+            return self.native_answer(request)
         text, finish = self.reply(request)
         prompt = sum(len(m["content"]) for m in request.messages) // 4
         prose_role = request.role in ("nst_prose", "rollsum_chapter", "direct_story")

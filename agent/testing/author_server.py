@@ -25,6 +25,8 @@ from agent.testing.server import NO_ROUTE, Answer, Call, FakeServer, Hang
 
 
 def infer_role(body: dict[str, Any]) -> str:
+    if any((tool.get("function") or {}).get("name") == "write" for tool in body.get("tools") or []):
+        return "nst_turn"  # the native protocol's chapter turn: the tools tell it, not the wording
     schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
     if schema is not None:
         properties = schema.get("properties", {})
@@ -114,8 +116,18 @@ class AuthorServer(FakeServer):
             JsonSchema(schema) if schema else None,
             max_tokens=body["max_tokens"],
             role=infer_role(body),
+            tools=body.get("tools"),
+            tool_choice=body.get("tool_choice"),
         )
         request.constraint = to_constraint(request.output_type)
+        if request.tools:
+            raw = self.author.native_answer(request)
+            calls = [call.wire() for call in raw.tool_calls]
+            reply = chat_reply(
+                raw.text, raw.finish_reason, model=self.model, prompt=self.prompt_tokens, cached=60, tool_calls=calls
+            )
+            reply["usage"]["completion_tokens"] = raw.usage.completion_tokens
+            return Answer(200, reply)
         text, finish = self.author.reply(request)
         return Answer(
             200,

@@ -18,14 +18,19 @@ def chat_reply(
     prompt: int = 3,
     completion: int = 1,
     cached: int | None = None,
+    tool_calls: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """One chat completion; ``cached`` (the prompt tokens the prefix cache served) is left out when None."""
+    """One chat completion; ``cached`` (the prompt tokens the prefix cache served) is left out when None;
+    ``tool_calls`` (the OpenAI shape) when the reply calls tools."""
     usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion}
     if cached is not None:
         usage["prompt_tokens_details"] = {"cached_tokens": cached}
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
     return {
         "model": model,
-        "choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": finish}],
+        "choices": [{"message": message, "finish_reason": finish}],
         "usage": usage,
     }
 

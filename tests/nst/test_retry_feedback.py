@@ -4,6 +4,7 @@ draft left in full gives way to a placeholder (the NstAgent reference, agent_cor
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +48,16 @@ def _after_acceptance(author: Author) -> list[str]:
 def test_paper_tells_the_reference_feedback_and_drops_the_rejected_draft_once_one_is_accepted(tmp_path: Path) -> None:
     store, author = _run(tmp_path, "paper")
     writes = [c for c in store.ledger.tool_calls() if c.unit == 1 and c.tool == "write"]
-    assert "Lengthen the whole draft to about" in (writes[0].result or "") and writes[1].arguments["rejected_removed"]
-    assistant = _after_acceptance(author)
-    assert any(a.startswith("[rejected draft: 500 words") for a in assistant)
-    assert not any(len(a.split()) == 500 for a in assistant)  # the rejected prose itself is gone
+    assert not json.loads(writes[0].result or "{}")["ok"] and writes[1].arguments["rejected_removed"]
+    chapter_one = [r for r in author.requests if r.role == "nst_turn" and chapter_of(r) == 1]
+    feedback = chapter_one[1].messages[-1]
+    assert feedback["role"] == "user" and "Lengthen the whole draft to about" in feedback["content"]
+    drafts = [
+        json.loads(call["function"]["arguments"])["content"]
+        for m in chapter_one[2].messages  # the first call after the accepted write
+        for call in m.get("tool_calls") or []
+    ]
+    assert drafts[0].startswith("[rejected draft removed") and "words=500" in drafts[0]
+    assert not any(len(d.split()) == 500 for d in drafts)  # the rejected prose itself is gone
     _, fabula = _run(tmp_path, "default")
     assert any(len(a.split()) == 500 for a in _after_acceptance(fabula))  # fabula's rule keeps it

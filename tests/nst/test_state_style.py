@@ -75,8 +75,8 @@ def test_a_paper_run_asks_for_notes_and_shows_the_state_as_json(tmp_path: Path) 
     store, author = _run(tmp_path, "paper")
     assert store.info().status == "completed"
     last = [r for r in author.requests if r.role == "nst_turn"][-1].messages
-    assert "identity facts" not in last[0]["content"] and "{name, description}" in last[0]["content"]
-    section = last[1]["content"].split("# Narrative state\n")[1].split("\n\n# ")[0]
+    assert "identity facts" not in last[0]["content"] and "{name, description}" in last[1]["content"]
+    section = last[1]["content"].split("# Narrative state now\n")[1].split("\n\n# ")[0]
     assert set(json.loads(section)) == {"character_states", "past_events", "future_requirements"}
     final = store.state()["narrative"]["characters"]
     assert final and all(set(entry) == {"description"} for entry in final.values())

@@ -190,6 +190,14 @@ class Drafter:
         if self.grow_to is not None and truncated and words <= self.gate.high and self.fixed is not None:
             self.fixed = grown_budget(self.fixed, self.grow_to)
         self.ratio = update_ratio(self.ratio, reply)
+        return self.judge(text, reply, max_tokens, min_tokens, truncated=truncated)
+
+    def judge(
+        self, text: str, reply: Completion, max_tokens: int, min_tokens: int | None, *, truncated: bool
+    ) -> Attempt:
+        """The verdict on a draft's ``text`` (the gate, the repetition guard, the ending check): for a
+        reply of its own (:meth:`attempt`), or for the prose a native ``write`` call carried."""
+        words = count_words(text)
         trimmed = False
         if truncated and self.trim:
             cut = whole_sentences(text, max_words=self.gate.high)

@@ -20,12 +20,19 @@ from agent.language import language_line
 from agent.llm import LLM, OutputValidationError, TruncatedOutputError
 from agent.llm.budget import Budget, ContextExceededError
 from agent.llm.roles import add_turn
-from agent.llm.types import Completion, Message
+from agent.llm.types import Completion, Message, ToolSpec
+from agent.nst.chapter import native
 from agent.nst.chapter.avoid import avoid_list
 from agent.nst.chapter.drafter import Drafter, clean_prose
 from agent.nst.chapter.ledger import ChapterLedger, Emit
 from agent.nst.chapter.planned import Plan
-from agent.nst.chapter.prompt import chapter_prompt, prose_request, system_prompt
+from agent.nst.chapter.prompt import (
+    NATIVE_SYSTEM,
+    chapter_prompt,
+    native_chapter_prompt,
+    prose_request,
+    system_prompt,
+)
 from agent.nst.chapter.rejected import Draft, DraftKeeper, reference_feedback
 from agent.nst.chapter.sizing import MIN_TURN_OUTPUT, ChapterBudget, mostly_cjk, reference_budget
 from agent.nst.chapter.tools import TOOLS, ChapterSession, ToolError, check_allowed, legal_tools, turn_grammar, unwrap
@@ -124,6 +131,23 @@ class ChapterLoop:
     # -- the prompt, fitted ------------------------------------------------------------------
     def _opening(self) -> list[Message]:
         cfg = self.config
+        if cfg.tool_protocol == "native":
+            return [
+                {"role": "system", "content": NATIVE_SYSTEM},
+                {
+                    "role": "user",
+                    "content": native_chapter_prompt(
+                        story_prompt=self.story_prompt,
+                        outline=self.outline,
+                        state=self.state if cfg.state else None,
+                        completed=self.session.index - 1,
+                        chapter=self.chapter,
+                        gate=self.gate,
+                        lookback=self.session.lookback,
+                        language=language_line(self.story_prompt, cfg),
+                    ),
+                },
+            ]
         return [
             {
                 "role": "system",
@@ -262,8 +286,23 @@ class ChapterLoop:
         self._arguments["refused"] = applied.refused
         return message
 
+    def native_reply(self) -> Completion:
+        """One native turn's reply (``agent.nst.chapter.native``): every tool on offer, the chapter's
+        dynamic budget, room for a whole draft inside a write call."""
+        max_tokens = self._call_budget(self.config.tool_max_tokens)
+        specs = native.tool_specs(self.session, self.gate, int(self.config.search_hits))
+        return self._generate(
+            self.messages, None, max_tokens, "nst_turn", min(max_tokens, self.drafter.min_output()), tools=specs
+        )
+
     def _generate(
-        self, messages: list[Message], output_type: Any, max_tokens: int, role: str, min_output: int
+        self,
+        messages: list[Message],
+        output_type: Any,
+        max_tokens: int,
+        role: str,
+        min_output: int,
+        tools: list[ToolSpec] | None = None,
     ) -> Completion:
         reply = self.budget.generate(
             self.llm,
@@ -275,6 +314,7 @@ class ChapterLoop:
             role=role,
             what=f"a turn of chapter {self.session.index}",
             shrink=self._shrink,
+            tools=tools,
         )
         self.ledger.count(reply)
         return reply
@@ -297,6 +337,8 @@ class ChapterLoop:
         return False
 
     def run(self) -> ChapterResult:
+        if self.config.tool_protocol == "native":
+            return self._run_native()
         s = self.session
         self.fit_prompt()
         while s.turn < s.max_turns and not s.finished and not s.stuck:
@@ -333,6 +375,42 @@ class ChapterLoop:
         if s.with_state:
             self._fallback_update()
         return self._result(best.title, best.text, True, reason)
+
+    def _run_native(self) -> ChapterResult:
+        """The native protocol's turns (``agent.nst.chapter.native``): the chapter ends only on DONE after an
+        accepted write (the update is the model's to call, as in the reference); at the turn cap, or when the
+        context is full, the chapter is kept degraded, which the paper profile's ``chapter_restarts`` turns
+        into a restart from the checkpoint."""
+        s = self.session
+        self.fit_prompt()
+        while s.turn < s.max_turns and not s.finished:
+            s.turn += 1
+            try:
+                native.take_turn(self)
+            except ContextExceededError:
+                if not (s.written or self.drafts.best() is not None):
+                    raise
+                self.out_of_room = True
+                break
+        self.stats["turns"] = s.turn
+        within = "before the context was full" if self.out_of_room else f"in {s.max_turns} turns"
+        if s.finished:
+            return self._result(s.accepted_title or self.chapter.title, s.accepted_text or "", False, None)
+        if s.written:
+            return self._result(
+                s.accepted_title or self.chapter.title,
+                s.accepted_text or "",
+                True,
+                f"the model did not reply DONE {within}",
+            )
+        best = self.drafts.best()
+        if best is None:
+            raise ChapterError(f"chapter {s.index}: no draft was written in {s.max_turns} turns")
+        reason = (
+            f"no draft passed the length gate {within} ({s.attempts} attempts); kept the closest: "
+            f"{best.words} words for {self.gate.low}-{self.gate.high}"
+        )
+        return self._result(best.title or self.chapter.title, best.text, True, reason)
 
     def _why_not_updated(self) -> str:
         s = self.session

@@ -141,3 +141,78 @@ def prose_request(index: int, title: str, gate: Gate) -> str:
         "The outline is a plan, not prose: expand it into scenes with dialogue, sensory detail and inner "
         "experience. Reply with the chapter's prose only: no title line, no notes, no JSON."
     )
+
+
+NATIVE_SYSTEM = (
+    "You are a seasoned novelist writing a long novel one chapter at a time. "
+    "You work through the tools: read and search what is written, write the chapter, correct continuity errors, "
+    "and keep the structured narrative state up to date."
+)
+"""The native protocol's system prompt (``tool_protocol`` "native"): two sentences, the reference's placement;
+every rule lives in the chapter prompt and the tools' descriptions."""
+
+
+def native_chapter_prompt(
+    *,
+    story_prompt: str,
+    outline: Sequence[PlannedChapter],
+    state: NarrativeState | None,
+    completed: int,
+    chapter: PlannedChapter,
+    gate: Gate,
+    lookback: bool,
+    language: str = "",
+) -> str:
+    """The user message that opens a chapter under the native protocol, in the reference's order (opening
+    line, story prompt, whole outline as indented JSON, state as JSON, chapters done, the task, the execution
+    order, then the writing and state rules), in fabula's words. The length is told as ±tolerance of the
+    target, as the reference tells it; the write tool's result names the range."""
+    spread = round(100 * (gate.high - gate.target) / gate.target) if gate.target else 20
+    outline_json = json.dumps([c.as_json() for c in outline], ensure_ascii=False, indent=2)
+    parts = [
+        f"You are writing chapter {chapter.id} of a long novel.",
+        f"# Story prompt\n{story_prompt}",
+        f"# The whole outline (frozen)\n{outline_json}",
+    ]
+    if state is not None:
+        parts.append(f"# Narrative state now\n{state.render('reference')}")
+    parts.append(f"# Chapters done\nChapters written so far: {completed}.")
+    parts.append(
+        f"# Current task\nChapter id: {chapter.id}\nChapter title: {chapter.title}\nWhat happens: {chapter.description}"
+        f"\nLength: {gate.target} words; the complete chapter must stay strictly within ±{spread}% of that."
+        + (f"\n{language}" if language else "")
+    )
+    steps = []
+    if lookback:
+        steps.append("read or search earlier chapters as you need them")
+    steps.append("write the complete chapter with write")
+    if lookback:
+        steps.append("correct a factual or continuity error with correct if you find one")
+    if state is not None:
+        steps.append(
+            "once the prose is final, call update exactly once: the characters whose situation changed or who "
+            "appeared, the new events, the new obligations and the keys of obligations fulfilled"
+        )
+    steps.append("when everything is done, call no tool and reply only DONE (any other text does not end the chapter)")
+    rules = [
+        "The outline is a plan, not prose: turn it into scenes with dialogue, sensory detail and inner experience.",
+    ]
+    if state is not None:
+        rules += [
+            "upsert_character_state: {name, description} for each character whose situation changed or who first "
+            "appeared; the description is the whole current picture (where they are, what they want, their "
+            "relationships, what they know and carry, their condition) and replaces any entry of that name.",
+            "add_past_event: {key, description} only for events of this chapter that the outline does not already "
+            "state and that matter later; keys are stable lower_snake_case names.",
+            "add_future_requirement: {key, description} only for concrete obligations the story must meet later.",
+            "resolve_future_requirement: the keys of open obligations this chapter fulfilled.",
+            "Send the four fields as JSON arrays (never as strings), all four every time, [] when empty.",
+        ]
+    rules.append("Each tool states its own conditions, limits and schema: follow them.")
+    parts.append(
+        "Do it in this order:\n"
+        + "\n".join(f"{i}. {step}" for i, step in enumerate(steps, 1))
+        + "\n\nWriting and state rules:\n"
+        + "\n".join(f"- {rule}" for rule in rules)
+    )
+    return "\n\n".join(parts)

@@ -7,6 +7,8 @@ kept. A chapter with many retries therefore never fills its context with near-du
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 
 from agent.gate import Gate
@@ -24,6 +26,10 @@ class Draft:
     distance: int
     message: int
     """Index of the assistant message that holds the draft's text."""
+    call_id: str | None = None
+    """The native ``write`` call whose ``content`` argument holds the text (``None``: the message's content)."""
+    target: int = 0
+    """The chapter's target (named in a native placeholder)."""
 
     def rank(self) -> tuple[bool, int]:
         """Closest first; a complete draft before a cut one."""
@@ -33,6 +39,45 @@ class Draft:
 def placeholder(draft: Draft) -> str:
     cut = ", cut off at the token limit" if draft.truncated else ""
     return f"[rejected draft: {draft.words} words{cut}; text removed]"
+
+
+def call_placeholder(draft: Draft) -> str:
+    """A native write's ``content`` once its draft gives way: the counts and a fingerprint of the text (the
+    reference's shape, so a model can tell two removed drafts apart)."""
+    digest = hashlib.sha256(draft.text.encode("utf-8")).hexdigest()[:16]
+    counts = f"words={draft.words}; target={draft.target}; sha256={digest}"
+    return f"[rejected draft removed from the conversation; {counts}]"
+
+
+def holds_text(messages: list[Message], draft: Draft) -> bool:
+    """Whether ``draft``'s text is still in full where it was written."""
+    message = messages[draft.message]
+    if draft.call_id is None:
+        return bool(message.get("content") == draft.text)
+    for call in message.get("tool_calls") or []:
+        if call.get("id") == draft.call_id:
+            try:
+                return bool(json.loads(call["function"]["arguments"]).get("content") == draft.text)
+            except (ValueError, AttributeError):
+                return False
+    return False
+
+
+def compact(messages: list[Message], draft: Draft) -> None:
+    """Replace ``draft``'s text in ``messages`` by its placeholder (a native call's other arguments stay)."""
+    if draft.call_id is None:
+        messages[draft.message] = {"role": "assistant", "content": placeholder(draft)}
+        return
+    message = dict(messages[draft.message])
+    calls = []
+    for call in message.get("tool_calls") or []:
+        if call.get("id") == draft.call_id:
+            arguments = json.loads(call["function"]["arguments"])
+            arguments["content"] = call_placeholder(draft)
+            call = {**call, "function": {**call["function"], "arguments": json.dumps(arguments, ensure_ascii=False)}}
+        calls.append(call)
+    message["tool_calls"] = calls
+    messages[draft.message] = message
 
 
 class DraftKeeper:
@@ -46,19 +91,19 @@ class DraftKeeper:
         if self.kept is None:
             self.kept = draft
             return True
-        if draft.distance <= CLOSER * self.kept.distance:
-            messages[self.kept.message] = {"role": "assistant", "content": placeholder(self.kept)}
+        if draft.distance <= CLOSER * self.kept.distance and draft.text != self.kept.text:
+            compact(messages, self.kept)
             self.kept = draft
             return True
-        messages[draft.message] = {"role": "assistant", "content": placeholder(draft)}
+        compact(messages, draft)
         return False
 
     def settle(self, messages: list[Message]) -> bool:
         """A write was accepted: the rejected draft still in full gives way to its placeholder (the
         reference's rule); True if one did."""
-        if self.kept is None or messages[self.kept.message].get("content") != self.kept.text:
+        if self.kept is None or not holds_text(messages, self.kept):
             return False
-        messages[self.kept.message] = {"role": "assistant", "content": placeholder(self.kept)}
+        compact(messages, self.kept)
         return True
 
     def best(self) -> Draft | None:

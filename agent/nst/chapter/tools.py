@@ -94,6 +94,8 @@ class ChapterSession:
     """How the search ranks and answers (the run's ``search_style``; "reference": the hits as JSON)."""
     character_notes: bool = False
     """A character entry is ``{name, description}`` (the run's ``state_style`` "reference")."""
+    corrected_current: bool = False
+    """The accepted draft was corrected: no whole-chapter write may replace it (the native protocol's rule)."""
 
     @classmethod
     def for_config(
