@@ -19,7 +19,7 @@ from agent.llm.base import LLM, Recorder, Request
 from agent.llm.constraints import OutputType
 from agent.llm.context import TokenCounter
 from agent.llm.sampling import Sampling
-from agent.llm.types import Completion, LLMError, Message, RawReply
+from agent.llm.types import Completion, LLMError, Message, RawReply, ToolSpec
 
 
 class RoleRouter(LLM):
@@ -70,6 +70,7 @@ class RoleRouter(LLM):
         seed: int | None = None,
         role: str | None = None,
         sampling: Sampling | None = None,
+        tools: list[ToolSpec] | None = None,
     ) -> Completion:
         return self.model_for(role).generate(
             messages,
@@ -81,6 +82,7 @@ class RoleRouter(LLM):
             seed=seed,
             role=role,
             sampling=sampling,
+            tools=tools,
         )
 
     def generate_many(
