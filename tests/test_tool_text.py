@@ -206,6 +206,15 @@ def test_the_scripted_model_takes_tools_and_answers_with_calls():
     assert records[0].tool_calls == [first.tool_calls[0].wire()]
 
 
+SHOWN_A_CALL = [
+    {"role": "user", "content": "Read chapter 2."},
+    {"role": "assistant", "content": '<tool_call>\n{"name": "read_chapter", "arguments": {"number": 2}}\n</tool_call>'},
+    {"role": "user", "content": "Again, the same call."},
+]
+"""A history whose assistant turn shows a call block as text: greedy SmolLM2 then writes a call of its own
+(with the native history of CONVERSATION it writes text), so the engine's reading is exercised too."""
+
+
 @pytest.mark.embedded
 def test_the_tiny_model_answers_a_request_with_tools_on_llama_cpp(embedded_llm, capsys):
     """The real SmolLM2 on the llama.cpp engine, two tools offered and a result in the history: a
@@ -216,20 +225,23 @@ def test_the_tiny_model_answers_a_request_with_tools_on_llama_cpp(embedded_llm, 
     records: list[CallRecord] = []
     embedded_llm.recorders.append(records.append)
     try:
-        reply = embedded_llm.generate(CONVERSATION, temperature=0, max_tokens=96, tools=TOOLS)
+        replies = [
+            embedded_llm.generate(conversation, temperature=0, max_tokens=96, tools=TOOLS)
+            for conversation in (CONVERSATION, SHOWN_A_CALL)
+        ]
     finally:
         embedded_llm.recorders.remove(records.append)
-    assert reply.finish_reason in ("stop", "length", "tool_calls")
-    assert (reply.finish_reason == "tool_calls") == bool(reply.tool_calls)
-    for call in reply.tool_calls:
-        assert call.id.startswith("call_") and call.name
-        json.loads(call.arguments)  # a read call's arguments are JSON text
-    if not reply.tool_calls:
-        assert reply.text.strip()
-    assert read_tool_reply(reply.text, "stop", [])[2] == ()  # no well-formed call was left unread
-    assert reply.usage.prompt_tokens == embedded_llm.token_counter().count(CONVERSATION, TOOLS)
-    (record,) = records
-    assert record.tools == ["read_chapter", "write_note"]
-    assert record.tool_calls == ([c.wire() for c in reply.tool_calls] or None)
-    with capsys.disabled():
-        print(f"\nSmolLM2 with tools: finish={reply.finish_reason} calls={reply.tool_calls} text={reply.text!r}")
+    for reply, conversation, record in zip(replies, (CONVERSATION, SHOWN_A_CALL), records, strict=True):
+        assert reply.finish_reason in ("stop", "length", "tool_calls")
+        assert (reply.finish_reason == "tool_calls") == bool(reply.tool_calls)
+        for call in reply.tool_calls:
+            assert call.id.startswith("call_") and call.name
+            json.loads(call.arguments)  # a read call's arguments are JSON text
+        if not reply.tool_calls:
+            assert reply.text.strip()
+        assert read_tool_reply(reply.text, "stop", [])[2] == ()  # no well-formed call was left unread
+        assert reply.usage.prompt_tokens == embedded_llm.token_counter().count(conversation, TOOLS)
+        assert record.tools == ["read_chapter", "write_note"]
+        assert record.tool_calls == ([c.wire() for c in reply.tool_calls] or None)
+        with capsys.disabled():
+            print(f"\nSmolLM2 with tools: finish={reply.finish_reason} calls={reply.tool_calls} text={reply.text!r}")
