@@ -17,12 +17,14 @@ that is what a server compares with its context.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agent.llm.types import Message
+from agent.llm.tool_text import chat_messages
+from agent.llm.types import Message, ToolSpec
 
 CHARS_PER_TOKEN = 3.0
 """Latin text averages about 4 characters a token on current vocabularies; 3 over-counts."""
@@ -62,25 +64,42 @@ class CharsEstimate:
         return sum(self.count_text(m.get("content", "")) + MESSAGE_OVERHEAD for m in messages) + MESSAGE_OVERHEAD
 
 
+def count_key(messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None) -> tuple[Any, ...]:
+    """What a count depends on, as a dict key: each message's role and content, and under the native
+    tool protocol its tool calls and the call it answers, and the tools offered (two conversations
+    that differ only in a call's arguments must not share a count)."""
+    key = tuple(
+        (m.get("role", ""), m.get("content", ""))
+        if "tool_calls" not in m and "tool_call_id" not in m
+        else (m.get("role", ""), m.get("content", ""), json.dumps(m.get("tool_calls")), m.get("tool_call_id"))
+        for m in messages
+    )
+    return (*key, json.dumps(list(tools), sort_keys=True)) if tools else key
+
+
 class TemplateCounter:
     """The model's own tokenizer and chat template, in process (the embedded backend; any tokenizer
     with ``apply_chat_template``). A pipeline counts the same conversation several times while it
-    decides what fits, so the last counts are kept."""
+    decides what fits, so the last counts are kept. A conversation under the native tool protocol is
+    counted as the embedded engines send it (:func:`agent.llm.tool_text.chat_messages`), with the
+    tools offered when ``tools`` is given."""
 
     exact = True
 
     def __init__(self, tokenizer: Any, name: str = "tokenizer", cache: int = 512) -> None:
         self.tokenizer = tokenizer
         self.name = name
-        self._cache: dict[tuple[tuple[str, str], ...], int] = {}
+        self._cache: dict[tuple[Any, ...], int] = {}
         self._size = cache
 
-    def count(self, messages: Sequence[Message]) -> int:
-        key = tuple((m.get("role", ""), m.get("content", "")) for m in messages)
+    def count(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None) -> int:
+        key = count_key(messages, tools)
         found = self._cache.get(key)
         if found is not None:
             return found
-        ids = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True)
+        ids = self.tokenizer.apply_chat_template(
+            chat_messages(messages, tools), add_generation_prompt=True, tokenize=True
+        )
         if isinstance(ids, dict) or hasattr(ids, "keys"):
             ids = ids["input_ids"]
         if len(self._cache) >= self._size:

@@ -8,6 +8,9 @@ through ``outlines.Generator``: that way every sampling setting (``min_new_token
 strings, seed) is honoured, and token counts and the finish reason are exact. The costly
 part of constrained decoding, compiling a schema into an index over the vocabulary, is
 cached per schema for the life of the process.
+
+A request that offers native ``tools`` is rendered and read back as text in the Hermes convention
+(:mod:`agent.llm.tool_text`), decoded unconstrained, as a vLLM server with the hermes parser does.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from agent.llm.local_decoding import (
     template_kwargs,
 )
 from agent.llm.sampling import Sampling
-from agent.llm.types import LLMError, RawReply, ThinkingMode, Usage
+from agent.llm.tool_text import chat_messages, read_tool_reply
+from agent.llm.types import LLMError, RawReply, ThinkingMode, ToolCall, Usage
 
 
 def _import_stack() -> tuple[Any, Any, Any]:
@@ -100,7 +104,7 @@ class EmbeddedLLM(LLM):
         torch = self._torch
         refuse_min_tokens_with_schema(request.min_tokens, request.constraint)
         prompt_ids = self.tokenizer.apply_chat_template(
-            request.messages,
+            chat_messages(request.messages, request.tools),
             add_generation_prompt=True,
             return_tensors="pt",
             return_dict=True,
@@ -139,6 +143,9 @@ class EmbeddedLLM(LLM):
         clock.add("decode", max(0.0, took - prefill - clock.seconds["mask"]))  # sampling included
         new_ids = output[0, prompt_ids.shape[1] :].tolist()
         text, finish_reason = self._read_output(request, new_ids, runaway)
+        calls: tuple[ToolCall, ...] = ()
+        if request.tools:
+            text, finish_reason, calls = read_tool_reply(text, finish_reason, request.messages)
         return RawReply(
             text=text,
             finish_reason=finish_reason,
@@ -146,6 +153,7 @@ class EmbeddedLLM(LLM):
             model=self.model,
             runaway=runaway is not None and runaway.stopped,
             timing=clock.timing(),
+            tool_calls=calls,
         )
 
     def _generation_kwargs(self, request: Request) -> tuple[dict[str, Any], list[Any]]:

@@ -10,6 +10,9 @@ schema, bounds included, compiled into an Outlines index, applied as a token mas
 after the sampling penalties; the same runaway stop, the same finish reasons. Sampling settings
 keep transformers' semantics (repetition penalty over the whole sequence, OpenAI's frequency and
 presence penalties over the reply, ``no_repeat_ngram_size``), so a profile means the same on both.
+
+A request that offers native ``tools`` is rendered and read back as text in the Hermes convention
+(:mod:`agent.llm.tool_text`), decoded unconstrained, as a vLLM server with the hermes parser does.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ from agent.llm.local_decoding import (
 from agent.llm.local_prompt import GGUFTemplate, HFTemplate, PromptTemplate
 from agent.llm.local_sampling import GrammarMask, MinTokens, Penalties
 from agent.llm.prefix_slots import PrefixSlots
-from agent.llm.types import LLMError, RawReply, ThinkingMode, Usage
+from agent.llm.tool_text import read_tool_reply
+from agent.llm.types import LLMError, RawReply, ThinkingMode, ToolCall, Usage
 
 THREAD_CHECK_EVERY = 32
 """Generated tokens between two looks at the cores (:meth:`LlamaCppLLM._use_threads`)."""
@@ -165,7 +169,7 @@ class LlamaCppLLM(LLM):
     # -- generation -----------------------------------------------------------------------------
     def _complete(self, request: Request) -> RawReply:
         refuse_min_tokens_with_schema(request.min_tokens, request.constraint)
-        prompt = self.template.ids(request.messages)
+        prompt = self.template.ids(request.messages, request.tools)
         if len(prompt) + 1 > self._llama.n_ctx():
             raise LLMError(
                 f"embedded backend: the prompt is {len(prompt)} tokens, the model's context "
@@ -191,6 +195,9 @@ class LlamaCppLLM(LLM):
             stop=request.stop,
             runaway_stopped=runaway.stopped,
         )
+        calls: tuple[ToolCall, ...] = ()
+        if request.tools:
+            text, finish, calls = read_tool_reply(text, finish, request.messages)
         return RawReply(
             text=text,
             finish_reason=finish,
@@ -198,6 +205,7 @@ class LlamaCppLLM(LLM):
             runaway=runaway.stopped,
             usage=Usage(prompt_tokens=len(prompt), cached_prompt_tokens=cached, completion_tokens=len(new_ids)),
             timing=timing,
+            tool_calls=calls,
         )
 
     def _timed_eval(self, tokens: Sequence[int]) -> None:

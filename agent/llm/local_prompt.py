@@ -3,7 +3,9 @@
 The embedded llama.cpp engine renders with the HF tokenizer's chat template when the model has
 an HF folder (the embedded default: prompts identical, token for token, to the transformers
 engine's) and with the GGUF's own template and tokenizer otherwise (any ``--model x.gguf``).
-Either is also the run's exact token counter, so what the budget counts is what is decoded.
+Either is also the run's exact token counter, so what the budget counts is what is decoded. A request
+under the native tool protocol is rendered through :func:`agent.llm.tool_text.chat_messages` first, in
+both the prompt and its count.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from agent.llm.context import TemplateCounter
+from agent.llm.context import TemplateCounter, count_key
 from agent.llm.local_decoding import template_kwargs
-from agent.llm.types import LLMError, Message
+from agent.llm.tool_text import chat_messages
+from agent.llm.types import LLMError, Message, ToolSpec
 
 
 class PromptTemplate(Protocol):
@@ -23,9 +26,9 @@ class PromptTemplate(Protocol):
     name: str
     exact: bool
 
-    def count(self, messages: Sequence[Message]) -> int: ...
+    def count(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None) -> int: ...
 
-    def ids(self, messages: Sequence[Message]) -> list[int]: ...
+    def ids(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None) -> list[int]: ...
 
 
 class HFTemplate(TemplateCounter):
@@ -35,9 +38,9 @@ class HFTemplate(TemplateCounter):
         super().__init__(tokenizer, name=name)
         self._kwargs = template_kwargs(thinking)
 
-    def ids(self, messages: Sequence[Message]) -> list[int]:
+    def ids(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None) -> list[int]:
         ids = self.tokenizer.apply_chat_template(
-            list(messages), add_generation_prompt=True, tokenize=True, **self._kwargs
+            chat_messages(messages, tools), add_generation_prompt=True, tokenize=True, **self._kwargs
         )
         if isinstance(ids, dict) or hasattr(ids, "keys"):
             ids = ids["input_ids"]
@@ -72,16 +75,16 @@ class GGUFTemplate:
         self._bos = self._piece(llama.token_bos())
         self._eos = self._piece(llama.token_eos())
         self.name = name
-        self._counts: dict[tuple[tuple[str, str], ...], int] = {}
+        self._counts: dict[tuple[Any, ...], int] = {}
 
     def _piece(self, token: int) -> str:
         if token < 0:
             return ""
         return self._llama.detokenize([token], special=True).decode("utf-8", errors="ignore")
 
-    def ids(self, messages: Sequence[Message]) -> list[int]:
+    def ids(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None) -> list[int]:
         text = self._template.render(
-            messages=list(messages),
+            messages=chat_messages(messages, tools),
             add_generation_prompt=True,
             bos_token=self._bos,
             eos_token=self._eos,
@@ -90,10 +93,10 @@ class GGUFTemplate:
         add_bos = not (self._bos and text.startswith(self._bos))
         return list(self._llama.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True))
 
-    def count(self, messages: Sequence[Message]) -> int:
-        key = tuple((m.get("role", ""), m.get("content", "")) for m in messages)
+    def count(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None) -> int:
+        key = count_key(messages, tools)
         if key not in self._counts:
             if len(self._counts) >= 512:
                 self._counts.pop(next(iter(self._counts)))
-            self._counts[key] = len(self.ids(messages))
+            self._counts[key] = len(self.ids(messages, tools))
         return self._counts[key]

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from agent.llm.base import LLM, Request
-from agent.llm.types import LLMError, RawReply, Usage
+from agent.llm.types import LLMError, RawReply, ToolCall, Usage
 
 UsageOf = Callable[[Request, str], Usage]
 """A call's usage as a function of the request and the reply's text."""
@@ -31,8 +31,11 @@ class ScriptedLLM(LLM):
     left), or a function of the :class:`Request`. Subclasses answer from the request in :meth:`answer`.
 
     A reply is text, ``(text, finish_reason)``, any other JSON-able object (sent as JSON), a
-    :class:`RawReply` (as it is) or an :class:`LLMError` (raised). Each request is appended to
-    ``requests`` (unless ``keep`` is false) and counted by role in ``counts`` before it is answered.
+    :class:`RawReply` (as it is), a :class:`ToolCall` or a list of them (a native tool-call reply:
+    no text, finish reason ``tool_calls``) or an :class:`LLMError` (raised). Requests with ``tools``
+    and ``tool`` messages are answered like any other (the script decides whether to call). Each
+    request is appended to ``requests`` (unless ``keep`` is false) and counted by role in ``counts``
+    before it is answered.
     ``usage`` is a fixed :class:`Usage` or a function of the request and the text; ``context`` is
     the context the model states (``None``: it says nothing)."""
 
@@ -81,6 +84,9 @@ class ScriptedLLM(LLM):
             raise reply
         if isinstance(reply, RawReply):
             return reply
+        calls = [reply] if isinstance(reply, ToolCall) else reply
+        if isinstance(calls, list) and calls and all(isinstance(c, ToolCall) for c in calls):
+            return RawReply("", "tool_calls", self.usage_of(request, ""), self.model, tool_calls=tuple(calls))
         text, finish = (
             reply if isinstance(reply, tuple) else (reply if isinstance(reply, str) else json.dumps(reply), "stop")
         )

@@ -139,8 +139,8 @@ class StoryLLM(ScriptedLLM):
         error = self.fail(request, n) if self.fail is not None else None
         if error is not None:
             return error
-        if (role == "narrator" and request.constraint is not None) or (
-            role == "goal" and "transition" in schema_of(request)["properties"]
+        if request.constraint is not None and (
+            role == "narrator" or (role == "goal" and "transition" in schema_of(request)["properties"])
         ):
             return one_call(self.policies, request, n)
         return self.policies[role](request, n)
