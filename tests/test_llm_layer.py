@@ -126,7 +126,15 @@ def test_bad_messages_and_output_types_are_refused():
     with pytest.raises(ValueError, match="empty"):
         ScriptedLLM(["x"]).generate([], temperature=0, max_tokens=5)
     with pytest.raises(ValueError, match="bad message"):
+        ScriptedLLM(["x"]).generate([{"role": "robot", "content": "x"}], temperature=0, max_tokens=5)
+    with pytest.raises(ValueError, match="tool_call_id"):  # a tool result names the call it answers
         ScriptedLLM(["x"]).generate([{"role": "tool", "content": "x"}], temperature=0, max_tokens=5)
+    with pytest.raises(ValueError, match="must come"):  # and follows the assistant message that called it
+        ScriptedLLM(["x"]).generate(
+            [*USER, {"role": "tool", "content": "x", "tool_call_id": "c"}], temperature=0, max_tokens=5
+        )
+    with pytest.raises(ValueError, match="not both"):
+        ScriptedLLM(["x"]).generate(USER, dict, temperature=0, max_tokens=5, tools=[{"type": "function"}])
     with pytest.raises(TypeError):
         to_constraint(42)  # type: ignore[arg-type]
 
