@@ -349,9 +349,16 @@ def native_update(request: Request) -> dict[str, Any]:
 
 
 def native_policy(author: Author, request: Request) -> tuple[str, list[NativeCall]]:
-    """The reference's shortest path: write (until accepted), update once, then DONE."""
+    """The path the reference kit's fake model takes: chapter 2 first reads chapter 1, a later chapter
+    first searches; then write (until accepted), update once, then DONE."""
     results = tool_results(request)
     offered_tools = {tool["function"]["name"] for tool in request.tools or []}
+    chapter = chapter_of(request)
+    if not any(name in ("read", "search") for name, _ in results):
+        if chapter == 2 and "read" in offered_tools:
+            return "", [("read", {"chapter_id": 1})]
+        if chapter > 2 and "search" in offered_tools:
+            return "", [("search", {"query": "the bell in the harbour"})]
     if not any(name == "write" and r.get("ok") for name, r in results):
         return "", [("write", author.native_draft(request))]
     if "update" in offered_tools and not any(name == "update" and r.get("ok") for name, r in results):

@@ -47,8 +47,8 @@ def test_every_turn_offers_all_five_tools_with_the_reference_argument_schemas(tm
     store = _run(tmp_path, author)
     assert store.info().status == "completed"
     requests = turns(author)
-    # the shortest path: write, update, DONE: three requests a chapter, three chapters
-    assert len(requests) == 9 and not author.by_role("nst_prose")
+    # the kit's path: write, update, DONE, after a read in chapter 2 and a search in chapter 3
+    assert len(requests) == 3 + 4 + 4 and not author.by_role("nst_prose")
     for request in requests:
         assert request.tool_choice == "auto" and request.output_type is None and request.constraint is None
         assert request.max_tokens == 2886  # min(32768, max(1024, ceil(1.35 x 1000 + 1536)))
@@ -64,12 +64,17 @@ def test_every_turn_offers_all_five_tools_with_the_reference_argument_schemas(tm
         assert role_order_error(request.messages) is None
         assert [m["role"] for m in request.messages[:2]] == ["system", "user"]
     # a chapter's turns: [system, user], then + assistant(write) + tool, then + assistant(update) + tool
-    chapter = [r for r in requests if chapter_of(r) == 2]
+    chapter = [r for r in requests if chapter_of(r) == 1]
     assert [[m["role"] for m in r.messages] for r in chapter] == [
         ["system", "user"],
         ["system", "user", "assistant", "tool"],
         ["system", "user", "assistant", "tool", "assistant", "tool"],
     ]
+    read = json.loads([r for r in requests if chapter_of(r) == 2][1].messages[3]["content"])
+    assert read["ok"] and read["budget_charged"] and read["chapter_id"] == 1 and len(read["content"].split()) == 1000
+    search = json.loads([r for r in requests if chapter_of(r) == 3][1].messages[3]["content"])
+    assert search["ok"] and search["hit_count"] == len(search["hits"]) > 0
+    assert set(search["hits"][0]) == {"chapter_id", "sentence", "before", "after"}
     write_call = chapter[1].messages[2]["tool_calls"][0]["function"]
     assert write_call["name"] == "write" and len(json.loads(write_call["arguments"])["content"].split()) == 1000
     result = json.loads(chapter[1].messages[3]["content"])
@@ -82,7 +87,7 @@ def test_every_turn_offers_all_five_tools_with_the_reference_argument_schemas(tm
             1200,
         )
     )
-    assert [c.tool for c in store.ledger.tool_calls() if c.unit == 2] == ["write", "update", "finish"]
+    assert [c.tool for c in store.ledger.tool_calls() if c.unit == 2] == ["read", "write", "update", "finish"]
     assert {tuple(c.tools or ()) for c in store.ledger.llm_calls() if c.role == "nst_turn"} == {
         ("read", "search", "correct", "write", "update")
     }
@@ -113,7 +118,7 @@ def test_several_calls_in_one_reply_run_in_order(tmp_path: Path) -> None:
 
     author = Author(native=policy)
     store = _run(tmp_path, author)
-    assert store.info().status == "completed" and len(turns(author)) == 6
+    assert store.info().status == "completed" and len(turns(author)) == 6  # (a custom policy: no lookups)
     second = turns(author)[1]
     assert [m["role"] for m in second.messages] == ["system", "user", "assistant", "tool", "tool"]
     assert [json.loads(m["content"])["ok"] for m in second.messages[3:]] == [True, True]

@@ -31,6 +31,7 @@ from agent.nst.chapter.ledger import ChapterLedger
 from agent.nst.chapter.rejected import Draft, DraftKeeper, reference_feedback
 from agent.nst.chapter.tools import TOOLS, Chapter, ToolError, find_span, update_grammar
 from agent.nst.config import NstConfig
+from agent.nst.state import NarrativeState
 from agent.store import search_ref
 from agent.text import count_words
 
@@ -146,6 +147,8 @@ class NativeChapter(Chapter, Protocol):
     ledger: ChapterLedger
     stats: dict[str, Any]
     config: NstConfig
+    state: NarrativeState
+    new_state: NarrativeState | None
 
     def native_reply(self) -> Completion:
         """One turn's reply to the conversation so far, with the tools on offer."""
@@ -378,6 +381,8 @@ def run_write(chapter: NativeChapter, args: dict[str, Any], call: ToolCall, wher
         "max_word_count": gate.high,
         "deviation_percent": deviation,
         "within_tolerance": within,
+        "format_error": False,  # the reference's format checks are off for NstAgent; the keys stay
+        "format_violations": [],
         "integrity_error": bool(violations),
         "integrity_violations": violations,
         "info": f"Wrote {attempt.words} words (target {gate.target}, deviation {deviation:+.1f}%). {verdict}",
@@ -436,21 +441,44 @@ def run_update(chapter: NativeChapter, args: dict[str, Any], call: ToolCall, whe
             {**refused(f"nothing was applied (the update is atomic): {problems}"), "applied_count": 0},
             logged,
         )
+    base = chapter.new_state if chapter.new_state is not None else chapter.state
     try:
         message = chapter.apply_update(update)
     except ToolError as exc:
         return Outcome({**refused(str(exc)), "applied_count": 0, "operation_count": operations}, logged)
+    results = operation_results(base, fields, unknown)
     result: dict[str, Any] = {
         "ok": True,
-        "applied_count": operations - len(unknown),
+        "applied_count": sum(r["action"] != "unchanged" for r in results),
+        "valid_count": operations,
         "operation_count": operations,
+        "normalised_fields": normalised,
+        "results": results,
         "info": message,
     }
-    if unknown:
-        result["unchanged"] = [f"{key}: not an open requirement, nothing to resolve" for key in unknown]
-    if normalised:
-        result["normalised_fields"] = normalised
     return Outcome(result, logged)
+
+
+def operation_results(base: NarrativeState, fields: dict[str, Any], unknown: list[str]) -> list[dict[str, Any]]:
+    """One entry per operation of an applied update, in the order they ran (characters, events,
+    requirements, resolutions): which part of the state it touched and how (``add``, ``edit``,
+    ``resolve``, ``unchanged`` for a key that was not open)."""
+    known = {" ".join(name.split()).casefold() for name in base.characters}
+    out: list[dict[str, Any]] = []
+    for entry in fields["upsert_character_state"]:
+        name = str(entry.get("name", ""))
+        action = "edit" if " ".join(name.split()).casefold() in known else "add"
+        out.append({"ok": True, "state_name": "character_states", "action": action, "name": name})
+    for part, state_name in (("add_past_event", "past_events"), ("add_future_requirement", "future_requirements")):
+        for entry in fields[part]:
+            out.append({"ok": True, "state_name": state_name, "action": "add", "key": entry.get("key")})
+    for key in fields["resolve_future_requirement"]:
+        out.append({"ok": True, "state_name": "future_requirements", "action": "resolve", "key": key})
+    for key in unknown:
+        out.append(
+            {"ok": True, "state_name": "future_requirements", "action": "unchanged", "key": key, "info": "not open"}
+        )
+    return out
 
 
 RUNNERS = {"read": run_read, "search": run_search, "correct": run_correct, "write": run_write, "update": run_update}

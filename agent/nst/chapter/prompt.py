@@ -170,7 +170,7 @@ def native_chapter_prompt(
     spread = round(100 * (gate.high - gate.target) / gate.target) if gate.target else 20
     outline_json = json.dumps([c.as_json() for c in outline], ensure_ascii=False, indent=2)
     parts = [
-        f"You are writing chapter {chapter.id} of a long novel.",
+        f"Write chapter {chapter.id} of a long novel.",
         f"# Story prompt\n{story_prompt}",
         f"# The whole outline (frozen)\n{outline_json}",
     ]
