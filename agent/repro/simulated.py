@@ -18,8 +18,8 @@ from typing import Any
 
 from agent.limits import CLOSING_TOKENS_PER_WORD as ENGLISH_TOKENS_PER_WORD  # typical English prose
 from agent.llm.base import Request
-from agent.llm.types import Usage
-from agent.testing.author import offered, outline_asked
+from agent.llm.types import RawReply, ToolCall, Usage
+from agent.testing.author import chapter_of, gate_of, offered, outline_asked, tool_results
 from agent.testing.scripted import ScriptedLLM
 
 CHARS_PER_TOKEN = 4
@@ -92,12 +92,34 @@ class SimulatedModel(ScriptedLLM):
     def __init__(self, context: int | None = None) -> None:
         super().__init__(model="simulated", context=context, keep=False)
 
-    def answer(self, request: Request) -> str:
+    def answer(self, request: Request) -> str | RawReply:
         role = request.role or ""
+        if request.tools:
+            return self.native_turn(request, self.counts[role])
         return self.reply(request, role, self.counts[role])
 
+    def native_turn(self, request: Request, n: int) -> RawReply:
+        """A native-protocol turn (``tool_protocol`` native) on the shortest path: write the chapter at its
+        target, update the state once (three characters, four events, one requirement), then DONE."""
+        done = {name for name, result in tool_results(request) if result.get("ok")}
+        chapter = chapter_of(request)
+        if "write" not in done:
+            content = prose(gate_of(request)[0], n)
+            call = ("write", {"chapter_id": chapter, "title": f"Chapter {chapter}", "content": content})
+            words = len(content.split())
+        elif "update" not in done and any(t["function"]["name"] == "update" for t in request.tools or []):
+            call, words = ("update", native_state(chapter, n)), 0
+        else:
+            return RawReply("DONE", "stop", self.usage_of(request, "DONE"), self.model)
+        arguments = json.dumps(call[1], ensure_ascii=False)
+        completion = round(words * ENGLISH_TOKENS_PER_WORD) + (len(arguments) // 4 if not words else 0)
+        usage = Usage(self.usage_of(request, "").prompt_tokens, 0, max(1, min(completion, request.max_tokens)))
+        wired = (ToolCall(f"call_{chapter}_{n}", call[0], arguments),)
+        return RawReply("", "tool_calls", usage, self.model, tool_calls=wired)
+
     def usage_of(self, request: Request, text: str) -> Usage:
-        prompt = sum(len(m["content"]) for m in request.messages) // CHARS_PER_TOKEN
+        prompt = sum(len(m["content"]) + len(json.dumps(m.get("tool_calls") or "")) for m in request.messages)
+        prompt //= CHARS_PER_TOKEN
         completion = (
             round(len(text.split()) * ENGLISH_TOKENS_PER_WORD) if request.role in PROSE_ROLES else len(text) // 4
         )
@@ -191,6 +213,19 @@ class SimulatedModel(ScriptedLLM):
                 else instance(spec, defs, key, n)
             )
         return out
+
+
+def native_state(chapter: int, n: int) -> dict[str, Any]:
+    """A native update's arguments of realistic size: three characters, four events, one requirement."""
+    text = "the keeper keeps the lamp lit while the storm gathers over the harbour"
+    return {
+        "upsert_character_state": [
+            {"name": f"Character {k}", "description": f"After chapter {chapter}: {text}."} for k in range(3)
+        ],
+        "add_past_event": [{"key": f"ch{chapter}_event_{k}", "description": f"Event {k}: {text}."} for k in range(4)],
+        "add_future_requirement": [{"key": f"promise_{chapter}_{n}", "description": f"Later, {text}."}],
+        "resolve_future_requirement": [],
+    }
 
 
 def _branches(schema: dict[str, Any], defs: dict[str, Any]) -> list[dict[str, Any]]:
