@@ -8,7 +8,9 @@ change once written; future requirements are keyed obligations that are added an
 An update applies **per entry**: every new or changed entry must quote the accepted
 chapter (``agent.quotes``, whitespace- and quote-style-tolerant) and records its chapter and
 quote in ``provenance``; an entry that breaks a rule is refused with a reason naming it, and
-the rest applies. Resolving a key that is not open is a no-op (as in the reference code).
+the rest applies. Resolving a key that is not open is a no-op, and so is re-adding an event or
+requirement under its key with the same text, whitespace and letter case aside (as in the reference
+code, which matches keyed entries by key alone: nothing merges entries whose keys differ).
 
 The prompt layout serves the prefix cache: past events (append-only) come first, with the
 digests of consolidated arcs (``agent.nst.consolidate``) before the recent events, then what
@@ -204,6 +206,12 @@ class NarrativeState:
         return [(k, t) for _, k, t in sorted(scored)[:limit]]
 
 
+def same_text(a: str, b: str) -> bool:
+    """Two descriptions that differ only in whitespace and letter case: a keyed entry re-sent with one
+    of them is already recorded (the reference compares its keyed entries so, agent_core.py:4042)."""
+    return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
+
+
 def _short(text: str, limit: int = 80) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -303,15 +311,16 @@ class _Transition:
         return characters
 
     def add_keyed(self, table: dict[str, str], items: Any, collection: str, what: str, exists: str) -> dict[str, str]:
-        """New keyed entries (past events, requirements); a key that exists with another text is refused."""
+        """New keyed entries (past events, requirements); a key that exists with another text (whitespace and
+        letter case aside: :func:`same_text`) is refused, one with the same text changes nothing."""
         for item in items:
             where = f"{what} {item.key!r}"
             if not _key_ok(item.key, where, self.refused):
                 continue
             if item.key in table:
-                if table[item.key] != item.description:
+                if not same_text(table[item.key], item.description):
                     self.refused.append(f"{where}: {exists}")
-                continue
+                continue  # the same key and text: already recorded, the stored text stays
             quote = getattr(item, "evidence", None)
             if not self.supported(where, quote):
                 continue

@@ -31,7 +31,7 @@ from agent.nst.chapter.ledger import ChapterLedger
 from agent.nst.chapter.rejected import Draft, DraftKeeper, reference_feedback
 from agent.nst.chapter.tools import TOOLS, Chapter, ToolError, find_span, update_grammar
 from agent.nst.config import NstConfig
-from agent.nst.state import NarrativeState
+from agent.nst.state import NarrativeState, same_text
 from agent.store import search_ref
 from agent.text import count_words
 
@@ -462,7 +462,8 @@ def run_update(chapter: NativeChapter, args: dict[str, Any], call: ToolCall, whe
 def operation_results(base: NarrativeState, fields: dict[str, Any], unknown: list[str]) -> list[dict[str, Any]]:
     """One entry per operation of an applied update, in the order they ran (characters, events,
     requirements, resolutions): which part of the state it touched and how (``add``, ``edit``,
-    ``resolve``, ``unchanged`` for a key that was not open)."""
+    ``resolve``; ``unchanged`` for an event or requirement already recorded under its key with the same
+    text, and for a resolved key that was not open), as the reference's per-operation results."""
     known = {" ".join(name.split()).casefold() for name in base.characters}
     out: list[dict[str, Any]] = []
     for entry in fields["upsert_character_state"]:
@@ -470,8 +471,22 @@ def operation_results(base: NarrativeState, fields: dict[str, Any], unknown: lis
         action = "edit" if " ".join(name.split()).casefold() in known else "add"
         out.append({"ok": True, "state_name": "character_states", "action": action, "name": name})
     for part, state_name in (("add_past_event", "past_events"), ("add_future_requirement", "future_requirements")):
+        recorded = dict(getattr(base, state_name))
         for entry in fields[part]:
-            out.append({"ok": True, "state_name": state_name, "action": "add", "key": entry.get("key")})
+            key, text = entry.get("key"), str(entry.get("description", ""))
+            if key in recorded and same_text(recorded[key], text):
+                out.append(
+                    {
+                        "ok": True,
+                        "state_name": state_name,
+                        "action": "unchanged",
+                        "key": key,
+                        "info": "already recorded under this key with the same text; nothing added",
+                    }
+                )
+                continue
+            recorded.setdefault(key, text)
+            out.append({"ok": True, "state_name": state_name, "action": "add", "key": key})
     for key in fields["resolve_future_requirement"]:
         out.append({"ok": True, "state_name": "future_requirements", "action": "resolve", "key": key})
     for key in unknown:
