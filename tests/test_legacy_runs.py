@@ -62,6 +62,7 @@ ADDED_BY_ISSUE_38 = {"language"}
 """The language a story is written in (#38), detected from the prompt when not given."""
 ADDED_BY_ISSUE_33 = {
     "turn_token_overhead",
+    "outline_style",
     "search_style",
     "chapter_restarts",
     "terminal_punctuation",

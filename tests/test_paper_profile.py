@@ -28,7 +28,7 @@ from agent.nst.plan.planner import ANCHORS, Stages, _stage_prompt
 from agent.nst.state import NarrativeState
 from agent.settings import parse_assignments
 from agent.store import RunStore
-from agent.testing.author import Author, chapter_of, default_policy, outline_json
+from agent.testing.author import Author, chapter_of, default_policy, outline_asked
 from agent.testing.story_llm import StoryLLM
 from tests.magnet.stories import story
 
@@ -83,6 +83,9 @@ NST_PINS = [
     ("acts_from", 100_000),
     ("synopsis_words", True),  # reference OutlineAgent.generate: detail_words = 1000 if stages == 3 else 2500
     ("free_outline", True),  # reference outline_chapters_prompt: "approximately", "up to you", key chapters more
+    # reference recommend_chapter_count (ceil), outline_chapters_prompt (array from 0, no title),
+    # _chat_json (a free reply, re-asked with the error)
+    ("outline_style", "reference"),
 ]
 
 
@@ -104,6 +107,7 @@ def test_nst_paper_constant(key: str, value: Any) -> None:
         (RollSumConfig, "planner_max_tokens", 32768),
         (RollSumConfig, "turn_token_overhead", 1536),  # README.md:90-91: --token-control dynamic, overhead 1536
         (RollSumConfig, "acts_from", 100_000),  # RollSum "reads the same frozen outline" (§5.1, seed 195)
+        (RollSumConfig, "outline_style", "reference"),  # the same frozen outline (build_outline_cache.py)
         # App. A.1: "one full-story call ... 32,768-token output limit"; reference direct.py DEFAULT_MAX_TOKENS = 32768
         (DirectConfig, "prose_max_tokens", 32768),
         (DirectConfig, "attempts", 10),  # reference code/baselines/direct.py DEFAULT_MAX_LENGTH_ATTEMPTS = 10
@@ -155,10 +159,15 @@ def test_default_and_small_keep_fabulas_search() -> None:
 
 
 def test_free_outline_prompt_is_the_references() -> None:
-    """Reference ``outline_chapters_prompt``: about N chapters, adjustable; more words for key chapters."""
-    text = _stage_prompt("outline", "p", "x", 20_000, 15, stages_of(paper(NstConfig, words=20_000)))
+    """Reference ``outline_chapters_prompt``: about N chapters, adjustable; more words for key chapters.
+    Fabula's own outline with ``free_outline`` (``outline_style`` "fabula") says so in its words; the paper's
+    asks for the reference's array (tests/nst/test_plan_reference.py)."""
+    text = _stage_prompt("outline", "p", "x", 20_000, 15, Stages(free_outline=True))
     assert "approximately 15" in text and "may adjust" in text and "important chapters" in text
     assert "exactly" not in text
+    paper_text = _stage_prompt("outline", "p", "x", 20_000, 15, stages_of(paper(NstConfig, words=20_000)))
+    assert "about 15 chapters" in paper_text and "key chapters may have more words" in paper_text
+    assert "exactly" not in paper_text
 
 
 def test_atomic_update_applies_nothing_and_offers_no_second_call() -> None:
@@ -421,7 +430,8 @@ def test_the_cli_paper_profile_reaches_the_stored_config(tmp_path: Path, monkeyp
 
 def test_paper_outline_is_free_and_gets_the_planner_ceiling(tmp_path: Path) -> None:
     """Reference: every planner stage asks for the published command's 32,768 tokens (README.md:68), and the
-    outline grammar leaves the count and the targets to the planner (``outline_chapters_prompt``)."""
+    outline leaves the count and the targets to the planner, under no grammar (``outline_chapters_prompt``,
+    ``llm_call_text``)."""
     author = Author()
     _run(
         tmp_path,
@@ -431,9 +441,7 @@ def test_paper_outline_is_free_and_gets_the_planner_ceiling(tmp_path: Path) -> N
     )
     (outline,) = [r for r in author.requests if r.role == "plan_outline"]
     assert outline.max_tokens == 32768
-    schema = outline.constraint.json_schema
-    assert "maxItems" not in schema["properties"]["chapters"]
-    assert "enum" not in schema["$defs"]["OutlineChapter"]["properties"]["target_words"]
+    assert outline.constraint is None  # the reference decodes the outline free (llm_call_text), no grammar
 
 
 def test_single_paper_run_is_one_prompt(tmp_path: Path) -> None:
@@ -488,20 +496,16 @@ class Planner(Author):
     def reply(self, request: Any) -> tuple[str, str]:
         if request.role != "plan_outline":
             return super().reply(request)
-        chapters = json.loads(outline_json(request))["chapters"]
-        n = len(chapters) + 1
+        n = outline_asked(request)[0] + 1
         share = 3000 // (n + 1)
         targets = [share] * n
         targets[-2] = 2 * share  # the climax
-        return json.dumps(
-            {
-                "title": "T",
-                "chapters": [
-                    {"id": i, "title": f"Part {i}", "description": "Things happen.", "target_words": t}
-                    for i, t in enumerate(targets, 1)
-                ],
-            }
-        ), "stop"
+        # the reference's shape (outline_style "reference"): an array from 0, no book title
+        chapters = [
+            {"id": i, "name": f"Part {i}", "description": "Things happen.", "word_count": t}
+            for i, t in enumerate(targets)
+        ]
+        return json.dumps(chapters), "stop"
 
 
 def test_paper_outline_may_change_the_count_and_give_key_chapters_more(tmp_path: Path) -> None:

@@ -44,12 +44,14 @@ PAPER_PLANNER: dict[str, Any] = {
     "acts_from": 100_000,
     "synopsis_words": True,
     "free_outline": True,
+    "outline_style": "reference",
 }
 """The reference planner (zhennan1/NstAgent code/agent/agent_core.py) as its published commands run it:
 32,768 tokens for every stage (README.md:68), 5 attempts at the outline (``MAX_JSON_RETRIES``, line 59), the
 dynamic chapter budget (README.md:75-76, :90-91); ``stage_count_for_words``: the chapter outline alone
 below 10K, the premise from 10K, the synopsis (~1,000 words, ~2,500 with acts) from 20K, the acts from 100K; the chapter
-outline's count "approximately" the anchors and each chapter's words "up to you" (``outline_chapters_prompt``)."""
+outline's count "approximately" the anchors (rounded up) and each chapter's words "up to you", asked for as a JSON
+array from 0 with no book title and read from a free reply (``outline_chapters_prompt``, ``_chat_json``)."""
 PAPER_NST: dict[str, Any] = {
     **PAPER_STORY,
     **PAPER_PLANNER,
@@ -319,6 +321,22 @@ class Planned(StoryTarget):
     """The paper's outline freedom: the planner may adjust the chapter count and give key chapters
     more words (the plain outline grammar); off, the grammar fixes the count and keeps each
     chapter within the gate around an even share. The validator judges the outline either way."""
+    outline_style: Annotated[
+        Literal["fabula", "reference"],
+        Source(
+            "reference agent_core.py:2139 `recommend_chapter_count`, :218 `outline_chapters_prompt`, :2250 "
+            "`_chat_json`, :737 `extract_json`, :2321 `_validate_chapter_outline`, :2373 `_normalise_chapters`",
+            "about N chapters (the anchors, rounded up), asked for as a JSON array of {id, name, description, "
+            "word_count} numbered from 0 with no book title; the reply free text under no grammar, its JSON "
+            "read from it, the count free, the word counts summing to ±20 % and kept as given; a refused reply "
+            "asked again with the error, up to `outline_attempts` in all",
+            "`{title, chapters}` from 1 under a grammar, the count rounded and held to ±25 %: a small model's "
+            "reply always parses, and the book gets a title of its own",
+        ),
+    ] = "fabula"
+    """How the chapter outline is asked for and read: "fabula", ``{title, chapters}`` from 1 under the
+    outline grammar; "reference", as the NstAgent reference code (``agent.nst.plan.reference``): a free
+    JSON array from 0, converted to fabula's outline (ids from 1, the book's title made from the prompt)."""
 
 
 SMALL_UPDATE_MAX_TOKENS = 512

@@ -19,7 +19,15 @@ from typing import Any
 from agent.limits import CLOSING_TOKENS_PER_WORD as ENGLISH_TOKENS_PER_WORD  # typical English prose
 from agent.llm.base import Request
 from agent.llm.types import RawReply, ToolCall, Usage
-from agent.testing.author import chapter_of, gate_of, offered, outline_asked, tool_results
+from agent.testing.author import (
+    asks_for_array,
+    chapter_of,
+    gate_of,
+    offered,
+    outline_asked,
+    reference_outline,
+    tool_results,
+)
 from agent.testing.scripted import ScriptedLLM
 
 CHARS_PER_TOKEN = 4
@@ -160,6 +168,8 @@ class SimulatedModel(ScriptedLLM):
 
     def outline(self, request: Request, schema: Any) -> str:
         chapters, words = outline_asked(request)
+        if asks_for_array(request):  # the reference's outline: a free reply holding a JSON array from 0
+            return reference_outline(chapters, words)
         try:
             choices = schema["$defs"]["OutlineChapter"]["properties"]["target_words"]["enum"]
         except (KeyError, TypeError):

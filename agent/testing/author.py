@@ -214,8 +214,12 @@ def update_json(
 def outline_json(request: Request) -> str:
     """An outline as the planner asks for it, with targets from the grammar's closed choices
     (closest to an even share), as a constrained decoder would have to pick them. The paper
-    profile's free outline asks for "approximately N" chapters "within ±20% of W words"."""
+    profile's free outline asks for "approximately N" chapters "within ±20% of W words"; its
+    reference outline (no grammar) "about N chapters" of a "W words" novel as a JSON array from 0,
+    answered as :func:`reference_outline`."""
     chapters, words = outline_asked(request)
+    if asks_for_array(request):
+        return reference_outline(chapters, words)
     per = words / chapters
     choices = per_chapter_choices(request) or [round(per)]
     target = min(choices, key=lambda c: abs(c - per))
@@ -231,13 +235,32 @@ def outline_json(request: Request) -> str:
 
 
 def outline_asked(request: Request) -> tuple[int, int]:
-    """The chapters and the words an outline request asks for."""
-    text = last_user(request)
-    chapters = re.search(r"(?:exactly|approximately) (\d+) (?:chapters|\()", text)
-    words = re.search(r"must sum to (?:within ±20% of )?(\d+) words", text)
-    if chapters is None or words is None:
-        raise AssertionError(f"not an outline request: {text[-300:]}")
-    return int(chapters.group(1)), int(words.group(1))
+    """The chapters and the words an outline request asks for (the latest user message that asks:
+    a re-ask of the reference's outline names only the error)."""
+    for text in (m["content"] for m in reversed(request.messages) if m["role"] == "user"):
+        chapters = re.search(r"(?:exactly|approximately|Plan about) (\d+) (?:chapters|\()", text)
+        words = re.search(r"(?:must sum to (?:within ±20% of )?|novel should come to )(\d+) words", text)
+        if chapters is not None and words is not None:
+            return int(chapters.group(1)), int(words.group(1))
+    raise AssertionError(f"not an outline request: {last_user(request)[-300:]}")
+
+
+def asks_for_array(request: Request) -> bool:
+    """True for the reference's outline request (``outline_style`` "reference"): no grammar, and the
+    first user message shows the array's first chapter numbered 0."""
+    first = next((m["content"] for m in request.messages if m["role"] == "user"), "")
+    return request.constraint is None and '{"id": 0, "name"' in first
+
+
+def reference_outline(chapters: int, words: int, title: str = "Part") -> str:
+    """The reference's outline as a model writes it: a line of its own, then the JSON array (ids from 0,
+    ``name``, ``description``, ``word_count`` an even share) in a fenced block."""
+    share = round(words / chapters)
+    array = [
+        {"id": i, "name": f"{title} {i + 1}", "description": f"Things happen in part {i + 1}.", "word_count": share}
+        for i in range(chapters)
+    ]
+    return f"Here is the chapter outline.\n\n```json\n{json.dumps(array, indent=2)}\n```"
 
 
 def per_chapter_choices(request: Request) -> list[int] | None:

@@ -35,6 +35,9 @@ def infer_role(body: dict[str, Any]) -> str:
         if "draft" in properties and "reason" in properties:
             return "drafts_judge"
         return "plan_outline" if "chapters" in properties else "nst_turn"
+    first = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    if first.startswith("Story prompt:") and '{"id": 0, "name"' in first:
+        return "plan_outline"  # the reference's outline (no grammar), asked or asked again: its words tell it
     last = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
     if last.rsplit("\n\n", 1)[-1].startswith("Now write the complete text of chapter"):  # alone or closing a turn
         return "nst_prose"
@@ -42,7 +45,6 @@ def infer_role(body: dict[str, Any]) -> str:
         return "lint_fix"
     if "Rewrite the summary" in last or "the updated summary of the story so far" in last:  # fabula's; the reference's
         return "rollsum_summary"
-    first = next(m["content"] for m in body["messages"] if m["role"] == "user")
     if "Write the complete story" in first or "Reply with the story's prose" in first:  # a retry too
         return "direct_story"
     if "# Current task" in last or last.startswith("REJECTED"):

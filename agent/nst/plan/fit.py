@@ -1,6 +1,7 @@
 """More, shorter chapters when the model's context cannot hold the planned ones.
 
-The planner's chapter count follows the story's length (``planner.chapter_count``); a chapter
+The planner's chapter count follows the story's length (``planner.chapter_count``, or the
+reference's, ``reference.chapter_count``, under ``outline_style`` "reference"); a chapter
 then needs its prompt (system, story prompt, outline) plus its working room (``agent.nst.chapter.sizing``:
 the draft, or the accepted text and its update). When the model's context is too small for
 that, the run would stop in chapter 1; instead the planner plans the least number of chapters
@@ -20,6 +21,7 @@ from agent.nst.chapter.planned import PlannedChapter
 from agent.nst.chapter.prompt import chapter_prompt, system_prompt
 from agent.nst.chapter.sizing import initial_ratio, unwritten_room
 from agent.nst.plan.planner import chapter_count
+from agent.nst.plan.reference import chapter_count as reference_count
 
 MIN_CHAPTER_WORDS = 150
 """No chapter is planned shorter than this: below it the story cannot be told in chapters, and
@@ -60,7 +62,11 @@ def fit_chapters(config: Any, budget: Budget | None) -> FittedChapters | None:
     no count fits: the chapter loop then says the context is too small, as before)."""
     if budget is None or budget.limit is None:
         return None
-    planned = chapter_count(config.words)
+    planned = (
+        reference_count(config.words)
+        if getattr(config, "outline_style", "fabula") == "reference"
+        else chapter_count(config.words)
+    )
     needed = chapter_needs(config, budget, planned)
     growth = int(budget.context or 0) // STATE_SHARE
     if needed + growth <= budget.limit:

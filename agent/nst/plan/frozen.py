@@ -38,7 +38,12 @@ PLANNING_WORDS = {
 def stages_of(config: Planned) -> Stages:
     """The planner's stage schedule a run's settings ask for."""
     return Stages(
-        config.premise_from, config.synopsis_from, config.acts_from, config.synopsis_words, config.free_outline
+        config.premise_from,
+        config.synopsis_from,
+        config.acts_from,
+        config.synopsis_words,
+        config.free_outline,
+        config.outline_style,
     )
 
 

@@ -4,7 +4,9 @@ Each stage is fed the story prompt and the previous stage; the chapter outline s
 fed the premise (the reference code keeps it; a synopsis alone drops its cast and ending).
 Every stage's request is fitted to the context (``agent.llm.budget``). The chapter outline (with the
 book's title) is validated (non-empty, chapters numbered 1..n, positive targets summing to within ±20% of the total)
-and re-asked with the error a bounded number of times; the plan is then frozen and cached.
+and re-asked with the error a bounded number of times; the plan is then frozen and cached. Under
+``outline_style`` "reference" (the ``paper`` profile) the outline is asked, read and re-asked as the
+NstAgent reference does it (``agent.nst.plan.reference``) and converted to the same plan.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from agent.gate import DEFAULT_HIGH, DEFAULT_LOW, Gate, bounds
 from agent.llm import LLM, JsonSchema, OutputValidationError, TruncatedOutputError
 from agent.llm.budget import Budget
 from agent.llm.types import Message
+from agent.nst.plan import reference
 from grammars.nst import Outline
 
 ANCHORS = ((10_000, 10), (20_000, 15), (50_000, 25), (100_000, 40))
@@ -44,6 +47,13 @@ class Stages:
     """Ask the synopsis for the reference's ~1,000 words (no acts stage) or ~2,500 (with acts)."""
     free_outline: bool = False
     """The reference's outline freedom: about N chapters, adjustable, key chapters may get more words."""
+    outline_style: str = "fabula"
+    """"reference": the reference's outline request, count and reply (:mod:`agent.nst.plan.reference`),
+    free by itself (``free_outline`` shapes fabula's own outline only)."""
+
+    def chapters_for(self, words: int) -> int:
+        """The chapter count to plan: fabula's (:func:`chapter_count`) or the reference's (rounded up)."""
+        return reference.chapter_count(words) if self.outline_style == "reference" else chapter_count(words)
 
     def for_words(self, words: int) -> list[str]:
         stages = []
@@ -137,7 +147,14 @@ def validate_outline(
 
 
 def _stage_prompt(
-    stage: str, prompt: str, previous: str | None, words: int, chapters: int, shape: Stages | None = None
+    stage: str,
+    prompt: str,
+    previous: str | None,
+    words: int,
+    chapters: int,
+    shape: Stages | None = None,
+    low: float = DEFAULT_LOW,
+    high: float = DEFAULT_HIGH,
 ) -> str:
     shape = shape or Stages()
     context = f"Story prompt:\n{prompt}\n"
@@ -160,6 +177,8 @@ def _stage_prompt(
             f"Divide the synopsis into 3 to 5 acts. For each act give a heading line 'Act N: title' and a "
             f"paragraph of what happens; the acts together will span {chapters} chapters."
         )
+    elif shape.outline_style == "reference":
+        task = reference.request(words, chapters, low, high)
     elif shape.free_outline:
         task = _free_outline_task(words, chapters)
     else:
@@ -204,12 +223,12 @@ def make_plan(
     shape: Stages | None = None,
 ) -> dict[str, Any]:
     """Run every stage for ``words`` and return the plan (premise..outline). ``chapters``: the
-    count to plan (default :func:`chapter_count`; more when the context needs shorter chapters)."""
+    count to plan (default the shape's, :meth:`Stages.chapters_for`; more when the context needs shorter chapters)."""
     budget = budget or Budget(None)
-    chapters = chapters or chapter_count(words)
+    shape = shape or Stages()
+    chapters = chapters or shape.chapters_for(words)
     plan: dict[str, Any] = {"words": words, "chapters": chapters, "notes": []}
     previous: str | None = None
-    shape = shape or Stages()
     for stage in shape.for_words(words):
         if on_stage:
             on_stage(stage)
@@ -217,7 +236,10 @@ def make_plan(
             previous = f"Premise:\n{plan['premise']}\n\n{previous}"
         messages: list[Message] = [
             {"role": "system", "content": SYSTEM},
-            {"role": "user", "content": _stage_prompt(stage, prompt, previous, words, chapters, shape)},
+            {
+                "role": "user",
+                "content": _stage_prompt(stage, prompt, previous, words, chapters, shape, gate_low, gate_high),
+            },
         ]
         if stage != "outline":
             reply = budget.generate(
@@ -234,6 +256,12 @@ def make_plan(
                 plan["notes"].append(f"{stage} stopped at max_tokens={max_tokens}")
             plan[stage] = text
             previous = f"{previous}\n\n{text}" if previous and stage == "acts" else text
+            continue
+        if shape.outline_style == "reference":
+            plan["title"] = reference.book_title(prompt)
+            plan["outline"] = _reference_outline(
+                llm, messages, prompt, words, chapters, temperature, max_tokens, attempts, gate_low, gate_high, budget
+            )
             continue
         plan["title"], plan["outline"] = _outline(
             llm,
@@ -367,5 +395,50 @@ def _outline(
                     "role": "user",
                     "content": f"This outline is invalid: {exc}. Reply with the corrected outline as JSON.",
                 },
+            ]
+    raise PlanError(f"no valid outline after {attempts} attempt(s): " + " | ".join(errors))
+
+
+def _reference_outline(
+    llm: LLM,
+    messages: list[Message],
+    prompt: str,
+    words: int,
+    chapters: int,
+    temperature: float,
+    max_tokens: int,
+    attempts: int,
+    low: float,
+    high: float,
+    budget: Budget,
+) -> list[dict[str, Any]]:
+    """The chapters of the reference's outline as fabula's outline items (``reference.to_fabula``).
+
+    Each attempt is one free reply (no grammar) of up to the planner's ``max_tokens``; a reply that
+    did not stop by itself is asked again as it was, one whose JSON cannot be read or is refused is
+    kept in the conversation and followed by the error (``reference.reask``), as the reference's
+    ``_chat_json`` does, ``attempts`` times in all."""
+    errors: list[str] = []
+    for _ in range(max(1, attempts)):
+        reply = budget.generate(
+            llm,
+            messages,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            min_output=min(max_tokens, 60 * chapters + 64),
+            role="plan_outline",
+            what="the chapter outline",
+        )
+        if reply.finish_reason != "stop":
+            errors.append(f"the reply ended with finish_reason {reply.finish_reason!r}, not 'stop'")
+            continue
+        try:
+            return reference.to_fabula(reference.read(reply.text, words, prompt, low, high))
+        except ValueError as exc:
+            errors.append(str(exc))
+            messages = [
+                *messages,
+                {"role": "assistant", "content": reply.text},
+                {"role": "user", "content": reference.reask(str(exc))},
             ]
     raise PlanError(f"no valid outline after {attempts} attempt(s): " + " | ".join(errors))
