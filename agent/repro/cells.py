@@ -6,13 +6,17 @@ Every cell is planned before anything is created (a bad prompt set, id or settin
 line). A cell that exists is grown, never redone: stories it lacks (a grid that now takes more
 prompts) are added pending, finished ones are skipped by the batch itself, and interrupted ones
 continue from their last committed unit. A cell's settings are recorded beside its batch
-(``cell.json``); a rerun whose method, profile or length differ for that folder is refused.
+(``cell.json``); a rerun whose method, profile, length or role models differ for that folder is
+refused. A cell whose pipeline has roles may be written with a model of its own per role (``llms``,
+by cell folder: the grid's roles, the flags and the config file, resolved by the command); its batch
+and every run of it record them, so a rerun and ``fabula resume`` go on with the same.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -76,8 +80,11 @@ def plan(grid: Grid, out: Path) -> list[PlannedCell]:
     return planned
 
 
-def prepare(grid: Grid, planned: list[PlannedCell], llm: LLMOptions) -> list[str]:
-    """Create the new cells and grow the existing ones; returns one line per change."""
+def prepare(
+    grid: Grid, planned: list[PlannedCell], llm: LLMOptions, llms: Mapping[str, LLMOptions] | None = None
+) -> list[str]:
+    """Create the new cells (each with its model: ``llms``' by cell folder, else ``llm``) and grow the
+    existing ones; returns one line per change."""
     lines = []
     for p in planned:
         if p.exists:
@@ -89,8 +96,9 @@ def prepare(grid: Grid, planned: list[PlannedCell], llm: LLMOptions) -> list[str
                     f"({', '.join(added[:5])}{', ...' if len(added) > 5 else ''})"
                 )
             continue
-        create(p.folder, p.cell.method.pipeline, p.stories, llm, concurrency=grid.concurrency).close()
-        spec = {
+        chosen = (llms or {}).get(p.cell.folder, llm)
+        create(p.folder, p.cell.method.pipeline, p.stories, chosen, concurrency=grid.concurrency).close()
+        spec: dict[str, object] = {
             "digest": grid.cell_digest(p.cell),
             "method": p.cell.method.name,
             "pipeline": p.cell.method.pipeline,
@@ -99,6 +107,9 @@ def prepare(grid: Grid, planned: list[PlannedCell], llm: LLMOptions) -> list[str
             "words": p.cell.words,
             "seed": p.cell.seed,
         }
+        roles = grid.roles_of(p.cell.method).models
+        if roles:
+            spec["roles"] = dict(roles)
         write_atomic(p.folder / MARKER, json.dumps(spec, indent=2).encode("utf-8"))
         lines.append(f"{p.cell.folder}: new, {len(p.stories)} stor{'y' if len(p.stories) == 1 else 'ies'}")
     return lines
@@ -111,12 +122,17 @@ def write(
     model: LLM | None = None,
     sink: Sink | None = None,
     stop: threading.Event | None = None,
+    llms: Mapping[str, LLMOptions] | None = None,
 ) -> list[BatchResult]:
-    """Write every cell through the batch runner (finished stories are skipped by it)."""
+    """Write every cell through the batch runner (finished stories are skipped by it). A cell of
+    ``llms`` (by folder) is written with its own model, never the shared ``model``: its roles' models
+    are opened with it (by the batch, once per cell)."""
     results = []
     for p in planned:
         with BatchStore.open(p.folder, readonly=True) as batch:
             if all(r.status == "completed" for r in batch.stories()):
                 continue
-        results.append(run(p.folder, llm=llm, model=model, sink=sink, stop=stop))
+        own = (llms or {}).get(p.cell.folder)
+        chosen, shared = (llm, model) if own is None else (own, None)
+        results.append(run(p.folder, llm=chosen, model=shared, sink=sink, stop=stop))
     return results

@@ -3,7 +3,8 @@
 A grid names its stories (prompts picked from a JSONL set by id or by count, or a folder of
 Magnet story definitions), the target lengths, the methods and ablations (each a pipeline and
 its ``--set`` values), the seeds (replicates: one more story per prompt, length and method),
-the profile, the judge and the tables it reports. Every field is checked here, before
+the profile, the judge, the tables it reports and the models of a pipeline's roles (Magnet's:
+``[roles]`` for every method, a method's ``roles`` for that one). Every field is checked here, before
 anything is created, so a bad grid is one line naming the field (exit 2) and leaves nothing.
 
 Grids ship with fabula (``agent/repro/grids/*.toml``, by name: ``fabula repro smoke``); any
@@ -49,8 +50,12 @@ KEYS = {
     "judge",
     "include_incomplete",
     "concurrency",
+    "roles",
 }
-METHOD_KEYS = {"name", "pipeline", "set"}
+METHOD_KEYS = {"name", "pipeline", "set", "roles"}
+ROLE_KEYS = ("model", "endpoint")
+MAX_MODEL_NAME = 200
+"""The longest model name a grid's role may give (a name, not a paragraph)."""
 JUDGE_KEYS = {"endpoint", "model", "max_tokens", "min_output", "temperature", "seed", "context_tokens"}
 MAX_CELLS = 10_000
 """The most cells (methods x lengths x seeds) a grid may have, checked before any cell is made."""
@@ -67,12 +72,33 @@ class GridError(InputError):
 
 
 @dataclass(frozen=True)
+class RoleModels:
+    """The models (and servers) a grid gives a pipeline's roles, by role: what ``--role-model ROLE=MODEL``
+    and ``--role-endpoint ROLE=URL`` give on the command line."""
+
+    models: Mapping[str, str] = field(default_factory=dict)
+    endpoints: Mapping[str, str] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.models or self.endpoints)
+
+    def over(self, base: RoleModels, roles: Mapping[str, Any]) -> RoleModels:
+        """These, field by field over ``base``'s, kept to ``roles`` (a pipeline's)."""
+        return RoleModels(
+            {k: v for k, v in {**base.models, **self.models}.items() if k in roles},
+            {k: v for k, v in {**base.endpoints, **self.endpoints}.items() if k in roles},
+        )
+
+
+@dataclass(frozen=True)
 class Method:
-    """One row of a table: a label, the pipeline that writes it and its settings (an ablation)."""
+    """One row of a table: a label, the pipeline that writes it, its settings (an ablation) and the
+    models of its roles (``roles``: the method's own, over the grid's ``[roles]``)."""
 
     name: str
     pipeline: str
     settings: dict[str, Any] = field(default_factory=dict)
+    roles: RoleModels = field(default_factory=RoleModels)
 
     @property
     def slug(self) -> str:
@@ -123,6 +149,8 @@ class Grid:
     stories: Path | None = None
     include_incomplete: bool = False
     concurrency: int = 1
+    roles: RoleModels = field(default_factory=RoleModels)
+    """The grid's ``[roles]``: for every method whose pipeline has those roles."""
 
     @property
     def evals(self) -> tuple[str, ...]:
@@ -135,14 +163,26 @@ class Grid:
         """How many prompts a length takes by count (``first``, ``first_at``); None: by ids or all."""
         return self.first_at.get(words, self.first)
 
+    def model_roles(self) -> dict[str, tuple[str, ...]]:
+        """The roles of the grid's pipelines that may have a model of their own (Magnet's)."""
+        return {role: serves for m in self.methods for role, serves in pipelines.get(m.pipeline).model_roles.items()}
+
+    def roles_of(self, method: Method) -> RoleModels:
+        """The models the grid gives ``method``'s roles: its own, field by field over ``[roles]``."""
+        return method.roles.over(self.roles, pipelines.get(method.pipeline).model_roles)
+
     def cell_digest(self, cell: Cell) -> str:
-        """What a cell's stories are written with: a rerun with other settings is refused."""
-        spec = {
+        """What a cell's stories are written with: a rerun with other settings is refused (the role
+        models the grid names are part of it; their servers, like the run's, may move)."""
+        spec: dict[str, Any] = {
             "pipeline": cell.method.pipeline,
             "settings": cell.method.settings,
             "profile": self.profile,
             "words": cell.words,
         }
+        models = self.roles_of(cell.method).models
+        if models:  # absent when none: a grid without roles keeps the digests its cells were made with
+            spec["roles"] = dict(models)
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -229,6 +269,8 @@ def parse_grid(data: Mapping[str, Any], path: Path, *, prompts: str | None = Non
         except ConfigError as exc:
             raise _fail(path, str(exc)) from None
     methods = _methods(path, data.get("methods"), profile)
+    known = {role: serves for m in methods for role, serves in pipelines.get(m.pipeline).model_roles.items()}
+    roles = _role_models(path, data["roles"], "roles", known, "no method of this grid has") if "roles" in data else None
     takes = {pipelines.get(m.pipeline).takes for m in methods}
     if len(takes) != 1:
         raise _fail(path, "every method of a grid takes the same input (prompts, or story definitions)")
@@ -244,6 +286,7 @@ def parse_grid(data: Mapping[str, Any], path: Path, *, prompts: str | None = Non
         source=path,
         include_incomplete=_bool(path, data, "include_incomplete"),
         concurrency=_positive(path, data.get("concurrency", 1), "concurrency"),
+        roles=roles or RoleModels(),
     )
     if takes == {"prompt"}:
         return _with_prompts(grid, path, data, prompts)
@@ -318,11 +361,53 @@ def _methods(path: Path, raw: Any, profile: str) -> tuple[Method, ...]:
         if not isinstance(settings, dict):
             raise _fail(path, f"methods[{n}] ({name}): set is a table of settings")
         _check_settings(path, name, pipeline, settings, profile)
-        out.append(Method(name.strip(), pipeline, dict(settings)))
+        roles = RoleModels()
+        if "roles" in item:
+            known = pipelines.get(pipeline).model_roles
+            roles = _role_models(path, item["roles"], f"methods ({name}): roles", known, f"{pipeline} has no")
+        out.append(Method(name.strip(), pipeline, dict(settings), roles))
     slugs = [m.slug for m in out]
     if len(set(slugs)) != len(slugs):
         raise _fail(path, "two methods have the same name")
     return tuple(out)
+
+
+def _role_models(path: Path, raw: Any, where: str, known: Mapping[str, Any], none: str) -> RoleModels:
+    """A ``roles`` table: ``ROLE = "MODEL"``, or ``ROLE = { model = "MODEL", endpoint = "URL" }`` for a
+    role on a server of its own; every role one of ``known`` (none: ``none`` roles, refused)."""
+    shape = 'a table of ROLE = "MODEL" or ROLE = { model = "MODEL", endpoint = "URL" }'
+    if not isinstance(raw, dict):
+        raise _fail(path, f"{where} is {shape}")
+    if not known:
+        raise _fail(path, f"{where}: {none} roles with models of their own")
+    models: dict[str, str] = {}
+    endpoints: dict[str, str] = {}
+    for role, entry in raw.items():
+        if role not in known:
+            raise _fail(path, f"{where}: unknown role {str(role)[:40]!r}; roles: {', '.join(known)}")
+        entry = {"model": entry} if isinstance(entry, str) else entry
+        if not isinstance(entry, dict) or not entry or set(entry) - set(ROLE_KEYS):
+            raise _fail(path, f'{where}.{role} must be "MODEL" or {{ model = "MODEL", endpoint = "URL" }}')
+        model, endpoint = entry.get("model"), entry.get("endpoint")
+        if model is not None:
+            if not isinstance(model, str) or not model.strip() or len(model) > MAX_MODEL_NAME:
+                raise _fail(path, f"{where}.{role}: the model must be a name (at most {MAX_MODEL_NAME} characters)")
+            models[role] = model.strip()
+        if endpoint is not None:
+            endpoints[role] = _role_server(path, f"{where}.{role}", endpoint)
+    return RoleModels(models, endpoints)
+
+
+def _role_server(path: Path, where: str, value: Any) -> str:
+    from agent.llm.http import normalize_base_url
+
+    if not isinstance(value, str) or not value.strip():
+        raise _fail(path, f"{where}: the endpoint must be a server's base URL")
+    try:
+        normalize_base_url(value.strip())
+    except ValueError as exc:
+        raise _fail(path, f"{where}: the endpoint must be a server's base URL: {exc}") from None
+    return value.strip()
 
 
 def _check_settings(path: Path, name: str, pipeline: str, settings: dict[str, Any], profile: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,11 +54,13 @@ def run_grid(
     sink: Sink | None = None,
     stop: threading.Event | None = None,
     planned: list[cells.PlannedCell] | None = None,
+    llms: Mapping[str, LLMOptions] | None = None,
 ) -> ReproResult:
-    """Write, judge and report the grid in ``out`` (``judge`` None: write and report only)."""
+    """Write, judge and report the grid in ``out`` (``judge`` None: write and report only). ``llms``:
+    the model of each cell whose roles have models of their own, by cell folder (else ``llm``)."""
     planned = planned if planned is not None else cells.plan(grid, out)
-    lines = cells.prepare(grid, planned, llm)
-    cells.write(planned, llm=llm, model=model, sink=sink, stop=stop)
+    lines = cells.prepare(grid, planned, llm, llms)
+    cells.write(planned, llm=llm, model=model, sink=sink, stop=stop, llms=llms)
     counts = None
     if judge is not None:
         counts = judging.judge_cells(grid, planned, judge, out / "criteria")

@@ -5,82 +5,14 @@ and nothing is created."""
 
 from __future__ import annotations
 
-import threading
-from typing import Any
-
 import pytest
 
 from agent.cli import main
-from agent.llm.constraints import JsonSchema
-from agent.magnet import prompts
 from agent.store import RunStore
-from agent.testing.replies import chat_reply, model_list, probe_reply
-from agent.testing.server import NO_ROUTE, Answer, Call, FakeServer
 from agent.testing.story_llm import StoryLLM
+from tests.magnet.role_server import OTHER, RUN_MODEL, RoleServer, by_own_model, ledger, stored_roles
 
 STORY = "agent/magnet/examples/mystery_codicil.toml"
-RUN_MODEL, OTHER = "run-model", "other-model"
-
-
-def role_of(body: dict[str, Any]) -> str:
-    """A Magnet request's role, from its system message as a server sees it."""
-    system = body["messages"][0]["content"]
-    if system.startswith(prompts.CHARACTER_SYSTEM[:40]):
-        return "character"
-    if system.startswith("You are the critic"):
-        return "critic"
-    if system.startswith(prompts.SELECT_ONLY_SYSTEM[:-1]):
-        return "narrator-select"
-    if system.startswith(prompts.GOAL_SYSTEM[:40]):
-        return "goal"
-    if system.startswith(prompts.RECAP_SYSTEM[:40]):
-        return "recap"
-    if "transition paragraph" in system:
-        return "transition"
-    assert system.startswith("You are the narrator"), system[:80]
-    return "narrator"
-
-
-class RoleServer(FakeServer):
-    """Serves ``models`` (vLLM-shaped), answering each Magnet request as the scripted story model does,
-    with the model the request named; ``asked`` keeps (role, requested model) of every story request."""
-
-    def __init__(self, *models: str) -> None:
-        self.models = models
-        self.author = StoryLLM()
-        self.asked: list[tuple[str, str]] = []
-        self.fail_after: int | None = None
-        """Refuse every story request (HTTP 400) once this many were answered (a server that breaks)."""
-        self._lock = threading.Lock()
-        super().__init__({"GET *": self.get, "POST /v1/chat/completions": self.chat})
-
-    def get(self, call: Call) -> Answer:
-        if call.path.startswith("/v1/models"):
-            entries = [{"id": m, "object": "model", "owned_by": "vllm", "max_model_len": 32768} for m in self.models]
-            return Answer(200, model_list(*entries))
-        if call.path == "/version":
-            return Answer(200, {"version": "0.32.0"})
-        return NO_ROUTE
-
-    def chat(self, call: Call) -> Answer:
-        body = call.body
-        probe = probe_reply(body)
-        if probe is not None:
-            return Answer(*probe)
-        if self.fail_after is not None and len(self.asked) >= self.fail_after:
-            return Answer(400, {"error": {"message": "the model is gone"}})
-        role = role_of(body)
-        schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
-        with self._lock:
-            self.asked.append((role, body["model"]))
-            reply = self.author.generate(
-                body["messages"],
-                JsonSchema(schema) if schema else None,
-                temperature=0.0,
-                max_tokens=body["max_tokens"],
-                role=role,
-            )
-        return Answer(200, chat_reply(reply.text, model=body["model"], prompt=100, completion=len(reply.text) // 4))
 
 
 @pytest.fixture(autouse=True)
@@ -88,16 +20,6 @@ def _no_model_environment(monkeypatch, tmp_path):
     for name in ("FABULA_ENDPOINT", "FABULA_MODEL", "FABULA_API_KEY", "FABULA_BACKEND"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("FABULA_CONFIG", str(tmp_path / "no-config.toml"))
-
-
-def _ledger(run) -> list[tuple[str, str]]:
-    with RunStore.open(run, readonly=True) as store:
-        return [(row["role"], row["model"]) for row in store.query("SELECT role, model FROM llm_calls ORDER BY id")]
-
-
-def _stored_roles(run) -> Any:
-    with RunStore.open(run, readonly=True) as store:
-        return store.info().config["llm"].get("roles")
 
 
 def _write(server: RoleServer, run, *extra: str) -> int:
@@ -109,11 +31,6 @@ def _write(server: RoleServer, run, *extra: str) -> int:
     )
 
 
-def _by_own_model(asked: list[tuple[str, str]], roles: set[str], own: str) -> bool:
-    """Whether exactly the requests of ``roles`` named ``own`` (and every other the run's model)."""
-    return all((model == own) == (role in roles) and model in (own, RUN_MODEL) for role, model in asked)
-
-
 def test_the_critic_asks_its_own_model_the_ledger_says_so_and_a_resume_keeps_it(tmp_path, capsys):
     run = tmp_path / "run"
     with RoleServer(RUN_MODEL, OTHER) as server:
@@ -122,19 +39,19 @@ def test_the_critic_asks_its_own_model_the_ledger_says_so_and_a_resume_keeps_it(
         assert f"model {RUN_MODEL}; critic: model {OTHER}" in capsys.readouterr().err
         first = list(server.asked)
         assert {"character", "critic", "narrator"} <= {role for role, _ in first}
-        assert _by_own_model(first, {"critic"}, OTHER), first
-        written = _ledger(run)
+        assert by_own_model(first, {"critic"}, OTHER), first
+        written = ledger(run)
         assert {"critic", "character"} <= {role for role, _ in written}
-        assert _by_own_model(written, {"critic"}, OTHER), written
-        assert _stored_roles(run) == {"critic": OTHER}
+        assert by_own_model(written, {"critic"}, OTHER), written
+        assert stored_roles(run) == {"critic": OTHER}
 
         server.asked.clear()
         server.fail_after = None
         assert main(["resume", str(run)]) == 0, capsys.readouterr().err
         again = list(server.asked)
-        assert any(role == "critic" for role, _ in again) and _by_own_model(again, {"critic"}, OTHER), again
-        assert _by_own_model(_ledger(run), {"critic"}, OTHER)
-        assert _stored_roles(run) == {"critic": OTHER}
+        assert any(role == "critic" for role, _ in again) and by_own_model(again, {"critic"}, OTHER), again
+        assert by_own_model(ledger(run), {"critic"}, OTHER)
+        assert stored_roles(run) == {"critic": OTHER}
         with RunStore.open(run, readonly=True) as store:
             assert store.info().status == "completed"
 
@@ -147,13 +64,13 @@ def test_a_role_on_another_server_is_asked_there_and_a_resume_finds_it_again(tmp
         assert {role for role, _ in narrator_server.asked} == {"narrator", "narrator-select"}
         assert all(model == OTHER for _, model in narrator_server.asked)  # that server's only model
         assert not {"narrator", "narrator-select"} & {role for role, _ in main_server.asked}
-        assert _stored_roles(run) == {"narrator": OTHER}
+        assert stored_roles(run) == {"narrator": OTHER}
         main_server.fail_after, narrated = None, len(narrator_server.asked)
         assert main(["resume", str(run)]) == 0, capsys.readouterr().err
         assert len(narrator_server.asked) > narrated  # the narrator's server, from the run's record
         assert not {"narrator", "narrator-select"} & {role for role, _ in main_server.asked}
-    assert _by_own_model(_ledger(run), {"narrator", "narrator-select"}, OTHER)
-    assert _stored_roles(run) == {"narrator": OTHER}
+    assert by_own_model(ledger(run), {"narrator", "narrator-select"}, OTHER)
+    assert stored_roles(run) == {"narrator": OTHER}
 
 
 @pytest.mark.parametrize(
@@ -181,8 +98,8 @@ def test_the_config_file_names_role_models_and_a_flag_beats_it(tmp_path, monkeyp
     with RoleServer(RUN_MODEL, OTHER) as server:
         _write(server, tmp_path / "run", "--role-model", "goal=" + OTHER)
         assert "critic" in {role for role, _ in server.asked}
-        assert _by_own_model(server.asked, {"critic", "goal", "transition"}, OTHER), server.asked
-    assert _stored_roles(tmp_path / "run") == {"critic": OTHER, "goal": OTHER}
+        assert by_own_model(server.asked, {"critic", "goal", "transition"}, OTHER), server.asked
+    assert stored_roles(tmp_path / "run") == {"critic": OTHER, "goal": OTHER}
     capsys.readouterr()
     assert main(["config", "set", "role_models", "critic"]) == 2
     assert "role_models must be ROLE=MODEL" in capsys.readouterr().err
@@ -291,14 +208,14 @@ def test_a_magnet_batch_takes_the_config_files_role_models_and_its_resume_keeps_
             )
             == 1
         )
-        assert "critic" in {role for role, _ in server.asked} and _by_own_model(server.asked, {"critic"}, OTHER)
+        assert "critic" in {role for role, _ in server.asked} and by_own_model(server.asked, {"critic"}, OTHER)
         with BatchStore.open(out, readonly=True) as batch:
             assert batch.info()["llm"]["roles"] == {"critic": OTHER}
             (run,) = [batch.run_path(row) for row in batch.stories()]
-        assert _stored_roles(run) == {"critic": OTHER}
+        assert stored_roles(run) == {"critic": OTHER}
         config.unlink()  # the batch's record, not the config file, keeps the roles
         server.asked.clear()
         server.fail_after = None
         assert main(["batch", "resume", str(out)]) == 0
-        assert "critic" in {role for role, _ in server.asked} and _by_own_model(server.asked, {"critic"}, OTHER)
-    assert _by_own_model(_ledger(run), {"critic"}, OTHER)
+        assert "critic" in {role for role, _ in server.asked} and by_own_model(server.asked, {"critic"}, OTHER)
+    assert by_own_model(ledger(run), {"critic"}, OTHER)
