@@ -64,9 +64,9 @@ REASONING = Source(
     "no token limit on any call: each role is a model behind an API (Gemma-4-31B-it, a Gemini 2.5 Flash critic, "
     "which thinks by default, Opus 4.7), answering at the length it needs. fabula's paper profile today: every "
     "call's ceiling is its answer's size plus 32,768 tokens for a thinking model's reasoning, the output length "
-    "Qwen3's model card recommends for most queries (reasoning and answer together, 38,912 for competition "
-    "problems), so a Qwen3 model thinking by default (`thinking` auto) is never cut; a ceiling only, the run's "
-    "context still clamps every call (issue 33)",
+    "Qwen3's model card recommends for most queries (reasoning and answer together), so a Qwen3 model thinking "
+    "by default (`thinking` auto) is never cut; a ceiling only, the run's context still clamps every call "
+    "(issue 33)",
     "the default's model does not think (`thinking` off): a call asks for its answer's size only, so a runaway "
     "reply stops early",
 ).but(
