@@ -71,9 +71,11 @@ ADDED_BY_ISSUE_33 = {
     "narrator_calls",
     "goal_calls",
     "tool_protocol",
+    "reasoning_tokens",
 }
 """The paper profile's budgets, search and state as the reference's published commands run them, and Magnet's
-narrator and goal generator in one call each as the paper has them, and the native tool protocol (#33)."""
+narrator and goal generator in one call each as the paper has them, the native tool protocol, and the room
+Magnet's calls leave a thinking model to reason (#33)."""
 ADDED_BY_ISSUE_35 = {"failed_update_limit", "fallback_full_update"}
 """Turns that fail in a row while the update is due end a chapter's turns; the fallback may ask
 for one event only (#35)."""

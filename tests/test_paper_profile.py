@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from agent import pipelines
+from agent.magnet import ending
 from agent.magnet.prompts import SELECT_ONLY_SYSTEM, SELECT_SYSTEM
-from agent.magnet.settings import MagnetConfig, MagnetSettings, SingleConfig
+from agent.magnet.settings import REASONING_TOKENS, MagnetConfig, MagnetSettings, SingleConfig
 from agent.nst.baselines import reference_prompts
 from agent.nst.chapter.restarts import ChapterFailedError
 from agent.nst.chapter.tools import ChapterSession, ToolError, update_grammar
@@ -29,7 +30,7 @@ from agent.nst.state import NarrativeState
 from agent.settings import parse_assignments
 from agent.store import RunStore
 from agent.testing.author import Author, chapter_of, default_policy, outline_asked
-from agent.testing.story_llm import StoryLLM
+from agent.testing.story_llm import StoryLLM, default_critic
 from tests.magnet.stories import story
 
 PROMPT = {"prompt": "A keeper finds a bell in the harbour.", "prompt_id": None}
@@ -233,6 +234,11 @@ MAGNET_PINS = [
     ("paragraph_floor", False),
     ("repetition_guard", False),  # neither is in the paper
     ("critic_example", False),  # the paper's critic prompt has no example reply
+    # §3.2 (seed 57-63): API models with no stated limit, the critic a thinking model (Gemini 2.5 Flash): every call
+    # gets 32,768 tokens of room to reason (Qwen3's recommended output length) on top of its answer's size ...
+    ("reasoning_tokens", 32768),
+    ("paragraph_tokens", 320),  # ... which stays what it was (a closing paragraph is sized from it)
+    ("paragraph_min_tokens", 60),
 ]
 
 
@@ -344,6 +350,84 @@ def test_magnet_default_run_has_the_additions(tmp_path: Path) -> None:
     calls = _magnet(tmp_path, "default").ledger.llm_calls()
     assert [c for c in calls if c.role == "recap"] and any(c.min_tokens for c in calls if c.role == "narrator")
     assert any(c.messages[0]["content"] == SELECT_SYSTEM for c in calls if c.role == "narrator-select")
+
+
+ANSWERS = {"character": 160, "critic": 400, "narrator": 80 + 320, "goal": 120 + 220}
+"""Each role's answer under ``paper`` (one narrator call, one goal call), the sizes the default asks for."""
+
+
+def concludes_at_once(request: Any, n: int) -> dict[str, Any]:
+    """Every action completes the goal: the concluding goal is reached as soon as it is set."""
+    return {**default_critic(request, n), "goal_reached": True}
+
+
+@pytest.mark.parametrize("narrator_calls", [1, 2])
+def test_magnet_paper_ceilings_leave_room_to_reason(tmp_path: Path, narrator_calls: int) -> None:
+    """Issue 33 item 5: every role's ``max_tokens`` under ``paper`` is its answer's size plus 32,768 tokens for a
+    thinking model's reasoning, while the closing paragraph stays sized to the words left (its floor, with
+    ``paragraph_floor`` on, and its answer, three paragraphs at most), never to the ceiling. A wide ending window
+    and a critic that reaches every goal close a 1,000-word story with about 900 words missing."""
+    over = {"ending_paragraphs": 40}
+    if narrator_calls == 2:
+        over.update(narrator_calls=2, paragraph_floor=True)
+    config = {"story": story(words=1000).to_dict(), **MagnetConfig.profile_settings("paper"), **over}
+    store = _run(tmp_path, "magnet", config, StoryLLM(critic=concludes_at_once))
+    assert store.info().status == "completed"
+    settings = MagnetConfig.parse(config)
+    last = store.info().last_unit
+    assert store.steps()[-1]["record"]["final_paragraph"] and last > 2
+    calls = store.ledger.llm_calls()
+    closing = [i for i, c in enumerate(calls) if c.role == "narrator"][-1:]  # the last step's paragraph
+    low, high = ending.final_budget(settings.story, settings, store.state(last - 1))
+    left = settings.story.target_words - store.state(last - 1)["words"]
+    assert left * 1.35 > 900 and (low, high) == (900, 960)  # the words left, bounded at three paragraphs
+    answers = {**ANSWERS, "narrator-select": 80, "narrator": 320} if narrator_calls == 2 else ANSWERS
+    for i, call in enumerate(calls):
+        closes = i in closing
+        answer = (high + (80 if narrator_calls == 1 else 0)) if closes else answers[call.role or ""]
+        floor = (low if closes else 60) if call.role == "narrator" and narrator_calls == 2 else None
+        assert (call.max_tokens, call.min_tokens) == (answer + REASONING_TOKENS, floor), (i, call.role)
+    assert {c.role for c in calls} == set(answers)
+
+
+def test_the_closing_paragraph_is_sized_by_the_answer_not_the_ceiling() -> None:
+    """With 20,000 words missing, ``paper`` closes in the three paragraphs' budget the default has: no 20,000-word
+    floor and no closing answer grown from the reasoning room."""
+    paper = MagnetSettings.parse(
+        {**MagnetSettings.profile_settings("paper"), "narrator_calls": 2, "paragraph_floor": True}
+    )
+    state = {"words": 0}
+    big = story(words=20000)
+    assert ending.final_budget(big, paper, state) == ending.final_budget(big, MagnetSettings(), state) == (900, 960)
+    assert paper.ceiling(960) == 960 + 32768 and MagnetSettings().ceiling(960) == 960
+
+
+def test_magnet_default_run_asks_for_the_answers_alone(tmp_path: Path) -> None:
+    """Not vacuous: the default profile's ceilings are the answer sizes, with no room for reasoning."""
+    calls = _magnet(tmp_path, "default").ledger.llm_calls()
+    sizes: dict[str, set[int]] = {}
+    for call in calls:
+        sizes.setdefault(call.role or "", set()).add(call.max_tokens)
+    assert {
+        role: sizes[role] for role in ("character", "critic", "narrator-select", "goal", "transition", "recap")
+    } == {
+        "character": {160},
+        "critic": {400},
+        "narrator-select": {80},
+        "goal": {120},
+        "transition": {220},
+        "recap": {220},
+    }
+    assert 320 in sizes["narrator"] and max(sizes["narrator"]) <= 3 * 320
+
+
+def test_single_paper_paragraphs_leave_room_to_reason(tmp_path: Path) -> None:
+    """The baseline under ``paper`` continued paragraph by paragraph (``single_prompt`` off) leaves the same room;
+    its one-prompt story keeps ``single_max_tokens`` (32,768, reasoning and story together)."""
+    config = {"story": story(words=600).to_dict(), **SingleConfig.profile_settings("paper"), "single_prompt": False}
+    calls = _run(tmp_path, "single", config, StoryLLM()).ledger.llm_calls()
+    sizes = [c.max_tokens - REASONING_TOKENS for c in calls]
+    assert calls and sizes[:-1] == [320] * (len(calls) - 1) and 320 <= sizes[-1] <= 960
 
 
 def test_single_paper_run_sends_no_floor(tmp_path: Path) -> None:

@@ -56,7 +56,7 @@ def write(ctx: RunContext[SingleConfig]) -> None:
                 prompts.baseline(story, recent, state["words"], cue),
                 settings,
                 temperature=settings.baseline_temperature,
-                max_tokens=high,
+                max_tokens=settings.ceiling(high),
                 min_tokens=low,
                 role="baseline",
             )

@@ -84,7 +84,9 @@ def max_steps(story: StoryDefinition, settings: MagnetSettings) -> int:
 
 def final_budget(story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any]) -> tuple[int, int]:
     """``(min_tokens, max_tokens)`` of the closing paragraph, sized to the words still missing
-    (bounded at three ordinary paragraphs), so the story reaches its target as it ends."""
+    (bounded at three ordinary paragraphs), so the story reaches its target as it ends. Both are sizes of the
+    answer, from ``paragraph_tokens``: the call's ceiling adds ``reasoning_tokens`` to the second
+    (``MagnetSettings.ceiling``), which never grows the paragraph asked for."""
     want = int(max(0, remaining(story, state)) * CLOSING_TOKENS_PER_WORD)
     cap = 3 * settings.paragraph_tokens
     low = min(max(settings.paragraph_min_tokens, want), cap - 60)

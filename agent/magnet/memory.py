@@ -77,7 +77,7 @@ def refresh_recap(
         return "trim_recap_source"
 
     try:
-        max_tokens = settings.recap_tokens
+        max_tokens = settings.ceiling(settings.recap_tokens)
         if budget is not None:
             max_tokens = budget.fit(
                 build,

@@ -41,13 +41,14 @@ def revise_paragraph(ctx: RunContext[Any], step: int, note: str, *, paragraph: i
         "Reply with the paragraph only."
     )
     settings = ctx.config
+    answer = max(getattr(settings, "paragraph_tokens", 320), 2 * count_words(target.text))
     reply = ctx.llm.generate(
         [
             {"role": "system", "content": "You are the narrator of a story told in paragraphs."},
             {"role": "user", "content": asked},
         ],
         temperature=getattr(settings, "narrator_temperature", 0.35),
-        max_tokens=max(getattr(settings, "paragraph_tokens", 320), 2 * count_words(target.text)),
+        max_tokens=answer + getattr(settings, "reasoning_tokens", 0),  # room to reason first (``paper``)
         role="narrator",
     )
     text = reply.text.strip()

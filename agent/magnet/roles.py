@@ -208,7 +208,7 @@ def propose_actions(llm: LLM, scene: Scene, settings: MagnetSettings) -> list[Ac
                     build(n),
                     action_types[n],
                     temperature=settings.character_temperature,
-                    max_tokens=settings.action_tokens,
+                    max_tokens=settings.ceiling(settings.action_tokens),
                     role="character",
                 )
                 for n in pending
@@ -274,7 +274,7 @@ def review(
             build(r),
             critic_type,
             temperature=settings.critic_temperature,
-            max_tokens=settings.critic_tokens,
+            max_tokens=settings.ceiling(settings.critic_tokens),
             role="critic",
         )
         for r in results
@@ -358,7 +358,7 @@ def narrate(
         ),
         None,
         temperature=settings.narrator_temperature,
-        max_tokens=max_tokens,
+        max_tokens=settings.ceiling(max_tokens),
         min_tokens=min_tokens,
         role="narrator",
     )
@@ -412,7 +412,7 @@ def narrate_at_once(
         ),
         schemas.narration_type(names, ids),
         temperature=settings.narrator_temperature,
-        max_tokens=settings.selection_tokens + paragraph_tokens,
+        max_tokens=settings.ceiling(settings.selection_tokens + paragraph_tokens),
         role="narrator",
     )
     reply = ask_with_prose(llm, request, settings, "paragraph", scene.budget)
@@ -444,7 +444,7 @@ def select(
         ),
         schemas.selection_type(names, ids),
         temperature=settings.narrator_temperature,
-        max_tokens=settings.selection_tokens,
+        max_tokens=settings.ceiling(settings.selection_tokens),
         role="narrator-select",
     )
     reply = ask_many(llm, [request], settings.retries, scene.budget)[0]
@@ -481,7 +481,7 @@ def next_goal(
         ),
         NextGoalTransition if together else NextGoal,
         temperature=settings.goal_temperature,
-        max_tokens=settings.goal_tokens + (settings.transition_tokens if together else 0),
+        max_tokens=settings.ceiling(settings.goal_tokens + (settings.transition_tokens if together else 0)),
         role="goal",
     )
     if together:
@@ -498,7 +498,7 @@ def next_goal(
         lambda: prompts.transition(scene.story, scene.recent, goal, status, scene.world),
         None,
         temperature=settings.goal_temperature,
-        max_tokens=settings.transition_tokens,
+        max_tokens=settings.ceiling(settings.transition_tokens),
         role="transition",
     )
     text, _ = write_prose(

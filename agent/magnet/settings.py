@@ -2,7 +2,9 @@
 
 Temperatures are Appendix A.1's; the 15/40 thresholds and the revision maximum are
 Section 3's. What the paper leaves open (history window, token budgets, ending window)
-has a default chosen for small local models, and is recorded like the rest. Ranges are
+has a default chosen for small local models, and is recorded like the rest. Each role's token
+budget is the size of its answer; a call's ``max_tokens`` is that answer plus ``reasoning_tokens``
+(0 but under ``paper``, whose model may think first: :meth:`ParagraphSettings.ceiling`). Ranges are
 checked once, when a run is configured: ``shift_every=0`` or ``history_window=0`` is refused
 with one line instead of dividing by zero or sending the whole story.
 """
@@ -33,9 +35,12 @@ TOKENS = 32768
 PROSE = frozenset({"narrator", "transition", "baseline"})
 """The roles that write story text (the rest answer in JSON)."""
 SMALL = {"prose_sampling": SMALL_PROSE, "structured_sampling": SMALL_STRUCTURED}
-PAPER_PARAGRAPHS = {"repetition_guard": False, "paragraph_floor": False}
+REASONING_TOKENS = 32768
+"""The room ``paper`` gives a thinking model's reasoning on every Magnet call (``reasoning_tokens``)."""
+PAPER_PARAGRAPHS = {"repetition_guard": False, "paragraph_floor": False, "reasoning_tokens": REASONING_TOKENS}
 """The paper profile (``agent.settings``): Magnet and its baseline as the paper describes them. The paper
-sends no prose floor and guards no repetition; both are fabula's additions."""
+sends no prose floor and guards no repetition; both are fabula's additions. Its model may think (its
+thinking is ``auto``), so every call leaves room for the reasoning before the answer."""
 PAPER_MAGNET = {
     **PAPER_PARAGRAPHS,
     "recall_paragraphs": 0,
@@ -49,8 +54,32 @@ narrator selects and orders actions without vetting single world updates and wri
 the same call, and the goal generator writes the new goal and the transition in one call."""
 
 
-TOKENS_OWN = own("the paper gives no token caps; sized for small local models (the paper profile keeps them, issue 33)")
-"""The source of every Magnet token cap."""
+TOKENS_OWN = own(
+    "the paper gives no token caps; the size of the role's answer, for small local models (every profile keeps "
+    "it: under `paper` a call's ceiling is it plus `reasoning_tokens`)"
+)
+"""The source of every Magnet answer size."""
+REASONING = Source(
+    "Magnet §3.2",
+    "no token limit on any call: each role is a model behind an API (Gemma-4-31B-it, a Gemini 2.5 Flash critic, "
+    "which thinks by default, Opus 4.7), answering at the length it needs. fabula's paper profile today: every "
+    "call's ceiling is its answer's size plus 32,768 tokens for a thinking model's reasoning, the output length "
+    "Qwen3's model card recommends for most queries (reasoning and answer together), so a Qwen3 model thinking "
+    "by default (`thinking` auto) is never cut; a ceiling only, the run's context still clamps every call "
+    "(issue 33)",
+    "the default's model does not think (`thinking` off): a call asks for its answer's size only, so a runaway "
+    "reply stops early",
+).but(
+    single=Source(
+        "Magnet §4.2",
+        "no token limit on the baseline's call. fabula's paper profile today: its one prompt keeps "
+        "`single_max_tokens` (32,768, the reasoning and the story together); paragraph by paragraph "
+        "(`single_prompt` off) each call's ceiling is the paragraph plus 32,768 tokens for a thinking model's "
+        "reasoning, the output length Qwen3's model card recommends for most queries (issue 33)",
+        "the default's model does not think (`thinking` off): a call asks for its paragraph's size only",
+    )
+)
+"""The source of ``reasoning_tokens``."""
 
 
 class ParagraphSettings(WritingControls):
@@ -71,6 +100,10 @@ class ParagraphSettings(WritingControls):
     ] = Field(3, ge=1, le=50)
     """Recent story paragraphs every role sees."""
     paragraph_tokens: Annotated[int, TOKENS_OWN] = Field(320, ge=16, le=TOKENS)
+    """A paragraph's size (its ceiling, with ``reasoning_tokens``); the closing paragraph is sized from it."""
+    reasoning_tokens: Annotated[int, REASONING] = Field(0, ge=0, le=TOKEN_CAP)
+    """Room for a thinking model's reasoning, added to every call's answer size (:meth:`ceiling`): a ceiling
+    only, never a length asked for (no floor and no closing paragraph is sized from it)."""
     paragraph_min_tokens: Annotated[
         int, own("the floor sent with `paragraph_floor`, and the unit of the step bound")
     ] = Field(60, ge=1, le=TOKENS)
@@ -89,6 +122,11 @@ class ParagraphSettings(WritingControls):
     """Hard bound on timesteps: factor x (target words / paragraph_min_tokens); hit is recorded."""
     retries: Annotated[int, own("re-asks of one truncated or invalid reply")] = Field(1, ge=0, le=10)
     """Re-asks of one failed model call (a truncated or invalid reply) before giving up on it."""
+
+    def ceiling(self, answer: int) -> int:
+        """The ``max_tokens`` of a call whose answer is ``answer`` tokens: the answer and the room for
+        reasoning before it (``reasoning_tokens``); fitted to the context afterwards, as every request is."""
+        return answer + self.reasoning_tokens
 
 
 class MagnetSettings(ParagraphSettings):
@@ -286,7 +324,8 @@ class SingleConfig(StoryInput, ParagraphSettings):
     single_max_tokens: Annotated[
         int, own("the one call's ceiling under `single_prompt`: the paper gives none, 32,768 as NstAgent's Direct")
     ] = Field(TOKENS, ge=256, le=TOKEN_CAP)
-    """That call's ceiling, fitted to the context (the paper gives none: 32,768, NstAgent's Direct's)."""
+    """That call's ceiling, fitted to the context (the paper gives none: 32,768, NstAgent's Direct's); it holds the
+    reasoning too (``reasoning_tokens`` is not added: the whole story is the answer)."""
 
     def magnet_settings(self) -> MagnetSettings:
         """The Magnet settings the shared helpers (ending, prose) read."""

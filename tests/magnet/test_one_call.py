@@ -58,12 +58,12 @@ def test_the_paper_run_applies_the_one_calls_replies(tmp_path: Path) -> None:
     _, records, store = _ledger(tmp_path, "paper")
     calls = store.ledger.llm_calls()
     narrations = [c for c in calls if c.role == "narrator"]
-    assert narrations and all(c.schema_name and c.max_tokens == 80 + 320 for c in narrations)
+    assert narrations and all(c.schema_name and c.max_tokens == PAPER.ceiling(80 + 320) for c in narrations)
     paragraphs = [p for p in store.paragraphs() if p.kind != "transition"]
     assert [p.text for p in paragraphs] == [json.loads(c.text or "")["paragraph"] for c in narrations]
     assert all(r["selected"] == ["Ann", "Bob", "Cy"] for r in records)  # the scripted narrator selects everyone
     goals = [c for c in calls if c.role == "goal"]
-    assert goals and all(c.max_tokens == 120 + 220 for c in goals)
+    assert goals and all(c.max_tokens == PAPER.ceiling(120 + 220) for c in goals)
     prompt = goals[0].messages[1]["content"]
     # Magnet §3.2: previous goal, recent paragraphs, world state, all personas, all prior goals
     for seen in ("Previous goal:", "Recent story paragraphs:", "World state", "Characters:", "Earlier goals"):

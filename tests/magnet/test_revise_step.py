@@ -3,6 +3,8 @@ the run's model, the old text kept as a version, later steps marked stale."""
 
 from __future__ import annotations
 
+import pytest
+
 from agent import pipelines
 from agent.cli import main
 from agent.llm.base import Request
@@ -21,14 +23,16 @@ def follow_the_note(request: Request) -> str:
     return f"{note}. {old}"
 
 
-def test_revise_a_magnet_step_paragraph_from_a_note(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize(("profile", "reasoning"), [("default", 0), ("paper", 32768)])
+def test_revise_a_magnet_step_paragraph_from_a_note(tmp_path, monkeypatch, capsys, profile, reasoning):
     from agent.magnet import runner
     from agent.magnet.settings import MagnetSettings
     from agent.testing.story_llm import StoryLLM
     from tests.magnet.stories import story
 
     monkeypatch.setattr(pipelines.LLMOptions, "open", lambda self, store=None, **kw: StoryLLM())
-    config = {**MagnetSettings().as_config(), "story": story(words=400).to_dict()}
+    settings = MagnetSettings.parse(MagnetSettings.profile_settings(profile))
+    config = {**settings.as_config(), "story": story(words=400).to_dict()}
     run_dir = tmp_path / "m"
     pipelines.start(run_dir, runner.NAME, config, pipelines.LLMOptions(backend="scripted")).close()
     with RunStore.open(run_dir, readonly=True) as store:
@@ -44,5 +48,7 @@ def test_revise_a_magnet_step_paragraph_from_a_note(tmp_path, monkeypatch, capsy
         assert store.paragraph_versions(2, old.seq)[0]["text"] == old.text
         assert store.plans.get(STALE_KEY)["unit"] == 2
     assert "{+" + NOTE + ".+}" in out and old.text in follower.requests[0].messages[-1]["content"]
+    # the rewrite is asked at a paragraph's size (or twice the old one's words), plus room to reason under paper
+    assert follower.requests[0].max_tokens == max(320, 2 * len(old.text.split())) + reasoning
     assert main(["revise", str(run_dir), "--step", "2", "--paragraph", "9", "--note", NOTE]) == 2
     assert main(["revise", str(run_dir), "--chapter", "2", "--note", NOTE]) == 2
