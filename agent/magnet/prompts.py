@@ -1,10 +1,17 @@
 """Every Magnet prompt, ordered for the prefix cache.
 
-Order inside each prompt: what never changes (the role's instructions, the story premise),
-then what drifts slowly (the running recap, the personas drawn from the world graph), then
-what changes every step (recalled earlier passages, recent paragraphs, the world state, the
-goal, the action under review, the task). No counter, timestamp or step number appears
-before the task.
+Order inside each prompt: what never changes (the story premise), then what drifts slowly (the
+running recap, the personas drawn from the world graph), then what changes every step (recalled
+earlier passages, recent paragraphs, the world state, the goal, the action under review, the
+task). No counter, timestamp or step number appears before the task.
+
+Within a step, the critic and the narrator (its selection and its paragraph, or its one call)
+get the story as their system message, the same bytes for each (:func:`scene`: every secret
+marked), and their own instructions at the start of the user turn, so each call reuses the cache
+the one before left: the critic's reviews, the selection and the paragraph share everything up to
+the current goal. A character agent keeps its instructions as its system message: its story is
+its own view, which no other role shares. The goal generator, the transition and the recap run
+between steps on other blocks and keep their instructions first.
 
 What a role sees of the world is decided here from :meth:`WorldGraph.entries`: a character
 agent gets its own view (never another character's secrets); the critic, narrator and goal
@@ -229,6 +236,28 @@ def _join(*parts: str) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
+def scene(
+    story: StoryDefinition, goal: str, recent: Sequence[str], world: WorldGraph | None, memory: Memory = NO_MEMORY
+) -> str:
+    """The story as the critic, the selection and the narrator see it at one step (every secret
+    marked): their shared system message, the same bytes for each."""
+    recap, recalled = memory_blocks(memory)
+    return _join(
+        story_block(story),
+        recap,
+        personas_block(story, world),
+        recalled,
+        recent_block(recent),
+        state_block(_entries(world)),
+        f"Current story goal: {goal}",
+    )
+
+
+def _in_scene(context: str, instructions: str, *parts: str) -> list[Message]:
+    """The story first (the system message), then the role's instructions and task (the user turn)."""
+    return [{"role": "system", "content": context}, {"role": "user", "content": _join(instructions, *parts)}]
+
+
 def character(
     story: StoryDefinition,
     char: Character,
@@ -291,18 +320,7 @@ def critic(
     task = f"Proposed action of {char.name}: {action}\n\n" + (
         "This action is final (the revision maximum is reached). State its effects." if final else "Judge it."
     )
-    recap, recalled = memory_blocks(memory)
-    user = _join(
-        story_block(story),
-        recap,
-        personas_block(story, world),
-        recalled,
-        recent_block(recent),
-        state_block(_entries(world)),
-        f"Current story goal: {goal}",
-        task,
-    )
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    return _in_scene(scene(story, goal, recent, world, memory), system, task)
 
 
 @dataclass(frozen=True)
@@ -315,16 +333,8 @@ class Candidate:
     goal_reached: bool
 
 
-def _offer_blocks(
-    story: StoryDefinition,
-    candidates: Sequence[Candidate],
-    goal: str,
-    recent: Sequence[str],
-    world: WorldGraph | None,
-    ending: str,
-    memory: Memory,
-) -> list[str]:
-    """What the narrator sees before its task: the story, the scene and the proposed actions."""
+def _offer_blocks(candidates: Sequence[Candidate], world: WorldGraph | None, ending: str) -> list[str]:
+    """What the narrator sees between its instructions and its task: the ending, the proposed actions."""
     listed = []
     for c in candidates:
         listed.append(f"- {c.character}: {c.action}")
@@ -334,18 +344,7 @@ def _offer_blocks(
                 + ("; ".join(f"[{uid}] {s}.{a} = {_value(v)}" for uid, s, a, v in c.updates) or "none")
             )
         listed.append(f"  completes the current goal: {'yes' if c.goal_reached else 'no'}")
-    recap, recalled = memory_blocks(memory)
-    return [
-        story_block(story),
-        recap,
-        personas_block(story, world),
-        recalled,
-        recent_block(recent),
-        state_block(_entries(world)),
-        f"Current story goal: {goal}",
-        ending,
-        "Proposed actions:\n" + "\n".join(listed),
-    ]
+    return [ending, "Proposed actions:\n" + "\n".join(listed)]
 
 
 def _selection_task(vets: bool) -> str:
@@ -367,11 +366,12 @@ def selection(
 ) -> list[Message]:
     """``vets``: also ask which world updates to reject (fabula's addition; the paper's narrator selects
     and orders the actions only)."""
-    user = _join(*_offer_blocks(story, candidates, goal, recent, world, ending, memory), _selection_task(vets))
-    return [
-        {"role": "system", "content": SELECT_SYSTEM if vets else SELECT_ONLY_SYSTEM},
-        {"role": "user", "content": user},
-    ]
+    return _in_scene(
+        scene(story, goal, recent, world, memory),
+        SELECT_SYSTEM if vets else SELECT_ONLY_SYSTEM,
+        *_offer_blocks(candidates, world, ending),
+        _selection_task(vets),
+    )
 
 
 def narration(
@@ -387,11 +387,12 @@ def narration(
 ) -> list[Message]:
     """The narrator's one call (``narrator_calls = 1``): what :func:`selection` shows, then the task of
     choosing, ordering and writing the paragraph in the same reply."""
-    user = _join(
-        *_offer_blocks(story, candidates, goal, recent, world, ending, memory),
+    return _in_scene(
+        scene(story, goal, recent, world, memory),
+        narration_system(story, vets=vets),
+        *_offer_blocks(candidates, world, ending),
         _selection_task(vets) + " Then write the next paragraph, telling those actions in that order.",
     )
-    return [{"role": "system", "content": narration_system(story, vets=vets)}, {"role": "user", "content": user}]
 
 
 def paragraph(
@@ -404,20 +405,13 @@ def paragraph(
     memory: Memory = NO_MEMORY,
 ) -> list[Message]:
     listed = "\n".join(f"{i}. {name}: {text}" for i, (name, text) in enumerate(ordered, 1))
-    recap, recalled = memory_blocks(memory)
-    user = _join(
-        story_block(story),
-        recap,
-        personas_block(story, world),
-        recalled,
-        recent_block(recent),
-        state_block(_entries(world)),
-        f"Current story goal: {goal}",
+    return _in_scene(
+        scene(story, goal, recent, world, memory),
+        narrator_system(story),
         ending,
         f"Actions to tell, in this order:\n{listed}",
         "Write the next paragraph.",
     )
-    return [{"role": "system", "content": narrator_system(story)}, {"role": "user", "content": user}]
 
 
 def plan_block(story: StoryDefinition, beat: str | None, status: str) -> str:

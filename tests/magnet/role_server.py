@@ -18,22 +18,23 @@ RUN_MODEL, OTHER = "run-model", "other-model"
 
 
 def role_of(body: dict[str, Any]) -> str:
-    """A Magnet request's role, from its system message as a server sees it."""
-    system = body["messages"][0]["content"]
+    """A Magnet request's role, from its instructions as a server sees them: the system message, or the
+    user turn's start for the critic and the narrator (their system message is the story)."""
+    system, user = body["messages"][0]["content"], body["messages"][1]["content"]
     if system.startswith(prompts.CHARACTER_SYSTEM[:40]):
         return "character"
-    if system.startswith("You are the critic"):
+    if user.startswith("You are the critic"):
         return "critic"
-    if system.startswith(prompts.SELECT_ONLY_SYSTEM[:-1]):
+    if user.startswith(prompts.SELECT_ONLY_SYSTEM[:-1]):
         return "narrator-select"
+    if user.startswith("You are the narrator"):
+        return "narrator"
     if system.startswith(prompts.GOAL_SYSTEM[:40]):
         return "goal"
     if system.startswith(prompts.RECAP_SYSTEM[:40]):
         return "recap"
-    if "transition paragraph" in system:
-        return "transition"
-    assert system.startswith("You are the narrator"), system[:80]
-    return "narrator"
+    assert "transition paragraph" in system, system[:80]
+    return "transition"
 
 
 class RoleServer(FakeServer):

@@ -85,7 +85,7 @@ def test_the_recap_is_refreshed_every_n_steps_by_one_bounded_call(tmp_path):
     assert "Paragraph 1." not in new and "Paragraph 4." in new  # only what was written since
     units = [row[0] for row in store.query("SELECT unit FROM llm_calls WHERE role = 'recap'")]
     assert units == list(range(4, steps + 1, 3))
-    told = [r.messages[1]["content"] for r in llm.by_role("narrator")]
+    told = [r.messages[0]["content"] for r in llm.by_role("narrator")]  # the story: the system message
     assert "The story so far, in brief:\nRecap 1:" in told[4]
     assert store.state()["recap"].startswith("Recap")
 

@@ -66,19 +66,19 @@ def test_the_small_profile_shows_the_critic_one_complete_reply_valid_under_its_g
     llm = StoryLLM()
     _steps(llm, 1, MagnetSettings.parse(MagnetSettings.profile_settings("small")))
     request = llm.by_role("critic")[0]
-    system = request.messages[0]["content"]
-    assert system.endswith(prompts.CRITIC_EXAMPLE)
+    instructions = request.messages[1]["content"].split("\n\n")[0]  # the story is the system message
+    assert instructions.startswith("You are the critic") and instructions.endswith(prompts.CRITIC_EXAMPLE)
     example = json.loads(prompts.CRITIC_EXAMPLE.partition(": ")[2])
     example["world_updates"] = [{**u, "subject": "Ann"} for u in example["world_updates"]]
     request.output_type.model_validate(example)
     stateless = StoryLLM()
     _steps(stateless, 1, MagnetSettings.parse({**MagnetSettings.profile_settings("small"), "structured_state": False}))
     request = stateless.by_role("critic")[0]
-    assert request.messages[0]["content"].endswith(prompts.CRITIC_STATELESS_EXAMPLE)
+    assert request.messages[1]["content"].split("\n\n")[0].endswith(prompts.CRITIC_STATELESS_EXAMPLE)
     request.output_type.model_validate(json.loads(prompts.CRITIC_STATELESS_EXAMPLE.partition(": ")[2]))
     plain = StoryLLM()
     _steps(plain, 1)
-    assert "A complete reply" not in plain.by_role("critic")[0].messages[0]["content"]  # the paper's prompt
+    assert not any("A complete reply" in m["content"] for m in plain.by_role("critic")[0].messages)  # the paper's
 
 
 def test_critic_spellings_never_create_a_second_variable():
@@ -231,7 +231,7 @@ def test_role_prompts_draw_location_and_relationships_from_the_state():
     persona = step2.messages[1]["content"].split("Your character:\n")[1]
     assert "Location: the boathouse" in persona and "Bob: bitter rival" in persona
     assert "Location: library" not in persona
-    narrator = llm.by_role("narrator")[-1].messages[1]["content"]
+    narrator = llm.by_role("narrator")[-1].messages[0]["content"]  # the story: the system message
     assert "Location: the boathouse" in narrator
 
 

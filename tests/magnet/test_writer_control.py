@@ -32,12 +32,12 @@ def test_pov_tense_and_style_reach_every_prose_prompt(tmp_path):
     llm = StoryLLM(critic=_reached)
     _run(tmp_path, llm, pov="first", focal="Ann", tense="present", style="clipped, salt-stung sentences")
     for role in ("narrator", "transition"):
-        system = llm.by_role(role)[0].messages[0]["content"]
+        system = "\n\n".join(m["content"] for m in llm.by_role(role)[0].messages)  # the narrator's: in the user turn
         assert "present tense" in system and "first person, narrated by Ann" in system
         assert "clipped, salt-stung sentences" in system and "past tense" not in system
     llm = StoryLLM()
     _run(tmp_path, llm, name="limited", pov="third-limited", focal="Bob")
-    assert "third person limited to Bob" in llm.by_role("narrator")[0].messages[0]["content"]
+    assert "third person limited to Bob" in llm.by_role("narrator")[0].messages[1]["content"]
 
 
 def test_beats_are_passed_through_in_order_and_the_ending_is_aimed_at(tmp_path):
