@@ -72,10 +72,11 @@ ADDED_BY_ISSUE_33 = {
     "goal_calls",
     "tool_protocol",
     "reasoning_tokens",
+    "role_inputs",
 }
 """The paper profile's budgets, search and state as the reference's published commands run them, and Magnet's
 narrator and goal generator in one call each as the paper has them, the native tool protocol, and the room
-Magnet's calls leave a thinking model to reason (#33)."""
+Magnet's calls leave a thinking model to reason, and the inputs §3.2 lists for each Magnet role (#33)."""
 ADDED_BY_ISSUE_35 = {"failed_update_limit", "fallback_full_update"}
 """Turns that fail in a row while the update is due end a chapter's turns; the fallback may ask
 for one event only (#35)."""

@@ -634,3 +634,52 @@ def test_the_cli_paper_profile_of_the_single_baseline(tmp_path: Path, monkeypatc
     )
     with RunStore.open(run, readonly=True) as store:
         assert store.info().config["single_prompt"] and [c.role for c in store.ledger.llm_calls()] == ["baseline"]
+
+
+def reaches_every_goal(request: Any, n: int) -> dict[str, Any]:
+    """Every action completes the goal: a goal call follows every step."""
+    return {**default_critic(request, n), "goal_reached": True}
+
+
+PARAGRAPH_TEXT = "Rain fell on the old house"
+"""How every scripted paragraph begins (``default_paragraph``)."""
+
+
+def _role_texts(calls: list[Any], role: str) -> list[str]:
+    return ["\n\n".join(m["content"] for m in c.messages) for c in calls if c.role == role]
+
+
+def test_magnet_paper_roles_get_the_inputs_section_3_2_lists(tmp_path: Path) -> None:
+    """Issue 33 item 5 (``role_inputs``): the critic gets the action, the character's persona, the goal and the
+    world state, never the story's paragraphs or another persona; the narrator the actions, the world state, the
+    goal and the paragraphs, no persona; the goal generator every prior goal; the character agent its persona,
+    the goal, the paragraphs and its view of the world."""
+    config = {"story": story(words=1000).to_dict(), **MagnetConfig.profile_settings("paper")}
+    store = _run(tmp_path, "magnet", config, StoryLLM(critic=reaches_every_goal))
+    assert store.info().status == "completed"
+    calls = store.ledger.llm_calls()
+    characters, critics = _role_texts(calls, "character"), _role_texts(calls, "critic")
+    narrators, goals = _role_texts(calls, "narrator"), _role_texts(calls, "goal")
+    assert any(PARAGRAPH_TEXT in t for t in characters)  # the story had paragraphs while the critic judged
+    assert critics and not any(PARAGRAPH_TEXT in t or "Story so far" in t or "Characters:" in t for t in critics)
+    for call in (c for c in calls if c.role == "critic"):
+        text = call.messages[1]["content"]
+        name = text.split("Proposed action of ")[1].split(":")[0]
+        assert f"Name: {name}\n" in text and text.count("Name: ") == 1  # its own persona, no other
+        assert "World state" in call.messages[0]["content"] and "Current story goal: " in call.messages[0]["content"]
+    assert any(PARAGRAPH_TEXT in t for t in narrators) and not any("Characters:" in t for t in narrators)
+    assert all("World state" in t and "Proposed actions:" in t for t in narrators)
+    assert len(goals) >= 2
+    made = [story(words=1000).goal]
+    for text in goals:  # every goal set so far, the previous one included
+        assert all(f"- {g}" in text for g in made), (made, text)
+        made.append(f"New goal number {len(made)}.")  # default_goal counts from 1
+
+
+def test_magnet_default_critic_and_narrator_share_the_scene(tmp_path: Path) -> None:
+    """Not vacuous: by default the critic and the narrator see the recent paragraphs and every persona."""
+    config = {"story": story(words=1000).to_dict(), **MagnetConfig.profile_settings("default")}
+    calls = _run(tmp_path, "magnet", config, StoryLLM(critic=reaches_every_goal)).ledger.llm_calls()
+    for role in ("critic", "narrator"):
+        texts = _role_texts(calls, role)
+        assert any(PARAGRAPH_TEXT in t for t in texts) and all(t.count("Name: ") == 3 for t in texts), role

@@ -13,6 +13,12 @@ the current goal. A character agent keeps its instructions as its system message
 its own view, which no other role shares. The goal generator, the transition and the recap run
 between steps on other blocks and keep their instructions first.
 
+Under ``role_inputs = "paper"`` each role gets the inputs Magnet §3.2 lists for it and no more: the
+critic its own context (the story's definition, the world state and the goal as its system message, the
+same bytes for every review of a step; the acting character's persona and the action in the user turn),
+without the story's paragraphs, recalled passages, recap or the other personas; the narrator the scene
+without the personas. The character agent and the goal generator already get what the paper lists.
+
 What a role sees of the world is decided here from :meth:`WorldGraph.entries`: a character
 agent gets its own view (never another character's secrets); the critic, narrator and goal
 generator get everything, with secrets marked as such.
@@ -237,15 +243,22 @@ def _join(*parts: str) -> str:
 
 
 def scene(
-    story: StoryDefinition, goal: str, recent: Sequence[str], world: WorldGraph | None, memory: Memory = NO_MEMORY
+    story: StoryDefinition,
+    goal: str,
+    recent: Sequence[str],
+    world: WorldGraph | None,
+    memory: Memory = NO_MEMORY,
+    *,
+    paper_inputs: bool = False,
 ) -> str:
     """The story as the critic, the selection and the narrator see it at one step (every secret
-    marked): their shared system message, the same bytes for each."""
+    marked): their shared system message, the same bytes for each. ``paper_inputs`` (the narrator's
+    under ``role_inputs = "paper"``): without the personas, which §3.2 does not give the narrator."""
     recap, recalled = memory_blocks(memory)
     return _join(
         story_block(story),
         recap,
-        personas_block(story, world),
+        "" if paper_inputs else personas_block(story, world),
         recalled,
         recent_block(recent),
         state_block(_entries(world)),
@@ -313,13 +326,20 @@ def critic(
     final: bool,
     memory: Memory = NO_MEMORY,
     example: bool = False,
+    paper_inputs: bool = False,
 ) -> list[Message]:
+    """``paper_inputs`` (``role_inputs = "paper"``): the critic sees what §3.2 gives it, the action, the
+    character's persona, the current goal and the world state: no story paragraphs, recalled passages or
+    recap, and no other persona (``recent`` and ``memory`` are unused)."""
     system = CRITIC_SYSTEM if world is not None else CRITIC_STATELESS_SYSTEM
     if example:
         system += CRITIC_EXAMPLE if world is not None else CRITIC_STATELESS_EXAMPLE
     task = f"Proposed action of {char.name}: {action}\n\n" + (
         "This action is final (the revision maximum is reached). State its effects." if final else "Judge it."
     )
+    if paper_inputs:
+        context = _join(story_block(story), state_block(_entries(world)), f"Current story goal: {goal}")
+        return _in_scene(context, system, f"The character:\n{persona(char, world)}", task)
     return _in_scene(scene(story, goal, recent, world, memory), system, task)
 
 
@@ -363,11 +383,12 @@ def selection(
     memory: Memory = NO_MEMORY,
     *,
     vets: bool = True,
+    paper_inputs: bool = False,
 ) -> list[Message]:
     """``vets``: also ask which world updates to reject (fabula's addition; the paper's narrator selects
     and orders the actions only)."""
     return _in_scene(
-        scene(story, goal, recent, world, memory),
+        scene(story, goal, recent, world, memory, paper_inputs=paper_inputs),
         SELECT_SYSTEM if vets else SELECT_ONLY_SYSTEM,
         *_offer_blocks(candidates, world, ending),
         _selection_task(vets),
@@ -384,11 +405,12 @@ def narration(
     memory: Memory = NO_MEMORY,
     *,
     vets: bool = False,
+    paper_inputs: bool = False,
 ) -> list[Message]:
     """The narrator's one call (``narrator_calls = 1``): what :func:`selection` shows, then the task of
     choosing, ordering and writing the paragraph in the same reply."""
     return _in_scene(
-        scene(story, goal, recent, world, memory),
+        scene(story, goal, recent, world, memory, paper_inputs=paper_inputs),
         narration_system(story, vets=vets),
         *_offer_blocks(candidates, world, ending),
         _selection_task(vets) + " Then write the next paragraph, telling those actions in that order.",
@@ -403,10 +425,12 @@ def paragraph(
     world: WorldGraph | None,
     ending: str,
     memory: Memory = NO_MEMORY,
+    *,
+    paper_inputs: bool = False,
 ) -> list[Message]:
     listed = "\n".join(f"{i}. {name}: {text}" for i, (name, text) in enumerate(ordered, 1))
     return _in_scene(
-        scene(story, goal, recent, world, memory),
+        scene(story, goal, recent, world, memory, paper_inputs=paper_inputs),
         narrator_system(story),
         ending,
         f"Actions to tell, in this order:\n{listed}",

@@ -267,6 +267,7 @@ def review(
             final=final,
             memory=scene.memory,
             example=settings.critic_example,
+            paper_inputs=settings.role_inputs == "paper",
         )
 
     requests = [
@@ -354,7 +355,14 @@ def narrate(
     ordered = [(name, {a.character: a for a in actions}[name].action) for name in order]
     request = scene.request(
         lambda: prompts.paragraph(
-            scene.story, ordered, scene.goal, scene.recent, scene.world, scene.ending, scene.memory
+            scene.story,
+            ordered,
+            scene.goal,
+            scene.recent,
+            scene.world,
+            scene.ending,
+            scene.memory,
+            paper_inputs=settings.role_inputs == "paper",
         ),
         None,
         temperature=settings.narrator_temperature,
@@ -408,7 +416,15 @@ def narrate_at_once(
     ids = tuple(uid for c in offered for uid, *_rest in c.updates) if vets else None
     request = scene.request(
         lambda: prompts.narration(
-            scene.story, offered, scene.goal, scene.recent, scene.world, scene.ending, scene.memory, vets=vets
+            scene.story,
+            offered,
+            scene.goal,
+            scene.recent,
+            scene.world,
+            scene.ending,
+            scene.memory,
+            vets=vets,
+            paper_inputs=settings.role_inputs == "paper",
         ),
         schemas.narration_type(names, ids),
         temperature=settings.narrator_temperature,
@@ -440,7 +456,15 @@ def select(
     ids = tuple(uid for c in offered for uid, *_rest in c.updates) if vets else ()
     request = scene.request(
         lambda: prompts.selection(
-            scene.story, offered, scene.goal, scene.recent, scene.world, scene.ending, scene.memory, vets=vets
+            scene.story,
+            offered,
+            scene.goal,
+            scene.recent,
+            scene.world,
+            scene.ending,
+            scene.memory,
+            vets=vets,
+            paper_inputs=settings.role_inputs == "paper",
         ),
         schemas.selection_type(names, ids),
         temperature=settings.narrator_temperature,

@@ -48,10 +48,12 @@ PAPER_MAGNET = {
     "narrator_rejects_updates": False,
     "narrator_calls": 1,
     "goal_calls": 1,
+    "role_inputs": "paper",
 }
 """... and Magnet's roles see the recent history only (Section 3: no BM25 recall, no recap), the
 narrator selects and orders actions without vetting single world updates and writes the paragraph in
-the same call, and the goal generator writes the new goal and the transition in one call."""
+the same call, the goal generator writes the new goal and the transition in one call, and each role gets
+the inputs Section 3.2 lists for it (the critic no story paragraphs, the narrator no personas)."""
 
 
 TOKENS_OWN = own(
@@ -219,6 +221,22 @@ class MagnetSettings(ParagraphSettings):
     """2: the goal call returns the goal, and a second plain-text call (which sees no world state) writes
     the transition; 1 (the paper's): one reply carries the goal and the transition, written from what the
     goal call sees, within ``goal_tokens + transition_tokens``."""
+    role_inputs: Annotated[
+        Literal["fabula", "paper"],
+        Source(
+            "Magnet §3.2",
+            "each role gets what §3.2 lists: the character agent its persona, the goal, the recent story and the "
+            "world variables relevant to it; the critic the action, the character's persona, the goal and the "
+            "world state; the narrator the actions, the world state, the goal and the prior paragraphs; the goal "
+            "generator the previous goal, the recent paragraphs, the world state, all personas and all prior goals",
+            "the critic and the narrator share one view of the step (the story's recent paragraphs and every "
+            "persona among it), the same system message for each, so a local engine reuses its cached prefix",
+        ),
+    ] = "fabula"
+    """What the critic and the narrator see (:mod:`agent.magnet.prompts`). ``paper``: the critic no story
+    paragraphs, recap, recalled passages or other personas (its context is the definition, the world state
+    and the goal); the narrator no personas. The character agent and the goal generator see what the paper
+    lists under both (the goal generator: every prior goal)."""
     context_tokens: Annotated[int | None, own("the model's context, which every request is fitted to")] = Field(
         None, ge=512, le=TOKEN_CAP
     )
