@@ -150,6 +150,8 @@ def describe_validation(exc: ValidationError, cls: type[Settings], owner: str | 
         return f"unknown setting {key!r}{of}; known: {', '.join(cls.known())}"
     if error.get("type") == "missing":
         return f"setting {key}{of} is required"
+    if not error.get("loc"):  # a rule across settings (a model validator): its own words
+        return f"settings{of}: {str(error.get('msg', 'invalid')).removeprefix('Value error, ')}"
     message = (
         str(error.get("msg", "invalid"))
         .replace("Input should be", "must be")

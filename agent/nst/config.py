@@ -278,6 +278,11 @@ was ~70 tokens and every parsed reply over 512 tokens (7 of 61) was refused, whi
 4,096 let runaways fill the context (docs/design/embedded-speed.md)."""
 
 
+SMALL_UPDATE_ENTRY_LIMIT = 2
+"""The small profile's most entries per update array: a 135M model's update cut at its 512 tokens
+listed one character twice, facts and all (docs/design/embedded-speed.md)."""
+
+
 SMALL_FAILED_UPDATE_LIMIT = 1
 """The small profile takes the fallback update after one failed update attempt: in two 600-word
 runs of SmolLM2-135M none of 20 update attempts was accepted (14 ran away or were cut, 6 refused),
@@ -293,14 +298,16 @@ class NstConfig(Planned):
             "update_max_tokens": SMALL_UPDATE_MAX_TOKENS,
             "failed_update_limit": SMALL_FAILED_UPDATE_LIMIT,
             "fallback_full_update": False,
+            "update_entry_limit": SMALL_UPDATE_ENTRY_LIMIT,
         },
         "paper": PAPER_NST,
     }
     """The small profile also asks every state update for at least one past event: a tiny model's
     cheapest legal update is an empty one, and an empty chronology leaves later chapters nothing;
     it caps an update reply at :data:`SMALL_UPDATE_MAX_TOKENS`, takes the fallback after
-    :data:`SMALL_FAILED_UPDATE_LIMIT` failed attempt, and the fallback asks for one event only (no
-    full fallback update was accepted in three runs; half of them ran away, failed calls)."""
+    :data:`SMALL_FAILED_UPDATE_LIMIT` failed attempt, the fallback asks for one event only (no
+    full fallback update was accepted in three runs; half of them ran away, failed calls), and an
+    update array holds at most :data:`SMALL_UPDATE_ENTRY_LIMIT` entries."""
 
     state: Annotated[
         bool,
@@ -461,6 +468,14 @@ class NstConfig(Planned):
             "an update is a few hundred tokens: 4,096 stop a runaway reply sooner",
         ),
     ] = Field(4096, ge=64, le=TOKEN_CAP)
+    update_entry_limit: Annotated[
+        int,
+        own(
+            "the most entries an update's grammar allows per array (characters, their facts, events, requirements, "
+            "resolved keys; 0: no limit), so a small model's update cannot list one entry until its token limit"
+        ),
+    ] = Field(0, ge=0, le=100)
+    """The grammar's ``maxItems`` for each array of an update (0: none), nested facts included."""
     min_past_events: Annotated[
         int, Source("NstAgent §4.3", "empty arrays are passed when a collection does not change")
     ] = Field(0, ge=0, le=10)
@@ -495,6 +510,15 @@ class NstConfig(Planned):
     digest_max_tokens: Annotated[int, own("the budget of one arc digest (only when digests run)")] = Field(
         400, ge=32, le=TOKEN_CAP
     )
+
+    @model_validator(mode="after")
+    def _events_fit_the_entry_limit(self) -> Self:
+        if 0 < self.update_entry_limit < self.min_past_events:
+            raise ValueError(
+                f"update_entry_limit={self.update_entry_limit} is under min_past_events={self.min_past_events}: "
+                "no update could be valid"
+            )
+        return self
 
 
 class RollSumConfig(Planned):

@@ -58,15 +58,17 @@ def default_select(request: Request, n: int) -> dict[str, Any]:
 
 
 def offered(request: Request) -> dict[str, list[str]]:
-    """The critic's update grammar as offered: subject -> existing attributes (enum)."""
+    """The critic's update grammar as offered: subject -> the attributes it lists by name (those a
+    new snake_case name could not spell; any snake_case name is always allowed)."""
     schema = schema_of(request)
-    out = {}
+    out: dict[str, list[str]] = {}
     for model in schema.get("$defs", {}).values():
         props = model.get("properties", {})
         if "subject" in props and "attribute" in props:
-            subject = props["subject"]["const"] if "const" in props["subject"] else props["subject"]["enum"][0]
+            subjects = [props["subject"]["const"]] if "const" in props["subject"] else props["subject"]["enum"]
             enums = [o.get("enum", [o["const"]] if "const" in o else []) for o in props["attribute"].get("anyOf", [])]
-            out[subject] = [a for e in enums for a in e]
+            for subject in subjects:
+                out[subject] = [a for e in enums for a in e]
     return out
 
 

@@ -41,6 +41,7 @@ from grammars.nst import (
     CharacterState,
     CorrectCall,
     Entry,
+    Fact,
     KeyedEntry,
     ReadCall,
     UpdateCall,
@@ -88,6 +89,8 @@ class ChapterSession:
     """An update had entries refused: one more update may fix them (optional)."""
     evidence: bool = True
     """The update grammar asks each entry for a quote of the chapter (the run's ``evidence``)."""
+    entry_limit: int = 0
+    """The most entries per update array (the run's ``update_entry_limit``; 0: none)."""
     earlier_books: bool = False
     """A sequel (``fabula sequel``): the search covers the earlier books too, so chapter 1 may search."""
     search_style: SearchStyle = "fabula"
@@ -115,6 +118,7 @@ class ChapterSession:
             min_events=config.min_past_events,
             open_requirements=open_requirements,
             evidence=config.evidence,
+            entry_limit=config.update_entry_limit,
             stuck_limit=config.failed_update_limit,
             search_style=config.search_style,
             character_notes=config.state_style == "reference",
@@ -384,7 +388,9 @@ class Update(Tool):
         return s.written and s.with_state and (not s.updated or s.retry_update)
 
     def grammar(self, s: ChapterSession) -> type[BaseModel]:
-        return update_grammar(s.open_requirements, s.min_events, s.evidence, notes=s.character_notes)
+        return update_grammar(
+            s.open_requirements, s.min_events, s.evidence, notes=s.character_notes, entries=s.entry_limit
+        )
 
     def refusal(self, s: ChapterSession) -> str:
         if not s.with_state:
@@ -460,35 +466,58 @@ def _with_chapters(base: type[Grammar], chapters: tuple[int, ...]) -> type[BaseM
 
 @lru_cache(maxsize=256)
 def update_grammar(
-    open_keys: tuple[str, ...], min_events: int = 0, evidence: bool = True, *, notes: bool = False
+    open_keys: tuple[str, ...],
+    min_events: int = 0,
+    evidence: bool = True,
+    *,
+    notes: bool = False,
+    entries: int = 0,
 ) -> type[BaseModel]:
     """``update`` with ``resolve_future_requirement`` narrowed to the requirement keys open now
     (an empty array when none is open) and at least ``min_events`` past events; without
     ``evidence``, the paper's four arrays with no quotes (Eq. 6); with ``notes``, each character a
-    ``{name, description}`` entry (the reference's)."""
+    ``{name, description}`` entry (the reference's); with ``entries``, at most that many entries in
+    each array, a character's facts included (``update_entry_limit``)."""
     base = TOOL_CALLS["update"]
+    most = entries or None
     if open_keys:
         resolve: Any = (
             list[Literal[open_keys]],  # type: ignore[valid-type]
-            Field(description=f"keys of open requirements this chapter fulfilled, from: {', '.join(open_keys)}"),
+            Field(
+                description=f"keys of open requirements this chapter fulfilled, from: {', '.join(open_keys)}",
+                max_length=most,
+            ),
         )
     else:
         resolve = (list[str], Field(max_length=0, description="no requirement is open: []"))
     entry = KeyedEntry if evidence else Entry
-    events: Any = (list[entry], Field(min_length=min_events) if min_events else Field())  # type: ignore[valid-type]
+    events: Any = (list[entry], Field(min_length=min_events or None, max_length=most))  # type: ignore[valid-type]
+    if evidence and not notes and not entries:
+        return create_model(base.__name__, __base__=base, resolve_future_requirement=resolve, add_past_event=events)
     if notes:
         characters: Any = list[CharacterNoteEvidence] if evidence else list[CharacterNote]
     else:
-        characters = list[CharacterState] if evidence else list[CharacterSnapshot]
-    if evidence and not notes:
-        return create_model(base.__name__, __base__=base, resolve_future_requirement=resolve, add_past_event=events)
+        snapshot = CharacterState if evidence else CharacterSnapshot
+        character = _with_facts(snapshot, entries) if entries else snapshot
+        characters = list[character]  # type: ignore[valid-type]
     return create_model(
         base.__name__,
         __base__=base,
         resolve_future_requirement=resolve,
         add_past_event=events,
-        upsert_character_state=(characters, ...),
-        add_future_requirement=(list[KeyedEntry] if evidence else list[Entry], ...),
+        upsert_character_state=(characters, Field(max_length=most)),
+        add_future_requirement=(list[KeyedEntry] if evidence else list[Entry], Field(max_length=most)),
+    )
+
+
+@lru_cache(maxsize=16)
+def _with_facts(snapshot: type[CharacterSnapshot], entries: int) -> type[CharacterSnapshot]:
+    """``snapshot`` with at most ``entries`` identity facts."""
+    facts = snapshot.model_fields["facts"]
+    return create_model(
+        snapshot.__name__,
+        __base__=snapshot,
+        facts=(list[Fact], Field(max_length=entries, description=facts.description)),
     )
 
 
