@@ -84,22 +84,6 @@ def test_regex_and_choice(llm):
     assert colour.parsed in {"red", "blue", "green"}
 
 
-def test_text_the_grammar_forces_is_appended_in_one_batch_not_sampled(embedded_llm):
-    """Jump-forward on the llama.cpp engine: the fixed words of a regex cost no decode step of their
-    own, the reply still matches it, and the forced tokens count as completion tokens."""
-    if embedded_llm.engine != "llama.cpp":
-        pytest.skip("jump-forward is the llama.cpp engine's")
-    ask = [{"role": "user", "content": "Name a harbour town."}]
-    fixed = Regex(r"The harbour town I name is called [A-Z][a-z]{2,12}, and that is my answer\.")
-    reply = embedded_llm.generate(ask, fixed, temperature=0.7, max_tokens=40, seed=3)
-    assert reply.parsed.startswith("The harbour town I name is called ") and reply.parsed.endswith(
-        ", and that is my answer."
-    )
-    evaluated = embedded_llm._evaluated  # the call's evals: its prefill, then one per batch
-    assert reply.usage.completion_tokens >= 14
-    assert evaluated <= reply.usage.completion_tokens - 10, (evaluated, reply.usage.completion_tokens)
-
-
 def test_sampling_settings_are_honoured(llm):
     story = [{"role": "user", "content": "Tell me a long story about a fox."}]
     a = llm.generate(story, temperature=0.9, max_tokens=20, seed=7)

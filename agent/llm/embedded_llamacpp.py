@@ -30,7 +30,6 @@ from agent.llm.call_clock import CallClock
 from agent.llm.constraints import Constraint
 from agent.llm.context import TokenCounter
 from agent.llm.decode_threads import DecodeThreads
-from agent.llm.jump_forward import ForcedText
 from agent.llm.local_decoding import (
     ConstraintIndexes,
     RunawayCheck,
@@ -125,8 +124,6 @@ class LlamaCppLLM(LLM):
         self._applied_threads = (self._threads.threads, self._threads.all_cores)
         self._clock = CallClock()
         self._evaluated = 0
-        self._ends: set[int] | None = None
-        self._pieces: list[bytes] | None = None
         self._eval = self._llama.eval
         # generate() evaluates through it: prefill, then one token a step. llama.cpp has no hook around
         # eval, so the instance's own method is replaced (mypy refuses assigning to a method)
@@ -183,7 +180,7 @@ class LlamaCppLLM(LLM):
             with self._clock.part("restore"):
                 cached = self._slots.prepare(prompt)
             try:
-                new_ids, runaway = self._decode(request, prompt, cached)
+                new_ids, runaway = self._decode(request, prompt)
             except BaseException:
                 self._llama.reset()  # an interrupted decode leaves no half-written cache behind
                 raise
@@ -220,79 +217,45 @@ class LlamaCppLLM(LLM):
             self._clock.add("prefill" if self._evaluated == 0 else "decode", time.perf_counter() - started)
             self._evaluated += 1
 
-    def _decode(self, request: Request, prompt: list[int], cached: int) -> tuple[list[int], RunawayCheck]:
+    def _decode(self, request: Request, prompt: list[int]) -> tuple[list[int], RunawayCheck]:
         """Sample the reply token by token: every stop (end of sequence, ``max_tokens``, a stop
-        string, a runaway) is decided here, between two tokens, so Ctrl-C lands within one. Under
-        a grammar, text it allows in one way only is appended unsampled and evaluated with the
-        next token in one batch (:mod:`agent.llm.jump_forward`). ``cached``: the prompt's tokens
-        already in the live cache (:class:`PrefixSlots`)."""
+        string, a runaway) is decided here, between two tokens, so Ctrl-C lands within one."""
         import llama_cpp
 
-        llama, clock = self._llama, self._clock
+        clock = self._clock
         with clock.part("compile"):
-            index = self._constraints.index(request.constraint) if request.constraint else None
-            grammar = GrammarMask(index, llama.n_vocab()) if index is not None else None
-            forced = ForcedText(index, self._token_bytes(), self._tokenize, self._end_ids()) if index else None
+            grammar = GrammarMask(self._constraints.index(request.constraint)) if request.constraint else None
         penalties = Penalties.of(request.sampling, sampled=request.temperature > 0, prompt=prompt)
         processors: list[Any] = [
             p for p in (penalties, MinTokens.of(request.min_tokens, self._eos_id()), grammar) if p is not None
         ]  # the grammar last: nothing re-allows a token it masked
         runaway = RunawayCheck(self._detokenize)
         self._use_threads()
-        llama.set_seed(request.seed if request.seed is not None else random.getrandbits(31))
+        self._llama.set_seed(request.seed if request.seed is not None else random.getrandbits(31))
         new_ids: list[int] = []
-        vocab = llama_cpp.llama_model_get_vocab(llama.model)
+        vocab = llama_cpp.llama_model_get_vocab(self._llama.model)
         timed = [clock.timed("mask", p) for p in processors]
         started, timed_before = time.perf_counter(), clock.timing().total
-        # one sampler for the reply, as llama-cpp-python's own generate() builds it (its seeded RNG
-        # runs on from token to token); llama.cpp only iterates the list: its own list type
+        # llama.cpp only iterates the list: its own list type, as its signature asks
         processed = llama_cpp.LogitsProcessorList(timed) if timed else None
-        llama._sampler = llama._init_sampler(**self._sampler_settings(request), logits_processor=processed)
-        llama.n_tokens = cached  # eval() drops the cache past it
-        pending = list(prompt[cached:])
-        try:
-            while True:
-                llama.eval(pending)
-                token = llama.sample()
-                new_ids.append(token)
-                if llama_cpp.llama_vocab_is_eog(vocab, token) or len(new_ids) >= request.max_tokens:
-                    break
-                with clock.part("mask"):
-                    for processor in processors:
-                        processor.accept(token)
-                    more = self._forced(grammar, forced, request.max_tokens - len(new_ids))
-                if more and more[-1] in self._end_ids():  # the grammar is complete: the end, unsampled
-                    new_ids.append(more[-1])
-                    break
-                with clock.part("mask"):
-                    for extra in more:
-                        for processor in processors:
-                            processor.accept(extra)
-                new_ids.extend(more)
-                if request.stop and self._hit_stop(new_ids, request.stop):
-                    break
-                if grammar is not None and runaway(new_ids):
-                    break
-                if len(new_ids) >= request.max_tokens:
-                    break
-                if len(new_ids) % THREAD_CHECK_EVERY < 1 + len(more):
-                    self._use_threads()
-                pending = [token, *more]
-        finally:
-            llama._sampler = None
+        for token in self._llama.generate(
+            prompt, reset=True, logits_processor=processed, **self._sampler_settings(request)
+        ):
+            new_ids.append(token)
+            if llama_cpp.llama_vocab_is_eog(vocab, token) or len(new_ids) >= request.max_tokens:
+                break
+            with clock.part("mask"):
+                for processor in processors:
+                    processor.accept(token)
+            if request.stop and self._hit_stop(new_ids, request.stop):
+                break
+            if grammar is not None and runaway(new_ids):
+                break
+            if len(new_ids) % THREAD_CHECK_EVERY == 0:
+                self._use_threads()
         looped = time.perf_counter() - started
         clock.add("sample", max(0.0, looped - (clock.timing().total - timed_before)))
         return new_ids, runaway
-
-    def _forced(self, grammar: GrammarMask | None, forced: ForcedText | None, room: int) -> list[int]:
-        """The tokens the grammar forces next (at most ``room``); the end of sequence when the
-        grammar allows nothing else (the reply is complete: no step is spent sampling it)."""
-        if grammar is None or forced is None or room <= 0:
-            return []
-        allowed = grammar.allowed()
-        if len(allowed) == 1 and int(allowed[0]) in self._end_ids():
-            return [int(allowed[0])]
-        return forced.tokens(grammar.state, allowed)[:room]
 
     def _use_threads(self) -> None:
         """Decode on every core while other processes leave them idle, on all but one while not
@@ -327,27 +290,6 @@ class LlamaCppLLM(LLM):
 
     def _detokenize(self, ids: list[int]) -> str:
         return self._llama.detokenize(ids).decode("utf-8", errors="ignore")
-
-    def _end_ids(self) -> set[int]:
-        """Every end-of-generation token of the vocabulary (found once)."""
-        if self._ends is None:
-            import llama_cpp
-
-            vocab = llama_cpp.llama_model_get_vocab(self._llama.model)
-            self._ends = {t for t in range(self._llama.n_vocab()) if llama_cpp.llama_vocab_is_eog(vocab, t)}
-        return self._ends
-
-    def _token_bytes(self) -> list[bytes]:
-        """Each token id's bytes, special tokens empty (found once; jump-forward reads them)."""
-        if self._pieces is None:
-            ends = self._end_ids()
-            self._pieces = [
-                b"" if t in ends else self._llama.detokenize([t], special=False) for t in range(self._llama.n_vocab())
-            ]
-        return self._pieces
-
-    def _tokenize(self, text: bytes) -> list[int]:
-        return list(self._llama.tokenize(text, add_bos=False, special=False))
 
     def _eos_id(self) -> int:
         return int(self._llama.token_eos())

@@ -96,15 +96,12 @@ class RunawayCheck:
     ) -> None:
         self.decode, self.every, self.window = decode, every, window
         self.stopped = False
-        self._checked = 0
 
     def __call__(self, new_ids: Sequence[int]) -> bool:
-        """``new_ids``: the reply's tokens so far (they may grow by several at once: jump-forward).
-        True once it ran away (and from then on)."""
+        """``new_ids``: the reply's tokens so far. True once it ran away (and from then on)."""
         count = len(new_ids)
         heartbeat.note_tokens(count)
-        if count - self._checked >= self.every and not self.stopped:
-            self._checked = count - count % self.every
+        if count > 0 and count % self.every == 0 and not self.stopped:
             self.stopped = ran_away(self.decode(list(new_ids[-self.window :])))
         return self.stopped
 

@@ -87,39 +87,22 @@ class MinTokens:
 
 class GrammarMask:
     """An Outlines index as a token mask: every token the constraint does not allow next gets
-    ``-inf`` (the mask is written by outlines-core as a bitmask and unpacked by numpy, once per
-    state: :meth:`allowed` and the next step's scores share it)."""
+    ``-inf`` (the mask is written by outlines-core as a bitmask and unpacked by numpy)."""
 
-    def __init__(self, index: Any, vocabulary_size: int) -> None:
+    def __init__(self, index: Any) -> None:
         from outlines_core import Guide
 
         self.guide = Guide(index)
-        self._bits = np.zeros((vocabulary_size + 31) // 32, dtype=np.int32)
-        self._size = vocabulary_size
-        self._mask: np.ndarray | None = None
-
-    def mask(self) -> np.ndarray:
-        """Whether each token id is allowed at the current state."""
-        if self._mask is None:
-            self.guide.write_mask_into(self._bits.ctypes.data, self._bits.shape[0], 4)
-            self._mask = np.unpackbits(self._bits.view(np.uint8), bitorder="little")[: self._size].astype(bool)
-        return self._mask
-
-    def allowed(self) -> np.ndarray:
-        """The token ids allowed at the current state."""
-        return np.flatnonzero(self.mask())
-
-    @property
-    def state(self) -> int:
-        return int(self.guide.get_state())
+        self._bits: np.ndarray | None = None
 
     def __call__(self, input_ids: Any, scores: np.ndarray) -> np.ndarray:
-        allowed = self.mask()
-        size = min(scores.shape[0], allowed.shape[0])
-        scores[:size][~allowed[:size]] = -np.inf
-        scores[size:] = -np.inf
+        size = scores.shape[0]
+        if self._bits is None or self._bits.shape[0] * 32 < size:
+            self._bits = np.zeros((size + 31) // 32, dtype=np.int32)
+        self.guide.write_mask_into(self._bits.ctypes.data, self._bits.shape[0], 4)
+        allowed = np.unpackbits(self._bits.view(np.uint8), bitorder="little")[:size].astype(bool)
+        scores[~allowed] = -np.inf
         return scores
 
     def accept(self, token: int) -> None:
         self.guide.advance(token, return_tokens=False)
-        self._mask = None

@@ -290,12 +290,12 @@ def character(
             else "."
         )
     recap, recalled = memory_blocks(memory)
-    user = _join(
+    user = _join(  # the story text before the persona: every character's request shares it as a prefix
         story_block(story),
         recap,
-        f"Your character:\n{persona(char, world)}",
         recalled,
         recent_block(recent),
+        f"Your character:\n{persona(char, world)}",
         state_block(_entries(world, char.name), char.name),
         f"Current story goal: {goal}",
         ending,
