@@ -1,12 +1,12 @@
 """The grammar offered on each call, narrowed to this story and this moment.
 
 "Let the grammar carry the rules": a world update names its subject from the closed set of
-this story's names (``world`` or a character) and an attribute that is one of that
-subject's existing ones or a new snake_case name (the world's ``resolve`` then maps any
-spelling of an existing variable onto it); the narrator can only select characters that acted this timestep (and reject
-only update ids offered this timestep),
-the critic cannot ask for a revision once the maximum is reached, and an ablation removes
-the fields whose duty it removes. The controller still checks what comes back.
+this story's names (``world`` or a character) and an attribute that is one of that subject's
+existing ones or a new snake_case name (the world's ``resolve`` then maps any spelling of an
+existing variable onto it); the narrator can only select characters that acted this timestep
+(and reject only update ids offered this timestep), the critic cannot ask for a revision once
+the maximum is reached, and an ablation removes the fields whose duty it removes. The
+controller still checks what comes back.
 """
 
 from __future__ import annotations
