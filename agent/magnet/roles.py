@@ -403,6 +403,29 @@ def _vetted(
     return rejected
 
 
+def _narrator_messages(
+    build: Callable[..., list[Message]],
+    scene: Scene,
+    settings: MagnetSettings,
+    offered: Sequence[Candidate],
+    *,
+    vets: bool,
+) -> list[Message]:
+    """The narrator's request (``prompts.selection`` or ``prompts.narration``) over this step's scene:
+    the same inputs for both, the personas left out under ``role_inputs = "paper"`` (Magnet §3.2)."""
+    return build(
+        scene.story,
+        offered,
+        scene.goal,
+        scene.recent,
+        scene.world,
+        scene.ending,
+        scene.memory,
+        vets=vets,
+        paper_inputs=settings.role_inputs == "paper",
+    )
+
+
 def narrate_at_once(
     llm: LLM, scene: Scene, settings: MagnetSettings, offered: Sequence[Candidate], paragraph_tokens: int
 ) -> tuple[list[str], set[str], str] | None:
@@ -415,17 +438,7 @@ def narrate_at_once(
     vets = settings.narrator_rejects_updates
     ids = tuple(uid for c in offered for uid, *_rest in c.updates) if vets else None
     request = scene.request(
-        lambda: prompts.narration(
-            scene.story,
-            offered,
-            scene.goal,
-            scene.recent,
-            scene.world,
-            scene.ending,
-            scene.memory,
-            vets=vets,
-            paper_inputs=settings.role_inputs == "paper",
-        ),
+        lambda: _narrator_messages(prompts.narration, scene, settings, offered, vets=vets),
         schemas.narration_type(names, ids),
         temperature=settings.narrator_temperature,
         max_tokens=settings.ceiling(settings.selection_tokens + paragraph_tokens),
@@ -455,17 +468,7 @@ def select(
         return list(names), set(), None
     ids = tuple(uid for c in offered for uid, *_rest in c.updates) if vets else ()
     request = scene.request(
-        lambda: prompts.selection(
-            scene.story,
-            offered,
-            scene.goal,
-            scene.recent,
-            scene.world,
-            scene.ending,
-            scene.memory,
-            vets=vets,
-            paper_inputs=settings.role_inputs == "paper",
-        ),
+        lambda: _narrator_messages(prompts.selection, scene, settings, offered, vets=vets),
         schemas.selection_type(names, ids),
         temperature=settings.narrator_temperature,
         max_tokens=settings.ceiling(settings.selection_tokens),
