@@ -286,3 +286,19 @@ def test_without_a_critic_a_characters_grammar_never_names_anothers_secret_attri
     assert set(grammars) == {"Ann", "Bob", "Cy"}
     assert not any("in_debt" in g or "true_heir" in g or "has_the_letter" in g for g in grammars.values())
     assert all(offered(r) == {s: [] for s in ("world", "Ann", "Bob", "Cy")} for r in llm.by_role("character"))
+
+
+def test_the_characters_of_a_step_share_the_story_text_before_their_personas():
+    """The story so far comes before each persona, so a step's character requests share it as a
+    prompt prefix (the KV cache computes it once, not once per character)."""
+    s = _story()
+    world = WorldGraph.from_definition(s)
+    recent = ["Rain fell on the old house while the keeper counted the lanterns. Paragraph 1."]
+    first, *others = (
+        prompts.character(s, c, "Find the codicil.", recent, world, "", with_effects=False)[1]["content"]
+        for c in s.characters
+    )
+    same = next((i for i, chars in enumerate(zip(first, *others, strict=False)) if len(set(chars)) > 1), len(first))
+    shared = first[:same]
+    assert len(others) == 2 and "Recent story paragraphs:" in shared and "Paragraph 1." in shared
+    assert shared.endswith("\n\nYour character:\nName: ")  # where the three part: each one's persona
