@@ -111,13 +111,13 @@ def timing_lines(rows: list[RoleTiming]) -> list[str]:
         return ["timing    no model calls yet"]
     head = (
         f"{'role':<16}{'calls':>6}{'prompt':>9}{'cached':>8}{'out':>7}{'latency':>9}"
-        + "".join(f"{p:>9}" for p in TIMING_PARTS)
+        + "".join(f"{p:>10}" for p in TIMING_PARTS)
         + f"{'other':>8}{'decode/s':>9}"
     )
     lines = ["timing    seconds per part (in-process engines)", "          " + head]
     for t in rows:
         rate = f"{t.decode_rate:.1f}" if t.decode_rate else "-"
-        parts = "".join(f"{t.parts[p]:>9.1f}" if t.timed else f"{'-':>9}" for p in TIMING_PARTS)
+        parts = "".join(f"{t.parts[p]:>10.1f}" if t.timed else f"{'-':>10}" for p in TIMING_PARTS)
         other = f"{t.other:>8.1f}" if t.timed else f"{'-':>8}"
         lines.append(
             f"          {t.role:<16}{t.calls:>6}{t.prompt_tokens:>9}{t.cached_prompt_tokens:>8}"

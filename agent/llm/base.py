@@ -33,6 +33,9 @@ from agent.llm.types import (
 from agent.repetition import is_looping
 
 Recorder = Callable[[CallRecord], None]
+Outcome = tuple[RawReply | LLMError, float]
+"""A request already sent: its raw reply (or why it failed) and its latency in seconds
+(what a backend that decodes several requests together hands :meth:`LLM._run`)."""
 
 REASONING_ALLOWANCE = 1024
 """Tokens added to every call's ``max_tokens`` when thinking is on: the model reasons first and
@@ -185,11 +188,12 @@ class LLM(ABC):
             request.max_tokens += REASONING_ALLOWANCE
         return request
 
-    def _run(self, request: Request) -> Completion:
+    def _run(self, request: Request, sent: Outcome | None = None) -> Completion:
         """One request; a structured reply that looped until ``max_tokens`` is asked again once,
-        with a firmer repetition penalty (both calls are recorded)."""
+        with a firmer repetition penalty (both calls are recorded). ``sent``: the first call's
+        outcome when the backend has already made it (alongside others); the retry is its own."""
         try:
-            return self._run_once(request)
+            return self._run_once(request, sent)
         except TruncatedOutputError as exc:
             if not exc.looped:
                 raise
@@ -209,15 +213,23 @@ class LLM(ABC):
             )
             return self._run_once(retry)
 
-    def _run_once(self, request: Request) -> Completion:
+    def _run_once(self, request: Request, sent: Outcome | None = None) -> Completion:
         started = time.perf_counter()
         raw: RawReply | None = None
+        took = 0.0
         try:
-            with heartbeat.watched(request.role):
-                raw = self._complete(request)
-            completion = self._finish(request, raw, time.perf_counter() - started)
+            if sent is None:
+                with heartbeat.watched(request.role):
+                    raw = self._complete(request)
+                took = time.perf_counter() - started
+            else:
+                answer, took = sent
+                if isinstance(answer, LLMError):
+                    raise answer
+                raw = answer
+            completion = self._finish(request, raw, took)
         except LLMError as exc:
-            self._record(request, raw, time.perf_counter() - started, error=str(exc))
+            self._record(request, raw, took if sent is not None else time.perf_counter() - started, error=str(exc))
             raise
         self._record(request, raw, completion.latency_s, error=None)
         return completion

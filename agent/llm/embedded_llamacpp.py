@@ -13,6 +13,9 @@ presence penalties over the reply, ``no_repeat_ngram_size``), so a profile means
 
 A request that offers native ``tools`` is rendered and read back as text in the Hermes convention
 (:mod:`agent.llm.tool_text`), decoded unconstrained, as a vLLM server with the hermes parser does.
+
+``generate_many`` decodes its requests together, one forward pass a step for all of them
+(:mod:`agent.llm.llamacpp_batch`), as a server batches concurrent requests.
 """
 
 from __future__ import annotations
@@ -25,11 +28,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agent.llm.base import LLM, Request
+import numpy as np
+
+from agent.llm import heartbeat
+from agent.llm.base import LLM, Outcome, Request
 from agent.llm.call_clock import CallClock
 from agent.llm.constraints import Constraint
 from agent.llm.context import TokenCounter
 from agent.llm.decode_threads import DecodeThreads
+from agent.llm.llamacpp_batch import (
+    BATCH_SEQUENCES,
+    THREAD_CHECK_EVERY,
+    DecodeTogether,
+    Lane,
+    ReplyTokens,
+    hold_sequences,
+)
 from agent.llm.local_decoding import (
     ConstraintIndexes,
     RunawayCheck,
@@ -39,12 +53,10 @@ from agent.llm.local_decoding import (
 )
 from agent.llm.local_prompt import GGUFTemplate, HFTemplate, PromptTemplate
 from agent.llm.local_sampling import GrammarMask, MinTokens, Penalties
-from agent.llm.prefix_slots import PrefixSlots
+from agent.llm.prefix_slots import PrefixSlots, common_prefix
 from agent.llm.tool_text import read_tool_reply
-from agent.llm.types import LLMError, RawReply, ThinkingMode, ToolCall, Usage
+from agent.llm.types import Completion, LLMError, RawReply, ThinkingMode, ToolCall, Usage
 
-THREAD_CHECK_EVERY = 32
-"""Generated tokens between two looks at the cores (:meth:`LlamaCppLLM._use_threads`)."""
 MAX_DEFAULT_CONTEXT = 32768
 """The context opened when a GGUF trains for more (a 128K context's KV cache would not fit a
 workstation's memory beside the weights); ``context`` asks for another."""
@@ -119,6 +131,7 @@ class LlamaCppLLM(LLM):
             )
         except (ValueError, RuntimeError, OSError) as exc:
             raise LLMError(f"embedded backend: cannot load {path.name} as a GGUF model ({exc})") from None
+        hold_sequences(self._llama, BATCH_SEQUENCES)
         self._lock = threading.Lock()
         self._slots = PrefixSlots(self._llama)
         self._applied_threads = (self._threads.threads, self._threads.all_cores)
@@ -168,6 +181,104 @@ class LlamaCppLLM(LLM):
 
     # -- generation -----------------------------------------------------------------------------
     def _complete(self, request: Request) -> RawReply:
+        prompt = self._prompt(request)
+        with self._lock:
+            self._clock, self._evaluated = CallClock(), 0
+            with self._clock.part("restore"):
+                cached = self._slots.prepare(prompt)
+            try:
+                reply, runaway = self._decode(request, prompt)
+            except BaseException:
+                self._llama.reset()  # an interrupted decode leaves no half-written cache behind
+                raise
+            timing = self._clock.timing()
+        return self._raw_reply(request, prompt, reply.ids, runaway, cached, timing)
+
+    def _run_many(self, requests: list[Request]) -> list[Completion | LLMError]:
+        """Requests without native tools decode together (:mod:`agent.llm.llamacpp_batch`), in
+        groups the context holds; a looped structured reply is asked again alone, as ever."""
+        if len(requests) < 2 or any(r.tools for r in requests):
+            return super()._run_many(requests)
+        sent = self._complete_together(requests)
+        results: list[Completion | LLMError] = []
+        for request, outcome in zip(requests, sent, strict=True):
+            try:
+                results.append(self._run(request, outcome))
+            except LLMError as exc:
+                results.append(exc)
+        return results
+
+    def _complete_together(self, requests: list[Request]) -> list[Outcome]:
+        """Each request's raw reply (or why it failed) and its latency, decoded in groups."""
+        outcomes: dict[int, Outcome] = {}
+        ready: list[tuple[int, list[int]]] = []
+        for number, request in enumerate(requests):
+            try:
+                ready.append((number, self._prompt(request)))
+            except LLMError as exc:
+                outcomes[number] = (exc, 0.0)
+        for group in self._groups(requests, ready):
+            started = time.perf_counter()
+            if len(group) == 1:
+                number, _ = group[0]
+                try:
+                    raw: RawReply | LLMError = self._complete(requests[number])
+                except LLMError as exc:
+                    raw = exc
+                outcomes[number] = (raw, time.perf_counter() - started)
+                continue
+            with heartbeat.watched(requests[group[0][0]].role):
+                outcomes.update(self._decode_group(requests, group, started))
+        return [outcomes[number] for number in range(len(requests))]
+
+    def _groups(self, requests: list[Request], ready: list[tuple[int, list[int]]]) -> list[list[tuple[int, list[int]]]]:
+        """``ready`` in groups of at most :data:`BATCH_SEQUENCES` whose prompts and replies fit the
+        context together (counted as if they shared nothing)."""
+        groups: list[list[tuple[int, list[int]]]] = []
+        room = 0
+        for number, prompt in ready:
+            need = len(prompt) + requests[number].max_tokens
+            if not groups or len(groups[-1]) >= BATCH_SEQUENCES or need > room:
+                groups.append([])
+                room = self._llama.n_ctx()
+            groups[-1].append((number, prompt))
+            room -= need
+        return groups
+
+    def _decode_group(
+        self, requests: list[Request], group: list[tuple[int, list[int]]], started: float
+    ) -> dict[int, Outcome]:
+        """Decode a group of ``requests`` (their numbers and prompts) together; a request whose
+        grammar cannot compile fails alone."""
+        outcomes: dict[int, Outcome] = {}
+        lanes: list[tuple[int, Request, Lane, RunawayCheck]] = []
+        with self._lock:
+            for number, prompt in group:
+                request, clock = requests[number], CallClock()
+                try:
+                    reply, runaway = self._reply_tokens(request, prompt, clock)
+                except LLMError as exc:
+                    outcomes[number] = (exc, time.perf_counter() - started)
+                    continue
+                lane = Lane(prompt, reply, self._sampler(request, reply, clock), clock)
+                lanes.append((number, request, lane, runaway))
+            if not lanes:
+                return outcomes
+            first = lanes[0][2]
+            with first.clock.part("restore"):
+                self._slots.prepare(first.prompt)
+                live = common_prefix(self._llama.input_ids[: self._llama.n_tokens], np.asarray(first.prompt))
+            self._use_threads()
+            DecodeTogether(self._llama, self._use_threads).run([lane for _, _, lane, _ in lanes], live)
+        for number, request, lane, runaway in lanes:
+            took = lane.finished_at - started
+            lane.clock.add("alongside", max(0.0, took - lane.clock.timing().total))
+            raw = self._raw_reply(request, lane.prompt, lane.reply.ids, runaway, lane.cached, lane.clock.timing())
+            outcomes[number] = (raw, took)
+        return outcomes
+
+    def _prompt(self, request: Request) -> list[int]:
+        """The request's prompt tokens, refused when it cannot be decoded here."""
         refuse_min_tokens_with_schema(request.min_tokens, request.constraint)
         prompt = self.template.ids(request.messages, request.tools)
         if len(prompt) + 1 > self._llama.n_ctx():
@@ -175,16 +286,11 @@ class LlamaCppLLM(LLM):
                 f"embedded backend: the prompt is {len(prompt)} tokens, the model's context "
                 f"{self._llama.n_ctx()} (maximum context length)"
             )
-        with self._lock:
-            self._clock, self._evaluated = CallClock(), 0
-            with self._clock.part("restore"):
-                cached = self._slots.prepare(prompt)
-            try:
-                new_ids, runaway = self._decode(request, prompt)
-            except BaseException:
-                self._llama.reset()  # an interrupted decode leaves no half-written cache behind
-                raise
-            timing = self._clock.timing()
+        return prompt
+
+    def _raw_reply(
+        self, request: Request, prompt: list[int], new_ids: list[int], runaway: RunawayCheck, cached: int, timing: Any
+    ) -> RawReply:
         eos = self._eog_ids(new_ids)
         content = new_ids[:-1] if new_ids and new_ids[-1] in eos else new_ids
         text, finish = read_reply(
@@ -217,45 +323,65 @@ class LlamaCppLLM(LLM):
             self._clock.add("prefill" if self._evaluated == 0 else "decode", time.perf_counter() - started)
             self._evaluated += 1
 
-    def _decode(self, request: Request, prompt: list[int]) -> tuple[list[int], RunawayCheck]:
-        """Sample the reply token by token: every stop (end of sequence, ``max_tokens``, a stop
-        string, a runaway) is decided here, between two tokens, so Ctrl-C lands within one."""
+    def _reply_tokens(self, request: Request, prompt: list[int], clock: CallClock) -> tuple[ReplyTokens, RunawayCheck]:
+        """What decoding ``request`` needs: its reply's stop rule (with the processors: penalties,
+        ``min_tokens``, the grammar last, so nothing re-allows a token it masked) and its runaway
+        check; the request's seed is set for the sampler chain built next."""
         import llama_cpp
 
-        clock = self._clock
         with clock.part("compile"):
             grammar = GrammarMask(self._constraints.index(request.constraint)) if request.constraint else None
         penalties = Penalties.of(request.sampling, sampled=request.temperature > 0, prompt=prompt)
         processors: list[Any] = [
             p for p in (penalties, MinTokens.of(request.min_tokens, self._eos_id()), grammar) if p is not None
-        ]  # the grammar last: nothing re-allows a token it masked
+        ]
         runaway = RunawayCheck(self._detokenize)
-        self._use_threads()
-        self._llama.set_seed(request.seed if request.seed is not None else random.getrandbits(31))
-        new_ids: list[int] = []
         vocab = llama_cpp.llama_model_get_vocab(self._llama.model)
-        timed = [clock.timed("mask", p) for p in processors]
-        started, timed_before = time.perf_counter(), clock.timing().total
+        reply = ReplyTokens(
+            max_tokens=request.max_tokens,
+            stop=request.stop,
+            processors=processors,
+            runaway=runaway if grammar is not None else None,
+            is_eog=lambda token: bool(llama_cpp.llama_vocab_is_eog(vocab, token)),
+            detokenize=self._detokenize,
+        )
+        self._llama.set_seed(request.seed if request.seed is not None else random.getrandbits(31))
+        return reply, runaway
+
+    def _sampler(self, request: Request, reply: ReplyTokens, clock: CallClock) -> Any:
+        """The request's own llama.cpp sampler chain, the one ``generate`` builds for a call alone:
+        its processors (timed as its mask), nucleus settings and a draw seeded by
+        :meth:`_reply_tokens`."""
+        return self._llama._init_sampler(
+            logits_processor=self._processor_list(reply, clock), **self._sampler_settings(request)
+        )
+
+    @staticmethod
+    def _processor_list(reply: ReplyTokens, clock: CallClock) -> Any:
+        import llama_cpp
+
+        timed = [clock.timed("mask", p) for p in reply.processors]
         # llama.cpp only iterates the list: its own list type, as its signature asks
-        processed = llama_cpp.LogitsProcessorList(timed) if timed else None
+        return llama_cpp.LogitsProcessorList(timed) if timed else None
+
+    def _decode(self, request: Request, prompt: list[int]) -> tuple[ReplyTokens, RunawayCheck]:
+        """Sample the reply token by token: every stop (end of sequence, ``max_tokens``, a stop
+        string, a runaway) is decided here, between two tokens, so Ctrl-C lands within one."""
+        clock = self._clock
+        reply, runaway = self._reply_tokens(request, prompt, clock)
+        self._use_threads()
+        processed = self._processor_list(reply, clock)
+        started, timed_before = time.perf_counter(), clock.timing().total
         for token in self._llama.generate(
             prompt, reset=True, logits_processor=processed, **self._sampler_settings(request)
         ):
-            new_ids.append(token)
-            if llama_cpp.llama_vocab_is_eog(vocab, token) or len(new_ids) >= request.max_tokens:
+            if reply.take(token, clock):
                 break
-            with clock.part("mask"):
-                for processor in processors:
-                    processor.accept(token)
-            if request.stop and self._hit_stop(new_ids, request.stop):
-                break
-            if grammar is not None and runaway(new_ids):
-                break
-            if len(new_ids) % THREAD_CHECK_EVERY == 0:
+            if len(reply.ids) % THREAD_CHECK_EVERY == 0:
                 self._use_threads()
         looped = time.perf_counter() - started
         clock.add("sample", max(0.0, looped - (clock.timing().total - timed_before)))
-        return new_ids, runaway
+        return reply, runaway
 
     def _use_threads(self) -> None:
         """Decode on every core while other processes leave them idle, on all but one while not
@@ -282,11 +408,6 @@ class LlamaCppLLM(LLM):
             "frequency_penalty": 0.0,
             "presence_penalty": 0.0,
         }
-
-    def _hit_stop(self, new_ids: list[int], stop: Sequence[str]) -> bool:
-        longest = max(len(s) for s in stop)
-        tail = self._detokenize(new_ids[-(longest + 8) :])
-        return any(s in tail for s in stop)
 
     def _detokenize(self, ids: list[int]) -> str:
         return self._llama.detokenize(ids).decode("utf-8", errors="ignore")

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Literal
 
-from agent.llm.base import LLM, Request
+from agent.llm.base import LLM, Outcome, Request
 from agent.llm.bounds import JSON_WHITESPACE, decoding_regex, unenforced_bounds
 from agent.llm.context import TOKENIZE_BUDGET_S, TOKENIZE_MAX_BYTES, ServerCounter, TokenCounter
 from agent.llm.http import BoundedClient, HttpLimits, normalize_base_url, one_line, redact_url
@@ -246,11 +246,12 @@ class EndpointLLM(LLM):
             tool_calls=calls,
         )
 
-    def _run(self, request: Request) -> Completion:
-        """Re-ask a reply that fails validation, but only on a server known not to enforce schemas."""
+    def _run(self, request: Request, sent: Outcome | None = None) -> Completion:
+        """Re-ask a reply that fails validation, but only on a server known not to enforce schemas
+        (``sent``: never given here; a server's requests are each sent alone)."""
         unconstrained = self.probe is not None and self.probe.json_schema_enforced is False
         if not unconstrained or request.constraint is None:
-            return super()._run(request)
+            return super()._run(request, sent)
         asked = request
         for attempt in range(self.reasks + 1):
             try:

@@ -77,11 +77,13 @@ class Usage:
         return self.prompt_tokens + self.completion_tokens
 
 
-TIMING_PARTS = ("restore", "compile", "prefill", "decode", "mask", "sample")
+TIMING_PARTS = ("restore", "compile", "prefill", "decode", "mask", "sample", "alongside")
 """Where an in-process call's time goes, in order: switching the live KV cache to the saved
 prefix that shares most with the prompt; compiling a constraint the process has not seen;
 evaluating the prompt tokens the cache did not hold; evaluating each generated token; the logits
-processors (penalties, the grammar's token mask); the sampler and the loop around it."""
+processors (penalties, the grammar's token mask); the sampler and the loop around it; and, for a
+call decoded together with others (``generate_many``), the time the batch spent on the others
+(each forward pass is shared out among the calls in it)."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,7 @@ class CallTiming:
     decode: float = 0.0
     mask: float = 0.0
     sample: float = 0.0
+    alongside: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
         return {part: round(getattr(self, part), 4) for part in TIMING_PARTS}

@@ -450,6 +450,16 @@ def plan_block(story: StoryDefinition, beat: str | None, status: str) -> str:
     return "\n".join(lines)
 
 
+def story_context(
+    story: StoryDefinition, world: WorldGraph | None, recent: Sequence[str], memory: Memory = NO_MEMORY
+) -> str:
+    """The story as the goal generator and the transition see it after a step: their system
+    message, so the transition reuses the goal call's cache up to the world state, which only the
+    goal generator is shown (and both share the story block and personas with the step's scene)."""
+    recap, _ = memory_blocks(memory)
+    return _join(story_block(story), recap, personas_block(story, world), recent_block(recent))
+
+
 def goal(
     story: StoryDefinition,
     previous: str,
@@ -464,37 +474,30 @@ def goal(
 ) -> list[Message]:
     """``transition``: the reply also carries the transition paragraph (``goal_calls = 1``)."""
     history = "Earlier goals (do not repeat them):\n" + "\n".join(f"- {g}" for g in prior_goals)
-    recap, _ = memory_blocks(memory)
-    user = _join(
-        story_block(story),
-        recap,
-        personas_block(story, world),
-        recent_block(recent),
-        state_block(_entries(world)),
-        history,
-        f"Previous goal: {previous}",
-        plan_block(story, beat, status),
-        GOAL_STATUS_TEXT[status],
-    )
+    context = _join(story_context(story, world, recent, memory), state_block(_entries(world)))
+    task = [history, f"Previous goal: {previous}", plan_block(story, beat, status), GOAL_STATUS_TEXT[status]]
     if not transition:
-        return [{"role": "system", "content": GOAL_SYSTEM}, {"role": "user", "content": user}]
-    user += "\n\nThen write the transition paragraph" + (
+        return _in_scene(context, GOAL_SYSTEM, *task)
+    task[-1] += "\n\nThen write the transition paragraph" + (
         " that opens the story's final movement." if status == "conclude" else "."
     )
-    return [{"role": "system", "content": goal_transition_system(story)}, {"role": "user", "content": user}]
+    return _in_scene(context, goal_transition_system(story), *task)
 
 
 def transition(
-    story: StoryDefinition, recent: Sequence[str], new_goal: str, status: str, world: WorldGraph | None = None
+    story: StoryDefinition,
+    recent: Sequence[str],
+    new_goal: str,
+    status: str,
+    world: WorldGraph | None = None,
+    memory: Memory = NO_MEMORY,
 ) -> list[Message]:
-    user = _join(
-        story_block(story),
-        personas_block(story, world),
-        recent_block(recent),
+    return _in_scene(
+        story_context(story, world, recent, memory),
+        transition_system(story),
         f"New goal: {new_goal}",
         "Write the transition paragraph" + (" that opens the story's final movement." if status == "conclude" else "."),
     )
-    return [{"role": "system", "content": transition_system(story)}, {"role": "user", "content": user}]
 
 
 def recap(story: StoryDefinition, previous: str, paragraphs: Sequence[str]) -> list[Message]:

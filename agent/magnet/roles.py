@@ -522,7 +522,7 @@ def next_goal(
     if together:
         return goal, clean_paragraph(reply.parsed.transition)
     request = scene.request(
-        lambda: prompts.transition(scene.story, scene.recent, goal, status, scene.world),
+        lambda: prompts.transition(scene.story, scene.recent, goal, status, scene.world, scene.memory),
         None,
         temperature=settings.goal_temperature,
         max_tokens=settings.ceiling(settings.transition_tokens),

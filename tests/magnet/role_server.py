@@ -19,22 +19,23 @@ RUN_MODEL, OTHER = "run-model", "other-model"
 
 def role_of(body: dict[str, Any]) -> str:
     """A Magnet request's role, from its instructions as a server sees them: the system message, or the
-    user turn's start for the critic and the narrator (their system message is the story)."""
+    user turn's start for the critic, the narrator, the goal and the transition (their system message
+    is the story)."""
     system, user = body["messages"][0]["content"], body["messages"][1]["content"]
     if system.startswith(prompts.CHARACTER_SYSTEM[:40]):
         return "character"
+    if system.startswith(prompts.RECAP_SYSTEM[:40]):
+        return "recap"
     if user.startswith("You are the critic"):
         return "critic"
     if user.startswith(prompts.SELECT_ONLY_SYSTEM[:-1]):
         return "narrator-select"
-    if user.startswith("You are the narrator"):
-        return "narrator"
-    if system.startswith(prompts.GOAL_SYSTEM[:40]):
+    if user.startswith(prompts.GOAL_SYSTEM[:40]):
         return "goal"
-    if system.startswith(prompts.RECAP_SYSTEM[:40]):
-        return "recap"
-    assert "transition paragraph" in system, system[:80]
-    return "transition"
+    if "transition paragraph" in user.split("\n\n")[0]:
+        return "transition"
+    assert user.startswith("You are the narrator"), user[:80]
+    return "narrator"
 
 
 class RoleServer(FakeServer):

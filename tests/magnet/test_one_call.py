@@ -4,6 +4,7 @@ world state (``narrator_calls = 1``, ``goal_calls = 1``); the default keeps two 
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 from pathlib import Path
@@ -64,11 +65,12 @@ def test_the_paper_run_applies_the_one_calls_replies(tmp_path: Path) -> None:
     assert all(r["selected"] == ["Ann", "Bob", "Cy"] for r in records)  # the scripted narrator selects everyone
     goals = [c for c in calls if c.role == "goal"]
     assert goals and all(c.max_tokens == PAPER.ceiling(120 + 220) for c in goals)
-    prompt = goals[0].messages[1]["content"]
+    prompt = "\n\n".join(m["content"] for m in goals[0].messages)
     # Magnet §3.2: previous goal, recent paragraphs, world state, all personas, all prior goals
     for seen in ("Previous goal:", "Recent story paragraphs:", "World state", "Characters:", "Earlier goals"):
         assert seen in prompt, seen
-    assert "transition paragraph" in prompt and "transition paragraph" in goals[0].messages[0]["content"]
+    instructions, task = goals[0].messages[1]["content"].split("\n\n")[0], goals[0].messages[1]["content"]
+    assert "transition paragraph" in instructions and task.endswith("Then write the transition paragraph.")
     transitions = [p.text for p in store.paragraphs() if p.kind == "transition"]
     assert transitions and all("the story turned" in t for t in transitions)
 
@@ -76,7 +78,22 @@ def test_the_paper_run_applies_the_one_calls_replies(tmp_path: Path) -> None:
 def test_the_default_transition_sees_no_world_state(tmp_path: Path) -> None:
     calls = _store(tmp_path, "default").ledger.llm_calls()
     transitions = [c for c in calls if c.role == "transition"]
-    assert transitions and not any("World state" in c.messages[1]["content"] for c in transitions)
+    assert transitions and not any("World state" in m["content"] for c in transitions for m in c.messages)
+
+
+def test_the_transition_reads_the_story_the_goal_call_read_first(tmp_path: Path) -> None:
+    """#35: the goal generator and the transition read the story as their system message, the
+    transition's a prefix of the goal's (all but the world state), so on a local engine the
+    transition recomputes only its instructions; each role's instructions open its user turn."""
+    calls = _store(tmp_path, "default").ledger.llm_calls()
+    pairs = [(a, b) for a, b in itertools.pairwise(calls) if (a.role, b.role) == ("goal", "transition")]
+    assert pairs
+    for goal, transition in pairs:
+        story_first = transition.messages[0]["content"]
+        assert story_first.startswith("Title: ") and "Recent story paragraphs:" in story_first
+        assert goal.messages[0]["content"].startswith(story_first + "\n\nWorld state")
+        assert goal.messages[1]["content"].startswith("You plan the next story goal")
+        assert transition.messages[1]["content"].startswith("You are the narrator of a story. Write a short transition")
 
 
 def _step(llm: StoryLLM, settings: MagnetSettings = PAPER) -> Any:
@@ -124,7 +141,7 @@ def test_one_goal_call_carries_the_transition() -> None:
     assert out.paragraphs[1] == ("transition", "Then, at last, the story turned (transition 1).")
     assert len(llm.by_role("goal")) == 1 and not llm.by_role("transition")
     # the goal call sees the world state after this step's commit
-    assert "acted = " in llm.by_role("goal")[0].messages[1]["content"]
+    assert "acted = " in llm.by_role("goal")[0].messages[0]["content"]  # the world state after the step
 
 
 def test_one_narrator_call_refuses_the_prose_floor() -> None:

@@ -154,7 +154,7 @@ def test_goal_completed_by_a_selected_action_brings_the_next_goal_and_transition
     assert out.state["goal"] == "New goal number 1."
     assert [g["reason"] for g in out.state["goals"]] == ["initial", "complete"]
     assert out.paragraphs[1][0] == "transition" and "transition 1" in out.paragraphs[1][1]
-    prompt = llm.by_role("goal")[0].messages[1]["content"]
+    prompt = "\n\n".join(m["content"] for m in llm.by_role("goal")[0].messages)
     assert "Find the codicil." in prompt and "Earlier goals" in prompt and "Characters:" in prompt
 
 

@@ -1,0 +1,152 @@
+"""#35: the llama.cpp engine decodes a ``generate_many`` list together (one forward pass a step for
+all of them), each request with its own sequence, sampler and stops; the prefix they share is
+computed once; the engine is left as a call alone would leave it, even after Ctrl-C."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from pydantic import BaseModel, Field
+
+from agent.llm import LLMError
+from agent.llm.base import LLM, Request
+from agent.llm.embedded_llamacpp import llamacpp_available
+from agent.llm.llamacpp_batch import BATCH_SEQUENCES
+from agent.llm.types import RawReply, Usage
+
+needs_llamacpp = pytest.mark.skipif(
+    not llamacpp_available(), reason="llama-cpp-python is not installed (scripts/setup builds it)"
+)
+
+STORY = "The harbour wall is old and the keeper climbs it every night to light the lamp. " * 14
+
+
+class Move(BaseModel):
+    action: str = Field(max_length=80)
+
+
+def _asks(names: list[str], *, max_tokens: int = 80) -> list[Request]:
+    return [
+        Request(
+            [{"role": "system", "content": STORY}, {"role": "user", "content": f"What does {name} do next?"}],
+            Move,
+            0.8,
+            max_tokens,
+            None,
+            None,
+            11 + number,
+            "character",
+        )
+        for number, name in enumerate(names)
+    ]
+
+
+def _other_sequences_hold_nothing(llm) -> bool:
+    import llama_cpp
+
+    memory = llama_cpp.llama_get_memory(llm._llama._ctx.ctx)
+    return all(llama_cpp.llama_memory_seq_pos_max(memory, s) == -1 for s in range(1, BATCH_SEQUENCES))
+
+
+@pytest.fixture()
+def llamacpp(embedded_llm):
+    if embedded_llm.engine != "llama.cpp":
+        pytest.skip("the default engine is transformers here")
+    return embedded_llm
+
+
+@needs_llamacpp
+@pytest.mark.embedded
+def test_requests_are_decoded_together_sharing_their_prefix(llamacpp):
+    """Three structured requests: valid replies whose latencies overlap (decoded one after another
+    they could not), each with the batch's time on the others as ``alongside``; the two later
+    ones find the shared system prompt computed; afterwards only the first one's sequence is held,
+    and a call alone answers as it did before the batch."""
+    hello = [{"role": "user", "content": "Say hello to the keeper."}]
+    before = llamacpp.generate(hello, temperature=0, max_tokens=12).text
+    seen = []
+    llamacpp.recorders.append(seen.append)
+    try:
+        started = time.perf_counter()
+        replies = llamacpp.generate_many(_asks(["Ada", "Bram", "Cleo"]))
+        wall = time.perf_counter() - started
+    finally:
+        llamacpp.recorders.remove(seen.append)
+    assert all(isinstance(r.parsed, Move) for r in replies)
+    assert sum(r.latency_s for r in replies) > 1.5 * wall
+    assert all(record.timing is not None and record.timing.alongside > 0 for record in seen)
+    shared = len(llamacpp.template.ids([{"role": "system", "content": STORY}], None)) - 10
+    assert all(r.usage.cached_prompt_tokens >= shared for r in replies[1:])
+    assert all(record.timing.total <= record.latency_s + 1e-6 for record in seen)
+    assert _other_sequences_hold_nothing(llamacpp)
+    assert llamacpp.generate(hello, temperature=0, max_tokens=12).text == before
+
+
+@needs_llamacpp
+@pytest.mark.embedded
+def test_more_requests_than_sequences_go_in_groups_and_a_bad_one_fails_alone(llamacpp):
+    asks = _asks(["Ada", "Bram", "Cleo", "Dov", "Edda"], max_tokens=60)
+    too_long = Request([{"role": "user", "content": "word " * 20000}], Move, 0.8, 60, None, None, 1, "character")
+    replies = llamacpp.generate_many([*asks[:2], too_long, *asks[2:]], return_exceptions=True)
+    assert isinstance(replies[2], LLMError) and "maximum context length" in str(replies[2])
+    assert [isinstance(r, LLMError) for r in replies].count(True) in (1, 2)  # a 135M reply may still be cut
+    assert all(isinstance(r.parsed, Move) for r in replies if not isinstance(r, LLMError))
+    assert _other_sequences_hold_nothing(llamacpp)
+
+
+@needs_llamacpp
+@pytest.mark.embedded
+def test_ctrl_c_inside_a_batch_leaves_the_engine_as_before(llamacpp, monkeypatch):
+    from agent.llm import local_sampling
+    from agent.llm.sampling import Sampling
+
+    story = [{"role": "user", "content": "Tell me a story about a fox."}]
+    settings = Sampling(repetition_penalty=1.1)
+    expected = llamacpp.generate(story, temperature=0, max_tokens=24, sampling=settings).text
+    accept = local_sampling.Penalties.accept
+    seen = []
+
+    def interrupt(self, token):
+        seen.append(token)
+        if len(seen) == 7:
+            raise KeyboardInterrupt
+        accept(self, token)
+
+    asks = _asks(["Ada", "Bram", "Cleo"])
+    for ask in asks:
+        ask.sampling = settings
+    monkeypatch.setattr(local_sampling.Penalties, "accept", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        llamacpp.generate_many(asks)
+    monkeypatch.setattr(local_sampling.Penalties, "accept", accept)
+    assert _other_sequences_hold_nothing(llamacpp)
+    assert llamacpp.generate(story, temperature=0, max_tokens=24, sampling=settings).text == expected
+
+
+class _Batched(LLM):
+    """A backend that answers a list together: every first reply a looped cut, every retry valid."""
+
+    backend = "scripted"
+
+    def __init__(self) -> None:
+        super().__init__("scripted")
+        self.alone = 0
+
+    def _complete(self, request: Request) -> RawReply:
+        self.alone += 1
+        return RawReply('{"action": "waits"}', "stop", Usage(10, 0, 5), "scripted")
+
+    def _run_many(self, requests):
+        cut = RawReply('{"action": "waits waits waits', "length", Usage(10, 0, 80), "scripted", runaway=True)
+        return [self._run(request, (cut, 0.5)) for request in requests]
+
+
+def test_a_reply_sent_together_that_looped_is_asked_again_alone_and_both_are_recorded():
+    llm = _Batched()
+    seen = []
+    llm.recorders.append(seen.append)
+    replies = llm.generate_many(_asks(["Ada", "Bram"]))
+    assert [r.parsed.action for r in replies] == ["waits", "waits"] and llm.alone == 2
+    assert [(r.error is not None, r.latency_s == 0.5) for r in seen[::2]] == [(True, True), (True, True)]
+    assert all(r.error is None for r in seen[1::2])
