@@ -1,6 +1,7 @@
 """#35: the llama.cpp engine decodes a ``generate_many`` list together (one forward pass a step for
-all of them), each request with its own sequence, sampler and stops; the prefix they share is
-computed once; the engine is left as a call alone would leave it, even after Ctrl-C."""
+all of them) when they share most of their prompts, each request with its own sequence, sampler
+and stops; the prefix they share is computed once; the engine is left as a call alone would leave
+it, even after Ctrl-C."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pydantic import BaseModel, Field
 from agent.llm import LLMError
 from agent.llm.base import LLM, Request
 from agent.llm.embedded_llamacpp import llamacpp_available
-from agent.llm.llamacpp_batch import BATCH_SEQUENCES
+from agent.llm.llamacpp_batch import BATCH_SEQUENCES, worth_together
 from agent.llm.types import RawReply, Usage
 
 needs_llamacpp = pytest.mark.skipif(
@@ -122,6 +123,32 @@ def test_ctrl_c_inside_a_batch_leaves_the_engine_as_before(llamacpp, monkeypatch
     monkeypatch.setattr(local_sampling.Penalties, "accept", accept)
     assert _other_sequences_hold_nothing(llamacpp)
     assert llamacpp.generate(story, temperature=0, max_tokens=24, sampling=settings).text == expected
+
+
+@needs_llamacpp
+@pytest.mark.embedded
+def test_requests_that_share_little_of_their_prompts_are_decoded_one_after_another(llamacpp):
+    seen = []
+    asks = [
+        Request([{"role": "user", "content": f"{topic} " * 12 + "What next?"}], Move, 0.8, 60, None, None, 3, "x")
+        for topic in ("A fox crosses the frozen river.", "The market opens at dawn.", "Rain on the lighthouse.")
+    ]
+    llamacpp.recorders.append(seen.append)
+    try:
+        started = time.perf_counter()
+        replies = llamacpp.generate_many(asks, return_exceptions=True)
+        wall = time.perf_counter() - started
+    finally:
+        llamacpp.recorders.remove(seen.append)
+    assert len(replies) == 3 and all(record.timing.alongside == 0 for record in seen)
+    assert sum(record.latency_s for record in seen) <= wall
+
+
+def test_only_prompts_that_share_half_of_the_longest_go_together():
+    story = list(range(100))
+    assert worth_together([[*story, 1, 2], [*story, 3], [*story, 4, 5, 6]])
+    assert not worth_together([[*story[:40], *range(500, 560)], story])
+    assert not worth_together([story])
 
 
 class _Batched(LLM):

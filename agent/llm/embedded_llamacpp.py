@@ -43,6 +43,7 @@ from agent.llm.llamacpp_batch import (
     Lane,
     ReplyTokens,
     hold_sequences,
+    worth_together,
 )
 from agent.llm.local_decoding import (
     ConstraintIndexes,
@@ -196,7 +197,9 @@ class LlamaCppLLM(LLM):
 
     def _run_many(self, requests: list[Request]) -> list[Completion | LLMError]:
         """Requests without native tools decode together (:mod:`agent.llm.llamacpp_batch`), in
-        groups the context holds; a looped structured reply is asked again alone, as ever."""
+        groups the context holds, where they share enough of their prompts to gain from it
+        (:func:`~agent.llm.llamacpp_batch.worth_together`); a looped structured reply is asked again
+        alone, as ever."""
         if len(requests) < 2 or any(r.tools for r in requests):
             return super()._run_many(requests)
         sent = self._complete_together(requests)
@@ -218,15 +221,16 @@ class LlamaCppLLM(LLM):
             except LLMError as exc:
                 outcomes[number] = (exc, 0.0)
         for group in self._groups(requests, ready):
-            started = time.perf_counter()
-            if len(group) == 1:
-                number, _ = group[0]
-                try:
-                    raw: RawReply | LLMError = self._complete(requests[number])
-                except LLMError as exc:
-                    raw = exc
-                outcomes[number] = (raw, time.perf_counter() - started)
+            if not worth_together([prompt for _, prompt in group]):
+                for number, _ in group:
+                    started = time.perf_counter()
+                    try:
+                        raw: RawReply | LLMError = self._complete(requests[number])
+                    except LLMError as exc:
+                        raw = exc
+                    outcomes[number] = (raw, time.perf_counter() - started)
                 continue
+            started = time.perf_counter()
             with heartbeat.watched(requests[group[0][0]].role):
                 outcomes.update(self._decode_group(requests, group, started))
         return [outcomes[number] for number in range(len(requests))]
