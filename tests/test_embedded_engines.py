@@ -14,6 +14,7 @@ from agent.cli import main
 from agent.llm import LLMError
 from agent.llm import embedded_engines as engines
 from agent.llm.embedded_llamacpp import llamacpp_available
+from tests.interrupts import FIRM, FOX, ctrl_c_at_token
 
 needs_llamacpp = pytest.mark.skipif(
     not llamacpp_available(), reason="llama-cpp-python is not installed (scripts/setup builds it)"
@@ -206,26 +207,10 @@ def test_each_call_says_where_its_time_went(embedded_llm):
 def test_ctrl_c_inside_a_decode_leaves_the_engine_as_before(embedded_llm, monkeypatch):
     if embedded_llm.engine != "llama.cpp":
         pytest.skip("the default engine is transformers here")
-    from agent.llm import local_sampling
-    from agent.llm.sampling import Sampling
-
-    story = [{"role": "user", "content": "Tell me a story about a fox."}]
-    settings = Sampling(repetition_penalty=1.1)
-    expected = embedded_llm.generate(story, temperature=0, max_tokens=24, sampling=settings).text
-    accept = local_sampling.Penalties.accept
-    seen = []
-
-    def interrupt(self, token):
-        seen.append(token)
-        if len(seen) == 5:
-            raise KeyboardInterrupt
-        accept(self, token)
-
-    monkeypatch.setattr(local_sampling.Penalties, "accept", interrupt)
-    with pytest.raises(KeyboardInterrupt):
-        embedded_llm.generate(story, temperature=0, max_tokens=24, sampling=settings)
-    monkeypatch.setattr(local_sampling.Penalties, "accept", accept)
-    assert embedded_llm.generate(story, temperature=0, max_tokens=24, sampling=settings).text == expected
+    expected = embedded_llm.generate(FOX, temperature=0, max_tokens=24, sampling=FIRM).text
+    with ctrl_c_at_token(monkeypatch, 5):
+        embedded_llm.generate(FOX, temperature=0, max_tokens=24, sampling=FIRM)
+    assert embedded_llm.generate(FOX, temperature=0, max_tokens=24, sampling=FIRM).text == expected
 
 
 def test_the_gguf_header_reader_skips_arrays_and_reads_the_context(tmp_path):

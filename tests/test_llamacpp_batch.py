@@ -15,6 +15,7 @@ from agent.llm.base import LLM, Request
 from agent.llm.embedded_llamacpp import llamacpp_available
 from agent.llm.llamacpp_batch import BATCH_SEQUENCES, worth_together
 from agent.llm.types import RawReply, Usage
+from tests.interrupts import FIRM, FOX, ctrl_c_at_token
 
 needs_llamacpp = pytest.mark.skipif(
     not llamacpp_available(), reason="llama-cpp-python is not installed (scripts/setup builds it)"
@@ -99,30 +100,14 @@ def test_more_requests_than_sequences_go_in_groups_and_a_bad_one_fails_alone(lla
 @needs_llamacpp
 @pytest.mark.embedded
 def test_ctrl_c_inside_a_batch_leaves_the_engine_as_before(llamacpp, monkeypatch):
-    from agent.llm import local_sampling
-    from agent.llm.sampling import Sampling
-
-    story = [{"role": "user", "content": "Tell me a story about a fox."}]
-    settings = Sampling(repetition_penalty=1.1)
-    expected = llamacpp.generate(story, temperature=0, max_tokens=24, sampling=settings).text
-    accept = local_sampling.Penalties.accept
-    seen = []
-
-    def interrupt(self, token):
-        seen.append(token)
-        if len(seen) == 7:
-            raise KeyboardInterrupt
-        accept(self, token)
-
+    expected = llamacpp.generate(FOX, temperature=0, max_tokens=24, sampling=FIRM).text
     asks = _asks(["Ada", "Bram", "Cleo"])
     for ask in asks:
-        ask.sampling = settings
-    monkeypatch.setattr(local_sampling.Penalties, "accept", interrupt)
-    with pytest.raises(KeyboardInterrupt):
+        ask.sampling = FIRM
+    with ctrl_c_at_token(monkeypatch, 7):
         llamacpp.generate_many(asks)
-    monkeypatch.setattr(local_sampling.Penalties, "accept", accept)
     assert _other_sequences_hold_nothing(llamacpp)
-    assert llamacpp.generate(story, temperature=0, max_tokens=24, sampling=settings).text == expected
+    assert llamacpp.generate(FOX, temperature=0, max_tokens=24, sampling=FIRM).text == expected
 
 
 @needs_llamacpp

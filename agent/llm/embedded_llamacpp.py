@@ -204,15 +204,16 @@ class LlamaCppLLM(LLM):
             return super()._run_many(requests)
         sent = self._complete_together(requests)
         results: list[Completion | LLMError] = []
-        for request, outcome in zip(requests, sent, strict=True):
+        for request, outcome in zip(requests, sent, strict=True):  # None: sent alone, here
             try:
                 results.append(self._run(request, outcome))
             except LLMError as exc:
                 results.append(exc)
         return results
 
-    def _complete_together(self, requests: list[Request]) -> list[Outcome]:
-        """Each request's raw reply (or why it failed) and its latency, decoded in groups."""
+    def _complete_together(self, requests: list[Request]) -> list[Outcome | None]:
+        """Each request's raw reply (or why it failed) and its latency where it was decoded in a
+        group; ``None`` where it is better sent alone (a group of one, prompts that share little)."""
         outcomes: dict[int, Outcome] = {}
         ready: list[tuple[int, list[int]]] = []
         for number, request in enumerate(requests):
@@ -221,19 +222,10 @@ class LlamaCppLLM(LLM):
             except LLMError as exc:
                 outcomes[number] = (exc, 0.0)
         for group in self._groups(requests, ready):
-            if not worth_together([prompt for _, prompt in group]):
-                for number, _ in group:
-                    started = time.perf_counter()
-                    try:
-                        raw: RawReply | LLMError = self._complete(requests[number])
-                    except LLMError as exc:
-                        raw = exc
-                    outcomes[number] = (raw, time.perf_counter() - started)
-                continue
-            started = time.perf_counter()
-            with heartbeat.watched(requests[group[0][0]].role):
-                outcomes.update(self._decode_group(requests, group, started))
-        return [outcomes[number] for number in range(len(requests))]
+            if worth_together([prompt for _, prompt in group]):
+                with heartbeat.watched(requests[group[0][0]].role):
+                    outcomes.update(self._decode_group(requests, group, time.perf_counter()))
+        return [outcomes.get(number) for number in range(len(requests))]
 
     def _groups(self, requests: list[Request], ready: list[tuple[int, list[int]]]) -> list[list[tuple[int, list[int]]]]:
         """``ready`` in groups of at most :data:`BATCH_SEQUENCES` whose prompts and replies fit the
