@@ -134,3 +134,25 @@ def test_each_call_keeps_where_its_time_went_and_show_sums_it_per_role(store, ca
     assert main(["show", run_dir, "--timing", "--json"]) == 0
     timing = json.loads(capsys.readouterr().out)["timing"]
     assert timing[0]["decode_s"] == 8.0 and timing[1]["timed_calls"] == 0 and timing[2]["role"] == "total"
+
+
+def test_a_units_model_time_counts_calls_under_way_together_once(store):
+    """#35: calls decoded together (or sent to a server at once) overlap; the ledger page's model
+    time per unit is the time any of them was under way, not the sum of their latencies."""
+    import sqlite3
+
+    from agent.store.reports.costs import busy_seconds, per_unit
+
+    for _ in range(3):
+        store.ledger.recorder(_record(100))  # latency 1 s each
+    run_db = store.run_dir / "run.db"
+    store.close()
+    with sqlite3.connect(run_db) as db:  # two ended together (one batch), the third 2 s later
+        for row, ended in ((1, 50.0), (2, 50.0), (3, 52.0)):
+            db.execute("UPDATE llm_calls SET created_at = ? WHERE id = ?", (ended, row))
+    from agent.store import RunStore
+
+    with RunStore.open(store.run_dir, readonly=True) as again:
+        (unit,) = per_unit(again)
+    assert unit.calls == 3 and unit.latency_s == pytest.approx(2.0)
+    assert busy_seconds([(0.0, 2.0), (1.0, 3.0), (5.0, 6.0), (5.5, 5.6)]) == pytest.approx(4.0)

@@ -25,6 +25,8 @@ class CallRow:
     latency_s: float
     finish_reason: str | None
     error: str | None
+    created_at: float
+    """When the call was recorded: as it ended."""
 
     @property
     def cached_share(self) -> float | None:
@@ -40,6 +42,8 @@ class UnitCost:
     cached_prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
+    """Model time: the time any of the unit's calls was under way, calls that overlapped (sent
+    together to a server, decoded together in process) counted once."""
     tools: dict[str, int] = field(default_factory=dict)
     tool_errors: int = 0
 
@@ -55,14 +59,25 @@ class UnitCost:
 def calls(store: RunStore) -> list[CallRow]:
     rows = store.query(
         "SELECT id, unit, role, model, prompt_tokens, cached_prompt_tokens, completion_tokens, "
-        "latency_s, finish_reason, error FROM llm_calls ORDER BY id"
+        "latency_s, finish_reason, error, created_at FROM llm_calls ORDER BY id"
     )
     return [CallRow(*tuple(r)) for r in rows]
+
+
+def busy_seconds(spans: list[tuple[float, float]]) -> float:
+    """The length of the union of ``(start, end)`` spans."""
+    total, reached = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        if end > reached:
+            total += end - max(start, reached)
+            reached = end
+    return total
 
 
 def per_unit(store: RunStore) -> list[UnitCost]:
     """Sums per unit, in unit order; units with only tool calls are included."""
     units: dict[int, UnitCost] = {}
+    spans: dict[int, list[tuple[float, float]]] = {}
     for c in calls(store):
         u = units.setdefault(c.unit or 0, UnitCost(c.unit or 0))
         u.calls += 1
@@ -70,7 +85,9 @@ def per_unit(store: RunStore) -> list[UnitCost]:
         u.prompt_tokens += c.prompt_tokens
         u.cached_prompt_tokens += c.cached_prompt_tokens
         u.completion_tokens += c.completion_tokens
-        u.latency_s += c.latency_s
+        spans.setdefault(u.unit, []).append((c.created_at - c.latency_s, c.created_at))
+    for unit, held in spans.items():
+        units[unit].latency_s = busy_seconds(held)
     for unit, tool, n, bad in store.query(
         "SELECT unit, tool, count(*), coalesce(sum(ok = 0), 0) FROM tool_calls GROUP BY unit, tool ORDER BY unit, tool"
     ):
