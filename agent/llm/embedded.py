@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from agent.llm.base import LLM, Request
 from agent.llm.call_clock import CallClock
 from agent.llm.constraints import Constraint
@@ -33,6 +35,7 @@ from agent.llm.local_decoding import (
     template_kwargs,
 )
 from agent.llm.sampling import Sampling
+from agent.llm.string_cap import StringCap, closing_tokens
 from agent.llm.tool_text import chat_messages, read_tool_reply
 from agent.llm.types import LLMError, RawReply, ThinkingMode, ToolCall, Usage
 
@@ -75,6 +78,7 @@ class EmbeddedLLM(LLM):
         self.hf_model.eval()
         self._lock = threading.Lock()
         self._constraints = ConstraintIndexes(lambda: hf_vocabulary(self.tokenizer))
+        self._closes: np.ndarray | None = None
 
     @property
     def parameter_count(self) -> int | None:
@@ -119,7 +123,10 @@ class EmbeddedLLM(LLM):
                 with clock.part("compile"):
                     index = self._index(request.constraint)
                 processors.append(OutlinesCoreLogitsProcessor(index, "torch"))
-                # last: penalties never re-allow a token the grammar masked
+                # after the penalties, so they never re-allow a token the grammar masked; the cap only narrows it
+                cap = self._string_cap(request)
+                if cap is not None:
+                    processors.append(cap)
             from transformers import LogitsProcessorList
 
             first = FirstLogits()
@@ -155,6 +162,19 @@ class EmbeddedLLM(LLM):
             timing=clock.timing(),
             tool_calls=calls,
         )
+
+    def _string_cap(self, request: Request) -> TorchStringCap | None:
+        """The request's string cap (``Sampling.max_string_chars``) on a JSON constraint, if any."""
+        limit = request.sampling.max_string_chars
+        if limit is None or request.constraint is None or request.constraint.kind != "json":
+            return None
+        if self._closes is None:
+            pieces = self.tokenizer.batch_decode([[t] for t in range(len(self.tokenizer))])
+            self._closes = closing_tokens([p.encode("utf-8") for p in pieces])
+        return TorchStringCap(StringCap(limit, self._closes, self._piece))
+
+    def _piece(self, token: int) -> bytes:
+        return str(self.tokenizer.decode([token])).encode("utf-8")
 
     def _generation_kwargs(self, request: Request) -> tuple[dict[str, Any], list[Any]]:
         """``generate``'s arguments for ``request`` and its logits processors (sampling controls)."""
@@ -249,6 +269,26 @@ def sampling_kwargs(sampling: Sampling, kwargs: dict[str, Any], *, sampled: bool
             )
         ]
     return []
+
+
+class TorchStringCap:
+    """:class:`~agent.llm.string_cap.StringCap` as a transformers logits processor: it reads the
+    tokens sampled since its last call from ``input_ids`` (one sequence)."""
+
+    def __init__(self, cap: StringCap) -> None:
+        self.cap, self.seen = cap, -1
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        ids = input_ids[0].tolist()
+        for token in ids[self.seen :] if self.seen >= 0 else ():
+            self.cap.accept(int(token))
+        self.seen = len(ids)
+        if self.cap.strings.full(self.cap.limit):
+            row = self.cap(None, scores[0].detach().to(torch.float32).cpu().numpy().copy())
+            scores[0] = torch.from_numpy(row).to(scores.dtype)
+        return scores
 
 
 class _OccurrencePenalty:

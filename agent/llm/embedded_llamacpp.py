@@ -55,6 +55,7 @@ from agent.llm.local_decoding import (
 from agent.llm.local_prompt import GGUFTemplate, HFTemplate, PromptTemplate
 from agent.llm.local_sampling import GrammarMask, MinTokens, Penalties
 from agent.llm.prefix_slots import PrefixSlots, common_prefix
+from agent.llm.string_cap import StringCap, closing_tokens
 from agent.llm.tool_text import read_tool_reply
 from agent.llm.types import Completion, LLMError, RawReply, ThinkingMode, ToolCall, Usage
 
@@ -138,6 +139,7 @@ class LlamaCppLLM(LLM):
         self._applied_threads = (self._threads.threads, self._threads.all_cores)
         self._clock = CallClock()
         self._evaluated = 0
+        self._closes: np.ndarray | None = None
         self._eval = self._llama.eval
         # generate() evaluates through it: prefill, then one token a step. llama.cpp has no hook around
         # eval, so the instance's own method is replaced (mypy refuses assigning to a method)
@@ -321,15 +323,18 @@ class LlamaCppLLM(LLM):
 
     def _reply_tokens(self, request: Request, prompt: list[int], clock: CallClock) -> tuple[ReplyTokens, RunawayCheck]:
         """What decoding ``request`` needs: its reply's stop rule (with the processors: penalties,
-        ``min_tokens``, the grammar last, so nothing re-allows a token it masked) and its runaway
-        check; the request's seed is set for the sampler chain built next."""
+        ``min_tokens``, the grammar, so nothing after it re-allows a token it masked, and the string
+        cap, which only narrows it) and its runaway check; the request's seed is set for the
+        sampler chain built next."""
         import llama_cpp
 
         with clock.part("compile"):
             grammar = GrammarMask(self._constraints.index(request.constraint)) if request.constraint else None
         penalties = Penalties.of(request.sampling, sampled=request.temperature > 0, prompt=prompt)
         processors: list[Any] = [
-            p for p in (penalties, MinTokens.of(request.min_tokens, self._eos_id()), grammar) if p is not None
+            p
+            for p in (penalties, MinTokens.of(request.min_tokens, self._eos_id()), grammar, self._string_cap(request))
+            if p is not None
         ]
         runaway = RunawayCheck(self._detokenize)
         vocab = llama_cpp.llama_model_get_vocab(self._llama.model)
@@ -343,6 +348,18 @@ class LlamaCppLLM(LLM):
         )
         self._llama.set_seed(request.seed if request.seed is not None else random.getrandbits(31))
         return reply, runaway
+
+    def _string_cap(self, request: Request) -> StringCap | None:
+        """The request's string cap (after the grammar, which it only narrows), if it asks for one."""
+        limit = request.sampling.max_string_chars
+        if limit is None or request.constraint is None or request.constraint.kind != "json":
+            return None
+        if self._closes is None:
+            self._closes = closing_tokens([self._piece(t) for t in range(self._llama.n_vocab())])
+        return StringCap(limit, self._closes, self._piece)
+
+    def _piece(self, token: int) -> bytes:
+        return bytes(self._llama.detokenize([token]))
 
     def _sampler(self, request: Request, reply: ReplyTokens, clock: CallClock) -> Any:
         """The request's own llama.cpp sampler chain, the one ``generate`` builds for a call alone:

@@ -31,6 +31,10 @@ class Sampling(BaseModel):
     min_p: float | None = Field(None, ge=0.0, le=1.0)
     no_repeat_ngram_size: int | None = Field(None, ge=2, le=20)
     """Never repeat an n-gram of this size (embedded backend only)."""
+    max_string_chars: int | None = Field(None, ge=16, le=100_000)
+    """Structured (JSON) replies: a string is closed once it holds this many characters (the
+    in-process engines at decode time, a server as each free string's ``maxLength``:
+    ``agent.llm.string_cap``)."""
 
     def given(self) -> dict[str, Any]:
         """The controls that are set, as the ledger records them."""

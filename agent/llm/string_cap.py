@@ -1,0 +1,97 @@
+"""The longest JSON string a structured reply may write (``Sampling.max_string_chars``).
+
+A small model's structured reply that fails mostly fails inside one string: an update's
+"relationships" that turns into a page of prose, a search query that becomes timestamps, until
+``max_tokens`` cuts the whole reply (docs/design/embedded-speed.md). A ``maxLength`` in the
+grammar would stop it, but counted repetition makes an Outlines index take seconds to minutes to
+compile. So the in-process engines keep the grammar as it is and close the string at decode
+time: once a string holds ``limit`` characters, only tokens the grammar allows that begin with
+the closing quote may follow. A server gets the same rule as each free string's ``maxLength``
+in the schema it is sent (:func:`capped_schema`), which its own grammar engine enforces.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+QUOTE, BACKSLASH = 0x22, 0x5C
+
+
+class JsonStrings:
+    """Where a JSON text is, byte by byte: inside a string or not, and how many characters the
+    current string holds (an escape counts as one, a UTF-8 character as one)."""
+
+    def __init__(self) -> None:
+        self.inside = False
+        self.escaped = False
+        self.length = 0
+
+    def feed(self, piece: bytes) -> None:
+        for byte in piece:
+            if not self.inside:
+                if byte == QUOTE:
+                    self.inside, self.escaped, self.length = True, False, 0
+            elif self.escaped:
+                self.escaped, self.length = False, self.length + 1
+            elif byte == BACKSLASH:
+                self.escaped = True
+            elif byte == QUOTE:
+                self.inside = False
+            elif byte & 0xC0 != 0x80:  # not a UTF-8 continuation byte
+                self.length += 1
+
+    def full(self, limit: int) -> bool:
+        """The current string holds ``limit`` characters and may be closed now (no escape open)."""
+        return self.inside and not self.escaped and self.length >= limit
+
+
+def closing_tokens(pieces: Sequence[bytes]) -> np.ndarray:
+    """For each token id, whether its text begins with the quote that closes a string."""
+    return np.fromiter((piece[:1] == b'"' for piece in pieces), dtype=bool, count=len(pieces))
+
+
+class StringCap:
+    """A logits processor (the llama.cpp engine's shape: numpy scores, told each sampled token):
+    once the current string is full, every token that does not close it is masked. It runs after
+    the grammar mask and only narrows it; where the grammar allows no closing token yet (a string
+    under its ``minLength`` or ``pattern``), it leaves the scores alone."""
+
+    def __init__(self, limit: int, closes: np.ndarray, piece: Callable[[int], bytes]) -> None:
+        self.limit, self.closes, self.piece = limit, closes, piece
+        self.strings = JsonStrings()
+
+    def __call__(self, input_ids: Any, scores: np.ndarray) -> np.ndarray:
+        if self.strings.full(self.limit):
+            size = min(scores.shape[0], self.closes.shape[0])
+            keep = np.zeros(scores.shape[0], dtype=bool)
+            keep[:size] = self.closes[:size] & np.isfinite(scores[:size])
+            if keep.any():
+                scores[~keep] = -np.inf
+        return scores
+
+    def accept(self, token: int) -> None:
+        self.strings.feed(self.piece(token))
+
+
+def capped_schema(schema: dict[str, Any], limit: int) -> dict[str, Any]:
+    """``schema`` with ``maxLength`` at most ``limit`` on every free string (a string without an
+    ``enum``, ``const`` or ``pattern``, which fix their own lengths), for a server's grammar."""
+    capped = copy.deepcopy(schema)
+
+    def visit(node: Any) -> None:
+        if isinstance(node, dict):
+            free = node.get("type") == "string" and not ({"enum", "const", "pattern"} & node.keys())
+            if free:
+                node["maxLength"] = min(int(node.get("maxLength", limit)), limit)
+            for value in node.values():
+                visit(value)
+        elif isinstance(node, list):
+            for value in node:
+                visit(value)
+
+    visit(capped)
+    return capped
