@@ -1,7 +1,9 @@
-"""``Sampling.max_string_chars``: a structured reply's strings are closed at a length, by the
-in-process engines at decode time and by a server as each free string's ``maxLength``."""
+"""``Sampling.max_string_chars``: a structured reply's strings are closed at a length by the
+in-process engines at decode time."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
@@ -10,7 +12,7 @@ from pydantic import BaseModel
 from agent.llm import TruncatedOutputError
 from agent.llm.endpoint import EndpointLLM
 from agent.llm.sampling import Sampling
-from agent.llm.string_cap import JsonStrings, StringCap, capped_schema, closing_tokens
+from agent.llm.string_cap import JsonStrings, StringCap, closing_tokens
 from agent.settings import SMALL_MAX_STRING_CHARS
 from agent.testing import replies
 from agent.testing.server import Answer, FakeServer
@@ -55,25 +57,6 @@ def test_where_the_grammar_allows_no_closing_quote_yet_the_cap_leaves_the_scores
     assert np.array_equal(cap(None, scores.copy()), scores)
 
 
-def test_a_server_gets_the_cap_as_maxlength_on_free_strings_only():
-    schema = {
-        "type": "object",
-        "properties": {
-            "text": {"type": "string"},
-            "short": {"type": "string", "maxLength": 10},
-            "key": {"type": "string", "pattern": "^[a-z_]+$"},
-            "tool": {"type": "string", "enum": ["read"]},
-            "items": {"type": "array", "items": {"type": "string", "minLength": 1}},
-        },
-    }
-    capped = capped_schema(schema, 40)
-    props = capped["properties"]
-    assert props["text"]["maxLength"] == 40 and props["short"]["maxLength"] == 10
-    assert props["items"]["items"] == {"type": "string", "minLength": 1, "maxLength": 40}
-    assert "maxLength" not in props["key"] and "maxLength" not in props["tool"]
-    assert "maxLength" not in schema["properties"]["text"]  # the caller's schema is not changed
-
-
 class Note(BaseModel):
     title: str
     text: str
@@ -88,20 +71,25 @@ LONG = [
 ]
 
 
-def test_the_endpoint_sends_the_cap_in_the_schema_and_not_as_a_body_field():
-    def answer(call) -> Answer:
-        return Answer(200, replies.chat_reply('{"title": "t", "text": "x"}', "stop", model="m", prompt=9, completion=5))
-
-    server = FakeServer({"GET *": lambda call: Answer(200, replies.model_list({"id": "m"})), "POST *": answer})
+def test_a_server_is_sent_the_request_without_the_cap_and_the_ledger_says_so():
+    """As ``maxLength`` vLLM's Outlines backend gave up compiling the small profile's turn grammar after
+    30 s (the request failed), so only the in-process engines apply the cap."""
+    server = FakeServer(
+        {
+            "GET *": lambda call: Answer(200, replies.model_list({"id": "m"})),
+            "POST *": lambda call: Answer(200, replies.chat_reply('{"title": "t", "text": "x"}', model="m")),
+        }
+    )
+    recorded = []
     try:
         llm = EndpointLLM(server.root, "m")
-        for cap in (25, None):
-            llm.generate(LONG, Note, temperature=0, max_tokens=50, sampling=Sampling(max_string_chars=cap))
+        llm.recorders.append(recorded.append)
+        llm.generate(LONG, Note, temperature=0, max_tokens=50, sampling=Sampling(max_string_chars=25, top_p=0.9))
     finally:
         server.close()
-    capped, plain = (body["response_format"]["json_schema"]["schema"]["properties"] for body in server.bodies)
-    assert capped["text"]["maxLength"] == 25 and "maxLength" not in plain["text"]
-    assert all("max_string_chars" not in body for body in server.bodies)
+    (body,) = server.bodies
+    assert "maxLength" not in json.dumps(body) and "max_string_chars" not in body and body["top_p"] == 0.9
+    assert recorded[0].sampling == {"top_p": 0.9}
 
 
 def test_the_small_profile_of_the_chapter_methods_caps_its_structured_replies():

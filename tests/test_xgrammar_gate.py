@@ -104,20 +104,3 @@ def test_a_schema_xgrammar_refuses_is_caught_by_the_gate():
     }
     with pytest.raises(Exception, match=r"not supported by xgrammar"):
         vllm_gate(Constraint(kind="json", name="bad", json_schema=schema))
-
-
-def test_the_small_profiles_string_cap_passes_the_gate_and_xgrammar_holds_strings_to_it(compiler, tmp_path):
-    """``Sampling.max_string_chars`` travels to a server as ``maxLength`` (``agent.llm.string_cap``)."""
-    import xgrammar as xgr
-
-    from agent.llm.constraints import Constraint
-    from agent.llm.string_cap import capped_schema
-
-    for constraint in scripted_constraints(tmp_path).values():
-        if constraint.kind == "json":
-            capped = capped_schema(constraint.decoding_schema, 300)
-            vllm_gate(Constraint(kind="json", name=constraint.name, json_schema=capped))
-    schema = capped_schema({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}, 5)
-    grammar = compiler.compile_json_schema(json.dumps(schema), any_whitespace=False, separators=(",", ":"))
-    assert xgr.GrammarMatcher(grammar).accept_string('{"a":"12345"}')
-    assert not xgr.GrammarMatcher(grammar).accept_string('{"a":"123456"}')

@@ -178,10 +178,16 @@ class LLM(ABC):
                 results.append(exc)
         return results
 
+    def applied_sampling(self, sampling: Sampling) -> Sampling:
+        """The controls of ``sampling`` this backend applies (what the ledger records): all of them,
+        unless a backend says otherwise."""
+        return sampling
+
     # -- shared machinery ----------------------------------------------------------------
     def _prepare(self, request: Request) -> Request:
         if request.sampling == NONE and self.sampling_policy is not None:
             request.sampling = self.sampling_policy(request.role)
+        request.sampling = self.applied_sampling(request.sampling)
         _check_arguments(request)
         request.constraint = to_constraint(request.output_type)
         if self.thinking == "on":

@@ -35,7 +35,6 @@ from agent.llm.probe import (
 from agent.llm.sampling import Sampling
 from agent.llm.server_kinds import OTHER, ServerKind
 from agent.llm.stream import STREAM_FIELDS, StreamedReply
-from agent.llm.string_cap import capped_schema
 from agent.llm.types import (
     Completion,
     LLMError,
@@ -294,6 +293,12 @@ class EndpointLLM(LLM):
         with ThreadPoolExecutor(max_workers=min(self.concurrency, len(requests))) as pool:
             return list(pool.map(one, requests))
 
+    def applied_sampling(self, sampling: Sampling) -> Sampling:
+        """All but ``max_string_chars``, which only the in-process engines apply (``agent.llm.string_cap``:
+        as ``maxLength`` a server may compile it by counted repetition, which vLLM's Outlines backend gave
+        up on after 30 s); the ledger records the request without it."""
+        return sampling.model_copy(update={"max_string_chars": None}) if sampling.max_string_chars else sampling
+
     def _thinking(self) -> bool | None:
         return None if self.thinking == "auto" else self.thinking == "on"
 
@@ -339,14 +344,13 @@ class EndpointLLM(LLM):
             body["tool_choice"] = request.tool_choice or "auto"
         elif constraint is not None:
             if constraint.kind == "json":
-                limit = request.sampling.max_string_chars
-                regex = self._regex_for(capped(constraint.json_schema or {}, limit))
+                regex = self._regex_for(constraint.json_schema or {})
                 if regex:
                     body.update(server.regex_field(regex))
                 else:
                     schema = constraint.decoding_schema
                     assert schema is not None, "a json constraint carries its schema (to_constraint sets it)"
-                    body.update(server.json_field(constraint.name, capped(schema, limit)))
+                    body.update(server.json_field(constraint.name, schema))
             elif constraint.kind == "regex":
                 body.update(server.regex_field(constraint.pattern or ""))
             else:
@@ -364,18 +368,12 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKEN_COUNT else 0
 
 
-def capped(schema: dict[str, Any], limit: int | None) -> dict[str, Any]:
-    """``schema`` with its free strings capped at ``limit`` characters (``Sampling.max_string_chars``)."""
-    return schema if limit is None else capped_schema(schema, limit)
-
-
 def sampling_fields(sampling: Sampling) -> dict[str, Any]:
     """The request fields for ``sampling``: the OpenAI ones (top_p, frequency and presence
     penalties) and vLLM's extra sampling parameters (repetition_penalty, top_k, min_p), which
     vLLM and SGLang read from the top level of the body. ``no_repeat_ngram_size`` has no server
     equivalent and is refused rather than silently dropped."""
     given = sampling.given()
-    given.pop("max_string_chars", None)  # the schema's maxLength (``payload``), not a body field
     if "no_repeat_ngram_size" in given:
         raise UnsupportedSettingError(
             "the endpoint backend cannot honour no_repeat_ngram_size (a transformers-only "

@@ -32,9 +32,8 @@ class Sampling(BaseModel):
     no_repeat_ngram_size: int | None = Field(None, ge=2, le=20)
     """Never repeat an n-gram of this size (embedded backend only)."""
     max_string_chars: int | None = Field(None, ge=16, le=100_000)
-    """Structured (JSON) replies: a string is closed once it holds this many characters (the
-    in-process engines at decode time, a server as each free string's ``maxLength``:
-    ``agent.llm.string_cap``)."""
+    """Structured (JSON) replies: a string is closed once it holds this many characters, at decode
+    time (``agent.llm.string_cap``); in-process engines only, a server is sent the request without it."""
 
     def given(self) -> dict[str, Any]:
         """The controls that are set, as the ledger records them."""

@@ -6,13 +6,13 @@ A small model's structured reply that fails mostly fails inside one string: an u
 grammar would stop it, but counted repetition makes an Outlines index take seconds to minutes to
 compile. So the in-process engines keep the grammar as it is and close the string at decode
 time: once a string holds ``limit`` characters, only tokens the grammar allows that begin with
-the closing quote may follow. A server gets the same rule as each free string's ``maxLength``
-in the schema it is sent (:func:`capped_schema`), which its own grammar engine enforces.
+the closing quote may follow. A server is not asked for it (``EndpointLLM.applied_sampling``): as
+``maxLength`` in the schema, vLLM's Outlines backend (the CPU preset's) gave up compiling the
+small profile's turn grammar after its 30 s limit, and the request failed.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -75,23 +75,3 @@ class StringCap:
 
     def accept(self, token: int) -> None:
         self.strings.feed(self.piece(token))
-
-
-def capped_schema(schema: dict[str, Any], limit: int) -> dict[str, Any]:
-    """``schema`` with ``maxLength`` at most ``limit`` on every free string (a string without an
-    ``enum``, ``const`` or ``pattern``, which fix their own lengths), for a server's grammar."""
-    capped = copy.deepcopy(schema)
-
-    def visit(node: Any) -> None:
-        if isinstance(node, dict):
-            free = node.get("type") == "string" and not ({"enum", "const", "pattern"} & node.keys())
-            if free:
-                node["maxLength"] = min(int(node.get("maxLength", limit)), limit)
-            for value in node.values():
-                visit(value)
-        elif isinstance(node, list):
-            for value in node:
-                visit(value)
-
-    visit(capped)
-    return capped
