@@ -9,7 +9,7 @@ import pytest
 
 from agent.errors import ConfigError
 from agent.gate import Gate
-from agent.llm import UnsupportedSettingError
+from agent.llm import TruncatedOutputError, UnsupportedSettingError
 from agent.llm.embedded import _OccurrencePenalty, sampling_kwargs
 from agent.llm.endpoint import EndpointLLM
 from agent.llm.sampling import Sampling
@@ -109,6 +109,15 @@ def test_a_looping_structured_reply_is_retried_once_with_a_firmer_penalty():
     )
     assert reply.parsed.name == "Ada" and len(llm.requests) == 2
     assert llm.requests[1].sampling.repetition_penalty > 1.1
+
+
+def test_a_caller_with_its_own_fallback_can_decline_the_second_try():
+    llm = ScriptedLLM([('{"name": "' + "la " * 80, "length"), '{"name": "never asked"}'])
+    from grammars.demo import CharacterSheet
+
+    with pytest.raises(TruncatedOutputError) as cut:
+        llm.generate(USER, CharacterSheet, temperature=0.2, max_tokens=40, ask_again_if_looped=False)
+    assert cut.value.looped and len(llm.requests) == 1
 
 
 def test_the_guard_rejects_a_looping_draft_and_names_the_span():

@@ -64,6 +64,9 @@ class Request:
     never together with ``output_type`` (a native tool call is the server's to parse)."""
     tool_choice: str | None = None
     """``auto`` (the model decides) when ``tools`` are offered; ``None`` otherwise."""
+    ask_again_if_looped: bool = True
+    """A structured reply that looped is asked again once with a firmer penalty; ``False``: the
+    caller has a fallback of its own, and the looped reply fails at once."""
 
 
 class LLM(ABC):
@@ -94,12 +97,14 @@ class LLM(ABC):
         role: str | None = None,
         sampling: Sampling | None = None,
         tools: list[ToolSpec] | None = None,
+        ask_again_if_looped: bool = True,
     ) -> Completion:
         """Generate one reply; with ``output_type`` the reply is constrained and ``parsed`` is set;
         with ``tools`` (the native tool protocol, ``tool_choice`` auto) it may carry ``tool_calls``.
 
         A structured reply cut at ``max_tokens`` because it looped (a string field repeating) is
-        retried once with a firmer repetition penalty (a second, recorded call)."""
+        retried once with a firmer repetition penalty (a second, recorded call), unless
+        ``ask_again_if_looped`` is off."""
         request = Request(
             list(messages),
             output_type,
@@ -112,6 +117,7 @@ class LLM(ABC):
             sampling=sampling or NONE,
             tools=list(tools) if tools else None,
             tool_choice="auto" if tools else None,
+            ask_again_if_looped=ask_again_if_looped,
         )
         return self._run(self._prepare(request))
 
@@ -196,12 +202,13 @@ class LLM(ABC):
 
     def _run(self, request: Request, sent: Outcome | None = None) -> Completion:
         """One request; a structured reply that looped until ``max_tokens`` is asked again once,
-        with a firmer repetition penalty (both calls are recorded). ``sent``: the first call's
-        outcome when the backend has already made it (alongside others); the retry is its own."""
+        with a firmer repetition penalty (both calls are recorded; not with ``ask_again_if_looped``
+        off). ``sent``: the first call's outcome when the backend has already made it (alongside
+        others); the retry is its own."""
         try:
             return self._run_once(request, sent)
         except TruncatedOutputError as exc:
-            if not exc.looped:
+            if not exc.looped or not request.ask_again_if_looped:
                 raise
             retry = Request(
                 request.messages,

@@ -134,6 +134,7 @@ class Budget:
         role: str | None = None,
         shrink: Shrink | None = None,
         tools: list[ToolSpec] | None = None,
+        ask_again_if_looped: bool = True,
     ) -> Completion:
         """``llm.generate`` with ``max_tokens`` fitted to the context; see the module doc. Native ``tools``
         are counted as part of the system message (where chat templates put them)."""
@@ -155,6 +156,7 @@ class Budget:
                     min_tokens=floor or None,
                     role=role,
                     tools=tools,
+                    ask_again_if_looped=ask_again_if_looped,
                 )
             except LLMError as exc:
                 if not self.refused(exc, what):

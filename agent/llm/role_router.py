@@ -71,6 +71,7 @@ class RoleRouter(LLM):
         role: str | None = None,
         sampling: Sampling | None = None,
         tools: list[ToolSpec] | None = None,
+        ask_again_if_looped: bool = True,
     ) -> Completion:
         return self.model_for(role).generate(
             messages,
@@ -83,6 +84,7 @@ class RoleRouter(LLM):
             role=role,
             sampling=sampling,
             tools=tools,
+            ask_again_if_looped=ask_again_if_looped,
         )
 
     def generate_many(

@@ -299,6 +299,7 @@ class NstConfig(Planned):
             "failed_update_limit": SMALL_FAILED_UPDATE_LIMIT,
             "fallback_full_update": False,
             "update_entry_limit": SMALL_UPDATE_ENTRY_LIMIT,
+            "ask_again_looped_update": False,
         },
         "paper": PAPER_NST,
     }
@@ -306,8 +307,9 @@ class NstConfig(Planned):
     cheapest legal update is an empty one, and an empty chronology leaves later chapters nothing;
     it caps an update reply at :data:`SMALL_UPDATE_MAX_TOKENS`, takes the fallback after
     :data:`SMALL_FAILED_UPDATE_LIMIT` failed attempt, the fallback asks for one event only (no
-    full fallback update was accepted in three runs; half of them ran away, failed calls), and an
-    update array holds at most :data:`SMALL_UPDATE_ENTRY_LIMIT` entries."""
+    full fallback update was accepted in three runs; half of them ran away, failed calls), an
+    update array holds at most :data:`SMALL_UPDATE_ENTRY_LIMIT` entries, and an update asked alone
+    that loops is not asked again (the fallback follows)."""
 
     state: Annotated[
         bool,
@@ -382,6 +384,13 @@ class NstConfig(Planned):
     """Ask for the update past the turn cap when a kept chapter has none (fabula's; the reference has none)."""
     fallback_full_update: Annotated[bool, own("what the fallback update asks first (with `fallback_update`)")] = True
     """The fallback asks for the full update first, then one event if that fails; off: the one event only."""
+    ask_again_looped_update: Annotated[
+        bool, own("whether the LLM layer's second try of a looped reply applies to an update asked alone")
+    ] = True
+    """An update asked alone (the only tool left, or a fallback) whose reply loops is asked again once
+    with a firmer penalty, as every looped structured reply is; off: it fails at once and the
+    fallback (or the kept chapter) follows. Under the small profile that second try succeeded once
+    in seven (docs/design/embedded-speed.md)."""
     failed_update_limit: Annotated[
         int,
         Source(

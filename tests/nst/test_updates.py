@@ -315,3 +315,30 @@ def test_the_small_profiles_update_grammar_holds_each_array_to_two_entries(store
     assert [c.tool for c in calls] == ["write", "invalid", "update", "finish"]
     assert "at most 2 items" in calls[1].error
     assert len(result.state.past_events) == 2 and not result.degraded
+
+
+LOOPED = '{"tool": "update", "upsert_character_state": [{"name": "' + "the bell the bell " * 2000
+
+
+@pytest.mark.parametrize("ask_again", [True, False])
+def test_a_looped_update_asked_alone_is_asked_again_only_where_the_profile_says(store, config, ask_again):
+    """The small profile (``ask_again_looped_update=false``): a looped update that was the only tool on
+    offer fails at once and the one-event fallback follows; elsewhere the LLM layer's second try (a
+    firmer penalty) comes first. A looped reply in a turn that offered other tools too is always asked again."""
+    small = NstConfig.profile_settings("small")
+    assert small["ask_again_looped_update"] is False
+    author = Author(policy=stubborn(LOOPED))
+    run_chapter(
+        store,
+        config,
+        author,
+        lookback=False,  # after the write the update is the only tool left
+        failed_update_limit=small["failed_update_limit"],
+        fallback_full_update=small["fallback_full_update"],
+        ask_again_looped_update=ask_again,
+    )
+    updates = [r for r in author.requests if "update" in offered(r)]
+    assert all(offered(r) == ["update"] for r in updates)
+    assert len(updates) == (2 if ask_again else 1)
+    assert len(author.requests) == (5 if ask_again else 4)  # write, prose, the update (and its retry), one event
+    assert "Record only the one most important event" in author.requests[-1].messages[-1]["content"]

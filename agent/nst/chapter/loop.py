@@ -303,6 +303,7 @@ class ChapterLoop:
         role: str,
         min_output: int,
         tools: list[ToolSpec] | None = None,
+        ask_again_if_looped: bool = True,
     ) -> Completion:
         reply = self.budget.generate(
             self.llm,
@@ -315,6 +316,7 @@ class ChapterLoop:
             what=f"a turn of chapter {self.session.index}",
             shrink=self._shrink,
             tools=tools,
+            ask_again_if_looped=ask_again_if_looped,
         )
         self.ledger.count(reply)
         return reply
@@ -448,7 +450,14 @@ class ChapterLoop:
         max_tokens = self._call_budget(cfg.update_max_tokens if "update" in tools else cfg.tool_max_tokens)
         floor = self.room.update_output() if "update" in tools else MIN_TURN_OUTPUT
         try:
-            reply = self._generate(self.messages, turn_grammar(s, tools), max_tokens, "nst_turn", floor)
+            reply = self._generate(
+                self.messages,
+                turn_grammar(s, tools),
+                max_tokens,
+                "nst_turn",
+                floor,
+                ask_again_if_looped=cfg.ask_again_looped_update or tools != ["update"],
+            )
         except (TruncatedOutputError, OutputValidationError) as exc:
             self.stats["invalid_turns"] += 1
             s.failed += 1
@@ -517,7 +526,12 @@ class ChapterLoop:
         self._arguments = {}
         try:
             reply = self._generate(
-                self.messages, grammar, max_tokens, "nst_turn", min(max_tokens, min_output or self.room.update_output())
+                self.messages,
+                grammar,
+                max_tokens,
+                "nst_turn",
+                min(max_tokens, min_output or self.room.update_output()),
+                ask_again_if_looped=self.config.ask_again_looped_update,
             )
         except ContextExceededError as exc:
             self.budget.note("skip_fallback_update", chapter=self.session.index, error=str(exc)[:200])
