@@ -20,8 +20,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from agent.llm.base import LLM, Request
 from agent.llm.call_clock import CallClock
 from agent.llm.constraints import Constraint
@@ -35,7 +33,7 @@ from agent.llm.local_decoding import (
     template_kwargs,
 )
 from agent.llm.sampling import Sampling
-from agent.llm.string_cap import StringCap, closing_tokens
+from agent.llm.string_cap import StringCap, StringCaps
 from agent.llm.tool_text import chat_messages, read_tool_reply
 from agent.llm.types import LLMError, RawReply, ThinkingMode, ToolCall, Usage
 
@@ -78,7 +76,7 @@ class EmbeddedLLM(LLM):
         self.hf_model.eval()
         self._lock = threading.Lock()
         self._constraints = ConstraintIndexes(lambda: hf_vocabulary(self.tokenizer))
-        self._closes: np.ndarray | None = None
+        self._caps = StringCaps(self._pieces, self._piece)
 
     @property
     def parameter_count(self) -> int | None:
@@ -124,9 +122,9 @@ class EmbeddedLLM(LLM):
                     index = self._index(request.constraint)
                 processors.append(OutlinesCoreLogitsProcessor(index, "torch"))
                 # after the penalties, so they never re-allow a token the grammar masked; the cap only narrows it
-                cap = self._string_cap(request)
+                cap = self._caps.for_request(request.sampling, request.constraint)
                 if cap is not None:
-                    processors.append(cap)
+                    processors.append(TorchStringCap(cap))
             from transformers import LogitsProcessorList
 
             first = FirstLogits()
@@ -163,15 +161,8 @@ class EmbeddedLLM(LLM):
             tool_calls=calls,
         )
 
-    def _string_cap(self, request: Request) -> TorchStringCap | None:
-        """The request's string cap (``Sampling.max_string_chars``) on a JSON constraint, if any."""
-        limit = request.sampling.max_string_chars
-        if limit is None or request.constraint is None or request.constraint.kind != "json":
-            return None
-        if self._closes is None:
-            pieces = self.tokenizer.batch_decode([[t] for t in range(len(self.tokenizer))])
-            self._closes = closing_tokens([p.encode("utf-8") for p in pieces])
-        return TorchStringCap(StringCap(limit, self._closes, self._piece))
+    def _pieces(self) -> list[bytes]:
+        return [str(p).encode("utf-8") for p in self.tokenizer.batch_decode([[t] for t in range(len(self.tokenizer))])]
 
     def _piece(self, token: int) -> bytes:
         return str(self.tokenizer.decode([token])).encode("utf-8")

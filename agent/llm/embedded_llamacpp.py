@@ -55,7 +55,7 @@ from agent.llm.local_decoding import (
 from agent.llm.local_prompt import GGUFTemplate, HFTemplate, PromptTemplate
 from agent.llm.local_sampling import GrammarMask, MinTokens, Penalties
 from agent.llm.prefix_slots import PrefixSlots, common_prefix
-from agent.llm.string_cap import StringCap, closing_tokens
+from agent.llm.string_cap import StringCaps
 from agent.llm.tool_text import read_tool_reply
 from agent.llm.types import Completion, LLMError, RawReply, ThinkingMode, ToolCall, Usage
 
@@ -139,7 +139,7 @@ class LlamaCppLLM(LLM):
         self._applied_threads = (self._threads.threads, self._threads.all_cores)
         self._clock = CallClock()
         self._evaluated = 0
-        self._closes: np.ndarray | None = None
+        self._caps = StringCaps(lambda: [self._piece(t) for t in range(self._llama.n_vocab())], self._piece)
         self._eval = self._llama.eval
         # generate() evaluates through it: prefill, then one token a step. llama.cpp has no hook around
         # eval, so the instance's own method is replaced (mypy refuses assigning to a method)
@@ -333,7 +333,12 @@ class LlamaCppLLM(LLM):
         penalties = Penalties.of(request.sampling, sampled=request.temperature > 0, prompt=prompt)
         processors: list[Any] = [
             p
-            for p in (penalties, MinTokens.of(request.min_tokens, self._eos_id()), grammar, self._string_cap(request))
+            for p in (
+                penalties,
+                MinTokens.of(request.min_tokens, self._eos_id()),
+                grammar,
+                self._caps.for_request(request.sampling, request.constraint),
+            )
             if p is not None
         ]
         runaway = RunawayCheck(self._detokenize)
@@ -348,15 +353,6 @@ class LlamaCppLLM(LLM):
         )
         self._llama.set_seed(request.seed if request.seed is not None else random.getrandbits(31))
         return reply, runaway
-
-    def _string_cap(self, request: Request) -> StringCap | None:
-        """The request's string cap (after the grammar, which it only narrows), if it asks for one."""
-        limit = request.sampling.max_string_chars
-        if limit is None or request.constraint is None or request.constraint.kind != "json":
-            return None
-        if self._closes is None:
-            self._closes = closing_tokens([self._piece(t) for t in range(self._llama.n_vocab())])
-        return StringCap(limit, self._closes, self._piece)
 
     def _piece(self, token: int) -> bytes:
         return bytes(self._llama.detokenize([token]))

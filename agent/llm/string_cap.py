@@ -18,6 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from agent.llm.constraints import Constraint
+from agent.llm.sampling import Sampling
+
 QUOTE, BACKSLASH = 0x22, 0x5C
 
 
@@ -75,3 +78,21 @@ class StringCap:
 
     def accept(self, token: int) -> None:
         self.strings.feed(self.piece(token))
+
+
+class StringCaps:
+    """An engine's caps: its vocabulary's closing tokens, found once on first use (a pass over the
+    vocabulary), and a :class:`StringCap` for each request that asks for one."""
+
+    def __init__(self, pieces: Callable[[], Sequence[bytes]], piece: Callable[[int], bytes]) -> None:
+        self.pieces, self.piece = pieces, piece
+        self._closes: np.ndarray | None = None
+
+    def for_request(self, sampling: Sampling, constraint: Constraint | None) -> StringCap | None:
+        """The cap ``sampling`` asks for, on a JSON constraint; ``None`` otherwise."""
+        limit = sampling.max_string_chars
+        if limit is None or constraint is None or constraint.kind != "json":
+            return None
+        if self._closes is None:
+            self._closes = closing_tokens(self.pieces())
+        return StringCap(limit, self._closes, self.piece)
