@@ -248,20 +248,23 @@ class WritingControls(Settings):
         return {**cls.PROFILES[name], "profile": name}
 
 
+SMALL_MAX_STRING_CHARS = 300
+"""The small profile closes a JSON string at 300 characters (``Sampling.max_string_chars``). In
+the SmolLM2-135M runs kept on the development machine, the NstAgent family's 268 parsed tool and
+update replies had a longest string of 14 characters at the median and 337 at the 95th percentile
+(a search query copied from the chapter), while most failed replies of eight 600-word runs were one
+string running on for 500-2,000 characters until ``max_tokens`` cut the reply; in Magnet 2.6 % of
+349 critic reviews (a world-state value of 834 characters) and 5.4 % of 351 character actions
+(asked for one or two sentences) passed 300 (docs/design/embedded-speed.md)."""
 SMALL_PROSE = {"repetition_penalty": 1.2, "frequency_penalty": 0.4, "presence_penalty": 0.2, "top_p": 0.9}
-SMALL_STRUCTURED = {"repetition_penalty": 1.1, "frequency_penalty": 0.3}
+SMALL_STRUCTURED = {"repetition_penalty": 1.1, "frequency_penalty": 0.3, "max_string_chars": SMALL_MAX_STRING_CHARS}
 """The small-model profile's sampling for short prompts (Magnet's, about a thousand tokens, and its
 320-token paragraphs): penalties that stop a 135M-1B model's loops on both backends. The
 repetition penalty also keeps the narrator from copying the prompt's actions word for word.
 Structured replies get a frequency penalty too: their loops are often inside one string (a
 number's zeros, a "{ 100 }" run), which a repetition penalty of 1.1 barely slows; the grammar
-leaves the structural tokens no choice, so the penalty only weighs on the free text."""
-SMALL_MAX_STRING_CHARS = 300
-"""The NstAgent family's small profile closes a JSON string at 300 characters: in 268 parsed tool
-and update replies of SmolLM2-135M the longest string had a median of 14 characters and a 95th
-percentile of 337 (a search query copied from the chapter), while most failed replies of eight
-600-word runs were one string running on for 500-2,000 characters until ``max_tokens`` cut the
-reply (docs/design/embedded-speed.md)."""
+leaves the structural tokens no choice, so the penalty only weighs on the free text; and a string
+is closed at :data:`SMALL_MAX_STRING_CHARS`."""
 SMALL_PROSE_LONG_PROMPTS = {"repetition_penalty": 1.1, "presence_penalty": 0.3, "frequency_penalty": 0.1, "min_p": 0.1}
 SMALL_STRUCTURED_LONG_PROMPTS = {"frequency_penalty": 0.3, "min_p": 0.1, "max_string_chars": SMALL_MAX_STRING_CHARS}
 """... and for long prompts and long replies (the NstAgent family: chapters of 500+ words, prompts

@@ -92,13 +92,17 @@ def test_a_server_is_sent_the_request_without_the_cap_and_the_ledger_says_so():
     assert recorded[0].sampling == {"top_p": 0.9}
 
 
-def test_the_small_profile_of_the_chapter_methods_caps_its_structured_replies():
+def test_the_small_profile_caps_structured_replies_in_both_pipelines_and_never_prose():
+    from agent.magnet.settings import MagnetSettings
     from agent.nst.config import NstConfig
 
     config = NstConfig.parse({"prompt": "x", "words": 600, **NstConfig.profile_settings("small")})
     assert config.structured_sampling.max_string_chars == SMALL_MAX_STRING_CHARS
     assert config.prose_sampling.max_string_chars is None
     assert NstConfig.parse({"prompt": "x", "words": 600}).structured_sampling.max_string_chars is None
+    magnet = MagnetSettings.profile_settings("small")
+    assert magnet["structured_sampling"]["max_string_chars"] == SMALL_MAX_STRING_CHARS
+    assert "max_string_chars" not in magnet["prose_sampling"]
 
 
 def written(llm, cap: int | None, max_tokens: int) -> str:
