@@ -133,6 +133,29 @@ def test_the_outline_grammar_holds_chapter_ids_in_order():
     assert [item["properties"]["target_words"]["enum"] for item in kept] == [[300], [310]]  # a re-plan's targets
 
 
+def test_an_outline_cut_at_max_tokens_is_asked_again_for_shorter_descriptions():
+    """A cut reply is not kept: the same user turn is asked again with the request for shorter
+    descriptions (once, however often it is cut), with a larger budget; the roles still alternate."""
+    good = json.dumps(
+        {
+            "title": "B",
+            "chapters": [
+                {"id": 1, "title": "A", "description": "d", "target_words": 300},
+                {"id": 2, "title": "B", "description": "d", "target_words": 300},
+            ],
+        }
+    )
+    cut = ('{"title": "B", "chapters": [{"id": 1, "title": "A", "description": "A keeper climbs the stair', "length")
+    llm = ScriptedLLM([cut, cut, good])
+    plan = make_plan(llm, "p", 600, temperature=0.7, max_tokens=100, attempts=3)
+    assert [c["target_words"] for c in plan["outline"]] == [300, 300]
+    first, second, third = (r.messages for r in llm.requests)
+    assert [m["role"] for m in third] == [m["role"] for m in first] == ["system", "user"]
+    assert second[-1]["content"] == first[-1]["content"] + "\nKeep each description to two short sentences."
+    assert third == second
+    assert llm.requests[1].max_tokens > llm.requests[0].max_tokens
+
+
 def test_outline_attempts_are_bounded():
     bad = json.dumps({"title": "B", "chapters": [{"id": 1, "title": "A", "description": "d", "target_words": 1}]})
     llm = ScriptedLLM([bad] * 3)

@@ -338,6 +338,18 @@ def outline_schema(
     return JsonSchema(schema, "nst_outline")
 
 
+SHORTER = "\nKeep each description to two short sentences."
+
+
+def _asking_shorter(messages: list[Message]) -> list[Message]:
+    """The same conversation with its last (user) message asking for shorter descriptions, once: a
+    cut reply is not kept, so no assistant turn follows it (roles still alternate)."""
+    last = messages[-1]
+    if last["content"].endswith(SHORTER):
+        return messages
+    return [*messages[:-1], {"role": "user", "content": last["content"] + SHORTER}]
+
+
 def _outline(
     llm: LLM,
     messages: list[Message],
@@ -374,10 +386,7 @@ def _outline(
             )
         except TruncatedOutputError:
             errors.append(f"cut at {tokens} tokens")
-            messages = [
-                *messages[:2],
-                {"role": "user", "content": messages[1]["content"] + "\nKeep each description to two short sentences."},
-            ]
+            messages = _asking_shorter(messages)
             tokens = int(tokens * 1.5)
             continue
         except OutputValidationError as exc:
