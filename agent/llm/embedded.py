@@ -272,10 +272,11 @@ class TorchStringCap:
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import torch
 
-        ids = input_ids[0].tolist()
-        for token in ids[self.seen :] if self.seen >= 0 else ():
-            self.cap.accept(int(token))
-        self.seen = len(ids)
+        length = int(input_ids.shape[1])
+        if self.seen >= 0:  # only the tokens sampled since the last call, not the whole sequence
+            for token in input_ids[0, self.seen :].tolist():
+                self.cap.accept(int(token))
+        self.seen = length
         if self.cap.strings.full(self.cap.limit):
             row = self.cap(None, scores[0].detach().to(torch.float32).cpu().numpy().copy())
             scores[0] = torch.from_numpy(row).to(scores.dtype)
