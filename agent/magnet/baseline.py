@@ -42,8 +42,8 @@ def write(ctx: RunContext[SingleConfig]) -> None:
     while not state["finished"] and step <= bound:
         started = time.perf_counter()
         recent = [p.text for p in store.paragraphs()[-settings.history_window :]]
-        final = ending.is_final_paragraph(story, state)
-        cue = ending.cue(story, {**state, "ending": ending.in_ending_window(story, settings, state)})
+        final = ending.is_final_paragraph(story, settings, state)
+        cue = ending.cue(story, settings, {**state, "ending": ending.in_ending_window(story, settings, state)})
         floor, high = (
             ending.final_budget(story, settings, state)
             if final

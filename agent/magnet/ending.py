@@ -18,13 +18,13 @@ from agent.limits import CLOSING_TOKENS_PER_WORD
 from agent.magnet.definition import StoryDefinition
 from agent.magnet.settings import MagnetSettings
 
-DEFAULT_PARAGRAPH_WORDS = 120
 
-
-def paragraph_words(state: dict[str, Any]) -> float:
-    """Average words per narrated paragraph so far (a default before the first)."""
+def paragraph_words(settings: MagnetSettings, state: dict[str, Any]) -> float:
+    """Average words per narrated paragraph so far; before the first, the words a paragraph of
+    ``settings.paragraph_tokens`` holds. (A fixed 120 made every story of up to ~240 words end at
+    its target in mid-scene, or after a second goal, instead of closing in its one paragraph.)"""
     steps = state.get("narrations", 0)
-    return state.get("narration_words", 0) / steps if steps else DEFAULT_PARAGRAPH_WORDS
+    return state.get("narration_words", 0) / steps if steps else settings.paragraph_tokens / CLOSING_TOKENS_PER_WORD
 
 
 def remaining(story: StoryDefinition, state: dict[str, Any]) -> int:
@@ -34,7 +34,7 @@ def remaining(story: StoryDefinition, state: dict[str, Any]) -> int:
 
 def in_ending_window(story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any]) -> bool:
     """The remaining words fit in ``settings.ending_paragraphs`` paragraphs."""
-    return remaining(story, state) <= settings.ending_paragraphs * paragraph_words(state)
+    return remaining(story, state) <= settings.ending_paragraphs * paragraph_words(settings, state)
 
 
 def should_conclude(story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any]) -> bool:
@@ -44,11 +44,11 @@ def should_conclude(story: StoryDefinition, settings: MagnetSettings, state: dic
     return in_ending_window(story, settings, state)
 
 
-def is_final_paragraph(story: StoryDefinition, state: dict[str, Any]) -> bool:
+def is_final_paragraph(story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any]) -> bool:
     """The next narration should close the story."""
     if state.get("final_next"):
         return True
-    return remaining(story, state) <= paragraph_words(state)
+    return remaining(story, state) <= paragraph_words(settings, state)
 
 
 def stop_reason(story: StoryDefinition, state: dict[str, Any], final_paragraph: bool) -> str | None:
@@ -61,10 +61,10 @@ def stop_reason(story: StoryDefinition, state: dict[str, Any], final_paragraph: 
     return None
 
 
-def cue(story: StoryDefinition, state: dict[str, Any]) -> str:
+def cue(story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any]) -> str:
     """What the prompts say about the ending ("" far from it)."""
     left = max(0, remaining(story, state))
-    if is_final_paragraph(story, state):
+    if is_final_paragraph(story, settings, state):
         return (
             "This is the final paragraph of the story: resolve the current goal and bring the whole story to a "
             "satisfying close. Do not open new threads."

@@ -83,14 +83,14 @@ def run_step(
     world = WorldGraph.from_json(state["world"]) if state["world"] is not None else None
     if world is not None:
         state["world"] = world.to_json()  # an older run's world, read once in today's shape
-    final_paragraph = ending.is_final_paragraph(story, state)
+    final_paragraph = ending.is_final_paragraph(story, settings, state)
     chapter = chapter_of(story, state, step)
     scene = Scene(
         story,
         world,
         state["goal"],
         list(recent),
-        ending.cue(story, state),
+        ending.cue(story, settings, state),
         memory,
         list(memory.failures),
         budget=budget,

@@ -215,13 +215,13 @@ def _value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def state_block(entries: Sequence[Entry] | None, viewer: str | None = None) -> str:
+def state_block(entries: Sequence[Entry] | None, viewer: str | None = None, *, title: str = "World state") -> str:
     """The world state grouped by subject; secrets marked (``viewer``: whose own they are)."""
     if entries is None:
         return ""
     if not entries:
-        return "World state: (empty)"
-    lines = ["World state (subject: attribute = value):"]
+        return f"{title}: (empty)"
+    lines = [f"{title} (subject: attribute = value):"]
     subject = None
     for e in entries:
         if e.subject != subject:
@@ -290,13 +290,16 @@ def character(
             else "."
         )
     recap, recalled = memory_blocks(memory)
-    user = _join(  # the story text before the persona: every character's request shares it as a prefix
+    seen = _entries(world, char.name)
+    secrets = [e for e in seen if e.secret] if seen else []
+    user = _join(  # the story and the public state before the persona: the characters' requests share them
         story_block(story),
         recap,
         recalled,
         recent_block(recent),
+        state_block(None if seen is None else [e for e in seen if not e.secret]),
         f"Your character:\n{persona(char, world)}",
-        state_block(_entries(world, char.name), char.name),
+        state_block(secrets, char.name, title="Your secrets") if secrets else "",
         f"Current story goal: {goal}",
         ending,
         task,

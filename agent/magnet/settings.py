@@ -102,7 +102,8 @@ class ParagraphSettings(WritingControls):
     ] = Field(3, ge=1, le=50)
     """Recent story paragraphs every role sees."""
     paragraph_tokens: Annotated[int, TOKENS_OWN] = Field(320, ge=16, le=TOKENS)
-    """A paragraph's size (its ceiling, with ``reasoning_tokens``); the closing paragraph is sized from it."""
+    """A paragraph's size (its ceiling, with ``reasoning_tokens``); the closing paragraph is sized from it, and
+    before the first paragraph the words one holds are estimated from it (``agent.magnet.ending``)."""
     reasoning_tokens: Annotated[int, REASONING] = Field(0, ge=0, le=TOKEN_CAP)
     """Room for a thinking model's reasoning, added to every call's answer size (:meth:`ceiling`): a ceiling
     only, never a length asked for (no floor and no closing paragraph is sized from it)."""

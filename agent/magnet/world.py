@@ -231,7 +231,9 @@ class WorldGraph:
         return self.value(name, LOCATION)
 
     def entries(self, viewer: str | None = None) -> list[Entry]:
-        """The variables ``viewer`` sees, in subject then insertion order.
+        """The variables ``viewer`` sees: the world's, then each character's in story order, each
+        subject's in insertion order (the same order for every viewer, so the characters' prompts
+        share their state as a prefix).
 
         ``None`` (the critic, narrator and goal generator): everything. A character: its own
         variables including secrets, the public variables of the characters it relates to
@@ -239,7 +241,8 @@ class WorldGraph:
         if viewer is None:
             visible = [WORLD, *self.characters]
         else:
-            visible = [WORLD, viewer, *[n for n in self.related(viewer) if n != viewer]]
+            related = set(self.related(viewer))
+            visible = [WORLD, *[n for n in self.characters if n == viewer or n in related]]
         out = []
         for subject in visible:
             for attribute, var in self.variables.get(subject, {}).items():

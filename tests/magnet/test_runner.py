@@ -240,14 +240,32 @@ def test_fabula_export_graph(tmp_path, capsys):
 
 
 def test_a_step_that_reaches_the_target_ends_without_a_goal_or_transition(tmp_path):
-    # 150 words is over one estimated paragraph (120), so step 1 is an ordinary paragraph; it
-    # writes 200 words and the story is done: no concluding goal, no transition after the end
-    llm = StoryLLM(narrator=lambda request, n: " ".join(["word"] * 200) + ".")
-    store = _run(tmp_path, llm, _config(words=150))
+    # 300 words is over one estimated paragraph (320 tokens: 237 words), so step 1 is an ordinary
+    # paragraph; it writes 310 words and the story is done: no concluding goal, no transition after the end
+    llm = StoryLLM(narrator=lambda request, n: " ".join(["word"] * 310) + ".")
+    store = _run(tmp_path, llm, _config(words=300))
     assert store.info().status == "completed" and store.info().last_unit == 1
-    assert [p.kind for p in store.paragraphs()] == ["narration"] and store.state()["words"] == 200
+    assert [p.kind for p in store.paragraphs()] == ["narration"] and store.state()["words"] == 310
+    assert store.steps()[0]["record"]["final_paragraph"] is False
     assert not llm.by_role("goal") and not llm.by_role("transition")
     assert store.steps()[0]["record"]["goal_event"] is None
+
+
+def test_a_story_that_fits_in_one_paragraph_closes_in_its_first(tmp_path):
+    # 200 words fit in one paragraph of 320 tokens (237 words at 1.35 tokens a word), so the first
+    # paragraph is the final one: every role is told, the narrator's floor is sized to the 200 words,
+    # and the run stops on it (a prior of 120 words made it an ordinary paragraph that stopped
+    # mid-scene at the target, or a second goal and a transition when it fell short)
+    llm = StoryLLM()
+    store = _run(tmp_path, llm, _config(words=200))
+    assert store.info().status == "completed" and store.info().last_unit == 1
+    assert store.steps()[0]["record"]["final_paragraph"] is True
+    assert store.state()["finish_reason"] == "final paragraph written"
+    assert not llm.by_role("goal") and not llm.by_role("transition")
+    (narrator,) = llm.by_role("narrator")
+    assert "final paragraph of the story" in narrator.messages[1]["content"]
+    assert narrator.min_tokens == 270  # 200 words x 1.35
+    assert all("final paragraph of the story" in r.messages[1]["content"] for r in llm.by_role("character"))
 
 
 def test_show_history_lists_failed_calls_and_rejected_updates(tmp_path, capsys):
@@ -259,7 +277,7 @@ def test_show_history_lists_failed_calls_and_rejected_updates(tmp_path, capsys):
     def select(request, n):
         return {"selected": ["Ann", "Bob"], "rejected_updates": ["u2"]}
 
-    store = _run(tmp_path, StoryLLM(fail=fail, narrator_select=select), _config(words=200, retries=1))
+    store = _run(tmp_path, StoryLLM(fail=fail, narrator_select=select), _config(words=400, retries=1))
     store.close()
     assert main(["show", str(tmp_path / "run"), "--history"]) == 0
     out = capsys.readouterr().out

@@ -288,10 +288,11 @@ def test_without_a_critic_a_characters_grammar_never_names_anothers_secret_attri
     assert all(offered(r) == {s: [] for s in ("world", "Ann", "Bob", "Cy")} for r in llm.by_role("character"))
 
 
-def test_the_characters_of_a_step_share_the_story_text_before_their_personas():
-    """The story so far comes before each persona, so a step's character requests share it as a
-    prompt prefix (the KV cache computes it once, not once per character)."""
-    s = _story()
+def test_the_characters_of_a_step_share_the_story_and_the_public_state_before_their_personas():
+    """The story so far and the public world state (in story order, the same for every viewer) come
+    before each persona, and a character's own secrets after it, so a step's character requests
+    share them as a prompt prefix (the KV cache computes it once, not once per character)."""
+    s = _secret_story()
     world = WorldGraph.from_definition(s)
     recent = ["Rain fell on the old house while the keeper counted the lanterns. Paragraph 1."]
     first, *others = (
@@ -301,4 +302,12 @@ def test_the_characters_of_a_step_share_the_story_text_before_their_personas():
     same = next((i for i, chars in enumerate(zip(first, *others, strict=False)) if len(set(chars)) > 1), len(first))
     shared = first[:same]
     assert len(others) == 2 and "Recent story paragraphs:" in shared and "Paragraph 1." in shared
-    assert shared.endswith("\n\nYour character:\nName: ")  # where the three part: each one's persona
+    # the three see the world's variables alike; then Bob, who relates to no one, sees only his own
+    assert shared.endswith("\n\nWorld state (subject: attribute = value):\nworld:\n  codicil_missing = true\n")
+    ann, _, cy = first, *others
+    both = ann[: next(i for i, (a, c) in enumerate(zip(ann, cy, strict=False)) if a != c)]
+    assert both.endswith('  relationship_with_bob = "cousin"\n  holding_back_evidence = true\n')  # Ann's public state
+    assert "(your secret)" not in ann.split("Your character:")[0]
+    secrets = ann.split("Your secrets (subject: attribute = value):\n")[1]
+    assert secrets.startswith('Ann:\n  hid_the_codicil = "under the floorboard"  (your secret)\n\nCurrent story goal:')
+    assert "Your secrets" not in cy and "floorboard" not in cy

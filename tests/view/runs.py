@@ -119,8 +119,8 @@ def crowded_magnet_run(folder: Path, name: str = "crowded") -> Path:
         }
         for i, who in enumerate(names)
     ]
-    config = {
-        **MagnetSettings().as_config(),
+    config = {  # paragraphs of 160 tokens (~120 words): step 1 is not the final one, a second step follows
+        **MagnetSettings(paragraph_tokens=160).as_config(),
         "story": story(words=150, characters=cast, world={f"w{j}": j for j in range(8)}).to_dict(),
     }
     store = RunStore.create(
