@@ -242,14 +242,6 @@ def _join(*parts: str) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
-def story_text(story: StoryDefinition, recent: Sequence[str], memory: Memory = NO_MEMORY) -> str:
-    """The story as every role of a step reads it first: the story block, the recap, the recalled
-    passages and the recent paragraphs. It opens the characters' system message and the scene, so
-    a step computes it once for the characters, the critic and the narrator."""
-    recap, recalled = memory_blocks(memory)
-    return _join(story_block(story), recap, recalled, recent_block(recent))
-
-
 def scene(
     story: StoryDefinition,
     goal: str,
@@ -260,12 +252,15 @@ def scene(
     paper_inputs: bool = False,
 ) -> str:
     """The story as the critic, the selection and the narrator see it at one step (every secret
-    marked): their shared system message, the same bytes for each, opening with the characters'
-    (:func:`story_text`). ``paper_inputs`` (the narrator's under ``role_inputs = "paper"``): without
-    the personas, which §3.2 does not give the narrator."""
+    marked): their shared system message, the same bytes for each. ``paper_inputs`` (the narrator's
+    under ``role_inputs = "paper"``): without the personas, which §3.2 does not give the narrator."""
+    recap, recalled = memory_blocks(memory)
     return _join(
-        story_text(story, recent, memory),
+        story_block(story),
+        recap,
         "" if paper_inputs else personas_block(story, world),
+        recalled,
+        recent_block(recent),
         state_block(_entries(world)),
         f"Current story goal: {goal}",
     )
@@ -294,11 +289,14 @@ def character(
             if world is not None
             else "."
         )
+    recap, recalled = memory_blocks(memory)
     seen = _entries(world, char.name)
     secrets = [e for e in seen if e.secret] if seen else []
-    messages = _in_scene(  # the story (the scene's opening), then the instructions and the public state
-        story_text(story, recent, memory),  # before the persona: the characters' requests share them too
-        CHARACTER_SYSTEM,
+    user = _join(  # the story and the public state before the persona: the characters' requests share them
+        story_block(story),
+        recap,
+        recalled,
+        recent_block(recent),
         state_block(None if seen is None else [e for e in seen if not e.secret]),
         f"Your character:\n{persona(char, world)}",
         state_block(secrets, char.name, title="Your secrets") if secrets else "",
@@ -307,9 +305,8 @@ def character(
         task,
     )
     if world is not None:  # the goal, recap and story text come from roles that see every secret
-        for message in messages:
-            message["content"] = world.redact(message["content"], char.name)
-    return messages
+        user = world.redact(user, char.name)
+    return [{"role": "system", "content": CHARACTER_SYSTEM}, {"role": "user", "content": user}]
 
 
 def revision(messages: list[Message], action: str, feedback: str) -> list[Message]:

@@ -18,10 +18,11 @@ RUN_MODEL, OTHER = "run-model", "other-model"
 
 
 def role_of(body: dict[str, Any]) -> str:
-    """A Magnet request's role, from its instructions as a server sees them: the system message for the
-    recap, the user turn's start for every other role (their system message is the story)."""
+    """A Magnet request's role, from its instructions as a server sees them: the system message, or the
+    user turn's start for the critic, the narrator, the goal and the transition (their system message
+    is the story)."""
     system, user = body["messages"][0]["content"], body["messages"][1]["content"]
-    if user.startswith(prompts.CHARACTER_SYSTEM[:40]):
+    if system.startswith(prompts.CHARACTER_SYSTEM[:40]):
         return "character"
     if system.startswith(prompts.RECAP_SYSTEM[:40]):
         return "recap"

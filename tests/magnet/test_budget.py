@@ -86,8 +86,8 @@ def test_every_request_fits_and_recall_gives_way_first(tmp_path):
     for r in records:
         if r["budget"]:
             assert r["memory"]["recalled"] < r["memory"]["recalled_found"]
-    later = [r for r in llm.by_role("character") if RECAP in r.messages[0]["content"]]  # the story: the system message
-    assert later and all(r.messages[0]["content"].count("(paragraph ") >= 3 for r in later)  # 3 recent kept
+    later = [r for r in llm.by_role("character") if RECAP in r.messages[1]["content"]]
+    assert later and all(r.messages[1]["content"].count("(paragraph ") >= 3 for r in later)  # 3 recent kept
     store.close()
 
 

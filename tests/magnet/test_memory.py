@@ -60,7 +60,7 @@ def _recalling(location_word):
 def test_recall_brings_back_an_earlier_paragraph_about_the_cast_and_their_places(tmp_path):
     llm = StoryLLM(narrator=_recalling("library"))
     store = _run(tmp_path, llm, history_window=2, recall_paragraphs=2, recall_words=10, recap_every=0)
-    prompts = [r.messages[0]["content"] for r in llm.by_role("character")]  # the story: the system message
+    prompts = [r.messages[1]["content"] for r in llm.by_role("character")]
     later = [p for p in prompts if "Earlier passages that may matter now" in p]
     assert later, "recall never happened"
     for p in later:

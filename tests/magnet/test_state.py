@@ -288,38 +288,26 @@ def test_without_a_critic_a_characters_grammar_never_names_anothers_secret_attri
     assert all(offered(r) == {s: [] for s in ("world", "Ann", "Bob", "Cy")} for r in llm.by_role("character"))
 
 
-def _as_sent(messages):
-    """The messages as a chat template lays them out: each role's turn opened and closed in order."""
-    return "".join(f"<{m['role']}>\n{m['content']}</{m['role']}>\n" for m in messages)
-
-
-def _common(*texts):
-    return texts[0][: next((i for i, c in enumerate(zip(*texts, strict=False)) if len(set(c)) > 1), len(texts[0]))]
-
-
-def test_a_steps_requests_share_the_story_and_the_characters_the_public_state_before_their_personas():
-    """Every request of a step opens with the story (:func:`prompts.story_text`); the characters' go on
-    with their instructions and the public world state (in story order, the same for every viewer)
-    before each persona, a character's own secrets after it. So the KV cache computes the story once
-    for the step, and the public state once for its characters."""
+def test_the_characters_of_a_step_share_the_story_and_the_public_state_before_their_personas():
+    """The story so far and the public world state (in story order, the same for every viewer) come
+    before each persona, and a character's own secrets after it, so a step's character requests
+    share them as a prompt prefix (the KV cache computes it once, not once per character)."""
     s = _secret_story()
     world = WorldGraph.from_definition(s)
     recent = ["Rain fell on the old house while the keeper counted the lanterns. Paragraph 1."]
-    ann, bob, cy = (
-        _as_sent(prompts.character(s, c, "Find the codicil.", recent, world, "", with_effects=False))
+    first, *others = (
+        prompts.character(s, c, "Find the codicil.", recent, world, "", with_effects=False)[1]["content"]
         for c in s.characters
     )
-    shared = _common(ann, bob, cy)
-    assert shared.startswith("<system>\n" + prompts.story_text(s, recent) + "</system>\n<user>\n")
-    assert "Recent story paragraphs:" in shared and "Paragraph 1." in shared and prompts.CHARACTER_SYSTEM in shared
+    same = next((i for i, chars in enumerate(zip(first, *others, strict=False)) if len(set(chars)) > 1), len(first))
+    shared = first[:same]
+    assert len(others) == 2 and "Recent story paragraphs:" in shared and "Paragraph 1." in shared
     # the three see the world's variables alike; then Bob, who relates to no one, sees only his own
     assert shared.endswith("\n\nWorld state (subject: attribute = value):\nworld:\n  codicil_missing = true\n")
-    assert _common(ann, cy).endswith('  relationship_with_bob = "cousin"\n  holding_back_evidence = true\n')
+    ann, _, cy = first, *others
+    both = ann[: next(i for i, (a, c) in enumerate(zip(ann, cy, strict=False)) if a != c)]
+    assert both.endswith('  relationship_with_bob = "cousin"\n  holding_back_evidence = true\n')  # Ann's public state
     assert "(your secret)" not in ann.split("Your character:")[0]
     secrets = ann.split("Your secrets (subject: attribute = value):\n")[1]
     assert secrets.startswith('Ann:\n  hid_the_codicil = "under the floorboard"  (your secret)\n\nCurrent story goal:')
     assert "Your secrets" not in cy and "floorboard" not in cy
-    critic = _as_sent(
-        prompts.critic(s, s.characters[0], "Ann searches the desk.", "Find the codicil.", recent, world, final=False)
-    )
-    assert _common(ann, critic) == "<system>\n" + prompts.story_text(s, recent)  # the scene goes on after it
