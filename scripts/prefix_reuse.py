@@ -66,7 +66,12 @@ def main() -> None:
 
     tables = []
     for dump in args.dumps:
-        rows = [json.loads(line) for line in dump.read_text(encoding="utf-8").splitlines() if line.strip()]
+        try:
+            rows = [json.loads(line) for line in dump.read_text(encoding="utf-8").splitlines() if line.strip()]
+            if not all(isinstance(r, dict) and {"pipeline", "role", "messages"} <= r.keys() for r in rows):
+                raise ValueError("a line is not a request of scripts/dump_prompts.py")
+        except (OSError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
+            sys.exit(f"prefix_reuse: {dump}: {exc}")
         if args.pipeline:
             rows = [r for r in rows if r["pipeline"] == args.pipeline]
         tables.append(reuse(rows, tokenize))
