@@ -21,8 +21,7 @@ from agent.magnet.settings import MagnetSettings
 
 def paragraph_words(settings: MagnetSettings, state: dict[str, Any]) -> float:
     """Average words per narrated paragraph so far; before the first, the words a paragraph of
-    ``settings.paragraph_tokens`` holds. (A fixed 120 made every story of up to ~240 words end at
-    its target in mid-scene, or after a second goal, instead of closing in its one paragraph.)"""
+    ``settings.paragraph_tokens`` holds, so a story that fits in one paragraph closes in it."""
     steps = state.get("narrations", 0)
     return state.get("narration_words", 0) / steps if steps else settings.paragraph_tokens / CLOSING_TOKENS_PER_WORD
 
