@@ -256,19 +256,45 @@ update replies had a longest string of 14 characters at the median and 337 at th
 string running on for 500-2,000 characters until ``max_tokens`` cut the reply; in Magnet 2.6 % of
 349 critic reviews (a world-state value of 834 characters) and 5.4 % of 351 character actions
 (asked for one or two sentences) passed 300 (docs/design/embedded-speed.md)."""
+SMALL_MAGNET_STRING_CHARS = {"attribute": 40, "value": 80, "feedback": 160, "transition": None}
+"""Magnet's small profile closes these fields sooner (``Sampling.max_string_chars_by_key``): in the
+SmolLM2-135M critic reviews kept on the development machine (1,224 world updates, 535 reviews) an
+attribute was at most 42 characters in 99 %, a value at most 47 in 95 % (a few were 300-771
+characters of invented story, and the three reviews of a step, decoded together, wait for the
+longest), a one-sentence feedback at most 149 in 95 %. A goal reply's ``transition`` is story
+prose and is never closed early."""
+SMALL_NST_STRING_CHARS = {
+    **{"query": 120, "title": 80, "reason": 160, "key": 40, "value": 80, "name": 40},
+    **{"location": 80, "goal": 160, "relationships": 160, "knowledge": 160, "possessions": 120, "condition": 120},
+    **{"description": 200, "evidence": 200},
+}
+"""The NstAgent family's small profile closes these fields sooner (``correct``'s ``old`` and ``new``,
+quotes to replace, keep :data:`SMALL_MAX_STRING_CHARS`): in the 811 parsed SmolLM2-135M tool
+and update replies kept on the development machine, 95 % of a character's fields were under 55
+characters (goal 135), keys under 20, events' descriptions under 333 and evidence under 284
+(a prefix of a quote is still a quote), while the failed calls of twelve 600-word runs were
+updates whose several junk fields together passed 512 tokens and search queries that ran on as
+word salad until the runaway check stopped them (docs/design/embedded-speed.md)."""
 SMALL_PROSE = {"repetition_penalty": 1.2, "frequency_penalty": 0.4, "presence_penalty": 0.2, "top_p": 0.9}
-SMALL_STRUCTURED = {"repetition_penalty": 1.1, "frequency_penalty": 0.3, "max_string_chars": SMALL_MAX_STRING_CHARS}
+SMALL_STRUCTURED = {
+    **{"repetition_penalty": 1.1, "frequency_penalty": 0.3, "max_string_chars": SMALL_MAX_STRING_CHARS},
+    "max_string_chars_by_key": SMALL_MAGNET_STRING_CHARS,
+}
 """The small-model profile's sampling for short prompts (Magnet's, about a thousand tokens, and its
 320-token paragraphs): penalties that stop a 135M-1B model's loops on both backends. The
 repetition penalty also keeps the narrator from copying the prompt's actions word for word.
 Structured replies get a frequency penalty too: their loops are often inside one string (a
 number's zeros, a "{ 100 }" run), which a repetition penalty of 1.1 barely slows; the grammar
 leaves the structural tokens no choice, so the penalty only weighs on the free text; and a string
-is closed at :data:`SMALL_MAX_STRING_CHARS`."""
+is closed at :data:`SMALL_MAX_STRING_CHARS` (the critic's short fields at :data:`SMALL_MAGNET_STRING_CHARS`)."""
 SMALL_PROSE_LONG_PROMPTS = {"repetition_penalty": 1.1, "presence_penalty": 0.3, "frequency_penalty": 0.1, "min_p": 0.1}
-SMALL_STRUCTURED_LONG_PROMPTS = {"frequency_penalty": 0.3, "min_p": 0.1, "max_string_chars": SMALL_MAX_STRING_CHARS}
+SMALL_STRUCTURED_LONG_PROMPTS = {
+    **{"frequency_penalty": 0.3, "min_p": 0.1, "max_string_chars": SMALL_MAX_STRING_CHARS},
+    "max_string_chars_by_key": SMALL_NST_STRING_CHARS,
+}
 """... and for long prompts and long replies (the NstAgent family: chapters of 500+ words, prompts
 that hold earlier chapters): no repetition penalty on tool calls and a light one on prose, since it
 weighs on every prompt token too; a small frequency penalty; ``min_p`` 0.1 against salad when
-sampling; JSON strings closed at :data:`SMALL_MAX_STRING_CHARS`. Why, measured on the tiny model:
+sampling; JSON strings closed at :data:`SMALL_MAX_STRING_CHARS` (short fields at
+:data:`SMALL_NST_STRING_CHARS`). Why, measured on the tiny model:
 docs/design/small-model-sampling.md."""

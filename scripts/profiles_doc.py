@@ -50,13 +50,16 @@ class Row:
     source: Source
 
 
-def shown(value: Any) -> str:
-    """A value as ``--set`` would take it: true/false, none, a number, a string, k=v pairs."""
+def shown(value: Any, *, nested: bool = False) -> str:
+    """A value as ``--set`` would take it: true/false, none, a number, a string, k=v pairs (a
+    mapping inside them in braces, its ``None`` values shown: there they mean "no limit")."""
     if isinstance(value, BaseModel):
         value = value.model_dump(exclude_none=True)
+    if isinstance(value, dict) and nested:
+        return "{" + ", ".join(f"{k}: {shown(v)}" for k, v in sorted(value.items())) + "}"
     if isinstance(value, dict):
         given = {k: v for k, v in value.items() if v is not None}
-        return ", ".join(f"{k}={shown(v)}" for k, v in sorted(given.items())) or "none"
+        return ", ".join(f"{k}={shown(v, nested=True)}" for k, v in sorted(given.items())) or "none"
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:

@@ -277,7 +277,7 @@ class TorchStringCap:
             for token in input_ids[0, self.seen :].tolist():
                 self.cap.accept(int(token))
         self.seen = length
-        if self.cap.strings.full(self.cap.limit):
+        if self.cap.closing():
             row = self.cap(None, scores[0].detach().to(torch.float32).cpu().numpy().copy())
             scores[0] = torch.from_numpy(row).to(scores.dtype)
         return scores

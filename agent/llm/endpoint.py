@@ -294,10 +294,12 @@ class EndpointLLM(LLM):
             return list(pool.map(one, requests))
 
     def applied_sampling(self, sampling: Sampling) -> Sampling:
-        """All but ``max_string_chars``, which only the in-process engines apply (``agent.llm.string_cap``:
-        as ``maxLength`` a server may compile it by counted repetition, which vLLM's Outlines backend gave
-        up on after 30 s); the ledger records the request without it."""
-        return sampling.model_copy(update={"max_string_chars": None}) if sampling.max_string_chars else sampling
+        """All but the string caps, which only the in-process engines apply (``agent.llm.string_cap``:
+        as ``maxLength`` a server may compile them by counted repetition, which vLLM's Outlines backend gave
+        up on after 30 s); the ledger records the request without them."""
+        if sampling.max_string_chars is None and sampling.max_string_chars_by_key is None:
+            return sampling
+        return sampling.model_copy(update={"max_string_chars": None, "max_string_chars_by_key": None})
 
     def _thinking(self) -> bool | None:
         return None if self.thinking == "auto" else self.thinking == "on"

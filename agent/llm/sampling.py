@@ -10,7 +10,7 @@ and refuses in one line what it cannot honour. The values used are recorded with
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,6 +34,11 @@ class Sampling(BaseModel):
     max_string_chars: int | None = Field(None, ge=16, le=100_000)
     """Structured (JSON) replies: a string is closed once it holds this many characters, at decode
     time (``agent.llm.string_cap``); in-process engines only, a server is sent the request without it."""
+    max_string_chars_by_key: dict[str, Annotated[int, Field(ge=16, le=100_000)] | None] | None = None
+    """... and a string that is the value under one of these object keys (or an item of the array
+    under it) at that key's limit instead (``None``: no limit), so a short field (a search query, a
+    world-state value) closes sooner than a long one (a quote to replace), and prose in a JSON reply
+    not at all."""
 
     def given(self) -> dict[str, Any]:
         """The controls that are set, as the ledger records them."""
