@@ -278,9 +278,12 @@ was ~70 tokens and every parsed reply over 512 tokens (7 of 61) was refused, whi
 4,096 let runaways fill the context (docs/design/embedded-speed.md)."""
 
 
-SMALL_UPDATE_ENTRY_LIMIT = 2
-"""The small profile's most entries per update array: a 135M model's update cut at its 512 tokens
-listed one character twice, facts and all (docs/design/embedded-speed.md)."""
+SMALL_UPDATE_ENTRY_LIMIT = 1
+"""The small profile's most entries per update array: one character, one fact, one event, one
+requirement. Two let a 135M model's update of junk fields still pass its 512 tokens (a character
+listed twice, facts and all; six of ten failed calls in eight 600-word runs were such updates, each
+of one or two characters and one or two events), which the field limits of
+:data:`agent.settings.SMALL_NST_STRING_CHARS` alone did not stop (docs/design/embedded-speed.md)."""
 
 
 SMALL_FAILED_UPDATE_LIMIT = 1

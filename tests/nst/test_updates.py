@@ -286,35 +286,35 @@ def _max_items(schema: dict, *path: str) -> int | None:
     return node[path[-1]].get("maxItems")
 
 
-def test_the_small_profiles_update_grammar_holds_each_array_to_two_entries(store, config):
-    """``update_entry_limit`` (small: 2): a 135M model's update cut at its 512 tokens listed one
+def test_the_small_profiles_update_grammar_holds_each_array_to_one_entry(store, config):
+    """``update_entry_limit`` (small: 1): a 135M model's update cut at its 512 tokens listed one
     character twice, facts and all; the grammar now ends each array at the limit, and a reply
     over it (a server that ignores the grammar) is refused as invalid."""
     limit = NstConfig.profile_settings("small")["update_entry_limit"]
-    assert limit == 2
+    assert limit == 1
     schema = update_grammar(("bell_rings",), 1, True, entries=limit).model_json_schema()
     arrays = ("upsert_character_state", "add_past_event", "add_future_requirement", "resolve_future_requirement")
-    assert [_max_items(schema, name) for name in arrays] == [2, 2, 2, 2]
-    assert _max_items(schema, "upsert_character_state", "facts") == 2
+    assert [_max_items(schema, name) for name in arrays] == [1, 1, 1, 1]
+    assert _max_items(schema, "upsert_character_state", "facts") == 1
     assert schema["properties"]["add_past_event"]["minItems"] == 1
     unlimited = update_grammar(("bell_rings",), 1, True).model_json_schema()
     assert {_max_items(unlimited, name) for name in arrays} == {None}
     with pytest.raises(ConfigError, match=r"^settings: update_entry_limit=1 is under min_past_events=2: no update"):
         NstConfig.coerce({**config, "update_entry_limit": 1, "min_past_events": 2})
 
-    def three_events(request):
-        assert _max_items(request.constraint.json_schema, "add_past_event") == 2  # what the turn offered
-        return update_json(1, events=3, characters=0, requirement=False, text=chapter_text(request))
+    def too_many(request):
+        assert _max_items(request.constraint.json_schema, "add_past_event") == limit  # what the turn offered
+        return update_json(1, events=limit + 1, characters=0, requirement=False, text=chapter_text(request))
 
-    def two_events(request):
-        return update_json(1, events=2, characters=0, requirement=False, text=chapter_text(request))
+    def within(request):
+        return update_json(1, events=limit, characters=0, requirement=False, text=chapter_text(request))
 
-    author = Author(policy=scripted(write, three_events, two_events, lambda r: json.dumps({"tool": "finish"})))
+    author = Author(policy=scripted(write, too_many, within, lambda r: json.dumps({"tool": "finish"})))
     _, result = run_chapter(store, config, author, update_entry_limit=limit, lookback=False)
     calls = store.ledger.tool_calls()
     assert [c.tool for c in calls] == ["write", "invalid", "update", "finish"]
-    assert "at most 2 items" in calls[1].error
-    assert len(result.state.past_events) == 2 and not result.degraded
+    assert f"at most {limit} item" in calls[1].error
+    assert len(result.state.past_events) == limit and not result.degraded
 
 
 LOOPED = '{"tool": "update", "upsert_character_state": [{"name": "' + "the bell the bell " * 2000
