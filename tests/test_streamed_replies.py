@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 
 from agent.llm import open_llm
+from agent.llm.local_decoding import RunawayCheck
+from agent.llm.stream import TAIL_CHARS, StreamedReply
 from agent.llm.types import LLMError, TruncatedOutputError
-from agent.repetition import ran_away
+from agent.repetition import loop_tail, ran_away
 from agent.testing.kinds import MODEL, KindServer
 from agent.testing.server import Answer, Call, Stream
 
@@ -215,3 +217,46 @@ def test_the_in_flight_check_sees_phrase_loops_and_runaway_characters_but_not_js
         )
     )
     assert not ran_away('{"characters": [' + items)
+
+
+QUOTED = "The effect of the passage is to take the keeper to a different scene by the lamp."
+NEXT = "The effect of the passage is to take the keeper to a new scene on the stair."
+
+
+def _update(*entries: str) -> str:
+    return '{"tool": "update", "add_past_event": [' + ", ".join(entries)
+
+
+def _entry(description: str, evidence: str) -> str:
+    return json.dumps({"key": "effect", "description": description, "evidence": evidence})
+
+
+def _stopped_by_the_engine_check(text: str) -> bool:
+    """``RunawayCheck`` as an in-process engine runs it, one character a token (a window of
+    ``TAIL_CHARS`` characters: about the 192 tokens an engine reads)."""
+    check = RunawayCheck(lambda ids: "".join(map(chr, ids)), every=32, window=TAIL_CHARS)
+    ids = [ord(c) for c in text]
+    return any(check(ids[:n]) for n in range(1, len(ids) + 1))
+
+
+def _stopped_by_the_stream_check(text: str) -> bool:
+    """``StreamedReply`` reading a server's stream, one character a piece."""
+    reply = StreamedReply()
+    for c in text:
+        reply(b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": c}}]}).encode() + b"\n\n")
+    return reply.runaway
+
+
+def test_a_quote_of_an_earlier_field_is_not_a_loop_but_an_entry_listed_again_is():
+    """An update's evidence copies its own description by design (a 135M model's update, nearly done,
+    was stopped as a runaway for it); one entry listed again and again still reads as a loop."""
+    requirement = '], "add_future_requirement": [' + _entry(NEXT, NEXT) + '], "resolve_future_requirement": []}'
+    quoted = _update(_entry(QUOTED, f"<i>{QUOTED}</i>")) + requirement
+    assert ran_away(quoted[-TAIL_CHARS:])  # what the tail alone reads: half its 4-grams repeat
+    assert not ran_away(quoted[-TAIL_CHARS:], loop_tail(quoted, quoted[-TAIL_CHARS:]))
+    assert not _stopped_by_the_engine_check(quoted) and not _stopped_by_the_stream_check(quoted)
+    again = _update(*[_entry(QUOTED, "the lamp was lit at nine and the keeper went up")] * 4)
+    assert ran_away(again[-TAIL_CHARS:], loop_tail(again, again[-TAIL_CHARS:]))
+    assert _stopped_by_the_engine_check(again) and _stopped_by_the_stream_check(again)
+    looping = _update(_entry(QUOTED, QUOTED + " and the bell rang" * 12))
+    assert _stopped_by_the_engine_check(looping)  # a quote that then loops is still a loop

@@ -17,7 +17,7 @@ from agent.llm import heartbeat
 from agent.llm.bounds import JSON_WHITESPACE, decoding_regex
 from agent.llm.constraints import Constraint
 from agent.llm.types import UnsupportedSettingError
-from agent.repetition import ran_away
+from agent.repetition import loop_tail, ran_away
 
 RUNAWAY_EVERY = 32
 """Tokens between two runaway checks of a structured reply."""
@@ -89,7 +89,8 @@ class RunawayCheck:
     away (:func:`agent.repetition.ran_away`). The grammar keeps a string field open as long as the
     model wants; the tiny model once filled a 4,096-token update with word salad (386 s) before it
     was cut. Stopped, the reply counts as cut at its limit and looped, so the LLM layer asks once
-    more with a firmer penalty, minutes earlier."""
+    more with a firmer penalty, minutes earlier. A field that quotes an earlier one (an update's
+    evidence) is not read as a loop (:func:`agent.repetition.loop_tail`)."""
 
     def __init__(
         self, decode: Callable[[list[int]], str], *, every: int = RUNAWAY_EVERY, window: int = RUNAWAY_WINDOW
@@ -102,7 +103,8 @@ class RunawayCheck:
         count = len(new_ids)
         heartbeat.note_tokens(count)
         if count > 0 and count % self.every == 0 and not self.stopped:
-            self.stopped = ran_away(self.decode(list(new_ids[-self.window :])))
+            tail = self.decode(list(new_ids[-self.window :]))
+            self.stopped = ran_away(tail, loop_tail(self.decode(list(new_ids)), tail))
         return self.stopped
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from agent.llm import heartbeat
 from agent.llm.local_decoding import RUNAWAY_EVERY, RUNAWAY_WINDOW
-from agent.repetition import ran_away
+from agent.repetition import loop_tail, ran_away
 
 STREAM_FIELDS: dict[str, Any] = {
     "stream": True,
@@ -107,7 +107,9 @@ class StreamedReply:
             self._pieces += 1
             due = self._pieces % CHECK_EVERY == 0 and self.finish_reason is None  # a finished reply is kept
             if self.watch_runaway and due:
-                self.runaway = ran_away("".join(self._content)[-TAIL_CHARS:])
+                content = "".join(self._content)
+                tail = content[-TAIL_CHARS:]
+                self.runaway = ran_away(tail, loop_tail(content, tail))
 
     def reply(self) -> dict[str, Any]:
         """The reply in the non-streamed shape; a runaway is finished as ``length``. (A stream
