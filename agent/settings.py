@@ -264,9 +264,20 @@ characters of invented story, and the three reviews of a step, decoded together,
 longest), a one-sentence feedback at most 149 in 95 %. A goal reply's ``transition`` is story
 prose and is never closed early."""
 SMALL_NST_STRING_CHARS = {
-    **{"query": 120, "title": 80, "reason": 160, "key": 40, "value": 80, "name": 40},
-    **{"location": 80, "goal": 160, "relationships": 160, "knowledge": 160, "possessions": 120, "condition": 120},
-    **{"description": 200, "evidence": 200},
+    "query": 120,
+    "title": 80,
+    "reason": 160,
+    "key": 40,
+    "value": 80,
+    "name": 40,
+    "location": 80,
+    "goal": 160,
+    "relationships": 160,
+    "knowledge": 160,
+    "possessions": 120,
+    "condition": 120,
+    "description": 200,
+    "evidence": 200,
 }
 """The NstAgent family's small profile closes these fields sooner (``correct``'s ``old`` and ``new``,
 quotes to replace, keep :data:`SMALL_MAX_STRING_CHARS`): in the 811 parsed SmolLM2-135M tool
@@ -277,7 +288,9 @@ updates whose several junk fields together passed 512 tokens and search queries 
 word salad until the runaway check stopped them (docs/design/embedded-speed.md)."""
 SMALL_PROSE = {"repetition_penalty": 1.2, "frequency_penalty": 0.4, "presence_penalty": 0.2, "top_p": 0.9}
 SMALL_STRUCTURED = {
-    **{"repetition_penalty": 1.1, "frequency_penalty": 0.3, "max_string_chars": SMALL_MAX_STRING_CHARS},
+    "repetition_penalty": 1.1,
+    "frequency_penalty": 0.3,
+    "max_string_chars": SMALL_MAX_STRING_CHARS,
     "max_string_chars_by_key": SMALL_MAGNET_STRING_CHARS,
 }
 """The small-model profile's sampling for short prompts (Magnet's, about a thousand tokens, and its
@@ -289,7 +302,9 @@ leaves the structural tokens no choice, so the penalty only weighs on the free t
 is closed at :data:`SMALL_MAX_STRING_CHARS` (the critic's short fields at :data:`SMALL_MAGNET_STRING_CHARS`)."""
 SMALL_PROSE_LONG_PROMPTS = {"repetition_penalty": 1.1, "presence_penalty": 0.3, "frequency_penalty": 0.1, "min_p": 0.1}
 SMALL_STRUCTURED_LONG_PROMPTS = {
-    **{"frequency_penalty": 0.3, "min_p": 0.1, "max_string_chars": SMALL_MAX_STRING_CHARS},
+    "frequency_penalty": 0.3,
+    "min_p": 0.1,
+    "max_string_chars": SMALL_MAX_STRING_CHARS,
     "max_string_chars_by_key": SMALL_NST_STRING_CHARS,
 }
 """... and for long prompts and long replies (the NstAgent family: chapters of 500+ words, prompts
