@@ -7,8 +7,10 @@ each replay's wall time, its prompt tokens and those not in the cache, and the m
 of the same calls (the demo story before and after a prompt reorder, kept by ``bench_demo.py
 --keep``) then differ only in how much of each prompt the cache holds, not in what the model
 happened to write (a critic's reply that ran away and was asked again, a second step).
+``--before-ubatch N`` replays the before side on an engine that computes its prefill N tokens at a
+time (the same run twice then compares that setting against the engine's own).
 
-    PYTHONPATH=$PWD python scripts/replay_prefill.py BEFORE/run.db AFTER/run.db [--rounds 3]
+    PYTHONPATH=$PWD python scripts/replay_prefill.py BEFORE/run.db AFTER/run.db [--rounds 3] [--before-ubatch 512]
 """
 
 from __future__ import annotations
@@ -35,20 +37,22 @@ def requests(db: str) -> list[list[dict[str, str]]]:
 
 
 def main() -> int:
-    from agent.llm.embedded_llamacpp import LlamaCppLLM
+    from agent.llm.embedded_llamacpp import PREFILL_UBATCH, LlamaCppLLM
     from agent.weights.home import fabula_home
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("before")
     parser.add_argument("after")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--before-ubatch", type=int, default=PREFILL_UBATCH, help="the before side's prefill pass")
     parser.add_argument("--gguf", default=str(fabula_home() / "models" / "SmolLM2-135M-Instruct.Q8_0.gguf"))
     args = parser.parse_args()
     runs = {"before": requests(args.before), "after": requests(args.after)}
     times: dict[str, list[float]] = {side: [] for side in runs}
+    passes = {"before": args.before_ubatch, "after": PREFILL_UBATCH}
     for number in range(1, args.rounds + 1):
         for side, calls in runs.items():
-            llm = LlamaCppLLM(args.gguf)
+            llm = LlamaCppLLM(args.gguf, prefill_ubatch=passes[side])
             started, prompt, new = time.perf_counter(), 0, 0
             for messages in calls:
                 usage = llm.generate(messages, temperature=0.0, max_tokens=1).usage

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from agent.llm import LLMError
 from agent.llm.base import LLM, Request
-from agent.llm.embedded_llamacpp import llamacpp_available
+from agent.llm.embedded_llamacpp import PREFILL_BATCH, PREFILL_UBATCH, llamacpp_available
 from agent.llm.llamacpp_batch import BATCH_SEQUENCES, worth_together
 from agent.llm.types import RawReply, Usage
 from tests.interrupts import FIRM, FOX, ctrl_c_at_token
@@ -83,6 +83,26 @@ def test_requests_are_decoded_together_sharing_their_prefix(llamacpp):
     assert all(record.timing.total <= record.latency_s + 1e-6 for record in seen)
     assert _other_sequences_hold_nothing(llamacpp)
     assert llamacpp.generate(hello, temperature=0, max_tokens=12).text == before
+
+
+@needs_llamacpp
+@pytest.mark.embedded
+def test_the_context_reopened_for_several_sequences_prefills_in_short_passes(llamacpp):
+    """The context ``hold_sequences`` reopens keeps the engine's prefill sizes: prompts handed over
+    :data:`PREFILL_BATCH` tokens at a time, computed :data:`PREFILL_UBATCH` at a time (faster on a
+    CPU than llama.cpp's default of the whole batch); a prompt longer than both is answered, and
+    held for the next call."""
+    import llama_cpp
+
+    context = llamacpp._llama._ctx.ctx
+    assert llama_cpp.llama_n_seq_max(context) == BATCH_SEQUENCES
+    assert (llama_cpp.llama_n_batch(context), llama_cpp.llama_n_ubatch(context)) == (PREFILL_BATCH, PREFILL_UBATCH)
+    long = [{"role": "system", "content": "Night watch. " + STORY * 3}, {"role": "user", "content": "Who climbs?"}]
+    fresh = llamacpp.generate(long, temperature=0, max_tokens=8)
+    again = llamacpp.generate(long, temperature=0, max_tokens=8)
+    computed = fresh.usage.prompt_tokens - fresh.usage.cached_prompt_tokens
+    assert computed > PREFILL_BATCH + PREFILL_UBATCH and again.usage.cached_prompt_tokens > computed
+    assert fresh.text.strip() and again.text.strip()
 
 
 @needs_llamacpp

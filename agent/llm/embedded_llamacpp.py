@@ -62,6 +62,13 @@ from agent.llm.types import Completion, LLMError, RawReply, ThinkingMode, ToolCa
 MAX_DEFAULT_CONTEXT = 32768
 """The context opened when a GGUF trains for more (a 128K context's KV cache would not fit a
 workstation's memory beside the weights); ``context`` asks for another."""
+PREFILL_BATCH = 512
+"""Prompt tokens handed to llama.cpp in one ``eval`` (and the capacity of a batch decoded together)."""
+PREFILL_UBATCH = 256
+"""Tokens llama.cpp computes in one pass of a prefill (its default: the whole batch, 512): the
+attention scores of a smaller pass stay in the cores' caches. SmolLM2-135M Q8_0 on 2 cores
+prefilled 433 tokens/s against 405 at a 1,100-token prompt and 209 against 201 at 5,000, decoding
+as fast (docs/design/embedded-speed.md, the seventh round)."""
 
 
 def default_threads() -> int:
@@ -83,7 +90,8 @@ class LlamaCppLLM(LLM):
     """A GGUF model in process. ``tokenizer_dir``: the HF folder of the same model (the embedded
     default has one), whose tokenizer and chat template render prompts exactly as the transformers
     engine does; without it the GGUF's own template and tokenizer are used. ``threads``: a fixed
-    decode thread count (benchmarks compare with it); by default the engine watches the cores."""
+    decode thread count (benchmarks compare with it); by default the engine watches the cores.
+    ``prefill_ubatch``: the tokens of one prefill pass (benchmarks compare with it)."""
 
     backend = "embedded"
     engine = "llama.cpp"
@@ -96,6 +104,7 @@ class LlamaCppLLM(LLM):
         thinking: ThinkingMode = "auto",
         context: int | None = None,
         threads: int | None = None,
+        prefill_ubatch: int = PREFILL_UBATCH,
     ) -> None:
         path = Path(gguf).expanduser()
         if not path.is_file():
@@ -127,7 +136,8 @@ class LlamaCppLLM(LLM):
                 n_ctx=context or 0,
                 n_threads=self._threads.threads,
                 n_threads_batch=self._threads.all_cores,
-                n_batch=512,
+                n_batch=PREFILL_BATCH,
+                n_ubatch=prefill_ubatch,
                 logits_all=False,
                 verbose=False,
             )
