@@ -192,7 +192,7 @@ def test_the_small_profile_is_a_bundle_of_settings_recorded_in_the_run():
     assert config.structured_sampling == Sampling(**SMALL_STRUCTURED_LONG_PROMPTS)
     assert config.structured_sampling.repetition_penalty is None  # it would weigh on the chapters in the prompt
     assert config.min_past_events == 1 and NstConfig.parse({"prompt": "x", "words": 600}).min_past_events == 0
-    assert config.update_max_tokens == 512 < NstConfig.parse({"prompt": "x", "words": 600}).update_max_tokens
+    assert config.update_max_tokens == 896 < NstConfig.parse({"prompt": "x", "words": 600}).update_max_tokens
     assert config.failed_update_limit == 1 < NstConfig.parse({"prompt": "x", "words": 600}).failed_update_limit
     assert not config.fallback_full_update and NstConfig.parse({"prompt": "x", "words": 600}).fallback_full_update
     assert NstConfig.parse({"prompt": "x", "words": 600}).prose_sampling == Sampling()  # default: the papers'

@@ -272,10 +272,13 @@ class Planned(StoryTarget):
     JSON array from 0, converted to fabula's outline (ids from 1, the book's title made from the prompt)."""
 
 
-SMALL_UPDATE_MAX_TOKENS = 512
-"""The small profile's update budget: in seven real runs of SmolLM2-135M the one update accepted
-was ~70 tokens and every parsed reply over 512 tokens (7 of 61) was refused, while the default
-4,096 let runaways fill the context (docs/design/embedded-speed.md)."""
+SMALL_UPDATE_MAX_TOKENS = 896
+"""The small profile's update budget: room for the longest reply its grammar allows. The field
+limits of :data:`agent.settings.SMALL_NST_STRING_CHARS` and one entry per array
+(:data:`SMALL_UPDATE_ENTRY_LIMIT`) bound an update at 2,451 characters, 885 tokens at the median
+2.77 characters a token of the 135M model's update replies; at 512 tokens (the budget before)
+an update was cut one token before its end, a failed call. The default 4,096 let runaways fill
+the context before the grammar had a bound (docs/design/embedded-speed.md)."""
 
 
 SMALL_UPDATE_ENTRY_LIMIT = 1

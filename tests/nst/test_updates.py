@@ -317,6 +317,49 @@ def test_the_small_profiles_update_grammar_holds_each_array_to_one_entry(store, 
     assert len(result.state.past_events) == limit and not result.degraded
 
 
+UPDATE_CHARS_PER_TOKEN = 2.77
+"""The median characters a token of SmolLM2-135M's update replies over the sixth round's 600-word
+runs (24 replies of 100+ tokens; docs/design/embedded-speed.md, the seventh round)."""
+
+
+def _longest(schema: dict, node: dict, limits: dict, default: int, key: str | None = None) -> int:
+    """The most characters a reply to ``schema`` may hold when each JSON string closes at its
+    key's limit (one optional space around every separator, as the grammar allows)."""
+    if "$ref" in node:
+        return _longest(schema, schema["$defs"][node["$ref"].rsplit("/", 1)[1]], limits, default, key)
+    if "anyOf" in node:
+        return max(_longest(schema, option, limits, default, key) for option in node["anyOf"])
+    if "const" in node or "enum" in node:
+        return max(len(json.dumps(value)) for value in node.get("enum", [node.get("const")]))
+    if node["type"] == "object":
+        fields = node["properties"].items()
+        return 2 + sum(len(json.dumps(name)) + 4 + _longest(schema, v, limits, default, name) for name, v in fields)
+    if node["type"] == "array":
+        return 2 + node["maxItems"] * (2 + _longest(schema, node["items"], limits, default, key))
+    assert node["type"] == "string", node
+    limit = limits.get(key, default)
+    assert limit is not None, f"{key} has no limit: the grammar does not bound the reply"
+    return 2 + limit
+
+
+def test_the_small_profiles_update_budget_holds_the_longest_update_its_grammar_allows():
+    """An update the grammar lets finish is judged (accepted or refused by the tool); one cut at
+    ``update_max_tokens`` is a failed call. With its field limits and one entry per array, the
+    small profile's longest update fits its budget at the 135M model's token density; with two
+    entries per array it would not (a budget sized without the grammar's bound)."""
+    small = NstConfig.parse({"prompt": "x", "words": 600, **NstConfig.profile_settings("small")})
+    sampling = small.structured_sampling
+    limits, default = dict(sampling.max_string_chars_by_key or {}), sampling.max_string_chars
+    assert default is not None and small.update_entry_limit == 1
+
+    def longest(entries: int) -> int:
+        schema = update_grammar(("bell_rings",), 1, True, entries=entries).model_json_schema()
+        return _longest(schema, schema, limits, default)
+
+    assert longest(1) / UPDATE_CHARS_PER_TOKEN <= small.update_max_tokens < longest(2) / UPDATE_CHARS_PER_TOKEN
+    assert small.update_max_tokens < NstConfig.parse({"prompt": "x", "words": 600}).update_max_tokens
+
+
 LOOPED = '{"tool": "update", "upsert_character_state": [{"name": "' + "the bell the bell " * 2000
 
 
