@@ -15,7 +15,9 @@ A request that offers native ``tools`` is rendered and read back as text in the 
 (:mod:`agent.llm.tool_text`), decoded unconstrained, as a vLLM server with the hermes parser does.
 
 ``generate_many`` decodes its requests together, one forward pass a step for all of them
-(:mod:`agent.llm.llamacpp_batch`), as a server batches concurrent requests.
+(:mod:`agent.llm.llamacpp_batch`), as a server batches concurrent requests; a call alone is decoded
+by the same loop. A structured reply's next tokens are drafted from its prompt and checked as they
+are sampled (:mod:`agent.llm.prompt_lookup`): the same sampling, in fewer passes.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import os
 import random
 import threading
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,6 @@ from agent.llm.context import TokenCounter
 from agent.llm.decode_threads import DecodeThreads
 from agent.llm.llamacpp_batch import (
     BATCH_SEQUENCES,
-    THREAD_CHECK_EVERY,
     DecodeTogether,
     Lane,
     ReplyTokens,
@@ -55,6 +55,7 @@ from agent.llm.local_decoding import (
 from agent.llm.local_prompt import GGUFTemplate, HFTemplate, PromptTemplate
 from agent.llm.local_sampling import GrammarMask, MinTokens, Penalties
 from agent.llm.prefix_slots import PrefixSlots, common_prefix
+from agent.llm.prompt_lookup import PromptLookup
 from agent.llm.string_cap import StringCaps
 from agent.llm.tool_text import read_tool_reply
 from agent.llm.types import Completion, LLMError, RawReply, ThinkingMode, ToolCall, Usage
@@ -91,7 +92,8 @@ class LlamaCppLLM(LLM):
     default has one), whose tokenizer and chat template render prompts exactly as the transformers
     engine does; without it the GGUF's own template and tokenizer are used. ``threads``: a fixed
     decode thread count (benchmarks compare with it); by default the engine watches the cores.
-    ``prefill_ubatch``: the tokens of one prefill pass (benchmarks compare with it)."""
+    ``prefill_ubatch``: the tokens of one prefill pass; ``drafts``: whether structured replies
+    are drafted from their prompts (both: benchmarks compare with them)."""
 
     backend = "embedded"
     engine = "llama.cpp"
@@ -105,6 +107,7 @@ class LlamaCppLLM(LLM):
         context: int | None = None,
         threads: int | None = None,
         prefill_ubatch: int = PREFILL_UBATCH,
+        drafts: bool = True,
     ) -> None:
         path = Path(gguf).expanduser()
         if not path.is_file():
@@ -146,14 +149,9 @@ class LlamaCppLLM(LLM):
         hold_sequences(self._llama, BATCH_SEQUENCES)
         self._lock = threading.Lock()
         self._slots = PrefixSlots(self._llama)
+        self.drafts = drafts
         self._applied_threads = (self._threads.threads, self._threads.all_cores)
-        self._clock = CallClock()
-        self._evaluated = 0
         self._caps = StringCaps(lambda: [self._piece(t) for t in range(self._llama.n_vocab())], self._piece)
-        self._eval = self._llama.eval
-        # generate() evaluates through it: prefill, then one token a step. llama.cpp has no hook around
-        # eval, so the instance's own method is replaced (mypy refuses assigning to a method)
-        self._llama.eval = self._timed_eval  # type: ignore[method-assign]
         self.template: PromptTemplate
         if tokenizer_dir is not None:
             import transformers
@@ -194,18 +192,13 @@ class LlamaCppLLM(LLM):
 
     # -- generation -----------------------------------------------------------------------------
     def _complete(self, request: Request) -> RawReply:
+        """One request decoded alone: the same loop as a group (:meth:`_decode_lanes`), one lane."""
         prompt = self._prompt(request)
         with self._lock:
-            self._clock, self._evaluated = CallClock(), 0
-            with self._clock.part("restore"):
-                cached = self._slots.prepare(prompt)
-            try:
-                reply, runaway = self._decode(request, prompt)
-            except BaseException:
-                self._llama.reset()  # an interrupted decode leaves no half-written cache behind
-                raise
-            timing = self._clock.timing()
-        return self._raw_reply(request, prompt, reply.ids, runaway, cached, timing)
+            clock = CallClock()
+            lane, runaway = self._lane(request, prompt, clock)
+            self._decode_lanes([lane])
+        return self._raw_reply(request, prompt, lane.reply.ids, runaway, lane.cached, clock.timing())
 
     def _run_many(self, requests: list[Request]) -> list[Completion | LLMError]:
         """Requests without native tools decode together (:mod:`agent.llm.llamacpp_batch`), in
@@ -262,28 +255,40 @@ class LlamaCppLLM(LLM):
         lanes: list[tuple[int, Request, Lane, RunawayCheck]] = []
         with self._lock:
             for number, prompt in group:
-                request, clock = requests[number], CallClock()
+                request = requests[number]
                 try:
-                    reply, runaway = self._reply_tokens(request, prompt, clock)
+                    lane, runaway = self._lane(request, prompt, CallClock())
                 except LLMError as exc:
                     outcomes[number] = (exc, time.perf_counter() - started)
                     continue
-                lane = Lane(prompt, reply, self._sampler(request, reply, clock), clock)
                 lanes.append((number, request, lane, runaway))
             if not lanes:
                 return outcomes
-            first = lanes[0][2]
-            with first.clock.part("restore"):
-                self._slots.prepare(first.prompt)
-                live = common_prefix(self._llama.input_ids[: self._llama.n_tokens], np.asarray(first.prompt))
-            self._use_threads()
-            DecodeTogether(self._llama, self._use_threads).run([lane for _, _, lane, _ in lanes], live)
+            self._decode_lanes([lane for _, _, lane, _ in lanes])
         for number, request, lane, runaway in lanes:
             took = lane.finished_at - started
             lane.clock.add("alongside", max(0.0, took - lane.clock.timing().total))
             raw = self._raw_reply(request, lane.prompt, lane.reply.ids, runaway, lane.cached, lane.clock.timing())
             outcomes[number] = (raw, took)
         return outcomes
+
+    def _lane(self, request: Request, prompt: list[int], clock: CallClock) -> tuple[Lane, RunawayCheck]:
+        """What decoding ``request`` takes: its reply's rule, its sampler chain, and for a structured
+        reply its drafts (:mod:`agent.llm.prompt_lookup`; prose copies too little of its prompt to
+        pay for them: 1.02 tokens a pass in the demo's paragraphs)."""
+        reply, runaway = self._reply_tokens(request, prompt, clock)
+        drafts = PromptLookup(prompt) if self.drafts and request.constraint is not None else None
+        return Lane(prompt, reply, self._sampler(request, reply, clock), clock, drafts=drafts), runaway
+
+    def _decode_lanes(self, lanes: list[Lane]) -> None:
+        """Decode ``lanes`` (under the lock) from the live cache the prefix slots choose for the
+        first one, which is left as the live cache."""
+        first = lanes[0]
+        with first.clock.part("restore"):
+            self._slots.prepare(first.prompt)
+            live = common_prefix(self._llama.input_ids[: self._llama.n_tokens], np.asarray(first.prompt))
+        self._use_threads()
+        DecodeTogether(self._llama, self._use_threads).run(lanes, live)
 
     def _prompt(self, request: Request) -> list[int]:
         """The request's prompt tokens, refused when it cannot be decoded here."""
@@ -321,15 +326,6 @@ class LlamaCppLLM(LLM):
             timing=timing,
             tool_calls=calls,
         )
-
-    def _timed_eval(self, tokens: Sequence[int]) -> None:
-        """llama.cpp's ``eval``, timed: a call's first is its prefill, each later one a decode step."""
-        started = time.perf_counter()
-        try:
-            self._eval(tokens)
-        finally:
-            self._clock.add("prefill" if self._evaluated == 0 else "decode", time.perf_counter() - started)
-            self._evaluated += 1
 
     def _reply_tokens(self, request: Request, prompt: list[int], clock: CallClock) -> tuple[ReplyTokens, RunawayCheck]:
         """What decoding ``request`` needs: its reply's stop rule (with the processors: penalties,
@@ -382,25 +378,6 @@ class LlamaCppLLM(LLM):
         timed = [clock.timed("mask", p) for p in reply.processors]
         # llama.cpp only iterates the list: its own list type, as its signature asks
         return llama_cpp.LogitsProcessorList(timed) if timed else None
-
-    def _decode(self, request: Request, prompt: list[int]) -> tuple[ReplyTokens, RunawayCheck]:
-        """Sample the reply token by token: every stop (end of sequence, ``max_tokens``, a stop
-        string, a runaway) is decided here, between two tokens, so Ctrl-C lands within one."""
-        clock = self._clock
-        reply, runaway = self._reply_tokens(request, prompt, clock)
-        self._use_threads()
-        processed = self._processor_list(reply, clock)
-        started, timed_before = time.perf_counter(), clock.timing().total
-        for token in self._llama.generate(
-            prompt, reset=True, logits_processor=processed, **self._sampler_settings(request)
-        ):
-            if reply.take(token, clock):
-                break
-            if len(reply.ids) % THREAD_CHECK_EVERY == 0:
-                self._use_threads()
-        looped = time.perf_counter() - started
-        clock.add("sample", max(0.0, looped - (clock.timing().total - timed_before)))
-        return reply, runaway
 
     def _use_threads(self) -> None:
         """Decode on every core while other processes leave them idle, on all but one while not

@@ -23,6 +23,7 @@ import numpy as np
 from agent.llm.call_clock import CallClock
 from agent.llm.local_decoding import RunawayCheck
 from agent.llm.prefix_slots import common_prefix
+from agent.llm.prompt_lookup import PromptLookup
 
 BATCH_SEQUENCES = 4
 """Sequences the llama.cpp context holds at once (``n_seq_max``); larger lists go in groups."""
@@ -34,6 +35,16 @@ prompt: in a unified KV cache every token attends over every sequence's cells, s
 share little prefill slower together. Measured (``scripts/bench_together.py``): a Magnet step's
 critic reviews share 96 % and decode 1.19x the tokens/s together; its characters in a story's
 first step share 35 % and ran at 0.92x."""
+
+
+DRAFTS_JUDGED_AFTER = 4
+MIN_KEPT_A_PASS = 1.0
+"""A lane stops drafting once, over at least :data:`DRAFTS_JUDGED_AFTER` passes with drafts, they
+kept fewer tokens a pass than this: on 2 cores a pass of one token and four drafts costs 1.85-1.92
+times a pass of one token (at 5,000 and 1,100 tokens of context), so drafts pay from about one
+token kept a pass. The demo's selections (names and update ids its prompt lists in another order)
+gained 1.29 tokens a pass from drafts in the kept runs, its critic reviews 1.78; the selections
+decoded slower with drafts (docs/design/embedded-speed.md)."""
 
 
 def worth_together(prompts: Sequence[Sequence[int]]) -> bool:
@@ -100,11 +111,24 @@ class Lane:
     for the batch by the first lane (which counts them as its own)."""
     done: bool = False
     finished_at: float = 0.0
+    drafts: PromptLookup | None = None
+    """Where the lane's drafts come from (:mod:`agent.llm.prompt_lookup`); ``None``: no drafts."""
+    drafted: int = 0
+    """Passes that carried drafts of this lane, and the drafted tokens they kept."""
+    kept: int = 0
 
     @property
     def evaluated(self) -> int:
         """Tokens this sequence holds once its last sampled token is in: all but that token."""
         return len(self.prompt) + len(self.reply.ids) - 1
+
+    def draft(self, room: int) -> list[int]:
+        """The tokens to evaluate after the last sampled one, checked as they are sampled; none once
+        the lane's drafts keep under :data:`MIN_KEPT_A_PASS` tokens a pass."""
+        if self.drafts is None or (self.drafted >= DRAFTS_JUDGED_AFTER and self.kept < MIN_KEPT_A_PASS * self.drafted):
+            return []
+        self.drafts.extend(self.reply.ids[len(self.drafts.text) - len(self.prompt) :])
+        return self.drafts.draft(min(room, self.reply.max_tokens - len(self.reply.ids)))
 
 
 class Batch:
@@ -158,7 +182,7 @@ class DecodeTogether:
 
         first, others = lanes[0], lanes[1:]
         keep = min(live, len(first.prompt) - 1)  # the last prompt token is evaluated for its logits
-        shared = min([common_prefix(np.asarray(first.prompt), np.asarray(o.prompt)) for o in others])
+        shared = min([common_prefix(np.asarray(first.prompt), np.asarray(o.prompt)) for o in others], default=keep)
         shared = min(shared, *(len(lane.prompt) - 1 for lane in lanes))
         llama_cpp.llama_memory_seq_rm(self.memory, -1, keep, -1)
         batch = Batch(self.llama.n_batch)
@@ -213,18 +237,36 @@ class DecodeTogether:
                 self._sample(lane, index)
 
     def _decode(self, batch: Batch, lanes: list[Lane]) -> None:
-        """One forward pass a step for every lane still writing, until none is."""
+        """One forward pass a step for every lane still writing, until none is: each lane's last
+        sampled token and its drafts, sampled position by position while the sampled token is the
+        draft (the cells of the drafts not kept are dropped); each lane's share of a pass is its
+        share of the tokens."""
+        import llama_cpp
+
         steps = 0
+        room = self.llama.n_ctx() - 1
         while True:
             active = [lane for lane in lanes if not lane.done]
             if not active:
                 return
             batch.clear()
-            indexes = [batch.add(lane.reply.ids[-1], lane.evaluated, lane.seq, True) for lane in active]
+            planned: list[tuple[Lane, list[int], list[int]]] = []
+            for lane in active:
+                guess = lane.draft(room - lane.evaluated - 1)
+                at = lane.evaluated
+                tokens = [lane.reply.ids[-1], *guess]
+                planned.append((lane, guess, [batch.add(t, at + i, lane.seq, True) for i, t in enumerate(tokens)]))
             took = self._forward(batch)
-            for lane, index in zip(active, indexes, strict=True):
-                lane.clock.add("decode", took / len(active))
-                self._sample(lane, index)
+            for lane, guess, indexes in planned:
+                lane.clock.add("decode", took * len(indexes) / len(batch))
+                for position, index in enumerate(indexes):
+                    self._sample(lane, index)
+                    if lane.done or position == len(guess) or lane.reply.ids[-1] != guess[position]:
+                        break
+                    lane.kept += 1
+                if guess:
+                    lane.drafted += 1
+                    llama_cpp.llama_memory_seq_rm(self.memory, lane.seq, lane.evaluated, -1)
             steps += 1
             if steps % THREAD_CHECK_EVERY == 0:
                 self.use_threads()
