@@ -21,22 +21,19 @@ so replies part at near ties).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sqlite3
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent.llm import LLMError  # noqa: E402
 from agent.llm.base import Request  # noqa: E402
 from agent.llm.embedded_engines import open_embedded  # noqa: E402
 from agent.nst.chapter.tools import update_grammar  # noqa: E402
 from agent.nst.config import NstConfig  # noqa: E402
-from scripts.bench_together import step_requests  # noqa: E402
+from scripts.bench_together import recorded_set, step_requests  # noqa: E402
 
 
 def chapter_turns(db: Path, turns: int, round_number: int) -> list[Request]:
@@ -65,31 +62,9 @@ def chapter_turns(db: Path, turns: int, round_number: int) -> list[Request]:
 
 
 def run_set(llm, requests: list[Request], together: bool) -> tuple[float, float, list[tuple[int, str]]]:
-    """Wall seconds, decoding seconds, and each recorded call's completion tokens and text (a reply
-    that ran away and its retry both count), on an engine whose KV caches were emptied first."""
-    llm._slots.clear()
-    llm._llama.reset()
-    seen: list = []
-    llm.recorders.append(seen.append)
-    started = time.perf_counter()
-    try:
-        if together:
-            llm.generate_many(requests, return_exceptions=True)
-        else:
-            for r in requests:
-                with contextlib.suppress(LLMError):  # a 135M reply may be cut: its time and tokens count
-                    llm.generate(
-                        r.messages,
-                        r.output_type,
-                        temperature=r.temperature,
-                        max_tokens=r.max_tokens,
-                        seed=r.seed,
-                        role=r.role,
-                        sampling=r.sampling,
-                    )
-        took = time.perf_counter() - started
-    finally:
-        llm.recorders.remove(seen.append)
+    """Wall seconds, decoding seconds, and each recorded call's completion tokens and text
+    (:func:`scripts.bench_together.recorded_set`)."""
+    took, seen = recorded_set(llm, requests, together)
     decoding = sum(r.timing.decode + r.timing.mask + r.timing.sample for r in seen if r.timing is not None)
     return took, decoding, [(record.completion_tokens, record.text or "") for record in seen]
 

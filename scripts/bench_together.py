@@ -82,9 +82,9 @@ def step_requests(round_number: int) -> dict[str, list[Request]]:
     return {"characters": characters, "critics": critics}
 
 
-def run_set(llm, requests: list[Request], together: bool) -> tuple[float, int, int]:
-    """Wall seconds, completion tokens and calls of one set, every recorded call counted (a reply
-    that ran away and its retry too), on an engine whose KV caches were emptied first."""
+def recorded_set(llm, requests: list[Request], together: bool) -> tuple[float, list]:
+    """Wall seconds of one set and the calls the engine recorded (a reply that ran away and its
+    retry both), on an engine whose KV caches were emptied first."""
     llm._slots.clear()
     llm._llama.reset()
     seen: list = []
@@ -108,6 +108,12 @@ def run_set(llm, requests: list[Request], together: bool) -> tuple[float, int, i
         took = time.perf_counter() - started
     finally:
         llm.recorders.remove(seen.append)
+    return took, seen
+
+
+def run_set(llm, requests: list[Request], together: bool) -> tuple[float, int, int]:
+    """Wall seconds, completion tokens and calls of one set (:func:`recorded_set`)."""
+    took, seen = recorded_set(llm, requests, together)
     return took, sum(record.completion_tokens for record in seen), len(seen)
 
 

@@ -68,6 +68,14 @@ def embedded_llm():
     llm.close()
 
 
+@pytest.fixture()
+def llamacpp(embedded_llm):
+    """The embedded model on llama.cpp (skipped where the default engine is transformers)."""
+    if embedded_llm.engine != "llama.cpp":
+        pytest.skip("the default engine is transformers here")
+    return embedded_llm
+
+
 @pytest.fixture(scope="session")
 def transformers_llm():
     """The embedded model on the transformers engine (the fallback where llama.cpp is absent)."""

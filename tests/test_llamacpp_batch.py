@@ -51,13 +51,6 @@ def _other_sequences_hold_nothing(llm) -> bool:
     return all(llama_cpp.llama_memory_seq_pos_max(memory, s) == -1 for s in range(1, BATCH_SEQUENCES))
 
 
-@pytest.fixture()
-def llamacpp(embedded_llm):
-    if embedded_llm.engine != "llama.cpp":
-        pytest.skip("the default engine is transformers here")
-    return embedded_llm
-
-
 @needs_llamacpp
 @pytest.mark.embedded
 def test_requests_are_decoded_together_sharing_their_prefix(llamacpp):

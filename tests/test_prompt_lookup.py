@@ -49,13 +49,6 @@ def _copying_request() -> Request:
     return Request(messages, Move, 0.0, 60, None, None, 7, "character")
 
 
-@pytest.fixture()
-def llamacpp(embedded_llm):
-    if embedded_llm.engine != "llama.cpp":
-        pytest.skip("the default engine is transformers here")
-    return embedded_llm
-
-
 @needs_llamacpp
 @pytest.mark.embedded
 def test_a_structured_reply_that_copies_its_prompt_takes_fewer_passes_and_leaves_no_draft_behind(llamacpp, monkeypatch):
