@@ -1,5 +1,6 @@
-"""Several independent requests decoded together by the llama.cpp engine, one forward pass a step
-for all of them (``LLM.generate_many``: a Magnet step's characters, then its critic reviews).
+"""The llama.cpp engine's decoding loop: independent requests decoded together, one forward pass a
+step for all of them (``LLM.generate_many``: a Magnet step's characters, then its critic reviews),
+and a call alone as a group of one; a structured reply's drafts ride in its pass.
 
 Why: on a CPU a small model's decode step is bound by reading its weights and KV cache; a step for
 three sequences reads the weights once. SmolLM2-135M at a 1,000-token context on 2 cores decodes
@@ -8,7 +9,7 @@ three sequences reads the weights once. SmolLM2-135M at a 1,000-token context on
 Each request keeps its own KV sequence, sampler chain (its seed, its penalties, its grammar) and
 stops; the prompt prefix the requests share is computed once and copied between sequences (a
 unified KV cache holds a shared cell once). Afterwards the first request's sequence is left as the
-live cache, as a call made alone would leave it, and the others are dropped.
+live cache and the others are dropped.
 """
 
 from __future__ import annotations

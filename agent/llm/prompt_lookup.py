@@ -8,8 +8,8 @@ in turn, as it would without drafts, and keeps a draft only while the sampled to
 The sampling is unchanged; the logits of a pass of several tokens round differently from a pass
 of one (up to 0.14 apart on SmolLM2-135M), so a reply may part from the one written without drafts
 at a near tie. On 2 cores a pass of 4 tokens at a 5,000-token context costs 1.85 times a pass of
-one; drafted, the small profile's NstAgent updates decoded 1.17 times as fast and the demo's critic
-reviews 1.13 times (docs/design/embedded-speed.md, the seventh round).
+one; over 600-word small-profile NstAgent runs, their chapter turns decoded 1.23 times as fast
+with drafts (docs/design/embedded-speed.md, the seventh round).
 """
 
 from __future__ import annotations
