@@ -109,6 +109,21 @@ def split_sentences(text: str) -> list[str]:
     return [text[a:b] for a, b in sentence_spans(text)]
 
 
+def close_point(text: str, words: int) -> int | None:
+    """Where a passage asked for ``words`` words ends: the end offset of its first sentence that
+    ends once the passage holds that many words and that another sentence follows (so the end is
+    certain while the passage is still being written: ``"Stop!" she`` is not one); ``None`` while
+    there is none. Why: a small model writes on past its length to its token ceiling; this is the
+    one rule that cuts it (at decode time in the in-process engines)."""
+    spans = sentence_spans(text)
+    held = 0
+    for start, end in spans[:-1]:  # the last has no sentence after it yet
+        held += count_words(text[start:end])
+        if held >= words:
+            return end
+    return None
+
+
 def _continues_sentence(text: str, punct_start: int, punct_end: int) -> bool:
     following = text[punct_end:].lstrip()
     if following[:1].islower():

@@ -76,6 +76,7 @@ def main(out: str, profile: str | None = None) -> int:
             "min_tokens": prepared.min_tokens,
             "stop": prepared.stop,
             "seed": prepared.seed,
+            "sampling": prepared.sampling.given(),
             "schema": schema,
         }
         lines.append(json.dumps(entry, sort_keys=True, ensure_ascii=False, default=str))

@@ -77,9 +77,15 @@ ADDED_BY_ISSUE_33 = {
 """The paper profile's budgets, search and state as the reference's published commands run them, and Magnet's
 narrator and goal generator in one call each as the paper has them, the native tool protocol, and the room
 Magnet's calls leave a thinking model to reason, and the inputs §3.2 lists for each Magnet role (#33)."""
-ADDED_BY_ISSUE_35 = {"failed_update_limit", "fallback_full_update", "update_entry_limit", "ask_again_looped_update"}
+ADDED_BY_ISSUE_35 = {
+    "failed_update_limit",
+    "fallback_full_update",
+    "update_entry_limit",
+    "ask_again_looped_update",
+    "close_at_length",
+}
 """Turns that fail in a row while the update is due end a chapter's turns; the fallback may ask
-for one event only (#35)."""
+for one event only; Magnet's closing paragraph may end at the story's length (#35)."""
 
 
 @pytest.fixture

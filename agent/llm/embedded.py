@@ -27,6 +27,7 @@ from agent.llm.context import TemplateCounter, TokenCounter
 from agent.llm.local_decoding import (
     ConstraintIndexes,
     RunawayCheck,
+    SentenceClose,
     hf_vocabulary,
     read_reply,
     refuse_min_tokens_with_schema,
@@ -130,11 +131,16 @@ class EmbeddedLLM(LLM):
             first = FirstLogits()
             kwargs["logits_processor"] = LogitsProcessorList([first, *(clock.timed("mask", p) for p in processors)])
             runaway = None
+            criteria: list[Any] = []
             if request.constraint is not None:
+                runaway = RunawayStop(self.tokenizer, int(prompt_ids.shape[1]))
+                criteria.append(runaway)
+            if request.sampling.close_after_words:
+                criteria.append(CloseStop(self.tokenizer, int(prompt_ids.shape[1]), request.sampling.close_after_words))
+            if criteria:
                 from transformers import StoppingCriteriaList
 
-                runaway = RunawayStop(self.tokenizer, int(prompt_ids.shape[1]))
-                kwargs["stopping_criteria"] = StoppingCriteriaList([runaway])
+                kwargs["stopping_criteria"] = StoppingCriteriaList(criteria)
             if request.seed is not None:
                 torch.manual_seed(request.seed)
             started = time.perf_counter()
@@ -193,6 +199,7 @@ class EmbeddedLLM(LLM):
             max_tokens=request.max_tokens,
             stop=request.stop,
             runaway_stopped=runaway is not None and runaway.stopped,
+            close_after_words=request.sampling.close_after_words,
         )
 
     def _eos_ids(self) -> set[int]:
@@ -238,6 +245,21 @@ class RunawayStop:
         due = new > 0 and new % self.check.every == 0
         stopped = self.check(input_ids[0, self.prompt_tokens :].tolist()) if due else self.check.stopped
         return torch.full((int(input_ids.shape[0]),), stopped, dtype=torch.bool, device=input_ids.device)
+
+
+class CloseStop:
+    """A ``generate`` stopping criterion for prose under ``Sampling.close_after_words``: the shared
+    :class:`~agent.llm.local_decoding.SentenceClose` after every token."""
+
+    def __init__(self, tokenizer: Any, prompt_tokens: int, words: int) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.close = SentenceClose(words, lambda ids: tokenizer.decode(ids, skip_special_tokens=True))
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        closed = self.close(input_ids[0, self.prompt_tokens :].tolist())
+        return torch.full((int(input_ids.shape[0]),), closed, dtype=torch.bool, device=input_ids.device)
 
 
 def sampling_kwargs(sampling: Sampling, kwargs: dict[str, Any], *, sampled: bool) -> list[Any]:

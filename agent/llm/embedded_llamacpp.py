@@ -48,6 +48,7 @@ from agent.llm.llamacpp_batch import (
 from agent.llm.local_decoding import (
     ConstraintIndexes,
     RunawayCheck,
+    SentenceClose,
     hf_vocabulary,
     read_reply,
     refuse_min_tokens_with_schema,
@@ -313,6 +314,7 @@ class LlamaCppLLM(LLM):
             max_tokens=request.max_tokens,
             stop=request.stop,
             runaway_stopped=runaway.stopped,
+            close_after_words=request.sampling.close_after_words,
         )
         calls: tuple[ToolCall, ...] = ()
         if request.tools:
@@ -356,6 +358,7 @@ class LlamaCppLLM(LLM):
             runaway=runaway if grammar is not None else None,
             is_eog=lambda token: bool(llama_cpp.llama_vocab_is_eog(vocab, token)),
             detokenize=self._detokenize,
+            close=SentenceClose(words, self._detokenize) if (words := request.sampling.close_after_words) else None,
         )
         self._llama.set_seed(request.seed if request.seed is not None else random.getrandbits(31))
         return reply, runaway

@@ -296,10 +296,12 @@ class EndpointLLM(LLM):
     def applied_sampling(self, sampling: Sampling) -> Sampling:
         """All but the string caps, which only the in-process engines apply (``agent.llm.string_cap``:
         as ``maxLength`` a server may compile them by counted repetition, which vLLM's Outlines backend gave
-        up on after 30 s); the ledger records the request without them."""
-        if sampling.max_string_chars is None and sampling.max_string_chars_by_key is None:
+        up on after 30 s), and the prose close (``close_after_words``: a server has no such stop); the
+        ledger records the request without them."""
+        local_only = {"max_string_chars": None, "max_string_chars_by_key": None, "close_after_words": None}
+        if all(getattr(sampling, name) is None for name in local_only):
             return sampling
-        return sampling.model_copy(update={"max_string_chars": None, "max_string_chars_by_key": None})
+        return sampling.model_copy(update=local_only)
 
     def _thinking(self) -> bool | None:
         return None if self.thinking == "auto" else self.thinking == "on"

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from agent.llm.call_clock import CallClock
-from agent.llm.local_decoding import RunawayCheck
+from agent.llm.local_decoding import RunawayCheck, SentenceClose
 from agent.llm.prefix_slots import common_prefix
 from agent.llm.prompt_lookup import PromptLookup
 
@@ -59,8 +59,8 @@ def worth_together(prompts: Sequence[Sequence[int]]) -> bool:
 
 class ReplyTokens:
     """A reply's tokens as they are sampled, and the rule that ends it: end of sequence,
-    ``max_tokens``, a stop string, or a structured reply running away. One rule for a call decoded
-    alone and one decoded with others."""
+    ``max_tokens``, a stop string, prose at its close point, or a structured reply running away. One
+    rule for a call decoded alone and one decoded with others."""
 
     def __init__(
         self,
@@ -71,10 +71,11 @@ class ReplyTokens:
         runaway: RunawayCheck | None,
         is_eog: Callable[[int], bool],
         detokenize: Callable[[list[int]], str],
+        close: SentenceClose | None = None,
     ) -> None:
         self.ids: list[int] = []
         self.max_tokens, self.stop = max_tokens, list(stop or [])
-        self.processors, self.runaway = list(processors), runaway
+        self.processors, self.runaway, self.close = list(processors), runaway, close
         self.is_eog, self.detokenize = is_eog, detokenize
 
     def take(self, token: int, clock: CallClock) -> bool:
@@ -86,6 +87,8 @@ class ReplyTokens:
             for processor in self.processors:
                 processor.accept(token)
         if self.stop and self._hit_stop():
+            return True
+        if self.close is not None and self.close(self.ids):
             return True
         return self.runaway is not None and self.runaway(self.ids)
 

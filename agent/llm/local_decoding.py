@@ -18,6 +18,7 @@ from agent.llm.bounds import JSON_WHITESPACE, decoding_regex
 from agent.llm.constraints import Constraint
 from agent.llm.types import UnsupportedSettingError
 from agent.repetition import loop_tail, ran_away
+from agent.text import close_point, count_words
 
 RUNAWAY_EVERY = 32
 """Tokens between two runaway checks of a structured reply."""
@@ -108,6 +109,21 @@ class RunawayCheck:
         return self.stopped
 
 
+class SentenceClose:
+    """For prose asked to close after some words (``Sampling.close_after_words``): after each token,
+    whether the reply so far has its close point (:func:`agent.text.close_point`), where
+    :func:`read_reply` then cuts it. The 135M model never ends a closing paragraph itself: it wrote
+    every demo story's to its ceiling, 35 % past the words asked for."""
+
+    def __init__(self, words: int, decode: Callable[[list[int]], str]) -> None:
+        self.words, self.decode = words, decode
+
+    def __call__(self, new_ids: Sequence[int]) -> bool:
+        """``new_ids``: the reply's tokens so far. True once it holds its close point."""
+        text = self.decode(list(new_ids))
+        return count_words(text) > self.words and close_point(text, self.words) is not None
+
+
 def read_reply(
     text: str,
     new_ids: Sequence[int],
@@ -116,17 +132,21 @@ def read_reply(
     max_tokens: int,
     stop: Sequence[str] | None,
     runaway_stopped: bool,
+    close_after_words: int | None = None,
 ) -> tuple[str, str]:
-    """The reply's text (cut at the first stop string) and its finish reason, OpenAI's way:
-    ``stop`` at an end-of-sequence token, a stop string or an early end; ``length`` at
-    ``max_tokens`` or a runaway (cut short, as if at its limit: the layer above retries it once).
-    ``text`` is the decoded reply without its end-of-sequence token."""
+    """The reply's text (cut at the first stop string, or at its close point under
+    ``close_after_words``) and its finish reason, OpenAI's way: ``stop`` at an end-of-sequence
+    token, a stop string, a close point or an early end; ``length`` at ``max_tokens`` or a runaway
+    (cut short, as if at its limit: the layer above retries it once). ``text`` is the decoded reply
+    without its end-of-sequence token."""
     finished = bool(new_ids) and new_ids[-1] in eos_ids
     finish_reason = "stop" if finished else "length"
     if stop:
         cut = min((text.find(s) for s in stop if s in text), default=-1)
         if cut >= 0:
             text, finish_reason = text[:cut], "stop"
+    if close_after_words is not None and (end := close_point(text, close_after_words)) is not None:
+        text, finish_reason = text[:end], "stop"
     if not finished and len(new_ids) < max_tokens:
         finish_reason = "stop"
     if runaway_stopped:

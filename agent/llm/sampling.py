@@ -39,6 +39,11 @@ class Sampling(BaseModel):
     under it) at that key's limit instead (``None``: no limit), so a short field (a search query, a
     world-state value) closes sooner than a long one (a quote to replace), and prose in a JSON reply
     not at all."""
+    close_after_words: int | None = Field(None, ge=1)
+    """Prose: once the reply holds this many words it ends at its next sentence end
+    (:func:`agent.text.close_point`, seen when the next sentence begins, which is cut off), even
+    before ``min_tokens``, a floor that only estimates the words in tokens. In-process engines only
+    (like the string caps): a server writes on to ``max_tokens``, as it did without it."""
 
     def given(self) -> dict[str, Any]:
         """The controls that are set, as the ledger records them."""

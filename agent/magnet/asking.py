@@ -96,4 +96,5 @@ def fresh(request: Request) -> Request:
         request.stop,
         request.seed,
         request.role,
+        sampling=request.sampling,
     )

@@ -59,6 +59,7 @@ def write(ctx: RunContext[SingleConfig]) -> None:
                 max_tokens=settings.ceiling(high),
                 min_tokens=low,
                 role="baseline",
+                close_after_words=ending.close_after_words(story, settings, state) if final else None,
             )
             words = count_words(text)
             state = {

@@ -81,6 +81,12 @@ def max_steps(story: StoryDefinition, settings: MagnetSettings) -> int:
     return max(4, int(settings.max_steps_factor * story.target_words / max(1, settings.paragraph_min_tokens)))
 
 
+def close_after_words(story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any]) -> int | None:
+    """The words after which the closing paragraph ends at a sentence end (the words still missing,
+    at least one) under ``settings.close_at_length``; ``None``: it is not cut."""
+    return max(1, remaining(story, state)) if settings.close_at_length else None
+
+
 def final_budget(story: StoryDefinition, settings: MagnetSettings, state: dict[str, Any]) -> tuple[int, int]:
     """``(min_tokens, max_tokens)`` of the closing paragraph, sized to the words still missing
     (bounded at three ordinary paragraphs), so the story reaches its target as it ends. Both are sizes of the

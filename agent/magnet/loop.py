@@ -103,7 +103,12 @@ def run_step(
         causes = [r.error for r in results if r.error]
         raise LLMError(f"step {step}: no character produced an action" + (f" ({causes[0]})" if causes else ""))
     narration = narrate(
-        llm, scene, settings, actions, budget=ending.final_budget(story, settings, state) if final_paragraph else None
+        llm,
+        scene,
+        settings,
+        actions,
+        budget=ending.final_budget(story, settings, state) if final_paragraph else None,
+        close_after_words=ending.close_after_words(story, settings, state) if final_paragraph else None,
     )
 
     commits, goal_reached = _commit_selected(world, step, narration, actions)

@@ -11,6 +11,7 @@ from typing import Any
 
 from agent.llm import LLM, Completion, LLMError, Request
 from agent.llm.budget import Budget
+from agent.llm.sampling import NONE
 from agent.magnet.asking import MIN_PROSE_REPLY, ask_many, fresh
 from agent.magnet.settings import MagnetSettings
 from agent.repetition import measure
@@ -42,11 +43,23 @@ def write_prose(
     min_tokens: int | None,
     role: str,
     budget: Budget | None = None,
+    close_after_words: int | None = None,
 ) -> tuple[str, bool]:
     """A plain-text paragraph; one cut at ``max_tokens`` is trimmed to its last whole sentence.
     An empty reply counts as a failed call (re-asked within ``settings.retries``). ``messages``
-    and ``max_tokens`` come fitted to the context; ``budget`` fits the repetition guard's retry."""
-    request = Request(messages, None, temperature=temperature, max_tokens=max_tokens, min_tokens=min_tokens, role=role)
+    and ``max_tokens`` come fitted to the context; ``budget`` fits the repetition guard's retry;
+    ``close_after_words``: the paragraph ends at its first sentence end past that many words
+    (``Sampling.close_after_words``, on the role's sampling)."""
+    sampling = settings.sampling_for(role)
+    request = Request(
+        messages,
+        None,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        min_tokens=min_tokens,
+        role=role,
+        sampling=sampling.model_copy(update={"close_after_words": close_after_words}) if close_after_words else NONE,
+    )
     for _ in range(settings.retries + 1):
         reply = ask_many(llm, [fresh(request)], settings.retries, budget)[0]
         if isinstance(reply, LLMError):
@@ -111,7 +124,7 @@ def _repetition_retry(
         max_tokens=max_tokens,
         min_tokens=(min(request.min_tokens, max_tokens - 1) or None) if request.min_tokens else None,
         role=request.role,
-        sampling=settings.sampling_for(request.role).stronger(),
+        sampling=(request.sampling if request.sampling != NONE else settings.sampling_for(request.role)).stronger(),
     )
     reply = ask_many(llm, [retry], 0)[0]
     return None if isinstance(reply, LLMError) else reply

@@ -334,9 +334,11 @@ def narrate(
     actions: Sequence[ActionResult],
     *,
     budget: tuple[int, int] | None = None,
+    close_after_words: int | None = None,
 ) -> Narration:
     """The narrator selects and orders the fitting actions (rejecting conflicting updates), then
-    writes the paragraph (``budget``: ``(min_tokens, max_tokens)`` instead of the settings')."""
+    writes the paragraph (``budget``: ``(min_tokens, max_tokens)`` instead of the settings';
+    ``close_after_words``: it ends at its first sentence end past that many words)."""
     min_tokens: int | None
     min_tokens, max_tokens = budget or (settings.paragraph_min_tokens, settings.paragraph_tokens)
     if not settings.paragraph_floor:
@@ -379,6 +381,7 @@ def narrate(
         min_tokens=request.min_tokens,
         role="narrator",
         budget=scene.budget,
+        close_after_words=close_after_words,
     )
     return Narration(order, text, fallback, trimmed, rejected)
 

@@ -34,7 +34,7 @@ from agent.settings import INPUT, SMALL_PROSE, SMALL_STRUCTURED, Settings, Sourc
 TOKENS = 32768
 PROSE = frozenset({"narrator", "transition", "baseline"})
 """The roles that write story text (the rest answer in JSON)."""
-SMALL = {"prose_sampling": SMALL_PROSE, "structured_sampling": SMALL_STRUCTURED}
+SMALL = {"prose_sampling": SMALL_PROSE, "structured_sampling": SMALL_STRUCTURED, "close_at_length": True}
 REASONING_TOKENS = 32768
 """The room ``paper`` gives a thinking model's reasoning on every Magnet call (``reasoning_tokens``)."""
 PAPER_PARAGRAPHS = {"repetition_guard": False, "paragraph_floor": False, "reasoning_tokens": REASONING_TOKENS}
@@ -115,6 +115,18 @@ class ParagraphSettings(WritingControls):
     ] = True
     """Send ``paragraph_min_tokens`` as the prose floor (fabula's; off in the paper profile: the
     length still bounds the steps through ``max_steps_factor``)."""
+    close_at_length: Annotated[
+        bool,
+        own(
+            "the closing paragraph ends at its first sentence end once the story holds its length; the paper's "
+            "stories have no target length"
+        ),
+    ] = False
+    """Cut the closing paragraph at its first sentence end once the story holds ``target_words``
+    (``Sampling.close_after_words``: decoding stops there in the in-process engines; a server's reply
+    is not cut). Off by default: a model that ends its own paragraph writes its close within the
+    closing budget. The small profile turns it on: the 135M model never ends its closing paragraph,
+    it wrote every kept demo story's to the budget's ceiling (350 tokens, about 270 words for 200)."""
     ending_paragraphs: Annotated[
         int, own("when to steer to a concluding goal; the paper gives no ending rule for a target length")
     ] = Field(4, ge=1, le=100)
