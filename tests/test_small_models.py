@@ -232,7 +232,8 @@ def test_the_cli_profile_reaches_the_stored_config_and_show(tmp_path, monkeypatc
     with RunStore.open(run, readonly=True) as store:
         assert store.info().config["profile"] == "small"
         calls = store.ledger.llm_calls()
-    assert {c.role: c.sampling for c in calls}["narrator"] == SMALL_PROSE
+    # the story fits in one paragraph, its closing one: it ends at the story's length (close_at_length)
+    assert {c.role: c.sampling for c in calls}["narrator"] == {**SMALL_PROSE, "close_after_words": 150}
     assert main(["show", str(run)]) == 0
     assert "profile small" in capsys.readouterr().out
 
