@@ -65,12 +65,12 @@ def test_the_transformers_engine_stops_prose_at_its_close_point(transformers_llm
 
 def _stops_at_its_close_point(llm) -> None:
     sampling = Sampling(**SMALL_PROSE)
-    on = {"temperature": 0.8, "max_tokens": 240, "min_tokens": 200, "seed": 7}
+    on = {"temperature": 0.8, "max_tokens": 240, "min_tokens": 239, "seed": 7}  # no end of sequence before 239
     whole = llm.generate(PROMPT, **on, sampling=sampling)
     assert whole.finish_reason == "length" and count_words(whole.text) > 60  # written on to its ceiling
     closed = llm.generate(PROMPT, **on, sampling=sampling.model_copy(update={"close_after_words": 40}))
     assert closed.finish_reason == "stop" and ends_at_its_close_point(closed.text, 40), closed.text
-    assert closed.usage.completion_tokens < 200  # before the floor, which only estimates the words
+    assert closed.usage.completion_tokens < 239  # before the floor, which only estimates the words
 
 
 def test_a_server_is_sent_the_paragraph_without_the_close():
@@ -128,4 +128,6 @@ def test_the_demo_story_closes_at_its_length(tmp_path):
             "SELECT text, finish_reason, sampling FROM llm_calls WHERE role = 'narrator' AND error IS NULL"
         ).fetchall()
     assert json.loads(sampling)["close_after_words"] == 200
-    assert finish == "stop" and ends_at_its_close_point(text, 200), text
+    # it stops at its close point; only a paragraph that never reaches one runs to its ceiling
+    closed = finish == "stop" and ends_at_its_close_point(text, 200)
+    assert closed or (finish == "length" and close_point(text, 200) is None), text

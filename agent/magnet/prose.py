@@ -50,7 +50,7 @@ def write_prose(
     and ``max_tokens`` come fitted to the context; ``budget`` fits the repetition guard's retry;
     ``close_after_words``: the paragraph ends at its first sentence end past that many words
     (``Sampling.close_after_words``, on the role's sampling)."""
-    sampling = settings.sampling_for(role)
+    closing = {"close_after_words": close_after_words}
     request = Request(
         messages,
         None,
@@ -58,7 +58,7 @@ def write_prose(
         max_tokens=max_tokens,
         min_tokens=min_tokens,
         role=role,
-        sampling=sampling.model_copy(update={"close_after_words": close_after_words}) if close_after_words else NONE,
+        sampling=settings.sampling_for(role).model_copy(update=closing) if close_after_words else NONE,
     )
     for _ in range(settings.retries + 1):
         reply = ask_many(llm, [fresh(request)], settings.retries, budget)[0]
